@@ -1,0 +1,143 @@
+//! All specs of a tree: loaded, validated, looked up by id with nearest-id suggestions.
+
+use crate::spec::{Spec, SpecError};
+use std::path::{Path, PathBuf};
+
+/// A spec with where it came from and its text (hashed into the run manifest).
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub spec: Spec,
+    pub file: PathBuf,
+    pub text: String,
+}
+
+#[derive(Debug, Default)]
+pub struct Catalog {
+    pub entries: Vec<Entry>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error("no experiment `{id}`{}", suggest(.nearest))]
+    Unknown { id: String, nearest: Vec<String> },
+    #[error("{0}: {1}")]
+    Io(PathBuf, std::io::Error),
+    #[error("two specs have the id `{id}`: {a} and {b}")]
+    Duplicate { id: String, a: String, b: String },
+}
+
+fn suggest(n: &[String]) -> String {
+    if n.is_empty() { String::new() } else { format!("; did you mean {}?", n.join(", ")) }
+}
+
+impl Catalog {
+    /// Build from (file, text) pairs (from disk or embedded in the binary).
+    pub fn from_texts<I: IntoIterator<Item = (PathBuf, String)>>(items: I) -> Result<Catalog, CatalogError> {
+        let mut entries: Vec<Entry> = Vec::new();
+        for (file, text) in items {
+            let spec = Spec::from_yaml(&file, &text)?;
+            if let Some(prev) = entries.iter().find(|e| e.spec.id == spec.id) {
+                return Err(CatalogError::Duplicate { id: spec.id, a: prev.file.display().to_string(), b: file.display().to_string() });
+            }
+            entries.push(Entry { spec, file, text });
+        }
+        entries.sort_by_key(|e| order_key(&e.spec));
+        Ok(Catalog { entries })
+    }
+
+    /// Load every `*/*.yaml` under `dir` (skipping `testbeds/`).
+    pub fn load_dir(dir: &Path) -> Result<Catalog, CatalogError> {
+        Catalog::from_texts(spec_files(dir)?.into_iter().map(|(f, t)| (f, t)))
+    }
+
+    pub fn get(&self, id: &str) -> Result<&Entry, CatalogError> {
+        self.entries.iter().find(|e| e.spec.id == id).ok_or_else(|| CatalogError::Unknown {
+            id: id.to_string(),
+            nearest: self.nearest(id),
+        })
+    }
+
+    /// Up to three ids closest to `id` (Jaro-Winkler, with prefix and paper matches first).
+    pub fn nearest(&self, id: &str) -> Vec<String> {
+        let mut scored: Vec<(f64, &str)> = self
+            .entries
+            .iter()
+            .map(|e| {
+                let s = e.spec.id.as_str();
+                let mut score = strsim::jaro_winkler(id, s);
+                if s.contains(id) || id.contains(s) {
+                    score += 0.2;
+                }
+                (score, s)
+            })
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        scored.into_iter().filter(|(s, _)| *s > 0.75).take(3).map(|(_, s)| s.to_string()).collect()
+    }
+}
+
+/// Sort by paper (in catalogue order), then by artifact number.
+fn order_key(s: &Spec) -> (usize, String) {
+    let paper = crate::spec::PAPERS.iter().position(|p| *p == s.paper_id).unwrap_or(99);
+    let art = s.id.trim_start_matches(&format!("{}-", s.paper_id)).to_string();
+    // zero-pad numbers so fig10 sorts after fig9
+    let mut key = String::new();
+    let mut num = String::new();
+    for c in art.chars() {
+        if c.is_ascii_digit() {
+            num.push(c);
+        } else {
+            if !num.is_empty() {
+                key.push_str(&format!("{num:0>4}"));
+                num.clear();
+            }
+            key.push(c);
+        }
+    }
+    if !num.is_empty() {
+        key.push_str(&format!("{num:0>4}"));
+    }
+    (paper, key)
+}
+
+/// The spec files of a tree, sorted.
+pub fn spec_files(dir: &Path) -> Result<Vec<(PathBuf, String)>, CatalogError> {
+    let mut out = Vec::new();
+    let rd = std::fs::read_dir(dir).map_err(|e| CatalogError::Io(dir.to_path_buf(), e))?;
+    let mut subdirs: Vec<PathBuf> = rd.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    subdirs.sort();
+    for sub in subdirs {
+        if sub.file_name().is_some_and(|n| n == "testbeds") {
+            continue;
+        }
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&sub)
+            .map_err(|e| CatalogError::Io(sub.clone(), e))?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+            .collect();
+        files.sort();
+        for f in files {
+            let text = std::fs::read_to_string(&f).map_err(|e| CatalogError::Io(f.clone(), e))?;
+            out.push((f, text));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_id_suggests_nearest() {
+        let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../experiments"));
+        let c = Catalog::load_dir(dir).expect("the tree's specs are valid");
+        let e = c.get("netreduce-fig8").expect_err("unknown");
+        assert!(e.to_string().starts_with("no experiment `netreduce-fig8`; did you mean netreduce-fig7"), "{e}");
+        let e = c.get("zzzz").expect_err("unknown");
+        assert_eq!(e.to_string(), "no experiment `zzzz`");
+    }
+}

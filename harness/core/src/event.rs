@@ -1,0 +1,54 @@
+//! The one event stream: everything a run produces flows through it to the views and the store.
+
+use crate::spec::Fidelity;
+use crate::store::Row;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Info,
+    Warn,
+    Error,
+}
+
+/// What a run reports as it goes. Agents send the same events over the control channel.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// The plan is known.
+    RunStarted {
+        run_id: String,
+        experiment: String,
+        fidelity: Fidelity,
+        profile: String,
+        points: Vec<PlannedPoint>,
+    },
+    /// A point starts (index into the plan).
+    PointStarted { point: usize },
+    /// Progress inside a point (work units done of total, e.g. repetitions or bytes).
+    Progress { point: usize, done: u64, total: u64 },
+    /// A live sample for the charts (not necessarily stored).
+    Sample { point: usize, system: String, metric: String, value: f64, unit: String },
+    /// A measurement row to store.
+    Row(Row),
+    /// A counter a system reports (packets, losses, retransmissions): the running total.
+    Counter { point: usize, system: String, name: String, value: u64 },
+    /// CPU of a process of the run, percent of one core.
+    ProcessCpu { pid: u32, label: String, cpu_percent: f64 },
+    Log { level: LogLevel, source: String, message: String },
+    /// A point finished; `error` when it failed (the run goes on with the next point).
+    PointDone { point: usize, ok: bool, error: Option<String>, elapsed_s: f64 },
+    /// The run is over (complete, incomplete or failed).
+    RunFinished { status: crate::store::RunStatus, elapsed_s: f64 },
+}
+
+/// A point as the views show it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PlannedPoint {
+    pub point_id: String,
+    pub system: String,
+    pub label: String,
+    /// Already done in an earlier attempt (resume).
+    pub done: bool,
+}

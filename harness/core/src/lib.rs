@@ -1,0 +1,27 @@
+//! inabench-core: what every part of the suite shares and nothing heavy.
+//!
+//! - [`spec`]: experiment specs (YAML), validated with file/line/field errors;
+//! - [`catalog`]: all specs of a tree, lookup with nearest-id suggestions;
+//! - [`claims`]: the claim expression language, parsed and evaluated over aggregated results;
+//! - [`plan`]: a spec and a profile expanded into points;
+//! - [`event`]: the one event stream that feeds the views and the store;
+//! - [`store`]: run folders (manifest, append-only rows, resume);
+//! - [`workload`]: the trait systems implement so the harness can run them without knowing them;
+//! - [`rng`]: a small seeded generator (SplitMix64) so every run is reproducible from its seed.
+
+pub mod catalog;
+pub mod claims;
+pub mod event;
+pub mod plan;
+pub mod rng;
+pub mod spec;
+pub mod store;
+pub mod value;
+pub mod workload;
+
+pub use event::{Event, LogLevel};
+pub use plan::{Plan, Point};
+pub use spec::{Fidelity, Spec};
+pub use store::{Manifest, Row, RunStatus};
+pub use value::{Params, Scalar};
+pub use workload::{PointCtx, Workload, WorkloadError};

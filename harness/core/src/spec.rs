@@ -1,0 +1,532 @@
+//! Experiment specs: one YAML file per experiment (schema in `experiments/SCHEMA.md`).
+//!
+//! Loading is strict: unknown fields are errors, and every error is one sentence naming the
+//! file, the line and the field.
+
+use crate::claims;
+use crate::value::{Params, Scalar};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The fidelity classes of `EXPERIMENTS.md`, best first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fidelity {
+    Hardware,
+    Emulated,
+    Simulated,
+    Modelled,
+    Functional,
+}
+
+impl Fidelity {
+    pub const ALL: [Fidelity; 5] = [
+        Fidelity::Hardware,
+        Fidelity::Emulated,
+        Fidelity::Simulated,
+        Fidelity::Modelled,
+        Fidelity::Functional,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fidelity::Hardware => "hardware",
+            Fidelity::Emulated => "emulated",
+            Fidelity::Simulated => "simulated",
+            Fidelity::Modelled => "modelled",
+            Fidelity::Functional => "functional",
+        }
+    }
+
+    /// What a number of this class means (EXPERIMENTS.md), for reports.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Fidelity::Hardware => "the systems' code through real device drivers: the paper's own conditions",
+            Fidelity::Emulated => "the same protocol code over a software fabric on this host: absolute values differ from the paper; orderings and ratios are what is checked",
+            Fidelity::Simulated => "the same protocol code under a discrete-event fabric in virtual time at the paper's network parameters",
+            Fidelity::Modelled => "a closed-form or flow-level model (the paper's own equations where it gives them) at the paper's parameters",
+            Fidelity::Functional => "hardware-independent computation (precision, clustering, counts, convergence): should match the paper closely",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Fidelity> {
+        Fidelity::ALL.into_iter().find(|f| f.as_str() == s)
+    }
+}
+
+impl fmt::Display for Fidelity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Implemented,
+    Planned,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Better {
+    Lower,
+    Higher,
+    None,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    #[serde(default = "one")]
+    pub repetitions: u32,
+    #[serde(default)]
+    pub warmup: u32,
+    pub estimated_seconds: f64,
+    #[serde(default)]
+    pub parameters: Params,
+    #[serde(default)]
+    pub grid: Vec<BTreeMap<String, Vec<Scalar>>>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metric {
+    pub name: String,
+    pub unit: String,
+    pub better: Better,
+    #[serde(default)]
+    pub description: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaperValue {
+    pub system: String,
+    pub metric: String,
+    pub value: f64,
+    #[serde(default)]
+    pub params: Params,
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PaperBlock {
+    pub source: String,
+    #[serde(default)]
+    pub note: Option<String>,
+    #[serde(default)]
+    pub values: Vec<PaperValue>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Claim {
+    pub id: String,
+    pub text: String,
+    #[serde(default)]
+    pub fidelity: Vec<Fidelity>,
+    pub expr: String,
+    #[serde(default)]
+    pub tolerance: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FigureKind {
+    Lines,
+    Bars,
+    Cdf,
+    Table,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Figure {
+    pub id: String,
+    pub title: String,
+    pub kind: FigureKind,
+    #[serde(default)]
+    pub x: Option<String>,
+    pub y: String,
+    #[serde(default = "default_series")]
+    pub series: Vec<String>,
+    #[serde(default)]
+    pub filter: Params,
+    #[serde(default)]
+    pub x_label: Option<String>,
+    #[serde(default)]
+    pub y_label: Option<String>,
+    #[serde(default)]
+    pub log_x: bool,
+    #[serde(default)]
+    pub log_y: bool,
+    #[serde(default = "yes")]
+    pub paper_overlay: bool,
+}
+
+fn default_series() -> Vec<String> {
+    vec!["system".to_string()]
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One experiment spec, as written in YAML.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    pub id: String,
+    pub paper_id: String,
+    pub title: String,
+    pub citation: String,
+    pub artifact: String,
+    pub status: Status,
+    #[serde(default)]
+    pub workload: Option<String>,
+    pub description: String,
+    pub systems: Vec<String>,
+    pub fidelity: Vec<Fidelity>,
+    #[serde(default)]
+    pub parameters: Params,
+    pub profiles: BTreeMap<String, Profile>,
+    pub metrics: Vec<Metric>,
+    pub paper: PaperBlock,
+    #[serde(default)]
+    pub claims: Vec<Claim>,
+    #[serde(default)]
+    pub figures: Vec<Figure>,
+}
+
+/// A spec error: one sentence with the file, line and field.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}{}: {}{}", file.display(), line.map(|l| format!(":{l}")).unwrap_or_default(), field.as_ref().map(|f| format!("field `{f}`: ")).unwrap_or_default(), message)]
+pub struct SpecError {
+    pub file: PathBuf,
+    pub line: Option<usize>,
+    pub field: Option<String>,
+    pub message: String,
+}
+
+pub const PAPERS: [&str; 5] = ["netreduce", "libra", "aleph", "p4sgd", "luwu"];
+
+impl Spec {
+    /// Parse and validate a spec from its text; `file` is used in error messages.
+    pub fn from_yaml(file: &Path, text: &str) -> Result<Spec, SpecError> {
+        let spec: Spec = serde_saphyr::from_str(text).map_err(|e| {
+            let line = e.location().map(|l| l.line() as usize).filter(|l| *l > 0);
+            SpecError {
+                file: file.to_path_buf(),
+                line,
+                field: None,
+                message: first_sentence(&e.to_string()),
+            }
+        })?;
+        spec.validate(file, text)?;
+        Ok(spec)
+    }
+
+    pub fn load(file: &Path) -> Result<Spec, SpecError> {
+        let text = std::fs::read_to_string(file).map_err(|e| SpecError {
+            file: file.to_path_buf(),
+            line: None,
+            field: None,
+            message: format!("cannot read the spec: {e}"),
+        })?;
+        Spec::from_yaml(file, &text)
+    }
+
+    pub fn metric(&self, name: &str) -> Option<&Metric> {
+        self.metrics.iter().find(|m| m.name == name)
+    }
+
+    /// Every parameter name the spec's points can carry (fixed, profile, grid).
+    pub fn parameter_names(&self) -> BTreeSet<String> {
+        let mut names: BTreeSet<String> = self.parameters.keys().cloned().collect();
+        for p in self.profiles.values() {
+            names.extend(p.parameters.keys().cloned());
+            for block in &p.grid {
+                names.extend(block.keys().cloned());
+            }
+        }
+        names
+    }
+
+    fn validate(&self, file: &Path, text: &str) -> Result<(), SpecError> {
+        let err = |needle: &str, field: &str, message: String| SpecError {
+            file: file.to_path_buf(),
+            line: locate(text, needle),
+            field: Some(field.to_string()),
+            message,
+        };
+        if !PAPERS.contains(&self.paper_id.as_str()) {
+            return Err(err(
+                "paper_id:",
+                "paper_id",
+                format!("`{}` is not one of {}", self.paper_id, PAPERS.join(", ")),
+            ));
+        }
+        if !self.id.starts_with(&format!("{}-", self.paper_id)) {
+            return Err(err(
+                "id:",
+                "id",
+                format!("`{}` must start with `{}-`", self.id, self.paper_id),
+            ));
+        }
+        if let Some(stem) = file.file_stem().and_then(|s| s.to_str()) {
+            let expected = format!("{}-{}", self.paper_id, stem);
+            if file.extension().is_some() && stem != "spec" && expected != self.id {
+                return Err(err(
+                    "id:",
+                    "id",
+                    format!("`{}` does not match the file name (expected `{expected}`)", self.id),
+                ));
+            }
+        }
+        if self.status == Status::Implemented && self.workload.is_none() {
+            return Err(err(
+                "status:",
+                "workload",
+                "an implemented experiment needs a `workload`".into(),
+            ));
+        }
+        if self.fidelity.is_empty() {
+            return Err(err("fidelity:", "fidelity", "list at least one fidelity class".into()));
+        }
+        if self.systems.is_empty() {
+            return Err(err("systems:", "systems", "list at least one system".into()));
+        }
+        for name in ["quick", "full"] {
+            let Some(p) = self.profiles.get(name) else {
+                return Err(err(
+                    "profiles:",
+                    "profiles",
+                    format!("the `{name}` profile is missing (quick and full are required)"),
+                ));
+            };
+            if p.repetitions == 0 {
+                return Err(err(
+                    &format!("{name}:"),
+                    &format!("profiles.{name}.repetitions"),
+                    "must be at least 1".into(),
+                ));
+            }
+            for (i, block) in p.grid.iter().enumerate() {
+                for (k, vals) in block {
+                    if vals.is_empty() {
+                        return Err(err(
+                            &format!("{k}:"),
+                            &format!("profiles.{name}.grid[{i}].{k}"),
+                            "an empty list makes no points".into(),
+                        ));
+                    }
+                }
+            }
+        }
+        let mut seen = BTreeSet::new();
+        for m in &self.metrics {
+            if !seen.insert(m.name.as_str()) {
+                return Err(err(
+                    &format!("name: {}", m.name),
+                    "metrics",
+                    format!("metric `{}` is declared twice", m.name),
+                ));
+            }
+        }
+        let systems: BTreeSet<&str> = self.systems.iter().map(String::as_str).collect();
+        for (i, v) in self.paper.values.iter().enumerate() {
+            if !systems.contains(v.system.as_str()) {
+                return Err(err(
+                    &format!("system: {}", v.system),
+                    &format!("paper.values[{i}].system"),
+                    format!("`{}` is not in `systems` ({})", v.system, self.systems.join(", ")),
+                ));
+            }
+            if self.metric(&v.metric).is_none() {
+                return Err(err(
+                    &format!("metric: {}", v.metric),
+                    &format!("paper.values[{i}].metric"),
+                    format!("`{}` is not a declared metric ({})", v.metric, self.metric_names()),
+                ));
+            }
+        }
+        let params = self.parameter_names();
+        let mut claim_ids = BTreeSet::new();
+        for (i, c) in self.claims.iter().enumerate() {
+            let needle = format!("id: {}", c.id);
+            if !claim_ids.insert(c.id.as_str()) {
+                return Err(err(&needle, &format!("claims[{i}].id"), format!("claim `{}` is declared twice", c.id)));
+            }
+            for f in &c.fidelity {
+                if !self.fidelity.contains(f) {
+                    return Err(err(
+                        &needle,
+                        &format!("claims[{i}].fidelity"),
+                        format!("`{f}` is not one of the spec's classes ({})", fid_list(&self.fidelity)),
+                    ));
+                }
+            }
+            let expr = claims::parse(&c.expr).map_err(|e| {
+                err(&needle, &format!("claims[{i}].expr"), format!("{e}"))
+            })?;
+            let refs = expr.references();
+            for m in &refs.metrics {
+                if self.metric(m).is_none() {
+                    return Err(err(
+                        &needle,
+                        &format!("claims[{i}].expr"),
+                        format!("unknown metric `{m}` (declared: {})", self.metric_names()),
+                    ));
+                }
+            }
+            for s in &refs.systems {
+                if s != "*" && !systems.contains(s.as_str()) {
+                    return Err(err(
+                        &needle,
+                        &format!("claims[{i}].expr"),
+                        format!("unknown system `{s}` (declared: {})", self.systems.join(", ")),
+                    ));
+                }
+            }
+            for p in &refs.params {
+                if !params.contains(p) {
+                    return Err(err(
+                        &needle,
+                        &format!("claims[{i}].expr"),
+                        format!("unknown parameter `{p}` (parameters: {})", join(&params)),
+                    ));
+                }
+            }
+        }
+        for (i, f) in self.figures.iter().enumerate() {
+            let needle = format!("id: {}", f.id);
+            if self.metric(&f.y).is_none() {
+                return Err(err(&needle, &format!("figures[{i}].y"), format!("unknown metric `{}` (declared: {})", f.y, self.metric_names())));
+            }
+            if let Some(x) = &f.x {
+                if f.kind != FigureKind::Cdf && !params.contains(x) && x != "system" {
+                    return Err(err(&needle, &format!("figures[{i}].x"), format!("`{x}` is not a parameter (parameters: {})", join(&params))));
+                }
+            } else if matches!(f.kind, FigureKind::Lines) {
+                return Err(err(&needle, &format!("figures[{i}].x"), "a lines figure needs `x`".into()));
+            }
+            for s in &f.series {
+                if s != "system" && !params.contains(s) {
+                    return Err(err(&needle, &format!("figures[{i}].series"), format!("`{s}` is neither `system` nor a parameter")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn metric_names(&self) -> String {
+        self.metrics.iter().map(|m| m.name.as_str()).collect::<Vec<_>>().join(", ")
+    }
+}
+
+fn fid_list(f: &[Fidelity]) -> String {
+    f.iter().map(|x| x.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+fn join(s: &BTreeSet<String>) -> String {
+    s.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
+}
+
+/// The 1-based line of the first occurrence of `needle` in `text`.
+pub fn locate(text: &str, needle: &str) -> Option<usize> {
+    text.lines().position(|l| l.contains(needle)).map(|i| i + 1)
+}
+
+/// The first line of a library error, without its trailing period, so ours stays one sentence.
+fn first_sentence(s: &str) -> String {
+    let line = s.lines().find(|l| !l.trim().is_empty()).unwrap_or(s).trim();
+    let line = line.strip_prefix("error: ").unwrap_or(line);
+    line.trim_end_matches('.').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fig7() -> String {
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../experiments/netreduce/fig7.yaml"))
+            .expect("fig7 spec in the tree")
+    }
+
+    fn load(text: &str) -> Result<Spec, SpecError> {
+        Spec::from_yaml(Path::new("experiments/netreduce/fig7.yaml"), text)
+    }
+
+    #[test]
+    fn fig7_loads() {
+        let s = load(&fig7()).expect("valid");
+        assert_eq!(s.id, "netreduce-fig7");
+        assert_eq!(s.fidelity[0], Fidelity::Modelled);
+        assert!(s.profiles["quick"].grid.len() == 3);
+    }
+
+    #[test]
+    fn unknown_field_names_file_line_and_field() {
+        let text = fig7().replace("artifact: ", "artefact: ");
+        let e = load(&text).expect_err("unknown field");
+        let msg = e.to_string();
+        assert!(msg.starts_with("experiments/netreduce/fig7.yaml:"), "{msg}");
+        assert!(msg.contains("artefact"), "{msg}");
+        assert_eq!(e.line, locate(&text, "artefact:"), "{msg}");
+        assert!(!msg.contains('\n'), "one sentence: {msg}");
+    }
+
+    #[test]
+    fn wrong_type_names_line() {
+        let text = fig7().replace("repetitions: 1\n    warmup: 0\n    estimated_seconds: 2", "repetitions: many\n    warmup: 0\n    estimated_seconds: 2");
+        let e = load(&text).expect_err("bad type");
+        assert_eq!(e.line, locate(&text, "repetitions: many"), "{e}");
+    }
+
+    #[test]
+    fn claim_with_unknown_metric() {
+        let text = fig7().replace("expr: \"comm_time(parallel_netreduce) < min(", "expr: \"gput(parallel_netreduce) < min(");
+        let e = load(&text).expect_err("unknown metric");
+        let msg = e.to_string();
+        assert!(msg.contains("field `claims[0].expr`: unknown metric `gput`"), "{msg}");
+        assert_eq!(e.line, locate(&text, "id: pn-below-fr-ta"));
+    }
+
+    #[test]
+    fn claim_syntax_error() {
+        let text = fig7().replace("flat(comm_time(parallel_netreduce), P, 1%) and", "flat(comm_time(parallel_netreduce), P, 1%) and and");
+        let e = load(&text).expect_err("syntax");
+        assert!(e.to_string().contains("claims[1].expr"), "{e}");
+    }
+
+    #[test]
+    fn paper_value_with_unknown_system() {
+        let text = fig7().replace("  values: []", "  values:\n    - {system: ring, metric: comm_time, value: 1.0}");
+        let e = load(&text).expect_err("unknown system");
+        assert!(e.to_string().contains("paper.values[0].system"), "{e}");
+        assert!(e.to_string().contains("`ring` is not in `systems`"), "{e}");
+    }
+
+    #[test]
+    fn implemented_needs_workload_and_profiles() {
+        let text = fig7().replace("workload: netreduce.appendix_a\n", "");
+        assert!(load(&text).expect_err("workload").to_string().contains("needs a `workload`"));
+        let text = fig7().replace("  full:\n", "  fast:\n");
+        assert!(load(&text).expect_err("full").to_string().contains("`full` profile is missing"));
+    }
+
+    #[test]
+    fn id_must_match_file() {
+        let text = fig7().replace("id: netreduce-fig7", "id: netreduce-fig8");
+        assert!(load(&text).expect_err("id").to_string().contains("does not match the file name"));
+    }
+}

@@ -1,0 +1,426 @@
+//! Run folders: `results/<run-id>/` with `manifest.json`, `spec.yaml` (the spec as run),
+//! `rows.jsonl` (append-only, written as rows are measured) and, once compacted by the report
+//! crate, `measurements.parquet`. An interrupted run keeps every finished row; `--resume`
+//! finishes only the points that have no `point_done` record.
+
+use crate::spec::Fidelity;
+use crate::value::Params;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// A measurement row, in the long format of ARCHITECTURE.md.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub run_id: String,
+    pub experiment: String,
+    pub point_id: String,
+    pub system: String,
+    pub fidelity: Fidelity,
+    pub fabric: String,
+    pub params: Params,
+    pub repetition: u32,
+    pub metric: String,
+    pub value: f64,
+    pub unit: String,
+    /// Unix time in seconds.
+    pub timestamp: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Running,
+    Complete,
+    Incomplete,
+    Failed,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Complete => "complete",
+            RunStatus::Incomplete => "incomplete",
+            RunStatus::Failed => "failed",
+        }
+    }
+}
+
+/// Facts about the host a run ran on.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct HostFacts {
+    pub hostname: String,
+    pub cpu_model: String,
+    pub cores: usize,
+    pub memory_gib: f64,
+    pub kernel: String,
+    pub rustc: String,
+}
+
+impl HostFacts {
+    /// Read from /proc (Linux); fields that cannot be read stay empty.
+    pub fn probe(rustc: &str) -> HostFacts {
+        let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+        let cpuinfo = read("/proc/cpuinfo");
+        let cpu_model = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split(':').nth(1))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        let memory_kib: f64 = read("/proc/meminfo")
+            .lines()
+            .find(|l| l.starts_with("MemTotal:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        HostFacts {
+            hostname: read("/proc/sys/kernel/hostname").trim().to_string(),
+            cpu_model,
+            cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            memory_gib: memory_kib / (1024.0 * 1024.0),
+            kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
+            rustc: rustc.to_string(),
+        }
+    }
+}
+
+/// `manifest.json`: what was run, where, how, and how it ended.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    pub run_id: String,
+    pub experiment: String,
+    pub title: String,
+    pub spec_file: String,
+    pub spec_sha256: String,
+    pub profile: String,
+    pub fidelity: Fidelity,
+    pub fabric: String,
+    pub seed: u64,
+    pub git_revision: String,
+    pub inabench_version: String,
+    pub command: Vec<String>,
+    pub host: HostFacts,
+    pub testbed: String,
+    pub testbed_sha256: String,
+    pub drivers: Vec<String>,
+    pub fidelity_reason: String,
+    pub started: String,
+    pub finished: Option<String>,
+    pub elapsed_s: f64,
+    pub status: RunStatus,
+    pub points_total: usize,
+    pub points_done: usize,
+    pub points_failed: usize,
+    #[serde(default)]
+    pub resumed_from: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}:{line}: not a valid record ({message})")]
+    Corrupt { path: PathBuf, line: usize, message: String },
+    #[error("no run `{0}` in the results folder")]
+    NoRun(String),
+    #[error("the results folder has no runs yet")]
+    NoRuns,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io { path: path.to_path_buf(), source }
+}
+
+/// One line of `rows.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Record {
+    Row(Row),
+    PointDone { point_id: String, ok: bool, error: Option<String> },
+}
+
+pub const ROWS_FILE: &str = "rows.jsonl";
+pub const MANIFEST_FILE: &str = "manifest.json";
+pub const PARQUET_FILE: &str = "measurements.parquet";
+pub const SPEC_FILE: &str = "spec.yaml";
+
+/// A run folder being written.
+pub struct RunWriter {
+    pub dir: PathBuf,
+    rows: BufWriter<File>,
+}
+
+impl RunWriter {
+    /// Create `results/<run-id>/` (or open it for appending when resuming).
+    pub fn open(dir: &Path) -> Result<RunWriter, StoreError> {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let path = dir.join(ROWS_FILE);
+        let f = OpenOptions::new().create(true).append(true).open(&path).map_err(io(&path))?;
+        Ok(RunWriter { dir: dir.to_path_buf(), rows: BufWriter::with_capacity(1 << 16, f) })
+    }
+
+    pub fn append(&mut self, rec: &Record) -> Result<(), StoreError> {
+        let path = self.dir.join(ROWS_FILE);
+        serde_json::to_writer(&mut self.rows, rec).map_err(|e| StoreError::Io { path: path.clone(), source: e.into() })?;
+        self.rows.write_all(b"\n").map_err(io(&path))
+    }
+
+    /// Push buffered rows to the file (after each point, and on interruption).
+    pub fn flush(&mut self) -> Result<(), StoreError> {
+        let path = self.dir.join(ROWS_FILE);
+        self.rows.flush().map_err(io(&path))
+    }
+
+    pub fn write_manifest(&self, m: &Manifest) -> Result<(), StoreError> {
+        write_manifest(&self.dir, m)
+    }
+}
+
+/// Write the manifest atomically (temp file + rename), so a crash never leaves half a manifest.
+pub fn write_manifest(dir: &Path, m: &Manifest) -> Result<(), StoreError> {
+    let path = dir.join(MANIFEST_FILE);
+    let tmp = dir.join(".manifest.json.tmp");
+    let text = serde_json::to_string_pretty(m).map_err(|e| StoreError::Io { path: path.clone(), source: e.into() })?;
+    std::fs::write(&tmp, text).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io(&path))
+}
+
+pub fn read_manifest(dir: &Path) -> Result<Manifest, StoreError> {
+    let path = dir.join(MANIFEST_FILE);
+    let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+    serde_json::from_str(&text).map_err(|e| StoreError::Corrupt { path, line: e.line(), message: e.to_string() })
+}
+
+/// What `rows.jsonl` holds: the rows of finished points, and which points finished.
+#[derive(Debug, Default)]
+pub struct Stored {
+    pub rows: Vec<Row>,
+    pub done: BTreeSet<String>,
+    pub failed: BTreeSet<String>,
+    /// Rows of points that never finished (dropped: resume measures them again).
+    pub dropped_rows: usize,
+    /// A torn last line (the process died mid-write) is ignored and counted here.
+    pub torn_lines: usize,
+}
+
+/// Read `rows.jsonl`, keeping only rows of points that finished successfully.
+pub fn read_rows(dir: &Path) -> Result<Stored, StoreError> {
+    let path = dir.join(ROWS_FILE);
+    let f = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Stored::default()),
+        Err(e) => return Err(StoreError::Io { path, source: e }),
+    };
+    let mut all = Vec::new();
+    let mut st = Stored::default();
+    let lines: Vec<String> = BufReader::new(f).lines().collect::<Result<_, _>>().map_err(io(&path))?;
+    let n = lines.len();
+    for (i, line) in lines.into_iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Record>(&line) {
+            Ok(Record::Row(r)) => all.push(r),
+            Ok(Record::PointDone { point_id, ok, .. }) => {
+                if ok {
+                    st.failed.remove(&point_id);
+                    st.done.insert(point_id);
+                } else {
+                    st.failed.insert(point_id);
+                }
+            }
+            Err(_) if i + 1 == n => st.torn_lines += 1,
+            Err(e) => return Err(StoreError::Corrupt { path, line: i + 1, message: e.to_string() }),
+        }
+    }
+    for r in all {
+        if st.done.contains(&r.point_id) {
+            st.rows.push(r);
+        } else {
+            st.dropped_rows += 1;
+        }
+    }
+    Ok(st)
+}
+
+/// Rewrite `rows.jsonl` with only finished points (before a resume appends to it).
+pub fn rewrite_rows(dir: &Path, st: &Stored) -> Result<(), StoreError> {
+    let path = dir.join(ROWS_FILE);
+    let tmp = dir.join(".rows.jsonl.tmp");
+    {
+        let f = File::create(&tmp).map_err(io(&tmp))?;
+        let mut w = BufWriter::new(f);
+        for r in &st.rows {
+            serde_json::to_writer(&mut w, &Record::Row(r.clone())).map_err(|e| StoreError::Io { path: tmp.clone(), source: e.into() })?;
+            w.write_all(b"\n").map_err(io(&tmp))?;
+        }
+        for id in &st.done {
+            let rec = Record::PointDone { point_id: id.clone(), ok: true, error: None };
+            serde_json::to_writer(&mut w, &rec).map_err(|e| StoreError::Io { path: tmp.clone(), source: e.into() })?;
+            w.write_all(b"\n").map_err(io(&tmp))?;
+        }
+        w.flush().map_err(io(&tmp))?;
+    }
+    std::fs::rename(&tmp, &path).map_err(io(&path))
+}
+
+/// A new run id: `<UTC time>-<experiment>`, unique in `results`.
+pub fn new_run_id(results: &Path, experiment: &str) -> String {
+    let base = format!("{}-{experiment}", chrono::Utc::now().format("%Y%m%dT%H%M%SZ"));
+    let mut id = base.clone();
+    let mut k = 2;
+    while results.join(&id).exists() {
+        id = format!("{base}-{k}");
+        k += 1;
+    }
+    id
+}
+
+/// All runs in `results`, newest first (by start time).
+pub fn list_runs(results: &Path) -> Result<Vec<Manifest>, StoreError> {
+    let mut out = Vec::new();
+    let rd = match std::fs::read_dir(results) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(StoreError::Io { path: results.to_path_buf(), source: e }),
+    };
+    for entry in rd.flatten() {
+        let dir = entry.path();
+        if dir.join(MANIFEST_FILE).exists() {
+            if let Ok(m) = read_manifest(&dir) {
+                out.push(m);
+            }
+        }
+    }
+    out.sort_by(|a, b| b.started.cmp(&a.started).then(b.run_id.cmp(&a.run_id)));
+    Ok(out)
+}
+
+/// Resolve `latest` or a run id (or a unique prefix of one) to its folder.
+pub fn resolve_run(results: &Path, which: &str) -> Result<PathBuf, StoreError> {
+    let runs = list_runs(results)?;
+    if which == "latest" {
+        return runs.first().map(|m| results.join(&m.run_id)).ok_or(StoreError::NoRuns);
+    }
+    if results.join(which).join(MANIFEST_FILE).exists() {
+        return Ok(results.join(which));
+    }
+    let matches: Vec<_> = runs.iter().filter(|m| m.run_id.starts_with(which)).collect();
+    match matches.as_slice() {
+        [m] => Ok(results.join(&m.run_id)),
+        _ => Err(StoreError::NoRun(which.to_string())),
+    }
+}
+
+pub fn now_s() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::Scalar;
+
+    fn row(point: &str, rep: u32, v: f64) -> Row {
+        let mut params = Params::new();
+        params.insert("P".into(), Scalar::Int(32));
+        Row {
+            run_id: "r".into(),
+            experiment: "netreduce-fig7".into(),
+            point_id: point.into(),
+            system: "flat_ring".into(),
+            fidelity: Fidelity::Modelled,
+            fabric: "model".into(),
+            params,
+            repetition: rep,
+            metric: "comm_time".into(),
+            value: v,
+            unit: "ms".into(),
+            timestamp: 1.0,
+        }
+    }
+
+    #[test]
+    fn rows_round_trip_and_unfinished_points_are_dropped() {
+        let d = tempfile::tempdir().expect("tmp");
+        let mut w = RunWriter::open(d.path()).expect("open");
+        w.append(&Record::Row(row("a", 0, 1.5))).expect("row");
+        w.append(&Record::Row(row("a", 1, 2.5))).expect("row");
+        w.append(&Record::PointDone { point_id: "a".into(), ok: true, error: None }).expect("done");
+        w.append(&Record::Row(row("b", 0, 9.0))).expect("row");
+        w.flush().expect("flush");
+        drop(w);
+        // a torn last line, as a killed process leaves it
+        let mut f = OpenOptions::new().append(true).open(d.path().join(ROWS_FILE)).expect("append");
+        f.write_all(b"{\"kind\":\"row\",\"run_id\":").expect("torn");
+        drop(f);
+        let st = read_rows(d.path()).expect("read");
+        assert_eq!(st.rows, vec![row("a", 0, 1.5), row("a", 1, 2.5)]);
+        assert_eq!(st.dropped_rows, 1);
+        assert_eq!(st.torn_lines, 1);
+        assert!(st.done.contains("a") && !st.done.contains("b"));
+        rewrite_rows(d.path(), &st).expect("rewrite");
+        let again = read_rows(d.path()).expect("read again");
+        assert_eq!(again.rows.len(), 2);
+        assert_eq!(again.torn_lines, 0);
+        assert_eq!(again.dropped_rows, 0);
+    }
+
+    #[test]
+    fn corrupt_middle_line_is_an_error_with_line() {
+        let d = tempfile::tempdir().expect("tmp");
+        std::fs::write(d.path().join(ROWS_FILE), "garbage\n{\"kind\":\"point_done\",\"point_id\":\"a\",\"ok\":true,\"error\":null}\n").expect("write");
+        let e = read_rows(d.path()).expect_err("corrupt");
+        assert!(e.to_string().contains(":1: not a valid record"), "{e}");
+    }
+
+    #[test]
+    fn resolve_latest_and_prefix() {
+        let d = tempfile::tempdir().expect("tmp");
+        assert!(matches!(resolve_run(d.path(), "latest"), Err(StoreError::NoRuns)));
+        for (id, started) in [("20260101-a", "2026-01-01"), ("20260102-b", "2026-01-02")] {
+            let dir = d.path().join(id);
+            std::fs::create_dir_all(&dir).expect("mkdir");
+            let m = Manifest {
+                run_id: id.into(),
+                experiment: "x".into(),
+                title: String::new(),
+                spec_file: String::new(),
+                spec_sha256: String::new(),
+                profile: "quick".into(),
+                fidelity: Fidelity::Modelled,
+                fabric: "model".into(),
+                seed: 1,
+                git_revision: String::new(),
+                inabench_version: String::new(),
+                command: vec![],
+                host: HostFacts::default(),
+                testbed: String::new(),
+                testbed_sha256: String::new(),
+                drivers: vec![],
+                fidelity_reason: String::new(),
+                started: started.into(),
+                finished: None,
+                elapsed_s: 0.0,
+                status: RunStatus::Complete,
+                points_total: 0,
+                points_done: 0,
+                points_failed: 0,
+                resumed_from: vec![],
+            };
+            write_manifest(&dir, &m).expect("manifest");
+        }
+        assert!(resolve_run(d.path(), "latest").expect("latest").ends_with("20260102-b"));
+        assert!(resolve_run(d.path(), "20260101").expect("prefix").ends_with("20260101-a"));
+        assert!(resolve_run(d.path(), "2026").is_err(), "ambiguous prefix");
+    }
+}

@@ -1,0 +1,133 @@
+//! The trait systems implement: the harness runs a point through it without knowing the system.
+
+use crate::event::{Event, LogLevel};
+use crate::plan::Point;
+use crate::spec::Fidelity;
+use crate::store::Row;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("parameter `{0}` is missing or not a number")]
+    Param(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("wrong result: {0}")]
+    WrongResult(String),
+    #[error("interrupted")]
+    Interrupted,
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A registered way of running an experiment's points (e.g. `netreduce.appendix_a`).
+pub trait Workload: Send + Sync {
+    /// The id specs name in `workload:`.
+    fn id(&self) -> &'static str;
+    /// The fidelity classes this implementation can produce.
+    fn fidelities(&self) -> &'static [Fidelity];
+    /// The fabric label recorded in each row for a class (`model`, `mem`, `udp`, `sim`, ...).
+    fn fabric(&self, fidelity: Fidelity) -> &'static str;
+    /// Run one repetition of one point, reporting through `ctx`.
+    fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError>;
+}
+
+/// What a workload sees of the run while it measures one repetition of a point.
+pub struct PointCtx<'a> {
+    pub point: &'a Point,
+    pub index: usize,
+    pub fidelity: Fidelity,
+    pub fabric: &'static str,
+    pub repetition: u32,
+    /// Warm-up repetitions are run but not stored.
+    pub warmup: bool,
+    pub seed: u64,
+    pub run_id: &'a str,
+    pub experiment: &'a str,
+    pub cancel: &'a AtomicBool,
+    sink: &'a mut dyn FnMut(Event),
+    units: &'a dyn Fn(&str) -> String,
+}
+
+impl<'a> PointCtx<'a> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        point: &'a Point,
+        index: usize,
+        fidelity: Fidelity,
+        fabric: &'static str,
+        repetition: u32,
+        warmup: bool,
+        seed: u64,
+        run_id: &'a str,
+        experiment: &'a str,
+        cancel: &'a AtomicBool,
+        sink: &'a mut dyn FnMut(Event),
+        units: &'a dyn Fn(&str) -> String,
+    ) -> Self {
+        PointCtx { point, index, fidelity, fabric, repetition, warmup, seed, run_id, experiment, cancel, sink, units }
+    }
+
+    /// A numeric parameter of the point.
+    pub fn param(&self, name: &str) -> Result<f64, WorkloadError> {
+        self.point.params.get(name).and_then(|v| v.as_f64()).ok_or_else(|| WorkloadError::Param(name.to_string()))
+    }
+
+    pub fn system(&self) -> &str {
+        &self.point.system
+    }
+
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+
+    /// Record a measurement of `metric` for the point's system (the unit comes from the spec).
+    pub fn record(&mut self, metric: &str, value: f64) {
+        let system = self.point.system.clone();
+        self.record_for(&system, metric, value);
+    }
+
+    /// Record a measurement for another system of the same point (e.g. a model that
+    /// evaluates a comparison term). Rows are stored unless this is a warm-up repetition.
+    pub fn record_for(&mut self, system: &str, metric: &str, value: f64) {
+        let unit = (self.units)(metric);
+        (self.sink)(Event::Sample {
+            point: self.index,
+            system: system.to_string(),
+            metric: metric.to_string(),
+            value,
+            unit: unit.clone(),
+        });
+        if self.warmup {
+            return;
+        }
+        let row = Row {
+            run_id: self.run_id.to_string(),
+            experiment: self.experiment.to_string(),
+            point_id: self.point.id.clone(),
+            system: system.to_string(),
+            fidelity: self.fidelity,
+            fabric: self.fabric.to_string(),
+            params: self.point.params.clone(),
+            repetition: self.repetition,
+            metric: metric.to_string(),
+            value,
+            unit,
+            timestamp: crate::store::now_s(),
+        };
+        (self.sink)(Event::Row(row));
+    }
+
+    pub fn counter(&mut self, name: &str, value: u64) {
+        let system = self.point.system.clone();
+        (self.sink)(Event::Counter { point: self.index, system, name: name.to_string(), value });
+    }
+
+    pub fn progress(&mut self, done: u64, total: u64) {
+        (self.sink)(Event::Progress { point: self.index, done, total });
+    }
+
+    pub fn log(&mut self, level: LogLevel, message: impl Into<String>) {
+        (self.sink)(Event::Log { level, source: self.point.system.clone(), message: message.into() });
+    }
+}

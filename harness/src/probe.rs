@@ -1,0 +1,50 @@
+//! `harness.probe`: a workload that measures the harness and the launchers themselves (process
+//! id, CPU time and a seeded checksum of `work` numbers), used by `inabench doctor`, the
+//! launcher tests and the overhead benchmark. It is named as what it is: a probe, not a system.
+
+use inabench_core::rng::SplitMix64;
+use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
+
+pub struct Probe;
+
+/// The probe's computation: a wrapping sum of `work` seeded draws (the same on every fabric).
+pub fn checksum(seed: u64, work: u64) -> u64 {
+    let mut g = SplitMix64::new(seed);
+    (0..work).fold(0u64, |acc, _| acc.wrapping_add(g.next_u64() >> 32))
+}
+
+impl Workload for Probe {
+    fn id(&self) -> &'static str {
+        "harness.probe"
+    }
+
+    fn fidelities(&self) -> &'static [Fidelity] {
+        &[Fidelity::Functional]
+    }
+
+    fn fabric(&self, _: Fidelity) -> &'static str {
+        "none"
+    }
+
+    fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+        let work = ctx.param("work").unwrap_or(1000.0) as u64;
+        let sleep_ms = ctx.param("sleep_ms").unwrap_or(0.0);
+        if ctx.param("crash").unwrap_or(0.0) > 0.0 && ctx.repetition >= 1 {
+            // used by tests: a worker that dies in the middle of a run
+            std::process::abort();
+        }
+        if sleep_ms > 0.0 {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(sleep_ms / 1e3);
+            while std::time::Instant::now() < until {
+                if ctx.cancelled() {
+                    return Err(WorkloadError::Interrupted);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5).min(until - std::time::Instant::now()));
+            }
+        }
+        let sum = checksum(ctx.seed ^ u64::from(ctx.repetition), work);
+        ctx.record("checksum", (sum % 1_000_003) as f64);
+        ctx.record("pid", f64::from(std::process::id()));
+        Ok(())
+    }
+}

@@ -1,0 +1,398 @@
+//! The runner: plan -> points -> workload (in this process or in agents) -> events -> store.
+//!
+//! Rows are appended to `rows.jsonl` as they are measured and pushed to the file at least every
+//! 100 ms and at every interruption, so `q`, Ctrl-C or a killed worker keep every finished
+//! row; the manifest then says `incomplete` and `--resume` runs only what is missing.
+
+use crate::launcher::{Agent, Job, LaunchError, Launcher, LocalLauncher};
+use crate::registry::Registry;
+use inabench_core::catalog::Entry;
+use inabench_core::event::{Event, LogLevel, PlannedPoint};
+use inabench_core::plan::{self, Plan, PlanError};
+use inabench_core::spec::Fidelity;
+use inabench_core::store::{self, HostFacts, Manifest, Record, RunStatus, RunWriter, StoreError};
+use inabench_core::rng::SplitMix64;
+use inabench_core::{PointCtx, WorkloadError};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Set by SIGINT/SIGTERM (headless mode); the runner stops after the current repetition.
+pub static SIGNALLED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    if SIGNALLED.swap(true, Ordering::SeqCst) {
+        // second signal: leave now (rows up to the last flush are on disk)
+        unsafe { libc::_exit(130) };
+    }
+}
+
+/// Route SIGINT and SIGTERM to a clean stop.
+pub fn install_signal_handlers() {
+    let handler: extern "C" fn(libc::c_int) = on_signal;
+    // SAFETY: the handler only touches an atomic and calls _exit, both async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, handler as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, handler as libc::sighandler_t);
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Points run on the runner's own thread (models, functional checks, benchmarks).
+    InProcess,
+    /// Points run in an agent process started by the `local` launcher.
+    Local,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    #[error("{experiment} names workload `{workload}`, which this binary does not have (it has: {have})")]
+    NoWorkload { experiment: String, workload: String, have: String },
+    #[error("run {run} is of {found}, not {expected}")]
+    ResumeMismatch { run: String, found: String, expected: String },
+    #[error("run {0} is already complete; nothing to resume")]
+    AlreadyComplete(String),
+}
+
+/// What `reproduce` asks for.
+#[derive(Debug, Clone)]
+pub struct RunRequest {
+    pub entry: Entry,
+    pub profile: String,
+    pub fidelity: Option<Fidelity>,
+    pub seed: u64,
+    pub resume: Option<PathBuf>,
+    pub results: PathBuf,
+    pub placement: Placement,
+    pub command: Vec<String>,
+    pub testbed_name: String,
+    pub testbed_text: String,
+}
+
+/// A planned run with its folder and manifest, ready to execute.
+pub struct Prepared {
+    pub plan: Plan,
+    pub run_dir: PathBuf,
+    pub manifest: Manifest,
+    pub done: BTreeSet<String>,
+    pub workload: String,
+    pub placement: Placement,
+    pub units: BTreeMap<String, String>,
+    started: Instant,
+}
+
+/// Plan the run, create (or reopen) its folder and write the manifest as `running`.
+pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
+    let spec = &req.entry.spec;
+    let wid = spec.workload.clone().unwrap_or_default();
+    let workload = match reg.get(&wid) {
+        Some(w) => w,
+        None if spec.status == inabench_core::spec::Status::Planned => return Err(PlanError::Planned { experiment: spec.id.clone() }.into()),
+        None => {
+            return Err(RunError::NoWorkload { experiment: spec.id.clone(), workload: wid, have: reg.ids().join(", ") });
+        }
+    };
+    let (profile, asked, seed, run_dir, mut resumed_from, done) = if let Some(dir) = &req.resume {
+        let m = store::read_manifest(dir)?;
+        if m.experiment != spec.id {
+            return Err(RunError::ResumeMismatch { run: m.run_id, found: m.experiment, expected: spec.id.clone() });
+        }
+        if m.status == RunStatus::Complete {
+            return Err(RunError::AlreadyComplete(m.run_id));
+        }
+        let st = store::read_rows(dir)?;
+        store::rewrite_rows(dir, &st)?;
+        let mut from = m.resumed_from.clone();
+        from.push(m.started.clone());
+        (m.profile.clone(), Some(m.fidelity), m.seed, dir.clone(), from, st.done)
+    } else {
+        let id = store::new_run_id(&req.results, &spec.id);
+        (req.profile.clone(), req.fidelity, req.seed, req.results.join(id), Vec::new(), BTreeSet::new())
+    };
+    let plan = plan::plan(spec, &profile, asked, workload.fidelities())?;
+    let reason = match asked {
+        Some(f) if req.resume.is_some() => format!("{f}: resumed with the class of the original run"),
+        Some(f) => format!("{f}: asked for with --fidelity"),
+        None => format!(
+            "{}: the best class of [{}] that this binary implements ({}) and the testbed allows (software testbed: no hardware devices)",
+            plan.fidelity,
+            spec.fidelity.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", "),
+            workload.fidelities().iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    std::fs::create_dir_all(&run_dir).map_err(|e| StoreError::Io { path: run_dir.clone(), source: e })?;
+    let spec_path = run_dir.join(store::SPEC_FILE);
+    std::fs::write(&spec_path, &req.entry.text).map_err(|e| StoreError::Io { path: spec_path, source: e })?;
+    let run_id = run_dir.file_name().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    if req.resume.is_none() {
+        resumed_from.clear();
+    }
+    let manifest = Manifest {
+        run_id,
+        experiment: spec.id.clone(),
+        title: spec.title.clone(),
+        spec_file: req.entry.file.display().to_string(),
+        spec_sha256: store::sha256_hex(req.entry.text.as_bytes()),
+        profile: profile.clone(),
+        fidelity: plan.fidelity,
+        fabric: workload.fabric(plan.fidelity).to_string(),
+        seed,
+        git_revision: crate::paths::git_revision(),
+        inabench_version: env!("CARGO_PKG_VERSION").to_string(),
+        command: req.command.clone(),
+        host: HostFacts::probe(crate::embedded::RUSTC_VERSION),
+        testbed: req.testbed_name.clone(),
+        testbed_sha256: store::sha256_hex(req.testbed_text.as_bytes()),
+        drivers: vec![format!("{} (software)", workload.fabric(plan.fidelity))],
+        fidelity_reason: reason,
+        started: now,
+        finished: None,
+        elapsed_s: 0.0,
+        status: RunStatus::Running,
+        points_total: plan.points.len(),
+        points_done: done.len(),
+        points_failed: 0,
+        resumed_from,
+    };
+    store::write_manifest(&run_dir, &manifest)?;
+    let units = spec.metrics.iter().map(|m| (m.name.clone(), m.unit.clone())).collect();
+    Ok(Prepared { plan, run_dir, manifest, done, workload: wid, placement: req.placement, units, started: Instant::now() })
+}
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub run_dir: PathBuf,
+    pub manifest: Manifest,
+    pub wrong_result: Option<String>,
+}
+
+/// Execute a prepared run, streaming events to `tx`. `cancel` (the dashboard's `q`) and
+/// SIGINT/SIGTERM stop it after the current repetition.
+pub fn execute(mut p: Prepared, reg: &Registry, tx: Sender<Event>, cancel: Arc<AtomicBool>) -> Result<RunOutcome, RunError> {
+    let stop = || cancel.load(Ordering::Relaxed) || SIGNALLED.load(Ordering::Relaxed);
+    let workload = reg.get(&p.workload).ok_or_else(|| RunError::NoWorkload {
+        experiment: p.plan.experiment.clone(),
+        workload: p.workload.clone(),
+        have: reg.ids().join(", "),
+    })?;
+    let mut writer = RunWriter::open(&p.run_dir)?;
+    let send = |e: Event| {
+        let _ = tx.send(e);
+    };
+    send(Event::RunStarted {
+        run_id: p.manifest.run_id.clone(),
+        experiment: p.plan.experiment.clone(),
+        fidelity: p.plan.fidelity,
+        profile: p.plan.profile.clone(),
+        points: p
+            .plan
+            .points
+            .iter()
+            .map(|pt| PlannedPoint { point_id: pt.id.clone(), system: pt.system.clone(), label: pt.label(), done: p.done.contains(&pt.id) })
+            .collect(),
+    });
+    if !p.done.is_empty() {
+        send(Event::Log { level: LogLevel::Info, source: "runner".into(), message: format!("resuming: {} of {} points already done", p.done.len(), p.plan.points.len()) });
+    }
+
+    // CPU sampler: this process and the agents, every 500 ms.
+    let pids: Arc<Mutex<Vec<(u32, String)>>> = Arc::new(Mutex::new(vec![(std::process::id(), "runner".to_string())]));
+    let sampler_stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (pids, stop_flag, tx) = (pids.clone(), sampler_stop.clone(), tx.clone());
+        std::thread::spawn(move || cpu_sampler(pids, stop_flag, tx))
+    };
+
+    let mut agents: Vec<Agent> = Vec::new();
+    let mut failed = 0usize;
+    let mut wrong_result = None;
+    let mut last_flush = Instant::now();
+    let fabric = workload.fabric(p.plan.fidelity);
+    let run_id = p.manifest.run_id.clone();
+    let experiment = p.plan.experiment.clone();
+    let mut interrupted = false;
+
+    'points: for (index, point) in p.plan.points.iter().enumerate() {
+        if p.done.contains(&point.id) {
+            continue;
+        }
+        if stop() {
+            interrupted = true;
+            break;
+        }
+        send(Event::PointStarted { point: index });
+        let t0 = Instant::now();
+        let seed = SplitMix64::derive(p.manifest.seed, &point.id).next_u64();
+        let total = point.warmup + point.repetitions;
+        let mut error: Option<String> = None;
+        for k in 0..total {
+            if stop() {
+                interrupted = true;
+                error = Some("interrupted".into());
+                break;
+            }
+            let warmup = k < point.warmup;
+            let repetition = if warmup { k } else { k - point.warmup };
+            let mut sink = |e: Event| {
+                if let Event::Row(r) = &e {
+                    if let Err(err) = writer.append(&Record::Row(r.clone())) {
+                        let _ = tx.send(Event::Log { level: LogLevel::Error, source: "store".into(), message: err.to_string() });
+                    }
+                }
+                let _ = tx.send(e);
+            };
+            let result: Result<(), String> = match p.placement {
+                Placement::InProcess => {
+                    let units = |m: &str| p.units.get(m).cloned().unwrap_or_default();
+                    let mut ctx = PointCtx::new(point, index, p.plan.fidelity, fabric, repetition, warmup, seed, &run_id, &experiment, &cancel, &mut sink, &units);
+                    match workload.run(&mut ctx) {
+                        Ok(()) => Ok(()),
+                        Err(WorkloadError::WrongResult(m)) => {
+                            wrong_result = Some(format!("{}: {m}", point.label()));
+                            Err(format!("wrong result: {m}"))
+                        }
+                        Err(e) => Err(e.to_string()),
+                    }
+                }
+                Placement::Local => {
+                    if agents.is_empty() {
+                        match LocalLauncher::new().and_then(|l| l.start(1)) {
+                            Ok(a) => {
+                                if let Ok(mut g) = pids.lock() {
+                                    g.retain(|(_, l)| l == "runner");
+                                    g.extend(a.iter().map(|x| (x.pid, format!("agent {}", x.index))));
+                                }
+                                agents = a;
+                            }
+                            Err(e) => {
+                                error = Some(e.to_string());
+                                break;
+                            }
+                        }
+                    }
+                    let job = Job {
+                        workload: p.workload.clone(),
+                        point: point.clone(),
+                        index,
+                        fidelity: p.plan.fidelity,
+                        repetition,
+                        warmup,
+                        seed,
+                        run_id: run_id.clone(),
+                        experiment: experiment.clone(),
+                        units: p.units.clone(),
+                    };
+                    match agents[0].run_job(&job, &mut sink) {
+                        Ok(r) => r.map_err(|e| {
+                            if let Some(m) = e.strip_prefix("wrong result: ") {
+                                wrong_result = Some(format!("{}: {m}", point.label()));
+                            }
+                            e
+                        }),
+                        Err(e) => {
+                            // the agent is gone: drop it; the next point starts a new one
+                            for a in agents.drain(..) {
+                                a.shutdown();
+                            }
+                            Err(e.to_string())
+                        }
+                    }
+                }
+            };
+            if let Err(e) = result {
+                error = Some(e);
+                break;
+            }
+            send(Event::Progress { point: index, done: u64::from(k + 1), total: u64::from(total) });
+        }
+        let ok = error.is_none();
+        if ok {
+            writer.append(&Record::PointDone { point_id: point.id.clone(), ok: true, error: None })?;
+            p.done.insert(point.id.clone());
+        } else if !interrupted {
+            failed += 1;
+            writer.append(&Record::PointDone { point_id: point.id.clone(), ok: false, error: error.clone() })?;
+            send(Event::Log { level: LogLevel::Error, source: point.system.clone(), message: format!("{}: {}", point.label(), error.clone().unwrap_or_default()) });
+        }
+        if last_flush.elapsed() >= Duration::from_millis(100) {
+            writer.flush()?;
+            last_flush = Instant::now();
+        }
+        send(Event::PointDone { point: index, ok, error, elapsed_s: t0.elapsed().as_secs_f64() });
+        if wrong_result.is_some() {
+            break 'points;
+        }
+    }
+    writer.flush()?;
+    for a in agents.drain(..) {
+        a.shutdown();
+    }
+    sampler_stop.store(true, Ordering::Relaxed);
+    let _ = sampler.join();
+
+    let status = if wrong_result.is_some() {
+        RunStatus::Failed
+    } else if p.done.len() == p.plan.points.len() {
+        RunStatus::Complete
+    } else {
+        RunStatus::Incomplete
+    };
+    p.manifest.status = status;
+    p.manifest.points_done = p.done.len();
+    p.manifest.points_failed = failed;
+    p.manifest.finished = Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    p.manifest.elapsed_s += p.started.elapsed().as_secs_f64();
+    store::write_manifest(&p.run_dir, &p.manifest)?;
+    send(Event::RunFinished { status, elapsed_s: p.started.elapsed().as_secs_f64() });
+    Ok(RunOutcome { run_dir: p.run_dir, manifest: p.manifest, wrong_result })
+}
+
+/// Per-process CPU (percent of one core) from /proc/<pid>/stat, every 500 ms.
+fn cpu_sampler(pids: Arc<Mutex<Vec<(u32, String)>>>, stop: Arc<AtomicBool>, tx: Sender<Event>) {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let mut last: BTreeMap<u32, (f64, Instant)> = BTreeMap::new();
+    while !stop.load(Ordering::Relaxed) {
+        let list = pids.lock().map(|g| g.clone()).unwrap_or_default();
+        for (pid, label) in list {
+            let Some(t) = cpu_ticks(pid) else { continue };
+            let now = Instant::now();
+            if let Some((t0, i0)) = last.insert(pid, (t, now)) {
+                let dt = now.duration_since(i0).as_secs_f64();
+                if dt > 0.0 {
+                    let pct = (t - t0) / ticks / dt * 100.0;
+                    let _ = tx.send(Event::ProcessCpu { pid, label, cpu_percent: pct });
+                }
+            }
+        }
+        for _ in 0..10 {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// utime + stime of a process, in clock ticks.
+pub fn cpu_ticks(pid: u32) -> Option<f64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // the command name is in parentheses and may contain spaces: fields start after the last ')'
+    let rest = &s[s.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = f.get(11)?.parse().ok()?;
+    let stime: f64 = f.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}

@@ -1,0 +1,307 @@
+//! Analysis of a run with polars: rows compacted to parquet, repetitions aggregated (median, mean,
+//! min, max, a 95% confidence interval of the mean), paper values joined, claims evaluated.
+//!
+//! Statistics: the point estimate shown everywhere is the median of the repetitions (robust to a
+//! slow outlier on a shared machine); the interval is Student's t interval of the mean,
+//! mean +/- t(0.975, n-1) * s / sqrt(n), reported only when n >= 2.
+
+use crate::types::{AggRow, Analysis, ClaimResult, Comparison};
+use inabench_core::claims::{self, Obs, Verdict};
+use inabench_core::spec::{Fidelity, Spec};
+use inabench_core::store::{self, Manifest, Row};
+use inabench_core::value::{Params, params_match};
+use polars::prelude::*;
+use statrs::distribution::{ContinuousCDF, StudentsT};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error("polars: {0}")]
+    Polars(#[from] PolarsError),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{0}")]
+    Render(String),
+    #[error("the run's parameters are not valid JSON: {0}")]
+    Params(#[from] serde_json::Error),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ReportError + '_ {
+    move |source| ReportError::Io { path: path.to_path_buf(), source }
+}
+
+/// Rows as a polars frame in the long format (params as canonical JSON text).
+pub fn rows_to_frame(rows: &[Row]) -> Result<DataFrame, ReportError> {
+    let mut params = Vec::with_capacity(rows.len());
+    for r in rows {
+        params.push(serde_json::to_string(&r.params)?);
+    }
+    let df = df!(
+        "run_id" => rows.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(),
+        "experiment" => rows.iter().map(|r| r.experiment.as_str()).collect::<Vec<_>>(),
+        "point_id" => rows.iter().map(|r| r.point_id.as_str()).collect::<Vec<_>>(),
+        "system" => rows.iter().map(|r| r.system.as_str()).collect::<Vec<_>>(),
+        "fidelity" => rows.iter().map(|r| r.fidelity.as_str()).collect::<Vec<_>>(),
+        "fabric" => rows.iter().map(|r| r.fabric.as_str()).collect::<Vec<_>>(),
+        "params" => params,
+        "repetition" => rows.iter().map(|r| r.repetition).collect::<Vec<_>>(),
+        "metric" => rows.iter().map(|r| r.metric.as_str()).collect::<Vec<_>>(),
+        "value" => rows.iter().map(|r| r.value).collect::<Vec<_>>(),
+        "unit" => rows.iter().map(|r| r.unit.as_str()).collect::<Vec<_>>(),
+        "timestamp" => rows.iter().map(|r| r.timestamp).collect::<Vec<_>>(),
+    )?;
+    Ok(df)
+}
+
+/// Compact `rows.jsonl` into `measurements.parquet` (written to a temp file, then renamed).
+/// Returns the number of rows.
+pub fn compact(run_dir: &Path) -> Result<usize, ReportError> {
+    let stored = store::read_rows(run_dir)?;
+    let mut df = rows_to_frame(&stored.rows)?;
+    let path = run_dir.join(store::PARQUET_FILE);
+    let tmp = run_dir.join(".measurements.parquet.tmp");
+    let f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+    ParquetWriter::new(f).with_compression(ParquetCompression::Zstd(None)).finish(&mut df)?;
+    std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    Ok(df.height())
+}
+
+/// The run's measurements: from parquet when it is up to date, else from `rows.jsonl`.
+pub fn load_frame(run_dir: &Path) -> Result<DataFrame, ReportError> {
+    let pq = run_dir.join(store::PARQUET_FILE);
+    let jl = run_dir.join(store::ROWS_FILE);
+    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let fresh = match (mtime(&pq), mtime(&jl)) {
+        (Some(a), Some(b)) => a >= b,
+        (Some(_), None) => true,
+        _ => false,
+    };
+    if fresh {
+        let f = std::fs::File::open(&pq).map_err(io(&pq))?;
+        return Ok(ParquetReader::new(f).finish()?);
+    }
+    let stored = store::read_rows(run_dir)?;
+    rows_to_frame(&stored.rows)
+}
+
+/// Aggregate repetitions per (system, fidelity, fabric, params, metric).
+pub fn aggregate(df: DataFrame) -> Result<Vec<AggRow>, ReportError> {
+    let keys = ["system", "fidelity", "fabric", "params", "metric", "unit"];
+    let out = df
+        .lazy()
+        .group_by(keys.iter().map(|k| col(*k)).collect::<Vec<_>>())
+        .agg([
+            col("value").count().cast(DataType::UInt64).alias("n"),
+            col("value").median().alias("median"),
+            col("value").mean().alias("mean"),
+            col("value").min().alias("min"),
+            col("value").max().alias("max"),
+            col("value").std(1).alias("std"),
+        ])
+        .sort(keys.iter().map(|k| PlSmallStr::from(*k)).collect::<Vec<_>>(), SortMultipleOptions::default())
+        .collect()?;
+    let s = |name: &str| -> Result<Vec<Option<String>>, ReportError> {
+        Ok(out.column(name)?.str()?.iter().map(|v| v.map(str::to_string)).collect())
+    };
+    let f = |name: &str| -> Result<Vec<Option<f64>>, ReportError> { Ok(out.column(name)?.f64()?.iter().collect()) };
+    let (system, fidelity, fabric, params, metric, unit) = (s("system")?, s("fidelity")?, s("fabric")?, s("params")?, s("metric")?, s("unit")?);
+    let n: Vec<Option<u64>> = out.column("n")?.u64()?.iter().collect();
+    let (median, mean, min, max, std) = (f("median")?, f("mean")?, f("min")?, f("max")?, f("std")?);
+    let mut rows = Vec::with_capacity(out.height());
+    let mut tcache: BTreeMap<usize, f64> = BTreeMap::new();
+    for i in 0..out.height() {
+        let get = |v: &Vec<Option<String>>| v[i].clone().unwrap_or_default();
+        let Some(fid) = Fidelity::parse(&get(&fidelity)) else { continue };
+        let count = n[i].unwrap_or(0) as usize;
+        let m = mean[i].unwrap_or(f64::NAN);
+        let (lo, hi) = match (count, std[i]) {
+            (c, Some(sd)) if c >= 2 => {
+                let t = *tcache.entry(c).or_insert_with(|| {
+                    StudentsT::new(0.0, 1.0, (c - 1) as f64).map(|d| d.inverse_cdf(0.975)).unwrap_or(f64::NAN)
+                });
+                let half = t * sd / (c as f64).sqrt();
+                (m - half, m + half)
+            }
+            _ => (m, m),
+        };
+        let p: Params = serde_json::from_str(&get(&params))?;
+        rows.push(AggRow {
+            system: get(&system),
+            fidelity: fid,
+            fabric: get(&fabric),
+            params: p,
+            metric: get(&metric),
+            unit: get(&unit),
+            n: count,
+            median: median[i].unwrap_or(f64::NAN),
+            mean: m,
+            min: min[i].unwrap_or(f64::NAN),
+            max: max[i].unwrap_or(f64::NAN),
+            ci_lo: lo,
+            ci_hi: hi,
+        });
+    }
+    Ok(rows)
+}
+
+/// The paper's values beside ours (one comparison per paper value and fidelity class present).
+pub fn compare(spec: &Spec, agg: &[AggRow], fidelities: &[Fidelity]) -> Vec<Comparison> {
+    let mut out = Vec::new();
+    for pv in &spec.paper.values {
+        let unit = spec.metric(&pv.metric).map(|m| m.unit.clone()).unwrap_or_default();
+        let mut any = false;
+        for fid in fidelities {
+            let mut matched: Vec<f64> = agg
+                .iter()
+                .filter(|a| a.fidelity == *fid && a.system == pv.system && a.metric == pv.metric && params_match(&a.params, &pv.params))
+                .map(|a| a.median)
+                .collect();
+            if matched.is_empty() {
+                continue;
+            }
+            any = true;
+            matched.sort_by(f64::total_cmp);
+            let ours = matched[matched.len() / 2];
+            out.push(Comparison {
+                system: pv.system.clone(),
+                metric: pv.metric.clone(),
+                unit: unit.clone(),
+                params: pv.params.clone(),
+                paper: pv.value,
+                ours: Some(ours),
+                fidelity: Some(*fid),
+                deviation: (pv.value != 0.0).then(|| (ours - pv.value) / pv.value.abs()),
+                note: pv.note.clone(),
+            });
+        }
+        if !any {
+            out.push(Comparison {
+                system: pv.system.clone(),
+                metric: pv.metric.clone(),
+                unit,
+                params: pv.params.clone(),
+                paper: pv.value,
+                ours: None,
+                fidelity: None,
+                deviation: None,
+                note: pv.note.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// Each claim's verdict in each fidelity class the run produced (and applies to the claim).
+pub fn check_claims(spec: &Spec, agg: &[AggRow], fidelities: &[Fidelity]) -> Vec<ClaimResult> {
+    let mut out = Vec::new();
+    let mut by_class: BTreeMap<Fidelity, Vec<Obs>> = BTreeMap::new();
+    for a in agg {
+        by_class.entry(a.fidelity).or_default().push(Obs {
+            system: a.system.clone(),
+            params: a.params.clone(),
+            metric: a.metric.clone(),
+            value: a.median,
+        });
+    }
+    for c in &spec.claims {
+        let classes: Vec<Fidelity> = if c.fidelity.is_empty() { spec.fidelity.clone() } else { c.fidelity.clone() };
+        let expr = match claims::parse(&c.expr) {
+            Ok(e) => e,
+            Err(e) => {
+                let v = Verdict::NotCheckable(format!("the expression does not parse: {e}"));
+                out.push(ClaimResult::new(&c.id, &c.text, &c.expr, classes[0], &v));
+                continue;
+            }
+        };
+        let mut any = false;
+        for fid in fidelities.iter().filter(|f| classes.contains(f)) {
+            any = true;
+            let obs = by_class.get(fid).map(Vec::as_slice).unwrap_or(&[]);
+            let v = claims::Context::new(obs, &spec.paper.values).verdict(&expr);
+            out.push(ClaimResult::new(&c.id, &c.text, &c.expr, *fid, &v));
+        }
+        if !any {
+            let ran = fidelities.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", ");
+            let wants = classes.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", ");
+            let v = Verdict::NotCheckable(format!("the claim is about {wants} results; this run is {}", if ran.is_empty() { "empty".to_string() } else { ran }));
+            out.push(ClaimResult::new(&c.id, &c.text, &c.expr, classes[0], &v));
+        }
+    }
+    out
+}
+
+/// Analyse a run folder against its spec.
+pub fn analyse(run_dir: &Path, spec: &Spec, manifest: Manifest) -> Result<Analysis, ReportError> {
+    let df = load_frame(run_dir)?;
+    let rows_total = df.height();
+    let agg = aggregate(df)?;
+    let mut fidelities: Vec<Fidelity> = agg.iter().map(|a| a.fidelity).collect();
+    fidelities.sort();
+    fidelities.dedup();
+    let comparisons = compare(spec, &agg, &fidelities);
+    let claims = check_claims(spec, &agg, &fidelities);
+    Ok(Analysis { manifest, spec: spec.clone(), rows_total, agg, comparisons, claims, fidelities })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inabench_core::store::{Record, RunWriter};
+    use inabench_core::value::Scalar;
+
+    fn row(system: &str, p: i64, rep: u32, v: f64) -> Row {
+        let mut params = Params::new();
+        params.insert("P".into(), Scalar::Int(p));
+        Row {
+            run_id: "r".into(),
+            experiment: "e".into(),
+            point_id: format!("{system}{p}"),
+            system: system.into(),
+            fidelity: Fidelity::Emulated,
+            fabric: "mem".into(),
+            params,
+            repetition: rep,
+            metric: "gput".into(),
+            value: v,
+            unit: "Gbps".into(),
+            timestamp: 0.0,
+        }
+    }
+
+    #[test]
+    fn aggregates_repetitions_with_interval() {
+        let rows = vec![row("a", 32, 0, 1.0), row("a", 32, 1, 2.0), row("a", 32, 2, 6.0), row("b", 32, 0, 4.0)];
+        let agg = aggregate(rows_to_frame(&rows).expect("frame")).expect("agg");
+        assert_eq!(agg.len(), 2);
+        let a = &agg[0];
+        assert_eq!((a.system.as_str(), a.n, a.median, a.min, a.max), ("a", 3, 2.0, 1.0, 6.0));
+        assert!((a.mean - 3.0).abs() < 1e-12);
+        // s = sqrt(7), t(0.975, 2) = 4.3027
+        let half = 4.302_652_7 * 7f64.sqrt() / 3f64.sqrt();
+        assert!((a.ci_hi - (3.0 + half)).abs() < 1e-4, "{}", a.ci_hi);
+        assert_eq!(agg[1].ci_lo, agg[1].mean);
+        assert_eq!(agg[1].params["P"], Scalar::Int(32));
+    }
+
+    #[test]
+    fn compacts_to_parquet_and_reads_back() {
+        let d = tempfile::tempdir().expect("tmp");
+        let mut w = RunWriter::open(d.path()).expect("open");
+        for r in [row("a", 32, 0, 1.5), row("a", 64, 0, 2.5)] {
+            let id = r.point_id.clone();
+            w.append(&Record::Row(r)).expect("row");
+            w.append(&Record::PointDone { point_id: id, ok: true, error: None }).expect("done");
+        }
+        w.flush().expect("flush");
+        assert_eq!(compact(d.path()).expect("compact"), 2);
+        assert!(d.path().join(store::PARQUET_FILE).exists());
+        // parquet is newer than rows.jsonl: it is what load_frame reads
+        let df = load_frame(d.path()).expect("load");
+        assert_eq!(df.height(), 2);
+        let agg = aggregate(df).expect("agg");
+        assert_eq!(agg.iter().map(|a| a.median).collect::<Vec<_>>(), vec![1.5, 2.5]);
+    }
+}

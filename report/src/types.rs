@@ -1,0 +1,80 @@
+//! What the analysis produces and the exporters (HTML, PDF, Markdown, JSON) consume.
+
+use inabench_core::claims::Verdict;
+use inabench_core::spec::{Fidelity, Spec};
+use inabench_core::value::Params;
+use inabench_core::Manifest;
+use serde::Serialize;
+
+/// One system's metric at one point, over its repetitions.
+#[derive(Debug, Clone, Serialize)]
+pub struct AggRow {
+    pub system: String,
+    pub fidelity: Fidelity,
+    pub fabric: String,
+    pub params: Params,
+    pub metric: String,
+    pub unit: String,
+    pub n: usize,
+    pub median: f64,
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+    /// 95% confidence interval of the mean (Student's t); equal to the mean when n < 2.
+    pub ci_lo: f64,
+    pub ci_hi: f64,
+}
+
+/// A paper value beside ours.
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub system: String,
+    pub metric: String,
+    pub unit: String,
+    pub params: Params,
+    pub paper: f64,
+    /// Ours per fidelity class present in the run (median of the matching points' medians).
+    pub ours: Option<f64>,
+    pub fidelity: Option<Fidelity>,
+    /// (ours - paper) / |paper|
+    pub deviation: Option<f64>,
+    pub note: Option<String>,
+}
+
+/// A claim's verdict in one fidelity class.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClaimResult {
+    pub id: String,
+    pub text: String,
+    pub expr: String,
+    pub fidelity: Fidelity,
+    /// holds | fails | not checkable here
+    pub verdict: String,
+    pub detail: String,
+}
+
+impl ClaimResult {
+    pub fn new(id: &str, text: &str, expr: &str, fidelity: Fidelity, v: &Verdict) -> Self {
+        ClaimResult {
+            id: id.to_string(),
+            text: text.to_string(),
+            expr: expr.to_string(),
+            fidelity,
+            verdict: v.label().to_string(),
+            detail: v.detail().to_string(),
+        }
+    }
+}
+
+/// Everything a report shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct Analysis {
+    pub manifest: Manifest,
+    pub spec: Spec,
+    pub rows_total: usize,
+    pub agg: Vec<AggRow>,
+    pub comparisons: Vec<Comparison>,
+    pub claims: Vec<ClaimResult>,
+    /// The fidelity classes present in the results.
+    pub fidelities: Vec<Fidelity>,
+}
