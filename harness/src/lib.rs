@@ -9,7 +9,7 @@ pub mod paths;
 pub mod probe;
 pub mod registry;
 pub mod runner;
-pub mod tui;
+// pub mod tui;
 
 /// Specs embedded at build time and the compiler version.
 pub mod embedded {

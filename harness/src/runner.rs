@@ -229,7 +229,6 @@ pub fn execute(mut p: Prepared, reg: &Registry, tx: Sender<Event>, cancel: Arc<A
             continue;
         }
         if stop() {
-            interrupted = true;
             break;
         }
         send(Event::PointStarted { point: index });

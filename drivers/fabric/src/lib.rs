@@ -1,0 +1,11 @@
+//! The sans-IO endpoint interface every host stack and switch program implements, and the
+//! fabrics that move their packets.
+//!
+//! An [`Endpoint`] owns no socket, thread or clock (quinn-proto style): the fabric hands it
+//! packets and the current time, polls it for packets to send and asks when it next wants to be
+//! woken. The same endpoint code therefore runs in memory, over UDP, in network namespaces, on
+//! hardware and in virtual time.
+
+pub mod endpoint;
+
+pub use endpoint::{Endpoint, NodeId, Nanos, Transmit};

@@ -1,0 +1,139 @@
+//! What every Table 6 system offers the experiments: build the workers and the switch for an
+//! all-reduce, run them on any fabric, read back each worker's result and the statistics.
+
+use inabench_fabric::{Endpoint, NodeId};
+
+/// One all-reduce job.
+#[derive(Debug, Clone)]
+pub struct AllReduceConfig {
+    /// Number of workers (Table 6: 6).
+    pub workers: usize,
+    /// Elements (int32) of each worker's gradient.
+    pub elements: usize,
+    /// Seed of the generated gradients (worker w's gradient is a function of seed and w).
+    pub seed: u64,
+    /// Link rate in bits per second (used by systems that pace or size windows by it).
+    pub line_rate_bps: f64,
+    /// Path MTU in bytes of IB payload (RoCEv2: 1024 in NetReduce's setup).
+    pub mtu: usize,
+    /// Retransmission timeout, nanoseconds.
+    pub timeout_ns: u64,
+    /// System-specific knobs as (name, value); each system documents the ones it reads and uses
+    /// its paper's values by default (e.g. NetReduce window N=2, 170 packets per message).
+    pub knobs: Vec<(String, f64)>,
+}
+
+impl AllReduceConfig {
+    pub fn knob(&self, name: &str) -> Option<f64> {
+        self.knobs.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
+    }
+}
+
+/// Node ids: workers are 0..workers, the switch is `workers`, extra nodes (a parameter server
+/// fallback) follow.
+pub fn switch_id(cfg: &AllReduceConfig) -> NodeId {
+    cfg.workers as NodeId
+}
+
+/// The generated gradient of worker `w`: seeded int32 values in a range that cannot overflow
+/// when summed over up to 1024 workers.
+pub fn gradient(seed: u64, w: usize, elements: usize) -> Vec<i32> {
+    let mut g = inabench_core::rng::SplitMix64::derive(seed, &format!("gradient/{w}"));
+    (0..elements).map(|_| ((g.next_u64() >> 40) as i32) - (1 << 23)).collect()
+}
+
+/// The reference all-reduce result: the exact element-wise sum over workers.
+pub fn reference_sum(seed: u64, workers: usize, elements: usize) -> Vec<i32> {
+    let mut acc = vec![0i64; elements];
+    for w in 0..workers {
+        for (a, x) in acc.iter_mut().zip(gradient(seed, w, elements)) {
+            *a += i64::from(x);
+        }
+    }
+    acc.into_iter().map(|v| v as i32).collect()
+}
+
+/// What a worker measured.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostStats {
+    /// Bytes put on the wire (Ethernet frame bytes incl. headers and ICRC/FCS as the system sends).
+    pub wire_bytes_tx: u64,
+    /// Gradient bytes this worker contributed (elements x 4).
+    pub gradient_bytes: u64,
+    pub packets_tx: u64,
+    pub packets_rx: u64,
+    pub retransmissions: u64,
+    pub malformed_rx: u64,
+    /// Round-trip samples in ns: first packet of a message/chunk sent -> its result received.
+    pub rtt_ns: Vec<u64>,
+    /// When the worker started and finished, in fabric time (ns).
+    pub start_ns: u64,
+    pub end_ns: u64,
+}
+
+/// What a switch program measured; "switch overhead" in Table 6 comes from these.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SwitchStats {
+    pub packets_in: u64,
+    pub packets_out: u64,
+    /// Pipeline passes beyond the first (Tofino model).
+    pub recirculations: u64,
+    /// Bytes carried by recirculation (internal bandwidth consumed).
+    pub recirculated_bytes: u64,
+    pub bytes_in: u64,
+    /// Switch ports the deployment occupies and the total it has (e.g. loopback ports).
+    pub ports_used: u32,
+    pub ports_total: u32,
+    /// Fraction of the switch's bandwidth or ports the system consumes, with what it is.
+    pub overhead_fraction: f64,
+    pub overhead_kind: &'static str,
+    pub dropped: u64,
+    pub duplicates_ignored: u64,
+}
+
+/// A worker's host stack.
+pub trait Worker: Endpoint {
+    /// The aggregated gradient, once the all-reduce finished.
+    fn result(&self) -> Option<Vec<i32>>;
+    fn stats(&self) -> HostStats;
+}
+
+/// A switch program on its target model.
+pub trait Switch: Endpoint {
+    fn stats(&self) -> SwitchStats;
+}
+
+/// The nodes of one all-reduce.
+pub struct Setup {
+    pub workers: Vec<Box<dyn Worker>>,
+    pub switch: Box<dyn Switch>,
+    /// Any other nodes (e.g. ATP's parameter server fallback).
+    pub others: Vec<Box<dyn Endpoint>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("{0}")]
+    Config(String),
+}
+
+/// A Table 6 system.
+pub trait System: Sync {
+    /// snake_case id as in the specs: netreduce, switchml, switchml_rdma, atp.
+    fn name(&self) -> &'static str;
+    fn build(&self, cfg: &AllReduceConfig) -> Result<Setup, SetupError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reference_sum_is_the_sum() {
+        let r = reference_sum(3, 4, 100);
+        let manual: Vec<i32> = (0..100).map(|i| (0..4).map(|w| gradient(3, w, 100)[i]).sum()).collect();
+        assert_eq!(r, manual);
+        assert_ne!(gradient(3, 0, 10), gradient(3, 1, 10));
+        assert!(gradient(3, 0, 1000).iter().all(|x| x.abs() <= 1 << 23));
+    }
+}

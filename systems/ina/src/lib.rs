@@ -1,0 +1,17 @@
+//! The systems of NetReduce's Table 6 as sans-IO state machines, with the switch target models
+//! they run on:
+//!
+//! - [`roce`]: a software RoCEv2 transport (RC with PSN sequencing, segmentation, ACK coalescing,
+//!   NAK on a gap, go-back-N; UC for SwitchML-RDMA);
+//! - [`netreduce`]: the host flow-control module and the FPGA accelerator ([`fpga`] model);
+//! - [`switchml`], [`switchml_rdma`], [`atp`]: the baselines on the [`tofino`] pipeline model;
+//! - [`common`]: the interface the experiments drive (config, workers, switch, stats).
+
+pub mod atp;
+pub mod common;
+pub mod fpga;
+pub mod netreduce;
+pub mod roce;
+pub mod switchml;
+pub mod switchml_rdma;
+pub mod tofino;
