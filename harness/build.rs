@@ -27,11 +27,17 @@ fn main() {
         }
     }
     files.sort();
-    let mut out = String::from("/// (path relative to the repository, text) of every spec and testbed file at build time.\npub static EMBEDDED: &[(&str, &str)] = &[\n");
+    let mut out = String::from(
+        "/// (path relative to the repository, text) of every spec and testbed file at build time.\npub static EMBEDDED: &[(&str, &str)] = &[\n",
+    );
     for f in &files {
         let rel = f.strip_prefix(&root).unwrap_or(f).display().to_string();
         let abs = f.canonicalize().unwrap_or(f.clone());
-        let _ = writeln!(out, "    ({rel:?}, include_str!({:?})),", abs.display().to_string());
+        let _ = writeln!(
+            out,
+            "    ({rel:?}, include_str!({:?})),",
+            abs.display().to_string()
+        );
     }
     out.push_str("];\n");
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
@@ -42,7 +48,8 @@ fn main() {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
     let _ = writeln!(out, "pub const RUSTC_VERSION: &str = {version:?};");
-    let dest = PathBuf::from(std::env::var("OUT_DIR").unwrap_or_default()).join("embedded_specs.rs");
+    let dest =
+        PathBuf::from(std::env::var("OUT_DIR").unwrap_or_default()).join("embedded_specs.rs");
     if let Err(e) = std::fs::write(&dest, out) {
         println!("cargo:warning=cannot write {}: {e}", dest.display());
     }

@@ -28,7 +28,9 @@ fn harness(c: &mut Criterion) {
     let probe = registry.get("harness.probe").expect("probe workload");
     let points = plan::expand(&entry.spec, "quick").expect("plan");
     let mut g = c.benchmark_group("harness");
-    g.sample_size(10).measurement_time(Duration::from_secs(20)).warm_up_time(Duration::from_secs(1));
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(20))
+        .warm_up_time(Duration::from_secs(1));
     g.bench_function("direct_100k_points", |b| {
         b.iter(|| {
             let cancel = AtomicBool::new(false);
@@ -40,7 +42,20 @@ fn harness(c: &mut Criterion) {
             };
             let units = |_: &str| String::from("1");
             for (i, p) in points.iter().enumerate() {
-                let mut ctx = PointCtx::new(p, i, Fidelity::Functional, "none", 0, false, i as u64, "r", "e", &cancel, &mut sink, &units);
+                let mut ctx = PointCtx::new(
+                    p,
+                    i,
+                    Fidelity::Functional,
+                    "none",
+                    0,
+                    false,
+                    i as u64,
+                    "r",
+                    "e",
+                    &cancel,
+                    &mut sink,
+                    &units,
+                );
                 probe.run(&mut ctx).expect("probe");
             }
             n
@@ -64,7 +79,8 @@ fn harness(c: &mut Criterion) {
             let prepared = runner::prepare(&req, &registry).expect("prepare");
             let (tx, rx) = std::sync::mpsc::channel();
             let view = std::thread::spawn(move || inabench::headless::run(rx, true));
-            let out = runner::execute(prepared, &registry, tx, Arc::new(AtomicBool::new(false))).expect("run");
+            let out = runner::execute(prepared, &registry, tx, Arc::new(AtomicBool::new(false)))
+                .expect("run");
             let seen = view.join().expect("view");
             assert_eq!(seen.rows, POINTS * 2);
             out.manifest.points_done
@@ -78,12 +94,23 @@ fn report(c: &mut Criterion) {
     let d = tempfile::tempdir().expect("tmp");
     let dir = d.path().join("run");
     let entry = {
-        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../experiments/netreduce/fig7.yaml")).expect("fig7");
-        inabench_core::spec::Spec::from_yaml(std::path::Path::new("fig7.yaml"), &text).expect("spec")
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../experiments/netreduce/fig7.yaml"
+        ))
+        .expect("fig7");
+        inabench_core::spec::Spec::from_yaml(std::path::Path::new("fig7.yaml"), &text)
+            .expect("spec")
     };
     let mut w = RunWriter::open(&dir).expect("open");
     let systems = ["flat_ring", "tencent_allreduce", "parallel_netreduce"];
-    let metrics = ["comm_time", "comm_time_closed", "delta_eq4", "delta_eq5", "comm_time"];
+    let metrics = [
+        "comm_time",
+        "comm_time_closed",
+        "delta_eq4",
+        "delta_eq5",
+        "comm_time",
+    ];
     let mut rows = 0;
     for p in 0..2000 {
         let system = systems[p % 3];
@@ -112,7 +139,12 @@ fn report(c: &mut Criterion) {
                 rows += 1;
             }
         }
-        w.append(&Record::PointDone { point_id: pid, ok: true, error: None }).expect("done");
+        w.append(&Record::PointDone {
+            point_id: pid,
+            ok: true,
+            error: None,
+        })
+        .expect("done");
     }
     w.flush().expect("flush");
     assert_eq!(rows, 1_000_000);
@@ -121,14 +153,17 @@ fn report(c: &mut Criterion) {
         m.experiment = "netreduce-fig7".into();
         m
     };
-    let formats = inabench_report::export::Format::parse_list("html,pdf,md,json").expect("formats");
+    let formats = inabench_report::Format::parse_list("html,pdf,md,json").expect("formats");
     let mut g = c.benchmark_group("report");
-    g.sample_size(10).measurement_time(Duration::from_secs(60)).warm_up_time(Duration::from_secs(1));
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(60))
+        .warm_up_time(Duration::from_secs(1));
     g.bench_function("1m_rows", |b| {
         b.iter(|| {
             let n = inabench_report::analysis::compact(&dir).expect("compact");
-            let a = inabench_report::analysis::analyse(&dir, &entry, manifest.clone()).expect("analyse");
-            inabench_report::export::write_reports(&dir, &a, &formats).expect("write");
+            let a = inabench_report::analysis::analyse(&dir, &entry, manifest.clone())
+                .expect("analyse");
+            inabench_report::write_reports(&dir, &a, &formats).expect("write");
             n
         })
     });

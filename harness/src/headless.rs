@@ -1,8 +1,8 @@
 //! The headless view: indicatif progress on stderr when stderr is a terminal, and plain log
 //! lines (progress every few seconds, warnings and errors as they come) otherwise, as in CI.
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use inabench_core::event::{Event, LogLevel};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
@@ -28,14 +28,26 @@ pub fn run(rx: Receiver<Event>, quiet: bool) -> Seen {
     let mut err = std::io::stderr();
     for ev in rx {
         match ev {
-            Event::RunStarted { run_id, experiment, fidelity, profile, points } => {
+            Event::RunStarted {
+                run_id,
+                experiment,
+                fidelity,
+                profile,
+                points,
+            } => {
                 todo = points.iter().filter(|p| !p.done).count() as u64;
                 labels = points.iter().map(|p| p.label.clone()).collect();
                 if !quiet {
-                    let _ = writeln!(err, "inabench: {experiment} ({profile} profile, {fidelity}), run {run_id}: {todo} points to run");
+                    let _ = writeln!(
+                        err,
+                        "inabench: {experiment} ({profile} profile, {fidelity}), run {run_id}: {todo} points to run"
+                    );
                 }
                 if tty && !quiet {
-                    let pb = ProgressBar::with_draw_target(Some(todo), ProgressDrawTarget::stderr_with_hz(10));
+                    let pb = ProgressBar::with_draw_target(
+                        Some(todo),
+                        ProgressDrawTarget::stderr_with_hz(10),
+                    );
                     let style = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} points, eta {eta} {msg}")
                         .unwrap_or_else(|_| ProgressStyle::default_bar());
                     pb.set_style(style);
@@ -47,11 +59,17 @@ pub fn run(rx: Receiver<Event>, quiet: bool) -> Seen {
                     pb.set_message(labels.get(point).cloned().unwrap_or_default());
                 }
             }
-            Event::PointDone { point, ok, error, .. } => {
+            Event::PointDone {
+                point, ok, error, ..
+            } => {
                 seen.points_run += 1;
                 if !ok && error.as_deref() != Some("interrupted") {
                     seen.points_failed += 1;
-                    let msg = format!("point failed: {}: {}", labels.get(point).cloned().unwrap_or_default(), error.unwrap_or_default());
+                    let msg = format!(
+                        "point failed: {}: {}",
+                        labels.get(point).cloned().unwrap_or_default(),
+                        error.unwrap_or_default()
+                    );
                     seen.errors.push(msg.clone());
                     match &bar {
                         Some(pb) => pb.println(format!("error: {msg}")),
@@ -64,20 +82,37 @@ pub fn run(rx: Receiver<Event>, quiet: bool) -> Seen {
                     pb.inc(1);
                 } else if !quiet && last_line.elapsed() >= Duration::from_secs(5) {
                     last_line = Instant::now();
-                    let pct = if todo > 0 { seen.points_run as f64 / todo as f64 * 100.0 } else { 100.0 };
-                    let _ = writeln!(err, "[{:>6.1}s] {}/{} points ({pct:.0}%)", start.elapsed().as_secs_f64(), seen.points_run, todo);
+                    let pct = if todo > 0 {
+                        seen.points_run as f64 / todo as f64 * 100.0
+                    } else {
+                        100.0
+                    };
+                    let _ = writeln!(
+                        err,
+                        "[{:>6.1}s] {}/{} points ({pct:.0}%)",
+                        start.elapsed().as_secs_f64(),
+                        seen.points_run,
+                        todo
+                    );
                 }
             }
             Event::Row(_) => seen.rows += 1,
-            Event::Log { level, source, message } => {
+            Event::Log {
+                level,
+                source,
+                message,
+            } => {
                 if level == LogLevel::Info && quiet {
                     continue;
                 }
-                let line = format!("{}: {source}: {message}", match level {
-                    LogLevel::Info => "info",
-                    LogLevel::Warn => "warning",
-                    LogLevel::Error => "error",
-                });
+                let line = format!(
+                    "{}: {source}: {message}",
+                    match level {
+                        LogLevel::Info => "info",
+                        LogLevel::Warn => "warning",
+                        LogLevel::Error => "error",
+                    }
+                );
                 match &bar {
                     Some(pb) => pb.println(line),
                     None => {
@@ -90,10 +125,20 @@ pub fn run(rx: Receiver<Event>, quiet: bool) -> Seen {
                     pb.finish_and_clear();
                 }
                 if !quiet {
-                    let _ = writeln!(err, "inabench: run {} after {elapsed_s:.2}s: {} points run, {} failed, {} rows", status.as_str(), seen.points_run, seen.points_failed, seen.rows);
+                    let _ = writeln!(
+                        err,
+                        "inabench: run {} after {elapsed_s:.2}s: {} points run, {} failed, {} rows",
+                        status.as_str(),
+                        seen.points_run,
+                        seen.points_failed,
+                        seen.rows
+                    );
                 }
             }
-            Event::Progress { .. } | Event::Sample { .. } | Event::Counter { .. } | Event::ProcessCpu { .. } => {}
+            Event::Progress { .. }
+            | Event::Sample { .. }
+            | Event::Counter { .. }
+            | Event::ProcessCpu { .. } => {}
         }
     }
     if let Some(pb) = bar {

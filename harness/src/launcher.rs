@@ -33,10 +33,19 @@ pub enum LaunchError {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Msg {
-    Hello { token: String, index: usize, pid: u32 },
+    Hello {
+        token: String,
+        index: usize,
+        pid: u32,
+    },
     Job(Box<Job>),
-    Event { event: Event },
-    Done { ok: bool, error: Option<String> },
+    Event {
+        event: Event,
+    },
+    Done {
+        ok: bool,
+        error: Option<String>,
+    },
     Exit,
 }
 
@@ -78,17 +87,23 @@ pub struct LocalLauncher {
 
 impl LocalLauncher {
     pub fn new() -> Result<LocalLauncher, LaunchError> {
-        Ok(LocalLauncher { exe: std::env::current_exe()?, connect_timeout: Duration::from_secs(10) })
+        Ok(LocalLauncher {
+            exe: std::env::current_exe()?,
+            connect_timeout: Duration::from_secs(10),
+        })
     }
 }
 
 /// 128 random bits from the kernel, as hex.
 pub fn new_token() -> String {
     let mut buf = [0u8; 16];
-    let ok = std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut buf)).is_ok();
+    let ok = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut buf))
+        .is_ok();
     if !ok {
         // fall back to time and pid (still unguessable enough for a loopback channel of one run)
-        let t = inabench_core::store::now_s().to_bits() ^ u64::from(std::process::id()).rotate_left(32);
+        let t =
+            inabench_core::store::now_s().to_bits() ^ u64::from(std::process::id()).rotate_left(32);
         buf[..8].copy_from_slice(&t.to_le_bytes());
     }
     buf.iter().map(|b| format!("{b:02x}")).collect()
@@ -106,13 +121,22 @@ impl Launcher for LocalLauncher {
         let mut children = Vec::new();
         for i in 0..n {
             let child = Command::new(&self.exe)
-                .args(["agent", "--connect", &addr.to_string(), "--index", &i.to_string()])
+                .args([
+                    "agent",
+                    "--connect",
+                    &addr.to_string(),
+                    "--index",
+                    &i.to_string(),
+                ])
                 .env("INABENCH_AGENT_TOKEN", &token)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::inherit())
                 .spawn()
-                .map_err(|source| LaunchError::Spawn { cmd: format!("{} agent", self.exe.display()), source })?;
+                .map_err(|source| LaunchError::Spawn {
+                    cmd: format!("{} agent", self.exe.display()),
+                    source,
+                })?;
             children.push(Some(child));
         }
         listener.set_nonblocking(true)?;
@@ -130,13 +154,28 @@ impl Launcher for LocalLauncher {
                         continue;
                     }
                     // Refuse anything that does not present this run's token.
-                    let Ok(Msg::Hello { token: t, index, pid }) = serde_json::from_str::<Msg>(&line) else { continue };
+                    let Ok(Msg::Hello {
+                        token: t,
+                        index,
+                        pid,
+                    }) = serde_json::from_str::<Msg>(&line)
+                    else {
+                        continue;
+                    };
                     if t != token || index >= n || agents[index].is_some() {
                         continue;
                     }
                     stream.set_read_timeout(None)?;
-                    let Some(child) = children[index].take() else { continue };
-                    agents[index] = Some(Agent { index, pid, child, reader, writer: BufWriter::new(stream) });
+                    let Some(child) = children[index].take() else {
+                        continue;
+                    };
+                    agents[index] = Some(Agent {
+                        index,
+                        pid,
+                        child,
+                        reader,
+                        writer: BufWriter::new(stream),
+                    });
                     connected += 1;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -158,8 +197,13 @@ impl Launcher for LocalLauncher {
 
 impl Agent {
     /// Run one job on the agent, passing each event it streams to `on_event`.
-    pub fn run_job(&mut self, job: &Job, on_event: &mut dyn FnMut(Event)) -> Result<Result<(), String>, LaunchError> {
-        serde_json::to_writer(&mut self.writer, &Msg::Job(Box::new(job.clone()))).map_err(|e| LaunchError::Protocol(e.to_string()))?;
+    pub fn run_job(
+        &mut self,
+        job: &Job,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<Result<(), String>, LaunchError> {
+        serde_json::to_writer(&mut self.writer, &Msg::Job(Box::new(job.clone())))
+            .map_err(|e| LaunchError::Protocol(e.to_string()))?;
         self.writer.write_all(b"\n")?;
         self.writer.flush()?;
         let mut line = String::new();
@@ -171,11 +215,20 @@ impl Agent {
                     Ok(s) => s.to_string(),
                     Err(e) => e.to_string(),
                 };
-                return Err(LaunchError::AgentDied { index: self.index, status });
+                return Err(LaunchError::AgentDied {
+                    index: self.index,
+                    status,
+                });
             }
             match serde_json::from_str::<Msg>(&line) {
                 Ok(Msg::Event { event }) => on_event(event),
-                Ok(Msg::Done { ok, error }) => return Ok(if ok { Ok(()) } else { Err(error.unwrap_or_default()) }),
+                Ok(Msg::Done { ok, error }) => {
+                    return Ok(if ok {
+                        Ok(())
+                    } else {
+                        Err(error.unwrap_or_default())
+                    });
+                }
                 Ok(other) => return Err(LaunchError::Protocol(format!("unexpected {other:?}"))),
                 Err(e) => return Err(LaunchError::Protocol(e.to_string())),
             }
@@ -191,7 +244,9 @@ impl Agent {
         loop {
             match self.child.try_wait() {
                 Ok(Some(_)) => return,
-                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
                 _ => {
                     let _ = self.child.kill();
                     let _ = self.child.wait();
@@ -203,12 +258,21 @@ impl Agent {
 }
 
 /// The agent side: connect, say hello with the token, run jobs until told to exit.
-pub fn agent_main(connect: &str, index: usize, token: &str, registry: &crate::registry::Registry) -> Result<(), LaunchError> {
+pub fn agent_main(
+    connect: &str,
+    index: usize,
+    token: &str,
+    registry: &crate::registry::Registry,
+) -> Result<(), LaunchError> {
     let stream = TcpStream::connect(connect)?;
     stream.set_nodelay(true)?;
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut writer = BufWriter::new(stream);
-    let hello = Msg::Hello { token: token.to_string(), index, pid: std::process::id() };
+    let hello = Msg::Hello {
+        token: token.to_string(),
+        index,
+        pid: std::process::id(),
+    };
     serde_json::to_writer(&mut writer, &hello).map_err(|e| LaunchError::Protocol(e.to_string()))?;
     writer.write_all(b"\n")?;
     writer.flush()?;
@@ -233,7 +297,9 @@ pub fn agent_main(connect: &str, index: usize, token: &str, registry: &crate::re
                     if io_err.is_some() {
                         return;
                     }
-                    let r = serde_json::to_writer(&mut writer, &Msg::Event { event }).map_err(std::io::Error::from).and_then(|_| writer.write_all(b"\n"));
+                    let r = serde_json::to_writer(&mut writer, &Msg::Event { event })
+                        .map_err(std::io::Error::from)
+                        .and_then(|_| writer.write_all(b"\n"));
                     if let Err(e) = r {
                         io_err = Some(e);
                     }
@@ -241,7 +307,18 @@ pub fn agent_main(connect: &str, index: usize, token: &str, registry: &crate::re
                 let units = |m: &str| job.units.get(m).cloned().unwrap_or_default();
                 let fabric = w.fabric(job.fidelity);
                 let mut ctx = inabench_core::PointCtx::new(
-                    &job.point, job.index, job.fidelity, fabric, job.repetition, job.warmup, job.seed, &job.run_id, &job.experiment, &cancel, &mut sink, &units,
+                    &job.point,
+                    job.index,
+                    job.fidelity,
+                    fabric,
+                    job.repetition,
+                    job.warmup,
+                    job.seed,
+                    &job.run_id,
+                    &job.experiment,
+                    &cancel,
+                    &mut sink,
+                    &units,
                 );
                 let r = w.run(&mut ctx).map_err(|e| e.to_string());
                 drop(ctx);
@@ -252,10 +329,17 @@ pub fn agent_main(connect: &str, index: usize, token: &str, registry: &crate::re
             }
         };
         let done = match result {
-            Ok(()) => Msg::Done { ok: true, error: None },
-            Err(e) => Msg::Done { ok: false, error: Some(e) },
+            Ok(()) => Msg::Done {
+                ok: true,
+                error: None,
+            },
+            Err(e) => Msg::Done {
+                ok: false,
+                error: Some(e),
+            },
         };
-        serde_json::to_writer(&mut writer, &done).map_err(|e| LaunchError::Protocol(e.to_string()))?;
+        serde_json::to_writer(&mut writer, &done)
+            .map_err(|e| LaunchError::Protocol(e.to_string()))?;
         writer.write_all(b"\n")?;
         writer.flush()?;
     }

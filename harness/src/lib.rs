@@ -2,6 +2,7 @@
 //! (in process or in agent processes started by a launcher), streams one event stream to the
 //! live dashboard or the headless view and to the results store, and builds the reports.
 
+pub mod dashboard;
 pub mod doctor;
 pub mod headless;
 pub mod launcher;
@@ -9,7 +10,6 @@ pub mod paths;
 pub mod probe;
 pub mod registry;
 pub mod runner;
-// pub mod tui;
 
 /// Specs embedded at build time and the compiler version.
 pub mod embedded {

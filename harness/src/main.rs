@@ -8,14 +8,18 @@ use inabench::{doctor, headless, launcher, paths};
 use inabench_core::catalog::Catalog;
 use inabench_core::spec::{Fidelity, Status};
 use inabench_core::store::{self, RunStatus};
-use inabench_report::export::{Format, write_reports};
+use inabench_report::{Format, write_reports};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 #[derive(Parser)]
-#[command(name = "inabench", version, about = "Rerun the experiments of in-network aggregation papers and check their claims")]
+#[command(
+    name = "inabench",
+    version,
+    about = "Rerun the experiments of in-network aggregation papers and check their claims"
+)]
 struct Cli {
     /// Results folder (default: <repo>/results, or $INABENCH_RESULTS)
     #[arg(long, global = true)]
@@ -102,7 +106,17 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::List { paper } => list(paper.as_deref()),
         Cmd::Show { id } => show(&id),
         Cmd::Validate { files } => validate(&files),
-        Cmd::Reproduce { ids, profile, fidelity, testbed, seed, headless, resume, launcher, format } => {
+        Cmd::Reproduce {
+            ids,
+            profile,
+            fidelity,
+            testbed,
+            seed,
+            headless,
+            resume,
+            launcher,
+            format,
+        } => {
             let fidelity = match fidelity {
                 None => None,
                 Some(f) => Some(Fidelity::parse(&f).ok_or_else(|| anyhow!("`{f}` is not a fidelity class (hardware, emulated, simulated, modelled, functional)"))?),
@@ -110,10 +124,23 @@ fn run(cli: Cli) -> Result<i32> {
             let placement = match launcher.as_str() {
                 "inproc" => Placement::InProcess,
                 "local" => Placement::Local,
-                other => bail!("`{other}` is not a launcher here (inproc, local; netns, slurm and ssh come with the launchers issue)"),
+                other => bail!(
+                    "`{other}` is not a launcher here (inproc, local; netns, slurm and ssh come with the launchers issue)"
+                ),
             };
             let formats = Format::parse_list(&format).map_err(|e| anyhow!("{e}"))?;
-            reproduce(&ids, &profile, fidelity, testbed.as_deref(), seed, headless, resume.as_deref(), placement, &formats, &results)
+            reproduce(
+                &ids,
+                &profile,
+                fidelity,
+                testbed.as_deref(),
+                seed,
+                headless,
+                resume.as_deref(),
+                placement,
+                &formats,
+                &results,
+            )
         }
         Cmd::Runs => runs(&results),
         Cmd::Report { run, format } => {
@@ -127,7 +154,8 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Cmd::Agent { connect, index } => {
-            let token = std::env::var("INABENCH_AGENT_TOKEN").context("the agent needs INABENCH_AGENT_TOKEN from its launcher")?;
+            let token = std::env::var("INABENCH_AGENT_TOKEN")
+                .context("the agent needs INABENCH_AGENT_TOKEN from its launcher")?;
             launcher::agent_main(&connect, index, &token, &Registry::builtin())?;
             Ok(0)
         }
@@ -142,11 +170,17 @@ fn list(paper: Option<&str>) -> Result<i32> {
     let cat = load_catalog()?;
     if let Some(p) = paper {
         if !inabench_core::spec::PAPERS.contains(&p) {
-            bail!("no paper `{p}` (papers: {})", inabench_core::spec::PAPERS.join(", "));
+            bail!(
+                "no paper `{p}` (papers: {})",
+                inabench_core::spec::PAPERS.join(", ")
+            );
         }
     }
     let mut out = String::new();
-    out.push_str(&format!("{:<24} {:<10} {:<22} {:<12} {:<40} {}\n", "ID", "PAPER", "ARTIFACT", "STATUS", "FIDELITY", "TITLE"));
+    out.push_str(&format!(
+        "{:<24} {:<10} {:<22} {:<12} {:<40} {}\n",
+        "ID", "PAPER", "ARTIFACT", "STATUS", "FIDELITY", "TITLE"
+    ));
     let mut n = 0;
     for e in &cat.entries {
         let s = &e.spec;
@@ -158,17 +192,40 @@ fn list(paper: Option<&str>) -> Result<i32> {
             Status::Implemented => "implemented",
             Status::Planned => "planned",
         };
-        let fid = s.fidelity.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(",");
-        out.push_str(&format!("{:<24} {:<10} {:<22} {:<12} {:<40} {}\n", s.id, s.paper_id, truncate(&s.artifact, 22), status, fid, s.title));
+        let fid = s
+            .fidelity
+            .iter()
+            .map(|f| f.as_str())
+            .collect::<Vec<_>>()
+            .join(",");
+        out.push_str(&format!(
+            "{:<24} {:<10} {:<22} {:<12} {:<40} {}\n",
+            s.id,
+            s.paper_id,
+            truncate(&s.artifact, 22),
+            status,
+            fid,
+            s.title
+        ));
     }
-    let implemented = cat.entries.iter().filter(|e| paper.is_none_or(|p| p == e.spec.paper_id) && e.spec.status == Status::Implemented).count();
+    let implemented = cat
+        .entries
+        .iter()
+        .filter(|e| {
+            paper.is_none_or(|p| p == e.spec.paper_id) && e.spec.status == Status::Implemented
+        })
+        .count();
     out.push_str(&format!("\n{n} experiments, {implemented} implemented\n"));
     print!("{out}");
     Ok(0)
 }
 
 fn truncate(s: &str, n: usize) -> String {
-    if s.chars().count() <= n { s.to_string() } else { format!("{}…", s.chars().take(n - 1).collect::<String>()) }
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(n - 1).collect::<String>())
+    }
 }
 
 fn show(id: &str) -> Result<i32> {
@@ -176,27 +233,79 @@ fn show(id: &str) -> Result<i32> {
     let e = cat.get(id)?;
     let s = &e.spec;
     let mut o = String::new();
-    o.push_str(&format!("{}: {}\n{}\n{}\n\n", s.id, s.title, s.citation, s.artifact));
-    o.push_str(&format!("status: {}   spec: {}\n", if s.status == Status::Implemented { "implemented" } else { "planned (its systems do not exist yet)" }, e.file.display()));
-    o.push_str(&format!("systems: {}\nfidelity classes: {}\n\n", s.systems.join(", "), s.fidelity.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", ")));
-    o.push_str(&format!("What it measures:\n  {}\n\n", s.description.trim().replace('\n', "\n  ")));
+    o.push_str(&format!(
+        "{}: {}\n{}\n{}\n\n",
+        s.id, s.title, s.citation, s.artifact
+    ));
+    o.push_str(&format!(
+        "status: {}   spec: {}\n",
+        if s.status == Status::Implemented {
+            "implemented"
+        } else {
+            "planned (its systems do not exist yet)"
+        },
+        e.file.display()
+    ));
+    o.push_str(&format!(
+        "systems: {}\nfidelity classes: {}\n\n",
+        s.systems.join(", "),
+        s.fidelity
+            .iter()
+            .map(|f| f.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    o.push_str(&format!(
+        "What it measures:\n  {}\n\n",
+        s.description.trim().replace('\n', "\n  ")
+    ));
     if !s.parameters.is_empty() {
-        o.push_str(&format!("Fixed parameters: {}\n", inabench_core::value::params_key(&s.parameters)));
+        o.push_str(&format!(
+            "Fixed parameters: {}\n",
+            inabench_core::value::params_key(&s.parameters)
+        ));
     }
     for (name, p) in &s.profiles {
-        let points = inabench_core::plan::expand(s, name).map(|v| v.len()).unwrap_or(0);
-        o.push_str(&format!("\nProfile {name}: {points} points x {} repetitions (+{} warm-up), estimated {}\n", p.repetitions, p.warmup, human_secs(p.estimated_seconds)));
+        let points = inabench_core::plan::expand(s, name)
+            .map(|v| v.len())
+            .unwrap_or(0);
+        o.push_str(&format!(
+            "\nProfile {name}: {points} points x {} repetitions (+{} warm-up), estimated {}\n",
+            p.repetitions,
+            p.warmup,
+            human_secs(p.estimated_seconds)
+        ));
         if !p.parameters.is_empty() {
-            o.push_str(&format!("  parameters: {}\n", inabench_core::value::params_key(&p.parameters)));
+            o.push_str(&format!(
+                "  parameters: {}\n",
+                inabench_core::value::params_key(&p.parameters)
+            ));
         }
         for block in &p.grid {
-            let parts: Vec<String> = block.iter().map(|(k, v)| format!("{k} in [{}]", v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", "))).collect();
+            let parts: Vec<String> = block
+                .iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{k} in [{}]",
+                        v.iter()
+                            .map(|x| x.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                })
+                .collect();
             o.push_str(&format!("  sweep: {}\n", parts.join(" x ")));
         }
     }
     o.push_str("\nMetrics:\n");
     for m in &s.metrics {
-        o.push_str(&format!("  {} [{}] ({:?} is better): {}\n", m.name, m.unit, m.better, m.description).replace("(None is better)", "(no better direction)"));
+        o.push_str(
+            &format!(
+                "  {} [{}] ({:?} is better): {}\n",
+                m.name, m.unit, m.better, m.description
+            )
+            .replace("(None is better)", "(no better direction)"),
+        );
     }
     o.push_str(&format!("\nThe paper's values ({}):\n", s.paper.source));
     if let Some(n) = &s.paper.note {
@@ -207,12 +316,30 @@ fn show(id: &str) -> Result<i32> {
     }
     for v in &s.paper.values {
         let unit = s.metric(&v.metric).map(|m| m.unit.as_str()).unwrap_or("");
-        let at = if v.params.is_empty() { String::new() } else { format!(" at {}", inabench_core::value::params_key(&v.params)) };
-        o.push_str(&format!("  {} {} = {} {unit}{at}\n", v.system, v.metric, v.value));
+        let at = if v.params.is_empty() {
+            String::new()
+        } else {
+            format!(" at {}", inabench_core::value::params_key(&v.params))
+        };
+        o.push_str(&format!(
+            "  {} {} = {} {unit}{at}\n",
+            v.system, v.metric, v.value
+        ));
     }
     o.push_str("\nClaims:\n");
     for c in &s.claims {
-        let f = if c.fidelity.is_empty() { String::new() } else { format!(" [{}]", c.fidelity.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", ")) };
+        let f = if c.fidelity.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " [{}]",
+                c.fidelity
+                    .iter()
+                    .map(|f| f.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
         o.push_str(&format!("  {}{f}: {}\n      {}\n", c.id, c.text, c.expr));
     }
     print!("{o}");
@@ -220,7 +347,13 @@ fn show(id: &str) -> Result<i32> {
 }
 
 fn human_secs(s: f64) -> String {
-    if s < 90.0 { format!("{s:.0} s") } else if s < 5400.0 { format!("{:.0} min", s / 60.0) } else { format!("{:.1} h", s / 3600.0) }
+    if s < 90.0 {
+        format!("{s:.0} s")
+    } else if s < 5400.0 {
+        format!("{:.0} min", s / 60.0)
+    } else {
+        format!("{:.1} h", s / 3600.0)
+    }
 }
 
 fn validate(files: &[PathBuf]) -> Result<i32> {
@@ -257,16 +390,29 @@ fn reproduce(
 ) -> Result<i32> {
     let cat = load_catalog()?;
     // resolve every id first, so a typo in the third id fails before the first runs
-    let entries = ids.iter().map(|id| cat.get(id).cloned()).collect::<Result<Vec<_>, _>>()?;
+    let entries = ids
+        .iter()
+        .map(|id| cat.get(id).cloned())
+        .collect::<Result<Vec<_>, _>>()?;
     if resume.is_some() && entries.len() > 1 {
         bail!("--resume continues one run; give one experiment id");
     }
     let (testbed_name, testbed_text) = match testbed {
-        None => ("local (embedded software testbed)".to_string(), local_testbed()),
-        Some(p) => (p.display().to_string(), std::fs::read_to_string(p).with_context(|| format!("cannot read the testbed file {}", p.display()))?),
+        None => (
+            "local (embedded software testbed)".to_string(),
+            local_testbed(),
+        ),
+        Some(p) => (
+            p.display().to_string(),
+            std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read the testbed file {}", p.display()))?,
+        ),
     };
     let registry = Registry::builtin();
-    let interactive = std::io::stdout().is_terminal() && std::io::stdin().is_terminal() && !headless_flag && std::env::var_os("CI").is_none();
+    let interactive = std::io::stdout().is_terminal()
+        && std::io::stdin().is_terminal()
+        && !headless_flag
+        && std::env::var_os("CI").is_none();
     if !interactive {
         runner::install_signal_handlers();
     }
@@ -298,13 +444,18 @@ fn reproduce(
             let handle = scope.spawn(move || runner::execute(prepared, reg, tx, c2));
             if interactive {
                 let title = entry.spec.title.clone();
-                if let Err(e) = inabench::tui::run_dashboard(rx, cancel.clone(), &entry.spec.id, &title) {
+                if let Err(e) =
+                    inabench::dashboard::run_dashboard(rx, cancel.clone(), &entry.spec.id, &title)
+                {
                     eprintln!("warning: the dashboard failed ({e}); the run goes on headless");
                 }
             } else {
                 headless::run(rx, false);
             }
-            handle.join().map_err(|_| anyhow!("the runner thread panicked"))?.map_err(anyhow::Error::from)
+            handle
+                .join()
+                .map_err(|_| anyhow!("the runner thread panicked"))?
+                .map_err(anyhow::Error::from)
         })?;
         let m = &outcome.manifest;
         if let Some(w) = &outcome.wrong_result {
@@ -320,7 +471,13 @@ fn reproduce(
                     m.run_id, m.points_done, m.points_total, m.experiment, m.run_id
                 );
                 if exit == 0 {
-                    exit = if runner::SIGNALLED.load(std::sync::atomic::Ordering::Relaxed) || cancel.load(std::sync::atomic::Ordering::Relaxed) { 130 } else { 1 };
+                    exit = if runner::SIGNALLED.load(std::sync::atomic::Ordering::Relaxed)
+                        || cancel.load(std::sync::atomic::Ordering::Relaxed)
+                    {
+                        130
+                    } else {
+                        1
+                    };
                 }
             }
             RunStatus::Failed | RunStatus::Running => exit = 1,
@@ -350,7 +507,10 @@ fn report(dir: &Path, formats: &[Format], print: bool) -> Result<()> {
     let analysis = inabench_report::analysis::analyse(dir, &spec, manifest)?;
     let written = write_reports(dir, &analysis, formats)?;
     if print {
-        println!("{}", inabench_report::markdown::render_markdown(&analysis));
+        println!(
+            "{}",
+            inabench_report::render::md::render_markdown(&analysis)
+        );
         println!("{} rows in {}", n, dir.join(store::PARQUET_FILE).display());
         for w in written {
             println!("report: {}", w.display());
@@ -365,7 +525,10 @@ fn runs(results: &Path) -> Result<i32> {
         println!("no runs yet in {}", results.display());
         return Ok(0);
     }
-    println!("{:<48} {:<24} {:<11} {:<21} {:>10} {}", "RUN", "EXPERIMENT", "STATUS", "START", "DURATION", "FIDELITY");
+    println!(
+        "{:<48} {:<24} {:<11} {:<21} {:>10} {}",
+        "RUN", "EXPERIMENT", "STATUS", "START", "DURATION", "FIDELITY"
+    );
     for m in runs {
         println!(
             "{:<48} {:<24} {:<11} {:<21} {:>9.1}s {}",

@@ -28,7 +28,9 @@ pub fn results_dir(flag: Option<&Path>) -> PathBuf {
     if let Ok(p) = std::env::var("INABENCH_RESULTS") {
         return PathBuf::from(p);
     }
-    repo_root().map(|r| r.join("results")).unwrap_or_else(|| PathBuf::from("results"))
+    repo_root()
+        .map(|r| r.join("results"))
+        .unwrap_or_else(|| PathBuf::from("results"))
 }
 
 /// The catalogue: from the tree on disk when there is one, else the copy embedded at build time.
@@ -52,8 +54,14 @@ pub fn catalog() -> Result<Catalog, CatalogError> {
 
 /// The git revision of the tree the binary runs from (`unknown` outside a checkout).
 pub fn git_revision() -> String {
-    let Some(root) = repo_root() else { return "unknown".into() };
-    let out = std::process::Command::new("git").arg("-C").arg(&root).args(["rev-parse", "HEAD"]).output();
+    let Some(root) = repo_root() else {
+        return "unknown".into();
+    };
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .args(["rev-parse", "HEAD"])
+        .output();
     match out {
         Ok(o) if o.status.success() => {
             let rev = String::from_utf8_lossy(&o.stdout).trim().to_string();

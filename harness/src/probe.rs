@@ -34,12 +34,15 @@ impl Workload for Probe {
             std::process::abort();
         }
         if sleep_ms > 0.0 {
-            let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(sleep_ms / 1e3);
+            let until =
+                std::time::Instant::now() + std::time::Duration::from_secs_f64(sleep_ms / 1e3);
             while std::time::Instant::now() < until {
                 if ctx.cancelled() {
                     return Err(WorkloadError::Interrupted);
                 }
-                std::thread::sleep(std::time::Duration::from_millis(5).min(until - std::time::Instant::now()));
+                std::thread::sleep(
+                    std::time::Duration::from_millis(5).min(until - std::time::Instant::now()),
+                );
             }
         }
         let sum = checksum(ctx.seed ^ u64::from(ctx.repetition), work);

@@ -21,7 +21,10 @@ impl Registry {
     }
 
     pub fn get(&self, id: &str) -> Option<&dyn Workload> {
-        self.workloads.iter().find(|w| w.id() == id).map(|b| b.as_ref())
+        self.workloads
+            .iter()
+            .find(|w| w.id() == id)
+            .map(|b| b.as_ref())
     }
 
     pub fn ids(&self) -> Vec<&'static str> {

@@ -9,9 +9,9 @@ use crate::registry::Registry;
 use inabench_core::catalog::Entry;
 use inabench_core::event::{Event, LogLevel, PlannedPoint};
 use inabench_core::plan::{self, Plan, PlanError};
+use inabench_core::rng::SplitMix64;
 use inabench_core::spec::Fidelity;
 use inabench_core::store::{self, HostFacts, Manifest, Record, RunStatus, RunWriter, StoreError};
-use inabench_core::rng::SplitMix64;
 use inabench_core::{PointCtx, WorkloadError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -56,10 +56,20 @@ pub enum RunError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Launch(#[from] LaunchError),
-    #[error("{experiment} names workload `{workload}`, which this binary does not have (it has: {have})")]
-    NoWorkload { experiment: String, workload: String, have: String },
+    #[error(
+        "{experiment} names workload `{workload}`, which this binary does not have (it has: {have})"
+    )]
+    NoWorkload {
+        experiment: String,
+        workload: String,
+        have: String,
+    },
     #[error("run {run} is of {found}, not {expected}")]
-    ResumeMismatch { run: String, found: String, expected: String },
+    ResumeMismatch {
+        run: String,
+        found: String,
+        expected: String,
+    },
     #[error("run {0} is already complete; nothing to resume")]
     AlreadyComplete(String),
 }
@@ -97,15 +107,28 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
     let wid = spec.workload.clone().unwrap_or_default();
     let workload = match reg.get(&wid) {
         Some(w) => w,
-        None if spec.status == inabench_core::spec::Status::Planned => return Err(PlanError::Planned { experiment: spec.id.clone() }.into()),
+        None if spec.status == inabench_core::spec::Status::Planned => {
+            return Err(PlanError::Planned {
+                experiment: spec.id.clone(),
+            }
+            .into());
+        }
         None => {
-            return Err(RunError::NoWorkload { experiment: spec.id.clone(), workload: wid, have: reg.ids().join(", ") });
+            return Err(RunError::NoWorkload {
+                experiment: spec.id.clone(),
+                workload: wid,
+                have: reg.ids().join(", "),
+            });
         }
     };
     let (profile, asked, seed, run_dir, mut resumed_from, done) = if let Some(dir) = &req.resume {
         let m = store::read_manifest(dir)?;
         if m.experiment != spec.id {
-            return Err(RunError::ResumeMismatch { run: m.run_id, found: m.experiment, expected: spec.id.clone() });
+            return Err(RunError::ResumeMismatch {
+                run: m.run_id,
+                found: m.experiment,
+                expected: spec.id.clone(),
+            });
         }
         if m.status == RunStatus::Complete {
             return Err(RunError::AlreadyComplete(m.run_id));
@@ -114,26 +137,60 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         store::rewrite_rows(dir, &st)?;
         let mut from = m.resumed_from.clone();
         from.push(m.started.clone());
-        (m.profile.clone(), Some(m.fidelity), m.seed, dir.clone(), from, st.done)
+        (
+            m.profile.clone(),
+            Some(m.fidelity),
+            m.seed,
+            dir.clone(),
+            from,
+            st.done,
+        )
     } else {
         let id = store::new_run_id(&req.results, &spec.id);
-        (req.profile.clone(), req.fidelity, req.seed, req.results.join(id), Vec::new(), BTreeSet::new())
+        (
+            req.profile.clone(),
+            req.fidelity,
+            req.seed,
+            req.results.join(id),
+            Vec::new(),
+            BTreeSet::new(),
+        )
     };
     let plan = plan::plan(spec, &profile, asked, workload.fidelities())?;
     let reason = match asked {
-        Some(f) if req.resume.is_some() => format!("{f}: resumed with the class of the original run"),
+        Some(f) if req.resume.is_some() => {
+            format!("{f}: resumed with the class of the original run")
+        }
         Some(f) => format!("{f}: asked for with --fidelity"),
         None => format!(
             "{}: the best class of [{}] that this binary implements ({}) and the testbed allows (software testbed: no hardware devices)",
             plan.fidelity,
-            spec.fidelity.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", "),
-            workload.fidelities().iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", ")
+            spec.fidelity
+                .iter()
+                .map(|f| f.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            workload
+                .fidelities()
+                .iter()
+                .map(|f| f.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     };
-    std::fs::create_dir_all(&run_dir).map_err(|e| StoreError::Io { path: run_dir.clone(), source: e })?;
+    std::fs::create_dir_all(&run_dir).map_err(|e| StoreError::Io {
+        path: run_dir.clone(),
+        source: e,
+    })?;
     let spec_path = run_dir.join(store::SPEC_FILE);
-    std::fs::write(&spec_path, &req.entry.text).map_err(|e| StoreError::Io { path: spec_path, source: e })?;
-    let run_id = run_dir.file_name().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
+    std::fs::write(&spec_path, &req.entry.text).map_err(|e| StoreError::Io {
+        path: spec_path,
+        source: e,
+    })?;
+    let run_id = run_dir
+        .file_name()
+        .map(|s| s.to_string_lossy().to_string())
+        .unwrap_or_default();
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     if req.resume.is_none() {
         resumed_from.clear();
@@ -166,8 +223,21 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         resumed_from,
     };
     store::write_manifest(&run_dir, &manifest)?;
-    let units = spec.metrics.iter().map(|m| (m.name.clone(), m.unit.clone())).collect();
-    Ok(Prepared { plan, run_dir, manifest, done, workload: wid, placement: req.placement, units, started: Instant::now() })
+    let units = spec
+        .metrics
+        .iter()
+        .map(|m| (m.name.clone(), m.unit.clone()))
+        .collect();
+    Ok(Prepared {
+        plan,
+        run_dir,
+        manifest,
+        done,
+        workload: wid,
+        placement: req.placement,
+        units,
+        started: Instant::now(),
+    })
 }
 
 /// How a run ended.
@@ -180,7 +250,12 @@ pub struct RunOutcome {
 
 /// Execute a prepared run, streaming events to `tx`. `cancel` (the dashboard's `q`) and
 /// SIGINT/SIGTERM stop it after the current repetition.
-pub fn execute(mut p: Prepared, reg: &Registry, tx: Sender<Event>, cancel: Arc<AtomicBool>) -> Result<RunOutcome, RunError> {
+pub fn execute(
+    mut p: Prepared,
+    reg: &Registry,
+    tx: Sender<Event>,
+    cancel: Arc<AtomicBool>,
+) -> Result<RunOutcome, RunError> {
     let stop = || cancel.load(Ordering::Relaxed) || SIGNALLED.load(Ordering::Relaxed);
     let workload = reg.get(&p.workload).ok_or_else(|| RunError::NoWorkload {
         experiment: p.plan.experiment.clone(),
@@ -200,15 +275,29 @@ pub fn execute(mut p: Prepared, reg: &Registry, tx: Sender<Event>, cancel: Arc<A
             .plan
             .points
             .iter()
-            .map(|pt| PlannedPoint { point_id: pt.id.clone(), system: pt.system.clone(), label: pt.label(), done: p.done.contains(&pt.id) })
+            .map(|pt| PlannedPoint {
+                point_id: pt.id.clone(),
+                system: pt.system.clone(),
+                label: pt.label(),
+                done: p.done.contains(&pt.id),
+            })
             .collect(),
     });
     if !p.done.is_empty() {
-        send(Event::Log { level: LogLevel::Info, source: "runner".into(), message: format!("resuming: {} of {} points already done", p.done.len(), p.plan.points.len()) });
+        send(Event::Log {
+            level: LogLevel::Info,
+            source: "runner".into(),
+            message: format!(
+                "resuming: {} of {} points already done",
+                p.done.len(),
+                p.plan.points.len()
+            ),
+        });
     }
 
     // CPU sampler: this process and the agents, every 500 ms.
-    let pids: Arc<Mutex<Vec<(u32, String)>>> = Arc::new(Mutex::new(vec![(std::process::id(), "runner".to_string())]));
+    let pids: Arc<Mutex<Vec<(u32, String)>>> =
+        Arc::new(Mutex::new(vec![(std::process::id(), "runner".to_string())]));
     let sampler_stop = Arc::new(AtomicBool::new(false));
     let sampler = {
         let (pids, stop_flag, tx) = (pids.clone(), sampler_stop.clone(), tx.clone());
@@ -247,7 +336,11 @@ pub fn execute(mut p: Prepared, reg: &Registry, tx: Sender<Event>, cancel: Arc<A
             let mut sink = |e: Event| {
                 if let Event::Row(r) = &e {
                     if let Err(err) = writer.append(&Record::Row(r.clone())) {
-                        let _ = tx.send(Event::Log { level: LogLevel::Error, source: "store".into(), message: err.to_string() });
+                        let _ = tx.send(Event::Log {
+                            level: LogLevel::Error,
+                            source: "store".into(),
+                            message: err.to_string(),
+                        });
                     }
                 }
                 let _ = tx.send(e);
@@ -255,7 +348,20 @@ pub fn execute(mut p: Prepared, reg: &Registry, tx: Sender<Event>, cancel: Arc<A
             let result: Result<(), String> = match p.placement {
                 Placement::InProcess => {
                     let units = |m: &str| p.units.get(m).cloned().unwrap_or_default();
-                    let mut ctx = PointCtx::new(point, index, p.plan.fidelity, fabric, repetition, warmup, seed, &run_id, &experiment, &cancel, &mut sink, &units);
+                    let mut ctx = PointCtx::new(
+                        point,
+                        index,
+                        p.plan.fidelity,
+                        fabric,
+                        repetition,
+                        warmup,
+                        seed,
+                        &run_id,
+                        &experiment,
+                        &cancel,
+                        &mut sink,
+                        &units,
+                    );
                     match workload.run(&mut ctx) {
                         Ok(()) => Ok(()),
                         Err(WorkloadError::WrongResult(m)) => {
@@ -271,7 +377,9 @@ pub fn execute(mut p: Prepared, reg: &Registry, tx: Sender<Event>, cancel: Arc<A
                             Ok(a) => {
                                 if let Ok(mut g) = pids.lock() {
                                     g.retain(|(_, l)| l == "runner");
-                                    g.extend(a.iter().map(|x| (x.pid, format!("agent {}", x.index))));
+                                    g.extend(
+                                        a.iter().map(|x| (x.pid, format!("agent {}", x.index))),
+                                    );
                                 }
                                 agents = a;
                             }
@@ -314,22 +422,43 @@ pub fn execute(mut p: Prepared, reg: &Registry, tx: Sender<Event>, cancel: Arc<A
                 error = Some(e);
                 break;
             }
-            send(Event::Progress { point: index, done: u64::from(k + 1), total: u64::from(total) });
+            send(Event::Progress {
+                point: index,
+                done: u64::from(k + 1),
+                total: u64::from(total),
+            });
         }
         let ok = error.is_none();
         if ok {
-            writer.append(&Record::PointDone { point_id: point.id.clone(), ok: true, error: None })?;
+            writer.append(&Record::PointDone {
+                point_id: point.id.clone(),
+                ok: true,
+                error: None,
+            })?;
             p.done.insert(point.id.clone());
         } else if !interrupted {
             failed += 1;
-            writer.append(&Record::PointDone { point_id: point.id.clone(), ok: false, error: error.clone() })?;
-            send(Event::Log { level: LogLevel::Error, source: point.system.clone(), message: format!("{}: {}", point.label(), error.clone().unwrap_or_default()) });
+            writer.append(&Record::PointDone {
+                point_id: point.id.clone(),
+                ok: false,
+                error: error.clone(),
+            })?;
+            send(Event::Log {
+                level: LogLevel::Error,
+                source: point.system.clone(),
+                message: format!("{}: {}", point.label(), error.clone().unwrap_or_default()),
+            });
         }
         if last_flush.elapsed() >= Duration::from_millis(100) {
             writer.flush()?;
             last_flush = Instant::now();
         }
-        send(Event::PointDone { point: index, ok, error, elapsed_s: t0.elapsed().as_secs_f64() });
+        send(Event::PointDone {
+            point: index,
+            ok,
+            error,
+            elapsed_s: t0.elapsed().as_secs_f64(),
+        });
         if wrong_result.is_some() {
             break 'points;
         }
@@ -351,11 +480,19 @@ pub fn execute(mut p: Prepared, reg: &Registry, tx: Sender<Event>, cancel: Arc<A
     p.manifest.status = status;
     p.manifest.points_done = p.done.len();
     p.manifest.points_failed = failed;
-    p.manifest.finished = Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    p.manifest.finished =
+        Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
     p.manifest.elapsed_s += p.started.elapsed().as_secs_f64();
     store::write_manifest(&p.run_dir, &p.manifest)?;
-    send(Event::RunFinished { status, elapsed_s: p.started.elapsed().as_secs_f64() });
-    Ok(RunOutcome { run_dir: p.run_dir, manifest: p.manifest, wrong_result })
+    send(Event::RunFinished {
+        status,
+        elapsed_s: p.started.elapsed().as_secs_f64(),
+    });
+    Ok(RunOutcome {
+        run_dir: p.run_dir,
+        manifest: p.manifest,
+        wrong_result,
+    })
 }
 
 /// Per-process CPU (percent of one core) from /proc/<pid>/stat, every 500 ms.
@@ -372,7 +509,11 @@ fn cpu_sampler(pids: Arc<Mutex<Vec<(u32, String)>>>, stop: Arc<AtomicBool>, tx: 
                 let dt = now.duration_since(i0).as_secs_f64();
                 if dt > 0.0 {
                     let pct = (t - t0) / ticks / dt * 100.0;
-                    let _ = tx.send(Event::ProcessCpu { pid, label, cpu_percent: pct });
+                    let _ = tx.send(Event::ProcessCpu {
+                        pid,
+                        label,
+                        cpu_percent: pct,
+                    });
                 }
             }
         }

@@ -11,7 +11,9 @@ fn repo() -> PathBuf {
 
 fn bin() -> Command {
     let mut c = Command::cargo_bin("inabench").expect("binary");
-    c.current_dir(repo()).env_remove("INABENCH_HOME").env("CI", "true");
+    c.current_dir(repo())
+        .env_remove("INABENCH_HOME")
+        .env("CI", "true");
     c
 }
 
@@ -28,60 +30,117 @@ fn list_shows_the_whole_catalogue() {
     let o = bin().arg("list").output().expect("run");
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    for id in ["netreduce-fig7", "netreduce-table6", "libra-table2", "aleph-fig13", "p4sgd-fig8", "luwu-pushpull"] {
+    for id in [
+        "netreduce-fig7",
+        "netreduce-table6",
+        "libra-table2",
+        "aleph-fig13",
+        "p4sgd-fig8",
+        "luwu-pushpull",
+    ] {
         assert!(out.contains(id), "{id} missing from:\n{out}");
     }
-    let fig7 = out.lines().find(|l| l.starts_with("netreduce-fig7")).expect("fig7 line");
-    assert!(fig7.contains("implemented") && fig7.contains("modelled"), "{fig7}");
-    let t6 = out.lines().find(|l| l.starts_with("netreduce-table6")).expect("table6 line");
+    let fig7 = out
+        .lines()
+        .find(|l| l.starts_with("netreduce-fig7"))
+        .expect("fig7 line");
+    assert!(
+        fig7.contains("implemented") && fig7.contains("modelled"),
+        "{fig7}"
+    );
+    let t6 = out
+        .lines()
+        .find(|l| l.starts_with("netreduce-table6"))
+        .expect("table6 line");
     assert!(t6.contains("planned") || t6.contains("implemented"), "{t6}");
-    let o = bin().args(["list", "--paper", "libra"]).output().expect("run");
+    let o = bin()
+        .args(["list", "--paper", "libra"])
+        .output()
+        .expect("run");
     let out = stdout(&o);
-    assert!(out.contains("libra-fig5") && !out.contains("netreduce-fig7"), "{out}");
-    let o = bin().args(["list", "--paper", "nope"]).output().expect("run");
+    assert!(
+        out.contains("libra-fig5") && !out.contains("netreduce-fig7"),
+        "{out}"
+    );
+    let o = bin()
+        .args(["list", "--paper", "nope"])
+        .output()
+        .expect("run");
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("no paper `nope`"));
 }
 
 #[test]
 fn show_describes_a_spec() {
-    let o = bin().args(["show", "netreduce-fig7"]).output().expect("run");
+    let o = bin()
+        .args(["show", "netreduce-fig7"])
+        .output()
+        .expect("run");
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    for s in ["Profile quick: 150 points", "Profile full", "estimated", "pn-flat-in-p", "comm_time [ms]", "The paper's values"] {
+    for s in [
+        "Profile quick: 150 points",
+        "Profile full",
+        "estimated",
+        "pn-flat-in-p",
+        "comm_time [ms]",
+        "The paper's values",
+    ] {
         assert!(out.contains(s), "`{s}` missing from:\n{out}");
     }
 }
 
 #[test]
 fn unknown_id_suggests_and_fails_in_one_sentence() {
-    let o = bin().args(["reproduce", "netreduce-fig8", "--headless"]).output().expect("run");
+    let o = bin()
+        .args(["reproduce", "netreduce-fig8", "--headless"])
+        .output()
+        .expect("run");
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("no experiment `netreduce-fig8`; did you mean netreduce-fig7"), "{err}");
+    assert!(
+        err.contains("no experiment `netreduce-fig8`; did you mean netreduce-fig7"),
+        "{err}"
+    );
 }
 
 #[test]
 fn planned_experiment_says_so() {
     let cat = bin().arg("list").output().expect("run");
-    let planned = stdout(&cat).lines().find(|l| l.contains(" planned ")).map(|l| l.split_whitespace().next().unwrap_or("").to_string());
+    let planned = stdout(&cat)
+        .lines()
+        .find(|l| l.contains(" planned "))
+        .map(|l| l.split_whitespace().next().unwrap_or("").to_string());
     let Some(id) = planned else { return };
-    let o = bin().args(["reproduce", &id, "--headless"]).output().expect("run");
+    let o = bin()
+        .args(["reproduce", &id, "--headless"])
+        .output()
+        .expect("run");
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("is planned, not implemented yet"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("is planned, not implemented yet"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
 fn validate_reports_file_line_and_field() {
     let d = tempfile::tempdir().expect("tmp");
-    let text = std::fs::read_to_string(repo().join("experiments/netreduce/fig7.yaml")).expect("spec").replace("artifact:", "artefact:");
+    let text = std::fs::read_to_string(repo().join("experiments/netreduce/fig7.yaml"))
+        .expect("spec")
+        .replace("artifact:", "artefact:");
     let f = d.path().join("fig7.yaml");
     std::fs::write(&f, &text).expect("write");
     let o = bin().arg("validate").arg(&f).output().expect("run");
     assert_eq!(o.status.code(), Some(2));
     let err = stderr(&o);
-    let line = text.lines().position(|l| l.starts_with("artefact:")).expect("line") + 1;
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("artefact:"))
+        .expect("line")
+        + 1;
     assert!(err.contains(&format!("fig7.yaml:{line}")), "{err}");
     assert!(err.contains("artefact"), "{err}");
     let o = bin().arg("validate").output().expect("run");
@@ -91,20 +150,50 @@ fn validate_reports_file_line_and_field() {
 #[test]
 fn reproduce_fig7_headless_end_to_end() {
     let d = tempfile::tempdir().expect("tmp");
-    let o = bin().args(["reproduce", "netreduce-fig7", "--headless", "--results"]).arg(d.path()).output().expect("run");
-    assert!(o.status.success(), "stdout:\n{}\nstderr:\n{}", stdout(&o), stderr(&o));
+    let o = bin()
+        .args(["reproduce", "netreduce-fig7", "--headless", "--results"])
+        .arg(d.path())
+        .output()
+        .expect("run");
+    assert!(
+        o.status.success(),
+        "stdout:\n{}\nstderr:\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
     let out = stdout(&o);
     // the claims with their verdicts, and the Eq. 2 inconsistency as a finding
-    assert!(out.contains("pn-flat-in-p") && out.contains("holds"), "{out}");
-    assert!(out.contains("eq2-closed-form-consistent") && out.contains("fails"), "{out}");
+    assert!(
+        out.contains("pn-flat-in-p") && out.contains("holds"),
+        "{out}"
+    );
+    assert!(
+        out.contains("eq2-closed-form-consistent") && out.contains("fails"),
+        "{out}"
+    );
     assert!(out.contains("report.html"), "{out}");
-    let runs: Vec<_> = std::fs::read_dir(d.path()).expect("results").flatten().collect();
+    let runs: Vec<_> = std::fs::read_dir(d.path())
+        .expect("results")
+        .flatten()
+        .collect();
     assert_eq!(runs.len(), 1);
     let run = runs[0].path();
-    for f in ["manifest.json", "spec.yaml", "rows.jsonl", "measurements.parquet", "report.html", "report.pdf", "report.md", "report.json"] {
+    for f in [
+        "manifest.json",
+        "spec.yaml",
+        "rows.jsonl",
+        "measurements.parquet",
+        "report.html",
+        "report.pdf",
+        "report.md",
+        "report.json",
+    ] {
         assert!(run.join(f).exists(), "{f} missing");
     }
-    let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).expect("manifest")).expect("json");
+    let m: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(run.join("manifest.json")).expect("manifest"),
+    )
+    .expect("json");
     assert_eq!(m["status"], "complete");
     assert_eq!(m["fidelity"], "modelled");
     assert_eq!(m["points_total"], 150);
@@ -115,14 +204,40 @@ fn reproduce_fig7_headless_end_to_end() {
     assert!(pdf.starts_with(b"%PDF"));
 
     // `runs` lists it and `report latest` rebuilds the report from the stored rows
-    let o = bin().arg("runs").arg("--results").arg(d.path()).output().expect("runs");
-    assert!(stdout(&o).contains("netreduce-fig7") && stdout(&o).contains("complete"), "{}", stdout(&o));
+    let o = bin()
+        .arg("runs")
+        .arg("--results")
+        .arg(d.path())
+        .output()
+        .expect("runs");
+    assert!(
+        stdout(&o).contains("netreduce-fig7") && stdout(&o).contains("complete"),
+        "{}",
+        stdout(&o)
+    );
     std::fs::remove_file(run.join("report.md")).expect("rm");
-    let o = bin().args(["report", "latest", "--format", "md", "--results"]).arg(d.path()).output().expect("report");
+    let o = bin()
+        .args(["report", "latest", "--format", "md", "--results"])
+        .arg(d.path())
+        .output()
+        .expect("report");
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(run.join("report.md").exists());
     // the same seed gives the same rows (modulo timestamps)
-    let o = bin().args(["reproduce", "netreduce-fig7", "--headless", "--launcher", "local", "--format", "json", "--results"]).arg(d.path()).output().expect("run");
+    let o = bin()
+        .args([
+            "reproduce",
+            "netreduce-fig7",
+            "--headless",
+            "--launcher",
+            "local",
+            "--format",
+            "json",
+            "--results",
+        ])
+        .arg(d.path())
+        .output()
+        .expect("run");
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
@@ -184,7 +299,12 @@ fn rows_of(run: &Path) -> Vec<serde_json::Value> {
 }
 
 fn only_run(results: &Path) -> PathBuf {
-    let runs: Vec<_> = std::fs::read_dir(results).expect("results").flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    let runs: Vec<_> = std::fs::read_dir(results)
+        .expect("results")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
     assert_eq!(runs.len(), 1, "{runs:?}");
     runs[0].clone()
 }
@@ -195,7 +315,13 @@ fn interrupted_run_keeps_rows_and_resumes() {
     let results = home.path().join("results");
     let exe = assert_cmd::cargo::cargo_bin("inabench");
     let mut child = std::process::Command::new(&exe)
-        .args(["reproduce", "netreduce-probe", "--headless", "--format", "md"])
+        .args([
+            "reproduce",
+            "netreduce-probe",
+            "--headless",
+            "--format",
+            "md",
+        ])
         .env("INABENCH_HOME", home.path())
         .env("CI", "true")
         .stdout(Stdio::piped())
@@ -206,7 +332,14 @@ fn interrupted_run_keeps_rows_and_resumes() {
     let start = Instant::now();
     loop {
         std::thread::sleep(Duration::from_millis(100));
-        let done = std::fs::read_dir(&results).ok().and_then(|mut rd| rd.next()).and_then(|e| e.ok()).map(|e| e.path().join("rows.jsonl")).and_then(|p| std::fs::read_to_string(p).ok()).map(|s| s.matches("point_done").count()).unwrap_or(0);
+        let done = std::fs::read_dir(&results)
+            .ok()
+            .and_then(|mut rd| rd.next())
+            .and_then(|e| e.ok())
+            .map(|e| e.path().join("rows.jsonl"))
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .map(|s| s.matches("point_done").count())
+            .unwrap_or(0);
         if done >= 3 || start.elapsed() > Duration::from_secs(20) {
             break;
         }
@@ -214,27 +347,67 @@ fn interrupted_run_keeps_rows_and_resumes() {
     // SAFETY: plain kill(2) on our child's pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().expect("wait");
-    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--resume"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--resume"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let run = only_run(&results);
-    let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).expect("m")).expect("json");
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).expect("m"))
+            .expect("json");
     assert_eq!(m["status"], "incomplete");
     let kept = rows_of(&run).len();
     assert!(kept >= 6 && kept < 48, "kept {kept} rows");
 
-    let o = bin().env("INABENCH_HOME", home.path()).args(["reproduce", "netreduce-probe", "--headless", "--format", "md", "--resume", "latest"]).output().expect("resume");
+    let o = bin()
+        .env("INABENCH_HOME", home.path())
+        .args([
+            "reproduce",
+            "netreduce-probe",
+            "--headless",
+            "--format",
+            "md",
+            "--resume",
+            "latest",
+        ])
+        .output()
+        .expect("resume");
     assert!(o.status.success(), "{}", stderr(&o));
-    let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).expect("m")).expect("json");
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).expect("m"))
+            .expect("json");
     assert_eq!(m["status"], "complete");
     let rows = rows_of(&run);
     // 12 points x 2 repetitions x 2 metrics, each exactly once
     assert_eq!(rows.len(), 48);
-    let mut keys: Vec<String> = rows.iter().map(|r| format!("{}/{}/{}", r["point_id"], r["repetition"], r["metric"])).collect();
+    let mut keys: Vec<String> = rows
+        .iter()
+        .map(|r| format!("{}/{}/{}", r["point_id"], r["repetition"], r["metric"]))
+        .collect();
     keys.sort();
     keys.dedup();
     assert_eq!(keys.len(), 48, "no duplicates after resume");
     // the checksum is the seeded computation, the same as in-process
-    let o = bin().env("INABENCH_HOME", home.path()).args(["reproduce", "netreduce-probe", "--headless", "--format", "md", "--resume", "latest"]).output().expect("again");
+    let o = bin()
+        .env("INABENCH_HOME", home.path())
+        .args([
+            "reproduce",
+            "netreduce-probe",
+            "--headless",
+            "--format",
+            "md",
+            "--resume",
+            "latest",
+        ])
+        .output()
+        .expect("again");
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("already complete"), "{}", stderr(&o));
 }
@@ -242,18 +415,40 @@ fn interrupted_run_keeps_rows_and_resumes() {
 #[test]
 fn killed_worker_keeps_finished_rows() {
     let home = probe_home(0, 4, true);
-    let o = bin().env("INABENCH_HOME", home.path()).args(["reproduce", "netreduce-probe", "--headless", "--launcher", "local", "--format", "md"]).output().expect("run");
+    let o = bin()
+        .env("INABENCH_HOME", home.path())
+        .args([
+            "reproduce",
+            "netreduce-probe",
+            "--headless",
+            "--launcher",
+            "local",
+            "--format",
+            "md",
+        ])
+        .output()
+        .expect("run");
     // every point's agent dies at its second repetition: the run goes on, each point fails
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("exited during the job"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("exited during the job"),
+        "{}",
+        stderr(&o)
+    );
     let run = only_run(&home.path().join("results"));
-    let m: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).expect("m")).expect("json");
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).expect("m"))
+            .expect("json");
     assert_eq!(m["status"], "incomplete");
     assert_eq!(m["points_failed"], 4);
     // the first repetition of each point was measured in a separate process before the crash
     let rows = rows_of(&run);
     assert_eq!(rows.iter().filter(|r| r["metric"] == "pid").count(), 4);
-    assert!(rows.iter().filter(|r| r["metric"] == "pid").all(|r| r["value"].as_f64() != Some(f64::from(std::process::id()))));
+    assert!(
+        rows.iter()
+            .filter(|r| r["metric"] == "pid")
+            .all(|r| r["value"].as_f64() != Some(f64::from(std::process::id())))
+    );
 }
 
 #[test]
@@ -262,10 +457,33 @@ fn local_launcher_matches_in_process() {
     let mut checks = Vec::new();
     for launcher in ["inproc", "local"] {
         let results = home.path().join(format!("results-{launcher}"));
-        let o = bin().env("INABENCH_HOME", home.path()).args(["reproduce", "netreduce-probe", "--headless", "--format", "md", "--launcher", launcher, "--results"]).arg(&results).output().expect("run");
+        let o = bin()
+            .env("INABENCH_HOME", home.path())
+            .args([
+                "reproduce",
+                "netreduce-probe",
+                "--headless",
+                "--format",
+                "md",
+                "--launcher",
+                launcher,
+                "--results",
+            ])
+            .arg(&results)
+            .output()
+            .expect("run");
         assert!(o.status.success(), "{}", stderr(&o));
         let run = only_run(&results);
-        let mut v: Vec<(String, f64)> = rows_of(&run).iter().filter(|r| r["metric"] == "checksum").map(|r| (format!("{}{}", r["point_id"], r["repetition"]), r["value"].as_f64().unwrap_or(-1.0))).collect();
+        let mut v: Vec<(String, f64)> = rows_of(&run)
+            .iter()
+            .filter(|r| r["metric"] == "checksum")
+            .map(|r| {
+                (
+                    format!("{}{}", r["point_id"], r["repetition"]),
+                    r["value"].as_f64().unwrap_or(-1.0),
+                )
+            })
+            .collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         checks.push(v);
     }
@@ -278,7 +496,13 @@ fn doctor_reports_software_side() {
     let o = bin().arg("doctor").output().expect("run");
     assert!(o.status.success());
     let out = stdout(&o);
-    for s in ["cores", "network namespaces", "local launcher", "modelled", "hardware"] {
+    for s in [
+        "cores",
+        "network namespaces",
+        "local launcher",
+        "modelled",
+        "hardware",
+    ] {
         assert!(out.contains(s), "{s}: {out}");
     }
     assert!(out.contains("agent started and answered"), "{out}");

@@ -22,7 +22,10 @@ pub enum ReportError {
     #[error("polars: {0}")]
     Polars(#[from] PolarsError),
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{0}")]
     Render(String),
     #[error("the run's parameters are not valid JSON: {0}")]
@@ -30,7 +33,10 @@ pub enum ReportError {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ReportError + '_ {
-    move |source| ReportError::Io { path: path.to_path_buf(), source }
+    move |source| ReportError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// Rows as a polars frame in the long format (params as canonical JSON text).
@@ -64,7 +70,9 @@ pub fn compact(run_dir: &Path) -> Result<usize, ReportError> {
     let path = run_dir.join(store::PARQUET_FILE);
     let tmp = run_dir.join(".measurements.parquet.tmp");
     let f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-    ParquetWriter::new(f).with_compression(ParquetCompression::Zstd(None)).finish(&mut df)?;
+    ParquetWriter::new(f)
+        .with_compression(ParquetCompression::Zstd(None))
+        .finish(&mut df)?;
     std::fs::rename(&tmp, &path).map_err(io(&path))?;
     Ok(df.height())
 }
@@ -101,26 +109,49 @@ pub fn aggregate(df: DataFrame) -> Result<Vec<AggRow>, ReportError> {
             col("value").max().alias("max"),
             col("value").std(1).alias("std"),
         ])
-        .sort(keys.iter().map(|k| PlSmallStr::from(*k)).collect::<Vec<_>>(), SortMultipleOptions::default())
+        .sort(
+            keys.iter()
+                .map(|k| PlSmallStr::from(*k))
+                .collect::<Vec<_>>(),
+            SortMultipleOptions::default(),
+        )
         .collect()?;
     let s = |name: &str| -> Result<Vec<Option<String>>, ReportError> {
-        Ok(out.column(name)?.str()?.iter().map(|v| v.map(str::to_string)).collect())
+        Ok(out
+            .column(name)?
+            .str()?
+            .iter()
+            .map(|v| v.map(str::to_string))
+            .collect())
     };
-    let f = |name: &str| -> Result<Vec<Option<f64>>, ReportError> { Ok(out.column(name)?.f64()?.iter().collect()) };
-    let (system, fidelity, fabric, params, metric, unit) = (s("system")?, s("fidelity")?, s("fabric")?, s("params")?, s("metric")?, s("unit")?);
+    let f = |name: &str| -> Result<Vec<Option<f64>>, ReportError> {
+        Ok(out.column(name)?.f64()?.iter().collect())
+    };
+    let (system, fidelity, fabric, params, metric, unit) = (
+        s("system")?,
+        s("fidelity")?,
+        s("fabric")?,
+        s("params")?,
+        s("metric")?,
+        s("unit")?,
+    );
     let n: Vec<Option<u64>> = out.column("n")?.u64()?.iter().collect();
     let (median, mean, min, max, std) = (f("median")?, f("mean")?, f("min")?, f("max")?, f("std")?);
     let mut rows = Vec::with_capacity(out.height());
     let mut tcache: BTreeMap<usize, f64> = BTreeMap::new();
     for i in 0..out.height() {
         let get = |v: &Vec<Option<String>>| v[i].clone().unwrap_or_default();
-        let Some(fid) = Fidelity::parse(&get(&fidelity)) else { continue };
+        let Some(fid) = Fidelity::parse(&get(&fidelity)) else {
+            continue;
+        };
         let count = n[i].unwrap_or(0) as usize;
         let m = mean[i].unwrap_or(f64::NAN);
         let (lo, hi) = match (count, std[i]) {
             (c, Some(sd)) if c >= 2 => {
                 let t = *tcache.entry(c).or_insert_with(|| {
-                    StudentsT::new(0.0, 1.0, (c - 1) as f64).map(|d| d.inverse_cdf(0.975)).unwrap_or(f64::NAN)
+                    StudentsT::new(0.0, 1.0, (c - 1) as f64)
+                        .map(|d| d.inverse_cdf(0.975))
+                        .unwrap_or(f64::NAN)
                 });
                 let half = t * sd / (c as f64).sqrt();
                 (m - half, m + half)
@@ -151,12 +182,20 @@ pub fn aggregate(df: DataFrame) -> Result<Vec<AggRow>, ReportError> {
 pub fn compare(spec: &Spec, agg: &[AggRow], fidelities: &[Fidelity]) -> Vec<Comparison> {
     let mut out = Vec::new();
     for pv in &spec.paper.values {
-        let unit = spec.metric(&pv.metric).map(|m| m.unit.clone()).unwrap_or_default();
+        let unit = spec
+            .metric(&pv.metric)
+            .map(|m| m.unit.clone())
+            .unwrap_or_default();
         let mut any = false;
         for fid in fidelities {
             let mut matched: Vec<f64> = agg
                 .iter()
-                .filter(|a| a.fidelity == *fid && a.system == pv.system && a.metric == pv.metric && params_match(&a.params, &pv.params))
+                .filter(|a| {
+                    a.fidelity == *fid
+                        && a.system == pv.system
+                        && a.metric == pv.metric
+                        && params_match(&a.params, &pv.params)
+                })
                 .map(|a| a.median)
                 .collect();
             if matched.is_empty() {
@@ -207,7 +246,11 @@ pub fn check_claims(spec: &Spec, agg: &[AggRow], fidelities: &[Fidelity]) -> Vec
         });
     }
     for c in &spec.claims {
-        let classes: Vec<Fidelity> = if c.fidelity.is_empty() { spec.fidelity.clone() } else { c.fidelity.clone() };
+        let classes: Vec<Fidelity> = if c.fidelity.is_empty() {
+            spec.fidelity.clone()
+        } else {
+            c.fidelity.clone()
+        };
         let expr = match claims::parse(&c.expr) {
             Ok(e) => e,
             Err(e) => {
@@ -224,9 +267,24 @@ pub fn check_claims(spec: &Spec, agg: &[AggRow], fidelities: &[Fidelity]) -> Vec
             out.push(ClaimResult::new(&c.id, &c.text, &c.expr, *fid, &v));
         }
         if !any {
-            let ran = fidelities.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", ");
-            let wants = classes.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", ");
-            let v = Verdict::NotCheckable(format!("the claim is about {wants} results; this run is {}", if ran.is_empty() { "empty".to_string() } else { ran }));
+            let ran = fidelities
+                .iter()
+                .map(|f| f.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
+            let wants = classes
+                .iter()
+                .map(|f| f.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
+            let v = Verdict::NotCheckable(format!(
+                "the claim is about {wants} results; this run is {}",
+                if ran.is_empty() {
+                    "empty".to_string()
+                } else {
+                    ran
+                }
+            ));
             out.push(ClaimResult::new(&c.id, &c.text, &c.expr, classes[0], &v));
         }
     }
@@ -243,7 +301,15 @@ pub fn analyse(run_dir: &Path, spec: &Spec, manifest: Manifest) -> Result<Analys
     fidelities.dedup();
     let comparisons = compare(spec, &agg, &fidelities);
     let claims = check_claims(spec, &agg, &fidelities);
-    Ok(Analysis { manifest, spec: spec.clone(), rows_total, agg, comparisons, claims, fidelities })
+    Ok(Analysis {
+        manifest,
+        spec: spec.clone(),
+        rows_total,
+        agg,
+        comparisons,
+        claims,
+        fidelities,
+    })
 }
 
 #[cfg(test)]
@@ -273,11 +339,19 @@ mod tests {
 
     #[test]
     fn aggregates_repetitions_with_interval() {
-        let rows = vec![row("a", 32, 0, 1.0), row("a", 32, 1, 2.0), row("a", 32, 2, 6.0), row("b", 32, 0, 4.0)];
+        let rows = vec![
+            row("a", 32, 0, 1.0),
+            row("a", 32, 1, 2.0),
+            row("a", 32, 2, 6.0),
+            row("b", 32, 0, 4.0),
+        ];
         let agg = aggregate(rows_to_frame(&rows).expect("frame")).expect("agg");
         assert_eq!(agg.len(), 2);
         let a = &agg[0];
-        assert_eq!((a.system.as_str(), a.n, a.median, a.min, a.max), ("a", 3, 2.0, 1.0, 6.0));
+        assert_eq!(
+            (a.system.as_str(), a.n, a.median, a.min, a.max),
+            ("a", 3, 2.0, 1.0, 6.0)
+        );
         assert!((a.mean - 3.0).abs() < 1e-12);
         // s = sqrt(7), t(0.975, 2) = 4.3027
         let half = 4.302_652_7 * 7f64.sqrt() / 3f64.sqrt();
@@ -293,7 +367,12 @@ mod tests {
         for r in [row("a", 32, 0, 1.5), row("a", 64, 0, 2.5)] {
             let id = r.point_id.clone();
             w.append(&Record::Row(r)).expect("row");
-            w.append(&Record::PointDone { point_id: id, ok: true, error: None }).expect("done");
+            w.append(&Record::PointDone {
+                point_id: id,
+                ok: true,
+                error: None,
+            })
+            .expect("done");
         }
         w.flush().expect("flush");
         assert_eq!(compact(d.path()).expect("compact"), 2);
@@ -302,6 +381,9 @@ mod tests {
         let df = load_frame(d.path()).expect("load");
         assert_eq!(df.height(), 2);
         let agg = aggregate(df).expect("agg");
-        assert_eq!(agg.iter().map(|a| a.median).collect::<Vec<_>>(), vec![1.5, 2.5]);
+        assert_eq!(
+            agg.iter().map(|a| a.median).collect::<Vec<_>>(),
+            vec![1.5, 2.5]
+        );
     }
 }

@@ -5,3 +5,6 @@ pub mod analysis;
 pub mod types;
 
 pub use types::{AggRow, Analysis, ClaimResult, Comparison};
+pub mod render;
+
+pub use render::{Format, write_reports};

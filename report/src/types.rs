@@ -1,9 +1,9 @@
 //! What the analysis produces and the exporters (HTML, PDF, Markdown, JSON) consume.
 
+use inabench_core::Manifest;
 use inabench_core::claims::Verdict;
 use inabench_core::spec::{Fidelity, Spec};
 use inabench_core::value::Params;
-use inabench_core::Manifest;
 use serde::Serialize;
 
 /// One system's metric at one point, over its repetitions.

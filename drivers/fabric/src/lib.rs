@@ -8,4 +8,4 @@
 
 pub mod endpoint;
 
-pub use endpoint::{Endpoint, NodeId, Nanos, Transmit};
+pub use endpoint::{Endpoint, Nanos, NodeId, Transmit};

@@ -29,17 +29,27 @@ pub enum CatalogError {
 }
 
 fn suggest(n: &[String]) -> String {
-    if n.is_empty() { String::new() } else { format!("; did you mean {}?", n.join(", ")) }
+    if n.is_empty() {
+        String::new()
+    } else {
+        format!("; did you mean {}?", n.join(", "))
+    }
 }
 
 impl Catalog {
     /// Build from (file, text) pairs (from disk or embedded in the binary).
-    pub fn from_texts<I: IntoIterator<Item = (PathBuf, String)>>(items: I) -> Result<Catalog, CatalogError> {
+    pub fn from_texts<I: IntoIterator<Item = (PathBuf, String)>>(
+        items: I,
+    ) -> Result<Catalog, CatalogError> {
         let mut entries: Vec<Entry> = Vec::new();
         for (file, text) in items {
             let spec = Spec::from_yaml(&file, &text)?;
             if let Some(prev) = entries.iter().find(|e| e.spec.id == spec.id) {
-                return Err(CatalogError::Duplicate { id: spec.id, a: prev.file.display().to_string(), b: file.display().to_string() });
+                return Err(CatalogError::Duplicate {
+                    id: spec.id,
+                    a: prev.file.display().to_string(),
+                    b: file.display().to_string(),
+                });
             }
             entries.push(Entry { spec, file, text });
         }
@@ -53,10 +63,13 @@ impl Catalog {
     }
 
     pub fn get(&self, id: &str) -> Result<&Entry, CatalogError> {
-        self.entries.iter().find(|e| e.spec.id == id).ok_or_else(|| CatalogError::Unknown {
-            id: id.to_string(),
-            nearest: self.nearest(id),
-        })
+        self.entries
+            .iter()
+            .find(|e| e.spec.id == id)
+            .ok_or_else(|| CatalogError::Unknown {
+                id: id.to_string(),
+                nearest: self.nearest(id),
+            })
     }
 
     /// Up to three ids closest to `id` (Jaro-Winkler, with prefix and paper matches first).
@@ -74,14 +87,24 @@ impl Catalog {
             })
             .collect();
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-        scored.into_iter().filter(|(s, _)| *s > 0.75).take(3).map(|(_, s)| s.to_string()).collect()
+        scored
+            .into_iter()
+            .filter(|(s, _)| *s > 0.75)
+            .take(3)
+            .map(|(_, s)| s.to_string())
+            .collect()
     }
 }
 
 /// Sort by paper (in catalogue order), then by artifact number.
 fn order_key(s: &Spec) -> (usize, String) {
-    let paper = crate::spec::PAPERS.iter().position(|p| *p == s.paper_id).unwrap_or(99);
-    let art = s.id.trim_start_matches(&format!("{}-", s.paper_id)).to_string();
+    let paper = crate::spec::PAPERS
+        .iter()
+        .position(|p| *p == s.paper_id)
+        .unwrap_or(99);
+    let art =
+        s.id.trim_start_matches(&format!("{}-", s.paper_id))
+            .to_string();
     // zero-pad numbers so fig10 sorts after fig9
     let mut key = String::new();
     let mut num = String::new();
@@ -106,7 +129,11 @@ fn order_key(s: &Spec) -> (usize, String) {
 pub fn spec_files(dir: &Path) -> Result<Vec<(PathBuf, String)>, CatalogError> {
     let mut out = Vec::new();
     let rd = std::fs::read_dir(dir).map_err(|e| CatalogError::Io(dir.to_path_buf(), e))?;
-    let mut subdirs: Vec<PathBuf> = rd.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect();
+    let mut subdirs: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
     subdirs.sort();
     for sub in subdirs {
         if sub.file_name().is_some_and(|n| n == "testbeds") {
@@ -136,7 +163,11 @@ mod tests {
         let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../experiments"));
         let c = Catalog::load_dir(dir).expect("the tree's specs are valid");
         let e = c.get("netreduce-fig8").expect_err("unknown");
-        assert!(e.to_string().starts_with("no experiment `netreduce-fig8`; did you mean netreduce-fig7"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("no experiment `netreduce-fig8`; did you mean netreduce-fig7"),
+            "{e}"
+        );
         let e = c.get("zzzz").expect_err("unknown");
         assert_eq!(e.to_string(), "no experiment `zzzz`");
     }

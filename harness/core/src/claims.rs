@@ -86,7 +86,17 @@ pub enum Expr {
 }
 
 const BUILTINS: [&str; 11] = [
-    "min", "max", "mean", "median", "within", "increasing", "decreasing", "flat", "ratio", "abs", "paper",
+    "min",
+    "max",
+    "mean",
+    "median",
+    "within",
+    "increasing",
+    "decreasing",
+    "flat",
+    "ratio",
+    "abs",
+    "paper",
 ];
 
 /// What an expression refers to, for validation against the spec.
@@ -110,7 +120,11 @@ impl Expr {
             Expr::Param(p) => {
                 r.params.insert(p.clone());
             }
-            Expr::Series { metric, system, filter } => {
+            Expr::Series {
+                metric,
+                system,
+                filter,
+            } => {
                 r.metrics.insert(metric.clone());
                 r.systems.insert(system.clone());
                 r.params.extend(filter.keys().cloned());
@@ -130,7 +144,11 @@ impl fmt::Display for Expr {
         match self {
             Expr::Num(x) => write!(f, "{x}"),
             Expr::Param(p) => f.write_str(p),
-            Expr::Series { metric, system, filter } => {
+            Expr::Series {
+                metric,
+                system,
+                filter,
+            } => {
                 write!(f, "{metric}({system})")?;
                 if !filter.is_empty() {
                     write!(f, "[{}]", params_key(filter).replace(' ', ", "))?;
@@ -205,7 +223,9 @@ fn lex(src: &str) -> Result<Vec<(usize, Tok)>, ParseError> {
             continue;
         }
         if c.is_ascii_alphabetic() || c == '_' {
-            while i < b.len() && ((b[i] as char).is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'.') {
+            while i < b.len()
+                && ((b[i] as char).is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'.')
+            {
                 i += 1;
             }
             out.push((start, Tok::Ident(src[start..i].to_string())));
@@ -253,7 +273,11 @@ struct Parser {
 /// Parse a claim expression.
 pub fn parse(src: &str) -> Result<Expr, ParseError> {
     let toks = lex(src)?;
-    let mut p = Parser { toks, pos: 0, end: src.len() };
+    let mut p = Parser {
+        toks,
+        pos: 0,
+        end: src.len(),
+    };
     let e = p.expr()?;
     let e = if p.eat_ident("where") {
         let cond = p.expr()?;
@@ -286,7 +310,10 @@ impl Parser {
     }
 
     fn error(&self, msg: &str) -> ParseError {
-        ParseError { column: self.column(), message: msg.to_string() }
+        ParseError {
+            column: self.column(),
+            message: msg.to_string(),
+        }
     }
 
     fn eat_sym(&mut self, s: &str) -> bool {
@@ -427,7 +454,12 @@ impl Parser {
                 let system = match self.peek().cloned() {
                     Some(Tok::Sym("*")) => "*".to_string(),
                     Some(Tok::Ident(s)) => s,
-                    _ => return Err(self.error(&format!("expected a system name in `{name}(...)`, found `{}`", self.describe()))),
+                    _ => {
+                        return Err(self.error(&format!(
+                            "expected a system name in `{name}(...)`, found `{}`",
+                            self.describe()
+                        )));
+                    }
                 };
                 self.pos += 1;
                 self.expect_sym(")")?;
@@ -456,7 +488,11 @@ impl Parser {
                         self.expect_sym(",")?;
                     }
                 }
-                Ok(Expr::Series { metric: name, system, filter })
+                Ok(Expr::Series {
+                    metric: name,
+                    system,
+                    filter,
+                })
             }
             _ => Err(self.error(&format!("unexpected `{}`", self.describe()))),
         }
@@ -471,7 +507,11 @@ fn check_arity(name: &str, n: usize) -> Result<(), String> {
         "min" | "max" => n >= 1,
         _ => true,
     };
-    if ok { Ok(()) } else { Err(format!("wrong number of arguments to `{name}` ({n})")) }
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("wrong number of arguments to `{name}` ({n})"))
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -532,14 +572,19 @@ pub struct Context<'a> {
 
 impl<'a> Context<'a> {
     pub fn new(obs: &'a [Obs], paper: &'a [PaperValue]) -> Self {
-        let points = obs.iter().map(|o| (params_key(&o.params), o.params.clone())).collect();
+        let points = obs
+            .iter()
+            .map(|o| (params_key(&o.params), o.params.clone()))
+            .collect();
         Context { obs, paper, points }
     }
 
     /// Evaluate a parsed claim to a verdict.
     pub fn verdict(&self, e: &Expr) -> Verdict {
         match self.eval(e, None) {
-            Err(EvalError::Type(m)) => Verdict::NotCheckable(format!("the expression cannot be evaluated: {m}")),
+            Err(EvalError::Type(m)) => {
+                Verdict::NotCheckable(format!("the expression cannot be evaluated: {m}"))
+            }
             Err(err) => Verdict::NotCheckable(err.to_string()),
             Ok(Val::Bool(true, d)) => Verdict::Holds(d),
             Ok(Val::Bool(false, d)) => Verdict::Fails(d),
@@ -565,7 +610,11 @@ impl<'a> Context<'a> {
                 }
                 Val::Series(m)
             }
-            Expr::Series { metric, system, filter } => {
+            Expr::Series {
+                metric,
+                system,
+                filter,
+            } => {
                 let mut single = BTreeMap::new();
                 let mut multi: BTreeMap<Key, BTreeMap<String, f64>> = BTreeMap::new();
                 for o in self.obs {
@@ -577,7 +626,10 @@ impl<'a> Context<'a> {
                     }
                     let k = params_key(&o.params);
                     if system == "*" {
-                        multi.entry(k).or_default().insert(o.system.clone(), o.value);
+                        multi
+                            .entry(k)
+                            .or_default()
+                            .insert(o.system.clone(), o.value);
                     } else {
                         single.insert(k, o.value);
                     }
@@ -597,7 +649,11 @@ impl<'a> Context<'a> {
             Expr::Neg(x) => arith(BinOp::Sub, Val::Num(0.0), self.eval(x, cond)?)?,
             Expr::Not(x) => match self.eval(x, cond)? {
                 Val::Bool(b, d) => Val::Bool(!b, format!("not ({d})")),
-                Val::Bools(m) => Val::Bools(m.into_iter().map(|(k, (b, d))| (k, (!b, format!("not ({d})")))).collect()),
+                Val::Bools(m) => Val::Bools(
+                    m.into_iter()
+                        .map(|(k, (b, d))| (k, (!b, format!("not ({d})"))))
+                        .collect(),
+                ),
                 _ => return Err(EvalError::Type("`not` needs a comparison".into())),
             },
             Expr::Where(x, c) => {
@@ -631,18 +687,31 @@ impl<'a> Context<'a> {
     fn call(&self, name: &str, args: &[Expr], cond: Option<&Expr>) -> Result<Val, EvalError> {
         match name {
             "paper" => {
-                let Expr::Series { metric, system, filter } = &args[0] else {
-                    return Err(EvalError::Type("`paper` takes a series like `gput(netreduce)`".into()));
+                let Expr::Series {
+                    metric,
+                    system,
+                    filter,
+                } = &args[0]
+                else {
+                    return Err(EvalError::Type(
+                        "`paper` takes a series like `gput(netreduce)`".into(),
+                    ));
                 };
                 let ours = match self.eval(&args[0], cond)? {
                     Val::Series(s) => s,
-                    _ => return Err(EvalError::Type("`paper(metric(*))` is not supported".into())),
+                    _ => {
+                        return Err(EvalError::Type(
+                            "`paper(metric(*))` is not supported".into(),
+                        ));
+                    }
                 };
                 let mut m = BTreeMap::new();
                 for k in ours.keys() {
                     let params = &self.points[k];
                     if let Some(pv) = self.paper.iter().find(|pv| {
-                        &pv.metric == metric && &pv.system == system && params_match(params, &pv.params)
+                        &pv.metric == metric
+                            && &pv.system == system
+                            && params_match(params, &pv.params)
                     }) {
                         m.insert(k.clone(), pv.value);
                     }
@@ -655,10 +724,16 @@ impl<'a> Context<'a> {
             }
             "abs" => match self.eval(&args[0], cond)? {
                 Val::Num(v) => Ok(Val::Num(v.abs())),
-                Val::Series(s) => Ok(Val::Series(s.into_iter().map(|(k, v)| (k, v.abs())).collect())),
+                Val::Series(s) => Ok(Val::Series(
+                    s.into_iter().map(|(k, v)| (k, v.abs())).collect(),
+                )),
                 _ => Err(EvalError::Type("`abs` needs a number or a series".into())),
             },
-            "ratio" => arith(BinOp::Div, self.eval(&args[0], cond)?, self.eval(&args[1], cond)?),
+            "ratio" => arith(
+                BinOp::Div,
+                self.eval(&args[0], cond)?,
+                self.eval(&args[1], cond)?,
+            ),
             "min" | "max" | "mean" | "median" => {
                 if args.len() >= 2 {
                     let mut acc = self.eval(&args[0], cond)?;
@@ -671,7 +746,9 @@ impl<'a> Context<'a> {
                     Val::Num(v) => Ok(Val::Num(v)),
                     Val::Series(s) => Ok(Val::Num(reduce(name, s.values().copied().collect()))),
                     Val::Multi(m) => Ok(Val::Series(
-                        m.into_iter().map(|(k, per)| (k, reduce(name, per.values().copied().collect()))).collect(),
+                        m.into_iter()
+                            .map(|(k, per)| (k, reduce(name, per.values().copied().collect())))
+                            .collect(),
                     )),
                     _ => Err(EvalError::Type(format!("`{name}` needs numbers"))),
                 }
@@ -680,27 +757,52 @@ impl<'a> Context<'a> {
                 let a = self.eval(&args[0], cond)?;
                 let b = self.eval(&args[1], cond)?;
                 let Val::Num(tol) = self.eval(&args[2], cond)? else {
-                    return Err(EvalError::Type("the tolerance of `within` must be a number like 10%".into()));
+                    return Err(EvalError::Type(
+                        "the tolerance of `within` must be a number like 10%".into(),
+                    ));
                 };
                 let f = move |x: f64, y: f64| {
                     let ok = (x - y).abs() <= tol * y.abs();
-                    let dev = if y != 0.0 { (x - y) / y.abs() * 100.0 } else { f64::INFINITY };
-                    (ok, format!("{} vs {} ({:+.2}%, tolerance {}%)", fmt_num(x), fmt_num(y), dev, fmt_num(tol * 100.0)))
+                    let dev = if y != 0.0 {
+                        (x - y) / y.abs() * 100.0
+                    } else {
+                        f64::INFINITY
+                    };
+                    (
+                        ok,
+                        format!(
+                            "{} vs {} ({:+.2}%, tolerance {}%)",
+                            fmt_num(x),
+                            fmt_num(y),
+                            dev,
+                            fmt_num(tol * 100.0)
+                        ),
+                    )
                 };
                 pairwise(a, b, f)
             }
             "increasing" | "decreasing" | "flat" => {
                 let s = match self.eval(&args[0], cond)? {
                     Val::Series(s) => s,
-                    _ => return Err(EvalError::Type(format!("`{name}` needs a series of one system"))),
+                    _ => {
+                        return Err(EvalError::Type(format!(
+                            "`{name}` needs a series of one system"
+                        )));
+                    }
                 };
                 let Expr::Param(param) = &args[1] else {
-                    return Err(EvalError::Type(format!("the second argument of `{name}` is a parameter name")));
+                    return Err(EvalError::Type(format!(
+                        "the second argument of `{name}` is a parameter name"
+                    )));
                 };
                 let tol = if name == "flat" {
                     match self.eval(&args[2], cond)? {
                         Val::Num(t) => t,
-                        _ => return Err(EvalError::Type("the tolerance of `flat` must be a number".into())),
+                        _ => {
+                            return Err(EvalError::Type(
+                                "the tolerance of `flat` must be a number".into(),
+                            ));
+                        }
                     }
                 } else {
                     0.0
@@ -712,14 +814,23 @@ impl<'a> Context<'a> {
     }
 
     /// Group a series by every parameter but `param`, order each group along `param`, and check it.
-    fn trend(&self, kind: &str, s: &BTreeMap<Key, f64>, param: &str, tol: f64) -> Result<Val, EvalError> {
+    fn trend(
+        &self,
+        kind: &str,
+        s: &BTreeMap<Key, f64>,
+        param: &str,
+        tol: f64,
+    ) -> Result<Val, EvalError> {
         let mut groups: BTreeMap<String, Vec<(Scalar, f64)>> = BTreeMap::new();
         for (k, v) in s {
             let params = &self.points[k];
             let Some(x) = params.get(param) else { continue };
             let mut rest = params.clone();
             rest.remove(param);
-            groups.entry(params_key(&rest)).or_default().push((x.clone(), *v));
+            groups
+                .entry(params_key(&rest))
+                .or_default()
+                .push((x.clone(), *v));
         }
         let mut out = BTreeMap::new();
         for (g, mut pts) in groups {
@@ -731,24 +842,54 @@ impl<'a> Context<'a> {
             let (ok, detail) = match kind {
                 "increasing" | "decreasing" => {
                     let inc = kind == "increasing";
-                    let bad = vals.windows(2).position(|w| if inc { w[1] <= w[0] } else { w[1] >= w[0] });
-                    let seq = pts.iter().map(|(x, v)| format!("{param}={x}: {}", fmt_num(*v))).collect::<Vec<_>>().join(", ");
+                    let bad = vals
+                        .windows(2)
+                        .position(|w| if inc { w[1] <= w[0] } else { w[1] >= w[0] });
+                    let seq = pts
+                        .iter()
+                        .map(|(x, v)| format!("{param}={x}: {}", fmt_num(*v)))
+                        .collect::<Vec<_>>()
+                        .join(", ");
                     match bad {
                         None => (true, format!("{kind} along {param} ({seq})")),
-                        Some(i) => (false, format!("not {kind} from {param}={} to {param}={} ({seq})", pts[i].0, pts[i + 1].0)),
+                        Some(i) => (
+                            false,
+                            format!(
+                                "not {kind} from {param}={} to {param}={} ({seq})",
+                                pts[i].0,
+                                pts[i + 1].0
+                            ),
+                        ),
                     }
                 }
                 _ => {
                     let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
                     let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                    let spread = if lo != 0.0 { (hi - lo) / lo.abs() } else if hi == lo { 0.0 } else { f64::INFINITY };
-                    (spread <= tol, format!("varies by {:.3}% along {param} (min {}, max {}; tolerance {}%)", spread * 100.0, fmt_num(lo), fmt_num(hi), fmt_num(tol * 100.0)))
+                    let spread = if lo != 0.0 {
+                        (hi - lo) / lo.abs()
+                    } else if hi == lo {
+                        0.0
+                    } else {
+                        f64::INFINITY
+                    };
+                    (
+                        spread <= tol,
+                        format!(
+                            "varies by {:.3}% along {param} (min {}, max {}; tolerance {}%)",
+                            spread * 100.0,
+                            fmt_num(lo),
+                            fmt_num(hi),
+                            fmt_num(tol * 100.0)
+                        ),
+                    )
                 }
             };
             out.insert(g, (ok, detail));
         }
         if out.is_empty() {
-            return Err(EvalError::NoData(format!("a sweep over `{param}` (at least two values with the other parameters fixed)")));
+            return Err(EvalError::NoData(format!(
+                "a sweep over `{param}` (at least two values with the other parameters fixed)"
+            )));
         }
         Ok(Val::Bools(out))
     }
@@ -760,7 +901,9 @@ fn eval_cond(e: &Expr, p: &Params) -> Result<f64, EvalError> {
     Ok(match e {
         Expr::Num(v) => *v,
         Expr::Param(name) => match p.get(name) {
-            Some(v) => v.as_f64().ok_or_else(|| EvalError::Type(format!("parameter `{name}` is not a number")))?,
+            Some(v) => v
+                .as_f64()
+                .ok_or_else(|| EvalError::Type(format!("parameter `{name}` is not a number")))?,
             None => return Ok(f64::NAN),
         },
         Expr::Neg(x) => -eval_cond(x, p)?,
@@ -783,7 +926,9 @@ fn eval_cond(e: &Expr, p: &Params) -> Result<f64, EvalError> {
             }
         }
         Expr::Series { .. } | Expr::Call(..) | Expr::Where(..) => {
-            return Err(EvalError::Type("a `where` condition may only use parameters and numbers".into()));
+            return Err(EvalError::Type(
+                "a `where` condition may only use parameters and numbers".into(),
+            ));
         }
     })
 }
@@ -796,7 +941,11 @@ fn reduce(name: &str, mut v: Vec<f64>) -> f64 {
         _ => {
             v.sort_by(|a, b| a.total_cmp(b));
             let n = v.len();
-            if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+            if n % 2 == 1 {
+                v[n / 2]
+            } else {
+                (v[n / 2 - 1] + v[n / 2]) / 2.0
+            }
         }
     }
 }
@@ -823,17 +972,26 @@ fn arith(op: BinOp, a: Val, b: Val) -> Result<Val, EvalError> {
 fn numeric(a: Val, b: Val, f: impl Fn(f64, f64) -> f64) -> Result<Val, EvalError> {
     Ok(match (a, b) {
         (Val::Num(x), Val::Num(y)) => Val::Num(f(x, y)),
-        (Val::Series(s), Val::Num(y)) => Val::Series(s.into_iter().map(|(k, x)| (k, f(x, y))).collect()),
-        (Val::Num(x), Val::Series(s)) => Val::Series(s.into_iter().map(|(k, y)| (k, f(x, y))).collect()),
+        (Val::Series(s), Val::Num(y)) => {
+            Val::Series(s.into_iter().map(|(k, x)| (k, f(x, y))).collect())
+        }
+        (Val::Num(x), Val::Series(s)) => {
+            Val::Series(s.into_iter().map(|(k, y)| (k, f(x, y))).collect())
+        }
         (Val::Series(s), Val::Series(t)) => {
-            let m: BTreeMap<_, _> = s.into_iter().filter_map(|(k, x)| t.get(&k).map(|y| (k, f(x, *y)))).collect();
+            let m: BTreeMap<_, _> = s
+                .into_iter()
+                .filter_map(|(k, x)| t.get(&k).map(|y| (k, f(x, *y))))
+                .collect();
             if m.is_empty() {
                 return Err(EvalError::NoData("points that both series have".into()));
             }
             Val::Series(m)
         }
         (Val::Multi(_), _) | (_, Val::Multi(_)) => {
-            return Err(EvalError::Type("`metric(*)` must be reduced with min, max, mean or median first".into()));
+            return Err(EvalError::Type(
+                "`metric(*)` must be reduced with min, max, mean or median first".into(),
+            ));
         }
         _ => return Err(EvalError::Type("arithmetic on a comparison".into())),
     })
@@ -861,17 +1019,26 @@ fn pairwise(a: Val, b: Val, f: impl Fn(f64, f64) -> (bool, String)) -> Result<Va
             let (ok, d) = f(x, y);
             Val::Bool(ok, d)
         }
-        (Val::Series(s), Val::Num(y)) => Val::Bools(s.into_iter().map(|(k, x)| (k, f(x, y))).collect()),
-        (Val::Num(x), Val::Series(s)) => Val::Bools(s.into_iter().map(|(k, y)| (k, f(x, y))).collect()),
+        (Val::Series(s), Val::Num(y)) => {
+            Val::Bools(s.into_iter().map(|(k, x)| (k, f(x, y))).collect())
+        }
+        (Val::Num(x), Val::Series(s)) => {
+            Val::Bools(s.into_iter().map(|(k, y)| (k, f(x, y))).collect())
+        }
         (Val::Series(s), Val::Series(t)) => {
-            let m: BTreeMap<_, _> = s.into_iter().filter_map(|(k, x)| t.get(&k).map(|y| (k, f(x, *y)))).collect();
+            let m: BTreeMap<_, _> = s
+                .into_iter()
+                .filter_map(|(k, x)| t.get(&k).map(|y| (k, f(x, *y))))
+                .collect();
             if m.is_empty() {
                 return Err(EvalError::NoData("points that both sides have".into()));
             }
             Val::Bools(m)
         }
         (Val::Multi(_), _) | (_, Val::Multi(_)) => {
-            return Err(EvalError::Type("`metric(*)` must be reduced with min, max, mean or median first".into()));
+            return Err(EvalError::Type(
+                "`metric(*)` must be reduced with min, max, mean or median first".into(),
+            ));
         }
         _ => return Err(EvalError::Type("comparing comparisons".into())),
     })
@@ -883,7 +1050,10 @@ fn logic(op: BinOp, a: Val, b: Val) -> Result<Val, EvalError> {
         match v {
             Val::Bools(m) => Ok(Some(m)),
             Val::Bool(..) => Ok(None),
-            _ => Err(EvalError::Type(format!("`{}` needs comparisons on both sides", op.symbol()))),
+            _ => Err(EvalError::Type(format!(
+                "`{}` needs comparisons on both sides",
+                op.symbol()
+            ))),
         }
     };
     // Two verdicts over possibly different points (e.g. two trends): combine as verdicts.
@@ -916,7 +1086,11 @@ fn logic(op: BinOp, a: Val, b: Val) -> Result<Val, EvalError> {
     let (q, dq) = summary(vb);
     let ok = if and { p && q } else { p || q };
     let d = if and && !ok {
-        [(!p).then_some(dp.clone()), (!q).then_some(dq.clone())].into_iter().flatten().collect::<Vec<_>>().join("; ")
+        [(!p).then_some(dp.clone()), (!q).then_some(dq.clone())]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join("; ")
     } else {
         format!("{dp}; {dq}")
     };
@@ -933,12 +1107,33 @@ fn summarise(m: &BTreeMap<Key, (bool, String)>) -> Verdict {
         let example = m
             .iter()
             .next()
-            .map(|(k, (_, d))| if k.is_empty() { d.clone() } else { format!("at {k}: {d}") })
+            .map(|(k, (_, d))| {
+                if k.is_empty() {
+                    d.clone()
+                } else {
+                    format!("at {k}: {d}")
+                }
+            })
             .unwrap_or_default();
         Verdict::Holds(format!("holds on {n} of {n} points (e.g. {example})"))
     } else {
-        let shown: Vec<String> = failing.iter().take(3).map(|(k, (_, d))| if k.is_empty() { d.clone() } else { format!("at {k}: {d}") }).collect();
-        Verdict::Fails(format!("fails on {} of {n} points: {}{}", failing.len(), shown.join("; "), if failing.len() > 3 { "; ..." } else { "" }))
+        let shown: Vec<String> = failing
+            .iter()
+            .take(3)
+            .map(|(k, (_, d))| {
+                if k.is_empty() {
+                    d.clone()
+                } else {
+                    format!("at {k}: {d}")
+                }
+            })
+            .collect();
+        Verdict::Fails(format!(
+            "fails on {} of {n} points: {}{}",
+            failing.len(),
+            shown.join("; "),
+            if failing.len() > 3 { "; ..." } else { "" }
+        ))
     }
 }
 
@@ -953,7 +1148,11 @@ pub fn fmt_num(x: f64) -> String {
     }
     let decimals = (3 - mag).max(0) as usize;
     let s = format!("{x:.decimals$}");
-    if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s }
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
 }
 
 #[cfg(test)]
@@ -961,11 +1160,19 @@ mod tests {
     use super::*;
 
     fn p(pairs: &[(&str, f64)]) -> Params {
-        pairs.iter().map(|(k, v)| (k.to_string(), Scalar::Float(*v))).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), Scalar::Float(*v)))
+            .collect()
     }
 
     fn obs(system: &str, metric: &str, params: &[(&str, f64)], value: f64) -> Obs {
-        Obs { system: system.into(), metric: metric.into(), params: p(params), value }
+        Obs {
+            system: system.into(),
+            metric: metric.into(),
+            params: p(params),
+            value,
+        }
     }
 
     fn table6() -> Vec<Obs> {
@@ -998,8 +1205,18 @@ mod tests {
     fn parse_errors_have_columns() {
         let e = parse("gput(netreduce) >= ").expect_err("incomplete");
         assert_eq!(e.column, 19);
-        assert!(parse("gput(netreduce) = 2").expect_err("=").message.contains("=="));
-        assert!(parse("within(a(b), 1)").expect_err("arity").message.contains("wrong number"));
+        assert!(
+            parse("gput(netreduce) = 2")
+                .expect_err("=")
+                .message
+                .contains("==")
+        );
+        assert!(
+            parse("within(a(b), 1)")
+                .expect_err("arity")
+                .message
+                .contains("wrong number")
+        );
         assert!(parse("gput(netreduce) # 2").is_err());
         assert!(parse("a(b) and and c(d)").is_err());
     }
@@ -1007,33 +1224,60 @@ mod tests {
     #[test]
     fn comparisons_hold_and_fail_with_numbers() {
         let t = table6();
-        assert!(matches!(check(&t, "gput(netreduce) >= 2 * gput(atp)"), Verdict::Holds(_)));
+        assert!(matches!(
+            check(&t, "gput(netreduce) >= 2 * gput(atp)"),
+            Verdict::Holds(_)
+        ));
         let v = check(&t, "gput(netreduce) >= 2.5 * gput(atp)");
         assert_eq!(v.label(), "fails");
         assert!(v.detail().contains("86.8 >= 99.25"), "{}", v.detail());
-        assert!(matches!(check(&t, "rtt(netreduce) == min(rtt(*))"), Verdict::Holds(_)));
-        assert!(matches!(check(&t, "rtt(atp) == min(rtt(*))"), Verdict::Fails(_)));
-        assert!(matches!(check(&t, "gput(netreduce) > max(gput(atp), gput(switchml))"), Verdict::Holds(_)));
+        assert!(matches!(
+            check(&t, "rtt(netreduce) == min(rtt(*))"),
+            Verdict::Holds(_)
+        ));
+        assert!(matches!(
+            check(&t, "rtt(atp) == min(rtt(*))"),
+            Verdict::Fails(_)
+        ));
+        assert!(matches!(
+            check(&t, "gput(netreduce) > max(gput(atp), gput(switchml))"),
+            Verdict::Holds(_)
+        ));
     }
 
     #[test]
     fn missing_data_is_not_checkable() {
         let v = check(&table6(), "gput(switchml_rdma) > gput(atp)");
-        assert_eq!(v, Verdict::NotCheckable("no results for gput(switchml_rdma) in this run".into()));
+        assert_eq!(
+            v,
+            Verdict::NotCheckable("no results for gput(switchml_rdma) in this run".into())
+        );
     }
 
     #[test]
     fn within_paper() {
         let t = table6();
-        let paper = vec![PaperValue { system: "netreduce".into(), metric: "gput".into(), value: 90.0, params: Params::new(), note: None }];
+        let paper = vec![PaperValue {
+            system: "netreduce".into(),
+            metric: "gput".into(),
+            value: 90.0,
+            params: Params::new(),
+            note: None,
+        }];
         let e = parse("within(gput(netreduce), paper(gput(netreduce)), 5%)").expect("parse");
-        assert!(matches!(Context::new(&t, &paper).verdict(&e), Verdict::Holds(_)));
+        assert!(matches!(
+            Context::new(&t, &paper).verdict(&e),
+            Verdict::Holds(_)
+        ));
         let e = parse("within(gput(netreduce), paper(gput(netreduce)), 3%)").expect("parse");
         let v = Context::new(&t, &paper).verdict(&e);
         assert!(matches!(v, Verdict::Fails(_)), "{v:?}");
         assert!(v.detail().contains("-3.56%"), "{}", v.detail());
         let e = parse("within(gput(atp), paper(gput(atp)), 3%)").expect("parse");
-        assert!(matches!(Context::new(&t, &paper).verdict(&e), Verdict::NotCheckable(_)));
+        assert!(matches!(
+            Context::new(&t, &paper).verdict(&e),
+            Verdict::NotCheckable(_)
+        ));
     }
 
     #[test]
@@ -1047,17 +1291,44 @@ mod tests {
         }
         // pn < fr only where B is small
         assert!(matches!(check(&o, "t(pn) < t(fr)"), Verdict::Fails(_)));
-        assert!(matches!(check(&o, "t(pn) < t(fr) where B < 20"), Verdict::Holds(_)));
+        assert!(matches!(
+            check(&o, "t(pn) < t(fr) where B < 20"),
+            Verdict::Holds(_)
+        ));
         let v = check(&o, "t(pn) < t(fr) where B > 20 and P >= 64");
         assert!(v.detail().contains("of 2 points"), "{}", v.detail());
         assert!(matches!(check(&o, "flat(t(pn), P, 1%)"), Verdict::Holds(_)));
-        assert!(matches!(check(&o, "increasing(t(fr), P)"), Verdict::Holds(_)));
-        assert!(matches!(check(&o, "decreasing(t(fr), P)"), Verdict::Fails(_)));
-        assert!(matches!(check(&o, "flat(t(pn), P, 1%) and increasing(t(fr), P)"), Verdict::Holds(_)));
-        assert!(matches!(check(&o, "flat(t(fr), P, 1%) and increasing(t(fr), P)"), Verdict::Fails(_)));
-        assert!(matches!(check(&o, "t(fr)[B=10] > t(fr)[B=50]"), Verdict::NotCheckable(_)), "filters keep their points' keys");
-        assert!(matches!(check(&o, "increasing(t(fr), Q)"), Verdict::NotCheckable(_)));
-        assert!(matches!(check(&o, "t(pn) < 2 where B / P > 0.1"), Verdict::Holds(_)));
+        assert!(matches!(
+            check(&o, "increasing(t(fr), P)"),
+            Verdict::Holds(_)
+        ));
+        assert!(matches!(
+            check(&o, "decreasing(t(fr), P)"),
+            Verdict::Fails(_)
+        ));
+        assert!(matches!(
+            check(&o, "flat(t(pn), P, 1%) and increasing(t(fr), P)"),
+            Verdict::Holds(_)
+        ));
+        assert!(matches!(
+            check(&o, "flat(t(fr), P, 1%) and increasing(t(fr), P)"),
+            Verdict::Fails(_)
+        ));
+        assert!(
+            matches!(
+                check(&o, "t(fr)[B=10] > t(fr)[B=50]"),
+                Verdict::NotCheckable(_)
+            ),
+            "filters keep their points' keys"
+        );
+        assert!(matches!(
+            check(&o, "increasing(t(fr), Q)"),
+            Verdict::NotCheckable(_)
+        ));
+        assert!(matches!(
+            check(&o, "t(pn) < 2 where B / P > 0.1"),
+            Verdict::Holds(_)
+        ));
     }
 
     #[test]

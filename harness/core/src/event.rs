@@ -29,18 +29,45 @@ pub enum Event {
     /// Progress inside a point (work units done of total, e.g. repetitions or bytes).
     Progress { point: usize, done: u64, total: u64 },
     /// A live sample for the charts (not necessarily stored).
-    Sample { point: usize, system: String, metric: String, value: f64, unit: String },
+    Sample {
+        point: usize,
+        system: String,
+        metric: String,
+        value: f64,
+        unit: String,
+    },
     /// A measurement row to store.
     Row(Row),
     /// A counter a system reports (packets, losses, retransmissions): the running total.
-    Counter { point: usize, system: String, name: String, value: u64 },
+    Counter {
+        point: usize,
+        system: String,
+        name: String,
+        value: u64,
+    },
     /// CPU of a process of the run, percent of one core.
-    ProcessCpu { pid: u32, label: String, cpu_percent: f64 },
-    Log { level: LogLevel, source: String, message: String },
+    ProcessCpu {
+        pid: u32,
+        label: String,
+        cpu_percent: f64,
+    },
+    Log {
+        level: LogLevel,
+        source: String,
+        message: String,
+    },
     /// A point finished; `error` when it failed (the run goes on with the next point).
-    PointDone { point: usize, ok: bool, error: Option<String>, elapsed_s: f64 },
+    PointDone {
+        point: usize,
+        ok: bool,
+        error: Option<String>,
+        elapsed_s: f64,
+    },
     /// The run is over (complete, incomplete or failed).
-    RunFinished { status: crate::store::RunStatus, elapsed_s: f64 },
+    RunFinished {
+        status: crate::store::RunStatus,
+        elapsed_s: f64,
+    },
 }
 
 /// A point as the views show it.

@@ -34,13 +34,27 @@ pub struct Plan {
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
     #[error("{experiment} has no profile `{profile}` (profiles: {available})")]
-    NoProfile { experiment: String, profile: String, available: String },
-    #[error("{experiment} is planned, not implemented yet: its systems do not exist in this version")]
+    NoProfile {
+        experiment: String,
+        profile: String,
+        available: String,
+    },
+    #[error(
+        "{experiment} is planned, not implemented yet: its systems do not exist in this version"
+    )]
     Planned { experiment: String },
     #[error("{experiment} supports {supported}; `{asked}` is not one of them")]
-    FidelityNotInSpec { experiment: String, asked: Fidelity, supported: String },
+    FidelityNotInSpec {
+        experiment: String,
+        asked: Fidelity,
+        supported: String,
+    },
     #[error("{experiment}: no implementation can produce `{asked}` here ({why})")]
-    FidelityUnavailable { experiment: String, asked: Fidelity, why: String },
+    FidelityUnavailable {
+        experiment: String,
+        asked: Fidelity,
+        why: String,
+    },
 }
 
 /// The id of a point: the first 12 hex digits of SHA-256 over the system and canonical params.
@@ -56,11 +70,14 @@ pub fn point_id(system: &str, params: &Params) -> String {
 /// Expand a spec's profile into points, in a stable order: grid blocks, then the cartesian
 /// product of each block (last parameter fastest), then systems.
 pub fn expand(spec: &Spec, profile: &str) -> Result<Vec<Point>, PlanError> {
-    let prof = spec.profiles.get(profile).ok_or_else(|| PlanError::NoProfile {
-        experiment: spec.id.clone(),
-        profile: profile.to_string(),
-        available: spec.profiles.keys().cloned().collect::<Vec<_>>().join(", "),
-    })?;
+    let prof = spec
+        .profiles
+        .get(profile)
+        .ok_or_else(|| PlanError::NoProfile {
+            experiment: spec.id.clone(),
+            profile: profile.to_string(),
+            available: spec.profiles.keys().cloned().collect::<Vec<_>>().join(", "),
+        })?;
     let mut base = spec.parameters.clone();
     base.extend(prof.parameters.clone());
     let mut combos: Vec<Params> = Vec::new();
@@ -103,13 +120,22 @@ pub fn expand(spec: &Spec, profile: &str) -> Result<Vec<Point>, PlanError> {
 
 /// Choose the fidelity class: the one asked for, or the best of the spec's classes that an
 /// implementation offers (`available`: the classes the workload implements and the testbed allows).
-pub fn choose_fidelity(spec: &Spec, asked: Option<Fidelity>, available: &[Fidelity]) -> Result<Fidelity, PlanError> {
+pub fn choose_fidelity(
+    spec: &Spec,
+    asked: Option<Fidelity>,
+    available: &[Fidelity],
+) -> Result<Fidelity, PlanError> {
     if let Some(a) = asked {
         if !spec.fidelity.contains(&a) {
             return Err(PlanError::FidelityNotInSpec {
                 experiment: spec.id.clone(),
                 asked: a,
-                supported: spec.fidelity.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", "),
+                supported: spec
+                    .fidelity
+                    .iter()
+                    .map(|f| f.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             });
         }
         if !available.contains(&a) {
@@ -118,28 +144,57 @@ pub fn choose_fidelity(spec: &Spec, asked: Option<Fidelity>, available: &[Fideli
                 asked: a,
                 why: format!(
                     "available here: {}",
-                    if available.is_empty() { "none".to_string() } else { available.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", ") }
+                    if available.is_empty() {
+                        "none".to_string()
+                    } else {
+                        available
+                            .iter()
+                            .map(|f| f.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
                 ),
             });
         }
         return Ok(a);
     }
-    spec.fidelity.iter().copied().find(|f| available.contains(f)).ok_or_else(|| PlanError::FidelityUnavailable {
-        experiment: spec.id.clone(),
-        asked: spec.fidelity[0],
-        why: "none of the spec's classes is implemented or available".into(),
-    })
+    spec.fidelity
+        .iter()
+        .copied()
+        .find(|f| available.contains(f))
+        .ok_or_else(|| PlanError::FidelityUnavailable {
+            experiment: spec.id.clone(),
+            asked: spec.fidelity[0],
+            why: "none of the spec's classes is implemented or available".into(),
+        })
 }
 
 /// Build the plan of a run.
-pub fn plan(spec: &Spec, profile: &str, asked: Option<Fidelity>, available: &[Fidelity]) -> Result<Plan, PlanError> {
+pub fn plan(
+    spec: &Spec,
+    profile: &str,
+    asked: Option<Fidelity>,
+    available: &[Fidelity],
+) -> Result<Plan, PlanError> {
     if spec.status == crate::spec::Status::Planned {
-        return Err(PlanError::Planned { experiment: spec.id.clone() });
+        return Err(PlanError::Planned {
+            experiment: spec.id.clone(),
+        });
     }
     let points = expand(spec, profile)?;
     let fidelity = choose_fidelity(spec, asked, available)?;
-    let estimated_seconds = spec.profiles.get(profile).map(|p| p.estimated_seconds).unwrap_or(0.0);
-    Ok(Plan { experiment: spec.id.clone(), profile: profile.to_string(), fidelity, points, estimated_seconds })
+    let estimated_seconds = spec
+        .profiles
+        .get(profile)
+        .map(|p| p.estimated_seconds)
+        .unwrap_or(0.0);
+    Ok(Plan {
+        experiment: spec.id.clone(),
+        profile: profile.to_string(),
+        fidelity,
+        points,
+        estimated_seconds,
+    })
 }
 
 #[cfg(test)]
@@ -148,7 +203,11 @@ mod tests {
     use std::path::Path;
 
     fn fig7() -> Spec {
-        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../experiments/netreduce/fig7.yaml")).expect("spec");
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../experiments/netreduce/fig7.yaml"
+        ))
+        .expect("spec");
         Spec::from_yaml(Path::new("fig7.yaml"), &text).expect("valid")
     }
 
@@ -170,12 +229,29 @@ mod tests {
     #[test]
     fn unknown_profile_and_fidelity() {
         let s = fig7();
-        assert!(expand(&s, "huge").expect_err("profile").to_string().contains("profiles: full, quick"));
-        let e = choose_fidelity(&s, Some(Fidelity::Emulated), &[Fidelity::Modelled]).expect_err("not in spec");
-        assert!(e.to_string().contains("supports modelled, simulated"), "{e}");
-        let e = choose_fidelity(&s, Some(Fidelity::Simulated), &[Fidelity::Modelled]).expect_err("unavailable");
+        assert!(
+            expand(&s, "huge")
+                .expect_err("profile")
+                .to_string()
+                .contains("profiles: full, quick")
+        );
+        let e = choose_fidelity(&s, Some(Fidelity::Emulated), &[Fidelity::Modelled])
+            .expect_err("not in spec");
+        assert!(
+            e.to_string().contains("supports modelled, simulated"),
+            "{e}"
+        );
+        let e = choose_fidelity(&s, Some(Fidelity::Simulated), &[Fidelity::Modelled])
+            .expect_err("unavailable");
         assert!(e.to_string().contains("available here: modelled"), "{e}");
-        assert_eq!(choose_fidelity(&s, None, &[Fidelity::Modelled]).expect("best"), Fidelity::Modelled);
-        assert_eq!(choose_fidelity(&s, None, &[Fidelity::Simulated, Fidelity::Modelled]).expect("best"), Fidelity::Modelled, "the spec's order is the preference");
+        assert_eq!(
+            choose_fidelity(&s, None, &[Fidelity::Modelled]).expect("best"),
+            Fidelity::Modelled
+        );
+        assert_eq!(
+            choose_fidelity(&s, None, &[Fidelity::Simulated, Fidelity::Modelled]).expect("best"),
+            Fidelity::Modelled,
+            "the spec's order is the preference"
+        );
     }
 }

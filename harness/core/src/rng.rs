@@ -44,9 +44,18 @@ mod tests {
 
     #[test]
     fn reproducible_and_distinct() {
-        let a: Vec<u64> = (0..4).map(|_| 0).scan(SplitMix64::new(7), |g, _| Some(g.next_u64())).collect();
-        let b: Vec<u64> = (0..4).map(|_| 0).scan(SplitMix64::new(7), |g, _| Some(g.next_u64())).collect();
-        let c: Vec<u64> = (0..4).map(|_| 0).scan(SplitMix64::new(8), |g, _| Some(g.next_u64())).collect();
+        let a: Vec<u64> = (0..4)
+            .map(|_| 0)
+            .scan(SplitMix64::new(7), |g, _| Some(g.next_u64()))
+            .collect();
+        let b: Vec<u64> = (0..4)
+            .map(|_| 0)
+            .scan(SplitMix64::new(7), |g, _| Some(g.next_u64()))
+            .collect();
+        let c: Vec<u64> = (0..4)
+            .map(|_| 0)
+            .scan(SplitMix64::new(8), |g, _| Some(g.next_u64()))
+            .collect();
         assert_eq!(a, b);
         assert_ne!(a, c);
         let mut g = SplitMix64::new(1);

@@ -43,11 +43,21 @@ impl Fidelity {
     /// What a number of this class means (EXPERIMENTS.md), for reports.
     pub fn meaning(self) -> &'static str {
         match self {
-            Fidelity::Hardware => "the systems' code through real device drivers: the paper's own conditions",
-            Fidelity::Emulated => "the same protocol code over a software fabric on this host: absolute values differ from the paper; orderings and ratios are what is checked",
-            Fidelity::Simulated => "the same protocol code under a discrete-event fabric in virtual time at the paper's network parameters",
-            Fidelity::Modelled => "a closed-form or flow-level model (the paper's own equations where it gives them) at the paper's parameters",
-            Fidelity::Functional => "hardware-independent computation (precision, clustering, counts, convergence): should match the paper closely",
+            Fidelity::Hardware => {
+                "the systems' code through real device drivers: the paper's own conditions"
+            }
+            Fidelity::Emulated => {
+                "the same protocol code over a software fabric on this host: absolute values differ from the paper; orderings and ratios are what is checked"
+            }
+            Fidelity::Simulated => {
+                "the same protocol code under a discrete-event fabric in virtual time at the paper's network parameters"
+            }
+            Fidelity::Modelled => {
+                "a closed-form or flow-level model (the paper's own equations where it gives them) at the paper's parameters"
+            }
+            Fidelity::Functional => {
+                "hardware-independent computation (precision, clustering, counts, convergence): should match the paper closely"
+            }
         }
     }
 
@@ -288,7 +298,10 @@ impl Spec {
                 return Err(err(
                     "id:",
                     "id",
-                    format!("`{}` does not match the file name (expected `{expected}`)", self.id),
+                    format!(
+                        "`{}` does not match the file name (expected `{expected}`)",
+                        self.id
+                    ),
                 ));
             }
         }
@@ -300,10 +313,18 @@ impl Spec {
             ));
         }
         if self.fidelity.is_empty() {
-            return Err(err("fidelity:", "fidelity", "list at least one fidelity class".into()));
+            return Err(err(
+                "fidelity:",
+                "fidelity",
+                "list at least one fidelity class".into(),
+            ));
         }
         if self.systems.is_empty() {
-            return Err(err("systems:", "systems", "list at least one system".into()));
+            return Err(err(
+                "systems:",
+                "systems",
+                "list at least one system".into(),
+            ));
         }
         for name in ["quick", "full"] {
             let Some(p) = self.profiles.get(name) else {
@@ -348,14 +369,22 @@ impl Spec {
                 return Err(err(
                     &format!("system: {}", v.system),
                     &format!("paper.values[{i}].system"),
-                    format!("`{}` is not in `systems` ({})", v.system, self.systems.join(", ")),
+                    format!(
+                        "`{}` is not in `systems` ({})",
+                        v.system,
+                        self.systems.join(", ")
+                    ),
                 ));
             }
             if self.metric(&v.metric).is_none() {
                 return Err(err(
                     &format!("metric: {}", v.metric),
                     &format!("paper.values[{i}].metric"),
-                    format!("`{}` is not a declared metric ({})", v.metric, self.metric_names()),
+                    format!(
+                        "`{}` is not a declared metric ({})",
+                        v.metric,
+                        self.metric_names()
+                    ),
                 ));
             }
         }
@@ -364,20 +393,26 @@ impl Spec {
         for (i, c) in self.claims.iter().enumerate() {
             let needle = format!("id: {}", c.id);
             if !claim_ids.insert(c.id.as_str()) {
-                return Err(err(&needle, &format!("claims[{i}].id"), format!("claim `{}` is declared twice", c.id)));
+                return Err(err(
+                    &needle,
+                    &format!("claims[{i}].id"),
+                    format!("claim `{}` is declared twice", c.id),
+                ));
             }
             for f in &c.fidelity {
                 if !self.fidelity.contains(f) {
                     return Err(err(
                         &needle,
                         &format!("claims[{i}].fidelity"),
-                        format!("`{f}` is not one of the spec's classes ({})", fid_list(&self.fidelity)),
+                        format!(
+                            "`{f}` is not one of the spec's classes ({})",
+                            fid_list(&self.fidelity)
+                        ),
                     ));
                 }
             }
-            let expr = claims::parse(&c.expr).map_err(|e| {
-                err(&needle, &format!("claims[{i}].expr"), format!("{e}"))
-            })?;
+            let expr = claims::parse(&c.expr)
+                .map_err(|e| err(&needle, &format!("claims[{i}].expr"), format!("{e}")))?;
             let refs = expr.references();
             for m in &refs.metrics {
                 if self.metric(m).is_none() {
@@ -393,7 +428,10 @@ impl Spec {
                     return Err(err(
                         &needle,
                         &format!("claims[{i}].expr"),
-                        format!("unknown system `{s}` (declared: {})", self.systems.join(", ")),
+                        format!(
+                            "unknown system `{s}` (declared: {})",
+                            self.systems.join(", ")
+                        ),
                     ));
                 }
             }
@@ -410,18 +448,38 @@ impl Spec {
         for (i, f) in self.figures.iter().enumerate() {
             let needle = format!("id: {}", f.id);
             if self.metric(&f.y).is_none() {
-                return Err(err(&needle, &format!("figures[{i}].y"), format!("unknown metric `{}` (declared: {})", f.y, self.metric_names())));
+                return Err(err(
+                    &needle,
+                    &format!("figures[{i}].y"),
+                    format!(
+                        "unknown metric `{}` (declared: {})",
+                        f.y,
+                        self.metric_names()
+                    ),
+                ));
             }
             if let Some(x) = &f.x {
                 if f.kind != FigureKind::Cdf && !params.contains(x) && x != "system" {
-                    return Err(err(&needle, &format!("figures[{i}].x"), format!("`{x}` is not a parameter (parameters: {})", join(&params))));
+                    return Err(err(
+                        &needle,
+                        &format!("figures[{i}].x"),
+                        format!("`{x}` is not a parameter (parameters: {})", join(&params)),
+                    ));
                 }
             } else if matches!(f.kind, FigureKind::Lines) {
-                return Err(err(&needle, &format!("figures[{i}].x"), "a lines figure needs `x`".into()));
+                return Err(err(
+                    &needle,
+                    &format!("figures[{i}].x"),
+                    "a lines figure needs `x`".into(),
+                ));
             }
             for s in &f.series {
                 if s != "system" && !params.contains(s) {
-                    return Err(err(&needle, &format!("figures[{i}].series"), format!("`{s}` is neither `system` nor a parameter")));
+                    return Err(err(
+                        &needle,
+                        &format!("figures[{i}].series"),
+                        format!("`{s}` is neither `system` nor a parameter"),
+                    ));
                 }
             }
         }
@@ -429,7 +487,11 @@ impl Spec {
     }
 
     pub fn metric_names(&self) -> String {
-        self.metrics.iter().map(|m| m.name.as_str()).collect::<Vec<_>>().join(", ")
+        self.metrics
+            .iter()
+            .map(|m| m.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -458,8 +520,11 @@ mod tests {
     use super::*;
 
     fn fig7() -> String {
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../experiments/netreduce/fig7.yaml"))
-            .expect("fig7 spec in the tree")
+        std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../experiments/netreduce/fig7.yaml"
+        ))
+        .expect("fig7 spec in the tree")
     }
 
     fn load(text: &str) -> Result<Spec, SpecError> {
@@ -487,30 +552,45 @@ mod tests {
 
     #[test]
     fn wrong_type_names_line() {
-        let text = fig7().replace("repetitions: 1\n    warmup: 0\n    estimated_seconds: 2", "repetitions: many\n    warmup: 0\n    estimated_seconds: 2");
+        let text = fig7().replace(
+            "repetitions: 1\n    warmup: 0\n    estimated_seconds: 2",
+            "repetitions: many\n    warmup: 0\n    estimated_seconds: 2",
+        );
         let e = load(&text).expect_err("bad type");
         assert_eq!(e.line, locate(&text, "repetitions: many"), "{e}");
     }
 
     #[test]
     fn claim_with_unknown_metric() {
-        let text = fig7().replace("expr: \"comm_time(parallel_netreduce) < min(", "expr: \"gput(parallel_netreduce) < min(");
+        let text = fig7().replace(
+            "expr: \"comm_time(parallel_netreduce) < min(",
+            "expr: \"gput(parallel_netreduce) < min(",
+        );
         let e = load(&text).expect_err("unknown metric");
         let msg = e.to_string();
-        assert!(msg.contains("field `claims[0].expr`: unknown metric `gput`"), "{msg}");
+        assert!(
+            msg.contains("field `claims[0].expr`: unknown metric `gput`"),
+            "{msg}"
+        );
         assert_eq!(e.line, locate(&text, "id: pn-below-fr-ta"));
     }
 
     #[test]
     fn claim_syntax_error() {
-        let text = fig7().replace("flat(comm_time(parallel_netreduce), P, 1%) and", "flat(comm_time(parallel_netreduce), P, 1%) and and");
+        let text = fig7().replace(
+            "flat(comm_time(parallel_netreduce), P, 1%) and",
+            "flat(comm_time(parallel_netreduce), P, 1%) and and",
+        );
         let e = load(&text).expect_err("syntax");
         assert!(e.to_string().contains("claims[1].expr"), "{e}");
     }
 
     #[test]
     fn paper_value_with_unknown_system() {
-        let text = fig7().replace("  values: []", "  values:\n    - {system: ring, metric: comm_time, value: 1.0}");
+        let text = fig7().replace(
+            "  values: []",
+            "  values:\n    - {system: ring, metric: comm_time, value: 1.0}",
+        );
         let e = load(&text).expect_err("unknown system");
         assert!(e.to_string().contains("paper.values[0].system"), "{e}");
         assert!(e.to_string().contains("`ring` is not in `systems`"), "{e}");
@@ -519,14 +599,29 @@ mod tests {
     #[test]
     fn implemented_needs_workload_and_profiles() {
         let text = fig7().replace("workload: netreduce.appendix_a\n", "");
-        assert!(load(&text).expect_err("workload").to_string().contains("needs a `workload`"));
+        assert!(
+            load(&text)
+                .expect_err("workload")
+                .to_string()
+                .contains("needs a `workload`")
+        );
         let text = fig7().replace("  full:\n", "  fast:\n");
-        assert!(load(&text).expect_err("full").to_string().contains("`full` profile is missing"));
+        assert!(
+            load(&text)
+                .expect_err("full")
+                .to_string()
+                .contains("`full` profile is missing")
+        );
     }
 
     #[test]
     fn id_must_match_file() {
         let text = fig7().replace("id: netreduce-fig7", "id: netreduce-fig8");
-        assert!(load(&text).expect_err("id").to_string().contains("does not match the file name"));
+        assert!(
+            load(&text)
+                .expect_err("id")
+                .to_string()
+                .contains("does not match the file name")
+        );
     }
 }

@@ -80,7 +80,9 @@ impl HostFacts {
         HostFacts {
             hostname: read("/proc/sys/kernel/hostname").trim().to_string(),
             cpu_model,
-            cores: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            cores: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1),
             memory_gib: memory_kib / (1024.0 * 1024.0),
             kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
             rustc: rustc.to_string(),
@@ -122,9 +124,16 @@ pub struct Manifest {
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}:{line}: not a valid record ({message})")]
-    Corrupt { path: PathBuf, line: usize, message: String },
+    Corrupt {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
     #[error("no run `{0}` in the results folder")]
     NoRun(String),
     #[error("the results folder has no runs yet")]
@@ -132,7 +141,10 @@ pub enum StoreError {
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
-    move |source| StoreError::Io { path: path.to_path_buf(), source }
+    move |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// One line of `rows.jsonl`.
@@ -140,7 +152,11 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Record {
     Row(Row),
-    PointDone { point_id: String, ok: bool, error: Option<String> },
+    PointDone {
+        point_id: String,
+        ok: bool,
+        error: Option<String>,
+    },
 }
 
 pub const ROWS_FILE: &str = "rows.jsonl";
@@ -159,13 +175,23 @@ impl RunWriter {
     pub fn open(dir: &Path) -> Result<RunWriter, StoreError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let path = dir.join(ROWS_FILE);
-        let f = OpenOptions::new().create(true).append(true).open(&path).map_err(io(&path))?;
-        Ok(RunWriter { dir: dir.to_path_buf(), rows: BufWriter::with_capacity(1 << 16, f) })
+        let f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(io(&path))?;
+        Ok(RunWriter {
+            dir: dir.to_path_buf(),
+            rows: BufWriter::with_capacity(1 << 16, f),
+        })
     }
 
     pub fn append(&mut self, rec: &Record) -> Result<(), StoreError> {
         let path = self.dir.join(ROWS_FILE);
-        serde_json::to_writer(&mut self.rows, rec).map_err(|e| StoreError::Io { path: path.clone(), source: e.into() })?;
+        serde_json::to_writer(&mut self.rows, rec).map_err(|e| StoreError::Io {
+            path: path.clone(),
+            source: e.into(),
+        })?;
         self.rows.write_all(b"\n").map_err(io(&path))
     }
 
@@ -184,7 +210,10 @@ impl RunWriter {
 pub fn write_manifest(dir: &Path, m: &Manifest) -> Result<(), StoreError> {
     let path = dir.join(MANIFEST_FILE);
     let tmp = dir.join(".manifest.json.tmp");
-    let text = serde_json::to_string_pretty(m).map_err(|e| StoreError::Io { path: path.clone(), source: e.into() })?;
+    let text = serde_json::to_string_pretty(m).map_err(|e| StoreError::Io {
+        path: path.clone(),
+        source: e.into(),
+    })?;
     std::fs::write(&tmp, text).map_err(io(&tmp))?;
     std::fs::rename(&tmp, &path).map_err(io(&path))
 }
@@ -192,7 +221,11 @@ pub fn write_manifest(dir: &Path, m: &Manifest) -> Result<(), StoreError> {
 pub fn read_manifest(dir: &Path) -> Result<Manifest, StoreError> {
     let path = dir.join(MANIFEST_FILE);
     let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-    serde_json::from_str(&text).map_err(|e| StoreError::Corrupt { path, line: e.line(), message: e.to_string() })
+    serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+        path,
+        line: e.line(),
+        message: e.to_string(),
+    })
 }
 
 /// What `rows.jsonl` holds: the rows of finished points, and which points finished.
@@ -217,7 +250,10 @@ pub fn read_rows(dir: &Path) -> Result<Stored, StoreError> {
     };
     let mut all = Vec::new();
     let mut st = Stored::default();
-    let lines: Vec<String> = BufReader::new(f).lines().collect::<Result<_, _>>().map_err(io(&path))?;
+    let lines: Vec<String> = BufReader::new(f)
+        .lines()
+        .collect::<Result<_, _>>()
+        .map_err(io(&path))?;
     let n = lines.len();
     for (i, line) in lines.into_iter().enumerate() {
         if line.trim().is_empty() {
@@ -234,7 +270,13 @@ pub fn read_rows(dir: &Path) -> Result<Stored, StoreError> {
                 }
             }
             Err(_) if i + 1 == n => st.torn_lines += 1,
-            Err(e) => return Err(StoreError::Corrupt { path, line: i + 1, message: e.to_string() }),
+            Err(e) => {
+                return Err(StoreError::Corrupt {
+                    path,
+                    line: i + 1,
+                    message: e.to_string(),
+                });
+            }
         }
     }
     for r in all {
@@ -255,12 +297,22 @@ pub fn rewrite_rows(dir: &Path, st: &Stored) -> Result<(), StoreError> {
         let f = File::create(&tmp).map_err(io(&tmp))?;
         let mut w = BufWriter::new(f);
         for r in &st.rows {
-            serde_json::to_writer(&mut w, &Record::Row(r.clone())).map_err(|e| StoreError::Io { path: tmp.clone(), source: e.into() })?;
+            serde_json::to_writer(&mut w, &Record::Row(r.clone())).map_err(|e| StoreError::Io {
+                path: tmp.clone(),
+                source: e.into(),
+            })?;
             w.write_all(b"\n").map_err(io(&tmp))?;
         }
         for id in &st.done {
-            let rec = Record::PointDone { point_id: id.clone(), ok: true, error: None };
-            serde_json::to_writer(&mut w, &rec).map_err(|e| StoreError::Io { path: tmp.clone(), source: e.into() })?;
+            let rec = Record::PointDone {
+                point_id: id.clone(),
+                ok: true,
+                error: None,
+            };
+            serde_json::to_writer(&mut w, &rec).map_err(|e| StoreError::Io {
+                path: tmp.clone(),
+                source: e.into(),
+            })?;
             w.write_all(b"\n").map_err(io(&tmp))?;
         }
         w.flush().map_err(io(&tmp))?;
@@ -270,7 +322,10 @@ pub fn rewrite_rows(dir: &Path, st: &Stored) -> Result<(), StoreError> {
 
 /// A new run id: `<UTC time>-<experiment>`, unique in `results`.
 pub fn new_run_id(results: &Path, experiment: &str) -> String {
-    let base = format!("{}-{experiment}", chrono::Utc::now().format("%Y%m%dT%H%M%SZ"));
+    let base = format!(
+        "{}-{experiment}",
+        chrono::Utc::now().format("%Y%m%dT%H%M%SZ")
+    );
     let mut id = base.clone();
     let mut k = 2;
     while results.join(&id).exists() {
@@ -286,7 +341,12 @@ pub fn list_runs(results: &Path) -> Result<Vec<Manifest>, StoreError> {
     let rd = match std::fs::read_dir(results) {
         Ok(rd) => rd,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(StoreError::Io { path: results.to_path_buf(), source: e }),
+        Err(e) => {
+            return Err(StoreError::Io {
+                path: results.to_path_buf(),
+                source: e,
+            });
+        }
     };
     for entry in rd.flatten() {
         let dir = entry.path();
@@ -304,12 +364,18 @@ pub fn list_runs(results: &Path) -> Result<Vec<Manifest>, StoreError> {
 pub fn resolve_run(results: &Path, which: &str) -> Result<PathBuf, StoreError> {
     let runs = list_runs(results)?;
     if which == "latest" {
-        return runs.first().map(|m| results.join(&m.run_id)).ok_or(StoreError::NoRuns);
+        return runs
+            .first()
+            .map(|m| results.join(&m.run_id))
+            .ok_or(StoreError::NoRuns);
     }
     if results.join(which).join(MANIFEST_FILE).exists() {
         return Ok(results.join(which));
     }
-    let matches: Vec<_> = runs.iter().filter(|m| m.run_id.starts_with(which)).collect();
+    let matches: Vec<_> = runs
+        .iter()
+        .filter(|m| m.run_id.starts_with(which))
+        .collect();
     match matches.as_slice() {
         [m] => Ok(results.join(&m.run_id)),
         _ => Err(StoreError::NoRun(which.to_string())),
@@ -317,12 +383,18 @@ pub fn resolve_run(results: &Path, which: &str) -> Result<PathBuf, StoreError> {
 }
 
 pub fn now_s() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -355,12 +427,20 @@ mod tests {
         let mut w = RunWriter::open(d.path()).expect("open");
         w.append(&Record::Row(row("a", 0, 1.5))).expect("row");
         w.append(&Record::Row(row("a", 1, 2.5))).expect("row");
-        w.append(&Record::PointDone { point_id: "a".into(), ok: true, error: None }).expect("done");
+        w.append(&Record::PointDone {
+            point_id: "a".into(),
+            ok: true,
+            error: None,
+        })
+        .expect("done");
         w.append(&Record::Row(row("b", 0, 9.0))).expect("row");
         w.flush().expect("flush");
         drop(w);
         // a torn last line, as a killed process leaves it
-        let mut f = OpenOptions::new().append(true).open(d.path().join(ROWS_FILE)).expect("append");
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(d.path().join(ROWS_FILE))
+            .expect("append");
         f.write_all(b"{\"kind\":\"row\",\"run_id\":").expect("torn");
         drop(f);
         let st = read_rows(d.path()).expect("read");
@@ -378,7 +458,11 @@ mod tests {
     #[test]
     fn corrupt_middle_line_is_an_error_with_line() {
         let d = tempfile::tempdir().expect("tmp");
-        std::fs::write(d.path().join(ROWS_FILE), "garbage\n{\"kind\":\"point_done\",\"point_id\":\"a\",\"ok\":true,\"error\":null}\n").expect("write");
+        std::fs::write(
+            d.path().join(ROWS_FILE),
+            "garbage\n{\"kind\":\"point_done\",\"point_id\":\"a\",\"ok\":true,\"error\":null}\n",
+        )
+        .expect("write");
         let e = read_rows(d.path()).expect_err("corrupt");
         assert!(e.to_string().contains(":1: not a valid record"), "{e}");
     }
@@ -386,7 +470,10 @@ mod tests {
     #[test]
     fn resolve_latest_and_prefix() {
         let d = tempfile::tempdir().expect("tmp");
-        assert!(matches!(resolve_run(d.path(), "latest"), Err(StoreError::NoRuns)));
+        assert!(matches!(
+            resolve_run(d.path(), "latest"),
+            Err(StoreError::NoRuns)
+        ));
         for (id, started) in [("20260101-a", "2026-01-01"), ("20260102-b", "2026-01-02")] {
             let dir = d.path().join(id);
             std::fs::create_dir_all(&dir).expect("mkdir");
@@ -419,8 +506,16 @@ mod tests {
             };
             write_manifest(&dir, &m).expect("manifest");
         }
-        assert!(resolve_run(d.path(), "latest").expect("latest").ends_with("20260102-b"));
-        assert!(resolve_run(d.path(), "20260101").expect("prefix").ends_with("20260101-a"));
+        assert!(
+            resolve_run(d.path(), "latest")
+                .expect("latest")
+                .ends_with("20260102-b")
+        );
+        assert!(
+            resolve_run(d.path(), "20260101")
+                .expect("prefix")
+                .ends_with("20260101-a")
+        );
         assert!(resolve_run(d.path(), "2026").is_err(), "ambiguous prefix");
     }
 }

@@ -65,12 +65,29 @@ impl<'a> PointCtx<'a> {
         sink: &'a mut dyn FnMut(Event),
         units: &'a dyn Fn(&str) -> String,
     ) -> Self {
-        PointCtx { point, index, fidelity, fabric, repetition, warmup, seed, run_id, experiment, cancel, sink, units }
+        PointCtx {
+            point,
+            index,
+            fidelity,
+            fabric,
+            repetition,
+            warmup,
+            seed,
+            run_id,
+            experiment,
+            cancel,
+            sink,
+            units,
+        }
     }
 
     /// A numeric parameter of the point.
     pub fn param(&self, name: &str) -> Result<f64, WorkloadError> {
-        self.point.params.get(name).and_then(|v| v.as_f64()).ok_or_else(|| WorkloadError::Param(name.to_string()))
+        self.point
+            .params
+            .get(name)
+            .and_then(|v| v.as_f64())
+            .ok_or_else(|| WorkloadError::Param(name.to_string()))
     }
 
     pub fn system(&self) -> &str {
@@ -120,14 +137,27 @@ impl<'a> PointCtx<'a> {
 
     pub fn counter(&mut self, name: &str, value: u64) {
         let system = self.point.system.clone();
-        (self.sink)(Event::Counter { point: self.index, system, name: name.to_string(), value });
+        (self.sink)(Event::Counter {
+            point: self.index,
+            system,
+            name: name.to_string(),
+            value,
+        });
     }
 
     pub fn progress(&mut self, done: u64, total: u64) {
-        (self.sink)(Event::Progress { point: self.index, done, total });
+        (self.sink)(Event::Progress {
+            point: self.index,
+            done,
+            total,
+        });
     }
 
     pub fn log(&mut self, level: LogLevel, message: impl Into<String>) {
-        (self.sink)(Event::Log { level, source: self.point.system.clone(), message: message.into() });
+        (self.sink)(Event::Log {
+            level,
+            source: self.point.system.clone(),
+            message: message.into(),
+        });
     }
 }

@@ -39,7 +39,9 @@ pub fn switch_id(cfg: &AllReduceConfig) -> NodeId {
 /// when summed over up to 1024 workers.
 pub fn gradient(seed: u64, w: usize, elements: usize) -> Vec<i32> {
     let mut g = inabench_core::rng::SplitMix64::derive(seed, &format!("gradient/{w}"));
-    (0..elements).map(|_| ((g.next_u64() >> 40) as i32) - (1 << 23)).collect()
+    (0..elements)
+        .map(|_| ((g.next_u64() >> 40) as i32) - (1 << 23))
+        .collect()
 }
 
 /// The reference all-reduce result: the exact element-wise sum over workers.
@@ -131,7 +133,9 @@ mod tests {
     #[test]
     fn reference_sum_is_the_sum() {
         let r = reference_sum(3, 4, 100);
-        let manual: Vec<i32> = (0..100).map(|i| (0..4).map(|w| gradient(3, w, 100)[i]).sum()).collect();
+        let manual: Vec<i32> = (0..100)
+            .map(|i| (0..4).map(|w| gradient(3, w, 100)[i]).sum())
+            .collect();
         assert_eq!(r, manual);
         assert_ne!(gradient(3, 0, 10), gradient(3, 1, 10));
         assert!(gradient(3, 0, 1000).iter().all(|x| x.abs() <= 1 << 23));

@@ -46,7 +46,9 @@ pub fn ta_closed(i: &Inputs) -> f64 {
     let (n, p, a, m) = (i.n, i.p, i.alpha_s, i.m_bytes);
     let l = n.log2();
     (n * n + 3.0 * n * l - 3.0 * n + 2.0 * p) / n * a
-        + (4.0 * (n - 1.0) * p * i.b_inter + 2.0 * (p - n) * n * i.b_intra) / (n * p * i.b_intra * i.b_inter) * m
+        + (4.0 * (n - 1.0) * p * i.b_inter + 2.0 * (p - n) * n * i.b_intra)
+            / (n * p * i.b_intra * i.b_inter)
+            * m
 }
 
 /// Eq. (3), stage by stage: [(n-1)alpha + (n-1) M/(n B_intra)] + (alpha + M/B_inter)
@@ -60,7 +62,8 @@ pub fn pn_stages(i: &Inputs) -> f64 {
 /// Eq. (3), closed form: (2n-1) alpha + (2(n-1) B_inter + n B_intra)/(n B_intra B_inter) M.
 pub fn pn_closed(i: &Inputs) -> f64 {
     let (n, a, m) = (i.n, i.alpha_s, i.m_bytes);
-    (2.0 * n - 1.0) * a + (2.0 * (n - 1.0) * i.b_inter + n * i.b_intra) / (n * i.b_intra * i.b_inter) * m
+    (2.0 * n - 1.0) * a
+        + (2.0 * (n - 1.0) * i.b_inter + n * i.b_intra) / (n * i.b_intra * i.b_inter) * m
 }
 
 /// Eq. (4): Delta T_ta-pn = (2P/n + 3 log2 n - n - 2) alpha
@@ -68,7 +71,9 @@ pub fn pn_closed(i: &Inputs) -> f64 {
 pub fn delta_eq4(i: &Inputs) -> f64 {
     let (n, p, a, m) = (i.n, i.p, i.alpha_s, i.m_bytes);
     (2.0 * p / n + 3.0 * n.log2() - n - 2.0) * a
-        + ((p - 2.0 * n) * n * i.b_intra + 2.0 * (n - 1.0) * p * i.b_inter) / (n * p * i.b_intra * i.b_inter) * m
+        + ((p - 2.0 * n) * n * i.b_intra + 2.0 * (n - 1.0) * p * i.b_inter)
+            / (n * p * i.b_intra * i.b_inter)
+            * m
 }
 
 /// Eq. (5): Delta T_fr-pn = (2P - 2n - 1) alpha
@@ -76,7 +81,9 @@ pub fn delta_eq4(i: &Inputs) -> f64 {
 pub fn delta_eq5(i: &Inputs) -> f64 {
     let (n, p, a, m) = (i.n, i.p, i.alpha_s, i.m_bytes);
     (2.0 * p - 2.0 * n - 1.0) * a
-        + ((p - 2.0) * n * i.b_intra - 2.0 * (n - 1.0) * p * i.b_inter) / (n * p * i.b_intra * i.b_inter) * m
+        + ((p - 2.0) * n * i.b_intra - 2.0 * (n - 1.0) * p * i.b_inter)
+            / (n * p * i.b_intra * i.b_inter)
+            * m
 }
 
 /// The sufficient condition of Eq. (6) together with P > 3n (Sec. 3.4).
@@ -97,7 +104,13 @@ impl AppendixA {
             b_intra: ctx.param("B_intra_GBps")? * 1e9,
             b_inter: ctx.param("B_inter_GBps")? * 1e9,
         };
-        if !(i.n >= 1.0 && i.p >= i.n && i.b_intra > 0.0 && i.b_inter > 0.0 && i.m_bytes >= 0.0 && i.alpha_s >= 0.0) {
+        if !(i.n >= 1.0
+            && i.p >= i.n
+            && i.b_intra > 0.0
+            && i.b_inter > 0.0
+            && i.m_bytes >= 0.0
+            && i.alpha_s >= 0.0)
+        {
             return Err(WorkloadError::Invalid(format!(
                 "Appendix A needs P >= n >= 1 and positive bandwidths (got n={}, P={}, B_intra={} B/s, B_inter={} B/s)",
                 i.n, i.p, i.b_intra, i.b_inter
@@ -138,7 +151,11 @@ impl Workload for AppendixA {
                 ctx.record("delta_eq4", delta_eq4(&i) * ms);
                 ctx.record("delta_eq5", delta_eq5(&i) * ms);
             }
-            other => return Err(WorkloadError::Invalid(format!("Appendix A models flat_ring, tencent_allreduce and parallel_netreduce, not `{other}`"))),
+            other => {
+                return Err(WorkloadError::Invalid(format!(
+                    "Appendix A models flat_ring, tencent_allreduce and parallel_netreduce, not `{other}`"
+                )));
+            }
         }
         ctx.progress(1, 1);
         Ok(())
@@ -150,7 +167,14 @@ mod tests {
     use super::*;
 
     fn at(b_intra_gbps: f64, p: f64, alpha_us: f64) -> Inputs {
-        Inputs { m_bytes: 100e6, n: 8.0, p, alpha_s: alpha_us * 1e-6, b_intra: b_intra_gbps * 1e9, b_inter: 12.5e9 }
+        Inputs {
+            m_bytes: 100e6,
+            n: 8.0,
+            p,
+            alpha_s: alpha_us * 1e-6,
+            b_intra: b_intra_gbps * 1e9,
+            b_inter: 12.5e9,
+        }
     }
 
     fn close(a: f64, b: f64) -> bool {
@@ -161,10 +185,18 @@ mod tests {
     fn hand_computed_values() {
         // FR at P=32, alpha=1us, M=100MB, B_inter=12.5GB/s: 62us + 2*31/32*8ms = 15.562 ms
         let i = at(50.0, 32.0, 1.0);
-        assert!(close(fr(&i), 62e-6 + 2.0 * 31.0 / 32.0 * 0.008), "{}", fr(&i));
+        assert!(
+            close(fr(&i), 62e-6 + 2.0 * 31.0 / 32.0 * 0.008),
+            "{}",
+            fr(&i)
+        );
         // PN: 15 alpha + 2*7/8 * 100e6/(8*50e9)... = 15us + 2*(7*100e6/(8*50e9)) + 8 ms
         let expect = 15e-6 + 2.0 * 7.0 * 100e6 / (8.0 * 50e9) + 0.008;
-        assert!(close(pn_stages(&i), expect), "{} vs {expect}", pn_stages(&i));
+        assert!(
+            close(pn_stages(&i), expect),
+            "{} vs {expect}",
+            pn_stages(&i)
+        );
     }
 
     #[test]
@@ -210,7 +242,10 @@ mod tests {
                 for a in [0.1, 1.0, 100.0] {
                     let i = at(b, p, a);
                     if sufficient(&i) {
-                        assert!(pn_stages(&i) < fr(&i) && pn_stages(&i) < ta_stages(&i), "{i:?}");
+                        assert!(
+                            pn_stages(&i) < fr(&i) && pn_stages(&i) < ta_stages(&i),
+                            "{i:?}"
+                        );
                     }
                 }
             }
@@ -219,6 +254,9 @@ mod tests {
 
     #[test]
     fn pn_is_independent_of_p() {
-        assert!(close(pn_stages(&at(50.0, 32.0, 1.0)), pn_stages(&at(50.0, 1024.0, 1.0))));
+        assert!(close(
+            pn_stages(&at(50.0, 32.0, 1.0)),
+            pn_stages(&at(50.0, 1024.0, 1.0))
+        ));
     }
 }

@@ -1,0 +1,247 @@
+//! The HTML report: one self-contained page (inline CSS and SVG, no network), opens offline.
+
+use crate::types::Analysis;
+use inabench_core::claims::fmt_num;
+use inabench_core::value::params_key;
+use std::fmt::Write as _;
+
+/// Escape text for HTML.
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            _ => o.push(c),
+        }
+    }
+    o
+}
+
+/// The most aggregated rows the page lists (the rest are in measurements.parquet).
+pub const MAX_ROWS: usize = 2000;
+
+const CSS: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
+table{border-collapse:collapse;margin:.6em 0;font-size:.9em}th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left}
+td.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#f3f3f3}
+.banner{background:#eef4ff;border:1px solid #9bb8f0;padding:.6em 1em;border-radius:4px}
+.v{font-weight:bold;padding:.1em .5em;border-radius:3px;color:#fff;white-space:nowrap}.holds{background:#2c8a2c}.fails{background:#c0392b}.nc{background:#888}
+code{background:#f5f5f5;padding:0 .2em}.fig{margin:1em 0}.small{color:#666;font-size:.85em}pre{background:#f5f5f5;padding:.6em;overflow:auto}";
+
+pub fn render_html(a: &Analysis, figures: &[(String, String, String)]) -> String {
+    let m = &a.manifest;
+    let s = &a.spec;
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{CSS}</style></head><body>\n",
+        esc(&format!("{}: {}", s.id, s.title))
+    );
+    let _ = write!(
+        h,
+        "<h1>{}: {}</h1>\n<p>{}<br><span class=\"small\">{}</span></p>\n",
+        esc(&s.id),
+        esc(&s.title),
+        esc(&s.artifact),
+        esc(&s.citation)
+    );
+    h.push_str("<div class=\"banner\"><b>Fidelity of these results:</b> ");
+    if a.fidelities.is_empty() {
+        h.push_str("none (the run has no rows)");
+    }
+    for (i, f) in a.fidelities.iter().enumerate() {
+        let _ = write!(
+            h,
+            "{}<b>{}</b>: {}",
+            if i > 0 { "<br>" } else { "" },
+            f.as_str(),
+            esc(f.meaning())
+        );
+    }
+    let _ = write!(
+        h,
+        "<br><span class=\"small\">why this class: {}</span></div>\n",
+        esc(&m.fidelity_reason)
+    );
+    let _ = write!(
+        h,
+        "<p>Run <code>{}</code>, {} profile, seed {}, status <b>{}</b>, {:.2} s.</p>\n",
+        esc(&m.run_id),
+        esc(&m.profile),
+        m.seed,
+        m.status.as_str(),
+        m.elapsed_s
+    );
+
+    let _ = write!(
+        h,
+        "<h2>The paper's values beside ours</h2>\n<p class=\"small\">{}{}</p>\n",
+        esc(&s.paper.source),
+        s.paper
+            .note
+            .as_ref()
+            .map(|n| format!(" ({})", esc(n)))
+            .unwrap_or_default()
+    );
+    if a.comparisons.is_empty() {
+        h.push_str("<p>The paper prints no values for this artifact; its statements are checked as claims below.</p>\n");
+    } else {
+        h.push_str("<table id=\"paper-vs-ours\"><tr><th>system</th><th>metric</th><th>at</th><th>paper</th><th>ours</th><th>deviation</th><th>fidelity</th></tr>\n");
+        for c in &a.comparisons {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{} [{}]</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
+                esc(&c.system),
+                esc(&c.metric),
+                esc(&c.unit),
+                esc(&params_key(&c.params)),
+                fmt_num(c.paper),
+                c.ours.map(fmt_num).unwrap_or_else(|| "not measured".into()),
+                c.deviation
+                    .map(|d| format!("{:+.1}%", d * 100.0))
+                    .unwrap_or_default(),
+                c.fidelity.map(|f| f.as_str()).unwrap_or("-")
+            );
+        }
+        h.push_str("</table>\n");
+    }
+
+    h.push_str("<h2>Claims</h2>\n<table id=\"claims\"><tr><th>verdict</th><th>claim</th><th>fidelity</th><th>numbers</th></tr>\n");
+    for c in &a.claims {
+        let cls = match c.verdict.as_str() {
+            "holds" => "holds",
+            "fails" => "fails",
+            _ => "nc",
+        };
+        let _ = write!(
+            h,
+            "<tr><td><span class=\"v {cls}\">{}</span></td><td><b>{}</b>: {}<br><code>{}</code></td><td>{}</td><td>{}</td></tr>\n",
+            esc(&c.verdict),
+            esc(&c.id),
+            esc(&c.text),
+            esc(&c.expr),
+            c.fidelity.as_str(),
+            esc(&c.detail)
+        );
+    }
+    h.push_str("</table>\n");
+
+    if !figures.is_empty() {
+        h.push_str("<h2>Figures</h2>\n");
+        for (id, title, svg) in figures {
+            let body = svg.find("<svg").map(|i| &svg[i..]).unwrap_or(svg);
+            let _ = write!(
+                h,
+                "<div class=\"fig\" id=\"fig-{}\"><p><b>{}</b> <span class=\"small\">({})</span></p>\n{}\n</div>\n",
+                esc(id),
+                esc(title),
+                a.fidelities
+                    .iter()
+                    .map(|f| f.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                body
+            );
+        }
+    }
+
+    let _ = write!(
+        h,
+        "<h2>Results</h2>\n<details><summary>{} aggregated values from {} rows (median of repetitions; 95% t-interval of the mean when n &gt; 1)</summary>\n",
+        a.agg.len(),
+        a.rows_total
+    );
+    h.push_str("<table><tr><th>system</th><th>fidelity</th><th>fabric</th><th>parameters</th><th>metric</th><th>n</th><th>median</th><th>min</th><th>max</th><th>95% CI</th></tr>\n");
+    for r in a.agg.iter().take(MAX_ROWS) {
+        let ci = if r.n > 1 {
+            format!("{} .. {}", fmt_num(r.ci_lo), fmt_num(r.ci_hi))
+        } else {
+            String::new()
+        };
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} [{}]</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
+            esc(&r.system),
+            r.fidelity.as_str(),
+            esc(&r.fabric),
+            esc(&params_key(&r.params)),
+            esc(&r.metric),
+            esc(&r.unit),
+            r.n,
+            fmt_num(r.median),
+            fmt_num(r.min),
+            fmt_num(r.max),
+            ci
+        );
+    }
+    h.push_str("</table>\n");
+    if a.agg.len() > MAX_ROWS {
+        let _ = write!(
+            h,
+            "<p class=\"small\">{} more in measurements.parquet.</p>\n",
+            a.agg.len() - MAX_ROWS
+        );
+    }
+    h.push_str("</details>\n");
+
+    h.push_str("<h2>What ran</h2>\n<table id=\"manifest\">\n");
+    let host = &m.host;
+    for (k, v) in [
+        ("experiment", m.experiment.clone()),
+        (
+            "spec",
+            format!("{} (sha256 {})", m.spec_file, m.spec_sha256),
+        ),
+        ("git revision", m.git_revision.clone()),
+        ("inabench", m.inabench_version.clone()),
+        (
+            "host",
+            format!(
+                "{} — {}, {} cores, {:.1} GiB, Linux {}",
+                host.hostname, host.cpu_model, host.cores, host.memory_gib, host.kernel
+            ),
+        ),
+        ("rustc", host.rustc.clone()),
+        (
+            "testbed",
+            format!("{} (sha256 {})", m.testbed, m.testbed_sha256),
+        ),
+        ("drivers", m.drivers.join(", ")),
+        (
+            "fidelity",
+            format!("{}: {}", m.fidelity.as_str(), m.fidelity_reason),
+        ),
+        ("fabric", m.fabric.clone()),
+        (
+            "started / finished",
+            format!(
+                "{} / {}",
+                m.started,
+                m.finished.clone().unwrap_or_else(|| "not finished".into())
+            ),
+        ),
+        (
+            "points",
+            format!(
+                "{} of {} done, {} failed",
+                m.points_done, m.points_total, m.points_failed
+            ),
+        ),
+        ("command", m.command.join(" ")),
+    ] {
+        let _ = write!(h, "<tr><th>{}</th><td>{}</td></tr>\n", esc(k), esc(&v));
+    }
+    h.push_str("</table>\n");
+    let _ = write!(
+        h,
+        "<h2>How to rerun</h2>\n<pre>cargo run --release -p inabench -- reproduce {id} --profile {p} --seed {seed}\njust reproduce {id} --profile {p} --seed {seed}</pre>\n<p class=\"small\">The paper's numbers come only from the spec's <code>paper:</code> block; every other number on this page was computed by the run.</p>\n</body></html>\n",
+        id = esc(&s.id),
+        p = esc(&m.profile),
+        seed = m.seed
+    );
+    h
+}

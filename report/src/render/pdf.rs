@@ -1,0 +1,223 @@
+//! The PDF report, compiled with typst as a library: a small `World` serves a fixed template,
+//! the report's data as a JSON file (so no user text is ever spliced into markup) and the SVG
+//! figures; the fonts are typst-assets' embedded fonts.
+
+use crate::analysis::ReportError;
+use crate::types::Analysis;
+use inabench_core::claims::fmt_num;
+use inabench_core::value::params_key;
+use serde_json::json;
+use std::collections::HashMap;
+use typst::diag::{FileError, FileResult};
+use typst::foundations::{Bytes, Datetime};
+use typst::syntax::{FileId, RootedPath, Source, VirtualPath, VirtualRoot};
+use typst::text::{Font, FontBook};
+use typst::utils::LazyHash;
+use typst::{Library, LibraryExt, World};
+use typst_layout::PagedDocument;
+
+const TEMPLATE: &str = r##"#let d = json("data.json")
+#set document(title: d.title)
+#set page(paper: "a4", margin: 1.6cm, numbering: "1")
+#set text(font: "Libertinus Serif", size: 10pt)
+#show raw: set text(font: "DejaVu Sans Mono", size: 8pt)
+#let verdict(v) = {
+  let c = if v == "holds" { rgb("#2c8a2c") } else if v == "fails" { rgb("#c0392b") } else { rgb("#888888") }
+  box(fill: c, inset: 3pt, radius: 2pt, text(fill: white, weight: "bold", v))
+}
+= #d.title
+#d.artifact \
+#text(size: 8pt, d.citation)
+
+#block(fill: rgb("#eef4ff"), stroke: rgb("#9bb8f0"), inset: 8pt, radius: 3pt, width: 100%)[
+  *Fidelity of these results:* #for f in d.fidelity [ \ *#f.name*: #f.meaning ]
+  \ #text(size: 8pt)[why this class: #d.reason]
+]
+Run #raw(d.run_id), #d.profile profile, seed #d.seed, status *#d.status*.
+
+== The paper's values beside ours
+#text(size: 8pt, d.paper_source)
+#if d.comparisons.len() == 0 [ The paper prints no values for this artifact; its statements are checked as claims below. ] else [
+  #table(columns: 7, stroke: 0.4pt + gray, inset: 4pt,
+    [*system*], [*metric*], [*at*], [*paper*], [*ours*], [*deviation*], [*fidelity*],
+    ..d.comparisons.map(r => (r.system, r.metric, r.at, r.paper, r.ours, r.deviation, r.fidelity)).flatten().map(x => text(size: 8pt, x)))
+]
+
+== Claims
+#for c in d.claims [
+  #block(breakable: false, below: 8pt)[
+    #verdict(c.verdict) *#c.id* (#c.fidelity): #c.text \
+    #raw(c.expr) \
+    #text(size: 8pt, c.detail)
+  ]
+]
+
+#for f in d.figures [
+  #figure(image(f.file, width: 100%), caption: [#f.title (#d.fidelity_names)])
+]
+
+== What ran
+#table(columns: 2, stroke: 0.4pt + gray, inset: 4pt,
+  ..d.manifest.map(r => (text(weight: "bold", size: 8pt, r.at(0)), text(size: 8pt, r.at(1)))).flatten())
+
+== How to rerun
+#raw(d.rerun, block: true)
+"##;
+
+struct ReportWorld {
+    library: LazyHash<Library>,
+    book: LazyHash<FontBook>,
+    fonts: Vec<Font>,
+    main: Source,
+    files: HashMap<FileId, Bytes>,
+}
+
+fn file_id(path: &str) -> Result<FileId, ReportError> {
+    let vp = VirtualPath::new(path)
+        .map_err(|e| ReportError::Render(format!("bad virtual path {path}: {e:?}")))?;
+    Ok(FileId::new(RootedPath::new(VirtualRoot::Project, vp)))
+}
+
+impl World for ReportWorld {
+    fn library(&self) -> &LazyHash<Library> {
+        &self.library
+    }
+    fn book(&self) -> &LazyHash<FontBook> {
+        &self.book
+    }
+    fn main(&self) -> FileId {
+        self.main.id()
+    }
+    fn source(&self, id: FileId) -> FileResult<Source> {
+        if id == self.main.id() {
+            Ok(self.main.clone())
+        } else {
+            Err(FileError::NotFound(std::path::PathBuf::from(
+                id.vpath().get_with_slash(),
+            )))
+        }
+    }
+    fn file(&self, id: FileId) -> FileResult<Bytes> {
+        self.files.get(&id).cloned().ok_or_else(|| {
+            FileError::NotFound(std::path::PathBuf::from(id.vpath().get_with_slash()))
+        })
+    }
+    fn font(&self, index: usize) -> Option<Font> {
+        self.fonts.get(index).cloned()
+    }
+    fn today(&self, _offset: Option<typst::foundations::Duration>) -> Option<Datetime> {
+        Datetime::from_ymd(1970, 1, 1)
+    }
+}
+
+fn data(a: &Analysis, figures: &[(String, String, String)]) -> serde_json::Value {
+    let m = &a.manifest;
+    let comparisons: Vec<_> = a
+        .comparisons
+        .iter()
+        .map(|c| {
+            json!({
+                "system": c.system, "metric": format!("{} [{}]", c.metric, c.unit), "at": params_key(&c.params),
+                "paper": fmt_num(c.paper), "ours": c.ours.map(fmt_num).unwrap_or_else(|| "not measured".into()),
+                "deviation": c.deviation.map(|d| format!("{:+.1}%", d * 100.0)).unwrap_or_default(),
+                "fidelity": c.fidelity.map(|f| f.as_str()).unwrap_or("-"),
+            })
+        })
+        .collect();
+    let claims: Vec<_> = a.claims.iter().map(|c| json!({"id": c.id, "text": c.text, "expr": c.expr, "fidelity": c.fidelity.as_str(), "verdict": c.verdict, "detail": c.detail})).collect();
+    let figs: Vec<_> = figures
+        .iter()
+        .map(|(id, title, _)| json!({"file": format!("{id}.svg"), "title": title}))
+        .collect();
+    let manifest = vec![
+        ("experiment", m.experiment.clone()),
+        (
+            "spec",
+            format!("{} (sha256 {})", m.spec_file, m.spec_sha256),
+        ),
+        ("git revision", m.git_revision.clone()),
+        (
+            "host",
+            format!(
+                "{}, {} cores, {:.1} GiB, Linux {}",
+                m.host.cpu_model, m.host.cores, m.host.memory_gib, m.host.kernel
+            ),
+        ),
+        ("rustc", m.host.rustc.clone()),
+        ("testbed", m.testbed.clone()),
+        ("fabric", m.fabric.clone()),
+        (
+            "started / finished",
+            format!(
+                "{} / {}",
+                m.started,
+                m.finished.clone().unwrap_or_else(|| "not finished".into())
+            ),
+        ),
+        (
+            "points",
+            format!(
+                "{} of {} done, {} failed",
+                m.points_done, m.points_total, m.points_failed
+            ),
+        ),
+    ];
+    json!({
+        "title": format!("{}: {}", a.spec.id, a.spec.title),
+        "artifact": a.spec.artifact, "citation": a.spec.citation,
+        "fidelity": a.fidelities.iter().map(|f| json!({"name": f.as_str(), "meaning": f.meaning()})).collect::<Vec<_>>(),
+        "fidelity_names": a.fidelities.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", "),
+        "reason": m.fidelity_reason, "run_id": m.run_id, "profile": m.profile, "seed": m.seed, "status": m.status.as_str(),
+        "paper_source": a.spec.paper.source, "comparisons": comparisons, "claims": claims, "figures": figs,
+        "manifest": manifest.into_iter().map(|(k, v)| vec![k.to_string(), v]).collect::<Vec<_>>(),
+        "rerun": format!("cargo run --release -p inabench -- reproduce {} --profile {} --seed {}", a.spec.id, m.profile, m.seed),
+    })
+}
+
+/// Compile the report to PDF bytes.
+pub fn render_pdf(
+    a: &Analysis,
+    figures: &[(String, String, String)],
+) -> Result<Vec<u8>, ReportError> {
+    let fonts: Vec<Font> = typst_assets::fonts()
+        .flat_map(|b| Font::iter(Bytes::new(b)))
+        .collect();
+    let book = FontBook::from_fonts(&fonts);
+    let main = Source::new(file_id("/main.typ")?, TEMPLATE.to_string());
+    let mut files = HashMap::new();
+    files.insert(
+        file_id("/data.json")?,
+        Bytes::new(serde_json::to_vec(&data(a, figures))?),
+    );
+    for (id, _, svg) in figures {
+        files.insert(
+            file_id(&format!("/{id}.svg"))?,
+            Bytes::new(svg.clone().into_bytes()),
+        );
+    }
+    let world = ReportWorld {
+        library: LazyHash::new(Library::default()),
+        book: LazyHash::new(book),
+        fonts,
+        main,
+        files,
+    };
+    let doc: PagedDocument = typst::compile(&world).output.map_err(|errs| {
+        ReportError::Render(format!(
+            "typst: {}",
+            errs.iter()
+                .map(|e| e.message.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        ))
+    })?;
+    typst_pdf::pdf(&doc, &typst_pdf::PdfOptions::default()).map_err(|errs| {
+        ReportError::Render(format!(
+            "typst pdf: {}",
+            errs.iter()
+                .map(|e| e.message.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        ))
+    })
+}
