@@ -14,7 +14,7 @@ use inabench_core::event::Event;
 use inabench_core::plan;
 use inabench_core::spec::Fidelity;
 use inabench_core::store::{Record, RunWriter};
-use inabench_core::{PointCtx, Row, Workload};
+use inabench_core::{PointCtx, Row};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;

@@ -321,7 +321,6 @@ pub fn agent_main(
                     &units,
                 );
                 let r = w.run(&mut ctx).map_err(|e| e.to_string());
-                drop(ctx);
                 if let Some(e) = io_err {
                     return Err(e.into());
                 }

@@ -168,13 +168,13 @@ fn load_catalog() -> Result<Catalog> {
 
 fn list(paper: Option<&str>) -> Result<i32> {
     let cat = load_catalog()?;
-    if let Some(p) = paper {
-        if !inabench_core::spec::PAPERS.contains(&p) {
-            bail!(
-                "no paper `{p}` (papers: {})",
-                inabench_core::spec::PAPERS.join(", ")
-            );
-        }
+    if let Some(p) = paper
+        && !inabench_core::spec::PAPERS.contains(&p)
+    {
+        bail!(
+            "no paper `{p}` (papers: {})",
+            inabench_core::spec::PAPERS.join(", ")
+        );
     }
     let mut out = String::new();
     out.push_str(&format!(
@@ -526,8 +526,8 @@ fn runs(results: &Path) -> Result<i32> {
         return Ok(0);
     }
     println!(
-        "{:<48} {:<24} {:<11} {:<21} {:>10} {}",
-        "RUN", "EXPERIMENT", "STATUS", "START", "DURATION", "FIDELITY"
+        "{:<48} {:<24} {:<11} {:<21} {:>10} FIDELITY",
+        "RUN", "EXPERIMENT", "STATUS", "START", "DURATION"
     );
     for m in runs {
         println!(

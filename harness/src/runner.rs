@@ -263,10 +263,14 @@ pub fn execute(
         have: reg.ids().join(", "),
     })?;
     let mut writer = RunWriter::open(&p.run_dir)?;
-    let send = |e: Event| {
-        let _ = tx.send(e);
+    // Events go to the views in batches (every 20 ms or 1024 events): one wake-up of the view
+    // thread per batch instead of one per event keeps the harness's cost per point small.
+    let mut batch = Batch {
+        buf: Vec::with_capacity(1024),
+        tx: tx.clone(),
+        last: Instant::now(),
     };
-    send(Event::RunStarted {
+    batch.push(Event::RunStarted {
         run_id: p.manifest.run_id.clone(),
         experiment: p.plan.experiment.clone(),
         fidelity: p.plan.fidelity,
@@ -284,7 +288,7 @@ pub fn execute(
             .collect(),
     });
     if !p.done.is_empty() {
-        send(Event::Log {
+        batch.push(Event::Log {
             level: LogLevel::Info,
             source: "runner".into(),
             message: format!(
@@ -320,7 +324,7 @@ pub fn execute(
         if stop() {
             break;
         }
-        send(Event::PointStarted { point: index });
+        batch.push(Event::PointStarted { point: index });
         let t0 = Instant::now();
         let seed = SplitMix64::derive(p.manifest.seed, &point.id).next_u64();
         let total = point.warmup + point.repetitions;
@@ -334,16 +338,16 @@ pub fn execute(
             let warmup = k < point.warmup;
             let repetition = if warmup { k } else { k - point.warmup };
             let mut sink = |e: Event| {
-                if let Event::Row(r) = &e {
-                    if let Err(err) = writer.append(&Record::Row(r.clone())) {
-                        let _ = tx.send(Event::Log {
-                            level: LogLevel::Error,
-                            source: "store".into(),
-                            message: err.to_string(),
-                        });
-                    }
+                if let Event::Row(r) = &e
+                    && let Err(err) = writer.append_row(r)
+                {
+                    batch.push(Event::Log {
+                        level: LogLevel::Error,
+                        source: "store".into(),
+                        message: err.to_string(),
+                    });
                 }
-                let _ = tx.send(e);
+                batch.push(e);
             };
             let result: Result<(), String> = match p.placement {
                 Placement::InProcess => {
@@ -402,11 +406,10 @@ pub fn execute(
                         units: p.units.clone(),
                     };
                     match agents[0].run_job(&job, &mut sink) {
-                        Ok(r) => r.map_err(|e| {
+                        Ok(r) => r.inspect_err(|e| {
                             if let Some(m) = e.strip_prefix("wrong result: ") {
                                 wrong_result = Some(format!("{}: {m}", point.label()));
                             }
-                            e
                         }),
                         Err(e) => {
                             // the agent is gone: drop it; the next point starts a new one
@@ -422,7 +425,7 @@ pub fn execute(
                 error = Some(e);
                 break;
             }
-            send(Event::Progress {
+            batch.push(Event::Progress {
                 point: index,
                 done: u64::from(k + 1),
                 total: u64::from(total),
@@ -443,7 +446,7 @@ pub fn execute(
                 ok: false,
                 error: error.clone(),
             })?;
-            send(Event::Log {
+            batch.push(Event::Log {
                 level: LogLevel::Error,
                 source: point.system.clone(),
                 message: format!("{}: {}", point.label(), error.clone().unwrap_or_default()),
@@ -453,16 +456,18 @@ pub fn execute(
             writer.flush()?;
             last_flush = Instant::now();
         }
-        send(Event::PointDone {
+        batch.push(Event::PointDone {
             point: index,
             ok,
             error,
             elapsed_s: t0.elapsed().as_secs_f64(),
         });
+        batch.maybe_flush();
         if wrong_result.is_some() {
             break 'points;
         }
     }
+    batch.flush();
     writer.flush()?;
     for a in agents.drain(..) {
         a.shutdown();
@@ -484,7 +489,7 @@ pub fn execute(
         Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
     p.manifest.elapsed_s += p.started.elapsed().as_secs_f64();
     store::write_manifest(&p.run_dir, &p.manifest)?;
-    send(Event::RunFinished {
+    batch.push(Event::RunFinished {
         status,
         elapsed_s: p.started.elapsed().as_secs_f64(),
     });
@@ -493,6 +498,38 @@ pub fn execute(
         manifest: p.manifest,
         wrong_result,
     })
+}
+
+/// Events on their way to the views, sent in batches.
+struct Batch {
+    buf: Vec<Event>,
+    tx: Sender<Event>,
+    last: Instant,
+}
+
+impl Batch {
+    fn push(&mut self, e: Event) {
+        self.buf.push(e);
+    }
+
+    fn maybe_flush(&mut self) {
+        if self.buf.len() >= 1024 || self.last.elapsed() >= Duration::from_millis(20) {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        for e in self.buf.drain(..) {
+            let _ = self.tx.send(e);
+        }
+        self.last = Instant::now();
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        self.flush();
+    }
 }
 
 /// Per-process CPU (percent of one core) from /proc/<pid>/stat, every 500 ms.

@@ -314,7 +314,7 @@ fn interrupted_run_keeps_rows_and_resumes() {
     let home = probe_home(150, 12, false);
     let results = home.path().join("results");
     let exe = assert_cmd::cargo::cargo_bin("inabench");
-    let mut child = std::process::Command::new(&exe)
+    let child = std::process::Command::new(&exe)
         .args([
             "reproduce",
             "netreduce-probe",
@@ -364,7 +364,7 @@ fn interrupted_run_keeps_rows_and_resumes() {
             .expect("json");
     assert_eq!(m["status"], "incomplete");
     let kept = rows_of(&run).len();
-    assert!(kept >= 6 && kept < 48, "kept {kept} rows");
+    assert!((6..48).contains(&kept), "kept {kept} rows");
 
     let o = bin()
         .env("INABENCH_HOME", home.path())

@@ -59,7 +59,7 @@ impl Catalog {
 
     /// Load every `*/*.yaml` under `dir` (skipping `testbeds/`).
     pub fn load_dir(dir: &Path) -> Result<Catalog, CatalogError> {
-        Catalog::from_texts(spec_files(dir)?.into_iter().map(|(f, t)| (f, t)))
+        Catalog::from_texts(spec_files(dir)?)
     }
 
     pub fn get(&self, id: &str) -> Result<&Entry, CatalogError> {

@@ -552,6 +552,9 @@ impl Verdict {
 
 type Key = String;
 
+/// Per point: whether a comparison held, and its numbers.
+type Checks = BTreeMap<Key, (bool, String)>;
+
 #[derive(Debug, Clone)]
 enum Val {
     Num(f64),
@@ -599,10 +602,10 @@ impl<'a> Context<'a> {
             Expr::Param(p) => {
                 let mut m = BTreeMap::new();
                 for (k, params) in &self.points {
-                    if self.visible(params, cond)? {
-                        if let Some(v) = params.get(p).and_then(Scalar::as_f64) {
-                            m.insert(k.clone(), v);
-                        }
+                    if self.visible(params, cond)?
+                        && let Some(v) = params.get(p).and_then(Scalar::as_f64)
+                    {
+                        m.insert(k.clone(), v);
                     }
                 }
                 if m.is_empty() {
@@ -1046,7 +1049,7 @@ fn pairwise(a: Val, b: Val, f: impl Fn(f64, f64) -> (bool, String)) -> Result<Va
 
 fn logic(op: BinOp, a: Val, b: Val) -> Result<Val, EvalError> {
     let and = op == BinOp::And;
-    let as_map = |v: Val| -> Result<Option<BTreeMap<Key, (bool, String)>>, EvalError> {
+    let as_map = |v: Val| -> Result<Option<Checks>, EvalError> {
         match v {
             Val::Bools(m) => Ok(Some(m)),
             Val::Bool(..) => Ok(None),
@@ -1069,18 +1072,18 @@ fn logic(op: BinOp, a: Val, b: Val) -> Result<Val, EvalError> {
             _ => (false, String::new()),
         }
     };
-    if let (Some(x), Some(y)) = (&ma, &mb) {
-        if x.keys().eq(y.keys()) {
-            let m = x
-                .iter()
-                .map(|(k, (p, dp))| {
-                    let (q, dq) = &y[k];
-                    let ok = if and { *p && *q } else { *p || *q };
-                    (k.clone(), (ok, format!("{dp}; {dq}")))
-                })
-                .collect();
-            return Ok(Val::Bools(m));
-        }
+    if let (Some(x), Some(y)) = (&ma, &mb)
+        && x.keys().eq(y.keys())
+    {
+        let m = x
+            .iter()
+            .map(|(k, (p, dp))| {
+                let (q, dq) = &y[k];
+                let ok = if and { *p && *q } else { *p || *q };
+                (k.clone(), (ok, format!("{dp}; {dq}")))
+            })
+            .collect();
+        return Ok(Val::Bools(m));
     }
     let (p, dp) = summary(va);
     let (q, dq) = summary(vb);

@@ -195,6 +195,26 @@ impl RunWriter {
         self.rows.write_all(b"\n").map_err(io(&path))
     }
 
+    /// Append a row without copying it.
+    pub fn append_row(&mut self, row: &Row) -> Result<(), StoreError> {
+        #[derive(Serialize)]
+        #[serde(tag = "kind", rename_all = "snake_case")]
+        enum RecordRef<'a> {
+            Row(&'a Row),
+        }
+        let path = || self.dir.join(ROWS_FILE);
+        serde_json::to_writer(&mut self.rows, &RecordRef::Row(row)).map_err(|e| {
+            StoreError::Io {
+                path: path(),
+                source: e.into(),
+            }
+        })?;
+        self.rows.write_all(b"\n").map_err(|e| StoreError::Io {
+            path: path(),
+            source: e,
+        })
+    }
+
     /// Push buffered rows to the file (after each point, and on interruption).
     pub fn flush(&mut self) -> Result<(), StoreError> {
         let path = self.dir.join(ROWS_FILE);
@@ -350,10 +370,10 @@ pub fn list_runs(results: &Path) -> Result<Vec<Manifest>, StoreError> {
     };
     for entry in rd.flatten() {
         let dir = entry.path();
-        if dir.join(MANIFEST_FILE).exists() {
-            if let Ok(m) = read_manifest(&dir) {
-                out.push(m);
-            }
+        if dir.join(MANIFEST_FILE).exists()
+            && let Ok(m) = read_manifest(&dir)
+        {
+            out.push(m);
         }
     }
     out.sort_by(|a, b| b.started.cmp(&a.started).then(b.run_id.cmp(&a.run_id)));

@@ -105,19 +105,22 @@ impl<'a> PointCtx<'a> {
     }
 
     /// Record a measurement for another system of the same point (e.g. a model that
-    /// evaluates a comparison term). Rows are stored unless this is a warm-up repetition.
+    /// evaluates a comparison term). Rows are stored unless this is a warm-up repetition;
+    /// views take their live samples from `Row` and `Sample` events alike.
     pub fn record_for(&mut self, system: &str, metric: &str, value: f64) {
         let unit = (self.units)(metric);
-        (self.sink)(Event::Sample {
-            point: self.index,
-            system: system.to_string(),
-            metric: metric.to_string(),
-            value,
-            unit: unit.clone(),
-        });
         if self.warmup {
+            // warm-up values feed the live charts only
+            (self.sink)(Event::Sample {
+                point: self.index,
+                system: system.to_string(),
+                metric: metric.to_string(),
+                value,
+                unit,
+            });
             return;
         }
+        // a stored row is also the views' live sample (no second copy)
         let row = Row {
             run_id: self.run_id.to_string(),
             experiment: self.experiment.to_string(),

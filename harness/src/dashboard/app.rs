@@ -121,23 +121,8 @@ impl App {
                 value,
                 unit,
                 ..
-            } => {
-                let q = self
-                    .series
-                    .entry(metric.clone())
-                    .or_default()
-                    .entry(system.clone())
-                    .or_default();
-                q.push_back(*value);
-                while q.len() > KEEP {
-                    q.pop_front();
-                }
-                self.units.insert(metric.clone(), unit.clone());
-                if self.metric.is_none() {
-                    self.metric = Some(metric.clone());
-                }
-            }
-            Event::Row(_) => {}
+            } => self.sample(system, metric, *value, unit),
+            Event::Row(r) => self.sample(&r.system, &r.metric, r.value, &r.unit),
             Event::Counter {
                 system,
                 name,
@@ -189,6 +174,25 @@ impl App {
                 self.status = Some(*status);
                 self.elapsed_s = *elapsed_s;
             }
+        }
+    }
+
+    fn sample(&mut self, system: &str, metric: &str, value: f64, unit: &str) {
+        let q = self
+            .series
+            .entry(metric.to_string())
+            .or_default()
+            .entry(system.to_string())
+            .or_default();
+        q.push_back(value);
+        while q.len() > KEEP {
+            q.pop_front();
+        }
+        if !self.units.contains_key(metric) {
+            self.units.insert(metric.to_string(), unit.to_string());
+        }
+        if self.metric.is_none() {
+            self.metric = Some(metric.to_string());
         }
     }
 

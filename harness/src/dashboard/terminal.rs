@@ -65,21 +65,18 @@ pub fn run_dashboard(
             }
         }
         term.draw(|f| render(&app, f))?;
-        if let Some(t) = finished_at {
-            if app.stopping || t.elapsed() >= Duration::from_millis(500) {
-                break;
-            }
+        if let Some(t) = finished_at
+            && (app.stopping || t.elapsed() >= Duration::from_millis(500))
+        {
+            break;
         }
-        if event::poll(frame)? {
-            if let TermEvent::Key(k) = event::read()? {
-                if k.kind != KeyEventKind::Release
-                    && app.on_key(k.code, k.modifiers.contains(KeyModifiers::CONTROL))
-                        == Action::Quit
-                {
-                    app.stopping = true;
-                    cancel.store(true, Ordering::Relaxed);
-                }
-            }
+        if event::poll(frame)?
+            && let TermEvent::Key(k) = event::read()?
+            && k.kind != KeyEventKind::Release
+            && app.on_key(k.code, k.modifiers.contains(KeyModifiers::CONTROL)) == Action::Quit
+        {
+            app.stopping = true;
+            cancel.store(true, Ordering::Relaxed);
         }
     }
     drop(term);

@@ -62,14 +62,14 @@ pub fn render_html(a: &Analysis, figures: &[(String, String, String)]) -> String
             esc(f.meaning())
         );
     }
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "<br><span class=\"small\">why this class: {}</span></div>\n",
+        "<br><span class=\"small\">why this class: {}</span></div>",
         esc(&m.fidelity_reason)
     );
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "<p>Run <code>{}</code>, {} profile, seed {}, status <b>{}</b>, {:.2} s.</p>\n",
+        "<p>Run <code>{}</code>, {} profile, seed {}, status <b>{}</b>, {:.2} s.</p>",
         esc(&m.run_id),
         esc(&m.profile),
         m.seed,
@@ -92,9 +92,9 @@ pub fn render_html(a: &Analysis, figures: &[(String, String, String)]) -> String
     } else {
         h.push_str("<table id=\"paper-vs-ours\"><tr><th>system</th><th>metric</th><th>at</th><th>paper</th><th>ours</th><th>deviation</th><th>fidelity</th></tr>\n");
         for c in &a.comparisons {
-            let _ = write!(
+            let _ = writeln!(
                 h,
-                "<tr><td>{}</td><td>{} [{}]</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>\n",
+                "<tr><td>{}</td><td>{} [{}]</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
                 esc(&c.system),
                 esc(&c.metric),
                 esc(&c.unit),
@@ -117,9 +117,9 @@ pub fn render_html(a: &Analysis, figures: &[(String, String, String)]) -> String
             "fails" => "fails",
             _ => "nc",
         };
-        let _ = write!(
+        let _ = writeln!(
             h,
-            "<tr><td><span class=\"v {cls}\">{}</span></td><td><b>{}</b>: {}<br><code>{}</code></td><td>{}</td><td>{}</td></tr>\n",
+            "<tr><td><span class=\"v {cls}\">{}</span></td><td><b>{}</b>: {}<br><code>{}</code></td><td>{}</td><td>{}</td></tr>",
             esc(&c.verdict),
             esc(&c.id),
             esc(&c.text),
@@ -162,9 +162,9 @@ pub fn render_html(a: &Analysis, figures: &[(String, String, String)]) -> String
         } else {
             String::new()
         };
-        let _ = write!(
+        let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} [{}]</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>\n",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} [{}]</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
             esc(&r.system),
             r.fidelity.as_str(),
             esc(&r.fabric),
@@ -180,9 +180,9 @@ pub fn render_html(a: &Analysis, figures: &[(String, String, String)]) -> String
     }
     h.push_str("</table>\n");
     if a.agg.len() > MAX_ROWS {
-        let _ = write!(
+        let _ = writeln!(
             h,
-            "<p class=\"small\">{} more in measurements.parquet.</p>\n",
+            "<p class=\"small\">{} more in measurements.parquet.</p>",
             a.agg.len() - MAX_ROWS
         );
     }
@@ -233,7 +233,7 @@ pub fn render_html(a: &Analysis, figures: &[(String, String, String)]) -> String
         ),
         ("command", m.command.join(" ")),
     ] {
-        let _ = write!(h, "<tr><th>{}</th><td>{}</td></tr>\n", esc(k), esc(&v));
+        let _ = writeln!(h, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(&v));
     }
     h.push_str("</table>\n");
     let _ = write!(
