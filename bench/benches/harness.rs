@@ -9,7 +9,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use inabench::registry::Registry;
-use inabench::runner::{self, Placement, RunRequest};
+use inabench::runner;
 use inabench_core::event::Event;
 use inabench_core::plan;
 use inabench_core::spec::Fidelity;
@@ -64,18 +64,7 @@ fn harness(c: &mut Criterion) {
     g.bench_function("runner_100k_points", |b| {
         b.iter(|| {
             let d = tempfile::tempdir().expect("tmp");
-            let req = RunRequest {
-                entry: entry.clone(),
-                profile: "quick".into(),
-                fidelity: None,
-                seed: 1,
-                resume: None,
-                results: d.path().to_path_buf(),
-                placement: Placement::InProcess,
-                command: vec![],
-                testbed_name: "bench".into(),
-                testbed_text: String::new(),
-            };
+            let req = inabench_bench::probe_request(entry.clone(), d.path());
             let prepared = runner::prepare(&req, &registry).expect("prepare");
             let (tx, rx) = std::sync::mpsc::channel();
             let view = std::thread::spawn(move || inabench::headless::run(rx, true));

@@ -1,6 +1,6 @@
 //! Where the harness spends its time on 100,000 tiny points (prepare vs execute).
 use inabench::registry::Registry;
-use inabench::runner::{self, Placement, RunRequest};
+use inabench::runner;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
@@ -19,18 +19,7 @@ fn main() {
     println!("spec parse: {:?}", t.elapsed());
     let registry = Registry::builtin();
     let d = tempfile::tempdir().expect("tmp");
-    let req = RunRequest {
-        entry,
-        profile: "quick".into(),
-        fidelity: None,
-        seed: 1,
-        resume: None,
-        results: d.path().to_path_buf(),
-        placement: Placement::InProcess,
-        command: vec![],
-        testbed_name: "bench".into(),
-        testbed_text: String::new(),
-    };
+    let req = inabench_bench::probe_request(entry, d.path());
     let t = Instant::now();
     let prepared = runner::prepare(&req, &registry).expect("prepare");
     println!("prepare: {:?}", t.elapsed());

@@ -2,7 +2,7 @@
 
 use inabench_core::catalog::Entry;
 use inabench_core::spec::Spec;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A probe experiment with `points` points of `work` seeded draws each (one repetition).
 pub fn probe_entry(points: usize, work: u64) -> Entry {
@@ -17,4 +17,20 @@ pub fn probe_entry(points: usize, work: u64) -> Entry {
         Err(e) => panic!("fixture spec: {e}"),
     };
     Entry { spec, file, text }
+}
+
+/// A run request for a probe entry, in-process, results under `results`.
+pub fn probe_request(entry: Entry, results: &Path) -> inabench::runner::RunRequest {
+    inabench::runner::RunRequest {
+        entry,
+        profile: "quick".into(),
+        fidelity: None,
+        seed: 1,
+        resume: None,
+        results: results.to_path_buf(),
+        placement: inabench::runner::Placement::InProcess,
+        command: vec![],
+        testbed_name: "bench".into(),
+        testbed_text: String::new(),
+    }
 }

@@ -190,10 +190,7 @@ fn reproduce_fig7_headless_end_to_end() {
     ] {
         assert!(run.join(f).exists(), "{f} missing");
     }
-    let m: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(run.join("manifest.json")).expect("manifest"),
-    )
-    .expect("json");
+    let m = manifest_of(&run);
     assert_eq!(m["status"], "complete");
     assert_eq!(m["fidelity"], "modelled");
     assert_eq!(m["points_total"], 150);
@@ -289,6 +286,20 @@ claims:
     d
 }
 
+/// `inabench ARGS` against a probe home.
+fn probe(home: &Path, args: &[&str]) -> std::process::Output {
+    bin()
+        .env("INABENCH_HOME", home)
+        .args(args)
+        .output()
+        .expect("run inabench")
+}
+
+fn manifest_of(run: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(run.join("manifest.json")).expect("manifest");
+    serde_json::from_str(&text).expect("manifest json")
+}
+
 fn rows_of(run: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(run.join("rows.jsonl"))
         .expect("rows")
@@ -359,16 +370,14 @@ fn interrupted_run_keeps_rows_and_resumes() {
         String::from_utf8_lossy(&out.stderr)
     );
     let run = only_run(&results);
-    let m: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).expect("m"))
-            .expect("json");
+    let m = manifest_of(&run);
     assert_eq!(m["status"], "incomplete");
     let kept = rows_of(&run).len();
     assert!((6..48).contains(&kept), "kept {kept} rows");
 
-    let o = bin()
-        .env("INABENCH_HOME", home.path())
-        .args([
+    let o = probe(
+        home.path(),
+        &[
             "reproduce",
             "netreduce-probe",
             "--headless",
@@ -376,13 +385,10 @@ fn interrupted_run_keeps_rows_and_resumes() {
             "md",
             "--resume",
             "latest",
-        ])
-        .output()
-        .expect("resume");
+        ],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
-    let m: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).expect("m"))
-            .expect("json");
+    let m = manifest_of(&run);
     assert_eq!(m["status"], "complete");
     let rows = rows_of(&run);
     // 12 points x 2 repetitions x 2 metrics, each exactly once
@@ -395,9 +401,9 @@ fn interrupted_run_keeps_rows_and_resumes() {
     keys.dedup();
     assert_eq!(keys.len(), 48, "no duplicates after resume");
     // the checksum is the seeded computation, the same as in-process
-    let o = bin()
-        .env("INABENCH_HOME", home.path())
-        .args([
+    let o = probe(
+        home.path(),
+        &[
             "reproduce",
             "netreduce-probe",
             "--headless",
@@ -405,9 +411,8 @@ fn interrupted_run_keeps_rows_and_resumes() {
             "md",
             "--resume",
             "latest",
-        ])
-        .output()
-        .expect("again");
+        ],
+    );
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("already complete"), "{}", stderr(&o));
 }
@@ -415,9 +420,9 @@ fn interrupted_run_keeps_rows_and_resumes() {
 #[test]
 fn killed_worker_keeps_finished_rows() {
     let home = probe_home(0, 4, true);
-    let o = bin()
-        .env("INABENCH_HOME", home.path())
-        .args([
+    let o = probe(
+        home.path(),
+        &[
             "reproduce",
             "netreduce-probe",
             "--headless",
@@ -425,9 +430,8 @@ fn killed_worker_keeps_finished_rows() {
             "local",
             "--format",
             "md",
-        ])
-        .output()
-        .expect("run");
+        ],
+    );
     // every point's agent dies at its second repetition: the run goes on, each point fails
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(
@@ -436,9 +440,7 @@ fn killed_worker_keeps_finished_rows() {
         stderr(&o)
     );
     let run = only_run(&home.path().join("results"));
-    let m: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).expect("m"))
-            .expect("json");
+    let m = manifest_of(&run);
     assert_eq!(m["status"], "incomplete");
     assert_eq!(m["points_failed"], 4);
     // the first repetition of each point was measured in a separate process before the crash

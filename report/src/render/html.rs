@@ -92,20 +92,16 @@ pub fn render_html(a: &Analysis, figures: &[(String, String, String)]) -> String
     } else {
         h.push_str("<table id=\"paper-vs-ours\"><tr><th>system</th><th>metric</th><th>at</th><th>paper</th><th>ours</th><th>deviation</th><th>fidelity</th></tr>\n");
         for c in &a.comparisons {
-            let _ = writeln!(
-                h,
-                "<tr><td>{}</td><td>{} [{}]</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
-                esc(&c.system),
-                esc(&c.metric),
-                esc(&c.unit),
-                esc(&params_key(&c.params)),
-                fmt_num(c.paper),
-                c.ours.map(fmt_num).unwrap_or_else(|| "not measured".into()),
-                c.deviation
-                    .map(|d| format!("{:+.1}%", d * 100.0))
-                    .unwrap_or_default(),
-                c.fidelity.map(|f| f.as_str()).unwrap_or("-")
-            );
+            h.push_str("<tr>");
+            for (k, cell) in super::comparison_cells(c).iter().enumerate() {
+                let class = if (3..6).contains(&k) {
+                    " class=\"n\""
+                } else {
+                    ""
+                };
+                let _ = write!(h, "<td{class}>{}</td>", esc(cell));
+            }
+            h.push_str("</tr>\n");
         }
         h.push_str("</table>\n");
     }
@@ -189,50 +185,7 @@ pub fn render_html(a: &Analysis, figures: &[(String, String, String)]) -> String
     h.push_str("</details>\n");
 
     h.push_str("<h2>What ran</h2>\n<table id=\"manifest\">\n");
-    let host = &m.host;
-    for (k, v) in [
-        ("experiment", m.experiment.clone()),
-        (
-            "spec",
-            format!("{} (sha256 {})", m.spec_file, m.spec_sha256),
-        ),
-        ("git revision", m.git_revision.clone()),
-        ("inabench", m.inabench_version.clone()),
-        (
-            "host",
-            format!(
-                "{} — {}, {} cores, {:.1} GiB, Linux {}",
-                host.hostname, host.cpu_model, host.cores, host.memory_gib, host.kernel
-            ),
-        ),
-        ("rustc", host.rustc.clone()),
-        (
-            "testbed",
-            format!("{} (sha256 {})", m.testbed, m.testbed_sha256),
-        ),
-        ("drivers", m.drivers.join(", ")),
-        (
-            "fidelity",
-            format!("{}: {}", m.fidelity.as_str(), m.fidelity_reason),
-        ),
-        ("fabric", m.fabric.clone()),
-        (
-            "started / finished",
-            format!(
-                "{} / {}",
-                m.started,
-                m.finished.clone().unwrap_or_else(|| "not finished".into())
-            ),
-        ),
-        (
-            "points",
-            format!(
-                "{} of {} done, {} failed",
-                m.points_done, m.points_total, m.points_failed
-            ),
-        ),
-        ("command", m.command.join(" ")),
-    ] {
+    for (k, v) in super::manifest_rows(m) {
         let _ = writeln!(h, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(&v));
     }
     h.push_str("</table>\n");

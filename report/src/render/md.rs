@@ -1,8 +1,6 @@
 //! The Markdown summary: the paper-vs-ours table and the claims, for terminals and CI logs.
 
 use crate::types::Analysis;
-use inabench_core::claims::fmt_num;
-use inabench_core::value::params_key;
 use std::fmt::Write as _;
 
 pub fn render_markdown(a: &Analysis) -> String {
@@ -53,20 +51,7 @@ pub fn render_markdown(a: &Analysis) -> String {
             "| system | metric | at | paper | ours | deviation | fidelity |\n|---|---|---|---:|---:|---:|---|"
         );
         for c in &a.comparisons {
-            let _ = writeln!(
-                s,
-                "| {} | {} [{}] | {} | {} | {} | {} | {} |",
-                c.system,
-                c.metric,
-                c.unit,
-                params_key(&c.params),
-                fmt_num(c.paper),
-                c.ours.map(fmt_num).unwrap_or_else(|| "not measured".into()),
-                c.deviation
-                    .map(|d| format!("{:+.1}%", d * 100.0))
-                    .unwrap_or_default(),
-                c.fidelity.map(|f| f.as_str()).unwrap_or("-")
-            );
+            let _ = writeln!(s, "| {} |", super::comparison_cells(c).join(" | "));
         }
     }
     let _ = writeln!(s, "\n## Claims\n");

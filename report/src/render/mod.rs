@@ -46,6 +46,70 @@ impl Format {
     }
 }
 
+/// The manifest as (label, text) rows, for the HTML and PDF "What ran" tables.
+pub fn manifest_rows(m: &inabench_core::Manifest) -> Vec<(&'static str, String)> {
+    let h = &m.host;
+    vec![
+        ("experiment", m.experiment.clone()),
+        (
+            "spec",
+            format!("{} (sha256 {})", m.spec_file, m.spec_sha256),
+        ),
+        ("git revision", m.git_revision.clone()),
+        ("inabench", m.inabench_version.clone()),
+        (
+            "host",
+            format!(
+                "{}: {}, {} cores, {:.1} GiB, Linux {}",
+                h.hostname, h.cpu_model, h.cores, h.memory_gib, h.kernel
+            ),
+        ),
+        ("rustc", h.rustc.clone()),
+        (
+            "testbed",
+            format!("{} (sha256 {})", m.testbed, m.testbed_sha256),
+        ),
+        ("drivers", m.drivers.join(", ")),
+        (
+            "fidelity",
+            format!("{}: {}", m.fidelity.as_str(), m.fidelity_reason),
+        ),
+        ("fabric", m.fabric.clone()),
+        (
+            "started / finished",
+            format!(
+                "{} / {}",
+                m.started,
+                m.finished.clone().unwrap_or_else(|| "not finished".into())
+            ),
+        ),
+        (
+            "points",
+            format!(
+                "{} of {} done, {} failed",
+                m.points_done, m.points_total, m.points_failed
+            ),
+        ),
+        ("command", m.command.join(" ")),
+    ]
+}
+
+/// A paper-vs-ours row as text cells: system, metric [unit], at, paper, ours, deviation, fidelity.
+pub fn comparison_cells(c: &crate::types::Comparison) -> [String; 7] {
+    use inabench_core::claims::fmt_num;
+    [
+        c.system.clone(),
+        format!("{} [{}]", c.metric, c.unit),
+        inabench_core::value::params_key(&c.params),
+        fmt_num(c.paper),
+        c.ours.map(fmt_num).unwrap_or_else(|| "not measured".into()),
+        c.deviation
+            .map(|d| format!("{:+.1}%", d * 100.0))
+            .unwrap_or_default(),
+        c.fidelity.map(|f| f.as_str()).unwrap_or("-").to_string(),
+    ]
+}
+
 /// The figures of a run as (id, title, svg).
 pub fn figures(a: &Analysis) -> Result<Vec<(String, String, String)>, ReportError> {
     let mut out = Vec::new();

@@ -4,8 +4,6 @@
 
 use crate::analysis::ReportError;
 use crate::types::Analysis;
-use inabench_core::claims::fmt_num;
-use inabench_core::value::params_key;
 use serde_json::json;
 use std::collections::HashMap;
 use typst::diag::{FileError, FileResult};
@@ -116,12 +114,8 @@ fn data(a: &Analysis, figures: &[(String, String, String)]) -> serde_json::Value
         .comparisons
         .iter()
         .map(|c| {
-            json!({
-                "system": c.system, "metric": format!("{} [{}]", c.metric, c.unit), "at": params_key(&c.params),
-                "paper": fmt_num(c.paper), "ours": c.ours.map(fmt_num).unwrap_or_else(|| "not measured".into()),
-                "deviation": c.deviation.map(|d| format!("{:+.1}%", d * 100.0)).unwrap_or_default(),
-                "fidelity": c.fidelity.map(|f| f.as_str()).unwrap_or("-"),
-            })
+            let [system, metric, at, paper, ours, deviation, fidelity] = super::comparison_cells(c);
+            json!({"system": system, "metric": metric, "at": at, "paper": paper, "ours": ours, "deviation": deviation, "fidelity": fidelity})
         })
         .collect();
     let claims: Vec<_> = a.claims.iter().map(|c| json!({"id": c.id, "text": c.text, "expr": c.expr, "fidelity": c.fidelity.as_str(), "verdict": c.verdict, "detail": c.detail})).collect();
@@ -129,39 +123,7 @@ fn data(a: &Analysis, figures: &[(String, String, String)]) -> serde_json::Value
         .iter()
         .map(|(id, title, _)| json!({"file": format!("{id}.svg"), "title": title}))
         .collect();
-    let manifest = vec![
-        ("experiment", m.experiment.clone()),
-        (
-            "spec",
-            format!("{} (sha256 {})", m.spec_file, m.spec_sha256),
-        ),
-        ("git revision", m.git_revision.clone()),
-        (
-            "host",
-            format!(
-                "{}, {} cores, {:.1} GiB, Linux {}",
-                m.host.cpu_model, m.host.cores, m.host.memory_gib, m.host.kernel
-            ),
-        ),
-        ("rustc", m.host.rustc.clone()),
-        ("testbed", m.testbed.clone()),
-        ("fabric", m.fabric.clone()),
-        (
-            "started / finished",
-            format!(
-                "{} / {}",
-                m.started,
-                m.finished.clone().unwrap_or_else(|| "not finished".into())
-            ),
-        ),
-        (
-            "points",
-            format!(
-                "{} of {} done, {} failed",
-                m.points_done, m.points_total, m.points_failed
-            ),
-        ),
-    ];
+    let manifest = super::manifest_rows(m);
     json!({
         "title": format!("{}: {}", a.spec.id, a.spec.title),
         "artifact": a.spec.artifact, "citation": a.spec.citation,
