@@ -238,6 +238,52 @@ fn reproduce_fig7_headless_end_to_end() {
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
+#[test]
+fn fig7_flow_level_simulation() {
+    let d = tempfile::tempdir().expect("tmp");
+    let o = bin()
+        .args([
+            "reproduce",
+            "netreduce-fig7",
+            "--headless",
+            "--fidelity",
+            "simulated",
+            "--format",
+            "md",
+            "--results",
+        ])
+        .arg(d.path())
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("fidelity: **simulated**"), "{out}");
+    assert!(out.contains("`sufficient-conditions` (simulated)"), "{out}");
+    assert!(
+        out.contains("the claim is about modelled results; this run is simulated"),
+        "{out}"
+    );
+    // a class the spec does not list is refused in one sentence
+    let o = bin()
+        .args([
+            "reproduce",
+            "netreduce-fig7",
+            "--headless",
+            "--fidelity",
+            "emulated",
+            "--results",
+        ])
+        .arg(d.path())
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("supports modelled, simulated; `emulated` is not one of them"),
+        "{}",
+        stderr(&o)
+    );
+}
+
 /// A test home with the fig7 spec and a probe experiment whose points take time.
 fn probe_home(sleep_ms: u32, points: usize, crash: bool) -> tempfile::TempDir {
     let d = tempfile::tempdir().expect("tmp");

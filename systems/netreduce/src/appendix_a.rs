@@ -126,16 +126,43 @@ impl Workload for AppendixA {
     }
 
     fn fidelities(&self) -> &'static [Fidelity] {
-        &[Fidelity::Modelled]
+        &[Fidelity::Modelled, Fidelity::Simulated]
     }
 
-    fn fabric(&self, _: Fidelity) -> &'static str {
-        "model"
+    fn fabric(&self, f: Fidelity) -> &'static str {
+        if f == Fidelity::Simulated {
+            "flow"
+        } else {
+            "model"
+        }
     }
 
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
         let i = Self::inputs(ctx)?;
         let ms = 1e3;
+        if ctx.fidelity == Fidelity::Simulated {
+            if !(i.n as u64).is_power_of_two() || (i.p as u64) % (i.n as u64) != 0 {
+                return Err(WorkloadError::Invalid(format!(
+                    "the flow-level simulation needs n a power of two dividing P (n={}, P={})",
+                    i.n, i.p
+                )));
+            }
+            let (t, c) = match ctx.system() {
+                "flat_ring" => crate::flow_sim::fr(&i),
+                "tencent_allreduce" => crate::flow_sim::ta(&i),
+                "parallel_netreduce" => crate::flow_sim::pn(&i),
+                other => {
+                    return Err(WorkloadError::Invalid(format!(
+                        "the flow-level simulation has flat_ring, tencent_allreduce and parallel_netreduce, not `{other}`"
+                    )));
+                }
+            };
+            ctx.record("comm_time", t * ms);
+            ctx.counter("steps", c.steps as u64);
+            ctx.counter("bytes_moved", c.bytes_moved as u64);
+            ctx.progress(1, 1);
+            return Ok(());
+        }
         match ctx.system() {
             "flat_ring" => {
                 ctx.record("comm_time", fr(&i) * ms);

@@ -4,6 +4,7 @@
 //! workload; the sans-IO host stack and accelerator come with the Table 6 issue.
 
 pub mod appendix_a;
+pub mod flow_sim;
 
 use inabench_core::Workload;
 
