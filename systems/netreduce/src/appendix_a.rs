@@ -141,7 +141,7 @@ impl Workload for AppendixA {
         let i = Self::inputs(ctx)?;
         let ms = 1e3;
         if ctx.fidelity == Fidelity::Simulated {
-            if !(i.n as u64).is_power_of_two() || (i.p as u64) % (i.n as u64) != 0 {
+            if !(i.n as u64).is_power_of_two() || !(i.p as u64).is_multiple_of(i.n as u64) {
                 return Err(WorkloadError::Invalid(format!(
                     "the flow-level simulation needs n a power of two dividing P (n={}, P={})",
                     i.n, i.p
