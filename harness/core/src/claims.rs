@@ -1080,7 +1080,13 @@ fn logic(op: BinOp, a: Val, b: Val) -> Result<Val, EvalError> {
             .map(|(k, (p, dp))| {
                 let (q, dq) = &y[k];
                 let ok = if and { *p && *q } else { *p || *q };
-                (k.clone(), (ok, format!("{dp}; {dq}")))
+                // a failed `and` shows only the parts that failed
+                let detail = match (and && !ok, *p, *q) {
+                    (true, true, false) => dq.clone(),
+                    (true, false, true) => dp.clone(),
+                    _ => format!("{dp}; {dq}"),
+                };
+                (k.clone(), (ok, detail))
             })
             .collect();
         return Ok(Val::Bools(m));
