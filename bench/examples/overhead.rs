@@ -17,14 +17,31 @@ fn main() {
     let t = Instant::now();
     let entry = inabench_bench::probe_entry(points, work);
     println!("spec parse: {:?}", t.elapsed());
+    let mode = std::env::args().nth(3).unwrap_or_default();
+    let base = if mode == "runner" {
+        std::time::Duration::ZERO
+    } else {
+        direct(&entry)
+    };
+    println!("direct (the work alone): {base:?}");
+    if mode == "direct" {
+        return;
+    }
     let registry = Registry::builtin();
     let d = tempfile::tempdir().expect("tmp");
     let req = inabench_bench::probe_request(entry, d.path());
+    let t_all = Instant::now();
     let t = Instant::now();
     let prepared = runner::prepare(&req, &registry).expect("prepare");
     println!("prepare: {:?}", t.elapsed());
     let (tx, rx) = std::sync::mpsc::channel();
-    let view = std::thread::spawn(move || inabench::headless::run(rx, true));
+    // INABENCH_NO_VIEW=1: no consumer thread (events are dropped), to see what the view costs
+    let view = if std::env::var_os("INABENCH_NO_VIEW").is_some() {
+        drop(rx);
+        std::thread::spawn(inabench::headless::Seen::default)
+    } else {
+        std::thread::spawn(move || inabench::headless::run(rx, true))
+    };
     let t = Instant::now();
     let out =
         runner::execute(prepared, &registry, tx, Arc::new(AtomicBool::new(false))).expect("run");
@@ -33,7 +50,42 @@ fn main() {
         t.elapsed(),
         out.manifest.points_done
     );
-    let t = Instant::now();
     view.join().expect("view");
-    println!("view drain after execute: {:?}", t.elapsed());
+    let total = t_all.elapsed();
+    let over = total.as_secs_f64() - base.as_secs_f64();
+    println!(
+        "harness overhead: {:.2} us per point, {:.1}% of the work",
+        over / points as f64 * 1e6,
+        over / base.as_secs_f64() * 100.0
+    );
+}
+
+/// The direct baseline: the same points through the probe, with a sink that drops the events.
+fn direct(entry: &inabench_core::catalog::Entry) -> std::time::Duration {
+    use inabench_core::{PointCtx, event::Event, spec::Fidelity};
+    let registry = Registry::builtin();
+    let probe = registry.get("harness.probe").expect("probe");
+    let points = inabench_core::plan::expand(&entry.spec, "quick").expect("plan");
+    let cancel = AtomicBool::new(false);
+    let mut sink = |_: Event| {};
+    let units = |_: &str| String::from("1");
+    let t = Instant::now();
+    for (i, p) in points.iter().enumerate() {
+        let mut ctx = PointCtx::new(
+            p,
+            i,
+            Fidelity::Functional,
+            "none",
+            0,
+            false,
+            i as u64,
+            "r",
+            "e",
+            &cancel,
+            &mut sink,
+            &units,
+        );
+        probe.run(&mut ctx).expect("probe");
+    }
+    t.elapsed()
 }

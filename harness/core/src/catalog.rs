@@ -168,6 +168,13 @@ mod tests {
                 .starts_with("no experiment `netreduce-fig8`; did you mean netreduce-fig7"),
             "{e}"
         );
+        for entry in &c.entries {
+            for profile in ["quick", "full"] {
+                let pts = crate::plan::expand(&entry.spec, profile)
+                    .unwrap_or_else(|e| panic!("{}: {e}", entry.spec.id));
+                assert!(!pts.is_empty(), "{} {profile} has no points", entry.spec.id);
+            }
+        }
         let e = c.get("zzzz").expect_err("unknown");
         assert_eq!(e.to_string(), "no experiment `zzzz`");
     }

@@ -14,7 +14,10 @@ use std::path::{Path, PathBuf};
 /// A measurement row, in the long format of ARCHITECTURE.md.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
+    /// Not written to `rows.jsonl` (it is the run's, in the manifest); filled in when read.
+    #[serde(default)]
     pub run_id: String,
+    #[serde(default)]
     pub experiment: String,
     pub point_id: String,
     pub system: String,
@@ -187,27 +190,51 @@ impl RunWriter {
     }
 
     pub fn append(&mut self, rec: &Record) -> Result<(), StoreError> {
-        let path = self.dir.join(ROWS_FILE);
+        let path = || self.dir.join(ROWS_FILE);
         serde_json::to_writer(&mut self.rows, rec).map_err(|e| StoreError::Io {
-            path: path.clone(),
+            path: path(),
             source: e.into(),
         })?;
-        self.rows.write_all(b"\n").map_err(io(&path))
+        self.rows.write_all(b"\n").map_err(|e| StoreError::Io {
+            path: path(),
+            source: e,
+        })
     }
 
-    /// Append a row without copying it.
+    /// Append a row without copying it. The run id and experiment are the run's (they are in
+    /// the manifest), so they are not repeated on every line: `read_rows` fills them in.
     pub fn append_row(&mut self, row: &Row) -> Result<(), StoreError> {
         #[derive(Serialize)]
-        #[serde(tag = "kind", rename_all = "snake_case")]
-        enum RecordRef<'a> {
-            Row(&'a Row),
+        struct RowRef<'a> {
+            kind: &'static str,
+            point_id: &'a str,
+            system: &'a str,
+            fidelity: Fidelity,
+            fabric: &'a str,
+            params: &'a Params,
+            repetition: u32,
+            metric: &'a str,
+            value: f64,
+            unit: &'a str,
+            timestamp: f64,
         }
+        let r = RowRef {
+            kind: "row",
+            point_id: &row.point_id,
+            system: &row.system,
+            fidelity: row.fidelity,
+            fabric: &row.fabric,
+            params: &row.params,
+            repetition: row.repetition,
+            metric: &row.metric,
+            value: row.value,
+            unit: &row.unit,
+            timestamp: row.timestamp,
+        };
         let path = || self.dir.join(ROWS_FILE);
-        serde_json::to_writer(&mut self.rows, &RecordRef::Row(row)).map_err(|e| {
-            StoreError::Io {
-                path: path(),
-                source: e.into(),
-            }
+        serde_json::to_writer(&mut self.rows, &r).map_err(|e| StoreError::Io {
+            path: path(),
+            source: e.into(),
         })?;
         self.rows.write_all(b"\n").map_err(|e| StoreError::Io {
             path: path(),
@@ -299,7 +326,18 @@ pub fn read_rows(dir: &Path) -> Result<Stored, StoreError> {
             }
         }
     }
-    for r in all {
+    // rows written by `append_row` leave the run's id and experiment to the manifest
+    let (run_id, experiment) = match read_manifest(dir) {
+        Ok(m) => (m.run_id, m.experiment),
+        Err(_) => (String::new(), String::new()),
+    };
+    for mut r in all {
+        if r.run_id.is_empty() {
+            r.run_id.clone_from(&run_id);
+        }
+        if r.experiment.is_empty() {
+            r.experiment.clone_from(&experiment);
+        }
         if st.done.contains(&r.point_id) {
             st.rows.push(r);
         } else {
@@ -441,6 +479,36 @@ mod tests {
         }
     }
 
+    fn manifest(id: &str, started: &str) -> Manifest {
+        Manifest {
+            run_id: id.into(),
+            experiment: "x".into(),
+            title: String::new(),
+            spec_file: String::new(),
+            spec_sha256: String::new(),
+            profile: "quick".into(),
+            fidelity: Fidelity::Modelled,
+            fabric: "model".into(),
+            seed: 1,
+            git_revision: String::new(),
+            inabench_version: String::new(),
+            command: vec![],
+            host: HostFacts::default(),
+            testbed: String::new(),
+            testbed_sha256: String::new(),
+            drivers: vec![],
+            fidelity_reason: String::new(),
+            started: started.into(),
+            finished: None,
+            elapsed_s: 0.0,
+            status: RunStatus::Complete,
+            points_total: 0,
+            points_done: 0,
+            points_failed: 0,
+            resumed_from: vec![],
+        }
+    }
+
     #[test]
     fn rows_round_trip_and_unfinished_points_are_dropped() {
         let d = tempfile::tempdir().expect("tmp");
@@ -476,6 +544,32 @@ mod tests {
     }
 
     #[test]
+    fn compact_rows_take_run_id_and_experiment_from_the_manifest() {
+        let d = tempfile::tempdir().expect("tmp");
+        let mut m = manifest("run-7", "2026-01-01");
+        m.experiment = "netreduce-fig7".into();
+        write_manifest(d.path(), &m).expect("manifest");
+        let mut w = RunWriter::open(d.path()).expect("open");
+        w.append_row(&row("a", 0, 3.5)).expect("row");
+        w.append(&Record::PointDone {
+            point_id: "a".into(),
+            ok: true,
+            error: None,
+        })
+        .expect("done");
+        w.flush().expect("flush");
+        let line = std::fs::read_to_string(d.path().join(ROWS_FILE)).expect("rows");
+        assert!(
+            !line.contains("run_id"),
+            "constant columns are not repeated: {line}"
+        );
+        let st = read_rows(d.path()).expect("read");
+        let mut expect = row("a", 0, 3.5);
+        expect.run_id = "run-7".into();
+        assert_eq!(st.rows, vec![expect]);
+    }
+
+    #[test]
     fn corrupt_middle_line_is_an_error_with_line() {
         let d = tempfile::tempdir().expect("tmp");
         std::fs::write(
@@ -497,33 +591,7 @@ mod tests {
         for (id, started) in [("20260101-a", "2026-01-01"), ("20260102-b", "2026-01-02")] {
             let dir = d.path().join(id);
             std::fs::create_dir_all(&dir).expect("mkdir");
-            let m = Manifest {
-                run_id: id.into(),
-                experiment: "x".into(),
-                title: String::new(),
-                spec_file: String::new(),
-                spec_sha256: String::new(),
-                profile: "quick".into(),
-                fidelity: Fidelity::Modelled,
-                fabric: "model".into(),
-                seed: 1,
-                git_revision: String::new(),
-                inabench_version: String::new(),
-                command: vec![],
-                host: HostFacts::default(),
-                testbed: String::new(),
-                testbed_sha256: String::new(),
-                drivers: vec![],
-                fidelity_reason: String::new(),
-                started: started.into(),
-                finished: None,
-                elapsed_s: 0.0,
-                status: RunStatus::Complete,
-                points_total: 0,
-                points_done: 0,
-                points_failed: 0,
-                resumed_from: vec![],
-            };
+            let m = manifest(id, started);
             write_manifest(&dir, &m).expect("manifest");
         }
         assert!(
