@@ -10,11 +10,12 @@
 //! - [`roce`]: whole RoCEv2 frames built from and parsed into their layers;
 //! - [`pcap`]: classic libpcap files of frames, for Wireshark and tshark.
 //!
-//! The INA headers of NetReduce, SwitchML, SwitchML-RDMA and ATP come with the Table 6 systems.
+//! - [`ina`]: the INA headers of NetReduce, SwitchML, SwitchML-RDMA and ATP.
 
 pub mod ethernet;
 pub mod ib;
 pub mod icrc;
+pub mod ina;
 pub mod ipv4;
 pub mod pcap;
 pub mod roce;

@@ -221,3 +221,74 @@ fn tshark_dissects_our_rocev2() {
         );
     }
 }
+
+mod ina {
+    use inabench_wire::ina::{
+        AtpHeader, NetReduceHeader, SwitchMlHeader, switchml_rdma_fields, switchml_rdma_reth,
+    };
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn netreduce_round_trip(ring in any::<u16>(), rank in any::<u16>(), msg in any::<u32>(), len in any::<u32>()) {
+            let h = NetReduceHeader { ring_id: ring, rank, msg_id: msg, msg_len: len };
+            let mut b = [0u8; NetReduceHeader::LEN];
+            h.emit(&mut b).expect("emit");
+            prop_assert!(NetReduceHeader::is_first(&b));
+            prop_assert_eq!(NetReduceHeader::parse(&b).expect("parse"), h);
+        }
+
+        #[test]
+        fn switchml_round_trip(w in any::<u16>(), slot in 0u16..0x8000, v: bool, e in any::<i8>(), r: bool, n in any::<u16>()) {
+            let h = SwitchMlHeader { worker: w, pool_index: slot, version: v, exponent: e, is_result: r, elements: n };
+            let mut b = [0u8; SwitchMlHeader::LEN];
+            h.emit(&mut b).expect("emit");
+            prop_assert_eq!(SwitchMlHeader::parse(&b).expect("parse"), h);
+        }
+
+        #[test]
+        fn atp_round_trip(job in any::<u16>(), fan in any::<u8>(), flags in 0u8..16, agg in any::<u32>(), bm in any::<u32>(), seq in any::<u32>()) {
+            let h = AtpHeader { job, fan_in: fan, resend: flags & 1 != 0, collision: flags & 2 != 0, ecn: flags & 4 != 0, is_result: flags & 8 != 0, aggregator: agg, bitmap: bm, sequence: seq };
+            let mut b = [0u8; AtpHeader::LEN];
+            h.emit(&mut b).expect("emit");
+            prop_assert_eq!(AtpHeader::parse(&b).expect("parse"), h);
+        }
+
+        #[test]
+        fn switchml_rdma_reth_round_trip(pool in any::<u32>(), off in any::<u32>(), job in any::<u32>(), len in any::<u32>()) {
+            prop_assert_eq!(switchml_rdma_fields(&switchml_rdma_reth(pool, off, job, len)), (pool, off, job));
+        }
+
+        #[test]
+        fn ina_parsers_never_panic(data in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let _ = NetReduceHeader::parse(&data);
+            let _ = NetReduceHeader::is_first(&data);
+            let _ = SwitchMlHeader::parse(&data);
+            let _ = AtpHeader::parse(&data);
+        }
+    }
+
+    #[test]
+    fn malformed_ina_headers_are_errors() {
+        assert!(NetReduceHeader::parse(&[0u8; 16]).is_err(), "no InetTag");
+        assert!(
+            NetReduceHeader::parse(&[0x49, 0x4e, 0x45, 0x54]).is_err(),
+            "short"
+        );
+        let mut b = [0u8; 8];
+        b[5] = 0x80;
+        assert!(SwitchMlHeader::parse(&b).is_err(), "unknown flag");
+        let h = SwitchMlHeader {
+            worker: 0,
+            pool_index: 0x8000,
+            version: false,
+            exponent: 0,
+            is_result: false,
+            elements: 0,
+        };
+        assert!(h.emit(&mut [0u8; 8]).is_err(), "pool index out of range");
+        let mut b = [0u8; 16];
+        b[3] = 0x10;
+        assert!(AtpHeader::parse(&b).is_err(), "unknown flag");
+    }
+}
