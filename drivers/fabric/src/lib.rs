@@ -7,5 +7,7 @@
 //! hardware and in virtual time.
 
 pub mod endpoint;
+pub mod fault;
+pub mod sim;
 
 pub use endpoint::{Endpoint, Nanos, NodeId, Transmit};

@@ -1,0 +1,255 @@
+//! `sim`: a discrete-event fabric in virtual time. A star: every host hangs off one switch node by
+//! a full-duplex link with a rate, a propagation latency, an MTU and a drop-tail egress queue.
+//! Each frame pays serialization (bytes x 8 / rate) on its egress link and queues behind earlier
+//! frames; each host pays a per-frame CPU cost to receive and to send (its host stack's cost,
+//! measured elsewhere and passed in), and is busy meanwhile. Faults come from [`FaultInjector`].
+//! The same `Endpoint` state machines run here unchanged.
+
+use crate::endpoint::{Endpoint, Nanos, NodeId};
+use crate::fault::{Fate, FaultCounters, FaultInjector, Faults};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkConfig {
+    pub rate_bps: f64,
+    pub latency_ns: u64,
+    /// Largest frame (bytes, Ethernet header onward) the link carries; larger ones are dropped.
+    pub mtu: usize,
+    /// Egress queue capacity in bytes (drop-tail).
+    pub queue_bytes: usize,
+}
+
+impl LinkConfig {
+    /// 100 Gbps, 1 us, 9216-byte frames, 1 MB of buffer.
+    pub fn gbps100() -> Self {
+        LinkConfig {
+            rate_bps: 100e9,
+            latency_ns: 1000,
+            mtu: 9216,
+            queue_bytes: 1 << 20,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NodeConfig {
+    pub rx_cost_ns: u64,
+    pub tx_cost_ns: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeStats {
+    pub frames_tx: u64,
+    pub bytes_tx: u64,
+    pub frames_rx: u64,
+    pub bytes_rx: u64,
+    /// CPU time spent by the node's stack (its rx/tx costs), ns.
+    pub busy_ns: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SimReport {
+    pub end_ns: Nanos,
+    pub events: u64,
+    pub nodes: Vec<NodeStats>,
+    pub dropped_queue: u64,
+    pub dropped_mtu: u64,
+    pub faults: FaultCounters,
+    /// True when the stop condition held; false when the time limit or an empty event queue
+    /// ended the run first.
+    pub finished: bool,
+}
+
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Kind {
+    Timer {
+        node: NodeId,
+        at: Nanos,
+    },
+    Arrive {
+        to: NodeId,
+        from: NodeId,
+        frame: Vec<u8>,
+    },
+}
+
+/// The fabric. `N` is the caller's node type (often an enum over its workers and switch).
+pub struct SimFabric<N: Endpoint> {
+    nodes: Vec<N>,
+    cfg: Vec<NodeConfig>,
+    switch: NodeId,
+    link: LinkConfig,
+    faults: FaultInjector,
+    queue: BinaryHeap<Reverse<(Nanos, u64, Kind)>>,
+    seq: u64,
+    link_free: HashMap<(NodeId, NodeId), Nanos>,
+    cpu_free: Vec<Nanos>,
+    timer_at: Vec<Option<Nanos>>,
+    report: SimReport,
+    tap: Option<Box<dyn FnMut(Nanos, NodeId, NodeId, &[u8]) + Send>>,
+}
+
+impl<N: Endpoint> SimFabric<N> {
+    /// `nodes[i]` must have `id() == i`; `switch` is the id of the switch node.
+    pub fn new(
+        nodes: Vec<N>,
+        cfg: Vec<NodeConfig>,
+        switch: NodeId,
+        link: LinkConfig,
+        faults: Faults,
+    ) -> Self {
+        let n = nodes.len();
+        SimFabric {
+            nodes,
+            cfg,
+            switch,
+            link,
+            faults: FaultInjector::new(faults),
+            queue: BinaryHeap::new(),
+            seq: 0,
+            link_free: HashMap::new(),
+            cpu_free: vec![0; n],
+            timer_at: vec![None; n],
+            report: SimReport {
+                nodes: vec![NodeStats::default(); n],
+                ..Default::default()
+            },
+            tap: None,
+        }
+    }
+
+    /// Call `tap(time, from, to, frame)` for every frame put on a link (e.g. a pcap writer).
+    pub fn set_tap(&mut self, tap: Box<dyn FnMut(Nanos, NodeId, NodeId, &[u8]) + Send>) {
+        self.tap = Some(tap);
+    }
+
+    fn push(&mut self, at: Nanos, kind: Kind) {
+        self.seq += 1;
+        self.queue.push(Reverse((at, self.seq, kind)));
+    }
+
+    /// Drain a node's transmissions starting at `now` (its CPU pays tx_cost per frame).
+    fn drain(&mut self, id: NodeId, now: Nanos) {
+        let i = id as usize;
+        let mut t = now.max(self.cpu_free[i]);
+        while let Some(tx) = self.nodes[i].poll_transmit(t) {
+            t += self.cfg[i].tx_cost_ns;
+            self.report.nodes[i].busy_ns += self.cfg[i].tx_cost_ns;
+            self.send(id, tx.to, tx.bytes, t);
+        }
+        self.cpu_free[i] = t;
+        self.rearm(id);
+    }
+
+    fn rearm(&mut self, id: NodeId) {
+        let i = id as usize;
+        let want = self.nodes[i].poll_timeout();
+        if want != self.timer_at[i] {
+            self.timer_at[i] = want;
+            if let Some(at) = want {
+                self.push(at, Kind::Timer { node: id, at });
+            }
+        }
+    }
+
+    fn send(&mut self, from: NodeId, to: NodeId, frame: Vec<u8>, t: Nanos) {
+        let len = frame.len();
+        let st = &mut self.report.nodes[from as usize];
+        st.frames_tx += 1;
+        st.bytes_tx += len as u64;
+        if len > self.link.mtu
+            || (to as usize) >= self.nodes.len()
+            || (from != self.switch && to != self.switch)
+        {
+            self.report.dropped_mtu += 1;
+            return;
+        }
+        let free = self.link_free.get(&(from, to)).copied().unwrap_or(0);
+        let start = t.max(free);
+        let ser = (len as f64 * 8.0 / self.link.rate_bps * 1e9).ceil() as u64;
+        // bytes waiting ahead of this frame
+        let backlog = ((start - t) as f64 * self.link.rate_bps / 8e9) as usize;
+        if backlog + len > self.link.queue_bytes {
+            self.report.dropped_queue += 1;
+            return;
+        }
+        let done = start + ser;
+        self.link_free.insert((from, to), done);
+        if let Some(tap) = self.tap.as_mut() {
+            tap(start, from, to, &frame);
+        }
+        match self.faults.fate(from, to) {
+            Fate::Drop => {}
+            Fate::Deliver {
+                copies,
+                extra_delay_ns,
+            } => {
+                let at = done + self.link.latency_ns + extra_delay_ns;
+                if copies > 1 {
+                    self.push(
+                        at + ser,
+                        Kind::Arrive {
+                            to,
+                            from,
+                            frame: frame.clone(),
+                        },
+                    );
+                }
+                self.push(at, Kind::Arrive { to, from, frame });
+            }
+        }
+    }
+
+    /// Run until `done(nodes)` holds after an event, the queue empties, or `max_ns` passes.
+    pub fn run_until(&mut self, max_ns: Nanos, done: impl Fn(&[N]) -> bool) -> &SimReport {
+        for id in 0..self.nodes.len() as NodeId {
+            self.drain(id, 0);
+        }
+        while let Some(Reverse((now, _, kind))) = self.queue.pop() {
+            if now > max_ns {
+                self.report.end_ns = max_ns;
+                return &self.report;
+            }
+            self.report.events += 1;
+            self.report.end_ns = now;
+            match kind {
+                Kind::Arrive { to, from, frame } => {
+                    let i = to as usize;
+                    let st = &mut self.report.nodes[i];
+                    st.frames_rx += 1;
+                    st.bytes_rx += frame.len() as u64;
+                    st.busy_ns += self.cfg[i].rx_cost_ns;
+                    let t = now.max(self.cpu_free[i]) + self.cfg[i].rx_cost_ns;
+                    self.cpu_free[i] = t;
+                    self.nodes[i].handle_packet(t, from, &frame);
+                    self.drain(to, t);
+                }
+                Kind::Timer { node, at } => {
+                    let i = node as usize;
+                    if self.timer_at[i] != Some(at) {
+                        continue; // superseded
+                    }
+                    self.timer_at[i] = None;
+                    let t = now.max(self.cpu_free[i]);
+                    self.nodes[i].handle_timeout(t);
+                    self.drain(node, t);
+                }
+            }
+            if done(&self.nodes) {
+                self.report.finished = true;
+                break;
+            }
+        }
+        self.report.faults = self.faults.counters.clone();
+        &self.report
+    }
+
+    pub fn nodes(&self) -> &[N] {
+        &self.nodes
+    }
+
+    pub fn into_nodes(self) -> Vec<N> {
+        self.nodes
+    }
+}
