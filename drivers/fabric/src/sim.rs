@@ -61,6 +61,9 @@ pub struct SimReport {
     pub finished: bool,
 }
 
+/// A frame tap: (time, from, to, frame) for every frame put on a link.
+pub type Tap = Box<dyn FnMut(Nanos, NodeId, NodeId, &[u8]) + Send>;
+
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
     Timer {
@@ -87,7 +90,7 @@ pub struct SimFabric<N: Endpoint> {
     cpu_free: Vec<Nanos>,
     timer_at: Vec<Option<Nanos>>,
     report: SimReport,
-    tap: Option<Box<dyn FnMut(Nanos, NodeId, NodeId, &[u8]) + Send>>,
+    tap: Option<Tap>,
 }
 
 impl<N: Endpoint> SimFabric<N> {
@@ -120,7 +123,7 @@ impl<N: Endpoint> SimFabric<N> {
     }
 
     /// Call `tap(time, from, to, frame)` for every frame put on a link (e.g. a pcap writer).
-    pub fn set_tap(&mut self, tap: Box<dyn FnMut(Nanos, NodeId, NodeId, &[u8]) + Send>) {
+    pub fn set_tap(&mut self, tap: Tap) {
         self.tap = Some(tap);
     }
 
