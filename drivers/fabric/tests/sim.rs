@@ -114,12 +114,12 @@ impl Endpoint for Node {
     }
 
     fn handle_timeout(&mut self, now: Nanos) {
-        if let Node::Tx(s) = self {
-            if s.deadline.is_some_and(|d| now >= d) {
-                s.deadline = None;
-                s.pending = true;
-                s.retransmissions += 1;
-            }
+        if let Node::Tx(s) = self
+            && s.deadline.is_some_and(|d| now >= d)
+        {
+            s.deadline = None;
+            s.pending = true;
+            s.retransmissions += 1;
         }
     }
 
