@@ -8,7 +8,7 @@
 use crate::endpoint::{Endpoint, Nanos, NodeId};
 use crate::fault::{Fate, FaultCounters, FaultInjector, Faults};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LinkConfig {
@@ -86,7 +86,8 @@ pub struct SimFabric<N: Endpoint> {
     faults: FaultInjector,
     queue: BinaryHeap<Reverse<(Nanos, u64, Kind)>>,
     seq: u64,
-    link_free: HashMap<(NodeId, NodeId), Nanos>,
+    /// When each directed link (from * nodes + to) is free again.
+    link_free: Vec<Nanos>,
     cpu_free: Vec<Nanos>,
     timer_at: Vec<Option<Nanos>>,
     report: SimReport,
@@ -111,7 +112,7 @@ impl<N: Endpoint> SimFabric<N> {
             faults: FaultInjector::new(faults),
             queue: BinaryHeap::new(),
             seq: 0,
-            link_free: HashMap::new(),
+            link_free: vec![0; n * n],
             cpu_free: vec![0; n],
             timer_at: vec![None; n],
             report: SimReport {
@@ -168,7 +169,8 @@ impl<N: Endpoint> SimFabric<N> {
             self.report.dropped_mtu += 1;
             return;
         }
-        let free = self.link_free.get(&(from, to)).copied().unwrap_or(0);
+        let link = from as usize * self.nodes.len() + to as usize;
+        let free = self.link_free[link];
         let start = t.max(free);
         let ser = (len as f64 * 8.0 / self.link.rate_bps * 1e9).ceil() as u64;
         // bytes waiting ahead of this frame
@@ -178,7 +180,7 @@ impl<N: Endpoint> SimFabric<N> {
             return;
         }
         let done = start + ser;
-        self.link_free.insert((from, to), done);
+        self.link_free[link] = done;
         if let Some(tap) = self.tap.as_mut() {
             tap(start, from, to, &frame);
         }

