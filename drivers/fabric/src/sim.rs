@@ -214,7 +214,7 @@ impl<N: Endpoint> SimFabric<N> {
         while let Some(Reverse((now, _, kind))) = self.queue.pop() {
             if now > max_ns {
                 self.report.end_ns = max_ns;
-                return &self.report;
+                break;
             }
             self.report.events += 1;
             self.report.end_ns = now;

@@ -126,6 +126,68 @@ pub trait System: Sync {
     fn build(&self, cfg: &AllReduceConfig) -> Result<Setup, SetupError>;
 }
 
+/// A node of a [`Setup`] on a fabric: a worker or the switch (or another endpoint).
+pub enum SetupNode {
+    Worker(Box<dyn Worker>),
+    Switch(Box<dyn Switch>),
+    Other(Box<dyn Endpoint>),
+}
+
+impl Setup {
+    /// The nodes in id order: workers 0..n, the switch n, then the others.
+    pub fn into_nodes(self) -> Vec<SetupNode> {
+        let mut v: Vec<SetupNode> = self.workers.into_iter().map(SetupNode::Worker).collect();
+        v.push(SetupNode::Switch(self.switch));
+        v.extend(self.others.into_iter().map(SetupNode::Other));
+        v
+    }
+}
+
+impl SetupNode {
+    fn ep(&self) -> &dyn Endpoint {
+        match self {
+            SetupNode::Worker(w) => w.as_ref(),
+            SetupNode::Switch(s) => s.as_ref(),
+            SetupNode::Other(o) => o.as_ref(),
+        }
+    }
+
+    fn ep_mut(&mut self) -> &mut dyn Endpoint {
+        match self {
+            SetupNode::Worker(w) => w.as_mut(),
+            SetupNode::Switch(s) => s.as_mut(),
+            SetupNode::Other(o) => o.as_mut(),
+        }
+    }
+}
+
+impl Endpoint for SetupNode {
+    fn id(&self) -> NodeId {
+        self.ep().id()
+    }
+    fn handle_packet(&mut self, now: inabench_fabric::Nanos, from: NodeId, frame: &[u8]) {
+        self.ep_mut().handle_packet(now, from, frame)
+    }
+    fn poll_transmit(&mut self, now: inabench_fabric::Nanos) -> Option<inabench_fabric::Transmit> {
+        self.ep_mut().poll_transmit(now)
+    }
+    fn poll_timeout(&self) -> Option<inabench_fabric::Nanos> {
+        self.ep().poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: inabench_fabric::Nanos) {
+        self.ep_mut().handle_timeout(now)
+    }
+    fn is_done(&self) -> bool {
+        match self {
+            SetupNode::Worker(w) => w.is_done(),
+            _ => true,
+        }
+    }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.ep().counters()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
