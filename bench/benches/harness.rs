@@ -187,6 +187,7 @@ fn serde_json_manifest() -> inabench_core::Manifest {
         points_done: 0,
         points_failed: 0,
         resumed_from: vec![],
+        systems_not_built: vec![],
     }
 }
 

@@ -11,6 +11,7 @@ impl Registry {
     pub fn builtin() -> Registry {
         let mut workloads: Vec<Box<dyn Workload>> = Vec::new();
         workloads.extend(inabench_netreduce::workloads());
+        workloads.extend(inabench_ina::workloads());
         workloads.push(Box::new(crate::probe::Probe));
         Registry { workloads }
     }

@@ -156,7 +156,17 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
             BTreeSet::new(),
         )
     };
-    let plan = plan::plan(spec, &profile, asked, workload.fidelities())?;
+    let mut plan = plan::plan(spec, &profile, asked, workload.fidelities())?;
+    let not_built: Vec<String> = match workload.systems() {
+        Some(have) => spec
+            .systems
+            .iter()
+            .filter(|s| !have.contains(&s.as_str()))
+            .cloned()
+            .collect(),
+        None => Vec::new(),
+    };
+    plan.points.retain(|p| !not_built.contains(&p.system));
     let reason = match asked {
         Some(f) if req.resume.is_some() => {
             format!("{f}: resumed with the class of the original run")
@@ -221,6 +231,7 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         points_done: done.len(),
         points_failed: 0,
         resumed_from,
+        systems_not_built: not_built,
     };
     store::write_manifest(&run_dir, &manifest)?;
     let units = spec

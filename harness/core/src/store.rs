@@ -122,6 +122,9 @@ pub struct Manifest {
     pub points_failed: usize,
     #[serde(default)]
     pub resumed_from: Vec<String>,
+    /// Systems of the spec this version cannot run yet (left out of the plan).
+    #[serde(default)]
+    pub systems_not_built: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -506,6 +509,7 @@ mod tests {
             points_done: 0,
             points_failed: 0,
             resumed_from: vec![],
+            systems_not_built: vec![],
         }
     }
 

@@ -28,6 +28,11 @@ pub trait Workload: Send + Sync {
     fn fidelities(&self) -> &'static [Fidelity];
     /// The fabric label recorded in each row for a class (`model`, `mem`, `udp`, `sim`, ...).
     fn fabric(&self, fidelity: Fidelity) -> &'static str;
+    /// The spec systems this implementation can run (`None`: all of them). The planner leaves
+    /// the others out of the plan and the manifest says which were left out.
+    fn systems(&self) -> Option<&'static [&'static str]> {
+        None
+    }
     /// Run one repetition of one point, reporting through `ctx`.
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError>;
 }
@@ -136,6 +141,14 @@ impl<'a> PointCtx<'a> {
             timestamp: crate::store::now_s(),
         };
         (self.sink)(Event::Row(row));
+    }
+
+    /// Record a metric only when the spec declares it (a workload shared by experiments with
+    /// different metric lists).
+    pub fn record_if_declared(&mut self, metric: &str, value: f64) {
+        if !(self.units)(metric).is_empty() {
+            self.record(metric, value);
+        }
     }
 
     pub fn counter(&mut self, name: &str, value: u64) {

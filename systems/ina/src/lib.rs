@@ -15,3 +15,9 @@ pub mod roce;
 pub mod switchml;
 pub mod switchml_rdma;
 pub mod tofino;
+pub mod workload;
+
+/// The workloads this crate registers with the harness.
+pub fn workloads() -> Vec<Box<dyn inabench_core::Workload>> {
+    vec![Box::new(workload::Table6)]
+}

@@ -283,6 +283,8 @@ impl Endpoint for Host {
         vec![
             ("packets_tx", self.stats.packets_tx),
             ("retransmissions", self.send.retransmissions),
+            ("naks", self.send.naks),
+            ("timeouts", self.send.timeouts),
             ("malformed_rx", self.stats.malformed_rx),
         ]
     }

@@ -45,6 +45,12 @@ pub struct RcSender {
     pub rto_ns: u64,
     deadline: Option<Nanos>,
     pub retransmissions: u64,
+    pub naks: u64,
+    pub timeouts: u64,
+    /// Where the current go-back-N pass started: a NAK for a packet already resent in this pass
+    /// (between here and `next`) is stale and ignored, so one reordering does not cascade into a
+    /// rewind per packet.
+    rewind: Option<u32>,
 }
 
 impl RcSender {
@@ -70,6 +76,9 @@ impl RcSender {
             rto_ns,
             deadline: None,
             retransmissions: 0,
+            naks: 0,
+            timeouts: 0,
+            rewind: None,
         }
     }
 
@@ -187,9 +196,12 @@ impl RcSender {
                 // the responder expects `psn`: everything before it arrived
                 if let Some(i) = self.index_of(psn)
                     && i >= self.una
+                    && !self.rewind.is_some_and(|r| r <= i && i < self.next)
                 {
+                    self.naks += 1;
                     self.una = i;
                     self.next = i; // go back N
+                    self.rewind = Some(i);
                     self.deadline = Some(now + self.rto_ns);
                 }
             }
@@ -208,7 +220,9 @@ impl RcSender {
     /// No progress for an RTO: go back to the oldest unacknowledged packet.
     pub fn on_timeout(&mut self, now: Nanos) {
         if self.deadline.is_some_and(|d| now >= d) && !self.all_acked() {
+            self.timeouts += 1;
             self.next = self.una;
+            self.rewind = Some(self.una);
             self.deadline = Some(now + self.rto_ns);
         }
     }

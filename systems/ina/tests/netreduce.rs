@@ -100,32 +100,42 @@ fn exact_under_loss_duplication_and_reordering() {
 
 #[test]
 fn accelerator_drops_packets_whose_first_packet_was_lost() {
-    // heavy loss makes first packets go missing; the run must still end exact
-    let c = cfg(3, 20_000, 8.0);
-    let (nodes, rep) = run(
-        &c,
-        Faults {
-            loss: 0.05,
-            seed: 3,
-            ..Faults::default()
-        },
+    // two workers, messages of 4 packets, a window of 2 messages: take worker 0's first eight
+    // packets (messages 0 and 1) and give the accelerator all but the first packet of message 1
+    let c = cfg(2, 2_000, 4.0);
+    let setup = NetReduce.build(&c).expect("build");
+    let mut nodes = setup.into_nodes();
+    let mut frames = Vec::new();
+    if let SetupNode::Worker(w) = &mut nodes[0] {
+        while let Some(t) = w.poll_transmit(0) {
+            frames.push(t.bytes);
+        }
+    }
+    assert_eq!(
+        frames.len(),
+        8,
+        "the window holds two messages of four packets"
     );
-    assert!(rep.finished);
-    check(&nodes, &c);
-    let dropped = nodes
-        .iter()
-        .find_map(|n| {
-            if let SetupNode::Switch(s) = n {
-                Some(s.stats().dropped)
-            } else {
-                None
-            }
-        })
-        .unwrap_or(0);
-    assert!(
-        dropped > 0,
-        "the accelerator dropped packets of messages whose first packet was lost"
+    let SetupNode::Switch(accel) = &mut nodes[2] else {
+        panic!("node 2 is the accelerator")
+    };
+    for (k, f) in frames.iter().enumerate() {
+        if k != 4 {
+            accel.handle_packet(0, 0, f);
+        }
+    }
+    let st = accel.stats();
+    assert_eq!(
+        st.dropped, 3,
+        "the three packets after the lost first packet of message 1 are dropped"
     );
+    // the first packet arrives (retransmitted): the following ones are addressed again
+    accel.handle_packet(1, 0, &frames[4]);
+    accel.handle_packet(1, 0, &frames[5]);
+    assert_eq!(accel.stats().dropped, 3);
+    // and a malformed frame is counted, not a panic
+    accel.handle_packet(2, 0, &frames[5][..20]);
+    assert_eq!(accel.stats().dropped, 4);
 }
 
 #[test]

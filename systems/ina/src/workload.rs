@@ -1,0 +1,303 @@
+//! `netreduce.table6`: one all-reduce per repetition through a Table 6 system on a fabric,
+//! every result checked against the reference sum, and Table 6's metrics computed from what the
+//! endpoints and the switch model measured. Also runs `netreduce-reliability` (loss, duplication
+//! and reordering parameters).
+//!
+//! Classes: `simulated` runs on the `sim` fabric at the spec's line rate with its MTU and window;
+//! the host stack's cost per frame is measured on this machine once per process (the time spent in
+//! the hosts' state machines during a calibration all-reduce, per frame; see [`host_cost_ns`]) and
+//! charged to every host frame.
+//! `emulated` (mem/udp fabrics) and the other three systems are not built yet.
+
+use crate::common::{AllReduceConfig, SetupNode, Switch, System, Worker, reference_sum};
+use crate::netreduce::NetReduce;
+use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
+use inabench_fabric::Endpoint;
+use inabench_fabric::fault::Faults;
+use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric, SimReport};
+use std::sync::OnceLock;
+
+/// Link propagation latency (one way, host to accelerator): the paper does not give it; 0.5 us
+/// stands for a rack-local cable and a switch hop.
+pub const LINK_LATENCY_NS: u64 = 500;
+
+fn system(name: &str) -> Option<&'static dyn System> {
+    match name {
+        "netreduce" => Some(&NetReduce),
+        _ => None,
+    }
+}
+
+/// Run one all-reduce on the sim fabric.
+pub fn run_sim(
+    sys: &dyn System,
+    cfg: &AllReduceConfig,
+    faults: Faults,
+    host_cost_ns: u64,
+    max_ns: u64,
+) -> Result<(Vec<SetupNode>, SimReport), String> {
+    let setup = sys.build(cfg).map_err(|e| e.to_string())?;
+    let nodes = setup.into_nodes();
+    let n = nodes.len();
+    let mut cfgs = vec![
+        NodeConfig {
+            rx_cost_ns: host_cost_ns,
+            tx_cost_ns: host_cost_ns
+        };
+        n
+    ];
+    cfgs[cfg.workers] = NodeConfig {
+        rx_cost_ns: 0,
+        tx_cost_ns: 0,
+    };
+    let link = LinkConfig {
+        rate_bps: cfg.line_rate_bps,
+        latency_ns: LINK_LATENCY_NS,
+        mtu: cfg.mtu + 128,
+        queue_bytes: 4 << 20,
+    };
+    let mut f = SimFabric::new(nodes, cfgs, cfg.workers as u32, link, faults);
+    let rep = f
+        .run_until(max_ns, |nodes| nodes.iter().all(Endpoint::is_done))
+        .clone();
+    Ok((f.into_nodes(), rep))
+}
+
+/// Times a host's calls during calibration.
+struct Timed {
+    inner: SetupNode,
+    host: bool,
+    ns: u64,
+}
+
+impl Endpoint for Timed {
+    fn id(&self) -> inabench_fabric::NodeId {
+        self.inner.id()
+    }
+    fn handle_packet(
+        &mut self,
+        now: inabench_fabric::Nanos,
+        from: inabench_fabric::NodeId,
+        frame: &[u8],
+    ) {
+        let t = std::time::Instant::now();
+        self.inner.handle_packet(now, from, frame);
+        if self.host {
+            self.ns += t.elapsed().as_nanos() as u64;
+        }
+    }
+    fn poll_transmit(&mut self, now: inabench_fabric::Nanos) -> Option<inabench_fabric::Transmit> {
+        let t = std::time::Instant::now();
+        let r = self.inner.poll_transmit(now);
+        if self.host {
+            self.ns += t.elapsed().as_nanos() as u64;
+        }
+        r
+    }
+    fn poll_timeout(&self) -> Option<inabench_fabric::Nanos> {
+        self.inner.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: inabench_fabric::Nanos) {
+        self.inner.handle_timeout(now)
+    }
+    fn is_done(&self) -> bool {
+        self.inner.is_done()
+    }
+}
+
+/// The host stack's cost per frame on this machine (ns), measured once: a lossless NetReduce
+/// all-reduce (6 workers, 800 KB each) on `sim` with zero charged cost, the time spent inside the
+/// hosts' `handle_packet` and `poll_transmit` divided by the frames the hosts received and sent.
+pub fn host_cost_ns() -> u64 {
+    static COST: OnceLock<u64> = OnceLock::new();
+    *COST.get_or_init(|| {
+        let cfg = AllReduceConfig {
+            workers: 6,
+            elements: 200_000,
+            seed: 1,
+            line_rate_bps: 100e9,
+            mtu: 1024,
+            timeout_ns: 1_000_000,
+            knobs: vec![],
+        };
+        let Ok(setup) = NetReduce.build(&cfg) else {
+            return 0;
+        };
+        let nodes: Vec<Timed> = setup
+            .into_nodes()
+            .into_iter()
+            .map(|n| Timed {
+                host: matches!(n, SetupNode::Worker(_)),
+                inner: n,
+                ns: 0,
+            })
+            .collect();
+        let k = nodes.len();
+        let link = LinkConfig {
+            rate_bps: 100e9,
+            latency_ns: LINK_LATENCY_NS,
+            mtu: 2048,
+            queue_bytes: 4 << 20,
+        };
+        let mut f = SimFabric::new(
+            nodes,
+            vec![
+                NodeConfig {
+                    rx_cost_ns: 0,
+                    tx_cost_ns: 0
+                };
+                k
+            ],
+            6,
+            link,
+            Faults::default(),
+        );
+        let rep = f
+            .run_until(10_000_000_000, |n| n.iter().all(Endpoint::is_done))
+            .clone();
+        let frames: u64 = rep.nodes[..6]
+            .iter()
+            .map(|s| s.frames_rx + s.frames_tx)
+            .sum();
+        let ns: u64 = f.nodes().iter().map(|t| t.ns).sum();
+        ns.checked_div(frames).unwrap_or(0)
+    })
+}
+
+pub struct Table6;
+
+impl Workload for Table6 {
+    fn id(&self) -> &'static str {
+        "netreduce.table6"
+    }
+
+    fn fidelities(&self) -> &'static [Fidelity] {
+        &[Fidelity::Simulated]
+    }
+
+    fn fabric(&self, _: Fidelity) -> &'static str {
+        "sim"
+    }
+
+    fn systems(&self) -> Option<&'static [&'static str]> {
+        Some(&["netreduce"])
+    }
+
+    fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+        let sys = system(ctx.system()).ok_or_else(|| {
+            WorkloadError::Invalid(format!("system `{}` is not built yet", ctx.system()))
+        })?;
+        let opt = |ctx: &PointCtx<'_>, k: &str, d: f64| ctx.param(k).unwrap_or(d);
+        let cfg = AllReduceConfig {
+            workers: ctx.param("workers")? as usize,
+            elements: ctx.param("elements")? as usize,
+            seed: ctx.seed,
+            line_rate_bps: opt(ctx, "line_rate_gbps", 100.0) * 1e9,
+            mtu: opt(ctx, "mtu", 1024.0) as usize,
+            timeout_ns: opt(ctx, "timeout_us", 100.0) as u64 * 1000,
+            knobs: vec![
+                ("window".into(), opt(ctx, "window", 2.0)),
+                ("msg_packets".into(), opt(ctx, "msg_packets", 170.0)),
+            ],
+        };
+        let faults = Faults {
+            loss: opt(ctx, "loss", 0.0),
+            duplicate: opt(ctx, "duplicate", 0.0),
+            reorder: opt(ctx, "reorder", 0.0),
+            reorder_delay_ns: 5_000,
+            seed: ctx.seed,
+        };
+        // host_stack: `nic` (the paper's RoCE NIC runs the transport in hardware: no host CPU per
+        // frame on the data path) or `software` (our software RC stack's cost measured on this host)
+        let cost = match ctx
+            .point
+            .params
+            .get("host_stack")
+            .map(|v| v.to_string())
+            .as_deref()
+        {
+            None | Some("nic") => 0,
+            Some("software") => host_cost_ns(),
+            Some(other) => {
+                return Err(WorkloadError::Invalid(format!(
+                    "host_stack is `nic` or `software`, not `{other}`"
+                )));
+            }
+        };
+        let (nodes, rep) =
+            run_sim(sys, &cfg, faults, cost, 60_000_000_000).map_err(WorkloadError::Invalid)?;
+        if !rep.finished {
+            return Err(WorkloadError::Invalid(format!(
+                "the all-reduce did not finish within 60 s of virtual time ({} events)",
+                rep.events
+            )));
+        }
+        let want = reference_sum(cfg.seed, cfg.workers, cfg.elements);
+        let workers: Vec<&dyn Worker> = nodes
+            .iter()
+            .filter_map(|n| {
+                if let SetupNode::Worker(w) = n {
+                    Some(w.as_ref())
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let wrong = workers
+            .iter()
+            .filter(|w| w.result().as_deref() != Some(&want[..]))
+            .count();
+        let switch: Option<&dyn Switch> = nodes.iter().find_map(|n| {
+            if let SetupNode::Switch(s) = n {
+                Some(s.as_ref())
+            } else {
+                None
+            }
+        });
+        let stats: Vec<_> = workers.iter().map(|w| w.stats()).collect();
+        let dur_ns = stats
+            .iter()
+            .map(|s| s.end_ns.saturating_sub(s.start_ns))
+            .max()
+            .unwrap_or(0)
+            .max(1) as f64;
+        let n = stats.len().max(1) as f64;
+        let wire: f64 = stats.iter().map(|s| s.wire_bytes_tx as f64).sum::<f64>() / n;
+        let grad: f64 = stats.iter().map(|s| s.gradient_bytes as f64).sum::<f64>() / n;
+        let mut rtt: Vec<u64> = stats
+            .iter()
+            .flat_map(|s| s.rtt_ns.iter().copied())
+            .collect();
+        rtt.sort_unstable();
+        let busy: f64 = rep.nodes[..cfg.workers]
+            .iter()
+            .map(|s| s.busy_ns as f64)
+            .sum::<f64>()
+            / n;
+        ctx.record_if_declared("throughput", wire * 8.0 / dur_ns);
+        ctx.record_if_declared("goodput", grad * 8.0 / dur_ns);
+        ctx.record_if_declared("algbw", grad * 8.0 / dur_ns);
+        ctx.record_if_declared("elements_per_s", cfg.elements as f64 / (dur_ns / 1e9));
+        ctx.record_if_declared("cpu", busy / dur_ns * 100.0);
+        if let Some(m) = rtt.get(rtt.len() / 2) {
+            ctx.record_if_declared("rtt", *m as f64 / 1e3);
+        }
+        if let Some(s) = switch {
+            ctx.record_if_declared("switch_overhead", s.stats().overhead_fraction * 100.0);
+        }
+        let retx: u64 = stats.iter().map(|s| s.retransmissions).sum();
+        ctx.record_if_declared("retransmissions", retx as f64);
+        ctx.record_if_declared("wrong_aggregates", wrong as f64);
+        ctx.counter("retransmissions", retx);
+        ctx.counter("frames_dropped", rep.faults.dropped);
+        ctx.counter("host_cost_ns", cost);
+        ctx.record_if_declared("host_cost", cost as f64);
+        if wrong > 0 {
+            return Err(WorkloadError::WrongResult(format!(
+                "{wrong} of {} workers got a sum that differs from the reference",
+                workers.len()
+            )));
+        }
+        Ok(())
+    }
+}
