@@ -284,6 +284,60 @@ fn fig7_flow_level_simulation() {
     );
 }
 
+#[test]
+fn table6_runs_netreduce_on_sim_and_says_what_is_not_built() {
+    let d = tempfile::tempdir().expect("tmp");
+    let o = bin()
+        .args([
+            "reproduce",
+            "netreduce-table6",
+            "--headless",
+            "--format",
+            "md,json",
+            "--results",
+        ])
+        .arg(d.path())
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("fidelity: **simulated**"), "{out}");
+    assert!(out.contains("| netreduce | goodput [Gbps] |"), "{out}");
+    assert!(
+        out.contains("| atp | goodput [Gbps] |  | 39.7 | not measured |"),
+        "{out}"
+    );
+    assert!(
+        out.contains("no results for goodput(atp) in this run"),
+        "{out}"
+    );
+    let run = only_run(d.path());
+    let m = manifest_of(&run);
+    assert_eq!(
+        m["systems_not_built"],
+        serde_json::json!(["atp", "switchml", "switchml_rdma"])
+    );
+    // every all-reduce was checked against the reference sum: the reliability run holds
+    let o = bin()
+        .args([
+            "reproduce",
+            "netreduce-reliability",
+            "--headless",
+            "--format",
+            "md",
+            "--results",
+        ])
+        .arg(d.path())
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("**HOLDS** `exactly-once`"),
+        "{}",
+        stdout(&o)
+    );
+}
+
 /// A test home with the fig7 spec and a probe experiment whose points take time.
 fn probe_home(sleep_ms: u32, points: usize, crash: bool) -> tempfile::TempDir {
     let d = tempfile::tempdir().expect("tmp");
