@@ -521,6 +521,10 @@ struct Batch {
 impl Batch {
     fn push(&mut self, e: Event) {
         self.buf.push(e);
+        // long points still show progress: flush on time as well as at point ends
+        if self.buf.len() >= 1024 || self.last.elapsed() >= Duration::from_millis(50) {
+            self.flush();
+        }
     }
 
     fn maybe_flush(&mut self) {

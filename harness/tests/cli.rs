@@ -292,6 +292,8 @@ fn table6_runs_netreduce_on_sim_and_says_what_is_not_built() {
             "reproduce",
             "netreduce-table6",
             "--headless",
+            "--fidelity",
+            "simulated",
             "--format",
             "md,json",
             "--results",
@@ -323,6 +325,8 @@ fn table6_runs_netreduce_on_sim_and_says_what_is_not_built() {
             "reproduce",
             "netreduce-reliability",
             "--headless",
+            "--fidelity",
+            "simulated",
             "--format",
             "md",
             "--results",
@@ -335,6 +339,25 @@ fn table6_runs_netreduce_on_sim_and_says_what_is_not_built() {
         stdout(&o).contains("**HOLDS** `exactly-once`"),
         "{}",
         stdout(&o)
+    );
+    // the emulated class (the default: the best available) runs the same code on threads
+    let o = bin()
+        .args([
+            "reproduce",
+            "netreduce-table6",
+            "--headless",
+            "--format",
+            "md",
+            "--results",
+        ])
+        .arg(d.path())
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("fidelity: **emulated**") && out.contains("| netreduce | goodput [Gbps] |"),
+        "{out}"
     );
 }
 

@@ -8,6 +8,7 @@
 
 pub mod endpoint;
 pub mod fault;
+pub mod mem;
 pub mod sim;
 
 pub use endpoint::{Endpoint, Nanos, NodeId, Transmit};
