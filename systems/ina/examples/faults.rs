@@ -1,6 +1,6 @@
 //! Goodput of NetReduce on `sim` under one kind of fault at a time (diagnostics).
 use inabench_fabric::fault::Faults;
-use inabench_ina::common::{AllReduceConfig, SetupNode};
+use inabench_ina::common::{AllReduceConfig, total_retransmissions};
 use inabench_ina::netreduce::NetReduce;
 use inabench_ina::workload::run_sim;
 
@@ -45,16 +45,7 @@ fn main() {
         let Ok((nodes, rep)) = run_sim(&NetReduce, &cfg, f, 0, 60_000_000_000) else {
             continue;
         };
-        let retx: u64 = nodes
-            .iter()
-            .filter_map(|n| {
-                if let SetupNode::Worker(w) = n {
-                    Some(w.stats().retransmissions)
-                } else {
-                    None
-                }
-            })
-            .sum();
+        let retx = total_retransmissions(&nodes);
         println!(
             "{name:>14}: {:.1} us, {} retransmissions, {} events",
             rep.end_ns as f64 / 1e3,

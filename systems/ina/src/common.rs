@@ -143,6 +143,20 @@ impl Setup {
     }
 }
 
+/// Retransmissions of all workers of a finished run.
+pub fn total_retransmissions(nodes: &[SetupNode]) -> u64 {
+    nodes
+        .iter()
+        .filter_map(|n| {
+            if let SetupNode::Worker(w) = n {
+                Some(w.stats().retransmissions)
+            } else {
+                None
+            }
+        })
+        .sum()
+}
+
 impl SetupNode {
     fn ep(&self) -> &dyn Endpoint {
         match self {

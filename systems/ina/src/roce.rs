@@ -21,6 +21,35 @@ pub struct Addr {
     pub qpn: u32,
 }
 
+/// A frame from `local` to `remote` with a BTH of this opcode, PSN and AckReq.
+fn frame_repr(local: &Addr, remote: &Addr, op: u8, psn: u32, ack_req: bool) -> FrameRepr {
+    FrameRepr {
+        src_mac: local.mac,
+        dst_mac: remote.mac,
+        src_ip: local.ip,
+        dst_ip: remote.ip,
+        // RoCEv2 uses the UDP source port for entropy: derive it from the local QP
+        src_port: 0xc000 | (local.qpn as u16 & 0x3fff),
+        tos: 0,
+        ttl: 64,
+        bth: BthRepr {
+            opcode: op,
+            solicited: false,
+            migreq: true,
+            pad_count: 0,
+            pkey: 0xffff,
+            fecn: false,
+            becn: false,
+            dest_qp: remote.qpn,
+            ack_req,
+            psn,
+        },
+        reth: None,
+        aeth: None,
+        immdt: None,
+    }
+}
+
 /// Distance from `a` to `b` in PSN space (b - a mod 2^24).
 pub fn psn_diff(a: u32, b: u32) -> u32 {
     b.wrapping_sub(a) & PSN_MASK
@@ -145,35 +174,13 @@ impl RcSender {
         let op = self.opcode_of(i);
         let first = i.is_multiple_of(self.msg_len);
         let last = i % self.msg_len == self.msg_len - 1;
-        FrameRepr {
-            src_mac: self.local.mac,
-            dst_mac: self.remote.mac,
-            src_ip: self.local.ip,
-            dst_ip: self.remote.ip,
-            src_port: 0xc000 | (self.local.qpn as u16 & 0x3fff),
-            tos: 0,
-            ttl: 64,
-            bth: BthRepr {
-                opcode: op,
-                solicited: false,
-                migreq: true,
-                pad_count: 0,
-                pkey: 0xffff,
-                fecn: false,
-                becn: false,
-                dest_qp: self.remote.qpn,
-                ack_req: last,
-                psn: self.psn_of(i),
-            },
-            reth: first.then_some(RethRepr {
-                va: u64::from(i / self.msg_len) * u64::from(self.msg_len * payload_bytes),
-                rkey: 0x1234,
-                dma_len: self.msg_len * payload_bytes,
-            }),
-            aeth: None,
-            immdt: None,
-        }
-        .build(payload)
+        let mut f = frame_repr(&self.local, &self.remote, op, self.psn_of(i), last);
+        f.reth = first.then_some(RethRepr {
+            va: u64::from(i / self.msg_len) * u64::from(self.msg_len * payload_bytes),
+            rkey: 0x1234,
+            dma_len: self.msg_len * payload_bytes,
+        });
+        f.build(payload)
     }
 
     /// An ACK or NAK arrived.
@@ -336,31 +343,15 @@ impl RcResponder {
 
     /// Build an ACK/NAK frame.
     pub fn ack_frame(&self, a: &AckOut) -> Result<Vec<u8>, inabench_wire::Error> {
-        FrameRepr {
-            src_mac: self.local.mac,
-            dst_mac: self.remote.mac,
-            src_ip: self.local.ip,
-            dst_ip: self.remote.ip,
-            src_port: 0xc000 | (self.local.qpn as u16 & 0x3fff),
-            tos: 0,
-            ttl: 64,
-            bth: BthRepr {
-                opcode: opcode::RC | opcode::ACKNOWLEDGE,
-                solicited: false,
-                migreq: true,
-                pad_count: 0,
-                pkey: 0xffff,
-                fecn: false,
-                becn: false,
-                dest_qp: self.remote.qpn,
-                ack_req: false,
-                psn: a.psn,
-            },
-            reth: None,
-            aeth: Some(a.aeth),
-            immdt: None,
-        }
-        .build(&[])
+        let mut f = frame_repr(
+            &self.local,
+            &self.remote,
+            opcode::RC | opcode::ACKNOWLEDGE,
+            a.psn,
+            false,
+        );
+        f.aeth = Some(a.aeth);
+        f.build(&[])
     }
 }
 

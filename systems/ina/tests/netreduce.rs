@@ -3,7 +3,9 @@
 use inabench_fabric::Endpoint;
 use inabench_fabric::fault::Faults;
 use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric, SimReport};
-use inabench_ina::common::{AllReduceConfig, SetupNode, System, reference_sum};
+use inabench_ina::common::{
+    AllReduceConfig, SetupNode, System, reference_sum, total_retransmissions,
+};
 use inabench_ina::netreduce::NetReduce;
 
 fn cfg(workers: usize, elements: usize, msg_packets: f64) -> AllReduceConfig {
@@ -56,16 +58,7 @@ fn six_workers_exact_sum() {
     let (nodes, rep) = run(&c, Faults::default());
     assert!(rep.finished, "{rep:?}");
     check(&nodes, &c);
-    let retx: u64 = nodes
-        .iter()
-        .filter_map(|n| {
-            if let SetupNode::Worker(w) = n {
-                Some(w.stats().retransmissions)
-            } else {
-                None
-            }
-        })
-        .sum();
+    let retx = total_retransmissions(&nodes);
     assert_eq!(retx, 0, "no loss, no retransmission");
 }
 
@@ -84,16 +77,7 @@ fn exact_under_loss_duplication_and_reordering() {
         assert!(rep.finished, "loss {loss}: {rep:?}");
         assert!(rep.faults.dropped > 0 && rep.faults.duplicated > 0 && rep.faults.reordered > 0);
         check(&nodes, &c);
-        let retx: u64 = nodes
-            .iter()
-            .filter_map(|n| {
-                if let SetupNode::Worker(w) = n {
-                    Some(w.stats().retransmissions)
-                } else {
-                    None
-                }
-            })
-            .sum();
+        let retx = total_retransmissions(&nodes);
         assert!(retx > 0, "losses were recovered by retransmission");
     }
 }
