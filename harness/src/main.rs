@@ -67,6 +67,9 @@ enum Cmd {
         /// Report formats to write
         #[arg(long, default_value = "html,pdf,md,json")]
         format: String,
+        /// Write the frames of every all-reduce to pcap files in this folder (sim fabric)
+        #[arg(long)]
+        pcap: Option<PathBuf>,
     },
     /// List past runs
     Runs,
@@ -116,7 +119,16 @@ fn run(cli: Cli) -> Result<i32> {
             resume,
             launcher,
             format,
+            pcap,
         } => {
+            if let Some(dir) = pcap {
+                std::fs::create_dir_all(&dir)
+                    .with_context(|| format!("cannot create the pcap folder {}", dir.display()))?;
+                let abs = dir.canonicalize().unwrap_or(dir);
+                // SAFETY: set once, before the runner or any other thread starts; read by the
+                // workloads and inherited by agents
+                unsafe { std::env::set_var("INABENCH_PCAP_DIR", abs) };
+            }
             let fidelity = match fidelity {
                 None => None,
                 Some(f) => Some(Fidelity::parse(&f).ok_or_else(|| anyhow!("`{f}` is not a fidelity class (hardware, emulated, simulated, modelled, functional)"))?),

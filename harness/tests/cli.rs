@@ -296,8 +296,10 @@ fn table6_runs_netreduce_on_sim_and_says_what_is_not_built() {
             "simulated",
             "--format",
             "md,json",
-            "--results",
+            "--pcap",
         ])
+        .arg(d.path().join("pcap"))
+        .arg("--results")
         .arg(d.path())
         .output()
         .expect("run");
@@ -313,12 +315,20 @@ fn table6_runs_netreduce_on_sim_and_says_what_is_not_built() {
         out.contains("no results for goodput(atp) in this run"),
         "{out}"
     );
-    let run = only_run(d.path());
+    let run = only_run_dir(d.path());
     let m = manifest_of(&run);
     assert_eq!(
         m["systems_not_built"],
         serde_json::json!(["atp", "switchml", "switchml_rdma"])
     );
+    // --pcap wrote one capture per repetition, in libpcap's nanosecond format
+    let pcaps: Vec<_> = std::fs::read_dir(d.path().join("pcap"))
+        .expect("pcap dir")
+        .flatten()
+        .collect();
+    assert_eq!(pcaps.len(), 3, "three repetitions");
+    let bytes = std::fs::read(pcaps[0].path()).expect("pcap");
+    assert!(bytes.starts_with(&0xa1b2_3c4du32.to_le_bytes()) && bytes.len() > 1_000_000);
     // every all-reduce was checked against the reference sum: the reliability run holds
     let o = bin()
         .args([
@@ -430,6 +440,18 @@ fn rows_of(run: &Path) -> Vec<serde_json::Value> {
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|v| v["kind"] == "row")
         .collect()
+}
+
+/// The one run folder in `results` (ignoring other folders such as pcap captures).
+fn only_run_dir(results: &Path) -> PathBuf {
+    let runs: Vec<_> = std::fs::read_dir(results)
+        .expect("results")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("manifest.json").exists())
+        .collect();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    runs[0].clone()
 }
 
 fn only_run(results: &Path) -> PathBuf {

@@ -38,6 +38,18 @@ pub fn run_sim(
     host_cost_ns: u64,
     max_ns: u64,
 ) -> Result<(Vec<SetupNode>, SimReport), String> {
+    run_sim_tapped(sys, cfg, faults, host_cost_ns, max_ns, None)
+}
+
+/// As [`run_sim`], writing every frame put on a link to `pcap` (virtual timestamps).
+pub fn run_sim_tapped(
+    sys: &dyn System,
+    cfg: &AllReduceConfig,
+    faults: Faults,
+    host_cost_ns: u64,
+    max_ns: u64,
+    pcap: Option<&std::path::Path>,
+) -> Result<(Vec<SetupNode>, SimReport), String> {
     let setup = sys.build(cfg).map_err(|e| e.to_string())?;
     let nodes = setup.into_nodes();
     let n = nodes.len();
@@ -59,6 +71,19 @@ pub fn run_sim(
         queue_bytes: 4 << 20,
     };
     let mut f = SimFabric::new(nodes, cfgs, cfg.workers as u32, link, faults);
+    if let Some(path) = pcap {
+        let file = std::fs::File::create(path)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let mut w = inabench_wire::pcap::PcapWriter::new(std::io::BufWriter::new(file))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        // a write error stops the capture, not the run
+        let mut ok = true;
+        f.set_tap(Box::new(move |t, _from, _to, frame| {
+            if ok && w.write_packet(t, frame).is_err() {
+                ok = false;
+            }
+        }));
+    }
     let rep = f
         .run_until(max_ns, |nodes| nodes.iter().all(Endpoint::is_done))
         .clone();
@@ -258,8 +283,16 @@ impl Workload for Table6 {
             let cpu: Vec<u64> = rep.nodes[..w].iter().map(|s| s.cpu_ns).collect();
             (nodes, rep.finished, dur, cpu, 0)
         } else {
+            // INABENCH_PCAP_DIR (set by `reproduce --pcap DIR`): a capture per point and repetition
+            let pcap = std::env::var_os("INABENCH_PCAP_DIR").map(|d| {
+                std::path::PathBuf::from(d).join(format!(
+                    "{}-{}-rep{}.pcap",
+                    ctx.experiment, ctx.point.id, ctx.repetition
+                ))
+            });
             let (nodes, rep) =
-                run_sim(sys, &cfg, faults, cost, 60_000_000_000).map_err(WorkloadError::Invalid)?;
+                run_sim_tapped(sys, &cfg, faults, cost, 60_000_000_000, pcap.as_deref())
+                    .map_err(WorkloadError::Invalid)?;
             let cpu: Vec<u64> = rep.nodes[..cfg.workers].iter().map(|s| s.busy_ns).collect();
             (nodes, rep.finished, 0, cpu, rep.faults.dropped)
         };
