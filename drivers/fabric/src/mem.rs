@@ -114,6 +114,12 @@ pub fn run<N: Endpoint + 'static>(
                         st.frames_rx += 1;
                         st.bytes_rx += frame.len() as u64;
                         node.handle_packet(now(), from, &frame);
+                        // take what else is waiting before transmitting: one wake-up, many frames
+                        for (from, frame) in rx.try_iter().take(256) {
+                            st.frames_rx += 1;
+                            st.bytes_rx += frame.len() as u64;
+                            node.handle_packet(now(), from, &frame);
+                        }
                     }
                     Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => break,

@@ -5,6 +5,10 @@ use inabench_ina::netreduce::NetReduce;
 use inabench_ina::workload::run_sim;
 
 fn main() {
+    if std::env::args().any(|a| a == "mem") {
+        mem_once();
+        return;
+    }
     let cfg = AllReduceConfig {
         workers: 6,
         elements: 262_144,
@@ -56,5 +60,43 @@ fn main() {
             use inabench_fabric::Endpoint;
             println!("   {:?}", n.counters());
         }
+    }
+}
+
+/// The same all-reduce on the mem fabric (threads, real time), with the senders' counters.
+#[allow(dead_code)]
+pub fn mem_once() {
+    use inabench_ina::common::System;
+    let rto_ms: u64 = std::env::args()
+        .nth(2)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let cfg = AllReduceConfig {
+        workers: 6,
+        elements: 262_144,
+        seed: 1,
+        line_rate_bps: 100e9,
+        mtu: 1024,
+        timeout_ns: rto_ms * 1_000_000,
+        knobs: vec![],
+    };
+    let Ok(setup) = NetReduce.build(&cfg) else {
+        return;
+    };
+    let (nodes, rep) = inabench_fabric::mem::run(
+        setup.into_nodes(),
+        2048,
+        Faults::default(),
+        std::time::Duration::from_secs(30),
+        |i| i < 6,
+    );
+    println!(
+        "mem: {:.1} ms, finished {}",
+        rep.wall_ns as f64 / 1e6,
+        rep.finished
+    );
+    for n in &nodes {
+        use inabench_fabric::Endpoint;
+        println!("   {:?}", n.counters());
     }
 }
