@@ -2,18 +2,16 @@
 //! they run on:
 //!
 //! - [`roce`]: a software RoCEv2 transport (RC with PSN sequencing, segmentation, ACK coalescing,
-//!   NAK on a gap, go-back-N; UC for SwitchML-RDMA);
+//!   NAK on a gap, go-back-N; the UC mode comes with SwitchML-RDMA);
 //! - [`netreduce`]: the host flow-control module and the FPGA accelerator ([`fpga`] model);
-//! - [`switchml`], [`switchml_rdma`], [`atp`]: the baselines on the [`tofino`] pipeline model;
+//! - [`tofino`]: the pipeline model the baselines (ATP, SwitchML, SwitchML-RDMA; not built yet)
+//!   will run on;
 //! - [`common`]: the interface the experiments drive (config, workers, switch, stats).
 
-pub mod atp;
 pub mod common;
 pub mod fpga;
 pub mod netreduce;
 pub mod roce;
-pub mod switchml;
-pub mod switchml_rdma;
 pub mod tofino;
 pub mod workload;
 
