@@ -18,16 +18,20 @@ pub struct LinkConfig {
     pub mtu: usize,
     /// Egress queue capacity in bytes (drop-tail).
     pub queue_bytes: usize,
+    /// Bytes each frame costs on the wire beyond its own: Ethernet's preamble and start delimiter
+    /// (8), inter-frame gap (12) and FCS (4) = 24.
+    pub framing_bytes: usize,
 }
 
 impl LinkConfig {
-    /// 100 Gbps, 1 us, 9216-byte frames, 1 MB of buffer.
+    /// 100 Gbps, 1 us, 9216-byte frames, 1 MB of buffer, Ethernet framing.
     pub fn gbps100() -> Self {
         LinkConfig {
             rate_bps: 100e9,
             latency_ns: 1000,
             mtu: 9216,
             queue_bytes: 1 << 20,
+            framing_bytes: 24,
         }
     }
 }
@@ -172,7 +176,8 @@ impl<N: Endpoint> SimFabric<N> {
         let link = from as usize * self.nodes.len() + to as usize;
         let free = self.link_free[link];
         let start = t.max(free);
-        let ser = (len as f64 * 8.0 / self.link.rate_bps * 1e9).ceil() as u64;
+        let ser =
+            ((len + self.link.framing_bytes) as f64 * 8.0 / self.link.rate_bps * 1e9).ceil() as u64;
         // bytes waiting ahead of this frame
         let backlog = ((start - t) as f64 * self.link.rate_bps / 8e9) as usize;
         if backlog + len > self.link.queue_bytes {

@@ -189,8 +189,9 @@ fn one_frame_timing_is_exact() {
     let mut f = fabric(1, 1500, LinkConfig::gbps100(), Faults::default(), 50);
     f.run_until(1_000_000_000, all_done);
     let (arr, _) = arrivals(f);
-    // sender tx cost 50, two hops of 120 ns serialization + 1000 ns latency, receiver rx cost 50
-    assert_eq!(arr, vec![50 + 2 * (120 + 1000) + 50]);
+    // sender tx cost 50, two hops of (1500 + 24 framing) x 8 / 100 Gbps = 121.92 -> 122 ns
+    // serialization + 1000 ns latency, receiver rx cost 50
+    assert_eq!(arr, vec![50 + 2 * (122 + 1000) + 50]);
 }
 
 #[test]
@@ -201,8 +202,8 @@ fn stop_and_wait_round_trips_are_exact() {
     assert!(rep.finished);
     let (arr, _) = arrivals(f);
     assert_eq!(arr.len(), 10);
-    // the ack is 5 bytes: 1 ns serialization per hop
-    let rtt = 2 * (120 + 1000) + 2 * (1 + 1000);
+    // the ack is 5 bytes (+24 framing): 3 ns serialization per hop
+    let rtt = 2 * (122 + 1000) + 2 * (3 + 1000);
     for w in arr.windows(2) {
         assert_eq!(w[1] - w[0], rtt);
     }

@@ -143,10 +143,15 @@ impl<'a> PointCtx<'a> {
         (self.sink)(Event::Row(row));
     }
 
+    /// Whether the spec declares `metric`.
+    pub fn declares(&self, metric: &str) -> bool {
+        !(self.units)(metric).is_empty()
+    }
+
     /// Record a metric only when the spec declares it (a workload shared by experiments with
     /// different metric lists).
     pub fn record_if_declared(&mut self, metric: &str, value: f64) {
-        if !(self.units)(metric).is_empty() {
+        if self.declares(metric) {
             self.record(metric, value);
         }
     }

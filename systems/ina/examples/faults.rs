@@ -1,10 +1,15 @@
 //! Goodput of NetReduce on `sim` under one kind of fault at a time (diagnostics).
+use inabench_fabric::Endpoint;
 use inabench_fabric::fault::Faults;
 use inabench_ina::common::{AllReduceConfig, total_retransmissions};
 use inabench_ina::netreduce::NetReduce;
 use inabench_ina::workload::run_sim;
 
 fn main() {
+    if std::env::args().any(|a| a == "switchml") {
+        switchml_once();
+        return;
+    }
     if std::env::args().any(|a| a == "mem") {
         mem_once();
         return;
@@ -98,5 +103,78 @@ pub fn mem_once() {
     for n in &nodes {
         use inabench_fabric::Endpoint;
         println!("   {:?}", n.counters());
+    }
+}
+
+/// SwitchML under faults (diagnostics).
+#[allow(dead_code)]
+pub fn switchml_once() {
+    use inabench_ina::switchml::SwitchMl;
+    let c = AllReduceConfig {
+        workers: 6,
+        elements: 50_000,
+        seed: 9,
+        line_rate_bps: 100e9,
+        mtu: 1024,
+        timeout_ns: 50_000,
+        knobs: vec![],
+    };
+    for (name, f) in [
+        (
+            "loss",
+            Faults {
+                loss: 0.01,
+                seed: 4,
+                ..Faults::default()
+            },
+        ),
+        (
+            "dup",
+            Faults {
+                duplicate: 0.01,
+                seed: 4,
+                ..Faults::default()
+            },
+        ),
+        (
+            "reorder",
+            Faults {
+                reorder: 0.01,
+                reorder_delay_ns: 3_000,
+                seed: 4,
+                ..Faults::default()
+            },
+        ),
+        (
+            "all, 3 us reorder",
+            Faults {
+                loss: 0.01,
+                duplicate: 0.01,
+                reorder: 0.01,
+                reorder_delay_ns: 3_000,
+                seed: 4,
+            },
+        ),
+        (
+            "all, 0.5 us reorder",
+            Faults {
+                loss: 0.01,
+                duplicate: 0.01,
+                reorder: 0.01,
+                reorder_delay_ns: 500,
+                seed: 4,
+            },
+        ),
+    ] {
+        let Ok((nodes, rep)) = run_sim(&SwitchMl, &c, f, 0, 1_000_000_000) else {
+            continue;
+        };
+        let done = nodes.iter().filter(|n| n.is_done()).count();
+        let want = inabench_ina::common::reference_sum(c.seed, c.workers, c.elements);
+        let wrong = nodes.iter().filter(|n| matches!(n, inabench_ina::common::SetupNode::Worker(w) if w.result().as_deref().is_some_and(|r| r != &want[..]))).count();
+        println!(
+            "{name}: finished {} at {} ns, {done} nodes done, {wrong} wrong, events {}",
+            rep.finished, rep.end_ns, rep.events
+        );
     }
 }

@@ -12,6 +12,7 @@ pub mod common;
 pub mod fpga;
 pub mod netreduce;
 pub mod roce;
+pub mod switchml;
 pub mod tofino;
 pub mod workload;
 
