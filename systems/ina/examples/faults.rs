@@ -106,75 +106,48 @@ pub fn mem_once() {
     }
 }
 
-/// SwitchML under faults (diagnostics).
+/// SwitchML under faults (diagnostics): the reliability experiment's faults over a few seeds.
 #[allow(dead_code)]
 pub fn switchml_once() {
+    use inabench_ina::common::{SetupNode, reference_sum};
     use inabench_ina::switchml::SwitchMl;
     let c = AllReduceConfig {
         workers: 6,
-        elements: 50_000,
+        elements: 262_144,
         seed: 9,
         line_rate_bps: 100e9,
         mtu: 1024,
-        timeout_ns: 50_000,
+        timeout_ns: 100_000,
         knobs: vec![],
     };
-    for (name, f) in [
-        (
-            "loss",
-            Faults {
-                loss: 0.01,
-                seed: 4,
-                ..Faults::default()
-            },
-        ),
-        (
-            "dup",
-            Faults {
-                duplicate: 0.01,
-                seed: 4,
-                ..Faults::default()
-            },
-        ),
-        (
-            "reorder",
-            Faults {
-                reorder: 0.01,
-                reorder_delay_ns: 3_000,
-                seed: 4,
-                ..Faults::default()
-            },
-        ),
-        (
-            "all, 3 us reorder",
-            Faults {
-                loss: 0.01,
-                duplicate: 0.01,
-                reorder: 0.01,
-                reorder_delay_ns: 3_000,
-                seed: 4,
-            },
-        ),
-        (
-            "all, 0.5 us reorder",
-            Faults {
-                loss: 0.01,
-                duplicate: 0.01,
-                reorder: 0.01,
-                reorder_delay_ns: 500,
-                seed: 4,
-            },
-        ),
+    let want = reference_sum(c.seed, c.workers, c.elements);
+    for (name, delay, dup, reorder) in [
+        ("loss only", 0, 0.0, 0.0),
+        ("+dup", 0, 0.001, 0.0),
+        ("+reorder 0.5us", 500, 0.001, 0.001),
+        ("+reorder 5us", 5_000, 0.001, 0.001),
     ] {
-        let Ok((nodes, rep)) = run_sim(&SwitchMl, &c, f, 0, 1_000_000_000) else {
-            continue;
-        };
-        let done = nodes.iter().filter(|n| n.is_done()).count();
-        let want = inabench_ina::common::reference_sum(c.seed, c.workers, c.elements);
-        let wrong = nodes.iter().filter(|n| matches!(n, inabench_ina::common::SetupNode::Worker(w) if w.result().as_deref().is_some_and(|r| r != &want[..]))).count();
-        println!(
-            "{name}: finished {} at {} ns, {done} nodes done, {wrong} wrong, events {}",
-            rep.finished, rep.end_ns, rep.events
-        );
+        for seed in 1..=4u64 {
+            let f = Faults {
+                loss: 0.01,
+                duplicate: dup,
+                reorder,
+                reorder_delay_ns: delay,
+                seed,
+            };
+            let Ok((nodes, rep)) = run_sim(&SwitchMl, &c, f, 0, 1_000_000_000) else {
+                continue;
+            };
+            let wrong = nodes.iter().filter(|n| matches!(n, SetupNode::Worker(w) if w.result().as_deref().is_some_and(|r| r != &want[..]))).count();
+            println!(
+                "{name} seed {seed}: finished {} at {} ns, {wrong} wrong",
+                rep.finished, rep.end_ns
+            );
+            if !rep.finished {
+                for n in &nodes {
+                    println!("   {:?}", n.counters());
+                }
+            }
+        }
     }
 }

@@ -241,6 +241,18 @@ impl Endpoint for SwitchMlWorker {
     fn is_done(&self) -> bool {
         self.received == self.layout.chunks
     }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("received", self.received as u64),
+            (
+                "outstanding",
+                self.outstanding.iter().flatten().count() as u64,
+            ),
+            ("queued", self.queue.len() as u64),
+            ("retransmissions", self.stats.retransmissions),
+        ]
+    }
 }
 
 impl Worker for SwitchMlWorker {
@@ -353,6 +365,21 @@ impl Endpoint for SwitchMlSwitch {
     }
 
     fn handle_timeout(&mut self, _now: Nanos) {}
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let n = self.layout.workers;
+        let partial = self
+            .copies
+            .iter()
+            .flatten()
+            .filter(|c| c.count > 0 && c.count < n)
+            .count();
+        vec![
+            ("switch_in", self.stats.packets_in),
+            ("partial_copies", partial as u64),
+            ("duplicates", self.stats.duplicates_ignored),
+        ]
+    }
 }
 
 impl Switch for SwitchMlSwitch {

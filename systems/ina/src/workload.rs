@@ -308,9 +308,21 @@ impl Workload for Table6 {
                 .filter(|n| matches!(n, SetupNode::Worker(w) if !w.is_done()))
                 .count();
             if ctx.declares("unfinished_workers") {
+                // the workers that did finish are still checked: a wrong sum fails loudly
+                let want = reference_sum(cfg.seed, cfg.workers, cfg.elements);
+                let wrong = nodes
+                    .iter()
+                    .filter(|n| matches!(n, SetupNode::Worker(w) if w.result().as_deref().is_some_and(|r| r != &want[..])))
+                    .count();
                 ctx.record("unfinished_workers", unfinished as f64);
+                ctx.record_if_declared("wrong_aggregates", wrong as f64);
                 ctx.record_if_declared("goodput", 0.0);
                 ctx.log(inabench_core::LogLevel::Warn, format!("{} did not finish within the time limit: {unfinished} workers without a result", ctx.system()));
+                if wrong > 0 {
+                    return Err(WorkloadError::WrongResult(format!(
+                        "{wrong} finished workers got a sum that differs from the reference"
+                    )));
+                }
                 return Ok(());
             }
             return Err(WorkloadError::Invalid(format!(
