@@ -10,11 +10,10 @@
 use criterion::{Criterion, criterion_group, criterion_main};
 use inabench::registry::Registry;
 use inabench::runner;
-use inabench_core::event::Event;
+use inabench_core::Row;
 use inabench_core::plan;
 use inabench_core::spec::Fidelity;
 use inabench_core::store::{Record, RunWriter};
-use inabench_core::{PointCtx, Row};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -26,41 +25,13 @@ const WORK: u64 = 20_000;
 fn harness(c: &mut Criterion) {
     let entry = inabench_bench::probe_entry(POINTS, WORK);
     let registry = Registry::builtin();
-    let probe = registry.get("harness.probe").expect("probe workload");
     let points = plan::expand(&entry.spec, "quick").expect("plan");
     let mut g = c.benchmark_group("harness");
     g.sample_size(10)
         .measurement_time(Duration::from_secs(60))
         .warm_up_time(Duration::from_secs(1));
     g.bench_function("direct_100k_points", |b| {
-        b.iter(|| {
-            let cancel = AtomicBool::new(false);
-            let mut n = 0u64;
-            let mut sink = |e: Event| {
-                if let Event::Row(r) = e {
-                    n = n.wrapping_add(r.value as u64);
-                }
-            };
-            let units = |_: &str| String::from("1");
-            for (i, p) in points.iter().enumerate() {
-                let mut ctx = PointCtx::new(
-                    p,
-                    i,
-                    Fidelity::Functional,
-                    "none",
-                    0,
-                    false,
-                    i as u64,
-                    "r",
-                    "e",
-                    &cancel,
-                    &mut sink,
-                    &units,
-                );
-                probe.run(&mut ctx).expect("probe");
-            }
-            n
-        })
+        b.iter(|| inabench_bench::run_direct(&points))
     });
     g.bench_function("runner_100k_points", |b| {
         b.iter(|| {

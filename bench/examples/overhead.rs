@@ -60,32 +60,10 @@ fn main() {
     );
 }
 
-/// The direct baseline: the same points through the probe, with a sink that drops the events.
+/// The direct baseline: the same points through the probe, with no runner and no store.
 fn direct(entry: &inabench_core::catalog::Entry) -> std::time::Duration {
-    use inabench_core::{PointCtx, event::Event, spec::Fidelity};
-    let registry = Registry::builtin();
-    let probe = registry.get("harness.probe").expect("probe");
     let points = inabench_core::plan::expand(&entry.spec, "quick").expect("plan");
-    let cancel = AtomicBool::new(false);
-    let mut sink = |_: Event| {};
-    let units = |_: &str| String::from("1");
     let t = Instant::now();
-    for (i, p) in points.iter().enumerate() {
-        let mut ctx = PointCtx::new(
-            p,
-            i,
-            Fidelity::Functional,
-            "none",
-            0,
-            false,
-            i as u64,
-            "r",
-            "e",
-            &cancel,
-            &mut sink,
-            &units,
-        );
-        probe.run(&mut ctx).expect("probe");
-    }
+    std::hint::black_box(inabench_bench::run_direct(&points));
     t.elapsed()
 }

@@ -34,3 +34,42 @@ pub fn probe_request(entry: Entry, results: &Path) -> inabench::runner::RunReque
         testbed_text: String::new(),
     }
 }
+
+/// Run `points` through the probe workload directly (no runner, no store): the work alone.
+/// Returns a checksum of the recorded values so the compiler cannot drop the work.
+pub fn run_direct(points: &[inabench_core::Point]) -> u64 {
+    use inabench_core::event::Event;
+    use inabench_core::{PointCtx, spec::Fidelity};
+    let registry = inabench::registry::Registry::builtin();
+    let Some(probe) = registry.get("harness.probe") else {
+        return 0;
+    };
+    let cancel = std::sync::atomic::AtomicBool::new(false);
+    let mut n = 0u64;
+    let mut sink = |e: Event| {
+        if let Event::Row(r) = e {
+            n = n.wrapping_add(r.value as u64);
+        }
+    };
+    let units = |_: &str| String::from("1");
+    for (i, p) in points.iter().enumerate() {
+        let mut ctx = PointCtx::new(
+            p,
+            i,
+            Fidelity::Functional,
+            "none",
+            0,
+            false,
+            i as u64,
+            "r",
+            "e",
+            &cancel,
+            &mut sink,
+            &units,
+        );
+        if probe.run(&mut ctx).is_err() {
+            return 0;
+        }
+    }
+    n
+}
