@@ -1,11 +1,37 @@
-//! Whole RoCEv2 frames: Ethernet + IPv4 + UDP(4791) + BTH [+ RETH] [+ AETH] [+ ImmDt] + payload
-//! (+ pad to 4 bytes) + ICRC.
+//! Whole RoCEv2 frames:
+//!
+//! ```text
+//! Ethernet | IPv4 | UDP (dst 4791) | BTH | [RETH] [AETH] [ImmDt] | [INA header] payload | pad | ICRC
+//! ```
+//!
+//! [`FrameRepr`] is everything but the payload (lengths, checksums, the pad count and the ICRC
+//! are derived); [`RoceV2Packet`] adds an INA header and the payload, and [`Layers`] gives each
+//! layer's own `Repr`. Building checks that the extension headers match the opcode (IBA's opcode
+//! table), that only the last or only packet of a message is padded, and that an ACK carries no
+//! payload; parsing checks all of that, the IPv4 header checksum, the UDP port and length and the
+//! ICRC (unless told to ignore it, as SwitchML-RDMA's NICs do).
 
-use crate::ib::{self, AethRepr, Bth, BthRepr, RethRepr};
+use crate::ib::{self, AethRepr, BthRepr, ImmDtRepr, RethRepr, opcode};
+use crate::ina::{AtpHeader, InaHeader, InaKind, NetReduceHeader, SwitchMlHeader};
 use crate::{Error, ethernet, icrc, ipv4, need, udp};
 
-/// Everything about a frame but its payload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The offset of the IPv4 header in a frame.
+pub const IP_OFFSET: usize = ethernet::HEADER_LEN;
+/// The offset of the BTH in a frame (IPv4 without options).
+pub const BTH_OFFSET: usize = IP_OFFSET + ipv4::HEADER_LEN + udp::HEADER_LEN;
+
+/// Whether to verify the ICRC when parsing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum IcrcCheck {
+    #[default]
+    Verify,
+    /// Accept any ICRC (SwitchML-RDMA turns the NICs' ICRC check off: its switch rewrites
+    /// packets without recomputing it).
+    Ignore,
+}
+
+/// Everything about a RoCEv2 frame but its payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FrameRepr {
     pub src_mac: ethernet::Mac,
     pub dst_mac: ethernet::Mac,
@@ -16,26 +42,28 @@ pub struct FrameRepr {
     /// DSCP and ECN.
     pub tos: u8,
     pub ttl: u8,
+    /// The pad count is derived from the payload when building, and reads 0 after parsing.
     pub bth: BthRepr,
     pub reth: Option<RethRepr>,
     pub aeth: Option<AethRepr>,
     pub immdt: Option<u32>,
 }
 
-/// The offset of the IPv4 header in a frame.
-pub const IP_OFFSET: usize = ethernet::HEADER_LEN;
+/// Each layer of a frame as its own `Repr`, lengths and pad count filled in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Layers {
+    pub ethernet: ethernet::Repr,
+    pub ipv4: ipv4::Repr,
+    pub udp: udp::Repr,
+    pub bth: BthRepr,
+    pub reth: Option<RethRepr>,
+    pub aeth: Option<AethRepr>,
+    pub immdt: Option<ImmDtRepr>,
+}
 
 impl FrameRepr {
-    fn transport_len(&self) -> usize {
-        ib::BTH_LEN
-            + self.reth.map_or(0, |_| ib::RETH_LEN)
-            + self.aeth.map_or(0, |_| ib::AETH_LEN)
-            + self.immdt.map_or(0, |_| ib::IMMDT_LEN)
-    }
-
-    /// Build the frame carrying `payload` (padded to a multiple of 4 bytes, the pad count set in
-    /// the BTH) with the ICRC appended. The extension headers must match the opcode.
-    pub fn build(&self, payload: &[u8]) -> Result<Vec<u8>, Error> {
+    /// The opcode's layout, checked against the extension headers present.
+    pub fn layout(&self) -> Result<ib::Layout, Error> {
         let l = ib::layout(self.bth.opcode)?;
         if l.reth != self.reth.is_some()
             || l.aeth != self.aeth.is_some()
@@ -45,85 +73,172 @@ impl FrameRepr {
                 "extension headers do not match the opcode",
             ));
         }
-        let pad = (4 - payload.len() % 4) % 4;
-        let tlen = self.transport_len();
-        let udp_payload = tlen + payload.len() + pad + icrc::ICRC_LEN;
-        let total = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN + udp_payload;
-        let mut f = vec![0u8; total - icrc::ICRC_LEN];
-        ethernet::Repr {
-            dst: self.dst_mac,
-            src: self.src_mac,
-            ethertype: ethernet::ETHERTYPE_IPV4,
+        Ok(l)
+    }
+
+    /// Bytes of BTH and extension headers.
+    pub fn transport_len(&self) -> usize {
+        ib::BTH_LEN
+            + self.reth.map_or(0, |_| ib::RETH_LEN)
+            + self.aeth.map_or(0, |_| ib::AETH_LEN)
+            + self.immdt.map_or(0, |_| ib::IMMDT_LEN)
+    }
+
+    /// Bytes before the payload.
+    pub fn header_len(&self) -> usize {
+        BTH_OFFSET + self.transport_len()
+    }
+
+    /// Bytes of pad after a payload of `payload_len` bytes.
+    pub fn pad_len(payload_len: usize) -> usize {
+        (4 - payload_len % 4) % 4
+    }
+
+    /// The frame's length for a payload of `payload_len` bytes.
+    pub fn buffer_len(&self, payload_len: usize) -> usize {
+        self.header_len() + payload_len + Self::pad_len(payload_len) + icrc::ICRC_LEN
+    }
+
+    /// Each layer's `Repr` for a payload of `payload_len` bytes.
+    pub fn layers(&self, payload_len: usize) -> Layers {
+        let udp_payload =
+            self.transport_len() + payload_len + Self::pad_len(payload_len) + icrc::ICRC_LEN;
+        Layers {
+            ethernet: ethernet::Repr {
+                dst: self.dst_mac,
+                src: self.src_mac,
+                ethertype: ethernet::ETHERTYPE_IPV4,
+            },
+            ipv4: ipv4::Repr {
+                src: self.src_ip,
+                dst: self.dst_ip,
+                protocol: ipv4::PROTO_UDP,
+                tos: self.tos,
+                ttl: self.ttl,
+                ident: 0,
+                payload_len: udp::HEADER_LEN + udp_payload,
+            },
+            udp: udp::Repr {
+                src_port: self.src_port,
+                dst_port: udp::ROCEV2_PORT,
+                payload_len: udp_payload,
+            },
+            bth: BthRepr {
+                pad_count: Self::pad_len(payload_len) as u8,
+                ..self.bth
+            },
+            reth: self.reth,
+            aeth: self.aeth,
+            immdt: self.immdt.map(|data| ImmDtRepr { data }),
         }
-        .emit(&mut ethernet::Packet::new_unchecked(&mut f[..]));
-        let ip = ipv4::Repr {
-            src: self.src_ip,
-            dst: self.dst_ip,
-            protocol: ipv4::PROTO_UDP,
-            tos: self.tos,
-            ttl: self.ttl,
-            ident: 0,
-            payload_len: udp::HEADER_LEN + udp_payload,
-        };
-        ip.emit(&mut ipv4::Packet::new_unchecked(&mut f[IP_OFFSET..]))?;
-        let u = IP_OFFSET + ipv4::HEADER_LEN;
-        udp::Repr {
-            src_port: self.src_port,
-            dst_port: udp::ROCEV2_PORT,
-            payload_len: udp_payload,
+    }
+
+    /// Write the frame carrying `parts` (concatenated: an INA header, then the payload) into
+    /// `frame`, which must be exactly `buffer_len` long.
+    fn emit_parts(&self, frame: &mut [u8], parts: &[&[u8]]) -> Result<(), Error> {
+        let l = self.layout()?;
+        let payload_len: usize = parts.iter().map(|p| p.len()).sum();
+        if !l.payload && payload_len > 0 {
+            return Err(Error::Malformed("payload in an ACKNOWLEDGE"));
         }
-        .emit(&mut udp::Packet::new_unchecked(&mut f[u..]))?;
-        let mut at = u + udp::HEADER_LEN;
-        let mut bth = self.bth;
-        bth.pad_count = pad as u8;
-        bth.emit(&mut f[at..])?;
+        let pad = Self::pad_len(payload_len);
+        if pad != 0 && !opcode::ends_message(self.bth.opcode) {
+            return Err(Error::Malformed(
+                "first and middle packets carry a multiple of 4 bytes",
+            ));
+        }
+        let total = self.buffer_len(payload_len);
+        if frame.len() != total {
+            return Err(Error::Malformed("frame buffer is not buffer_len() long"));
+        }
+        let layers = self.layers(payload_len);
+        layers.ethernet.emit(&mut frame[..]);
+        layers.ipv4.emit(&mut frame[IP_OFFSET..])?;
+        layers
+            .udp
+            .emit(&mut frame[IP_OFFSET + ipv4::HEADER_LEN..])?;
+        let mut at = BTH_OFFSET;
+        layers.bth.emit(&mut frame[at..])?;
         at += ib::BTH_LEN;
-        if let Some(r) = self.reth {
-            r.emit(&mut f[at..])?;
+        if let Some(r) = layers.reth {
+            r.emit(&mut frame[at..])?;
             at += ib::RETH_LEN;
         }
-        if let Some(a) = self.aeth {
-            a.emit(&mut f[at..])?;
+        if let Some(a) = layers.aeth {
+            a.emit(&mut frame[at..])?;
             at += ib::AETH_LEN;
         }
-        if let Some(i) = self.immdt {
-            f[at..at + 4].copy_from_slice(&i.to_be_bytes());
+        if let Some(i) = layers.immdt {
+            i.emit(&mut frame[at..])?;
             at += ib::IMMDT_LEN;
         }
-        f[at..at + payload.len()].copy_from_slice(payload);
-        icrc::append(&mut f, IP_OFFSET)?;
+        for p in parts {
+            frame[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        }
+        frame[at..at + pad].fill(0);
+        icrc::fill(&mut frame[IP_OFFSET..])
+    }
+
+    /// Write the frame carrying `payload` into `frame` (exactly [`FrameRepr::buffer_len`] long):
+    /// headers, payload, zero pad (the BTH's pad count set), ICRC.
+    pub fn emit(&self, frame: &mut [u8], payload: &[u8]) -> Result<(), Error> {
+        self.emit_parts(frame, &[payload])
+    }
+
+    /// Build the frame carrying `payload`.
+    pub fn build(&self, payload: &[u8]) -> Result<Vec<u8>, Error> {
+        let mut f = vec![0u8; self.buffer_len(payload.len())];
+        self.emit(&mut f, payload)?;
         Ok(f)
     }
 
-    /// Parse a frame: checks the IPv4 checksum, the RoCEv2 port, the opcode's layout and the
-    /// ICRC; returns the headers and the payload (without pad and ICRC).
+    /// Parse a frame, verifying the ICRC; returns the headers and the payload (without pad and
+    /// ICRC).
     pub fn parse(frame: &[u8]) -> Result<(FrameRepr, &[u8]), Error> {
-        let eth = ethernet::Packet::new_checked(frame)?;
-        let e = ethernet::Repr::parse(&eth)?;
+        Self::parse_with(frame, IcrcCheck::Verify)
+    }
+
+    /// Parse a frame, verifying the ICRC or not.
+    pub fn parse_with(frame: &[u8], check: IcrcCheck) -> Result<(FrameRepr, &[u8]), Error> {
+        let e = ethernet::Repr::parse(frame)?;
         if e.ethertype != ethernet::ETHERTYPE_IPV4 {
             return Err(Error::Unsupported("ethertype (only IPv4)"));
         }
-        let ipp = ipv4::Packet::new_checked(eth.payload())?;
-        let ip = ipv4::Repr::parse(&ipp)?;
+        let ip_all = &frame[IP_OFFSET..];
+        let ip = ipv4::Repr::parse(ip_all)?;
         if ip.protocol != ipv4::PROTO_UDP {
             return Err(Error::Unsupported("IP protocol (only UDP)"));
         }
+        let ipp = ipv4::Packet::new_checked(ip_all)?;
         let ihl = ipp.header_len();
-        let ip_bytes = &frame[IP_OFFSET..IP_OFFSET + usize::from(ipp.total_len())];
+        let ip_bytes = &ip_all[..ihl + ip.payload_len];
         let up = udp::Packet::new_checked(ipp.payload())?;
         if up.dst_port() != udp::ROCEV2_PORT {
             return Err(Error::Unsupported("UDP port (not RoCEv2)"));
         }
         let udp_len = usize::from(up.len());
+        if udp_len != ip.payload_len {
+            return Err(Error::Malformed(
+                "UDP length disagrees with the IPv4 length",
+            ));
+        }
         need(
             "RoCEv2 transport",
             udp_len,
             udp::HEADER_LEN + ib::BTH_LEN + icrc::ICRC_LEN,
         )?;
-        icrc::verify(ip_bytes)?;
-        let t_start = IP_OFFSET + ihl + udp::HEADER_LEN;
-        let t = &frame[t_start..IP_OFFSET + ihl + udp_len - icrc::ICRC_LEN];
-        let bth = BthRepr::parse(&Bth::new_checked(t)?)?;
+        if check == IcrcCheck::Verify {
+            icrc::verify(ip_bytes)?;
+        }
+        // BTH to the end of the pad: headers, payload and pad are whole 4-byte words
+        let t = &ip_bytes[ihl + udp::HEADER_LEN..ip_bytes.len() - icrc::ICRC_LEN];
+        if !t.len().is_multiple_of(4) {
+            return Err(Error::Malformed(
+                "RoCEv2 transport length not a multiple of 4",
+            ));
+        }
+        let bth = BthRepr::parse(t)?;
         let l = ib::layout(bth.opcode)?;
         let mut at = ib::BTH_LEN;
         let reth = if l.reth {
@@ -141,16 +256,21 @@ impl FrameRepr {
             None
         };
         let immdt = if l.immdt {
-            need("ImmDt", t.len(), at + ib::IMMDT_LEN)?;
-            let v = u32::from_be_bytes([t[at], t[at + 1], t[at + 2], t[at + 3]]);
+            let i = ImmDtRepr::parse(&t[at..])?;
             at += ib::IMMDT_LEN;
-            Some(v)
+            Some(i.data)
         } else {
             None
         };
         let pad = usize::from(bth.pad_count);
         need("payload pad", t.len(), at + pad)?;
+        if pad != 0 && !opcode::ends_message(bth.opcode) {
+            return Err(Error::Malformed("pad in a first or middle packet"));
+        }
         let payload = &t[at..t.len() - pad];
+        if !l.payload && !payload.is_empty() {
+            return Err(Error::Malformed("payload in an ACKNOWLEDGE"));
+        }
         let repr = FrameRepr {
             src_mac: e.src,
             dst_mac: e.dst,
@@ -168,5 +288,292 @@ impl FrameRepr {
             immdt,
         };
         Ok((repr, payload))
+    }
+}
+
+/// A RoCEv2 packet: its headers, an optional INA header at the start of the payload, and the
+/// rest of the payload. Builds to and parses from a whole Ethernet frame with its ICRC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RoceV2Packet<'a> {
+    pub headers: FrameRepr,
+    pub ina: Option<InaHeader>,
+    /// The payload after the INA header (without pad).
+    pub payload: &'a [u8],
+}
+
+impl<'a> RoceV2Packet<'a> {
+    fn ina_len(&self) -> usize {
+        self.ina.map_or(0, |h| h.buffer_len())
+    }
+
+    /// The frame's length.
+    pub fn buffer_len(&self) -> usize {
+        self.headers.buffer_len(self.ina_len() + self.payload.len())
+    }
+
+    /// Each layer's `Repr` (the INA header is [`RoceV2Packet::ina`]).
+    pub fn layers(&self) -> Layers {
+        self.headers.layers(self.ina_len() + self.payload.len())
+    }
+
+    /// Write the frame into `frame` (exactly [`RoceV2Packet::buffer_len`] long). A NetReduce
+    /// header goes only at the start of a message (a first or only packet).
+    pub fn emit(&self, frame: &mut [u8]) -> Result<(), Error> {
+        let mut ina = [0u8; 16];
+        let n = match self.ina {
+            Some(h) => {
+                if matches!(h, InaHeader::NetReduce(_))
+                    && !opcode::starts_message(self.headers.bth.opcode)
+                {
+                    return Err(Error::Malformed(
+                        "NetReduce header outside a message's first packet",
+                    ));
+                }
+                if let InaHeader::SwitchMl(s) = h
+                    && self.payload.len() != 4 * usize::from(s.elements)
+                {
+                    return Err(Error::Malformed(
+                        "SwitchML element count disagrees with the payload",
+                    ));
+                }
+                let n = h.buffer_len();
+                h.emit(&mut ina[..n])?;
+                n
+            }
+            None => 0,
+        };
+        self.headers.emit_parts(frame, &[&ina[..n], self.payload])
+    }
+
+    /// Build the frame.
+    pub fn build(&self) -> Result<Vec<u8>, Error> {
+        let mut f = vec![0u8; self.buffer_len()];
+        self.emit(&mut f)?;
+        Ok(f)
+    }
+
+    /// Parse a frame (verifying the ICRC) whose payload starts with an INA header of `ina`'s
+    /// kind: NetReduce's only in a message's first (or only) packet and only when it carries the
+    /// InetTag; SwitchML's and ATP's in every packet with a payload.
+    pub fn parse(frame: &'a [u8], ina: InaKind) -> Result<RoceV2Packet<'a>, Error> {
+        Self::parse_with(frame, ina, IcrcCheck::Verify)
+    }
+
+    pub fn parse_with(
+        frame: &'a [u8],
+        ina: InaKind,
+        check: IcrcCheck,
+    ) -> Result<RoceV2Packet<'a>, Error> {
+        let (headers, payload) = FrameRepr::parse_with(frame, check)?;
+        let op = headers.bth.opcode;
+        let ina = match ina {
+            InaKind::None => None,
+            InaKind::NetReduce => (opcode::starts_message(op)
+                && NetReduceHeader::is_first(payload))
+            .then(|| NetReduceHeader::parse(payload).map(InaHeader::NetReduce))
+            .transpose()?,
+            InaKind::SwitchMl => (!payload.is_empty())
+                .then(|| SwitchMlHeader::parse(payload).map(InaHeader::SwitchMl))
+                .transpose()?,
+            InaKind::Atp => (!payload.is_empty())
+                .then(|| AtpHeader::parse(payload).map(InaHeader::Atp))
+                .transpose()?,
+        };
+        let skip = ina.map_or(0, |h| h.buffer_len());
+        if let Some(InaHeader::SwitchMl(h)) = ina
+            && payload.len() - skip != 4 * usize::from(h.elements)
+        {
+            return Err(Error::Malformed(
+                "SwitchML element count disagrees with the payload",
+            ));
+        }
+        Ok(RoceV2Packet {
+            headers,
+            ina,
+            payload: &payload[skip..],
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ib::{NakCode, Syndrome};
+
+    fn headers(op: u8) -> FrameRepr {
+        let l = ib::layout(op).expect("opcode");
+        FrameRepr {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src_ip: [10, 0, 0, 1],
+            dst_ip: [10, 0, 0, 2],
+            src_port: 49152,
+            tos: 0x02,
+            ttl: 64,
+            bth: BthRepr {
+                opcode: op,
+                solicited: false,
+                migreq: true,
+                pad_count: 0,
+                pkey: 0xffff,
+                fecn: false,
+                becn: false,
+                dest_qp: 0x12,
+                ack_req: true,
+                psn: 100,
+            },
+            reth: l.reth.then_some(RethRepr {
+                va: 0x1000,
+                rkey: 0xabcd,
+                dma_len: 4096,
+            }),
+            aeth: l.aeth.then_some(AethRepr {
+                syndrome: Syndrome::Ack { credits: 31 },
+                msn: 7,
+            }),
+            immdt: l.immdt.then_some(0xdead_beef),
+        }
+    }
+
+    #[test]
+    fn build_and_parse_with_an_ina_header() {
+        let h = NetReduceHeader {
+            ring_id: 1,
+            rank: 2,
+            msg_id: 3,
+            msg_len: 4,
+        };
+        let values = [7u8; 64];
+        let p = RoceV2Packet {
+            headers: headers(opcode::RC_RDMA_WRITE_FIRST),
+            ina: Some(InaHeader::NetReduce(h)),
+            payload: &values,
+        };
+        let f = p.build().expect("build");
+        assert_eq!(f.len(), 14 + 20 + 8 + 12 + 16 + 16 + 64 + 4);
+        // NetReduce's header is right after the RETH
+        let at = BTH_OFFSET + 12 + 16;
+        assert_eq!(&f[at..at + 4], b"INET");
+        assert_eq!(RoceV2Packet::parse(&f, InaKind::NetReduce), Ok(p));
+        // without asking for it, the header is payload
+        let plain = RoceV2Packet::parse(&f, InaKind::None).expect("parse");
+        assert_eq!(plain.payload.len(), 80);
+        // the layers agree with the bytes
+        let l = p.layers();
+        assert_eq!(l.ipv4.payload_len, f.len() - 14 - 20);
+        assert_eq!(l.udp.payload_len, f.len() - 14 - 28);
+        assert_eq!(ipv4::Repr::parse(&f[14..]), Ok(l.ipv4));
+        assert_eq!(udp::Repr::parse(&f[34..]), Ok(l.udp));
+        // a NetReduce header is only at the start of a message
+        let mid = RoceV2Packet {
+            headers: headers(opcode::RC_RDMA_WRITE_MIDDLE),
+            ..p
+        };
+        assert!(mid.build().is_err());
+    }
+
+    #[test]
+    fn build_refusals() {
+        let ack = headers(opcode::RC_ACKNOWLEDGE);
+        assert_eq!(
+            ack.build(&[1]),
+            Err(Error::Malformed("payload in an ACKNOWLEDGE"))
+        );
+        let first = headers(opcode::RC_SEND_FIRST);
+        assert!(first.build(&[1, 2, 3]).is_err(), "pad on a first packet");
+        first.build(&[1, 2, 3, 4]).expect("no pad");
+        let mut wrong = headers(opcode::RC_RDMA_WRITE_MIDDLE);
+        wrong.reth = headers(opcode::RC_RDMA_WRITE_FIRST).reth;
+        assert!(wrong.build(&[]).is_err());
+        let mut bad_qp = headers(opcode::RC_SEND_ONLY);
+        bad_qp.bth.dest_qp = 1 << 24;
+        assert!(bad_qp.build(&[]).is_err());
+        assert!(headers(opcode::RC_SEND_ONLY).build(&[0; 65_500]).is_err());
+        let only = headers(opcode::RC_SEND_ONLY);
+        assert!(only.emit(&mut [0u8; 10], &[]).is_err());
+        let mut nak = ack;
+        nak.aeth = Some(AethRepr {
+            syndrome: Syndrome::Nak(NakCode::InvalidRequest),
+            msn: 1,
+        });
+        let f = nak.build(&[]).expect("build");
+        assert_eq!(FrameRepr::parse(&f), Ok((nak, &[][..])));
+    }
+
+    #[test]
+    fn parse_refusals() {
+        let good = headers(opcode::UC_SEND_LAST)
+            .build(&[1, 2, 3])
+            .expect("build");
+        let refix = |f: &mut Vec<u8>| {
+            let n = f.len();
+            let mut ip = ipv4::Packet::new_unchecked(&mut f[IP_OFFSET..]);
+            ip.fill_checksum();
+            icrc::fill(&mut f[IP_OFFSET..n]).expect("icrc");
+        };
+        type Mutation = fn(&mut Vec<u8>);
+        let cases: Vec<(Mutation, Error)> = vec![
+            (
+                |f| f[12] = 0x86,
+                Error::Unsupported("ethertype (only IPv4)"),
+            ),
+            (|f| f[23] = 6, Error::Unsupported("IP protocol (only UDP)")),
+            (
+                |f| f[37] = 0xb8,
+                Error::Unsupported("UDP port (not RoCEv2)"),
+            ),
+            (
+                |f| f[39] -= 4,
+                Error::Malformed("UDP length disagrees with the IPv4 length"),
+            ),
+            (|f| f[43] = 1, Error::Malformed("BTH transport version")),
+            (
+                |f| f[42] = 0x64,
+                Error::Unsupported("transport (only RC and UC)"),
+            ),
+            (
+                |f| f[42] = opcode::UC_SEND_MIDDLE,
+                Error::Malformed("pad in a first or middle packet"),
+            ),
+        ];
+        for (mutate, want) in cases {
+            let mut f = good.clone();
+            mutate(&mut f);
+            refix(&mut f);
+            assert_eq!(FrameRepr::parse(&f).map(|_| ()), Err(want));
+        }
+        // a payload and pad that are not whole words: drop the pad byte, fix the lengths
+        let mut odd = good.clone();
+        odd.remove(57);
+        odd[17] -= 1; // IPv4 total length
+        odd[39] -= 1; // UDP length
+        odd[43] &= !0x30; // pad count 0
+        refix(&mut odd);
+        assert_eq!(
+            FrameRepr::parse(&odd),
+            Err(Error::Malformed(
+                "RoCEv2 transport length not a multiple of 4"
+            ))
+        );
+        // a pad longer than what follows the headers
+        let mut empty = headers(opcode::UC_SEND_LAST).build(&[]).expect("build");
+        empty[43] |= 0x30;
+        refix(&mut empty);
+        assert_eq!(
+            FrameRepr::parse(&empty),
+            Err(Error::Truncated {
+                what: "payload pad",
+                need: 15,
+                have: 12
+            })
+        );
+        let mut f = good.clone();
+        f[60] ^= 1;
+        assert_eq!(FrameRepr::parse(&f), Err(Error::Checksum("ICRC")));
+        assert!(FrameRepr::parse_with(&f, IcrcCheck::Ignore).is_ok());
+        // Ethernet padding after the IP packet is ignored
+        let mut padded = good.clone();
+        padded.extend_from_slice(&[0; 8]);
+        assert_eq!(FrameRepr::parse(&padded), FrameRepr::parse(&good));
     }
 }
