@@ -2,17 +2,19 @@
 //! they run on:
 //!
 //! - [`roce`]: a software RoCEv2 transport (RC with PSN sequencing, segmentation, ACK coalescing,
-//!   NAK on a gap, go-back-N; the UC mode comes with SwitchML-RDMA);
+//!   NAK on a gap, go-back-N; SwitchML-RDMA's UC WRITEs are built in [`switchml_rdma`]);
 //! - [`netreduce`]: the host flow-control module and the FPGA accelerator ([`fpga`] model);
-//! - [`tofino`]: the pipeline model the baselines (ATP, SwitchML, SwitchML-RDMA; not built yet)
-//!   will run on;
+//! - [`switchml`], [`atp`], [`switchml_rdma`]: the baselines' hosts and switch programs, on
+//! - [`tofino`]: the pipeline model (stages, 192 bytes per pass, recirculation, chained pipelines);
 //! - [`common`]: the interface the experiments drive (config, workers, switch, stats).
 
+pub mod atp;
 pub mod common;
 pub mod fpga;
 pub mod netreduce;
 pub mod roce;
 pub mod switchml;
+pub mod switchml_rdma;
 pub mod tofino;
 pub mod workload;
 

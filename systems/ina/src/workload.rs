@@ -27,6 +27,8 @@ fn system(name: &str) -> Option<&'static dyn System> {
     match name {
         "netreduce" => Some(&NetReduce),
         "switchml" => Some(&crate::switchml::SwitchMl),
+        "atp" => Some(&crate::atp::Atp),
+        "switchml_rdma" => Some(&crate::switchml_rdma::SwitchMlRdma),
         _ => None,
     }
 }
@@ -214,7 +216,7 @@ impl Workload for Table6 {
     }
 
     fn systems(&self) -> Option<&'static [&'static str]> {
-        Some(&["netreduce", "switchml"])
+        Some(&["netreduce", "switchml", "atp", "switchml_rdma"])
     }
 
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {

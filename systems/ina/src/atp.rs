@@ -1,0 +1,840 @@
+//! ATP (Lao et al., NSDI'21) as its paper and released code describe it, for NetReduce's Table 6.
+//!
+//! Workers send 62 int32 values per packet (248 bytes: the released `MAX_ENTRIES_PER_PACKET`),
+//! each with a job id, a sequence number, the aggregator index a hash of (job, sequence) picks,
+//! the worker's bit and the fan-in degree. The switch:
+//! - takes a free aggregator for the packet's (job, sequence) and adds the values; a packet whose
+//!   aggregator is held by another (job, sequence) is a *collision* and goes on to the parameter
+//!   server (PS) unaggregated, with the collision flag;
+//! - when the fan-in is reached, forwards the aggregate to the PS (ATP aggregates "best effort":
+//!   the PS always holds the final result);
+//! - when the PS's ACK (the aggregated parameters) passes back through it, deallocates the
+//!   aggregator if it still belongs to that (job, sequence) and multicasts the ACK to the workers
+//!   its bitmap names;
+//! - a *resend* never takes an aggregator: if the aggregator holds a partial aggregate of that
+//!   (job, sequence), the resending worker's values are added (when its bit is not set yet) and the
+//!   partial is flushed to the PS and the aggregator freed; otherwise the resend goes to the PS as
+//!   it is.
+//!
+//! The PS adds every contribution whose bitmap is disjoint from what it holds for the sequence
+//! (so each worker is counted exactly once; an overlapping partial is dropped and its workers'
+//! timers bring their values again, raw), ACKs a completed sequence to all workers, and answers a
+//! contribution for a completed sequence with the result again (unicast through the switch).
+//!
+//! Each aggregator holds 62 values: with 192 bytes per pass (NetReduce Sec. 6) a packet needs two
+//! passes of the [`Pipeline`] model, which recirculates it into the same pipeline; ACKs take the
+//! same two passes, since deallocation clears both halves. The "50% internal bandwidth" of Table 6
+//! is what the model counts, not a constant.
+//!
+//! Our choices where the sources leave room: int32 values (the microbenchmark; ATP's float
+//! conversion is not modelled), 4096 aggregators for the job (`atp_pool`), an AIMD window of
+//! packets starting at 128 (`atp_window`), +1/cwnd per ACK, halved at most once per timeout
+//! period, capped at 1024 (ATP's ECN marks need a switch queue signal, which our switch model does
+//! not see; without marks the window only grows), frames as the release sends them: Ethernet type
+//! 0x0700, IPv4 (protocol 253, "experimentation"), the 274-byte ATP layer.
+
+use crate::common::{
+    AllReduceConfig, HostStats, Setup, SetupError, Switch, SwitchStats, System, Worker, gradient,
+};
+use crate::tofino::{Pipeline, Recirculation, TofinoModel};
+use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use inabench_wire::ina::atp::{self as hdr, LAYER_LEN, Trailer, VALUES_PER_PACKET};
+use inabench_wire::{ethernet, ipv4};
+use std::collections::{HashMap, VecDeque};
+
+/// IPv4 protocol number of ATP frames here (RFC 3692 experimentation).
+pub const IP_PROTO: u8 = 253;
+/// Frame bytes: Ethernet, IPv4, ATP header, 62 values, trailer.
+pub const FRAME_LEN: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN + LAYER_LEN;
+const JOB: u16 = 1;
+
+fn ip_of(node: usize) -> [u8; 4] {
+    [10, 0, 2, (node + 1) as u8]
+}
+
+fn frame(src: usize, dst: usize, h: &hdr::Repr, values: &[i32], t: &Trailer) -> Vec<u8> {
+    let mut f = vec![0u8; FRAME_LEN];
+    ethernet::Repr {
+        dst: [2, 0, 0, 2, 0, (dst + 1) as u8],
+        src: [2, 0, 0, 2, 0, (src + 1) as u8],
+        ethertype: hdr::ETHERTYPE,
+    }
+    .emit(&mut ethernet::Packet::new_unchecked(&mut f[..]));
+    let ip = ipv4::Repr {
+        src: ip_of(src),
+        dst: ip_of(dst),
+        protocol: IP_PROTO,
+        tos: 0,
+        ttl: 64,
+        ident: 0,
+        payload_len: LAYER_LEN,
+    };
+    let _ = ip.emit(&mut ipv4::Packet::new_unchecked(
+        &mut f[ethernet::HEADER_LEN..],
+    ));
+    let at = ethernet::HEADER_LEN + ipv4::HEADER_LEN;
+    let _ = h.emit(&mut f[at..]);
+    let v = at + hdr::Repr::LEN;
+    for (k, x) in values.iter().take(VALUES_PER_PACKET).enumerate() {
+        f[v + 4 * k..v + 4 * k + 4].copy_from_slice(&x.to_be_bytes());
+    }
+    let _ = t.emit(&mut f[v + hdr::VALUES_LEN..]);
+    f
+}
+
+/// Parse an ATP frame into its header and values.
+fn parse(f: &[u8]) -> Option<(hdr::Repr, Vec<i32>)> {
+    let eth = ethernet::Packet::new_checked(f).ok()?;
+    if eth.ethertype() != hdr::ETHERTYPE {
+        return None;
+    }
+    let ip = ipv4::Packet::new_checked(eth.payload()).ok()?;
+    let ipr = ipv4::Repr::parse(&ip).ok()?;
+    if ipr.protocol != IP_PROTO {
+        return None;
+    }
+    let p = ip.payload();
+    if p.len() < LAYER_LEN {
+        return None;
+    }
+    let h = hdr::Repr::parse(p).ok()?;
+    let values = p[hdr::Repr::LEN..hdr::Repr::LEN + hdr::VALUES_LEN]
+        .chunks_exact(4)
+        .map(|c| i32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    Some((h, values))
+}
+
+/// The aggregator a (job, sequence) hashes to (FNV-1a over the four bytes).
+pub fn aggregator_of(job: u16, seq: u16, pool: usize) -> u16 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in job.to_be_bytes().into_iter().chain(seq.to_be_bytes()) {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    (h % pool as u32) as u16
+}
+
+/// The full sequence number a 16-bit one stands for, nearest to `reference`.
+fn unwrap_seq(seq: u16, reference: usize) -> Option<usize> {
+    let d = seq.wrapping_sub(reference as u16) as i16;
+    usize::try_from(reference as i64 + i64::from(d)).ok()
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Layout {
+    pub workers: usize,
+    pub elements: usize,
+    pub chunks: usize,
+    pub pool: usize,
+}
+
+impl Layout {
+    fn new(cfg: &AllReduceConfig) -> Result<Layout, SetupError> {
+        let pool = cfg.knob("atp_pool").unwrap_or(4096.0) as usize;
+        if cfg.workers < 2 || cfg.workers > usize::from(hdr::Repr::MAX_FAN_IN) {
+            return Err(SetupError::Config(format!(
+                "ATP's bitmap holds 2..32 workers (got {})",
+                cfg.workers
+            )));
+        }
+        if pool == 0 || pool > 0xffff {
+            return Err(SetupError::Config(format!(
+                "ATP needs 1..65535 aggregators (got {pool})"
+            )));
+        }
+        Ok(Layout {
+            workers: cfg.workers,
+            elements: cfg.elements,
+            chunks: cfg.elements.div_ceil(VALUES_PER_PACKET).max(1),
+            pool,
+        })
+    }
+
+    fn all(&self) -> u32 {
+        if self.workers >= 32 {
+            u32::MAX
+        } else {
+            (1u32 << self.workers) - 1
+        }
+    }
+}
+
+/// An ATP worker.
+pub struct AtpWorker {
+    rank: usize,
+    switch: NodeId,
+    layout: Layout,
+    grad: Vec<i32>,
+    result: Vec<i32>,
+    /// full sequence -> deadline of the outstanding packet
+    outstanding: HashMap<usize, Nanos>,
+    next: usize,
+    /// lowest sequence without a result
+    base: usize,
+    acked: Vec<bool>,
+    received: usize,
+    resend: VecDeque<usize>,
+    cwnd: f64,
+    max_window: f64,
+    last_cut: Nanos,
+    rto_ns: u64,
+    sent_at: Vec<Option<Nanos>>,
+    stats: HostStats,
+    started: bool,
+}
+
+impl AtpWorker {
+    fn packet(&self, seq: usize, resend: bool) -> Vec<u8> {
+        let a = seq * VALUES_PER_PACKET;
+        let b = (a + VALUES_PER_PACKET).min(self.grad.len());
+        let s16 = seq as u16;
+        let agg = aggregator_of(JOB, s16, self.layout.pool);
+        let h = hdr::Repr {
+            bitmap: 1 << self.rank,
+            fan_in: self.layout.workers as u8,
+            overflow: false,
+            ps_index: 0,
+            data_index: false,
+            ecn: false,
+            resend,
+            collision: false,
+            is_ack: false,
+            job: JOB,
+            sequence: s16,
+            aggregator: agg,
+            aggregator2: agg,
+        };
+        let t = Trailer {
+            key: seq as u64,
+            tensor_len: self.layout.elements as u32,
+        };
+        frame(
+            self.rank,
+            self.layout.workers,
+            &h,
+            &self.grad[a.min(b)..b],
+            &t,
+        )
+    }
+
+    fn transmit(&mut self, now: Nanos, seq: usize, resend: bool) -> Transmit {
+        if self.sent_at[seq].is_some() {
+            self.stats.retransmissions += 1;
+        } else {
+            self.sent_at[seq] = Some(now);
+        }
+        self.outstanding.insert(seq, now + self.rto_ns);
+        let bytes = self.packet(seq, resend);
+        self.stats.packets_tx += 1;
+        self.stats.wire_bytes_tx += bytes.len() as u64;
+        Transmit {
+            to: self.switch,
+            bytes,
+        }
+    }
+}
+
+impl Endpoint for AtpWorker {
+    fn id(&self) -> NodeId {
+        self.rank as NodeId
+    }
+
+    fn handle_packet(&mut self, now: Nanos, _from: NodeId, f: &[u8]) {
+        self.stats.packets_rx += 1;
+        let Some((h, values)) = parse(f) else {
+            self.stats.malformed_rx += 1;
+            return;
+        };
+        if !h.is_ack || h.job != JOB {
+            return;
+        }
+        let Some(seq) = unwrap_seq(h.sequence, self.base) else {
+            return;
+        };
+        if seq >= self.layout.chunks || self.acked[seq] {
+            return;
+        }
+        let a = seq * VALUES_PER_PACKET;
+        for (k, v) in values.iter().enumerate() {
+            if let Some(r) = self.result.get_mut(a + k)
+                && k < VALUES_PER_PACKET
+            {
+                *r = *v;
+            }
+        }
+        self.acked[seq] = true;
+        self.received += 1;
+        self.outstanding.remove(&seq);
+        self.resend.retain(|s| *s != seq);
+        if let Some(t0) = self.sent_at[seq] {
+            self.stats.rtt_ns.push(now.saturating_sub(t0));
+        }
+        while self.base < self.layout.chunks && self.acked[self.base] {
+            self.base += 1;
+        }
+        self.cwnd = (self.cwnd + 1.0 / self.cwnd).min(self.max_window);
+        if self.received == self.layout.chunks {
+            self.stats.end_ns = now;
+        }
+    }
+
+    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        if !self.started {
+            self.started = true;
+            self.stats.start_ns = now;
+        }
+        if let Some(seq) = self.resend.pop_front() {
+            return Some(self.transmit(now, seq, true));
+        }
+        // the window counts packets without a result; a sequence never runs 32K ahead of the
+        // lowest unacknowledged one, so 16-bit sequence numbers stay unambiguous
+        if self.next < self.layout.chunks
+            && (self.outstanding.len() as f64) < self.cwnd.floor()
+            && self.next - self.base < 32_000
+        {
+            let seq = self.next;
+            self.next += 1;
+            return Some(self.transmit(now, seq, false));
+        }
+        None
+    }
+
+    fn poll_timeout(&self) -> Option<Nanos> {
+        self.outstanding
+            .values()
+            .copied()
+            .filter(|d| *d != Nanos::MAX)
+            .min()
+    }
+
+    fn handle_timeout(&mut self, now: Nanos) {
+        let mut late: Vec<usize> = self
+            .outstanding
+            .iter()
+            .filter(|(_, d)| **d <= now)
+            .map(|(s, _)| *s)
+            .collect();
+        if late.is_empty() {
+            return;
+        }
+        late.sort_unstable();
+        for s in &late {
+            // parked until resent: not outstanding, so the timer does not fire again meanwhile
+            self.outstanding.insert(*s, Nanos::MAX);
+        }
+        self.resend.extend(late);
+        if now.saturating_sub(self.last_cut) >= self.rto_ns {
+            self.last_cut = now;
+            self.cwnd = (self.cwnd / 2.0).max(1.0);
+        }
+    }
+
+    fn is_done(&self) -> bool {
+        self.received == self.layout.chunks
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("received", self.received as u64),
+            ("outstanding", self.outstanding.len() as u64),
+            ("cwnd", self.cwnd as u64),
+            ("retransmissions", self.stats.retransmissions),
+        ]
+    }
+}
+
+impl Worker for AtpWorker {
+    fn result(&self) -> Option<Vec<i32>> {
+        self.is_done().then(|| self.result.clone())
+    }
+
+    fn stats(&self) -> HostStats {
+        self.stats.clone()
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Aggregator {
+    owner: Option<(u16, u16)>,
+    sum: Vec<i32>,
+    bitmap: u32,
+    count: u8,
+    complete: bool,
+}
+
+impl Aggregator {
+    fn free(&mut self) {
+        self.owner = None;
+        self.sum.iter_mut().for_each(|x| *x = 0);
+        self.bitmap = 0;
+        self.count = 0;
+        self.complete = false;
+    }
+
+    fn add(&mut self, bit: u32, values: &[i32]) {
+        for (a, x) in self.sum.iter_mut().zip(values) {
+            *a = a.wrapping_add(*x);
+        }
+        self.bitmap |= bit;
+        self.count += 1;
+    }
+}
+
+/// ATP's switch program on the Tofino model.
+pub struct AtpSwitch {
+    id: NodeId,
+    ps: NodeId,
+    layout: Layout,
+    aggs: Vec<Aggregator>,
+    pipeline: Pipeline,
+    out: VecDeque<Transmit>,
+    stats: SwitchStats,
+    collisions: u64,
+    flushes: u64,
+}
+
+impl AtpSwitch {
+    fn send_to_ps(&mut self, h: &hdr::Repr, values: &[i32]) {
+        let t = Trailer {
+            key: u64::from(h.sequence),
+            tensor_len: self.layout.elements as u32,
+        };
+        self.stats.packets_out += 1;
+        self.out.push_back(Transmit {
+            to: self.ps,
+            bytes: frame(self.id as usize, self.ps as usize, h, values, &t),
+        });
+    }
+}
+
+impl Endpoint for AtpSwitch {
+    fn id(&self) -> NodeId {
+        self.id
+    }
+
+    fn handle_packet(&mut self, _now: Nanos, from: NodeId, f: &[u8]) {
+        self.stats.packets_in += 1;
+        self.stats.bytes_in += f.len() as u64;
+        let Some((h, values)) = parse(f) else {
+            self.stats.dropped += 1;
+            return;
+        };
+        let idx = usize::from(h.aggregator);
+        if idx >= self.layout.pool {
+            self.stats.dropped += 1;
+            return;
+        }
+        self.pipeline
+            .process(f.len() as u32, (4 * values.len()) as u32);
+        let key = (h.job, h.sequence);
+        if h.is_ack {
+            if from != self.ps {
+                self.stats.dropped += 1;
+                return;
+            }
+            if self.aggs[idx].owner == Some(key) {
+                self.aggs[idx].free();
+            }
+            for w in 0..self.layout.workers {
+                if h.bitmap & (1 << w) != 0 {
+                    self.stats.packets_out += 1;
+                    let mut b = f.to_vec();
+                    // rewrite the destination MAC and IP for this worker
+                    ethernet::Packet::new_unchecked(&mut b[..]).set_dst([
+                        2,
+                        0,
+                        0,
+                        2,
+                        0,
+                        (w + 1) as u8,
+                    ]);
+                    let mut ip = ipv4::Packet::new_unchecked(&mut b[ethernet::HEADER_LEN..]);
+                    ip.set_dst(ip_of(w));
+                    ip.fill_checksum();
+                    self.out.push_back(Transmit {
+                        to: w as NodeId,
+                        bytes: b,
+                    });
+                }
+            }
+            return;
+        }
+        let w = from as usize;
+        if w >= self.layout.workers || h.bitmap != 1 << w {
+            self.stats.dropped += 1;
+            return;
+        }
+        let bit = 1u32 << w;
+        let agg = &mut self.aggs[idx];
+        if h.resend {
+            if agg.owner == Some(key) && !agg.complete {
+                if agg.bitmap & bit == 0 {
+                    agg.add(bit, &values);
+                }
+                let partial = hdr::Repr {
+                    bitmap: agg.bitmap,
+                    resend: true,
+                    ..h
+                };
+                let sum = agg.sum.clone();
+                agg.free();
+                self.flushes += 1;
+                self.send_to_ps(&partial, &sum);
+            } else {
+                self.send_to_ps(&h, &values);
+            }
+            return;
+        }
+        match agg.owner {
+            None => {
+                agg.owner = Some(key);
+                agg.add(bit, &values);
+            }
+            Some(k) if k == key => {
+                if agg.bitmap & bit != 0 || agg.complete {
+                    self.stats.duplicates_ignored += 1;
+                    return;
+                }
+                agg.add(bit, &values);
+            }
+            Some(_) => {
+                self.collisions += 1;
+                let c = hdr::Repr {
+                    collision: true,
+                    ..h
+                };
+                self.send_to_ps(&c, &values);
+                return;
+            }
+        }
+        if agg.count == h.fan_in {
+            agg.complete = true;
+            let full = hdr::Repr {
+                bitmap: agg.bitmap,
+                ..h
+            };
+            let sum = agg.sum.clone();
+            self.send_to_ps(&full, &sum);
+        }
+    }
+
+    fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
+        self.out.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Nanos> {
+        None
+    }
+
+    fn handle_timeout(&mut self, _now: Nanos) {}
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("switch_in", self.stats.packets_in),
+            ("collisions", self.collisions),
+            ("flushes", self.flushes),
+            (
+                "aggregators_held",
+                self.aggs.iter().filter(|a| a.owner.is_some()).count() as u64,
+            ),
+        ]
+    }
+}
+
+impl Switch for AtpSwitch {
+    fn stats(&self) -> SwitchStats {
+        let mut s = self.stats.clone();
+        s.recirculations = self.pipeline.stats.recirculations;
+        s.recirculated_bytes = self.pipeline.stats.recirculated_bytes;
+        s.overhead_fraction = self.pipeline.internal_bandwidth_overhead();
+        s.overhead_kind = "pipeline bandwidth spent on recirculation";
+        s
+    }
+}
+
+#[derive(Debug, Default)]
+struct PsEntry {
+    bitmap: u32,
+    sum: Vec<i32>,
+}
+
+/// ATP's parameter server: completes what the switch could not and sends every result.
+pub struct AtpPs {
+    id: NodeId,
+    switch: NodeId,
+    layout: Layout,
+    pending: HashMap<usize, PsEntry>,
+    done: Vec<bool>,
+    results: Vec<i32>,
+    /// lowest sequence not completed
+    base: usize,
+    out: VecDeque<Transmit>,
+    /// contributions that arrived whole from the switch / raw or partial
+    pub full_from_switch: u64,
+    pub partial_or_raw: u64,
+    pub overlaps_dropped: u64,
+}
+
+impl AtpPs {
+    fn ack(&mut self, seq: usize, to: u32) {
+        let a = seq * VALUES_PER_PACKET;
+        let b = (a + VALUES_PER_PACKET).min(self.results.len());
+        let s16 = seq as u16;
+        let agg = aggregator_of(JOB, s16, self.layout.pool);
+        let h = hdr::Repr {
+            bitmap: to,
+            fan_in: self.layout.workers as u8,
+            overflow: false,
+            ps_index: 0,
+            data_index: false,
+            ecn: false,
+            resend: false,
+            collision: false,
+            is_ack: true,
+            job: JOB,
+            sequence: s16,
+            aggregator: agg,
+            aggregator2: agg,
+        };
+        let t = Trailer {
+            key: seq as u64,
+            tensor_len: self.layout.elements as u32,
+        };
+        let bytes = frame(
+            self.id as usize,
+            self.switch as usize,
+            &h,
+            &self.results[a.min(b)..b],
+            &t,
+        );
+        self.out.push_back(Transmit {
+            to: self.switch,
+            bytes,
+        });
+    }
+}
+
+impl Endpoint for AtpPs {
+    fn id(&self) -> NodeId {
+        self.id
+    }
+
+    fn handle_packet(&mut self, _now: Nanos, _from: NodeId, f: &[u8]) {
+        let Some((h, values)) = parse(f) else {
+            return;
+        };
+        if h.is_ack || h.job != JOB || h.bitmap & !self.layout.all() != 0 || h.bitmap == 0 {
+            return;
+        }
+        let Some(seq) = unwrap_seq(h.sequence, self.base) else {
+            return;
+        };
+        if seq >= self.layout.chunks {
+            return;
+        }
+        if self.done[seq] {
+            // a worker lost its result: send it again to the workers this packet speaks for
+            self.ack(seq, h.bitmap);
+            return;
+        }
+        if h.bitmap == self.layout.all() {
+            self.full_from_switch += 1;
+        } else {
+            self.partial_or_raw += 1;
+        }
+        let e = self.pending.entry(seq).or_insert_with(|| PsEntry {
+            bitmap: 0,
+            sum: vec![0; VALUES_PER_PACKET],
+        });
+        if e.bitmap & h.bitmap != 0 {
+            if h.bitmap & !e.bitmap != 0 {
+                // overlapping partial: taking it would count a worker twice
+                self.overlaps_dropped += 1;
+            }
+            return;
+        }
+        for (a, x) in e.sum.iter_mut().zip(&values) {
+            *a = a.wrapping_add(*x);
+        }
+        e.bitmap |= h.bitmap;
+        if e.bitmap == self.layout.all() {
+            let Some(e) = self.pending.remove(&seq) else {
+                return;
+            };
+            let a = seq * VALUES_PER_PACKET;
+            for (k, v) in e.sum.iter().enumerate() {
+                if let Some(r) = self.results.get_mut(a + k) {
+                    *r = *v;
+                }
+            }
+            self.done[seq] = true;
+            while self.base < self.layout.chunks && self.done[self.base] {
+                self.base += 1;
+            }
+            self.ack(seq, self.layout.all());
+        }
+    }
+
+    fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
+        self.out.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Nanos> {
+        None
+    }
+
+    fn handle_timeout(&mut self, _now: Nanos) {}
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("ps_full", self.full_from_switch),
+            ("ps_partial_or_raw", self.partial_or_raw),
+            ("ps_overlaps_dropped", self.overlaps_dropped),
+        ]
+    }
+}
+
+pub struct Atp;
+
+impl System for Atp {
+    fn name(&self) -> &'static str {
+        "atp"
+    }
+
+    fn build(&self, cfg: &AllReduceConfig) -> Result<Setup, SetupError> {
+        let layout = Layout::new(cfg)?;
+        let switch = cfg.workers as NodeId;
+        let ps = switch + 1;
+        let cwnd = cfg.knob("atp_window").unwrap_or(128.0).max(1.0);
+        let workers = (0..cfg.workers)
+            .map(|r| {
+                Box::new(AtpWorker {
+                    rank: r,
+                    switch,
+                    layout,
+                    grad: gradient(cfg.seed, r, cfg.elements),
+                    result: vec![0; cfg.elements],
+                    outstanding: HashMap::new(),
+                    next: 0,
+                    base: 0,
+                    acked: vec![false; layout.chunks],
+                    received: 0,
+                    resend: VecDeque::new(),
+                    cwnd,
+                    max_window: cwnd.max(1024.0),
+                    last_cut: 0,
+                    rto_ns: cfg.timeout_ns,
+                    sent_at: vec![None; layout.chunks],
+                    stats: HostStats {
+                        gradient_bytes: 4 * cfg.elements as u64,
+                        ..HostStats::default()
+                    },
+                    started: false,
+                }) as Box<dyn Worker>
+            })
+            .collect();
+        let aggs = (0..layout.pool)
+            .map(|_| Aggregator {
+                sum: vec![0; VALUES_PER_PACKET],
+                ..Aggregator::default()
+            })
+            .collect();
+        let sw = AtpSwitch {
+            id: switch,
+            ps,
+            layout,
+            aggs,
+            pipeline: Pipeline::new(TofinoModel::PAPER, Recirculation::SamePipeline),
+            out: VecDeque::new(),
+            stats: SwitchStats {
+                ports_used: cfg.workers as u32 + 1,
+                ports_total: TofinoModel::PAPER.pipelines * TofinoModel::PAPER.ports_per_pipeline,
+                ..SwitchStats::default()
+            },
+            collisions: 0,
+            flushes: 0,
+        };
+        let server = AtpPs {
+            id: ps,
+            switch,
+            layout,
+            pending: HashMap::new(),
+            done: vec![false; layout.chunks],
+            results: vec![0; cfg.elements],
+            base: 0,
+            out: VecDeque::new(),
+            full_from_switch: 0,
+            partial_or_raw: 0,
+            overlaps_dropped: 0,
+        };
+        Ok(Setup {
+            workers,
+            switch: Box::new(sw),
+            others: vec![Box::new(server)],
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_fit_two_passes() {
+        let h = hdr::Repr {
+            bitmap: 4,
+            fan_in: 6,
+            overflow: false,
+            ps_index: 0,
+            data_index: false,
+            ecn: false,
+            resend: true,
+            collision: false,
+            is_ack: false,
+            job: JOB,
+            sequence: 9,
+            aggregator: 7,
+            aggregator2: 7,
+        };
+        let v: Vec<i32> = (0..62).map(|i| i * -3).collect();
+        let f = frame(
+            2,
+            6,
+            &h,
+            &v,
+            &Trailer {
+                key: 9,
+                tensor_len: 1000,
+            },
+        );
+        assert_eq!(f.len(), FRAME_LEN);
+        assert_eq!(parse(&f), Some((h, v)));
+        assert!(parse(&f[..FRAME_LEN - 1]).is_none());
+        assert_eq!(TofinoModel::PAPER.passes(hdr::VALUES_LEN as u32), 2);
+        // a short last chunk is zero-padded
+        let f = frame(
+            2,
+            6,
+            &h,
+            &[5, 6],
+            &Trailer {
+                key: 9,
+                tensor_len: 1000,
+            },
+        );
+        let (_, got) = parse(&f).expect("parses");
+        assert_eq!(&got[..3], &[5, 6, 0]);
+    }
+
+    #[test]
+    fn sequence_unwrapping() {
+        assert_eq!(unwrap_seq(5, 0), Some(5));
+        assert_eq!(unwrap_seq(2, 65_530), Some(65_538));
+        assert_eq!(unwrap_seq(65_530, 65_540), Some(65_530));
+        assert_eq!(unwrap_seq(65_535, 0), None);
+        let pool = 4096;
+        assert!((0..100u16).all(|s| usize::from(aggregator_of(1, s, pool)) < pool));
+        assert_ne!(aggregator_of(1, 1, pool), aggregator_of(1, 2, pool));
+    }
+}
