@@ -322,7 +322,11 @@ fn table6_runs_all_four_systems_on_sim() {
         .expect("pcap dir")
         .flatten()
         .collect();
-    assert_eq!(pcaps.len(), 12, "three repetitions of four systems");
+    assert_eq!(
+        pcaps.len(),
+        24,
+        "three repetitions of four systems with two host stacks"
+    );
     let bytes = std::fs::read(pcaps[0].path()).expect("pcap");
     assert!(bytes.starts_with(&0xa1b2_3c4du32.to_le_bytes()) && bytes.len() > 1_000_000);
     // every all-reduce was checked against the reference sum: the reliability run holds

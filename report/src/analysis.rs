@@ -188,7 +188,7 @@ pub fn compare(spec: &Spec, agg: &[AggRow], fidelities: &[Fidelity]) -> Vec<Comp
             .unwrap_or_default();
         let mut any = false;
         for fid in fidelities {
-            let mut matched: Vec<f64> = agg
+            let matched: Vec<&AggRow> = agg
                 .iter()
                 .filter(|a| {
                     a.fidelity == *fid
@@ -196,25 +196,57 @@ pub fn compare(spec: &Spec, agg: &[AggRow], fidelities: &[Fidelity]) -> Vec<Comp
                         && a.metric == pv.metric
                         && params_match(&a.params, &pv.params)
                 })
-                .map(|a| a.median)
                 .collect();
             if matched.is_empty() {
                 continue;
             }
             any = true;
-            matched.sort_by(f64::total_cmp);
-            let ours = matched[matched.len() / 2];
-            out.push(Comparison {
-                system: pv.system.clone(),
-                metric: pv.metric.clone(),
-                unit: unit.clone(),
-                params: pv.params.clone(),
-                paper: pv.value,
-                ours: Some(ours),
-                fidelity: Some(*fid),
-                deviation: (pv.value != 0.0).then(|| (ours - pv.value) / pv.value.abs()),
-                note: pv.note.clone(),
-            });
+            // one row per setting of the parameters that vary among the matching points (the
+            // paper's value beside each, e.g. per host stack), never a median across settings
+            let varying: Vec<&String> = matched
+                .iter()
+                .flat_map(|a| a.params.keys())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .filter(|k| !pv.params.contains_key(*k))
+                .filter(|k| {
+                    let first = matched[0].params.get(*k).map(|v| v.to_string());
+                    matched
+                        .iter()
+                        .any(|a| a.params.get(*k).map(|v| v.to_string()) != first)
+                })
+                .collect();
+            let mut groups: BTreeMap<Vec<String>, (Params, Vec<f64>)> = BTreeMap::new();
+            for a in &matched {
+                let mut params = pv.params.clone();
+                let mut key = Vec::new();
+                for k in &varying {
+                    if let Some(v) = a.params.get(*k) {
+                        key.push(format!("{k}={v}"));
+                        params.insert((*k).clone(), v.clone());
+                    }
+                }
+                groups
+                    .entry(key)
+                    .or_insert_with(|| (params, Vec::new()))
+                    .1
+                    .push(a.median);
+            }
+            for (_, (params, mut medians)) in groups {
+                medians.sort_by(f64::total_cmp);
+                let ours = medians[medians.len() / 2];
+                out.push(Comparison {
+                    system: pv.system.clone(),
+                    metric: pv.metric.clone(),
+                    unit: unit.clone(),
+                    params,
+                    paper: pv.value,
+                    ours: Some(ours),
+                    fidelity: Some(*fid),
+                    deviation: (pv.value != 0.0).then(|| (ours - pv.value) / pv.value.abs()),
+                    note: pv.note.clone(),
+                });
+            }
         }
         if !any {
             out.push(Comparison {

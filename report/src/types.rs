@@ -33,7 +33,8 @@ pub struct Comparison {
     pub unit: String,
     pub params: Params,
     pub paper: f64,
-    /// Ours per fidelity class present in the run (median of the matching points' medians).
+    /// Ours in one fidelity class at one setting of the parameters that vary among the points
+    /// matching the paper's value (those settings are in `params`).
     pub ours: Option<f64>,
     pub fidelity: Option<Fidelity>,
     /// (ours - paper) / |paper|
