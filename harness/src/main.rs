@@ -82,6 +82,9 @@ enum Cmd {
     },
     /// This machine and what each fidelity class needs
     Doctor,
+    /// (internal) one node of a `udp` fabric run, started by the runner
+    #[command(name = "__fabric-node", hide = true)]
+    FabricNode,
     /// (internal) an agent started by a launcher
     #[command(hide = true)]
     Agent {
@@ -163,6 +166,13 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Cmd::Doctor => {
             print!("{}", doctor::report());
+            Ok(0)
+        }
+        Cmd::FabricNode => {
+            let stdin = std::io::stdin();
+            let stdout = std::io::stdout();
+            inabench_ina::udp_node::child_main(&mut stdin.lock(), &mut stdout.lock())
+                .map_err(|e| anyhow::anyhow!("fabric node: {e}"))?;
             Ok(0)
         }
         Cmd::Agent { connect, index } => {

@@ -285,6 +285,38 @@ fn fig7_flow_level_simulation() {
 }
 
 #[test]
+fn table6_emulated_runs_a_process_per_node_on_udp() {
+    let d = tempfile::tempdir().expect("tmp");
+    let o = bin()
+        .args([
+            "reproduce",
+            "netreduce-table6",
+            "--headless",
+            "--fidelity",
+            "emulated",
+            "--format",
+            "md",
+            "--results",
+        ])
+        .arg(d.path())
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("fidelity: **emulated**"), "{out}");
+    for sys in ["atp", "switchml", "switchml_rdma", "netreduce"] {
+        assert!(
+            out.contains(&format!("| {sys} | goodput [Gbps] |")),
+            "{out}"
+        );
+    }
+    let all = format!("{out}{}", stderr(&o));
+    assert!(!all.contains("nodes run as threads"), "{all}");
+    let m = manifest_of(&only_run_dir(d.path()));
+    assert_eq!(m["fabric"], "udp", "{m}");
+}
+
+#[test]
 fn table6_runs_all_four_systems_on_sim() {
     let d = tempfile::tempdir().expect("tmp");
     let o = bin()

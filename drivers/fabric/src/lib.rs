@@ -10,5 +10,6 @@ pub mod endpoint;
 pub mod fault;
 pub mod mem;
 pub mod sim;
+pub mod udp;
 
 pub use endpoint::{Endpoint, Nanos, NodeId, Transmit};

@@ -16,6 +16,7 @@ pub mod roce;
 pub mod switchml;
 pub mod switchml_rdma;
 pub mod tofino;
+pub mod udp_node;
 pub mod workload;
 
 /// The workloads this crate registers with the harness.

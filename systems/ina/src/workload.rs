@@ -4,12 +4,12 @@
 //! and reordering parameters).
 //!
 //! Classes: `simulated` runs on the `sim` fabric at the spec's line rate with its MTU and window;
-//! the host stack's cost per frame is measured on this machine once per process (the time spent in
-//! the hosts' state machines during a calibration all-reduce, per frame; see [`host_cost_ns`]) and
-//! charged to every host frame.
-//! `emulated` runs the same endpoints on the `mem` fabric (a thread per node, real time); CPU is
-//! each worker thread's own CPU time. The `udp` fabric and the other three systems are not built
-//! yet.
+//! a software host stack's cost per frame is measured on this machine once per system and process
+//! (the time spent in that system's worker state machines during a calibration all-reduce, per
+//! frame; see [`host_cost_ns`]) and charged to every host frame.
+//! `emulated` runs the same endpoints on the `udp` fabric, a process per node (see
+//! [`crate::udp_node`]; CPU is each worker's own threads' time), or with `emulated_fabric: mem`
+//! on the `mem` fabric (a thread per node).
 
 use crate::common::{AllReduceConfig, SetupNode, Switch, System, Worker, reference_sum};
 use crate::netreduce::NetReduce;
@@ -24,7 +24,8 @@ use std::sync::{Mutex, OnceLock};
 /// stands for a rack-local cable and a switch hop.
 pub const LINK_LATENCY_NS: u64 = 500;
 
-fn system(name: &str) -> Option<&'static dyn System> {
+/// A Table 6 system by its spec name.
+pub fn system(name: &str) -> Option<&'static dyn System> {
     match name {
         "netreduce" => Some(&NetReduce),
         "switchml" => Some(&crate::switchml::SwitchMl),
@@ -230,7 +231,7 @@ impl Workload for Table6 {
 
     fn fabric(&self, f: Fidelity) -> &'static str {
         if f == Fidelity::Emulated {
-            "mem"
+            "udp"
         } else {
             "sim"
         }
@@ -296,6 +297,26 @@ impl Workload for Table6 {
         } else {
             0
         };
+        if ctx.fidelity == Fidelity::Emulated {
+            let fabric = ctx
+                .point
+                .params
+                .get("emulated_fabric")
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "udp".into());
+            match fabric.as_str() {
+                "udp" => {
+                    ctx.fabric = "udp";
+                    return run_on_udp(ctx, &cfg, faults);
+                }
+                "mem" => ctx.fabric = "mem",
+                other => {
+                    return Err(WorkloadError::Invalid(format!(
+                        "emulated_fabric is `udp` or `mem`, not `{other}`"
+                    )));
+                }
+            }
+        }
         // (nodes, finished, duration ns, per-worker host CPU ns, frames dropped by faults)
         let (nodes, finished, dur_ns, cpu_ns, dropped) = if ctx.fidelity == Fidelity::Emulated {
             let setup = sys
@@ -424,4 +445,109 @@ impl Workload for Table6 {
         }
         Ok(())
     }
+}
+
+/// One all-reduce on the `udp` fabric: a process per node (see [`crate::udp_node`]), each
+/// worker's CPU its own threads' accounting, every worker's sum checked by the worker itself.
+fn run_on_udp(
+    ctx: &mut PointCtx<'_>,
+    cfg: &AllReduceConfig,
+    faults: Faults,
+) -> Result<(), WorkloadError> {
+    use crate::udp_node::{NodeJob, Spawn, run_udp};
+    let io = ctx
+        .point
+        .params
+        .get("io")
+        .map(|v| v.to_string())
+        .unwrap_or_else(|| "event".into());
+    if inabench_fabric::udp::IoModel::parse(&io).is_none() {
+        return Err(WorkloadError::Invalid(format!(
+            "io is `event`, `busy_poll` or `threads`, not `{io}`"
+        )));
+    }
+    let job = NodeJob {
+        system: ctx.system().to_string(),
+        node: 0,
+        workers: cfg.workers,
+        elements: cfg.elements,
+        seed: cfg.seed,
+        line_rate_bps: cfg.line_rate_bps,
+        mtu: cfg.mtu,
+        timeout_ns: cfg.timeout_ns,
+        knobs: cfg.knobs.clone(),
+        io,
+        loss: faults.loss,
+        duplicate: faults.duplicate,
+        reorder: faults.reorder,
+        reorder_delay_ns: faults.reorder_delay_ns,
+        fault_seed: faults.seed,
+        deadline_ms: 60_000,
+    };
+    let spawn = Spawn::detect();
+    if matches!(spawn, Spawn::Threads) {
+        ctx.log(
+            inabench_core::LogLevel::Info,
+            "udp fabric: nodes run as threads (no inabench binary to start them as processes)",
+        );
+    }
+    let out = run_udp(&job, &spawn).map_err(WorkloadError::Invalid)?;
+    let workers: Vec<_> = out.nodes.iter().filter(|n| n.is_worker).collect();
+    let unfinished = workers.iter().filter(|w| !w.finished).count();
+    let wrong = workers.iter().filter(|w| w.finished && !w.correct).count();
+    let retx: u64 = workers.iter().map(|w| w.retransmissions).sum();
+    let dropped: u64 = out.nodes.iter().map(|n| n.frames_dropped_by_faults).sum();
+    ctx.counter("retransmissions", retx);
+    ctx.counter("frames_dropped", dropped);
+    ctx.counter(
+        "send_errors",
+        out.nodes.iter().map(|n| n.send_errors).sum::<u64>(),
+    );
+    if wrong > 0 {
+        ctx.record_if_declared("wrong_aggregates", wrong as f64);
+        return Err(WorkloadError::WrongResult(format!(
+            "{wrong} of {} workers got a sum that differs from the reference",
+            workers.len()
+        )));
+    }
+    if !out.finished {
+        if ctx.declares("unfinished_workers") {
+            ctx.record("unfinished_workers", unfinished as f64);
+            ctx.record_if_declared("wrong_aggregates", 0.0);
+            ctx.record_if_declared("goodput", 0.0);
+            return Ok(());
+        }
+        return Err(WorkloadError::Invalid(format!(
+            "the all-reduce did not finish within its time limit (60 s): {unfinished} workers without a result"
+        )));
+    }
+    let dur_ns = (out.duration.as_nanos() as f64).max(1.0);
+    let n = workers.len().max(1) as f64;
+    let wire = workers.iter().map(|w| w.wire_bytes_tx as f64).sum::<f64>() / n;
+    let grad = workers.iter().map(|w| w.gradient_bytes as f64).sum::<f64>() / n;
+    let cpu = workers
+        .iter()
+        .map(|w| w.cpu_ns as f64 / (w.wall_ns as f64).max(1.0) * 100.0)
+        .sum::<f64>()
+        / n;
+    let mut rtt: Vec<u64> = workers
+        .iter()
+        .flat_map(|w| w.rtt_ns.iter().copied())
+        .collect();
+    rtt.sort_unstable();
+    ctx.record_if_declared("throughput", wire * 8.0 / dur_ns);
+    ctx.record_if_declared("goodput", grad * 8.0 / dur_ns);
+    ctx.record_if_declared("algbw", grad * 8.0 / dur_ns);
+    ctx.record_if_declared("elements_per_s", cfg.elements as f64 / (dur_ns / 1e9));
+    ctx.record_if_declared("cpu", cpu);
+    if let Some(m) = rtt.get(rtt.len() / 2) {
+        ctx.record_if_declared("rtt", *m as f64 / 1e3);
+    }
+    if let Some(o) = out.nodes.iter().find_map(|n| n.switch_overhead) {
+        ctx.record_if_declared("switch_overhead", o * 100.0);
+    }
+    ctx.record_if_declared("retransmissions", retx as f64);
+    ctx.record_if_declared("wrong_aggregates", 0.0);
+    ctx.record_if_declared("unfinished_workers", 0.0);
+    Ok(())
 }

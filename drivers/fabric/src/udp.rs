@@ -1,0 +1,825 @@
+//! `udp`: each node is its own socket (and, under the harness, its own process), frames travel as
+//! UDP datagrams over the host's network stack (loopback, or a namespace's veth), sent and
+//! received in batches with `sendmmsg`/`recvmmsg`.
+//!
+//! A node serves one [`Endpoint`] with one of three host I/O models (NetReduce's Table 1):
+//! - [`IoModel::Event`]: batched and event-driven: sleep in `poll` until a datagram or the
+//!   endpoint's next timer, then take every waiting datagram in one `recvmmsg`, run the state
+//!   machine, and send what it produced in one `sendmmsg`;
+//! - [`IoModel::BusyPoll`]: DPDK style: never sleep, spin on non-blocking `recvmmsg`;
+//! - [`IoModel::Threads`]: ATP's multi-threaded I/O: a receive thread and a send thread around
+//!   the protocol thread, frames handed over through queues.
+//!
+//! Control: the runner (a [`Coordinator`]) owns a UDP socket of its own. A node tells it `done`
+//! when its endpoint finished, and stops when the coordinator says `stop` (a node that finished
+//! may still have to answer its peers, e.g. acknowledge or re-send a result). Datagrams from the
+//! coordinator's address are control, everything else a frame from the peer that sent it.
+//! Faults (loss, duplication, reordering delay) are applied on each node's egress from a seeded
+//! generator per link, as on the other fabrics.
+
+use crate::endpoint::{Endpoint, Nanos, NodeId};
+use crate::fault::{Fate, FaultCounters, FaultInjector, Faults};
+use std::collections::{BinaryHeap, HashMap};
+use std::io::{self, BufRead, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Frames per `sendmmsg`/`recvmmsg` call.
+pub const BATCH: usize = 64;
+const STOP: &[u8] = b"inabench-stop";
+const DONE: &[u8] = b"inabench-done";
+
+/// How a node does its I/O.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoModel {
+    Event,
+    BusyPoll,
+    Threads,
+}
+
+impl IoModel {
+    pub fn parse(s: &str) -> Option<IoModel> {
+        match s {
+            "event" => Some(IoModel::Event),
+            "busy_poll" => Some(IoModel::BusyPoll),
+            "threads" => Some(IoModel::Threads),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            IoModel::Event => "event",
+            IoModel::BusyPoll => "busy_poll",
+            IoModel::Threads => "threads",
+        }
+    }
+}
+
+/// How one node runs.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeConfig {
+    pub io: IoModel,
+    pub faults: Faults,
+    /// Largest datagram accepted.
+    pub mtu: usize,
+    /// Give up after this long.
+    pub deadline: Duration,
+    /// Tell the coordinator when the endpoint is done (workers do; switches do not).
+    pub counted: bool,
+}
+
+/// What one node measured.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeReport {
+    pub frames_tx: u64,
+    pub frames_rx: u64,
+    pub bytes_tx: u64,
+    pub bytes_rx: u64,
+    /// From the start signal to the endpoint's `is_done` (0 if it never was).
+    pub done_ns: u64,
+    /// From the start signal to the stop.
+    pub wall_ns: u64,
+    /// CPU time of this node's threads over the run (ns).
+    pub cpu_ns: u64,
+    pub faults: FaultCounters,
+    /// True when the stop came from the coordinator (false: the deadline passed).
+    pub stopped: bool,
+    pub send_errors: u64,
+}
+
+/// A UDP socket on 127.0.0.1 with large buffers.
+pub fn bind_loopback() -> io::Result<UdpSocket> {
+    let s = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))?;
+    for opt in [libc::SO_RCVBUF, libc::SO_SNDBUF] {
+        let v: libc::c_int = 8 << 20;
+        // SAFETY: a valid socket and a c_int option value of the stated size
+        unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+    }
+    // as root, exceed net.core.rmem_max (the default 208 KB drops bursts of six workers)
+    let v: libc::c_int = 8 << 20;
+    // SAFETY: as above; failure (not root) leaves the buffer as it was
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+    Ok(s)
+}
+
+fn to_sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(*a.ip()).to_be(),
+        },
+        sin_zero: [0; 8],
+    }
+}
+
+fn from_sockaddr(a: &libc::sockaddr_in) -> SocketAddrV4 {
+    SocketAddrV4::new(
+        Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
+        u16::from_be(a.sin_port),
+    )
+}
+
+/// Send `frames` (destination, bytes) with as few `sendmmsg` calls as it takes; returns the
+/// number of frames the kernel did not take (a full buffer: they are lost, as on a wire).
+pub fn send_batch(fd: i32, frames: &[(SocketAddrV4, &[u8])]) -> u64 {
+    let mut failed = 0;
+    for chunk in frames.chunks(BATCH) {
+        let mut addrs: Vec<libc::sockaddr_in> =
+            chunk.iter().map(|(a, _)| to_sockaddr(*a)).collect();
+        let mut iovs: Vec<libc::iovec> = chunk
+            .iter()
+            .map(|(_, b)| libc::iovec {
+                iov_base: b.as_ptr() as *mut libc::c_void,
+                iov_len: b.len(),
+            })
+            .collect();
+        // SAFETY: zeroed mmsghdr is a valid "empty" header; the pointers set below stay valid
+        // for the call (addrs and iovs outlive it)
+        let mut msgs: Vec<libc::mmsghdr> = (0..chunk.len())
+            .map(|_| unsafe { std::mem::zeroed::<libc::mmsghdr>() })
+            .collect();
+        for (i, m) in msgs.iter_mut().enumerate() {
+            m.msg_hdr.msg_name = (&mut addrs[i] as *mut libc::sockaddr_in).cast();
+            m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            m.msg_hdr.msg_iov = &mut iovs[i];
+            m.msg_hdr.msg_iovlen = 1;
+        }
+        let mut at = 0;
+        while at < msgs.len() {
+            // SAFETY: msgs[at..] are initialised headers pointing at live buffers
+            let n = unsafe {
+                libc::sendmmsg(
+                    fd,
+                    msgs[at..].as_mut_ptr(),
+                    (msgs.len() - at) as libc::c_uint,
+                    0,
+                )
+            };
+            if n <= 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                // the datagram at `at` was refused (e.g. ENOBUFS): count it lost, go on
+                failed += 1;
+                at += 1;
+            } else {
+                at += n as usize;
+            }
+        }
+    }
+    failed
+}
+
+/// Receive buffers for `recvmmsg`.
+pub struct RecvBatch {
+    bufs: Vec<Vec<u8>>,
+    addrs: Vec<libc::sockaddr_in>,
+    iovs: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
+}
+
+// SAFETY: the raw pointers only point into the struct's own heap buffers
+unsafe impl Send for RecvBatch {}
+
+impl RecvBatch {
+    pub fn new(mtu: usize) -> Self {
+        let mut bufs: Vec<Vec<u8>> = (0..BATCH).map(|_| vec![0u8; mtu]).collect();
+        // SAFETY: all-zero sockaddr_in and mmsghdr are valid values
+        let mut addrs: Vec<libc::sockaddr_in> =
+            (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
+        let mut iovs: Vec<libc::iovec> = bufs
+            .iter_mut()
+            .map(|b| libc::iovec {
+                iov_base: b.as_mut_ptr().cast(),
+                iov_len: b.len(),
+            })
+            .collect();
+        let mut msgs: Vec<libc::mmsghdr> =
+            (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
+        for i in 0..BATCH {
+            msgs[i].msg_hdr.msg_name = (&mut addrs[i] as *mut libc::sockaddr_in).cast();
+            msgs[i].msg_hdr.msg_iov = &mut iovs[i];
+            msgs[i].msg_hdr.msg_iovlen = 1;
+        }
+        RecvBatch {
+            bufs,
+            addrs,
+            iovs,
+            msgs,
+        }
+    }
+
+    /// One `recvmmsg` (non-blocking unless `block`); returns how many datagrams arrived.
+    pub fn recv(&mut self, fd: i32, block: bool) -> usize {
+        for i in 0..BATCH {
+            self.msgs[i].msg_hdr.msg_namelen =
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            self.msgs[i].msg_len = 0;
+            self.iovs[i].iov_len = self.bufs[i].len();
+        }
+        let flags = if block {
+            libc::MSG_WAITFORONE
+        } else {
+            libc::MSG_DONTWAIT
+        };
+        // SAFETY: the headers point at this struct's buffers, BATCH of them
+        let n = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.msgs.as_mut_ptr(),
+                BATCH as libc::c_uint,
+                flags,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 { 0 } else { n as usize }
+    }
+
+    /// Datagram `i` of the last `recv`: (source, bytes).
+    pub fn get(&self, i: usize) -> (SocketAddrV4, &[u8]) {
+        let len = (self.msgs[i].msg_len as usize).min(self.bufs[i].len());
+        (from_sockaddr(&self.addrs[i]), &self.bufs[i][..len])
+    }
+}
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a timespec to fill
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The node's view of the fabric: its peers by node id, and the coordinator.
+#[derive(Debug, Clone)]
+pub struct Wiring {
+    pub peers: Vec<SocketAddrV4>,
+    pub coordinator: SocketAddrV4,
+}
+
+impl Wiring {
+    fn sender_ids(&self) -> HashMap<SocketAddrV4, NodeId> {
+        self.peers
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (*a, i as NodeId))
+            .collect()
+    }
+}
+
+/// A held-back frame: (due, sequence, destination, bytes).
+type Held = std::cmp::Reverse<(Nanos, u64, NodeId, Vec<u8>)>;
+
+/// Frames held back by a reordering fault.
+struct Delayed {
+    heap: BinaryHeap<Held>,
+    seq: u64,
+}
+
+/// Egress: faults, the delay line, and the batch for `sendmmsg`.
+struct Egress {
+    id: NodeId,
+    injector: FaultInjector,
+    delayed: Delayed,
+    out: Vec<(NodeId, Vec<u8>)>,
+}
+
+impl Egress {
+    fn push(&mut self, now: Nanos, to: NodeId, bytes: Vec<u8>) {
+        match self.injector.fate(self.id, to) {
+            Fate::Drop => {}
+            Fate::Deliver {
+                copies,
+                extra_delay_ns,
+            } => {
+                if copies > 1 {
+                    self.out.push((to, bytes.clone()));
+                }
+                if extra_delay_ns > 0 {
+                    self.delayed.seq += 1;
+                    self.delayed.heap.push(std::cmp::Reverse((
+                        now + extra_delay_ns,
+                        self.delayed.seq,
+                        to,
+                        bytes,
+                    )));
+                } else {
+                    self.out.push((to, bytes));
+                }
+            }
+        }
+    }
+
+    fn release(&mut self, now: Nanos) {
+        while let Some(std::cmp::Reverse((due, _, _, _))) = self.delayed.heap.peek() {
+            if *due > now {
+                break;
+            }
+            if let Some(std::cmp::Reverse((_, _, to, b))) = self.delayed.heap.pop() {
+                self.out.push((to, b));
+            }
+        }
+    }
+
+    fn next_due(&self) -> Option<Nanos> {
+        self.delayed.heap.peek().map(|r| r.0.0)
+    }
+}
+
+/// Serve `node` on `sock` until the coordinator says stop or the deadline passes.
+pub fn serve<N: Endpoint>(
+    node: &mut N,
+    sock: &UdpSocket,
+    wiring: &Wiring,
+    cfg: &NodeConfig,
+) -> NodeReport {
+    match cfg.io {
+        IoModel::Threads => serve_threads(node, sock, wiring, cfg),
+        _ => serve_loop(node, sock, wiring, cfg),
+    }
+}
+
+fn flush(sock: &UdpSocket, wiring: &Wiring, eg: &mut Egress, rep: &mut NodeReport) {
+    if eg.out.is_empty() {
+        return;
+    }
+    let frames: Vec<(SocketAddrV4, &[u8])> = eg
+        .out
+        .iter()
+        .filter_map(|(to, b)| wiring.peers.get(*to as usize).map(|a| (*a, &b[..])))
+        .collect();
+    rep.send_errors += send_batch(sock.as_raw_fd(), &frames);
+    eg.out.clear();
+}
+
+fn serve_loop<N: Endpoint>(
+    node: &mut N,
+    sock: &UdpSocket,
+    wiring: &Wiring,
+    cfg: &NodeConfig,
+) -> NodeReport {
+    let fd = sock.as_raw_fd();
+    let from = wiring.sender_ids();
+    let start = Instant::now();
+    let cpu0 = thread_cpu_ns();
+    let now = || start.elapsed().as_nanos() as Nanos;
+    let mut rep = NodeReport::default();
+    let mut eg = Egress {
+        id: node.id(),
+        injector: FaultInjector::new(cfg.faults),
+        delayed: Delayed {
+            heap: BinaryHeap::new(),
+            seq: 0,
+        },
+        out: Vec::new(),
+    };
+    let mut rx = RecvBatch::new(cfg.mtu);
+    let mut reported = false;
+    let busy = cfg.io == IoModel::BusyPoll;
+    loop {
+        let t = now();
+        while let Some(tx) = node.poll_transmit(t) {
+            rep.frames_tx += 1;
+            rep.bytes_tx += tx.bytes.len() as u64;
+            eg.push(t, tx.to, tx.bytes);
+        }
+        eg.release(t);
+        flush(sock, wiring, &mut eg, &mut rep);
+        if cfg.counted && !reported && node.is_done() {
+            reported = true;
+            rep.done_ns = t;
+            let _ = sock.send_to(DONE, wiring.coordinator);
+        }
+        if start.elapsed() > cfg.deadline {
+            break;
+        }
+        if !busy {
+            let wake = [node.poll_timeout(), eg.next_due()]
+                .into_iter()
+                .flatten()
+                .min()
+                .map(|w| w.saturating_sub(now()) / 1_000_000)
+                .unwrap_or(5)
+                .min(5) as i32;
+            let mut pfd = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd
+            unsafe { libc::poll(&mut pfd, 1, wake) };
+        }
+        let n = rx.recv(fd, false);
+        let t = now();
+        let mut stop = false;
+        for i in 0..n {
+            let (src, bytes) = rx.get(i);
+            if src == wiring.coordinator {
+                stop |= bytes == STOP;
+                continue;
+            }
+            let Some(id) = from.get(&src) else { continue };
+            rep.frames_rx += 1;
+            rep.bytes_rx += bytes.len() as u64;
+            node.handle_packet(t, *id, bytes);
+        }
+        if stop {
+            rep.stopped = true;
+            break;
+        }
+        if node.poll_timeout().is_some_and(|d| d <= now()) {
+            node.handle_timeout(now());
+        }
+    }
+    rep.wall_ns = now();
+    rep.cpu_ns = thread_cpu_ns().saturating_sub(cpu0);
+    rep.faults = eg.injector.counters.clone();
+    rep
+}
+
+fn serve_threads<N: Endpoint>(
+    node: &mut N,
+    sock: &UdpSocket,
+    wiring: &Wiring,
+    cfg: &NodeConfig,
+) -> NodeReport {
+    let start = Instant::now();
+    let now = move || start.elapsed().as_nanos() as Nanos;
+    let from = wiring.sender_ids();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (rx_tx, rx_rx) = mpsc::channel::<Vec<(NodeId, Vec<u8>)>>();
+    let (tx_tx, tx_rx) = mpsc::channel::<Vec<(NodeId, Vec<u8>)>>();
+    let mut rep = NodeReport::default();
+    let (Ok(rsock), Ok(ssock)) = (sock.try_clone(), sock.try_clone()) else {
+        return rep;
+    };
+    let _ = rsock.set_read_timeout(Some(Duration::from_millis(5)));
+    let coord = wiring.coordinator;
+    let mtu = cfg.mtu;
+    let stop_rx = stop.clone();
+    let mut cpu_other = 0u64;
+    let cpu0 = thread_cpu_ns();
+    std::thread::scope(|s| {
+        // receive thread: blocking recvmmsg, batches to the protocol thread
+        let receiver = s.spawn(move || {
+            let c0 = thread_cpu_ns();
+            let mut rx = RecvBatch::new(mtu);
+            let fd = rsock.as_raw_fd();
+            while !stop_rx.load(Ordering::Relaxed) {
+                let mut pfd = libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd
+                unsafe { libc::poll(&mut pfd, 1, 5) };
+                let n = rx.recv(fd, false);
+                let mut batch = Vec::with_capacity(n);
+                for i in 0..n {
+                    let (src, bytes) = rx.get(i);
+                    if src == coord {
+                        if bytes == STOP {
+                            stop_rx.store(true, Ordering::SeqCst);
+                        }
+                        continue;
+                    }
+                    if let Some(id) = from.get(&src) {
+                        batch.push((*id, bytes.to_vec()));
+                    }
+                }
+                if !batch.is_empty() && rx_tx.send(batch).is_err() {
+                    break;
+                }
+            }
+            thread_cpu_ns().saturating_sub(c0)
+        });
+        // send thread: batches from the protocol thread to sendmmsg
+        let peers = wiring.peers.clone();
+        let sender = s.spawn(move || {
+            let c0 = thread_cpu_ns();
+            let mut errors = 0;
+            let fd = ssock.as_raw_fd();
+            for batch in tx_rx {
+                let frames: Vec<(SocketAddrV4, &[u8])> = batch
+                    .iter()
+                    .filter_map(|(to, b)| peers.get(*to as usize).map(|a| (*a, &b[..])))
+                    .collect();
+                errors += send_batch(fd, &frames);
+            }
+            (thread_cpu_ns().saturating_sub(c0), errors)
+        });
+        // the protocol thread (this one)
+        let mut eg = Egress {
+            id: node.id(),
+            injector: FaultInjector::new(cfg.faults),
+            delayed: Delayed {
+                heap: BinaryHeap::new(),
+                seq: 0,
+            },
+            out: Vec::new(),
+        };
+        let mut reported = false;
+        loop {
+            let t = now();
+            while let Some(tx) = node.poll_transmit(t) {
+                rep.frames_tx += 1;
+                rep.bytes_tx += tx.bytes.len() as u64;
+                eg.push(t, tx.to, tx.bytes);
+            }
+            eg.release(t);
+            if !eg.out.is_empty() && tx_tx.send(std::mem::take(&mut eg.out)).is_err() {
+                break;
+            }
+            if cfg.counted && !reported && node.is_done() {
+                reported = true;
+                rep.done_ns = t;
+                let _ = sock.send_to(DONE, coord);
+            }
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            if start.elapsed() > cfg.deadline {
+                break;
+            }
+            let wait = [node.poll_timeout(), eg.next_due()]
+                .into_iter()
+                .flatten()
+                .min()
+                .map(|w| w.saturating_sub(now()))
+                .unwrap_or(5_000_000)
+                .min(5_000_000);
+            match rx_rx.recv_timeout(Duration::from_nanos(wait)) {
+                Ok(batch) => {
+                    let t = now();
+                    for (id, b) in batch
+                        .iter()
+                        .chain(rx_rx.try_iter().flatten().collect::<Vec<_>>().iter())
+                    {
+                        rep.frames_rx += 1;
+                        rep.bytes_rx += b.len() as u64;
+                        node.handle_packet(t, *id, b);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+            if node.poll_timeout().is_some_and(|d| d <= now()) {
+                node.handle_timeout(now());
+            }
+        }
+        // the receive thread saw the coordinator's stop (it may have ended the loop by closing
+        // its queue)
+        rep.stopped = stop.load(Ordering::SeqCst);
+        stop.store(true, Ordering::SeqCst);
+        drop(tx_tx);
+        rep.faults = eg.injector.counters.clone();
+        if let Ok(c) = receiver.join() {
+            cpu_other += c;
+        }
+        if let Ok((c, e)) = sender.join() {
+            cpu_other += c;
+            rep.send_errors += e;
+        }
+    });
+    rep.wall_ns = now();
+    rep.cpu_ns = thread_cpu_ns().saturating_sub(cpu0) + cpu_other;
+    rep
+}
+
+/// The runner's side: start signal, `done` collection, stop.
+pub struct Coordinator {
+    pub sock: UdpSocket,
+}
+
+impl Coordinator {
+    pub fn new() -> io::Result<Coordinator> {
+        Ok(Coordinator {
+            sock: bind_loopback()?,
+        })
+    }
+
+    pub fn addr(&self) -> io::Result<SocketAddrV4> {
+        match self.sock.local_addr()? {
+            SocketAddr::V4(a) => Ok(a),
+            SocketAddr::V6(_) => Err(io::Error::other("coordinator bound to IPv6")),
+        }
+    }
+
+    /// Wait until `counted` nodes said `done` (or `deadline` passes), then tell every node in
+    /// `nodes` to stop. Returns how many said done and when the last did (since `start`).
+    pub fn wait_and_stop(
+        &self,
+        counted: usize,
+        nodes: &[SocketAddrV4],
+        start: Instant,
+        deadline: Duration,
+    ) -> (usize, Duration) {
+        let mut done = std::collections::HashSet::new();
+        let mut last = Duration::ZERO;
+        let _ = self.sock.set_read_timeout(Some(Duration::from_millis(20)));
+        let mut buf = [0u8; 64];
+        while done.len() < counted && start.elapsed() < deadline {
+            if let Ok((n, from)) = self.sock.recv_from(&mut buf)
+                && &buf[..n] == DONE
+                && done.insert(from)
+            {
+                last = start.elapsed();
+            }
+        }
+        // the stop goes twice: a control datagram lost to a full buffer must not hang a node
+        for _ in 0..2 {
+            for a in nodes {
+                let _ = self.sock.send_to(STOP, a);
+            }
+        }
+        (done.len(), last)
+    }
+}
+
+/// A node's control lines, the child side: print `ready <port>`, read `go <coordinator port>
+/// <peer ports...>` (all on 127.0.0.1).
+pub fn child_handshake(
+    sock: &UdpSocket,
+    input: &mut impl BufRead,
+    output: &mut impl Write,
+) -> io::Result<Wiring> {
+    let port = sock.local_addr()?.port();
+    writeln!(output, "ready {port}")?;
+    output.flush()?;
+    let mut line = String::new();
+    input.read_line(&mut line)?;
+    let mut it = line.split_whitespace();
+    if it.next() != Some("go") {
+        return Err(io::Error::other(format!(
+            "expected `go ...` from the runner, got `{}`",
+            line.trim()
+        )));
+    }
+    let ports: Vec<u16> = it
+        .map(|p| p.parse::<u16>())
+        .collect::<Result<_, _>>()
+        .map_err(|e| io::Error::other(format!("bad port in `{}`: {e}", line.trim())))?;
+    let Some((coord, peers)) = ports.split_first() else {
+        return Err(io::Error::other("`go` without ports"));
+    };
+    let lo = |p: u16| SocketAddrV4::new(Ipv4Addr::LOCALHOST, p);
+    Ok(Wiring {
+        coordinator: lo(*coord),
+        peers: peers.iter().map(|p| lo(*p)).collect(),
+    })
+}
+
+/// Parse a child's `ready <port>` line.
+pub fn parse_ready(line: &str) -> Option<u16> {
+    line.trim().strip_prefix("ready ")?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoint::Transmit;
+
+    /// Node 0 sends `n` numbered frames to node 1, which counts them.
+    struct Pinger {
+        id: NodeId,
+        n: u32,
+        sent: u32,
+        got: u32,
+    }
+
+    impl Endpoint for Pinger {
+        fn id(&self) -> NodeId {
+            self.id
+        }
+        fn handle_packet(&mut self, _now: Nanos, _from: NodeId, f: &[u8]) {
+            if f.len() == 4 {
+                self.got += 1;
+            }
+        }
+        fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
+            if self.id == 0 && self.sent < self.n {
+                self.sent += 1;
+                return Some(Transmit {
+                    to: 1,
+                    bytes: self.sent.to_be_bytes().to_vec(),
+                });
+            }
+            None
+        }
+        fn poll_timeout(&self) -> Option<Nanos> {
+            None
+        }
+        fn handle_timeout(&mut self, _now: Nanos) {}
+        fn is_done(&self) -> bool {
+            self.id == 1 && self.got == self.n
+        }
+    }
+
+    fn run(io: IoModel, loss: f64) -> (Vec<NodeReport>, u32) {
+        let coord = Coordinator::new().expect("coordinator");
+        let socks: Vec<UdpSocket> = (0..2).map(|_| bind_loopback().expect("bind")).collect();
+        let peers: Vec<SocketAddrV4> = socks
+            .iter()
+            .map(|s| match s.local_addr().expect("addr") {
+                SocketAddr::V4(a) => a,
+                SocketAddr::V6(_) => unreachable!(),
+            })
+            .collect();
+        let wiring = Wiring {
+            peers: peers.clone(),
+            coordinator: coord.addr().expect("addr"),
+        };
+        let start = Instant::now();
+        let (reports, got) = std::thread::scope(|s| {
+            let hs: Vec<_> = socks
+                .iter()
+                .enumerate()
+                .map(|(i, sock)| {
+                    let wiring = wiring.clone();
+                    s.spawn(move || {
+                        let mut p = Pinger {
+                            id: i as NodeId,
+                            n: 2000,
+                            sent: 0,
+                            got: 0,
+                        };
+                        let cfg = NodeConfig {
+                            io,
+                            faults: Faults {
+                                loss,
+                                seed: 3,
+                                ..Faults::default()
+                            },
+                            mtu: 2048,
+                            deadline: Duration::from_secs(2),
+                            counted: i == 1,
+                        };
+                        let r = serve(&mut p, sock, &wiring, &cfg);
+                        (r, p.got)
+                    })
+                })
+                .collect();
+            let (done, _) = coord.wait_and_stop(1, &peers, start, Duration::from_millis(1500));
+            let out: Vec<(NodeReport, u32)> =
+                hs.into_iter().map(|h| h.join().expect("node")).collect();
+            let _ = done;
+            let got = out[1].1;
+            (out.into_iter().map(|(r, _)| r).collect::<Vec<_>>(), got)
+        });
+        (reports, got)
+    }
+
+    #[test]
+    fn every_io_model_moves_every_frame_and_stops_on_command() {
+        for io in [IoModel::Event, IoModel::BusyPoll, IoModel::Threads] {
+            let (reps, got) = run(io, 0.0);
+            assert_eq!(got, 2000, "{io:?}");
+            assert_eq!(reps[0].frames_tx, 2000, "{io:?}");
+            assert_eq!(reps[1].frames_rx, 2000, "{io:?}");
+            assert!(
+                reps[1].done_ns > 0 && reps.iter().all(|r| r.stopped),
+                "{io:?} {reps:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn loss_really_drops_datagrams() {
+        let (reps, got) = run(IoModel::Event, 0.1);
+        assert!(reps[0].faults.dropped > 100, "{reps:?}");
+        assert_eq!(u64::from(got), 2000 - reps[0].faults.dropped);
+        assert_eq!(reps[1].done_ns, 0, "node 1 never completes");
+        assert!(
+            reps.iter().all(|r| r.stopped),
+            "the coordinator stopped both at its deadline"
+        );
+    }
+}

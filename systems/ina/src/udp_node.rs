@@ -1,0 +1,388 @@
+//! A Table 6 system on the `udp` fabric: every node (workers, the switch, a parameter server)
+//! in its own process, started by the runner as `inabench __fabric-node` (or, where no such
+//! binary is at hand, as threads of this process running the same code), each serving its
+//! endpoint on its own UDP socket with one of the host I/O models of [`inabench_fabric::udp`].
+//!
+//! The protocol on a node's stdin/stdout: the runner writes the [`NodeJob`] as one JSON line; the
+//! node builds its endpoint, binds its socket and prints `ready <port>`; the runner answers
+//! `go <coordinator port> <port of node 0> ...`; the node serves until the coordinator's stop
+//! and prints its [`NodeOutcome`] as one JSON line. A worker checks its own result against the
+//! reference sum before it reports, so a wrong aggregate is known without shipping it back.
+
+use crate::common::{AllReduceConfig, SetupNode, reference_sum};
+use crate::workload::system;
+use inabench_fabric::fault::Faults;
+use inabench_fabric::udp::{self, Coordinator, IoModel, NodeConfig};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What one node is asked to run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeJob {
+    pub system: String,
+    pub node: usize,
+    pub workers: usize,
+    pub elements: usize,
+    pub seed: u64,
+    pub line_rate_bps: f64,
+    pub mtu: usize,
+    pub timeout_ns: u64,
+    pub knobs: Vec<(String, f64)>,
+    pub io: String,
+    pub loss: f64,
+    pub duplicate: f64,
+    pub reorder: f64,
+    pub reorder_delay_ns: u64,
+    pub fault_seed: u64,
+    pub deadline_ms: u64,
+}
+
+impl NodeJob {
+    pub fn config(&self) -> AllReduceConfig {
+        AllReduceConfig {
+            workers: self.workers,
+            elements: self.elements,
+            seed: self.seed,
+            line_rate_bps: self.line_rate_bps,
+            mtu: self.mtu,
+            timeout_ns: self.timeout_ns,
+            knobs: self.knobs.clone(),
+        }
+    }
+}
+
+/// What one node reports.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct NodeOutcome {
+    pub node: usize,
+    pub is_worker: bool,
+    /// A worker finished and its result equals the reference sum.
+    pub finished: bool,
+    pub correct: bool,
+    pub frames_tx: u64,
+    pub frames_rx: u64,
+    pub wire_bytes_tx: u64,
+    pub gradient_bytes: u64,
+    pub retransmissions: u64,
+    pub rtt_ns: Vec<u64>,
+    /// Start signal to this worker's result, ns.
+    pub done_ns: u64,
+    pub cpu_ns: u64,
+    pub wall_ns: u64,
+    pub frames_dropped_by_faults: u64,
+    pub send_errors: u64,
+    pub switch_overhead: Option<f64>,
+    pub stopped: bool,
+}
+
+/// The child side: run one node with the job from `input`, report on `output`.
+pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(), String> {
+    let mut line = String::new();
+    input
+        .read_line(&mut line)
+        .map_err(|e| format!("cannot read the node job: {e}"))?;
+    let job: NodeJob =
+        serde_json::from_str(&line).map_err(|e| format!("the node job does not parse: {e}"))?;
+    let sys = system(&job.system).ok_or_else(|| format!("no system `{}`", job.system))?;
+    let io = IoModel::parse(&job.io).ok_or_else(|| format!("no I/O model `{}`", job.io))?;
+    let cfg = job.config();
+    let mut nodes = sys.build(&cfg).map_err(|e| e.to_string())?.into_nodes();
+    if job.node >= nodes.len() {
+        return Err(format!("node {} of a {}-node setup", job.node, nodes.len()));
+    }
+    let mut node: SetupNode = nodes.swap_remove(job.node);
+    drop(nodes);
+    let sock = udp::bind_loopback().map_err(|e| format!("cannot bind a UDP socket: {e}"))?;
+    let wiring = udp::child_handshake(&sock, input, output).map_err(|e| e.to_string())?;
+    let is_worker = matches!(node, SetupNode::Worker(_));
+    let rep = udp::serve(
+        &mut node,
+        &sock,
+        &wiring,
+        &NodeConfig {
+            io,
+            faults: Faults {
+                loss: job.loss,
+                duplicate: job.duplicate,
+                reorder: job.reorder,
+                reorder_delay_ns: job.reorder_delay_ns,
+                seed: job.fault_seed,
+            },
+            mtu: job.mtu + 256,
+            deadline: Duration::from_millis(job.deadline_ms),
+            counted: is_worker,
+        },
+    );
+    let mut out = NodeOutcome {
+        node: job.node,
+        is_worker,
+        frames_tx: rep.frames_tx,
+        frames_rx: rep.frames_rx,
+        done_ns: rep.done_ns,
+        cpu_ns: rep.cpu_ns,
+        wall_ns: rep.wall_ns,
+        frames_dropped_by_faults: rep.faults.dropped,
+        send_errors: rep.send_errors,
+        stopped: rep.stopped,
+        ..NodeOutcome::default()
+    };
+    match &node {
+        SetupNode::Worker(w) => {
+            let s = w.stats();
+            out.finished = w.is_done();
+            out.correct = w.result().as_deref()
+                == Some(&reference_sum(cfg.seed, cfg.workers, cfg.elements)[..]);
+            out.wire_bytes_tx = s.wire_bytes_tx;
+            out.gradient_bytes = s.gradient_bytes;
+            out.retransmissions = s.retransmissions;
+            out.rtt_ns = s.rtt_ns;
+        }
+        SetupNode::Switch(s) => out.switch_overhead = Some(s.stats().overhead_fraction),
+        SetupNode::Other(_) => {}
+    }
+    let json = serde_json::to_string(&out).map_err(|e| e.to_string())?;
+    writeln!(output, "{json}").map_err(|e| e.to_string())?;
+    output.flush().map_err(|e| e.to_string())
+}
+
+/// How the runner starts the nodes.
+#[derive(Debug, Clone)]
+pub enum Spawn {
+    /// One process per node: this executable with the hidden `__fabric-node` command.
+    Processes(PathBuf),
+    /// One thread per node in this process (tests, and libraries without the binary).
+    Threads,
+}
+
+impl Spawn {
+    /// Processes when this process is the `inabench` binary (or `INABENCH_NODE_EXE` names
+    /// one), threads otherwise.
+    pub fn detect() -> Spawn {
+        if let Some(p) = std::env::var_os("INABENCH_NODE_EXE") {
+            return Spawn::Processes(PathBuf::from(p));
+        }
+        match std::env::current_exe() {
+            Ok(p) if p.file_stem().is_some_and(|s| s == "inabench") => Spawn::Processes(p),
+            _ => Spawn::Threads,
+        }
+    }
+}
+
+enum Handle {
+    Proc(Child),
+    Thread(std::thread::JoinHandle<Result<(), String>>),
+}
+
+struct NodeIo {
+    input: Box<dyn Write + Send>,
+    output: Box<dyn BufRead + Send>,
+    handle: Handle,
+}
+
+fn start_node(spawn: &Spawn, job: &NodeJob) -> Result<NodeIo, String> {
+    let mut n = match spawn {
+        Spawn::Processes(exe) => {
+            let mut child = Command::new(exe)
+                .arg("__fabric-node")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+            let (Some(i), Some(o)) = (child.stdin.take(), child.stdout.take()) else {
+                let _ = child.kill();
+                return Err("a node process without pipes".into());
+            };
+            NodeIo {
+                input: Box::new(i),
+                output: Box::new(BufReader::new(o)),
+                handle: Handle::Proc(child),
+            }
+        }
+        Spawn::Threads => {
+            let (in_r, in_w) = std::io::pipe().map_err(|e| e.to_string())?;
+            let (out_r, out_w) = std::io::pipe().map_err(|e| e.to_string())?;
+            let h = std::thread::spawn(move || {
+                let mut r = BufReader::new(in_r);
+                let mut w = out_w;
+                child_main(&mut r, &mut w)
+            });
+            NodeIo {
+                input: Box::new(in_w),
+                output: Box::new(BufReader::new(out_r)),
+                handle: Handle::Thread(h),
+            }
+        }
+    };
+    let json = serde_json::to_string(job).map_err(|e| e.to_string())?;
+    writeln!(n.input, "{json}")
+        .and_then(|()| n.input.flush())
+        .map_err(|e| format!("cannot hand node {} its job: {e}", job.node))?;
+    Ok(n)
+}
+
+/// The outcome of one all-reduce on `udp`.
+#[derive(Debug, Clone)]
+pub struct UdpOutcome {
+    pub nodes: Vec<NodeOutcome>,
+    /// Every worker finished.
+    pub finished: bool,
+    /// Start signal to the last worker's result (wall clock, the runner's view).
+    pub duration: Duration,
+}
+
+/// Run one all-reduce of `job.system` with every node on its own socket (and process).
+/// `job.node` is ignored; each node gets its index.
+pub fn run_udp(job: &NodeJob, spawn: &Spawn) -> Result<UdpOutcome, String> {
+    let sys = system(&job.system).ok_or_else(|| format!("no system `{}`", job.system))?;
+    let n_nodes = sys
+        .build(&AllReduceConfig {
+            elements: 1,
+            ..job.config()
+        })
+        .map_err(|e| e.to_string())?
+        .into_nodes()
+        .len();
+    let coord = Coordinator::new().map_err(|e| format!("cannot bind the coordinator: {e}"))?;
+    let coord_addr = coord.addr().map_err(|e| e.to_string())?;
+    let mut nodes: Vec<NodeIo> = Vec::new();
+    let result = (|| {
+        for i in 0..n_nodes {
+            nodes.push(start_node(
+                spawn,
+                &NodeJob {
+                    node: i,
+                    ..job.clone()
+                },
+            )?);
+        }
+        let mut ports = Vec::new();
+        for (i, n) in nodes.iter_mut().enumerate() {
+            let mut line = String::new();
+            n.output
+                .read_line(&mut line)
+                .map_err(|e| format!("node {i} did not start: {e}"))?;
+            ports.push(
+                udp::parse_ready(&line)
+                    .ok_or_else(|| format!("node {i} did not start (said `{}`)", line.trim()))?,
+            );
+        }
+        let go = format!(
+            "go {} {}\n",
+            coord_addr.port(),
+            ports
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let start = Instant::now();
+        for (i, n) in nodes.iter_mut().enumerate() {
+            n.input
+                .write_all(go.as_bytes())
+                .and_then(|()| n.input.flush())
+                .map_err(|e| format!("node {i} went away: {e}"))?;
+        }
+        let addrs: Vec<SocketAddrV4> = ports
+            .iter()
+            .map(|p| SocketAddrV4::new(Ipv4Addr::LOCALHOST, *p))
+            .collect();
+        let (done, last) = coord.wait_and_stop(
+            job.workers,
+            &addrs,
+            start,
+            Duration::from_millis(job.deadline_ms),
+        );
+        let mut outs = Vec::new();
+        for (i, n) in nodes.iter_mut().enumerate() {
+            let mut line = String::new();
+            n.output
+                .read_line(&mut line)
+                .map_err(|e| format!("node {i} did not report: {e}"))?;
+            outs.push(
+                serde_json::from_str::<NodeOutcome>(&line)
+                    .map_err(|e| format!("node {i} reported `{}`: {e}", line.trim()))?,
+            );
+        }
+        Ok(UdpOutcome {
+            nodes: outs,
+            finished: done == job.workers,
+            duration: last,
+        })
+    })();
+    for n in nodes {
+        drop(n.input);
+        match n.handle {
+            Handle::Proc(mut c) => {
+                if result.is_err() {
+                    let _ = c.kill();
+                }
+                let _ = c.wait();
+            }
+            Handle::Thread(h) => {
+                if let Ok(Err(e)) = h.join()
+                    && result.is_ok()
+                {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn job(system: &str, elements: usize, io: &str, loss: f64) -> NodeJob {
+        NodeJob {
+            system: system.into(),
+            node: 0,
+            workers: 3,
+            elements,
+            seed: 7,
+            line_rate_bps: 100e9,
+            mtu: 1024,
+            timeout_ns: 20_000_000,
+            knobs: vec![("window".into(), 2.0), ("msg_packets".into(), 16.0)],
+            io: io.into(),
+            loss,
+            duplicate: 0.0,
+            reorder: 0.0,
+            reorder_delay_ns: 0,
+            fault_seed: 1,
+            deadline_ms: 20_000,
+        }
+    }
+
+    #[test]
+    fn every_system_sums_exactly_over_udp_sockets() {
+        for sys in ["netreduce", "switchml", "atp", "switchml_rdma"] {
+            let out = run_udp(&job(sys, 20_000, "event", 0.0), &Spawn::Threads).expect(sys);
+            assert!(out.finished, "{sys}: {:?}", out.nodes);
+            let workers: Vec<_> = out.nodes.iter().filter(|n| n.is_worker).collect();
+            assert_eq!(workers.len(), 3);
+            assert!(
+                workers.iter().all(|w| w.correct && w.frames_tx > 0),
+                "{sys}"
+            );
+            assert!(out.nodes.iter().all(|n| n.stopped), "{sys}");
+        }
+    }
+
+    #[test]
+    fn loss_on_udp_is_recovered() {
+        let out =
+            run_udp(&job("netreduce", 20_000, "threads", 0.01), &Spawn::Threads).expect("run");
+        assert!(out.finished);
+        let dropped: u64 = out.nodes.iter().map(|n| n.frames_dropped_by_faults).sum();
+        let retx: u64 = out.nodes.iter().map(|n| n.retransmissions).sum();
+        assert!(dropped > 0 && retx > 0, "{dropped} {retx}");
+        assert!(out.nodes.iter().filter(|n| n.is_worker).all(|w| w.correct));
+    }
+}
