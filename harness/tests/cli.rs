@@ -317,6 +317,34 @@ fn table6_emulated_runs_a_process_per_node_on_udp() {
 }
 
 #[test]
+fn table1_compares_host_io_models_and_says_roce_needs_hardware() {
+    let d = tempfile::tempdir().expect("tmp");
+    let o = bin()
+        .args([
+            "reproduce",
+            "netreduce-table1",
+            "--headless",
+            "--format",
+            "md",
+            "--results",
+        ])
+        .arg(d.path())
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for sys in ["parallel_dma", "dpdk"] {
+        assert!(out.contains(&format!("| {sys} | rtt [us] |  |")), "{out}");
+    }
+    assert!(
+        out.contains("| roce | cpu [%] |  | 25.6 | not measured |"),
+        "{out}"
+    );
+    let m = manifest_of(&only_run_dir(d.path()));
+    assert_eq!(m["systems_not_built"], serde_json::json!(["roce"]));
+}
+
+#[test]
 fn table6_runs_all_four_systems_on_sim() {
     let d = tempfile::tempdir().expect("tmp");
     let o = bin()

@@ -98,6 +98,11 @@ pub trait Worker: Endpoint {
     /// The aggregated gradient, once the all-reduce finished.
     fn result(&self) -> Option<Vec<i32>>;
     fn stats(&self) -> HostStats;
+    /// Whether this worker finished with the right outcome: by default its result equals the
+    /// reference sum of `cfg` (a transfer that is not an all-reduce checks what it delivered).
+    fn check(&self, cfg: &AllReduceConfig) -> bool {
+        self.result().as_deref() == Some(&reference_sum(cfg.seed, cfg.workers, cfg.elements)[..])
+    }
 }
 
 /// A switch program on its target model.

@@ -9,7 +9,7 @@
 //! and prints its [`NodeOutcome`] as one JSON line. A worker checks its own result against the
 //! reference sum before it reports, so a wrong aggregate is known without shipping it back.
 
-use crate::common::{AllReduceConfig, SetupNode, reference_sum};
+use crate::common::{AllReduceConfig, SetupNode};
 use crate::workload::system;
 use inabench_fabric::fault::Faults;
 use inabench_fabric::udp::{self, Coordinator, IoModel, NodeConfig};
@@ -104,7 +104,8 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
         &sock,
         &wiring,
         &NodeConfig {
-            io,
+            // the I/O model is the hosts' stack; switches and servers stay event-driven
+            io: if is_worker { io } else { IoModel::Event },
             faults: Faults {
                 loss: job.loss,
                 duplicate: job.duplicate,
@@ -134,8 +135,7 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
         SetupNode::Worker(w) => {
             let s = w.stats();
             out.finished = w.is_done();
-            out.correct = w.result().as_deref()
-                == Some(&reference_sum(cfg.seed, cfg.workers, cfg.elements)[..]);
+            out.correct = w.check(&cfg);
             out.wire_bytes_tx = s.wire_bytes_tx;
             out.gradient_bytes = s.gradient_bytes;
             out.retransmissions = s.retransmissions;
@@ -372,6 +372,26 @@ mod tests {
                 "{sys}"
             );
             assert!(out.nodes.iter().all(|n| n.stopped), "{sys}");
+        }
+    }
+
+    #[test]
+    fn the_rc_stream_runs_under_every_host_io_model() {
+        for io in ["event", "threads", "busy_poll"] {
+            let j = NodeJob {
+                workers: 2,
+                knobs: vec![("msg_packets".into(), 8.0), ("window".into(), 2.0)],
+                ..job("rc_stream", 50_000, io, 0.0)
+            };
+            let out = run_udp(&j, &Spawn::Threads).expect(io);
+            assert!(out.finished, "{io}");
+            let hosts: Vec<_> = out.nodes.iter().filter(|n| n.is_worker).collect();
+            assert!(hosts.iter().all(|h| h.correct), "{io}");
+            assert_eq!(
+                hosts[0].rtt_ns.len(),
+                200_000usize.div_ceil(1024).div_ceil(8),
+                "{io}"
+            );
         }
     }
 

@@ -31,6 +31,7 @@ pub fn system(name: &str) -> Option<&'static dyn System> {
         "switchml" => Some(&crate::switchml::SwitchMl),
         "atp" => Some(&crate::atp::Atp),
         "switchml_rdma" => Some(&crate::switchml_rdma::SwitchMlRdma),
+        "rc_stream" => Some(&crate::stream::RcStream),
         _ => None,
     }
 }

@@ -1,0 +1,152 @@
+//! `netreduce.table1`: NetReduce's Table 1 compares host I/O stacks (RoCE, ATP's parallel DMA,
+//! SwitchML's DPDK) by the CPU they take, the throughput they reach and their RTT. Here the same
+//! RoCEv2 RC transfer ([`crate::stream`]) runs on the `udp` fabric, a process per host, under
+//! three host I/O models of [`inabench_fabric::udp::IoModel`]:
+//!
+//! - `event_driven`: batched and event-driven (sleep in `poll`, batch with `recvmmsg` and
+//!   `sendmmsg`): the suite's software stand-in for the completion-driven way a RoCE NIC is
+//!   used; it is not RoCE, whose transport runs in the NIC (the `roce` row needs an RDMA NIC and
+//!   the hardware class);
+//! - `parallel_dma`: ATP-style multi-threaded I/O (receive and send threads around the protocol
+//!   thread);
+//! - `dpdk`: busy polling, never sleeping.
+//!
+//! Each point runs twice: a bulk transfer of `total_mb` in messages of `message_kb` with a window
+//! of `window` messages (throughput, CPU), then 200 one-packet messages one at a time (RTT,
+//! median). CPU is the mean over the two hosts of each host process's node threads' CPU time
+//! over its wall time, in percent of one core.
+
+use crate::udp_node::{NodeJob, Spawn, UdpOutcome, run_udp};
+use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
+
+pub struct Table1;
+
+fn io_of(system: &str) -> Option<&'static str> {
+    match system {
+        "event_driven" => Some("event"),
+        "parallel_dma" => Some("threads"),
+        "dpdk" => Some("busy_poll"),
+        _ => None,
+    }
+}
+
+impl Table1 {
+    fn transfer(
+        ctx: &PointCtx<'_>,
+        io: &str,
+        bytes: usize,
+        msg_packets: f64,
+        window: f64,
+        mtu: usize,
+    ) -> Result<UdpOutcome, WorkloadError> {
+        let job = NodeJob {
+            system: "rc_stream".into(),
+            node: 0,
+            workers: 2,
+            elements: bytes.div_ceil(4),
+            seed: ctx.seed,
+            line_rate_bps: 100e9,
+            mtu,
+            timeout_ns: 20_000_000,
+            knobs: vec![
+                ("msg_packets".into(), msg_packets),
+                ("window".into(), window),
+            ],
+            io: io.into(),
+            loss: 0.0,
+            duplicate: 0.0,
+            reorder: 0.0,
+            reorder_delay_ns: 0,
+            fault_seed: ctx.seed,
+            deadline_ms: 60_000,
+        };
+        let out = run_udp(&job, &Spawn::detect()).map_err(WorkloadError::Invalid)?;
+        let hosts: Vec<_> = out.nodes.iter().filter(|n| n.is_worker).collect();
+        if !out.finished {
+            return Err(WorkloadError::Invalid(format!(
+                "the transfer did not finish within 60 s ({io} I/O)"
+            )));
+        }
+        if hosts.iter().any(|h| !h.correct) {
+            return Err(WorkloadError::WrongResult(
+                "the receiver got bytes the sender did not write".into(),
+            ));
+        }
+        Ok(out)
+    }
+}
+
+impl Workload for Table1 {
+    fn id(&self) -> &'static str {
+        "netreduce.table1"
+    }
+
+    fn fidelities(&self) -> &'static [Fidelity] {
+        &[Fidelity::Emulated]
+    }
+
+    fn fabric(&self, _f: Fidelity) -> &'static str {
+        "udp"
+    }
+
+    fn systems(&self) -> Option<&'static [&'static str]> {
+        Some(&["event_driven", "parallel_dma", "dpdk"])
+    }
+
+    fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+        let io = io_of(ctx.system()).ok_or_else(|| {
+            WorkloadError::Invalid(format!("no host I/O model for `{}`", ctx.system()))
+        })?;
+        let mtu = ctx.param("mtu").unwrap_or(1024.0) as usize;
+        let message = (ctx.param("message_kb")? * 1024.0) as usize;
+        let total = (ctx.param("total_mb").unwrap_or(16.0) * 1048576.0) as usize;
+        let window = ctx.param("window").unwrap_or(4.0);
+        if mtu == 0 || message < mtu || total < message {
+            return Err(WorkloadError::Invalid(format!(
+                "need mtu <= message_kb x 1024 <= total_mb x 2^20 (got {mtu}, {message}, {total})"
+            )));
+        }
+        if io == "busy_poll" {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            if cores < 3 {
+                ctx.log(
+                    inabench_core::LogLevel::Warn,
+                    format!(
+                        "busy polling: two spinning hosts and a switch process share {cores} cores, so the pollers take CPU from the switch (DPDK gets dedicated cores)"
+                    ),
+                );
+            }
+        }
+        let msg_packets = (message / mtu) as f64;
+        let bulk = Self::transfer(ctx, io, total, msg_packets, window, mtu)?;
+        let hosts: Vec<_> = bulk.nodes.iter().filter(|n| n.is_worker).collect();
+        let dur = (bulk.duration.as_nanos() as f64).max(1.0);
+        let payload = hosts.first().map_or(0, |h| h.gradient_bytes) as f64;
+        let cpu = hosts
+            .iter()
+            .map(|h| h.cpu_ns as f64 / (h.wall_ns as f64).max(1.0) * 100.0)
+            .sum::<f64>()
+            / hosts.len().max(1) as f64;
+        ctx.record("throughput", payload * 8.0 / dur);
+        ctx.record("cpu", cpu);
+        ctx.counter(
+            "retransmissions",
+            hosts.iter().map(|h| h.retransmissions).sum(),
+        );
+        if ctx.cancelled() {
+            return Err(WorkloadError::Interrupted);
+        }
+        let ping = Self::transfer(ctx, io, 200 * mtu, 1.0, 1.0, mtu)?;
+        let mut rtt: Vec<u64> = ping
+            .nodes
+            .iter()
+            .filter(|n| n.is_worker)
+            .flat_map(|n| n.rtt_ns.iter().copied())
+            .collect();
+        rtt.sort_unstable();
+        if let Some(m) = rtt.get(rtt.len() / 2) {
+            ctx.record("rtt", *m as f64 / 1e3);
+        }
+        Ok(())
+    }
+}
