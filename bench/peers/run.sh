@@ -9,6 +9,18 @@ if ! command -v mpicc >/dev/null; then
 fi
 out=${TMPDIR:-/tmp}/inabench-mpi-allreduce
 mpicc -O2 -o "$out" mpi_allreduce.c
-mpirun --allow-run-as-root --oversubscribe -np "$ranks" \
+mpi=$(mpirun --allow-run-as-root --oversubscribe -np "$ranks" \
   --mca btl tcp,self --mca btl_tcp_if_include lo --mca pml ob1 \
-  "$out" "$elements" "$iters"
+  "$out" "$elements" "$iters")
+echo "$mpi"
+
+# ours: software NetReduce with the same ranks and bytes on the udp fabric, a process per node
+root=$(cd ../.. && pwd)
+(cd "$root" && cargo build --release -q -p inabench -p inabench-ina --example udp_probe)
+target=${CARGO_TARGET_DIR:-$root/target}
+ours=$(INABENCH_NODE_EXE="$target/release/inabench" "$target/release/examples/udp_probe" \
+  netreduce "$elements" event "$ranks" 5 2>/dev/null)
+echo "$ours"
+median() { sed -n 's/.*"median_s":\([0-9.e-]*\).*/\1/p'; }
+awk -v a="$(echo "$ours" | median)" -v b="$(echo "$mpi" | median)" \
+  'BEGIN { printf "{\"ratio_inabench_over_mpi\":%.2f}\n", a / b }'

@@ -1,5 +1,7 @@
-//! One all-reduce on the udp fabric, printing each node's outcome (diagnostics).
-//! `cargo run --release -p inabench-ina --example udp_probe -- netreduce 262144 event`
+//! One all-reduce on the udp fabric, printing each node's outcome (diagnostics), then a JSON
+//! line like the MPI peer's (`bench/peers/run.sh` compares the two).
+//! `cargo run --release -p inabench-ina --example udp_probe -- netreduce 262144 event 6 [reps]`
+//! Set INABENCH_NODE_EXE to the inabench binary for a process per node (threads otherwise).
 use inabench_ina::udp_node::{NodeJob, Spawn, run_udp};
 
 fn main() {
@@ -7,10 +9,12 @@ fn main() {
     let sys = a.get(1).cloned().unwrap_or_else(|| "netreduce".into());
     let elements = a.get(2).and_then(|s| s.parse().ok()).unwrap_or(262_144);
     let io = a.get(3).cloned().unwrap_or_else(|| "event".into());
+    let workers = a.get(4).and_then(|s| s.parse().ok()).unwrap_or(6);
+    let reps: usize = a.get(5).and_then(|s| s.parse().ok()).unwrap_or(1);
     let job = NodeJob {
-        system: sys,
+        system: sys.clone(),
         node: 0,
-        workers: 6,
+        workers,
         elements,
         seed: 1,
         line_rate_bps: 100e9,
@@ -25,33 +29,46 @@ fn main() {
         fault_seed: 1,
         deadline_ms: 60_000,
     };
-    let t = std::time::Instant::now();
-    match run_udp(&job, &Spawn::detect()) {
-        Ok(o) => {
-            println!(
-                "finished {} in {:?} (wall {:?})",
-                o.finished,
-                o.duration,
-                t.elapsed()
-            );
-            for n in &o.nodes {
-                let mut r = n.rtt_ns.clone();
-                r.sort_unstable();
-                println!(
-                    "node {} worker {} tx {} rx {} retx {} cpu {:.1} ms wall {:.1} ms done {:.1} ms rtt_med {:?} send_err {}",
-                    n.node,
-                    n.is_worker,
-                    n.frames_tx,
-                    n.frames_rx,
-                    n.retransmissions,
-                    n.cpu_ns as f64 / 1e6,
-                    n.wall_ns as f64 / 1e6,
-                    n.done_ns as f64 / 1e6,
-                    r.get(r.len() / 2),
-                    n.send_errors
-                );
+    let mut secs = Vec::new();
+    for _ in 0..reps {
+        match run_udp(&job, &Spawn::detect()) {
+            Ok(o) => {
+                eprintln!("finished {} in {:?}", o.finished, o.duration);
+                for n in &o.nodes {
+                    let mut r = n.rtt_ns.clone();
+                    r.sort_unstable();
+                    eprintln!(
+                        "  node {} worker {} correct {} tx {} rx {} retx {} cpu {:.1} ms wall {:.1} ms done {:.1} ms rtt_med {:?} send_err {}",
+                        n.node,
+                        n.is_worker,
+                        n.correct,
+                        n.frames_tx,
+                        n.frames_rx,
+                        n.retransmissions,
+                        n.cpu_ns as f64 / 1e6,
+                        n.wall_ns as f64 / 1e6,
+                        n.done_ns as f64 / 1e6,
+                        r.get(r.len() / 2),
+                        n.send_errors
+                    );
+                }
+                let ok = o.finished && o.nodes.iter().filter(|n| n.is_worker).all(|n| n.correct);
+                if !ok {
+                    eprintln!("error: the all-reduce did not finish with the right sum");
+                    std::process::exit(1);
+                }
+                secs.push(o.duration.as_secs_f64());
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                std::process::exit(1);
             }
         }
-        Err(e) => eprintln!("error: {e}"),
     }
+    secs.sort_by(f64::total_cmp);
+    let med = secs[secs.len() / 2];
+    println!(
+        "{{\"peer\":\"inabench-{sys}-udp\",\"ranks\":{workers},\"elements\":{elements},\"iterations\":{reps},\"median_s\":{med:.6},\"algbw_gbps\":{:.4},\"correct\":true}}",
+        4.0 * elements as f64 * 8.0 / med / 1e9
+    );
 }

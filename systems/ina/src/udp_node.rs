@@ -190,7 +190,8 @@ fn start_node(spawn: &Spawn, job: &NodeJob) -> Result<NodeIo, String> {
                 .arg("__fabric-node")
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
+                // captured, not inherited: a node must not write over the dashboard
+                .stderr(Stdio::piped())
                 .spawn()
                 .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
             let (Some(i), Some(o)) = (child.stdin.take(), child.stdout.take()) else {
@@ -250,7 +251,7 @@ pub fn run_udp(job: &NodeJob, spawn: &Spawn) -> Result<UdpOutcome, String> {
     let coord = Coordinator::new().map_err(|e| format!("cannot bind the coordinator: {e}"))?;
     let coord_addr = coord.addr().map_err(|e| e.to_string())?;
     let mut nodes: Vec<NodeIo> = Vec::new();
-    let result = (|| {
+    let result: Result<UdpOutcome, String> = (|| {
         for i in 0..n_nodes {
             nodes.push(start_node(
                 spawn,
@@ -314,6 +315,7 @@ pub fn run_udp(job: &NodeJob, spawn: &Spawn) -> Result<UdpOutcome, String> {
             duration: last,
         })
     })();
+    let mut result = result;
     for n in nodes {
         drop(n.input);
         match n.handle {
@@ -322,6 +324,13 @@ pub fn run_udp(job: &NodeJob, spawn: &Spawn) -> Result<UdpOutcome, String> {
                     let _ = c.kill();
                 }
                 let _ = c.wait();
+                let mut err = String::new();
+                if let Some(mut e) = c.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                }
+                if let (Err(msg), false) = (&mut result, err.trim().is_empty()) {
+                    msg.push_str(&format!(" (node said: {})", err.trim()));
+                }
             }
             Handle::Thread(h) => {
                 if let Ok(Err(e)) = h.join()
