@@ -12,6 +12,7 @@ impl Registry {
         let mut workloads: Vec<Box<dyn Workload>> = Vec::new();
         workloads.extend(inabench_netreduce::workloads());
         workloads.extend(inabench_ina::workloads());
+        workloads.extend(inabench_p4sgd::workloads());
         workloads.push(Box::new(crate::probe::Probe));
         Registry { workloads }
     }
