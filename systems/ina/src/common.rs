@@ -129,6 +129,18 @@ pub trait System: Sync {
     /// snake_case id as in the specs: netreduce, switchml, switchml_rdma, atp.
     fn name(&self) -> &'static str;
     fn build(&self, cfg: &AllReduceConfig) -> Result<Setup, SetupError>;
+    /// Build with the workers' inputs given (one vector of `elements` values per worker; float32
+    /// bit patterns when the system sums floats) instead of generated gradients.
+    fn build_with(
+        &self,
+        _cfg: &AllReduceConfig,
+        _inputs: Vec<Vec<i32>>,
+    ) -> Result<Setup, SetupError> {
+        Err(SetupError::Config(format!(
+            "{} takes no external inputs",
+            self.name()
+        )))
+    }
 }
 
 /// A node of a [`Setup`] on a fabric: a worker or the switch (or another endpoint).

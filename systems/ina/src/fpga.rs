@@ -238,10 +238,27 @@ impl Accelerator {
             .unwrap_or(0);
         let mut sum = vec![0u8; len];
         for k in (skip..len.saturating_sub(3)).step_by(4) {
-            let s = agg.bufs.iter().flatten().fold(0i32, |acc, (_, p)| {
-                acc.wrapping_add(i32::from_be_bytes([p[k], p[k + 1], p[k + 2], p[k + 3]]))
-            });
-            sum[k..k + 4].copy_from_slice(&s.to_be_bytes());
+            let s = if self.layout.float {
+                // float32 in rank order, as the accelerator's adder tree would (one order, so
+                // every rank gets the same bits)
+                agg.bufs
+                    .iter()
+                    .flatten()
+                    .fold(0f32, |acc, (_, p)| {
+                        acc + f32::from_be_bytes([p[k], p[k + 1], p[k + 2], p[k + 3]])
+                    })
+                    .to_bits()
+                    .to_be_bytes()
+            } else {
+                agg.bufs
+                    .iter()
+                    .flatten()
+                    .fold(0i32, |acc, (_, p)| {
+                        acc.wrapping_add(i32::from_be_bytes([p[k], p[k + 1], p[k + 2], p[k + 3]]))
+                    })
+                    .to_be_bytes()
+            };
+            sum[k..k + 4].copy_from_slice(&s);
         }
         agg.result = Some(sum.clone());
         for r in 0..self.layout.workers {

@@ -9,9 +9,12 @@
 //! - [`common`]: the interface the experiments drive (config, workers, switch, stats).
 
 pub mod atp;
+pub mod bfp;
+pub mod collective;
 pub mod common;
 pub mod fpga;
 pub mod netreduce;
+pub mod ring;
 pub mod roce;
 pub mod stream;
 pub mod switchml;

@@ -6,8 +6,8 @@
 //! accepts it unchanged.
 //!
 //! Parameters (Sec. 5.1): N = 2 messages, MsgLen = 170 packets, 1 KB payload. Aggregation is int32
-//! here (bit-exact against the reference sum); the paper sums float32 at the accelerator, which
-//! `fpga::Accelerator` would do with the same addressing by adding `f32::from_bits` values.
+//! by default (bit-exact against the reference sum); with the `float` knob the accelerator sums
+//! float32, as the paper's does, with the same addressing (training runs use this).
 
 use crate::common::{AllReduceConfig, HostStats, Setup, SetupError, System, Worker, gradient};
 use crate::fpga::Accelerator;
@@ -40,6 +40,8 @@ pub fn node_of_ip(ip: [u8; 4]) -> Option<NodeId> {
 /// Layout shared by hosts and the accelerator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
+    /// Sum float32 (the values are f32 bit patterns) instead of int32.
+    pub float: bool,
     pub workers: usize,
     pub msg_len: u32,
     pub window: u32,
@@ -68,6 +70,7 @@ impl Layout {
         let per_msg = Self::values_per_msg(msg_len, payload);
         let messages = cfg.elements.div_ceil(per_msg).max(1) as u32;
         Ok(Layout {
+            float: cfg.knob("float").is_some_and(|v| v > 0.0),
             workers: cfg.workers,
             msg_len,
             window,
@@ -314,17 +317,29 @@ impl System for NetReduce {
     }
 
     fn build(&self, cfg: &AllReduceConfig) -> Result<Setup, SetupError> {
+        let inputs = (0..cfg.workers)
+            .map(|r| gradient(cfg.seed, r, cfg.elements))
+            .collect();
+        self.build_with(cfg, inputs)
+    }
+
+    fn build_with(
+        &self,
+        cfg: &AllReduceConfig,
+        inputs: Vec<Vec<i32>>,
+    ) -> Result<Setup, SetupError> {
         let layout = Layout::new(cfg)?;
+        if inputs.len() != cfg.workers || inputs.iter().any(|v| v.len() != cfg.elements) {
+            return Err(SetupError::Config(
+                "one input of `elements` values per worker".into(),
+            ));
+        }
         let switch = cfg.workers as NodeId;
-        let workers = (0..cfg.workers)
-            .map(|r| {
-                Box::new(Host::new(
-                    r,
-                    layout,
-                    &gradient(cfg.seed, r, cfg.elements),
-                    switch,
-                    cfg.timeout_ns,
-                )) as Box<dyn Worker>
+        let workers = inputs
+            .iter()
+            .enumerate()
+            .map(|(r, g)| {
+                Box::new(Host::new(r, layout, g, switch, cfg.timeout_ns)) as Box<dyn Worker>
             })
             .collect();
         Ok(Setup {

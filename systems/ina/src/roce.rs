@@ -131,7 +131,13 @@ impl RcSender {
 
     /// The next packet to put on the wire (its index), honouring the message window.
     pub fn next_to_send(&mut self, now: Nanos) -> Option<u32> {
-        if self.next >= self.packets {
+        self.next_to_send_until(now, self.packets)
+    }
+
+    /// As [`RcSender::next_to_send`], but only packets below `limit` (the application has not
+    /// produced the rest yet: a ring all-reduce step waits for its predecessor's data).
+    pub fn next_to_send_until(&mut self, now: Nanos, limit: u32) -> Option<u32> {
+        if self.next >= self.packets.min(limit) {
             return None;
         }
         let msg = self.next / self.msg_len;

@@ -8,9 +8,10 @@
 //!
 //! Our choices where the descriptions are vague: the chunk is what one pass of the Tofino model
 //! can aggregate (192 B = 48 int32: SwitchML "does not handle the small payload issue", NetReduce
-//! Sec. 6), integer values (SwitchML's block floating point, the exponent negotiation, is not
-//! modelled: the microbenchmark sums int32 so results are bit-exact), S = 128 slots, UDP port
-//! 48864 for the INA traffic.
+//! Sec. 6), integer values (the microbenchmark sums int32 so results are bit-exact), S = 128
+//! slots, UDP port 48864 for the INA traffic. Block floating point for float gradients is
+//! [`crate::bfp`]: an exponent negotiation (this program with the `op_max` knob: the switch keeps
+//! the maximum instead of the sum) and then the integer aggregation of the scaled values.
 
 use crate::common::{
     AllReduceConfig, HostStats, Setup, SetupError, Switch, SwitchStats, System, Worker, gradient,
@@ -94,6 +95,8 @@ pub struct Layout {
     pub per_packet: usize,
     pub slots: usize,
     pub chunks: usize,
+    /// Aggregate with max instead of a sum (the exponent negotiation of block floating point).
+    pub max: bool,
 }
 
 impl Layout {
@@ -112,6 +115,7 @@ impl Layout {
             per_packet,
             slots,
             chunks: cfg.elements.div_ceil(per_packet).max(1),
+            max: cfg.knob("op_max").is_some_and(|v| v > 0.0),
         })
     }
 }
@@ -339,8 +343,16 @@ impl Endpoint for SwitchMlSwitch {
             }
             return;
         }
-        for (a, x) in copy.sum.iter_mut().zip(&values) {
-            *a = a.wrapping_add(*x);
+        if copy.count == 0 {
+            copy.sum.copy_from_slice(&values);
+        } else if self.layout.max {
+            for (a, x) in copy.sum.iter_mut().zip(&values) {
+                *a = (*a).max(*x);
+            }
+        } else {
+            for (a, x) in copy.sum.iter_mut().zip(&values) {
+                *a = a.wrapping_add(*x);
+            }
         }
         copy.bitmap |= 1 << w;
         copy.count += 1;
@@ -406,16 +418,34 @@ impl System for SwitchMl {
     }
 
     fn build(&self, cfg: &AllReduceConfig) -> Result<Setup, SetupError> {
+        let inputs = (0..cfg.workers)
+            .map(|r| gradient(cfg.seed, r, cfg.elements))
+            .collect();
+        self.build_with(cfg, inputs)
+    }
+
+    fn build_with(
+        &self,
+        cfg: &AllReduceConfig,
+        inputs: Vec<Vec<i32>>,
+    ) -> Result<Setup, SetupError> {
         let model = TofinoModel::PAPER;
         let layout = Layout::new(cfg, &model)?;
+        if inputs.len() != cfg.workers || inputs.iter().any(|v| v.len() != cfg.elements) {
+            return Err(SetupError::Config(
+                "one input of `elements` values per worker".into(),
+            ));
+        }
         let switch = cfg.workers as NodeId;
-        let workers = (0..cfg.workers)
-            .map(|r| {
+        let workers = inputs
+            .into_iter()
+            .enumerate()
+            .map(|(r, grad)| {
                 Box::new(SwitchMlWorker {
                     rank: r,
                     switch,
                     layout,
-                    grad: gradient(cfg.seed, r, cfg.elements),
+                    grad,
                     result: vec![0; cfg.elements],
                     outstanding: vec![None; layout.slots],
                     received: 0,

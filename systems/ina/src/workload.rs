@@ -32,6 +32,7 @@ pub fn system(name: &str) -> Option<&'static dyn System> {
         "atp" => Some(&crate::atp::Atp),
         "switchml_rdma" => Some(&crate::switchml_rdma::SwitchMlRdma),
         "rc_stream" => Some(&crate::stream::RcStream),
+        "ring_allreduce" => Some(&crate::ring::RingAllReduce),
         _ => None,
     }
 }
@@ -57,6 +58,34 @@ pub fn run_sim_tapped(
     pcap: Option<&std::path::Path>,
 ) -> Result<(Vec<SetupNode>, SimReport), String> {
     let setup = sys.build(cfg).map_err(|e| e.to_string())?;
+    let mut f = sim_fabric(setup, cfg, faults, host_cost_ns);
+    if let Some(path) = pcap {
+        let file = std::fs::File::create(path)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let mut w = inabench_wire::pcap::PcapWriter::new(std::io::BufWriter::new(file))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        // a write error stops the capture, not the run
+        let mut ok = true;
+        f.set_tap(Box::new(move |t, _from, _to, frame| {
+            if ok && w.write_packet(t, frame).is_err() {
+                ok = false;
+            }
+        }));
+    }
+    let rep = f
+        .run_until(max_ns, |nodes| nodes.iter().all(Endpoint::is_done))
+        .clone();
+    Ok((f.into_nodes(), rep))
+}
+
+/// The sim fabric for a built setup: the switch at node `workers`, hosts charged `host_cost_ns`
+/// per frame, links at the config's rate with 0.5 us latency.
+fn sim_fabric(
+    setup: crate::common::Setup,
+    cfg: &AllReduceConfig,
+    faults: Faults,
+    host_cost_ns: u64,
+) -> SimFabric<SetupNode> {
     let nodes = setup.into_nodes();
     let n = nodes.len();
     let mut cfgs = vec![
@@ -77,24 +106,22 @@ pub fn run_sim_tapped(
         queue_bytes: 4 << 20,
         framing_bytes: 24,
     };
-    let mut f = SimFabric::new(nodes, cfgs, cfg.workers as u32, link, faults);
-    if let Some(path) = pcap {
-        let file = std::fs::File::create(path)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        let mut w = inabench_wire::pcap::PcapWriter::new(std::io::BufWriter::new(file))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        // a write error stops the capture, not the run
-        let mut ok = true;
-        f.set_tap(Box::new(move |t, _from, _to, frame| {
-            if ok && w.write_packet(t, frame).is_err() {
-                ok = false;
-            }
-        }));
-    }
+    SimFabric::new(nodes, cfgs, cfg.workers as u32, link, faults)
+}
+
+/// Run an already built setup (e.g. one made with [`System::build_with`]) on the sim fabric.
+pub fn run_setup_sim(
+    setup: crate::common::Setup,
+    cfg: &AllReduceConfig,
+    faults: Faults,
+    host_cost_ns: u64,
+    max_ns: u64,
+) -> (Vec<SetupNode>, SimReport) {
+    let mut f = sim_fabric(setup, cfg, faults, host_cost_ns);
     let rep = f
         .run_until(max_ns, |nodes| nodes.iter().all(Endpoint::is_done))
         .clone();
-    Ok((f.into_nodes(), rep))
+    (f.into_nodes(), rep)
 }
 
 /// Times a host's calls during calibration.

@@ -1,0 +1,284 @@
+//! Float32 all-reduce through the systems' own protocol code, for training: each worker's vector
+//! goes over a fabric (`mem`: a thread per node, real time; `sim`: virtual time) through ring
+//! all-reduce, NetReduce (float32 sums at the accelerator) or SwitchML (block floating point), and
+//! each worker gets back what its host stack delivered. `Local` is the reference: the exact sum in
+//! f64, rounded once.
+
+use crate::bfp;
+use crate::common::{AllReduceConfig, Setup, SetupNode, System};
+use crate::netreduce::NetReduce;
+use crate::ring::RingAllReduce;
+use crate::switchml::SwitchMl;
+use crate::tofino::TofinoModel;
+use inabench_fabric::fault::Faults;
+
+/// How gradients are aggregated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aggregation {
+    Local,
+    Ring,
+    NetReduce,
+    SwitchMl,
+}
+
+impl Aggregation {
+    pub fn parse(s: &str) -> Option<Aggregation> {
+        Some(match s {
+            "local" | "reference" => Aggregation::Local,
+            "ring_allreduce" | "ring" => Aggregation::Ring,
+            "netreduce" => Aggregation::NetReduce,
+            "switchml" => Aggregation::SwitchMl,
+            _ => return None,
+        })
+    }
+}
+
+/// Where the aggregation runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fabric {
+    Mem,
+    Sim,
+}
+
+/// What one all-reduce did.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Each worker's result.
+    pub results: Vec<Vec<f32>>,
+    /// Frames the workers sent.
+    pub frames: u64,
+    /// Fabric time of the all-reduce (virtual on sim, wall on mem), ns.
+    pub duration_ns: u64,
+}
+
+fn config(workers: usize, elements: usize, float: bool, extra: &[(&str, f64)]) -> AllReduceConfig {
+    let mut knobs = vec![
+        ("float".to_string(), if float { 1.0 } else { 0.0 }),
+        ("window".to_string(), 2.0),
+        ("msg_packets".to_string(), 32.0),
+    ];
+    knobs.extend(extra.iter().map(|(k, v)| (k.to_string(), *v)));
+    AllReduceConfig {
+        workers,
+        elements,
+        seed: 0,
+        line_rate_bps: 100e9,
+        mtu: 1024,
+        timeout_ns: 50_000_000,
+        knobs,
+    }
+}
+
+/// Run a built setup to completion; each worker's result as raw i32.
+fn run(
+    setup: Setup,
+    cfg: &AllReduceConfig,
+    fabric: Fabric,
+) -> Result<(Vec<Vec<i32>>, u64, u64), String> {
+    let w = cfg.workers;
+    let (nodes, finished, dur) = match fabric {
+        Fabric::Sim => {
+            let (nodes, rep) =
+                crate::workload::run_setup_sim(setup, cfg, Faults::default(), 0, 600_000_000_000);
+            (nodes, rep.finished, rep.end_ns)
+        }
+        Fabric::Mem => {
+            let (nodes, rep) = inabench_fabric::mem::run(
+                setup.into_nodes(),
+                cfg.mtu + 128,
+                Faults::default(),
+                std::time::Duration::from_secs(120),
+                |i| i < w,
+            );
+            let d = rep.nodes[..w].iter().map(|s| s.done_ns).max().unwrap_or(0);
+            (nodes, rep.finished, d)
+        }
+    };
+    if !finished {
+        return Err("the all-reduce did not finish".into());
+    }
+    let mut results = Vec::with_capacity(w);
+    let mut frames = 0;
+    for n in &nodes {
+        if let SetupNode::Worker(x) = n {
+            frames += x.stats().packets_tx;
+            results.push(x.result().ok_or("a worker finished without a result")?);
+        }
+    }
+    Ok((results, frames, dur))
+}
+
+fn through(
+    sys: &dyn System,
+    inputs: Vec<Vec<i32>>,
+    float: bool,
+    extra: &[(&str, f64)],
+    fabric: Fabric,
+) -> Result<(Vec<Vec<i32>>, u64, u64), String> {
+    let workers = inputs.len();
+    let elements = inputs.first().map_or(0, Vec::len);
+    let cfg = config(workers, elements, float, extra);
+    let setup = sys.build_with(&cfg, inputs).map_err(|e| e.to_string())?;
+    run(setup, &cfg, fabric)
+}
+
+fn bits(v: &[f32]) -> Vec<i32> {
+    v.iter().map(|x| x.to_bits() as i32).collect()
+}
+
+fn floats(v: &[i32]) -> Vec<f32> {
+    v.iter().map(|x| f32::from_bits(*x as u32)).collect()
+}
+
+/// All-reduce (sum) of `inputs` (one vector per worker, equal lengths).
+pub fn allreduce_f32(
+    agg: Aggregation,
+    inputs: &[Vec<f32>],
+    fabric: Fabric,
+) -> Result<Outcome, String> {
+    let workers = inputs.len();
+    let elements = inputs.first().map_or(0, Vec::len);
+    if workers < 2 || inputs.iter().any(|v| v.len() != elements) || elements == 0 {
+        return Err("an all-reduce needs two or more workers with vectors of one length".into());
+    }
+    match agg {
+        Aggregation::Local => {
+            let sum: Vec<f32> = (0..elements)
+                .map(|i| inputs.iter().map(|v| f64::from(v[i])).sum::<f64>() as f32)
+                .collect();
+            Ok(Outcome {
+                results: vec![sum; workers],
+                frames: 0,
+                duration_ns: 0,
+            })
+        }
+        Aggregation::Ring | Aggregation::NetReduce => {
+            let sys: &dyn System = if agg == Aggregation::Ring {
+                &RingAllReduce
+            } else {
+                &NetReduce
+            };
+            let (r, frames, d) = through(
+                sys,
+                inputs.iter().map(|v| bits(v)).collect(),
+                true,
+                &[],
+                fabric,
+            )?;
+            Ok(Outcome {
+                results: r.iter().map(|v| floats(v)).collect(),
+                frames,
+                duration_ns: d,
+            })
+        }
+        Aggregation::SwitchMl => {
+            let block = (TofinoModel::PAPER.bytes_per_pass() / 4) as usize;
+            let blocks = elements.div_ceil(block);
+            // 1. exponent negotiation: the switch keeps each block's maximum
+            let exps: Vec<Vec<i32>> = inputs
+                .iter()
+                .map(|v| v.chunks(block).map(bfp::block_exponent).collect())
+                .collect();
+            let (agreed, f1, d1) = through(&SwitchMl, exps, false, &[("op_max", 1.0)], fabric)?;
+            // 2. integer aggregation of the scaled values
+            let q: Vec<Vec<i32>> = inputs
+                .iter()
+                .zip(&agreed)
+                .map(|(v, e)| {
+                    v.iter()
+                        .enumerate()
+                        .map(|(i, x)| bfp::quantise(*x, e[i / block], workers))
+                        .collect()
+                })
+                .collect();
+            let (sums, f2, d2) = through(&SwitchMl, q, false, &[], fabric)?;
+            let results = sums
+                .iter()
+                .zip(&agreed)
+                .map(|(s, e)| {
+                    s.iter()
+                        .enumerate()
+                        .map(|(i, x)| bfp::dequantise(*x, e[i / block], workers))
+                        .collect()
+                })
+                .collect();
+            debug_assert_eq!(agreed.first().map_or(0, Vec::len), blocks);
+            Ok(Outcome {
+                results,
+                frames: f1 + f2,
+                duration_ns: d1 + d2,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs(workers: usize, n: usize) -> Vec<Vec<f32>> {
+        (0..workers)
+            .map(|w| {
+                (0..n)
+                    .map(|i| ((i as f32 * 0.013 + w as f32).sin()) * 10f32.powi((i % 7) as i32 - 3))
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_aggregation_agrees_with_the_reference() {
+        let x = inputs(4, 5_000);
+        let exact: Vec<f64> = (0..5_000)
+            .map(|i| x.iter().map(|v| f64::from(v[i])).sum())
+            .collect();
+        // f32 sums of 4 terms: a few ulps of the terms' magnitudes
+        let mag: Vec<f64> = (0..5_000)
+            .map(|i| x.iter().map(|v| f64::from(v[i]).abs()).sum())
+            .collect();
+        for agg in [
+            Aggregation::Local,
+            Aggregation::Ring,
+            Aggregation::NetReduce,
+            Aggregation::SwitchMl,
+        ] {
+            for fabric in [Fabric::Sim, Fabric::Mem] {
+                let out = allreduce_f32(agg, &x, fabric).expect("all-reduce");
+                assert_eq!(out.results.len(), 4);
+                assert!(
+                    out.results.iter().all(|r| r == &out.results[0]),
+                    "{agg:?}: every worker gets the same bits"
+                );
+                for (i, got) in out.results[0].iter().enumerate() {
+                    let want = exact[i];
+                    // float sums: a few ulps; block floating point: its documented bound
+                    let block = &x
+                        .iter()
+                        .map(|v| &v[i / 48 * 48..((i / 48 + 1) * 48).min(5_000)])
+                        .collect::<Vec<_>>();
+                    let e = block
+                        .iter()
+                        .map(|b| bfp::block_exponent(b))
+                        .max()
+                        .unwrap_or(-126);
+                    let tol = if agg == Aggregation::SwitchMl {
+                        bfp::error_bound(e, 4) + mag[i] * 1e-6
+                    } else {
+                        mag[i] * 4.0 * f64::from(f32::EPSILON)
+                    };
+                    assert!(
+                        (f64::from(*got) - want).abs() <= tol,
+                        "{agg:?} {fabric:?} {i}: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_wrong_vector_length_is_an_error() {
+        let mut x = inputs(3, 100);
+        x[1].pop();
+        assert!(allreduce_f32(Aggregation::Ring, &x, Fabric::Sim).is_err());
+    }
+}

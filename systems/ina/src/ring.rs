@@ -1,0 +1,493 @@
+//! Ring all-reduce (reduce-scatter then all-gather, as NCCL and Horovod run it) over RoCEv2 RC
+//! connections: each worker sends to its ring successor and receives from its predecessor,
+//! through a switch that only forwards. The gradient is cut into N chunks; in reduce-scatter step
+//! s worker r sends chunk (r - s) mod N and adds what it receives into chunk (r - s - 1) mod N;
+//! after N - 1 steps it holds the sum of chunk (r + 1) mod N, and N - 1 all-gather steps pass the
+//! sums around. Each step is one RDMA WRITE message; a step is sent only once the data it carries
+//! exists (the predecessor's previous step arrived), and its bytes are kept so a go-back-N
+//! retransmission resends exactly what was first sent.
+//!
+//! Values are int32 (wrapping sums, bit-exact against the reference) or, with the `float` knob,
+//! float32 bit patterns summed as f32 in ring order (what a training job's all-reduce does).
+
+use crate::common::{
+    AllReduceConfig, HostStats, Setup, SetupError, Switch, SwitchStats, System, Worker, gradient,
+};
+use crate::netreduce::{node_of_ip, worker_addr};
+use crate::roce::{Accept, RcResponder, RcSender};
+use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use inabench_wire::ib::opcode;
+use inabench_wire::roce::FrameRepr;
+use std::collections::VecDeque;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingLayout {
+    pub workers: usize,
+    pub elements: usize,
+    /// values per chunk (the last chunk may be shorter)
+    pub chunk: usize,
+    /// packets per step
+    pub packets_per_step: u32,
+    pub payload: u32,
+    pub float: bool,
+}
+
+impl RingLayout {
+    pub fn new(cfg: &AllReduceConfig) -> Result<RingLayout, SetupError> {
+        if cfg.workers < 2 || cfg.workers > 64 || cfg.mtu < 4 || !cfg.mtu.is_multiple_of(4) {
+            return Err(SetupError::Config(format!(
+                "a ring needs 2..64 workers and an MTU in whole int32 (got {} and {})",
+                cfg.workers, cfg.mtu
+            )));
+        }
+        let chunk = cfg.elements.div_ceil(cfg.workers).max(1);
+        Ok(RingLayout {
+            workers: cfg.workers,
+            elements: cfg.elements,
+            chunk,
+            packets_per_step: ((chunk * 4).div_ceil(cfg.mtu)).max(1) as u32,
+            payload: cfg.mtu as u32,
+            float: cfg.knob("float").is_some_and(|v| v > 0.0),
+        })
+    }
+
+    pub fn steps(&self) -> u32 {
+        2 * (self.workers as u32 - 1)
+    }
+
+    fn range(&self, c: usize) -> std::ops::Range<usize> {
+        let a = (c * self.chunk).min(self.elements);
+        a..(a + self.chunk).min(self.elements)
+    }
+
+    /// The chunk worker `r` sends in step `k`.
+    fn sends(&self, r: usize, k: u32) -> usize {
+        let n = self.workers;
+        let k = k as usize;
+        if k < n - 1 {
+            (r + n * 2 - k) % n
+        } else {
+            (r + 1 + n * 2 - (k - (n - 1))) % n
+        }
+    }
+
+    /// The chunk worker `r` receives in step `k`.
+    fn receives(&self, r: usize, k: u32) -> usize {
+        let n = self.workers;
+        let k = k as usize;
+        if k < n - 1 {
+            (r + n * 2 - k - 1) % n
+        } else {
+            (r + n * 2 - (k - (n - 1))) % n
+        }
+    }
+}
+
+/// One ring member.
+pub struct RingWorker {
+    rank: usize,
+    switch: NodeId,
+    layout: RingLayout,
+    data: Vec<i32>,
+    send: RcSender,
+    recv: RcResponder,
+    sendbuf: Vec<u8>,
+    /// steps whose bytes are in `sendbuf`
+    ready: u32,
+    rxbuf: Vec<u8>,
+    acks: VecDeque<Transmit>,
+    first_sent: Vec<Option<Nanos>>,
+    stats: HostStats,
+    started: bool,
+}
+
+impl RingWorker {
+    pub fn new(
+        rank: usize,
+        layout: RingLayout,
+        data: Vec<i32>,
+        switch: NodeId,
+        rto_ns: u64,
+    ) -> RingWorker {
+        let n = layout.workers;
+        let p = layout.packets_per_step;
+        let total = layout.steps() * p;
+        let psn0 = |r: usize| (r as u32).wrapping_mul(0x0003_0007) & crate::roce::PSN_MASK;
+        let step_bytes = (p * layout.payload) as usize;
+        let mut w = RingWorker {
+            rank,
+            switch,
+            layout,
+            data,
+            send: RcSender::new(
+                worker_addr(rank, false),
+                worker_addr((rank + 1) % n, true),
+                psn0(rank),
+                total,
+                p,
+                2,
+                rto_ns,
+            ),
+            recv: RcResponder::new(
+                worker_addr(rank, true),
+                worker_addr((rank + n - 1) % n, false),
+                psn0((rank + n - 1) % n),
+                total,
+                p,
+            ),
+            sendbuf: vec![0u8; step_bytes * layout.steps() as usize],
+            ready: 0,
+            rxbuf: vec![0u8; step_bytes],
+            acks: VecDeque::new(),
+            first_sent: vec![None; layout.steps() as usize],
+            stats: HostStats {
+                gradient_bytes: 4 * layout.elements as u64,
+                ..HostStats::default()
+            },
+            started: false,
+        };
+        w.prepare(0);
+        w
+    }
+
+    /// Put step `k`'s chunk into the send buffer.
+    fn prepare(&mut self, k: u32) {
+        let l = self.layout;
+        let step_bytes = (l.packets_per_step * l.payload) as usize;
+        let c = l.sends(self.rank, k);
+        let at = k as usize * step_bytes;
+        for (i, v) in self.data[l.range(c)].iter().enumerate() {
+            self.sendbuf[at + 4 * i..at + 4 * i + 4].copy_from_slice(&v.to_be_bytes());
+        }
+        self.ready = k + 1;
+    }
+
+    /// Step `k` arrived whole in `rxbuf`: reduce or overwrite, and make the next step sendable.
+    fn complete_step(&mut self, k: u32) {
+        let l = self.layout;
+        let c = l.receives(self.rank, k);
+        let reduce = (k as usize) < l.workers - 1;
+        for (i, idx) in l.range(c).enumerate() {
+            let b = &self.rxbuf[4 * i..4 * i + 4];
+            let v = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+            let d = &mut self.data[idx];
+            *d = match (reduce, l.float) {
+                (false, _) => v,
+                (true, false) => d.wrapping_add(v),
+                (true, true) => {
+                    (f32::from_bits(*d as u32) + f32::from_bits(v as u32)).to_bits() as i32
+                }
+            };
+        }
+        if k + 1 < l.steps() {
+            self.prepare(k + 1);
+        }
+    }
+}
+
+impl Endpoint for RingWorker {
+    fn id(&self) -> NodeId {
+        self.rank as NodeId
+    }
+
+    fn handle_packet(&mut self, now: Nanos, _from: NodeId, frame: &[u8]) {
+        self.stats.packets_rx += 1;
+        let Ok((repr, payload)) = FrameRepr::parse(frame) else {
+            self.stats.malformed_rx += 1;
+            return;
+        };
+        if repr.bth.opcode == opcode::RC | opcode::ACKNOWLEDGE {
+            if repr.bth.dest_qp == self.send.local.qpn
+                && let Some(a) = repr.aeth
+            {
+                self.send.on_aeth(now, repr.bth.psn, &a);
+            }
+            return;
+        }
+        if repr.bth.dest_qp != self.recv.local.qpn {
+            self.stats.malformed_rx += 1;
+            return;
+        }
+        if let Accept::Deliver(i) = self.recv.on_data(repr.bth.psn, repr.bth.ack_req) {
+            let p = self.layout.packets_per_step;
+            let (k, j) = (i / p, i % p);
+            let at = (j * self.layout.payload) as usize;
+            let n = payload.len().min(self.layout.payload as usize);
+            self.rxbuf[at..at + n].copy_from_slice(&payload[..n]);
+            if j + 1 == p {
+                if let Some(Some(t0)) = self.first_sent.get(k as usize) {
+                    self.stats.rtt_ns.push(now.saturating_sub(*t0));
+                }
+                self.complete_step(k);
+                if self.recv.complete() {
+                    self.stats.end_ns = now;
+                }
+            }
+        }
+        for a in self.recv.take_acks() {
+            if let Ok(bytes) = self.recv.ack_frame(&a) {
+                self.acks.push_back(Transmit {
+                    to: self.switch,
+                    bytes,
+                });
+            }
+        }
+    }
+
+    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        if !self.started {
+            self.started = true;
+            self.stats.start_ns = now;
+        }
+        let t = if let Some(a) = self.acks.pop_front() {
+            a
+        } else {
+            let p = self.layout.packets_per_step;
+            let i = self.send.next_to_send_until(now, self.ready * p)?;
+            let pl = self.layout.payload as usize;
+            let at = i as usize * pl;
+            let bytes = self
+                .send
+                .frame(i, &self.sendbuf[at..at + pl], self.layout.payload)
+                .ok()?;
+            let k = (i / p) as usize;
+            if i % p == 0 && self.first_sent[k].is_none() {
+                self.first_sent[k] = Some(now);
+            }
+            Transmit {
+                to: self.switch,
+                bytes,
+            }
+        };
+        self.stats.packets_tx += 1;
+        self.stats.wire_bytes_tx += t.bytes.len() as u64;
+        Some(t)
+    }
+
+    fn poll_timeout(&self) -> Option<Nanos> {
+        self.send.poll_timeout()
+    }
+
+    fn handle_timeout(&mut self, now: Nanos) {
+        self.send.on_timeout(now);
+    }
+
+    fn is_done(&self) -> bool {
+        // done when our sums are complete and our successor has everything we sent
+        self.recv.complete() && self.send.all_acked()
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("steps_ready", u64::from(self.ready)),
+            ("retransmissions", self.send.retransmissions),
+        ]
+    }
+}
+
+impl Worker for RingWorker {
+    fn result(&self) -> Option<Vec<i32>> {
+        self.recv.complete().then(|| self.data.clone())
+    }
+
+    fn stats(&self) -> HostStats {
+        HostStats {
+            retransmissions: self.send.retransmissions,
+            ..self.stats.clone()
+        }
+    }
+}
+
+/// A switch that forwards by destination IP (an ordinary Ethernet switch for the ring).
+pub struct IpForwarder {
+    id: NodeId,
+    nodes: usize,
+    out: VecDeque<Transmit>,
+    stats: SwitchStats,
+}
+
+impl IpForwarder {
+    pub fn new(id: NodeId, nodes: usize) -> Self {
+        IpForwarder {
+            id,
+            nodes,
+            out: VecDeque::new(),
+            stats: SwitchStats::default(),
+        }
+    }
+}
+
+impl Endpoint for IpForwarder {
+    fn id(&self) -> NodeId {
+        self.id
+    }
+
+    fn handle_packet(&mut self, _now: Nanos, _from: NodeId, f: &[u8]) {
+        self.stats.packets_in += 1;
+        self.stats.bytes_in += f.len() as u64;
+        let to = f
+            .get(14 + 16..14 + 20)
+            .and_then(|d| node_of_ip([d[0], d[1], d[2], d[3]]))
+            .filter(|n| (*n as usize) < self.nodes);
+        let Some(to) = to else {
+            self.stats.dropped += 1;
+            return;
+        };
+        self.stats.packets_out += 1;
+        self.out.push_back(Transmit {
+            to,
+            bytes: f.to_vec(),
+        });
+    }
+
+    fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
+        self.out.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Nanos> {
+        None
+    }
+
+    fn handle_timeout(&mut self, _now: Nanos) {}
+}
+
+impl Switch for IpForwarder {
+    fn stats(&self) -> SwitchStats {
+        self.stats.clone()
+    }
+}
+
+pub struct RingAllReduce;
+
+impl System for RingAllReduce {
+    fn name(&self) -> &'static str {
+        "ring_allreduce"
+    }
+
+    fn build(&self, cfg: &AllReduceConfig) -> Result<Setup, SetupError> {
+        let inputs: Vec<Vec<i32>> = (0..cfg.workers)
+            .map(|r| gradient(cfg.seed, r, cfg.elements))
+            .collect();
+        self.build_with(cfg, inputs)
+    }
+
+    fn build_with(
+        &self,
+        cfg: &AllReduceConfig,
+        inputs: Vec<Vec<i32>>,
+    ) -> Result<Setup, SetupError> {
+        let l = RingLayout::new(cfg)?;
+        if inputs.len() != cfg.workers || inputs.iter().any(|v| v.len() != cfg.elements) {
+            return Err(SetupError::Config(
+                "one input of `elements` values per worker".into(),
+            ));
+        }
+        let switch = cfg.workers as NodeId;
+        let workers = inputs
+            .into_iter()
+            .enumerate()
+            .map(|(r, data)| {
+                Box::new(RingWorker::new(r, l, data, switch, cfg.timeout_ns)) as Box<dyn Worker>
+            })
+            .collect();
+        Ok(Setup {
+            workers,
+            switch: Box::new(IpForwarder::new(switch, cfg.workers)),
+            others: Vec::new(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::common::{SetupNode, reference_sum};
+    use crate::workload::run_sim;
+    use inabench_fabric::fault::Faults;
+
+    fn cfg(workers: usize, elements: usize) -> AllReduceConfig {
+        AllReduceConfig {
+            workers,
+            elements,
+            seed: 4,
+            line_rate_bps: 100e9,
+            mtu: 1024,
+            timeout_ns: 100_000,
+            knobs: vec![],
+        }
+    }
+
+    #[test]
+    fn chunks_go_round_the_ring() {
+        let l = RingLayout::new(&cfg(4, 100)).expect("layout");
+        // worker 0: sends 0,3,2 then 1,0,3; receives 3,2,1 then 0,3,2
+        let s: Vec<usize> = (0..6).map(|k| l.sends(0, k)).collect();
+        let r: Vec<usize> = (0..6).map(|k| l.receives(0, k)).collect();
+        assert_eq!(s, vec![0, 3, 2, 1, 0, 3]);
+        assert_eq!(r, vec![3, 2, 1, 0, 3, 2]);
+        // what 0 receives in step k is what 3 (its predecessor) sends in step k
+        assert!((0..6).all(|k| l.receives(0, k) == l.sends(3, k)));
+    }
+
+    #[test]
+    fn exact_int_sums_with_and_without_loss() {
+        for (w, e, loss) in [(2, 1000, 0.0), (6, 50_003, 0.0), (5, 20_000, 0.02)] {
+            let c = cfg(w, e);
+            let f = Faults {
+                loss,
+                seed: 9,
+                ..Faults::default()
+            };
+            let (nodes, rep) = run_sim(&RingAllReduce, &c, f, 0, 20_000_000_000).expect("run");
+            assert!(rep.finished, "{w} {e} {loss}");
+            let want = reference_sum(c.seed, w, e);
+            for n in &nodes {
+                if let SetupNode::Worker(x) = n {
+                    assert_eq!(x.result().as_deref(), Some(&want[..]), "{w} {e} {loss}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn float_sums_are_identical_on_every_worker() {
+        let c = AllReduceConfig {
+            knobs: vec![("float".into(), 1.0)],
+            ..cfg(4, 3001)
+        };
+        let inputs: Vec<Vec<i32>> = (0..4)
+            .map(|r| {
+                (0..3001)
+                    .map(|i| ((i as f32 * 0.37 + r as f32).sin()).to_bits() as i32)
+                    .collect()
+            })
+            .collect();
+        let exact: Vec<f64> = (0..3001)
+            .map(|i| {
+                (0..4)
+                    .map(|r| f64::from(f32::from_bits(inputs[r][i] as u32)))
+                    .sum()
+            })
+            .collect();
+        let setup = RingAllReduce.build_with(&c, inputs).expect("build");
+        let (nodes, rep) =
+            crate::workload::run_setup_sim(setup, &c, Faults::default(), 0, 10_000_000_000);
+        assert!(rep.finished);
+        let results: Vec<Vec<i32>> = nodes
+            .iter()
+            .filter_map(|n| match n {
+                SetupNode::Worker(w) => w.result(),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(results.len(), 4);
+        assert!(
+            results.iter().all(|r| r == &results[0]),
+            "bit-identical everywhere"
+        );
+        for (i, v) in results[0].iter().enumerate() {
+            let got = f64::from(f32::from_bits(*v as u32));
+            assert!((got - exact[i]).abs() < 1e-5, "{i}: {got} vs {}", exact[i]);
+        }
+    }
+}
