@@ -13,6 +13,7 @@ impl Registry {
         workloads.extend(inabench_netreduce::workloads());
         workloads.extend(inabench_ina::workloads());
         workloads.extend(inabench_p4sgd::workloads());
+        workloads.extend(inabench_train::workloads());
         workloads.push(Box::new(crate::probe::Probe));
         Registry { workloads }
     }

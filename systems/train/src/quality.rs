@@ -1,0 +1,238 @@
+//! `netreduce.training_quality` (NetReduce Fig. 12): train the same model from the same seed on
+//! the same data twice, once with ring all-reduce and once through the system under test, every
+//! gradient of every step going through the protocol code on the fabric, and report the loss
+//! difference ratio |L_sys - L_ring| / L_ring at the point's iteration (and its maximum up to it).
+
+use crate::data;
+use crate::dp::{self, StepLog, Tolerance};
+use crate::model::{Arch, Model};
+use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
+use inabench_ina::collective::{Aggregation, Fabric, allreduce_f32};
+
+pub struct Quality;
+
+/// The model and data of a point (our choices, stated in the spec).
+pub fn setup(model: &str, seed: u64) -> Option<(Model, data::Dataset)> {
+    Some(match model {
+        "mlp" => (
+            Model::new(
+                Arch::Mlp {
+                    dims: vec![32, 64, 64, 10],
+                },
+                seed,
+            ),
+            data::clusters(4096, 32, 10, seed),
+        ),
+        "cnn" => (
+            Model::new(
+                Arch::Cnn {
+                    side: 12,
+                    filters: 8,
+                    classes: 8,
+                },
+                seed,
+            ),
+            data::bars(4096, 12, 8, seed),
+        ),
+        _ => return None,
+    })
+}
+
+/// Train with `agg` and return the losses.
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    agg: Aggregation,
+    model: &str,
+    workers: usize,
+    steps: usize,
+    batch: usize,
+    lr: f32,
+    fabric: Fabric,
+    seed: u64,
+) -> Result<Vec<StepLog>, String> {
+    let (m, d) = setup(model, seed).ok_or_else(|| format!("no model `{model}` (mlp, cnn)"))?;
+    let tolerance = Tolerance {
+        rel: 8.0 * f64::from(f32::EPSILON),
+        abs_per_block: if agg == Aggregation::SwitchMl {
+            dp::bfp_block_error
+        } else {
+            dp::no_block_error
+        },
+    };
+    let mut aggregate = |g: &[Vec<f32>]| allreduce_f32(agg, g, fabric).map(|o| o.results);
+    dp::train(&m, &d, workers, batch, steps, lr, tolerance, &mut aggregate)
+        .map(|(log, _)| log)
+        .map_err(|e| e.to_string())
+}
+
+impl Workload for Quality {
+    fn id(&self) -> &'static str {
+        "netreduce.training_quality"
+    }
+
+    fn fidelities(&self) -> &'static [Fidelity] {
+        &[Fidelity::Functional]
+    }
+
+    fn fabric(&self, _f: Fidelity) -> &'static str {
+        "sim"
+    }
+
+    fn systems(&self) -> Option<&'static [&'static str]> {
+        Some(&["netreduce", "switchml"])
+    }
+
+    fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+        let text = |k: &str, d: &str| {
+            ctx.point
+                .params
+                .get(k)
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| d.to_string())
+        };
+        let model = text("model", "mlp");
+        let fabric = match text("fabric", "sim").as_str() {
+            "sim" => Fabric::Sim,
+            "mem" => Fabric::Mem,
+            other => {
+                return Err(WorkloadError::Invalid(format!(
+                    "fabric is sim or mem, not `{other}`"
+                )));
+            }
+        };
+        ctx.fabric = if fabric == Fabric::Sim { "sim" } else { "mem" };
+        let workers = ctx.param("workers")? as usize;
+        let steps = ctx.param("iteration")? as usize;
+        let batch = ctx.param("batch").unwrap_or(64.0) as usize;
+        let lr = ctx.param("lr").unwrap_or(0.05) as f32;
+        let agg = Aggregation::parse(ctx.system())
+            .ok_or_else(|| WorkloadError::Invalid(format!("no aggregation `{}`", ctx.system())))?;
+        let t0 = std::time::Instant::now();
+        let ring = run(
+            Aggregation::Ring,
+            &model,
+            workers,
+            steps,
+            batch,
+            lr,
+            fabric,
+            ctx.seed,
+        )
+        .map_err(|e| WorkloadError::WrongResult(format!("ring all-reduce: {e}")))?;
+        let sys = run(agg, &model, workers, steps, batch, lr, fabric, ctx.seed)
+            .map_err(|e| WorkloadError::WrongResult(format!("{}: {e}", ctx.system())))?;
+        let elapsed = t0.elapsed().as_secs_f64();
+        let ratio = |a: &StepLog, b: &StepLog| {
+            f64::from((a.loss - b.loss).abs()) / f64::from(b.loss).max(1e-30) * 100.0
+        };
+        let (Some(last_s), Some(last_r)) = (sys.last(), ring.last()) else {
+            return Err(WorkloadError::Invalid("no steps".into()));
+        };
+        let max = sys
+            .iter()
+            .zip(&ring)
+            .map(|(a, b)| ratio(a, b))
+            .fold(0f64, f64::max);
+        ctx.record("loss_diff_ratio", ratio(last_s, last_r));
+        ctx.record_if_declared("loss_diff_ratio_max", max);
+        ctx.record_if_declared("loss", f64::from(last_s.loss));
+        ctx.record_if_declared("first_loss", f64::from(sys[0].loss));
+        ctx.record_if_declared("steps_per_s", 2.0 * steps as f64 / elapsed.max(1e-9));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_and_netreduce_learn_and_stay_close() {
+        let ring = run(Aggregation::Ring, "mlp", 4, 40, 64, 0.05, Fabric::Sim, 1).expect("ring");
+        let inet = run(
+            Aggregation::NetReduce,
+            "mlp",
+            4,
+            40,
+            64,
+            0.05,
+            Fabric::Sim,
+            1,
+        )
+        .expect("netreduce");
+        assert!(
+            ring[39].loss < ring[0].loss * 0.8,
+            "it learns: {} -> {}",
+            ring[0].loss,
+            ring[39].loss
+        );
+        let r = (inet[39].loss - ring[39].loss).abs() / ring[39].loss;
+        assert!(r < 1e-3, "{r}");
+    }
+
+    #[test]
+    fn a_system_that_double_counts_is_stopped() {
+        let (m, d) = setup("mlp", 1).expect("setup");
+        let tol = Tolerance {
+            rel: 1e-6,
+            abs_per_block: dp::no_block_error,
+        };
+        // count worker 0's largest gradient element twice
+        let mut twice = |g: &[Vec<f32>]| {
+            let mut s = allreduce_f32(Aggregation::Local, g, Fabric::Sim)?.results;
+            let (i, _) = g[0].iter().enumerate().fold((0, 0f32), |a, (i, v)| {
+                if v.abs() > a.1 { (i, v.abs()) } else { a }
+            });
+            for r in &mut s {
+                r[i] += g[0][i];
+            }
+            Ok(s)
+        };
+        let Err(e) = dp::train(&m, &d, 4, 64, 3, 0.05, tol, &mut twice) else {
+            panic!("a double-counted gradient went unnoticed");
+        };
+        assert!(
+            matches!(e, dp::TrainError::WrongAggregate { step: 0, .. }),
+            "{e}"
+        );
+        // and one that gives workers different sums
+        let mut uneven = |g: &[Vec<f32>]| {
+            let mut s = allreduce_f32(Aggregation::Local, g, Fabric::Sim)?.results;
+            let (i, _) = g[0].iter().enumerate().fold((0, 0f32), |a, (i, v)| {
+                if v.abs() > a.1 { (i, v.abs()) } else { a }
+            });
+            s[2][i] *= 1.5;
+            Ok(s)
+        };
+        let Err(e) = dp::train(&m, &d, 4, 64, 3, 0.05, tol, &mut uneven) else {
+            panic!("workers with different sums went unnoticed");
+        };
+        assert!(
+            matches!(
+                e,
+                dp::TrainError::WrongAggregate {
+                    step: 0,
+                    worker: 2,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_cnn_trains_through_switchml() {
+        let log = run(
+            Aggregation::SwitchMl,
+            "cnn",
+            2,
+            10,
+            32,
+            0.05,
+            Fabric::Sim,
+            2,
+        )
+        .expect("switchml");
+        assert!(log.iter().all(|l| l.loss.is_finite()));
+    }
+}
