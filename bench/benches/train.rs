@@ -1,0 +1,27 @@
+//! Training steps per second: the MLP and CNN of systems/train with local (exact) aggregation and
+//! through each system's protocol code on the `mem` fabric (a thread per node).
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use inabench_ina::collective::{Aggregation, Fabric};
+use inabench_train::quality::run;
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("train_10_steps");
+    g.sample_size(10);
+    for model in ["mlp", "cnn"] {
+        for (name, agg) in [
+            ("local", Aggregation::Local),
+            ("ring", Aggregation::Ring),
+            ("netreduce", Aggregation::NetReduce),
+            ("switchml", Aggregation::SwitchMl),
+        ] {
+            g.bench_function(format!("{model}_{name}_mem"), |b| {
+                b.iter(|| run(agg, model, 4, 10, 64, 0.05, Fabric::Mem, 1).expect("train"))
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
