@@ -9,6 +9,7 @@
 pub mod endpoint;
 pub mod fault;
 pub mod mem;
+pub mod netns;
 pub mod sim;
 pub mod udp;
 

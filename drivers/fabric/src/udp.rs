@@ -94,7 +94,12 @@ pub struct NodeReport {
 
 /// A UDP socket on 127.0.0.1 with large buffers.
 pub fn bind_loopback() -> io::Result<UdpSocket> {
-    let s = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))?;
+    bind(Ipv4Addr::LOCALHOST)
+}
+
+/// A UDP socket on `ip` (any port) with large buffers.
+pub fn bind(ip: Ipv4Addr) -> io::Result<UdpSocket> {
+    let s = UdpSocket::bind(SocketAddrV4::new(ip, 0))?;
     for opt in [libc::SO_RCVBUF, libc::SO_SNDBUF] {
         let v: libc::c_int = 8 << 20;
         // SAFETY: a valid socket and a c_int option value of the stated size
@@ -626,6 +631,11 @@ impl Coordinator {
         })
     }
 
+    /// A coordinator listening on `ip` (e.g. the bridge of a namespace topology).
+    pub fn on(ip: Ipv4Addr) -> io::Result<Coordinator> {
+        Ok(Coordinator { sock: bind(ip)? })
+    }
+
     pub fn addr(&self) -> io::Result<SocketAddrV4> {
         match self.sock.local_addr()? {
             SocketAddr::V4(a) => Ok(a),
@@ -664,8 +674,8 @@ impl Coordinator {
     }
 }
 
-/// A node's control lines, the child side: print `ready <port>`, read `go <coordinator port>
-/// <peer ports...>` (all on 127.0.0.1).
+/// A node's control lines, the child side: print `ready <port>`, read `go <coordinator>
+/// <peer 0> <peer 1> ...`, each a port on 127.0.0.1 or an `ip:port`.
 pub fn child_handshake(
     sock: &UdpSocket,
     input: &mut impl BufRead,
@@ -683,17 +693,24 @@ pub fn child_handshake(
             line.trim()
         )));
     }
-    let ports: Vec<u16> = it
-        .map(|p| p.parse::<u16>())
+    let addrs: Vec<SocketAddrV4> = it
+        .map(|p| {
+            if p.contains(':') {
+                p.parse::<SocketAddrV4>().map_err(|e| e.to_string())
+            } else {
+                p.parse::<u16>()
+                    .map(|port| SocketAddrV4::new(Ipv4Addr::LOCALHOST, port))
+                    .map_err(|e| e.to_string())
+            }
+        })
         .collect::<Result<_, _>>()
-        .map_err(|e| io::Error::other(format!("bad port in `{}`: {e}", line.trim())))?;
-    let Some((coord, peers)) = ports.split_first() else {
-        return Err(io::Error::other("`go` without ports"));
+        .map_err(|e| io::Error::other(format!("bad address in `{}`: {e}", line.trim())))?;
+    let Some((coord, peers)) = addrs.split_first() else {
+        return Err(io::Error::other("`go` without addresses"));
     };
-    let lo = |p: u16| SocketAddrV4::new(Ipv4Addr::LOCALHOST, p);
     Ok(Wiring {
-        coordinator: lo(*coord),
-        peers: peers.iter().map(|p| lo(*p)).collect(),
+        coordinator: *coord,
+        peers: peers.to_vec(),
     })
 }
 

@@ -28,6 +28,7 @@ fn main() {
         reorder_delay_ns: 0,
         fault_seed: 1,
         deadline_ms: 60_000,
+        bind_any: false,
     };
     let mut secs = Vec::new();
     for _ in 0..reps {

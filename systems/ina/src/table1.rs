@@ -59,6 +59,7 @@ impl Table1 {
             reorder_delay_ns: 0,
             fault_seed: ctx.seed,
             deadline_ms: 60_000,
+            bind_any: false,
         };
         let out = run_udp(&job, &Spawn::detect()).map_err(WorkloadError::Invalid)?;
         let hosts: Vec<_> = out.nodes.iter().filter(|n| n.is_worker).collect();

@@ -39,6 +39,10 @@ pub struct NodeJob {
     pub reorder_delay_ns: u64,
     pub fault_seed: u64,
     pub deadline_ms: u64,
+    /// Bind the node's socket on every address of its (namespace's) interfaces instead of
+    /// 127.0.0.1.
+    #[serde(default)]
+    pub bind_any: bool,
 }
 
 impl NodeJob {
@@ -65,6 +69,9 @@ pub struct NodeOutcome {
     pub correct: bool,
     pub frames_tx: u64,
     pub frames_rx: u64,
+    /// Frame bytes this node received.
+    #[serde(default)]
+    pub bytes_rx: u64,
     pub wire_bytes_tx: u64,
     pub gradient_bytes: u64,
     pub retransmissions: u64,
@@ -96,7 +103,12 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
     }
     let mut node: SetupNode = nodes.swap_remove(job.node);
     drop(nodes);
-    let sock = udp::bind_loopback().map_err(|e| format!("cannot bind a UDP socket: {e}"))?;
+    let sock = if job.bind_any {
+        udp::bind(Ipv4Addr::UNSPECIFIED)
+    } else {
+        udp::bind_loopback()
+    }
+    .map_err(|e| format!("cannot bind a UDP socket: {e}"))?;
     let wiring = udp::child_handshake(&sock, input, output).map_err(|e| e.to_string())?;
     let is_worker = matches!(node, SetupNode::Worker(_));
     let rep = udp::serve(
@@ -123,6 +135,7 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
         is_worker,
         frames_tx: rep.frames_tx,
         frames_rx: rep.frames_rx,
+        bytes_rx: rep.bytes_rx,
         done_ns: rep.done_ns,
         cpu_ns: rep.cpu_ns,
         wall_ns: rep.wall_ns,
@@ -183,10 +196,19 @@ struct NodeIo {
     handle: Handle,
 }
 
-fn start_node(spawn: &Spawn, job: &NodeJob) -> Result<NodeIo, String> {
+fn start_node(spawn: &Spawn, job: &NodeJob, prefix: Option<Vec<String>>) -> Result<NodeIo, String> {
     let mut n = match spawn {
         Spawn::Processes(exe) => {
-            let mut child = Command::new(exe)
+            // in a namespace: `ip netns exec NAME exe __fabric-node`
+            let mut cmd = match &prefix {
+                Some(p) if !p.is_empty() => {
+                    let mut c = Command::new(&p[0]);
+                    c.args(&p[1..]).arg(exe);
+                    c
+                }
+                _ => Command::new(exe),
+            };
+            let mut child = cmd
                 .arg("__fabric-node")
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
@@ -236,9 +258,28 @@ pub struct UdpOutcome {
     pub duration: Duration,
 }
 
-/// Run one all-reduce of `job.system` with every node on its own socket (and process).
-/// `job.node` is ignored; each node gets its index.
+/// Where the nodes' sockets live.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Placement {
+    /// Every node on 127.0.0.1.
+    Loopback,
+    /// Every node in its own network namespace on a bridge, each link limited to `rate_mbit`
+    /// (if given) with tbf. Needs root and node processes.
+    Netns { rate_mbit: Option<f64> },
+}
+
+/// Run one all-reduce of `job.system` with every node on its own socket (and process), on
+/// loopback. `job.node` is ignored; each node gets its index.
 pub fn run_udp(job: &NodeJob, spawn: &Spawn) -> Result<UdpOutcome, String> {
+    run_udp_placed(job, spawn, Placement::Loopback)
+}
+
+/// [`run_udp`] with the nodes placed as `placement` says.
+pub fn run_udp_placed(
+    job: &NodeJob,
+    spawn: &Spawn,
+    placement: Placement,
+) -> Result<UdpOutcome, String> {
     let sys = system(&job.system).ok_or_else(|| format!("no system `{}`", job.system))?;
     let n_nodes = sys
         .build(&AllReduceConfig {
@@ -248,17 +289,44 @@ pub fn run_udp(job: &NodeJob, spawn: &Spawn) -> Result<UdpOutcome, String> {
         .map_err(|e| e.to_string())?
         .into_nodes()
         .len();
-    let coord = Coordinator::new().map_err(|e| format!("cannot bind the coordinator: {e}"))?;
+    let topo = match placement {
+        Placement::Loopback => None,
+        Placement::Netns { rate_mbit } => {
+            if matches!(spawn, Spawn::Threads) {
+                return Err(
+                    "netns placement starts node processes, and there is no inabench binary to start"
+                        .into(),
+                );
+            }
+            Some(
+                inabench_fabric::netns::Netns::create(n_nodes, rate_mbit)
+                    .map_err(|e| e.to_string())?,
+            )
+        }
+    };
+    let coord = match &topo {
+        None => Coordinator::new(),
+        Some(t) => Coordinator::on(t.gateway),
+    }
+    .map_err(|e| format!("cannot bind the coordinator: {e}"))?;
     let coord_addr = coord.addr().map_err(|e| e.to_string())?;
+    let node_ip = |i: usize| {
+        topo.as_ref()
+            .and_then(|t| t.hosts.get(i))
+            .map_or(Ipv4Addr::LOCALHOST, |h| h.ip)
+    };
     let mut nodes: Vec<NodeIo> = Vec::new();
     let result: Result<UdpOutcome, String> = (|| {
         for i in 0..n_nodes {
+            let j = NodeJob {
+                node: i,
+                bind_any: topo.is_some(),
+                ..job.clone()
+            };
             nodes.push(start_node(
                 spawn,
-                &NodeJob {
-                    node: i,
-                    ..job.clone()
-                },
+                &j,
+                topo.as_ref().and_then(|t| t.exec_prefix(i)),
             )?);
         }
         let mut ports = Vec::new();
@@ -272,12 +340,17 @@ pub fn run_udp(job: &NodeJob, spawn: &Spawn) -> Result<UdpOutcome, String> {
                     .ok_or_else(|| format!("node {i} did not start (said `{}`)", line.trim()))?,
             );
         }
+        let addrs: Vec<SocketAddrV4> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| SocketAddrV4::new(node_ip(i), *p))
+            .collect();
         let go = format!(
             "go {} {}\n",
-            coord_addr.port(),
-            ports
+            coord_addr,
+            addrs
                 .iter()
-                .map(|p| p.to_string())
+                .map(|a| a.to_string())
                 .collect::<Vec<_>>()
                 .join(" ")
         );
@@ -288,10 +361,6 @@ pub fn run_udp(job: &NodeJob, spawn: &Spawn) -> Result<UdpOutcome, String> {
                 .and_then(|()| n.input.flush())
                 .map_err(|e| format!("node {i} went away: {e}"))?;
         }
-        let addrs: Vec<SocketAddrV4> = ports
-            .iter()
-            .map(|p| SocketAddrV4::new(Ipv4Addr::LOCALHOST, *p))
-            .collect();
         let (done, last) = coord.wait_and_stop(
             job.workers,
             &addrs,
@@ -366,6 +435,7 @@ mod tests {
             reorder_delay_ns: 0,
             fault_seed: 1,
             deadline_ms: 20_000,
+            bind_any: false,
         }
     }
 

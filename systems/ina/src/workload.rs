@@ -482,7 +482,7 @@ fn run_on_udp(
     cfg: &AllReduceConfig,
     faults: Faults,
 ) -> Result<(), WorkloadError> {
-    use crate::udp_node::{NodeJob, Spawn, run_udp};
+    use crate::udp_node::{NodeJob, Placement, Spawn, run_udp_placed};
     let io = ctx
         .point
         .params
@@ -511,15 +511,42 @@ fn run_on_udp(
         reorder_delay_ns: faults.reorder_delay_ns,
         fault_seed: faults.seed,
         deadline_ms: 60_000,
+        bind_any: false,
     };
     let spawn = Spawn::detect();
+    // placement: `loopback` (default) or `netns` (a namespace per node on a bridge, each link
+    // limited to `host_rate_mbit` when given; needs root, else loopback with a warning)
+    let placement = match ctx
+        .point
+        .params
+        .get("placement")
+        .map(|v| v.to_string())
+        .as_deref()
+    {
+        None | Some("loopback") => Placement::Loopback,
+        Some("netns") if inabench_fabric::netns::is_root() => Placement::Netns {
+            rate_mbit: ctx.param("host_rate_mbit").ok().filter(|r| *r > 0.0),
+        },
+        Some("netns") => {
+            ctx.log(
+                inabench_core::LogLevel::Warn,
+                "placement netns needs root: running on loopback instead",
+            );
+            Placement::Loopback
+        }
+        Some(other) => {
+            return Err(WorkloadError::Invalid(format!(
+                "placement is `loopback` or `netns`, not `{other}`"
+            )));
+        }
+    };
     if matches!(spawn, Spawn::Threads) {
         ctx.log(
             inabench_core::LogLevel::Info,
             "udp fabric: nodes run as threads (no inabench binary to start them as processes)",
         );
     }
-    let out = run_udp(&job, &spawn).map_err(WorkloadError::Invalid)?;
+    let out = run_udp_placed(&job, &spawn, placement).map_err(WorkloadError::Invalid)?;
     let workers: Vec<_> = out.nodes.iter().filter(|n| n.is_worker).collect();
     let unfinished = workers.iter().filter(|w| !w.finished).count();
     let wrong = workers.iter().filter(|w| w.finished && !w.correct).count();
