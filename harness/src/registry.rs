@@ -14,6 +14,7 @@ impl Registry {
         workloads.extend(inabench_ina::workloads());
         workloads.extend(inabench_p4sgd::workloads());
         workloads.extend(inabench_train::workloads());
+        workloads.extend(inabench_libra::workloads());
         workloads.push(Box::new(crate::probe::Probe));
         Registry { workloads }
     }
