@@ -1,0 +1,212 @@
+//! A switch program's control-plane surface, described once: its tables (match fields, actions)
+//! and registers. [`Program::p4info`] turns it into the P4Info a P4Runtime server is configured
+//! with, with ids allocated as P4Info prescribes (the most significant byte names the kind: 0x01
+//! action, 0x02 table, 0x16 register).
+
+use crate::pb::p4::config::v1 as cfg;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatchKind {
+    Exact,
+    Lpm,
+    Ternary,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    pub name: String,
+    pub bitwidth: i32,
+    pub kind: MatchKind,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionDesc {
+    pub name: String,
+    /// (name, bitwidth)
+    pub params: Vec<(String, i32)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableDesc {
+    pub name: String,
+    pub fields: Vec<Field>,
+    /// indices into [`Program::actions`]
+    pub actions: Vec<usize>,
+    pub size: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RegisterDesc {
+    pub name: String,
+    pub bitwidth: i32,
+    pub size: i32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Program {
+    pub name: String,
+    pub actions: Vec<ActionDesc>,
+    pub tables: Vec<TableDesc>,
+    pub registers: Vec<RegisterDesc>,
+}
+
+/// Kind prefixes of P4Info ids.
+pub const ACTION: u32 = 0x01;
+pub const TABLE: u32 = 0x02;
+pub const REGISTER: u32 = 0x16;
+
+/// The id of the `i`-th object of a kind.
+pub fn id(kind: u32, i: usize) -> u32 {
+    (kind << 24) | (i as u32 + 1)
+}
+
+fn preamble(id: u32, name: &str) -> Option<cfg::Preamble> {
+    Some(cfg::Preamble {
+        id,
+        name: name.to_string(),
+        alias: name.rsplit('.').next().unwrap_or(name).to_string(),
+        ..Default::default()
+    })
+}
+
+impl Program {
+    pub fn p4info(&self) -> cfg::P4Info {
+        cfg::P4Info {
+            pkg_info: Some(cfg::PkgInfo {
+                name: self.name.clone(),
+                version: "1".into(),
+                arch: "tna".into(),
+                organization: "inabench".into(),
+                ..Default::default()
+            }),
+            actions: self
+                .actions
+                .iter()
+                .enumerate()
+                .map(|(i, a)| cfg::Action {
+                    preamble: preamble(id(ACTION, i), &a.name),
+                    params: a
+                        .params
+                        .iter()
+                        .enumerate()
+                        .map(|(k, (n, w))| cfg::action::Param {
+                            id: k as u32 + 1,
+                            name: n.clone(),
+                            bitwidth: *w,
+                            ..Default::default()
+                        })
+                        .collect(),
+                })
+                .collect(),
+            tables: self
+                .tables
+                .iter()
+                .enumerate()
+                .map(|(i, t)| cfg::Table {
+                    preamble: preamble(id(TABLE, i), &t.name),
+                    match_fields: t
+                        .fields
+                        .iter()
+                        .enumerate()
+                        .map(|(k, f)| cfg::MatchField {
+                            id: k as u32 + 1,
+                            name: f.name.clone(),
+                            bitwidth: f.bitwidth,
+                            r#match: Some(cfg::match_field::Match::MatchType(match f.kind {
+                                MatchKind::Exact => cfg::match_field::MatchType::Exact,
+                                MatchKind::Lpm => cfg::match_field::MatchType::Lpm,
+                                MatchKind::Ternary => cfg::match_field::MatchType::Ternary,
+                            }
+                                as i32)),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    action_refs: t
+                        .actions
+                        .iter()
+                        .map(|a| cfg::ActionRef {
+                            id: id(ACTION, *a),
+                            ..Default::default()
+                        })
+                        .collect(),
+                    size: t.size,
+                    ..Default::default()
+                })
+                .collect(),
+            registers: self
+                .registers
+                .iter()
+                .enumerate()
+                .map(|(i, r)| cfg::Register {
+                    preamble: preamble(id(REGISTER, i), &r.name),
+                    type_spec: Some(cfg::P4DataTypeSpec {
+                        type_spec: Some(cfg::p4_data_type_spec::TypeSpec::Bitstring(
+                            cfg::P4BitstringLikeTypeSpec {
+                                type_spec: Some(cfg::p4_bitstring_like_type_spec::TypeSpec::Bit(
+                                    cfg::P4BitTypeSpec {
+                                        bitwidth: r.bitwidth,
+                                    },
+                                )),
+                                annotations: vec![],
+                            },
+                        )),
+                    }),
+                    size: r.size,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+}
+
+/// SwitchML's switch program as systems/ina runs it on the Tofino model: a forwarding table
+/// (destination address to egress port) and, per 32-bit lane of a 192-byte pass, one register
+/// array per shadow copy holding the slot's partial sums, plus the per-copy worker bitmaps and
+/// counts.
+pub fn switchml(slots: i32) -> Program {
+    let lanes = 48;
+    let mut registers = Vec::new();
+    for copy in 0..2 {
+        for lane in 0..lanes {
+            registers.push(RegisterDesc {
+                name: format!("SwitchMLIngress.sum{copy}_{lane}"),
+                bitwidth: 32,
+                size: slots,
+            });
+        }
+        registers.push(RegisterDesc {
+            name: format!("SwitchMLIngress.bitmap{copy}"),
+            bitwidth: 32,
+            size: slots,
+        });
+        registers.push(RegisterDesc {
+            name: format!("SwitchMLIngress.count{copy}"),
+            bitwidth: 8,
+            size: slots,
+        });
+    }
+    Program {
+        name: "switchml".into(),
+        actions: vec![
+            ActionDesc {
+                name: "SwitchMLIngress.forward".into(),
+                params: vec![("port".into(), 9)],
+            },
+            ActionDesc {
+                name: "SwitchMLIngress.drop".into(),
+                params: vec![],
+            },
+        ],
+        tables: vec![TableDesc {
+            name: "SwitchMLIngress.forward_table".into(),
+            fields: vec![Field {
+                name: "hdr.ipv4.dst_addr".into(),
+                bitwidth: 32,
+                kind: MatchKind::Exact,
+            }],
+            actions: vec![0, 1],
+            size: 1024,
+        }],
+        registers,
+    }
+}
