@@ -22,7 +22,7 @@ fn has_cmd(cmd: &str) -> bool {
 }
 
 /// The checks, each a line of the report.
-pub fn checks() -> Vec<Check> {
+pub fn checks(testbed: Option<&crate::testbed::Testbed>) -> Vec<Check> {
     let host = inabench_core::store::HostFacts::probe(crate::embedded::RUSTC_VERSION);
     let mut v = vec![
         Check {
@@ -68,40 +68,39 @@ pub fn checks() -> Vec<Check> {
             "`tc` not found: no per-host rate limits".into()
         },
     });
-    let rdma = std::path::Path::new("/sys/class/infiniband")
-        .read_dir()
-        .map(|mut d| d.next().is_some())
-        .unwrap_or(false);
+    // devices: libraries loaded at run time (see drivers/devices)
+    let verbs = inabench_devices::verbs::probe();
     v.push(Check {
-        name: "RDMA devices".into(),
-        ok: rdma,
-        detail: if rdma {
-            "found under /sys/class/infiniband".into()
-        } else {
-            "none under /sys/class/infiniband: hardware RoCE rows are not available".into()
-        },
+        name: "RDMA devices (verbs)".into(),
+        ok: verbs.usable(),
+        detail: verbs.detail,
     });
-    let gpu = std::path::Path::new("/dev/nvidia0").exists();
+    let cuda = inabench_devices::cuda::probe();
     v.push(Check {
-        name: "GPUs".into(),
-        ok: gpu,
-        detail: if gpu {
-            "/dev/nvidia0 present".into()
-        } else {
-            "no /dev/nvidia0: GPU rows are modelled".into()
-        },
+        name: "GPUs (CUDA)".into(),
+        ok: cuda.usable(),
+        detail: cuda.detail,
     });
-    let xrt = std::path::Path::new("/opt/xilinx/xrt").exists();
+    let nvml = inabench_devices::cuda::probe_nvml();
+    v.push(Check {
+        name: "GPU power (NVML)".into(),
+        ok: nvml.usable(),
+        detail: nvml.detail,
+    });
+    let xrt = match std::env::current_exe() {
+        Ok(exe) => inabench_devices::xrt::probe(&exe, std::time::Duration::from_secs(20)),
+        Err(e) => inabench_devices::Probe {
+            library: None,
+            devices: 0,
+            detail: format!("cannot locate this executable to run the XRT probe: {e}"),
+        },
+    };
     v.push(Check {
         name: "FPGA (XRT)".into(),
-        ok: xrt,
-        detail: if xrt {
-            "/opt/xilinx/xrt present".into()
-        } else {
-            "no XRT installation: FPGA rows use the software FPGA model".into()
-        },
+        ok: xrt.usable(),
+        detail: xrt.detail,
     });
-    v.push(Check { name: "Tofino (P4Runtime)".into(), ok: false, detail: "no P4Runtime endpoint in the default (software) testbed: switch rows use the software switch models".into() });
+    v.push(p4runtime_check(testbed));
     // the local launcher: start one agent and have it run the probe
     let t0 = std::time::Instant::now();
     let launcher = crate::launcher::LocalLauncher::new().and_then(|l| {
@@ -133,8 +132,17 @@ pub fn checks() -> Vec<Check> {
 }
 
 /// The report as text.
-pub fn report() -> String {
-    let checks = checks();
+/// The checks as JSON: `[{"name", "ok", "detail"}, ...]`.
+pub fn json(testbed: Option<&crate::testbed::Testbed>) -> String {
+    let v: Vec<serde_json::Value> = checks(testbed)
+        .into_iter()
+        .map(|c| serde_json::json!({"name": c.name, "ok": c.ok, "detail": c.detail}))
+        .collect();
+    serde_json::Value::Array(v).to_string()
+}
+
+pub fn report(testbed: Option<&crate::testbed::Testbed>) -> String {
+    let checks = checks(testbed);
     let mut s = String::from("inabench doctor\n\nThis machine:\n");
     for c in &checks {
         let _ = writeln!(
@@ -170,4 +178,64 @@ pub fn report() -> String {
         );
     }
     s
+}
+
+/// The testbed's P4Runtime switch: reachable, which API version, whether a pipeline is loaded.
+fn p4runtime_check(testbed: Option<&crate::testbed::Testbed>) -> Check {
+    let name = "Tofino (P4Runtime)".to_string();
+    let Some(p) = testbed.and_then(|t| t.switch.p4runtime.as_ref()) else {
+        return Check {
+            name,
+            ok: false,
+            detail:
+                "no P4Runtime endpoint in the testbed: switch rows use the software switch models"
+                    .into(),
+        };
+    };
+    let probe = || -> Result<String, String> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        rt.block_on(async {
+            let fut = async {
+                let mut c = inabench_p4rt::client::Controller::connect(
+                    &p.address,
+                    p.device_id,
+                    (p.election_id[0], p.election_id[1]),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+                let v = c.capabilities().await.map_err(|e| e.to_string())?;
+                let pipeline = match c.get_pipeline().await {
+                    Ok(cfg) => cfg
+                        .p4info
+                        .and_then(|i| i.pkg_info)
+                        .map_or("a pipeline without a name".to_string(), |k| {
+                            format!("pipeline `{}`", k.name)
+                        }),
+                    Err(_) => "no pipeline loaded".to_string(),
+                };
+                Ok::<String, String>(format!(
+                    "{} (device {}): P4Runtime {v}, {pipeline}",
+                    p.address, p.device_id
+                ))
+            };
+            tokio::time::timeout(std::time::Duration::from_secs(5), fut)
+                .await
+                .map_err(|_| format!("{} did not answer within 5 s", p.address))?
+        })
+    };
+    match probe() {
+        Ok(d) => Check {
+            name,
+            ok: true,
+            detail: d,
+        },
+        Err(e) => Check {
+            name,
+            ok: false,
+            detail: e,
+        },
+    }
 }

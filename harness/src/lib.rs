@@ -6,10 +6,12 @@ pub mod dashboard;
 pub mod doctor;
 pub mod headless;
 pub mod launcher;
+pub mod p4switch;
 pub mod paths;
 pub mod probe;
 pub mod registry;
 pub mod runner;
+pub mod testbed;
 
 /// Specs embedded at build time and the compiler version.
 pub mod embedded {

@@ -81,10 +81,30 @@ enum Cmd {
         format: String,
     },
     /// This machine and what each fidelity class needs
-    Doctor,
+    Doctor {
+        /// Testbed file to probe (its P4Runtime switch, ...); default: the software testbed
+        #[arg(long)]
+        testbed: Option<PathBuf>,
+        /// Print the checks as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Serve the software switch's P4Runtime service (what a testbed's `p4runtime` can name
+    /// when there is no Tofino), until interrupted
+    SoftSwitch {
+        /// Address to listen on
+        #[arg(long, default_value = "127.0.0.1:9559")]
+        listen: String,
+        /// P4Runtime device id
+        #[arg(long, default_value_t = 1)]
+        device_id: u64,
+    },
     /// (internal) one node of a `udp` fabric run, started by the runner
     #[command(name = "__fabric-node", hide = true)]
     FabricNode,
+    /// (internal) XRT's device calls, in a process of their own (doctor runs it)
+    #[command(name = "__probe-xrt", hide = true)]
+    ProbeXrt,
     /// (internal) an agent started by a launcher
     #[command(hide = true)]
     Agent {
@@ -164,8 +184,38 @@ fn run(cli: Cli) -> Result<i32> {
             report(&dir, &formats, true)?;
             Ok(0)
         }
-        Cmd::Doctor => {
-            print!("{}", doctor::report());
+        Cmd::Doctor { testbed, json } => {
+            let tb = match &testbed {
+                Some(p) => Some(inabench::testbed::Testbed::load(p)?),
+                None => None,
+            };
+            if json {
+                println!("{}", doctor::json(tb.as_ref()));
+            } else {
+                print!("{}", doctor::report(tb.as_ref()));
+            }
+            Ok(0)
+        }
+        Cmd::ProbeXrt => Ok(inabench_devices::xrt::child_main()),
+        Cmd::SoftSwitch { listen, device_id } => {
+            let rt = tokio::runtime::Runtime::new().context("cannot start the server's runtime")?;
+            rt.block_on(async {
+                let l = tokio::net::TcpListener::bind(&listen)
+                    .await
+                    .with_context(|| format!("cannot listen on {listen}"))?;
+                let addr = l.local_addr()?;
+                let (sw, mut dataplane) = inabench_p4rt::server::SoftSwitch::new(device_id);
+                println!("P4Runtime (software switch, device {device_id}) listening on {addr}");
+                use std::io::Write as _;
+                let _ = std::io::stdout().flush();
+                tokio::spawn(async move {
+                    while let Some(p) = dataplane.recv().await {
+                        eprintln!("packet-out: {} bytes", p.payload.len());
+                    }
+                });
+                sw.serve(l).await.context("the P4Runtime server stopped")?;
+                Ok::<(), anyhow::Error>(())
+            })?;
             Ok(0)
         }
         Cmd::FabricNode => {
@@ -424,11 +474,13 @@ fn reproduce(
             "local (embedded software testbed)".to_string(),
             local_testbed(),
         ),
-        Some(p) => (
-            p.display().to_string(),
-            std::fs::read_to_string(p)
-                .with_context(|| format!("cannot read the testbed file {}", p.display()))?,
-        ),
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read the testbed file {}", p.display()))?;
+            // refuse a bad testbed before anything runs
+            inabench::testbed::Testbed::from_yaml(p, &text)?;
+            (p.display().to_string(), text)
+        }
     };
     let registry = Registry::builtin();
     let interactive = std::io::stdout().is_terminal()

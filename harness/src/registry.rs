@@ -15,6 +15,7 @@ impl Registry {
         workloads.extend(inabench_p4sgd::workloads());
         workloads.extend(inabench_train::workloads());
         workloads.extend(inabench_libra::workloads());
+        workloads.extend(inabench_aleph::workloads());
         workloads.push(Box::new(crate::probe::Probe));
         Registry { workloads }
     }

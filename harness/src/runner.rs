@@ -50,6 +50,8 @@ pub enum Placement {
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    #[error("testbed: {0}")]
+    Testbed(String),
     #[error(transparent)]
     Plan(#[from] PlanError),
     #[error(transparent)]
@@ -201,6 +203,31 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         .file_name()
         .map(|s| s.to_string_lossy().to_string())
         .unwrap_or_default();
+    let mut drivers = vec![format!("{} (software)", workload.fabric(plan.fidelity))];
+    // a testbed with a P4Runtime switch: program it for the plan's systems first
+    let tb = crate::testbed::Testbed::from_yaml(
+        std::path::Path::new(&req.testbed_name),
+        &req.testbed_text,
+    )
+    .map_err(|e| RunError::Testbed(e.to_string()))?;
+    if let Some(p4) = &tb.switch.p4runtime {
+        let systems: Vec<String> = plan
+            .points
+            .iter()
+            .map(|p| p.system.clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let workers = spec
+            .parameters
+            .get("workers")
+            .and_then(|v| v.as_f64())
+            .unwrap_or(2.0) as usize;
+        drivers.extend(
+            crate::p4switch::program_switch(p4, &systems, workers)
+                .map_err(|e| RunError::Testbed(format!("{e:#}")))?,
+        );
+    }
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     if req.resume.is_none() {
         resumed_from.clear();
@@ -221,7 +248,7 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         host: HostFacts::probe(crate::embedded::RUSTC_VERSION),
         testbed: req.testbed_name.clone(),
         testbed_sha256: store::sha256_hex(req.testbed_text.as_bytes()),
-        drivers: vec![format!("{} (software)", workload.fabric(plan.fidelity))],
+        drivers,
         fidelity_reason: reason,
         started: now,
         finished: None,
