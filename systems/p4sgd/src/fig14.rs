@@ -1,0 +1,404 @@
+//! `p4sgd.fig14`: training loss after each epoch of synchronous mini-batch SGD, per system, on
+//! the same data and seed. Functional: real training on this host.
+//!
+//! - `p4sgd`: features quantised to `precision_bits` (MLWeaving's scheme), model-parallel over
+//!   `workers` feature partitions, the partial activations of every micro-batch of 8 converted to
+//!   32-bit fixed point and all-reduced through the P4SGD protocol code ([`ProtocolReducer`]:
+//!   workers and switch program on the sim fabric, each result checked identical at all workers);
+//! - `cpusync`: float32 model-parallel, activations summed pairwise (recursive doubling's order);
+//! - `gpusync`: float32 model-parallel, dot products summed in blocks of 32 (a blocked SGEMM's
+//!   order), activations summed exactly.
+//!
+//! The loss is the mean loss of the model over the full-precision training set.
+
+use crate::driver::Either;
+use crate::glm::{
+    self, Dataset, Glm, GlmError, LocalSum, Reducer, Sgd, TreeSum, epoch_model_parallel,
+};
+use crate::protocol::{P4sgdSwitch, P4sgdWorker, SwitchConfig, WorkerConfig};
+use inabench_core::{Fidelity, LogLevel, PointCtx, Workload, WorkloadError};
+use inabench_fabric::fault::Faults;
+use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
+use inabench_fabric::{Endpoint, NodeId};
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+const ELEMENTS: usize = 8;
+
+/// All-reduce of float vectors through the P4SGD protocol: values in 32-bit fixed point with
+/// `frac_bits` fractional bits, 8 per operation, on the sim fabric (endpoints kept across calls,
+/// so slots are reused round after round).
+pub struct ProtocolReducer {
+    workers: usize,
+    frac_bits: u32,
+    nodes: Option<Vec<Either<P4sgdWorker, P4sgdSwitch>>>,
+    faults: Faults,
+    calls: u64,
+    pub retransmissions: u64,
+}
+
+impl ProtocolReducer {
+    pub fn new(workers: usize, frac_bits: u32, faults: Faults) -> Result<Self, GlmError> {
+        let sw = workers as NodeId;
+        let mut nodes = Vec::new();
+        for r in 0..workers {
+            let w = P4sgdWorker::new(WorkerConfig {
+                rank: r,
+                workers,
+                switch: sw,
+                slots: 256,
+                elements: ELEMENTS,
+                rto_ns: 20_000,
+            })
+            .map_err(|e| GlmError::Reduce(e.to_string()))?;
+            nodes.push(Either::A(w));
+        }
+        let s = P4sgdSwitch::new(sw, SwitchConfig::paper(workers))
+            .map_err(|e| GlmError::Reduce(e.to_string()))?;
+        nodes.push(Either::B(s));
+        Ok(ProtocolReducer {
+            workers,
+            frac_bits,
+            nodes: Some(nodes),
+            faults,
+            calls: 0,
+            retransmissions: 0,
+        })
+    }
+}
+
+impl Reducer for ProtocolReducer {
+    fn allreduce(&mut self, parts: &[Vec<f32>]) -> Result<Vec<f32>, GlmError> {
+        if parts.len() != self.workers {
+            return Err(GlmError::Reduce(format!(
+                "{} vectors for {} workers",
+                parts.len(),
+                self.workers
+            )));
+        }
+        let n = parts[0].len();
+        let scale = f64::from(1u32 << self.frac_bits);
+        let limit = f64::from(i32::MAX) / self.workers as f64;
+        let ops = n.div_ceil(ELEMENTS);
+        // convert everything first: an error leaves the endpoints untouched
+        let mut fixed_parts = Vec::with_capacity(parts.len());
+        for v in parts {
+            if v.len() != n {
+                return Err(GlmError::Reduce("vectors of different lengths".into()));
+            }
+            let mut ops_of = Vec::with_capacity(ops);
+            for c in 0..ops {
+                let mut fixed = vec![0i32; ELEMENTS];
+                for (k, f) in fixed.iter_mut().enumerate() {
+                    let x = v.get(c * ELEMENTS + k).copied().unwrap_or(0.0);
+                    let q = (f64::from(x) * scale).round();
+                    if !q.is_finite() || q.abs() > limit {
+                        return Err(GlmError::Reduce(format!(
+                            "partial activation {x} does not fit 32-bit fixed point with {} fractional bits over {} workers",
+                            self.frac_bits, self.workers
+                        )));
+                    }
+                    *f = q as i32;
+                }
+                ops_of.push(fixed);
+            }
+            fixed_parts.push(ops_of);
+        }
+        let mut nodes = self
+            .nodes
+            .take()
+            .ok_or_else(|| GlmError::Reduce("an earlier all-reduce failed".into()))?;
+        for (p, ops_of) in fixed_parts.into_iter().enumerate() {
+            let Some(Either::A(w)) = nodes.get_mut(p) else {
+                return Err(GlmError::Reduce("worker missing".into()));
+            };
+            for fixed in ops_of {
+                w.submit(0, fixed)
+                    .map_err(|e| GlmError::Reduce(e.to_string()))?;
+            }
+        }
+        self.calls += 1;
+        let faults = Faults {
+            seed: self.faults.seed.wrapping_add(self.calls),
+            ..self.faults
+        };
+        let k = nodes.len();
+        let mut f = SimFabric::new(
+            nodes,
+            vec![
+                NodeConfig {
+                    rx_cost_ns: 0,
+                    tx_cost_ns: 0
+                };
+                k
+            ],
+            self.workers as NodeId,
+            LinkConfig::gbps100(),
+            faults,
+        );
+        let rep = f
+            .run_until(60_000_000_000, |n| n.iter().all(Endpoint::is_done))
+            .clone();
+        let mut nodes = f.into_nodes();
+        if !rep.finished {
+            return Err(GlmError::Reduce(
+                "the all-reduce did not finish in 60 s of virtual time".into(),
+            ));
+        }
+        let mut first: Option<Vec<i32>> = None;
+        for node in nodes.iter_mut() {
+            if let Either::A(w) = node {
+                let mut got: Vec<(u64, Vec<i32>)> = std::iter::from_fn(|| w.take_completed())
+                    .map(|c| (c.op, c.values))
+                    .collect();
+                got.sort_by_key(|(op, _)| *op);
+                if got.len() != ops {
+                    return Err(GlmError::Reduce(format!(
+                        "worker {} got {} of {ops} results",
+                        w.rank(),
+                        got.len()
+                    )));
+                }
+                let flat: Vec<i32> = got.into_iter().flat_map(|(_, v)| v).collect();
+                self.retransmissions = w.counters.retransmissions;
+                match &first {
+                    None => first = Some(flat),
+                    Some(f) if *f != flat => {
+                        return Err(GlmError::Reduce(
+                            "workers received different aggregates".into(),
+                        ));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        self.nodes = Some(nodes);
+        let flat = first.ok_or_else(|| GlmError::Reduce("no workers".into()))?;
+        Ok(flat
+            .into_iter()
+            .take(n)
+            .map(|v| (f64::from(v) / scale) as f32)
+            .collect())
+    }
+}
+
+/// The data a point trains on, and a sentence saying which it is.
+pub fn load(name: &str, max_rows: usize, seed: u64) -> Result<(Dataset, String), GlmError> {
+    if let Some(dir) = std::env::var_os("INABENCH_DATA_DIR") {
+        for file in [
+            name.to_string(),
+            format!("{name}.svm"),
+            format!("{name}.libsvm"),
+        ] {
+            let p = std::path::Path::new(&dir).join(&file);
+            if p.is_file() {
+                let d = glm::read_libsvm(&p)?;
+                let msg = format!(
+                    "{name}: LIBSVM file {} ({} samples x {} features)",
+                    p.display(),
+                    d.rows(),
+                    d.cols
+                );
+                return Ok((d, msg));
+            }
+        }
+    }
+    let s = glm::shape(name).ok_or_else(|| {
+        GlmError::Invalid(format!(
+            "unknown data set `{name}` (gisette, real_sim, rcv1, amazon_fashion, avazu, small)"
+        ))
+    })?;
+    let rows = s.rows.min(max_rows.max(1));
+    let d = glm::synthetic(&s, rows, seed);
+    let msg = format!(
+        "{name}: seeded synthetic stand-in (seed {seed}) of Table II's shape, {rows} of {} samples x {} features, {} non-zeros per row{}",
+        s.rows,
+        s.cols,
+        s.nnz_per_row,
+        if rows < s.rows { " (subsampled)" } else { "" }
+    );
+    Ok((d, msg))
+}
+
+type CurveKey = (String, String, u64, String);
+type CurveCache = Mutex<HashMap<CurveKey, (Vec<f64>, String)>>;
+
+/// Losses after epochs 1..=epochs of one system, cached per process.
+#[allow(clippy::too_many_arguments)]
+fn curve(
+    system: &str,
+    dataset: &str,
+    max_rows: usize,
+    seed: u64,
+    glm_kind: Glm,
+    sgd: Sgd,
+    workers: usize,
+    precision_bits: u32,
+    epochs: usize,
+) -> Result<(Vec<f64>, String), GlmError> {
+    static CACHE: OnceLock<CurveCache> = OnceLock::new();
+    let key = (
+        system.to_string(),
+        dataset.to_string(),
+        seed,
+        format!("{max_rows} {glm_kind:?} {sgd:?} {workers} {precision_bits}"),
+    );
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(c) = cache.lock().ok().and_then(|m| m.get(&key).cloned())
+        && c.0.len() >= epochs
+    {
+        return Ok(c);
+    }
+    let (data, about) = load(dataset, max_rows, seed)?;
+    let mut w = vec![0f32; data.cols];
+    let mut losses = Vec::new();
+    match system {
+        "p4sgd" => {
+            let q = data.quantised(precision_bits);
+            let mut r = ProtocolReducer::new(workers, 16, Faults::default())?;
+            for _ in 0..epochs {
+                epoch_model_parallel(&sgd, &q, &mut w, workers, &mut r)?;
+                losses.push(glm::mean_loss(glm_kind, &data, &w));
+            }
+        }
+        "cpusync" => {
+            for _ in 0..epochs {
+                epoch_model_parallel(&sgd, &data, &mut w, workers, &mut TreeSum)?;
+                losses.push(glm::mean_loss(glm_kind, &data, &w));
+            }
+        }
+        "gpusync" => {
+            let sgd = Sgd { block: 32, ..sgd };
+            for _ in 0..epochs {
+                epoch_model_parallel(&sgd, &data, &mut w, workers, &mut LocalSum)?;
+                losses.push(glm::mean_loss(glm_kind, &data, &w));
+            }
+        }
+        other => return Err(GlmError::Invalid(format!("no system `{other}` in fig14"))),
+    }
+    if let Ok(mut m) = cache.lock() {
+        m.insert(key, (losses.clone(), about.clone()));
+    }
+    Ok((losses, about))
+}
+
+pub struct Fig14;
+
+impl Workload for Fig14 {
+    fn id(&self) -> &'static str {
+        "p4sgd.fig14"
+    }
+
+    fn fidelities(&self) -> &'static [Fidelity] {
+        &[Fidelity::Functional]
+    }
+
+    fn fabric(&self, _f: Fidelity) -> &'static str {
+        "sim"
+    }
+
+    fn systems(&self) -> Option<&'static [&'static str]> {
+        Some(&["p4sgd", "cpusync", "gpusync"])
+    }
+
+    fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+        let s = |ctx: &PointCtx<'_>, k: &str| -> Result<String, WorkloadError> {
+            ctx.point
+                .params
+                .get(k)
+                .map(|v| v.to_string())
+                .ok_or_else(|| WorkloadError::Param(k.into()))
+        };
+        let dataset = s(ctx, "dataset")?;
+        let glm_name = s(ctx, "glm")?;
+        let glm_kind = Glm::parse(&glm_name).ok_or_else(|| {
+            WorkloadError::Invalid(format!("glm is linear, logistic or svm, not `{glm_name}`"))
+        })?;
+        let epoch = ctx.param("epoch")? as usize;
+        let epochs = (ctx.param("epochs")? as usize).max(epoch);
+        let sgd = Sgd {
+            glm: glm_kind,
+            lr: ctx.param("lr")? as f32,
+            batch: ctx.param("batch")? as usize,
+            micro_batch: ctx.param("micro_batch")? as usize,
+            block: 0,
+        };
+        if sgd.batch == 0 || epoch == 0 {
+            return Err(WorkloadError::Invalid("batch and epoch start at 1".into()));
+        }
+        let workers = ctx.param("workers")? as usize;
+        let bits = ctx.param("precision_bits")? as u32;
+        let max_rows = ctx.param("max_rows")? as usize;
+        let seed = ctx.param("seed")? as u64;
+        let system = ctx.system().to_string();
+        let (losses, about) = curve(
+            &system, &dataset, max_rows, seed, glm_kind, sgd, workers, bits, epochs,
+        )
+        .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+        if epoch == 1 {
+            ctx.log(LogLevel::Info, format!("{system}: data {about}"));
+        }
+        let loss = losses
+            .get(epoch - 1)
+            .copied()
+            .ok_or_else(|| WorkloadError::Invalid("no loss for this epoch".into()))?;
+        ctx.record("loss", loss);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn training_through_the_protocol_gives_the_single_worker_model() {
+        let s = glm::Shape {
+            name: "t",
+            rows: 256,
+            cols: 200,
+            nnz_per_row: 16,
+        };
+        let d = glm::synthetic(&s, 256, 4);
+        let sgd = Sgd {
+            glm: Glm::Logistic,
+            lr: 0.1,
+            batch: 64,
+            micro_batch: 8,
+            block: 0,
+        };
+        let mut w1 = vec![0f32; d.cols];
+        let mut wp = w1.clone();
+        let faults = Faults {
+            loss: 0.05,
+            duplicate: 0.05,
+            reorder: 0.1,
+            reorder_delay_ns: 30_000,
+            seed: 3,
+        };
+        let mut r = ProtocolReducer::new(4, 16, faults).expect("reducer");
+        for _ in 0..2 {
+            glm::epoch_single(&sgd, &d, &mut w1);
+            epoch_model_parallel(&sgd, &d, &mut wp, 4, &mut r).expect("mp");
+        }
+        let diff = w1
+            .iter()
+            .zip(&wp)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        // 16 fractional bits: each activation is within 2^-17 per worker of the float sum
+        assert!(diff < 1e-3, "{diff}");
+        assert!(w1.iter().any(|x| *x != 0.0));
+    }
+
+    #[test]
+    fn fixed_point_overflow_is_an_error() {
+        let mut r = ProtocolReducer::new(2, 16, Faults::default()).expect("reducer");
+        assert!(r.allreduce(&[vec![1e9], vec![0.0]]).is_err());
+        assert_eq!(
+            r.allreduce(&[vec![1.5, -2.0], vec![0.25, 1.0]])
+                .expect("sum"),
+            vec![1.75, -1.0]
+        );
+    }
+}
