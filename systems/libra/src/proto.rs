@@ -1,0 +1,1138 @@
+//! Libra's data path as sans-IO endpoints: workers, the switch program (Libra_p: hot parameters
+//! aggregated in registers indexed by rank; Libra_s: the switch CPU's copies of unacknowledged
+//! aggregation packets and its records of aggregated packets) and the parameter server (cold
+//! parameters; with no hot set it is the PS-lite baseline). One iteration of synchronous
+//! aggregation:
+//!
+//! 1. each worker pushes its hot pairs to the switch (packets by Algorithm 1, 24 pairs of 8 B, the
+//!    192-byte limit) and its cold pairs to the server (`cold_cap` pairs a packet), at most
+//!    `window` unacknowledged packets; every push is acknowledged by its receiver (Sec. 3.6); a
+//!    push unacknowledged after the timeout is resent with the same sequence number and the
+//!    retransmit flag;
+//! 2. the switch adds a push into its registers unless the push is a retransmission its records
+//!    show as aggregated (the repeat-write error: the ACK was lost, not the push). As the paper
+//!    describes it, only flagged packets are checked; `dedup_all` checks every packet, which a
+//!    fabric that duplicates frames needs (see the tests);
+//! 3. a worker whose pushes are all acknowledged sends `Done` to the switch and the server;
+//! 4. with every worker's `Done`, the switch sends each worker the aggregated hot values of the
+//!    slots it pushed (a per-worker bitmap of slots, 3.75 KB a worker for 30K parameters), and the
+//!    server sends each worker the sums of the cold keys it pushed (a PS-lite pull); workers acknowledge each result packet, and the switch CPU (the server)
+//!    resends unacknowledged ones.
+//!
+//! Values are int32 and sums wrap exactly, so every aggregate can be compared with an exact
+//! reference; the float path ([`crate::float`]) is checked on its own against its error bound.
+//! All traffic crosses the switch (a star): the switch forwards what is not addressed to it.
+
+use crate::layout::{Placement, RegisterPipeline, package_alg1, package_sequential};
+use crate::wire::{self, Kind, Repr};
+use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use inabench_ina::tofino::TofinoModel;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+/// What every node of one run shares.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub workers: usize,
+    /// Hot parameters on the switch (Libra); false: PS-lite (the switch only forwards).
+    pub libra: bool,
+    pub window: usize,
+    pub rto_ns: u64,
+    pub hot_cap: usize,
+    pub cold_cap: usize,
+    /// Check every push against the switch's records, not only flagged retransmissions.
+    pub dedup_all: bool,
+}
+
+impl Config {
+    pub fn switch(&self) -> NodeId {
+        self.workers as NodeId
+    }
+    pub fn server(&self) -> NodeId {
+        self.workers as NodeId + 1
+    }
+}
+
+/// A reliable sender: numbered messages, a window, per-packet ACKs, retransmission on timeout.
+/// The timeout adapts as TCP's does (RFC 6298: SRTT + 4 RTTVAR from the ACKs of packets sent
+/// once, Karn's rule; doubled on a timeout), never below the configured one: a fixed timeout
+/// shorter than the queueing at a busy server sets off retransmission storms.
+#[derive(Debug, Default)]
+struct Reliable {
+    sent_at: Vec<Nanos>,
+    retried: Vec<bool>,
+    srtt: f64,
+    rttvar: f64,
+    backoff: u32,
+    msgs: Vec<(NodeId, Repr)>,
+    /// 0 unsent, 1 in flight, 2 acknowledged
+    state: Vec<u8>,
+    deadline: BTreeMap<u32, Nanos>,
+    resend: VecDeque<u32>,
+    next: usize,
+    acked: usize,
+    retransmissions: u64,
+}
+
+impl Reliable {
+    fn add(&mut self, to: NodeId, mut r: Repr) {
+        r.seq = self.msgs.len() as u32;
+        self.msgs.push((to, r));
+        self.state.push(0);
+        self.sent_at.push(0);
+        self.retried.push(false);
+    }
+
+    fn all_acked(&self) -> bool {
+        self.acked == self.msgs.len()
+    }
+
+    fn on_ack(&mut self, seq: u32, now: Nanos) {
+        let i = seq as usize;
+        if let Some(s) = self.state.get_mut(i)
+            && *s != 2
+        {
+            *s = 2;
+            self.acked += 1;
+            self.deadline.remove(&seq);
+            if !self.retried[i] {
+                let rtt = now.saturating_sub(self.sent_at[i]) as f64;
+                if self.srtt == 0.0 {
+                    self.srtt = rtt;
+                    self.rttvar = rtt / 2.0;
+                } else {
+                    self.rttvar = 0.75 * self.rttvar + 0.25 * (self.srtt - rtt).abs();
+                    self.srtt = 0.875 * self.srtt + 0.125 * rtt;
+                }
+                self.backoff = 0;
+            }
+        }
+    }
+
+    fn rto(&self, min: u64) -> u64 {
+        let base = (self.srtt + 4.0 * self.rttvar) as u64;
+        (base.max(min) << self.backoff.min(10)).min(1_000_000_000)
+    }
+
+    /// The next frame; `via`: the next hop (hosts send everything through the switch).
+    fn poll(
+        &mut self,
+        me: NodeId,
+        via: Option<NodeId>,
+        now: Nanos,
+        window: usize,
+        rto: u64,
+    ) -> Option<Transmit> {
+        let (seq, retx) = if let Some(s) = self.resend.pop_front() {
+            (s, true)
+        } else if self.next < self.msgs.len() && self.deadline.len() < window {
+            self.next += 1;
+            ((self.next - 1) as u32, false)
+        } else {
+            return None;
+        };
+        if retx {
+            self.retransmissions += 1;
+            self.retried[seq as usize] = true;
+        } else {
+            self.sent_at[seq as usize] = now;
+        }
+        let deadline = now + self.rto(rto);
+        let (to, r) = &mut self.msgs[seq as usize];
+        r.retransmit = retx;
+        self.state[seq as usize] = 1;
+        self.deadline.insert(seq, deadline);
+        Some(Transmit {
+            to: via.unwrap_or(*to),
+            bytes: wire::emit(me, *to, r),
+        })
+    }
+
+    fn timeout(&self) -> Option<Nanos> {
+        self.deadline.values().min().copied()
+    }
+
+    fn on_timeout(&mut self, now: Nanos) {
+        let due: Vec<u32> = self
+            .deadline
+            .iter()
+            .filter(|(_, d)| **d <= now)
+            .map(|(s, _)| *s)
+            .collect();
+        if !due.is_empty() {
+            self.backoff += 1;
+        }
+        for s in due {
+            self.deadline.remove(&s);
+            if self.state[s as usize] == 1 {
+                self.resend.push_back(s);
+            }
+        }
+    }
+}
+
+fn ack(me: NodeId, to: NodeId, via: Option<NodeId>, worker: u16, seq: u32) -> Transmit {
+    let r = Repr {
+        kind: Kind::Ack,
+        retransmit: false,
+        worker,
+        seq,
+        aux: 0,
+        pairs: vec![],
+    };
+    Transmit {
+        to: via.unwrap_or(to),
+        bytes: wire::emit(me, to, &r),
+    }
+}
+
+fn result_stream(to: NodeId, pairs: &[(u32, i32)], cap: usize, out: &mut Reliable) {
+    let chunks: Vec<&[(u32, i32)]> = if pairs.is_empty() {
+        vec![&[]]
+    } else {
+        pairs.chunks(cap.max(1)).collect()
+    };
+    let total = chunks.len() as u32;
+    for c in chunks {
+        out.add(
+            to,
+            Repr {
+                kind: Kind::Result,
+                retransmit: false,
+                worker: to as u16,
+                seq: 0,
+                aux: total,
+                pairs: c.to_vec(),
+            },
+        );
+    }
+}
+
+/// Per-node statistics.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    pub packets_tx: u64,
+    pub packets_rx: u64,
+    pub bytes_tx: u64,
+    pub retransmissions: u64,
+    pub malformed: u64,
+    pub duplicates_ignored: u64,
+    pub start_ns: Nanos,
+    pub end_ns: Nanos,
+}
+
+/// A worker.
+pub struct Worker {
+    pub rank: usize,
+    cfg: Config,
+    pushes: Reliable,
+    pushes_len: usize,
+    done_sent: bool,
+    acks: VecDeque<Transmit>,
+    /// Results by source: (seen (source, seq), expected total)
+    seen: HashSet<(NodeId, u32)>,
+    got: HashMap<NodeId, u32>,
+    expect: HashMap<NodeId, u32>,
+    pub hot_result: HashMap<u32, i32>,
+    pub cold_result: HashMap<u32, i32>,
+    pub stats: Stats,
+    started: bool,
+    finished: bool,
+}
+
+impl Worker {
+    /// `hot`: (rank, value) pairs for the switch (packaged by Algorithm 1 on `placement`);
+    /// `cold`: (key, value) pairs for the server.
+    pub fn new(
+        rank: usize,
+        cfg: Config,
+        hot: &[(u32, i32)],
+        cold: &[(u32, i32)],
+        placement: Option<&Placement>,
+    ) -> Worker {
+        let mut pushes = Reliable::default();
+        let value: HashMap<u32, i32> = hot.iter().copied().collect();
+        let ranks: Vec<u32> = hot.iter().map(|p| p.0).collect();
+        let hot_pkts = match placement {
+            Some(pl) => package_alg1(&ranks, cfg.hot_cap, pl).packets,
+            None => package_sequential(&ranks, cfg.hot_cap),
+        };
+        let cold_pkts: Vec<&[(u32, i32)]> = cold.chunks(cfg.cold_cap.max(1)).collect();
+        let mk = |kind, pairs: Vec<(u32, i32)>| Repr {
+            kind,
+            retransmit: false,
+            worker: rank as u16,
+            seq: 0,
+            aux: 0,
+            pairs,
+        };
+        // interleave the two paths so that both are busy from the start
+        let mut h = hot_pkts.into_iter();
+        let mut c = cold_pkts.into_iter();
+        loop {
+            let a = h.next();
+            let b = c.next();
+            if a.is_none() && b.is_none() {
+                break;
+            }
+            if let Some(p) = a {
+                let pairs = p.iter().map(|r| (*r, value[r])).collect();
+                pushes.add(cfg.switch(), mk(Kind::PushHot, pairs));
+            }
+            if let Some(p) = b {
+                pushes.add(cfg.server(), mk(Kind::PushCold, p.to_vec()));
+            }
+        }
+        let pushes_len = pushes.msgs.len();
+        Worker {
+            rank,
+            cfg,
+            pushes,
+            pushes_len,
+            done_sent: false,
+            acks: VecDeque::new(),
+            seen: HashSet::new(),
+            got: HashMap::new(),
+            expect: HashMap::new(),
+            hot_result: HashMap::new(),
+            cold_result: HashMap::new(),
+            stats: Stats::default(),
+            started: false,
+            finished: false,
+        }
+    }
+
+    fn me(&self) -> NodeId {
+        self.rank as NodeId
+    }
+
+    fn check_finished(&mut self, now: Nanos) {
+        let sources: Vec<NodeId> = if self.cfg.libra {
+            vec![self.cfg.switch(), self.cfg.server()]
+        } else {
+            vec![self.cfg.server()]
+        };
+        let complete = sources.iter().all(|s| {
+            self.expect
+                .get(s)
+                .is_some_and(|&t| self.got.get(s).copied().unwrap_or(0) >= t)
+        });
+        if !self.finished && self.done_sent && self.pushes.all_acked() && complete {
+            self.finished = true;
+            self.stats.end_ns = now;
+        }
+    }
+
+    /// Pushes this worker made (packets, before the Done markers).
+    pub fn push_packets(&self) -> usize {
+        self.pushes_len
+    }
+}
+
+impl Endpoint for Worker {
+    fn id(&self) -> NodeId {
+        self.me()
+    }
+
+    fn handle_packet(&mut self, now: Nanos, _from: NodeId, frame: &[u8]) {
+        self.stats.packets_rx += 1;
+        let Ok((src, _dst, r)) = wire::parse(frame) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        match r.kind {
+            Kind::Ack => self.pushes.on_ack(r.seq, now),
+            Kind::Result => {
+                // acknowledge every copy (the first ACK may have been lost)
+                self.acks.push_back(ack(
+                    self.me(),
+                    src,
+                    Some(self.cfg.switch()),
+                    self.rank as u16,
+                    r.seq,
+                ));
+                if self.seen.insert((src, r.seq)) {
+                    self.expect.insert(src, r.aux);
+                    *self.got.entry(src).or_insert(0) += 1;
+                    let into = if src == self.cfg.switch() {
+                        &mut self.hot_result
+                    } else {
+                        &mut self.cold_result
+                    };
+                    for (k, v) in r.pairs {
+                        into.insert(k, v);
+                    }
+                }
+            }
+            _ => self.stats.malformed += 1,
+        }
+        if !self.done_sent && self.pushes.all_acked() {
+            self.done_sent = true;
+            let mk = || Repr {
+                kind: Kind::Done,
+                retransmit: false,
+                worker: self.rank as u16,
+                seq: 0,
+                aux: 0,
+                pairs: vec![],
+            };
+            if self.cfg.libra {
+                self.pushes.add(self.cfg.switch(), mk());
+            }
+            self.pushes.add(self.cfg.server(), mk());
+        }
+        self.check_finished(now);
+    }
+
+    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        if !self.started {
+            self.started = true;
+            self.stats.start_ns = now;
+        }
+        let t = match self.acks.pop_front() {
+            Some(t) => t,
+            None => {
+                let me = self.me();
+                let via = Some(self.cfg.switch());
+                self.pushes
+                    .poll(me, via, now, self.cfg.window, self.cfg.rto_ns)?
+            }
+        };
+        self.stats.packets_tx += 1;
+        self.stats.bytes_tx += t.bytes.len() as u64;
+        self.stats.retransmissions = self.pushes.retransmissions;
+        Some(t)
+    }
+
+    fn poll_timeout(&self) -> Option<Nanos> {
+        self.pushes.timeout()
+    }
+
+    fn handle_timeout(&mut self, now: Nanos) {
+        self.pushes.on_timeout(now);
+    }
+
+    fn is_done(&self) -> bool {
+        self.finished
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![("retransmissions", self.pushes.retransmissions)]
+    }
+}
+
+/// The switch: Libra_p (registers) and Libra_s (records, result copies), and plain forwarding.
+pub struct Switch {
+    cfg: Config,
+    pub registers: Vec<i32>,
+    touched: Vec<bool>,
+    /// Per worker, the slots it pushed (a bitmap per worker: 30K bits = 3.75 KB each), so that
+    /// each worker gets back the aggregates of its own parameters, as a PS-lite pull returns.
+    pushed: Vec<Vec<bool>>,
+    placement: Option<Placement>,
+    pub pipeline: RegisterPipeline,
+    /// Libra_s: pushes aggregated, by (worker, seq).
+    records: HashSet<(u16, u32)>,
+    done: Vec<bool>,
+    results: Reliable,
+    results_built: bool,
+    out: VecDeque<Transmit>,
+    pub stats: Stats,
+    /// When set, the switch stops (fails): it drops every frame and sends nothing.
+    pub failed: bool,
+}
+
+impl Switch {
+    pub fn new(cfg: Config, hot_params: usize, placement: Option<Placement>) -> Switch {
+        Switch {
+            registers: vec![0; hot_params],
+            touched: vec![false; hot_params],
+            pushed: vec![vec![false; hot_params]; cfg.workers],
+            placement,
+            pipeline: RegisterPipeline::new(TofinoModel::PAPER),
+            records: HashSet::new(),
+            done: vec![false; cfg.workers],
+            results: Reliable::default(),
+            results_built: false,
+            out: VecDeque::new(),
+            stats: Stats::default(),
+            failed: false,
+            cfg,
+        }
+    }
+
+    /// The controller's view of the switch state (registers, touched slots, records, Done
+    /// markers), pulled for a failover.
+    pub fn export_state(&self) -> SwitchState {
+        SwitchState {
+            registers: self.registers.clone(),
+            touched: self.touched.clone(),
+            pushed: self.pushed.clone(),
+            records: self.records.clone(),
+            done: self.done.clone(),
+        }
+    }
+
+    /// Load a state pulled from a failing switch (a standby switch resuming).
+    pub fn import_state(&mut self, s: SwitchState) {
+        self.registers = s.registers;
+        self.touched = s.touched;
+        self.pushed = s.pushed;
+        self.records = s.records;
+        self.done = s.done;
+    }
+
+    fn me(&self) -> NodeId {
+        self.cfg.switch()
+    }
+
+    fn maybe_results(&mut self) {
+        if self.results_built || !self.done.iter().all(|d| *d) {
+            return;
+        }
+        self.results_built = true;
+        for w in 0..self.cfg.workers {
+            let pairs: Vec<(u32, i32)> = (0..self.registers.len())
+                .filter(|&r| self.pushed[w][r])
+                .map(|r| (r as u32, self.registers[r]))
+                .collect();
+            result_stream(w as NodeId, &pairs, self.cfg.hot_cap, &mut self.results);
+        }
+    }
+}
+
+/// A switch's aggregation state as the failover controller moves it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SwitchState {
+    pub registers: Vec<i32>,
+    pub touched: Vec<bool>,
+    pub pushed: Vec<Vec<bool>>,
+    pub records: HashSet<(u16, u32)>,
+    pub done: Vec<bool>,
+}
+
+impl Endpoint for Switch {
+    fn id(&self) -> NodeId {
+        self.me()
+    }
+
+    fn handle_packet(&mut self, now: Nanos, _from: NodeId, frame: &[u8]) {
+        if self.failed {
+            return;
+        }
+        self.stats.packets_rx += 1;
+        let Ok((src, dst, r)) = wire::parse(frame) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        if dst != self.me() {
+            // forwarding (cold pushes, the server's results, ACKs to the server)
+            if (dst as usize) <= self.cfg.workers + 1 {
+                self.out.push_back(Transmit {
+                    to: dst,
+                    bytes: frame.to_vec(),
+                });
+            }
+            return;
+        }
+        let w = r.worker;
+        if usize::from(w) >= self.cfg.workers || src != NodeId::from(w) && r.kind != Kind::Ack {
+            self.stats.malformed += 1;
+            return;
+        }
+        match r.kind {
+            Kind::PushHot => {
+                let check = r.retransmit || self.cfg.dedup_all;
+                if check && self.records.contains(&(w, r.seq)) {
+                    self.stats.duplicates_ignored += 1;
+                } else if r
+                    .pairs
+                    .iter()
+                    .all(|(k, _)| (*k as usize) < self.registers.len())
+                {
+                    for (k, v) in &r.pairs {
+                        let k = *k as usize;
+                        self.registers[k] = self.registers[k].wrapping_add(*v);
+                        self.touched[k] = true;
+                        self.pushed[usize::from(w)][k] = true;
+                    }
+                    if let Some(pl) = &self.placement {
+                        let ranks: Vec<u32> = r.pairs.iter().map(|p| p.0).collect();
+                        self.pipeline.process(&ranks, pl, frame.len() as u32);
+                    }
+                    self.records.insert((w, r.seq));
+                } else {
+                    self.stats.malformed += 1;
+                    return;
+                }
+                self.out.push_back(ack(self.me(), src, None, w, r.seq));
+            }
+            Kind::Done => {
+                self.done[usize::from(w)] = true;
+                self.out.push_back(ack(self.me(), src, None, w, r.seq));
+                self.maybe_results();
+            }
+            Kind::Ack => self.results.on_ack(r.seq, now),
+            _ => self.stats.malformed += 1,
+        }
+    }
+
+    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        if self.failed {
+            return None;
+        }
+        let t = match self.out.pop_front() {
+            Some(t) => t,
+            None => {
+                let me = self.me();
+                // Libra_s sends the aggregation packets (one copy kept until acknowledged)
+                self.results
+                    .poll(me, None, now, usize::MAX, self.cfg.rto_ns)?
+            }
+        };
+        self.stats.packets_tx += 1;
+        self.stats.bytes_tx += t.bytes.len() as u64;
+        Some(t)
+    }
+
+    fn poll_timeout(&self) -> Option<Nanos> {
+        if self.failed {
+            return None;
+        }
+        self.results.timeout()
+    }
+
+    fn handle_timeout(&mut self, now: Nanos) {
+        self.results.on_timeout(now);
+    }
+
+    fn is_done(&self) -> bool {
+        true
+    }
+}
+
+/// The parameter server (PS-lite's role): cold keys, or every key without Libra.
+pub struct Server {
+    cfg: Config,
+    sums: HashMap<u32, i32>,
+    keys: Vec<Vec<u32>>,
+    records: HashSet<(u16, u32)>,
+    done: Vec<bool>,
+    results: Reliable,
+    results_built: bool,
+    out: VecDeque<Transmit>,
+    pub stats: Stats,
+}
+
+impl Server {
+    pub fn new(cfg: Config) -> Server {
+        Server {
+            sums: HashMap::new(),
+            keys: vec![Vec::new(); cfg.workers],
+            records: HashSet::new(),
+            done: vec![false; cfg.workers],
+            results: Reliable::default(),
+            results_built: false,
+            out: VecDeque::new(),
+            stats: Stats::default(),
+            cfg,
+        }
+    }
+
+    fn me(&self) -> NodeId {
+        self.cfg.server()
+    }
+}
+
+impl Endpoint for Server {
+    fn id(&self) -> NodeId {
+        self.me()
+    }
+
+    fn handle_packet(&mut self, now: Nanos, _from: NodeId, frame: &[u8]) {
+        self.stats.packets_rx += 1;
+        let Ok((src, _dst, r)) = wire::parse(frame) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        let w = r.worker;
+        if usize::from(w) >= self.cfg.workers {
+            self.stats.malformed += 1;
+            return;
+        }
+        match r.kind {
+            Kind::PushCold => {
+                // a server keeps a record of every push (it has the memory a switch lacks)
+                if self.records.insert((w, r.seq)) {
+                    for (k, v) in &r.pairs {
+                        let s = self.sums.entry(*k).or_insert(0);
+                        *s = s.wrapping_add(*v);
+                        self.keys[usize::from(w)].push(*k);
+                    }
+                } else {
+                    self.stats.duplicates_ignored += 1;
+                }
+                let via = Some(self.cfg.switch());
+                self.out.push_back(ack(self.me(), src, via, w, r.seq));
+            }
+            Kind::Done => {
+                self.done[usize::from(w)] = true;
+                let via = Some(self.cfg.switch());
+                self.out.push_back(ack(self.me(), src, via, w, r.seq));
+                if !self.results_built && self.done.iter().all(|d| *d) {
+                    self.results_built = true;
+                    for (wk, keys) in self.keys.iter_mut().enumerate() {
+                        keys.sort_unstable();
+                        keys.dedup();
+                        let pairs: Vec<(u32, i32)> =
+                            keys.iter().map(|k| (*k, self.sums[k])).collect();
+                        result_stream(wk as NodeId, &pairs, self.cfg.cold_cap, &mut self.results);
+                    }
+                }
+            }
+            Kind::Ack => self.results.on_ack(r.seq, now),
+            _ => self.stats.malformed += 1,
+        }
+    }
+
+    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        let t = match self.out.pop_front() {
+            Some(t) => t,
+            None => {
+                let me = self.me();
+                let via = Some(self.cfg.switch());
+                self.results
+                    .poll(me, via, now, self.cfg.window, self.cfg.rto_ns)?
+            }
+        };
+        self.stats.packets_tx += 1;
+        self.stats.bytes_tx += t.bytes.len() as u64;
+        Some(t)
+    }
+
+    fn poll_timeout(&self) -> Option<Nanos> {
+        self.results.timeout()
+    }
+
+    fn handle_timeout(&mut self, now: Nanos) {
+        self.results.on_timeout(now);
+    }
+
+    fn is_done(&self) -> bool {
+        true
+    }
+}
+
+/// A node of a Libra run.
+pub enum Node {
+    Worker(Box<Worker>),
+    Switch(Box<Switch>),
+    Server(Box<Server>),
+}
+
+impl Node {
+    fn ep(&self) -> &dyn Endpoint {
+        match self {
+            Node::Worker(w) => w.as_ref(),
+            Node::Switch(s) => s.as_ref(),
+            Node::Server(s) => s.as_ref(),
+        }
+    }
+    fn ep_mut(&mut self) -> &mut dyn Endpoint {
+        match self {
+            Node::Worker(w) => w.as_mut(),
+            Node::Switch(s) => s.as_mut(),
+            Node::Server(s) => s.as_mut(),
+        }
+    }
+}
+
+impl Endpoint for Node {
+    fn id(&self) -> NodeId {
+        self.ep().id()
+    }
+    fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
+        self.ep_mut().handle_packet(now, from, frame)
+    }
+    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        self.ep_mut().poll_transmit(now)
+    }
+    fn poll_timeout(&self) -> Option<Nanos> {
+        self.ep().poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Nanos) {
+        self.ep_mut().handle_timeout(now)
+    }
+    fn is_done(&self) -> bool {
+        self.ep().is_done()
+    }
+}
+
+/// One iteration's inputs: each worker's (hot (rank, value), cold (key, value)) pairs.
+pub type Inputs = Vec<(Vec<(u32, i32)>, Vec<(u32, i32)>)>;
+
+/// Build the nodes of a run: workers 0..n, the switch n, the server n + 1.
+pub fn build(
+    cfg: &Config,
+    inputs: &Inputs,
+    hot_params: usize,
+    placement: Option<Placement>,
+) -> Vec<Node> {
+    let mut v: Vec<Node> = inputs
+        .iter()
+        .enumerate()
+        .map(|(w, (h, c))| {
+            Node::Worker(Box::new(Worker::new(
+                w,
+                cfg.clone(),
+                h,
+                c,
+                placement.as_ref(),
+            )))
+        })
+        .collect();
+    v.push(Node::Switch(Box::new(Switch::new(
+        cfg.clone(),
+        hot_params,
+        placement,
+    ))));
+    v.push(Node::Server(Box::new(Server::new(cfg.clone()))));
+    v
+}
+
+/// Check every worker's results against the exact sums of its own hot ranks and cold keys. Returns the number of wrong workers.
+pub fn check(nodes: &[Node], inputs: &Inputs) -> usize {
+    let mut hot: HashMap<u32, i32> = HashMap::new();
+    let mut cold: HashMap<u32, i32> = HashMap::new();
+    for (h, c) in inputs {
+        for (k, v) in h {
+            let s = hot.entry(*k).or_insert(0);
+            *s = s.wrapping_add(*v);
+        }
+        for (k, v) in c {
+            let s = cold.entry(*k).or_insert(0);
+            *s = s.wrapping_add(*v);
+        }
+    }
+    let mut wrong = 0;
+    for n in nodes {
+        if let Node::Worker(w) = n {
+            let (h, c) = &inputs[w.rank];
+            let cold_ok = w.cold_result.len() == c.len()
+                && c.iter().all(|(k, _)| w.cold_result.get(k) == cold.get(k));
+            // with Libra the switch returns every touched rank; with PS-lite the hot pairs
+            // travel as cold ones
+            let hot_ok = if w.cfg.libra {
+                w.hot_result.len() == h.len()
+                    && h.iter().all(|(k, _)| w.hot_result.get(k) == hot.get(k))
+            } else {
+                h.is_empty()
+            };
+            if !(w.finished && cold_ok && hot_ok) {
+                wrong += 1;
+            }
+        }
+    }
+    wrong
+}
+
+pub use crate::aggregation::Aggregation;
+
+/// The failover controller (Sec. 3.6): it sends a heartbeat every `interval_ns`; a switch that
+/// misses `misses` replies in a row is declared failing, its state is pulled and pushed to a
+/// standby switch that runs the same program and layout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Controller {
+    pub interval_ns: u64,
+    pub misses: u32,
+    last_reply: Nanos,
+}
+
+impl Controller {
+    pub fn new(interval_ns: u64, misses: u32) -> Controller {
+        Controller {
+            interval_ns,
+            misses,
+            last_reply: 0,
+        }
+    }
+
+    /// A heartbeat reply arrived at `now`.
+    pub fn on_reply(&mut self, now: Nanos) {
+        self.last_reply = now;
+    }
+
+    /// Whether the switch is declared failing at `now`.
+    pub fn failing(&self, now: Nanos) -> bool {
+        now.saturating_sub(self.last_reply) > self.interval_ns * u64::from(self.misses)
+    }
+
+    /// Move the state of `failing` to `standby`.
+    pub fn migrate(&self, failing: &Switch, standby: &mut Switch) {
+        standby.import_state(failing.export_state());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aggregation::run_sim;
+    use inabench_fabric::fault::Faults;
+    use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
+
+    fn cfg(workers: usize) -> Config {
+        Config {
+            workers,
+            libra: true,
+            window: 16,
+            rto_ns: 50_000,
+            hot_cap: 24,
+            cold_cap: 128,
+            dedup_all: false,
+        }
+    }
+
+    fn inputs(workers: usize, hot: u32, seed: u64) -> Inputs {
+        let mut g = inabench_core::rng::SplitMix64::new(seed);
+        (0..workers)
+            .map(|_| {
+                let mut h = Vec::new();
+                for r in 0..hot {
+                    if g.chance(0.6) {
+                        h.push((r, (g.next_u64() % 2001) as i32 - 1000));
+                    }
+                }
+                let mut c = Vec::new();
+                for k in 0..300u32 {
+                    if g.chance(0.3) {
+                        c.push((100_000 + k * 7, (g.next_u64() % 2001) as i32 - 1000));
+                    }
+                }
+                (h, c)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn exact_sums_without_and_with_loss() {
+        for (loss, seed) in [(0.0, 1), (0.02, 2), (0.1, 3)] {
+            let c = cfg(6);
+            let inp = inputs(6, 500, seed);
+            let pl = Placement::heat(500, 48).unwrap();
+            let o = run_sim(
+                &c,
+                &inp,
+                500,
+                Some(pl),
+                (0, 0),
+                Faults {
+                    loss,
+                    seed,
+                    ..Faults::default()
+                },
+            );
+            assert!(o.finished, "loss {loss}");
+            assert_eq!(o.wrong, 0, "loss {loss}");
+            if loss > 0.05 {
+                assert!(o.retransmissions > 0);
+                assert!(o.duplicates_ignored > 0, "lost ACKs must meet the records");
+            }
+        }
+        // PS-lite: everything through the server
+        let mut c = cfg(4);
+        c.libra = false;
+        let inp: Inputs = inputs(4, 0, 9);
+        let o = run_sim(
+            &c,
+            &inp,
+            1,
+            None,
+            (0, 0),
+            Faults {
+                loss: 0.05,
+                seed: 4,
+                ..Faults::default()
+            },
+        );
+        assert!(o.finished && o.wrong == 0);
+    }
+
+    #[test]
+    fn the_check_catches_a_wrong_sum() {
+        let c = cfg(3);
+        let inp = inputs(3, 100, 5);
+        let mut nodes = build(&c, &inp, 100, None);
+        let n = nodes.len();
+        let mut f = SimFabric::new(
+            std::mem::take(&mut nodes),
+            vec![
+                NodeConfig {
+                    rx_cost_ns: 0,
+                    tx_cost_ns: 0
+                };
+                n
+            ],
+            3,
+            LinkConfig::gbps100(),
+            Faults::default(),
+        );
+        f.run_until(1_000_000_000, |ns| ns[..3].iter().all(Endpoint::is_done));
+        let mut nodes = f.into_nodes();
+        assert_eq!(check(&nodes, &inp), 0);
+        if let Node::Worker(w) = &mut nodes[1]
+            && let Some(v) = w.hot_result.values_mut().next()
+        {
+            *v += 1;
+        }
+        assert_eq!(check(&nodes, &inp), 1);
+    }
+
+    fn push(seq: u32, retransmit: bool) -> Vec<u8> {
+        wire::emit(
+            0,
+            2,
+            &Repr {
+                kind: Kind::PushHot,
+                retransmit,
+                worker: 0,
+                seq,
+                aux: 0,
+                pairs: vec![(3, 10), (5, -4)],
+            },
+        )
+    }
+
+    #[test]
+    fn repeat_write_error_is_rejected() {
+        // Fig. 10: the switch aggregated the push, its ACK was lost, the worker resends it
+        // with the retransmit flag: the records reject the second write, the ACK goes out again
+        let mut s = Switch::new(cfg(2), 8, None);
+        s.handle_packet(0, 0, &push(0, false));
+        assert!(s.poll_transmit(0).is_some(), "ACK");
+        s.handle_packet(10, 0, &push(0, true));
+        let again = s.poll_transmit(10).expect("the resend is acknowledged");
+        let (_, _, r) = wire::parse(&again.bytes).unwrap();
+        assert_eq!((r.kind, r.seq), (Kind::Ack, 0));
+        assert_eq!((s.registers[3], s.registers[5]), (10, -4));
+        assert_eq!(s.stats.duplicates_ignored, 1);
+    }
+
+    #[test]
+    fn unflagged_duplicates_double_count_unless_every_push_is_checked() {
+        // the paper checks only flagged packets: a copy the network duplicated is added twice
+        let mut s = Switch::new(cfg(2), 8, None);
+        s.handle_packet(0, 0, &push(0, false));
+        s.handle_packet(1, 0, &push(0, false));
+        assert_eq!(
+            s.registers[3], 20,
+            "the paper's rule double-counts a duplicate"
+        );
+        let mut c = cfg(2);
+        c.dedup_all = true;
+        let mut s = Switch::new(c, 8, None);
+        s.handle_packet(0, 0, &push(0, false));
+        s.handle_packet(1, 0, &push(0, false));
+        assert_eq!(s.registers[3], 10);
+        // and end to end under duplication
+        let mut c = cfg(4);
+        c.dedup_all = true;
+        let inp = inputs(4, 300, 8);
+        let o = run_sim(
+            &c,
+            &inp,
+            300,
+            None,
+            (0, 0),
+            Faults {
+                duplicate: 0.05,
+                seed: 8,
+                ..Faults::default()
+            },
+        );
+        assert!(o.finished && o.wrong == 0);
+    }
+
+    #[test]
+    fn malformed_frames_are_counted_not_fatal() {
+        let mut s = Switch::new(cfg(2), 8, None);
+        s.handle_packet(0, 0, &[1, 2, 3]);
+        let mut bad = push(0, false);
+        let l = bad.len();
+        bad.truncate(l - 3);
+        s.handle_packet(0, 0, &bad);
+        // a rank beyond the registers
+        let big = wire::emit(
+            0,
+            2,
+            &Repr {
+                kind: Kind::PushHot,
+                retransmit: false,
+                worker: 0,
+                seq: 1,
+                aux: 0,
+                pairs: vec![(99, 1)],
+            },
+        );
+        s.handle_packet(0, 0, &big);
+        assert_eq!(s.stats.malformed, 3);
+        assert!(s.registers.iter().all(|v| *v == 0));
+    }
+
+    #[test]
+    fn failover_mid_iteration_keeps_exact_sums() {
+        let workers = 4;
+        let c = cfg(workers);
+        let inp = inputs(workers, 2000, 12);
+        let mut nodes = build(&c, &inp, 2000, None);
+        let n = nodes.len();
+        let zero = vec![
+            NodeConfig {
+                rx_cost_ns: 0,
+                tx_cost_ns: 0
+            };
+            n
+        ];
+        let link = LinkConfig::gbps100();
+        let mut f = SimFabric::new(
+            std::mem::take(&mut nodes),
+            zero.clone(),
+            workers as u32,
+            link,
+            Faults::default(),
+        );
+        // run until the switch has aggregated some, not all, of the hot pushes
+        f.run_until(1_000_000_000, |ns| match &ns[workers] {
+            Node::Switch(s) => s.records.len() >= 40,
+            _ => false,
+        });
+        let mut nodes = f.into_nodes();
+        let Node::Switch(old) = &mut nodes[workers] else {
+            panic!("switch");
+        };
+        let mid = old.records.len();
+        assert!(mid >= 40 && mid < inp.iter().map(|(h, _)| h.len().div_ceil(24)).sum::<usize>());
+        // the switch fails: no more heartbeat replies; the controller notices and migrates
+        old.failed = true;
+        let mut ctl = Controller::new(10_000, 3);
+        ctl.on_reply(0);
+        assert!(!ctl.failing(20_000));
+        assert!(ctl.failing(40_000));
+        let mut standby = Switch::new(c.clone(), 2000, None);
+        ctl.migrate(old, &mut standby);
+        nodes[workers] = Node::Switch(Box::new(standby));
+        // frames in flight at the failure are lost; workers time out and resend (flagged),
+        // and the migrated records keep the standby from adding any push twice
+        let mut f = SimFabric::new(nodes, zero, workers as u32, link, Faults::default());
+        let rep = f
+            .run_until(1_000_000_000, |ns| {
+                ns[..workers].iter().all(Endpoint::is_done)
+            })
+            .clone();
+        let nodes = f.into_nodes();
+        assert!(rep.finished);
+        assert_eq!(check(&nodes, &inp), 0);
+        let Node::Switch(s) = &nodes[workers] else {
+            panic!("switch")
+        };
+        assert!(s.records.len() > mid);
+    }
+}
