@@ -103,7 +103,12 @@ impl State {
             .as_ref()
             .and_then(|e| e.entity.as_ref())
             .ok_or_else(|| Status::invalid_argument("an update without an entity"))?;
-        let info = self.p4info()?.clone();
+        // a field borrow, disjoint from the tables and registers written below (no copy)
+        let info = self
+            .config
+            .as_ref()
+            .and_then(|c| c.p4info.as_ref())
+            .ok_or_else(|| Status::failed_precondition("no forwarding pipeline config is set"))?;
         match entity {
             p4::entity::Entity::TableEntry(t) => {
                 let table = info

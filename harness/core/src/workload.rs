@@ -95,6 +95,15 @@ impl<'a> PointCtx<'a> {
             .ok_or_else(|| WorkloadError::Param(name.to_string()))
     }
 
+    /// A parameter of the point as text (a word such as `nic`, or a number written out).
+    pub fn text(&self, name: &str) -> Result<String, WorkloadError> {
+        self.point
+            .params
+            .get(name)
+            .map(|v| v.to_string())
+            .ok_or_else(|| WorkloadError::Param(name.to_string()))
+    }
+
     pub fn system(&self) -> &str {
         &self.point.system
     }

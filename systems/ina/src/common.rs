@@ -128,7 +128,14 @@ pub enum SetupError {
 pub trait System: Sync {
     /// snake_case id as in the specs: netreduce, switchml, switchml_rdma, atp.
     fn name(&self) -> &'static str;
-    fn build(&self, cfg: &AllReduceConfig) -> Result<Setup, SetupError>;
+    /// Build with the generated gradients of `cfg` (systems that take external inputs get
+    /// this for free from [`System::build_with`]).
+    fn build(&self, cfg: &AllReduceConfig) -> Result<Setup, SetupError> {
+        let inputs = (0..cfg.workers)
+            .map(|r| gradient(cfg.seed, r, cfg.elements))
+            .collect();
+        self.build_with(cfg, inputs)
+    }
     /// Build with the workers' inputs given (one vector of `elements` values per worker; float32
     /// bit patterns when the system sums floats) instead of generated gradients.
     fn build_with(
@@ -141,6 +148,16 @@ pub trait System: Sync {
             self.name()
         )))
     }
+}
+
+/// One input of `elements` values per worker, or an error.
+pub fn check_inputs(cfg: &AllReduceConfig, inputs: &[Vec<i32>]) -> Result<(), SetupError> {
+    if inputs.len() != cfg.workers || inputs.iter().any(|v| v.len() != cfg.elements) {
+        return Err(SetupError::Config(
+            "one input of `elements` values per worker".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// A node of a [`Setup`] on a fabric: a worker or the switch (or another endpoint).
@@ -171,6 +188,24 @@ pub fn total_retransmissions(nodes: &[SetupNode]) -> u64 {
                 None
             }
         })
+        .sum()
+}
+
+/// The switch's statistics of a finished run.
+pub fn switch_stats(nodes: &[SetupNode]) -> Option<SwitchStats> {
+    nodes.iter().find_map(|n| match n {
+        SetupNode::Switch(s) => Some(s.stats()),
+        _ => None,
+    })
+}
+
+/// A counter summed over every node of a finished run.
+pub fn counter_sum(nodes: &[SetupNode], name: &str) -> u64 {
+    nodes
+        .iter()
+        .flat_map(|n| n.counters())
+        .filter(|(k, _)| *k == name)
+        .map(|(_, v)| v)
         .sum()
 }
 

@@ -9,7 +9,7 @@
 //! by default (bit-exact against the reference sum); with the `float` knob the accelerator sums
 //! float32, as the paper's does, with the same addressing (training runs use this).
 
-use crate::common::{AllReduceConfig, HostStats, Setup, SetupError, System, Worker, gradient};
+use crate::common::{AllReduceConfig, HostStats, Setup, SetupError, System, Worker, check_inputs};
 use crate::fpga::Accelerator;
 use crate::roce::{Accept, Addr, RcResponder, RcSender};
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
@@ -316,24 +316,13 @@ impl System for NetReduce {
         "netreduce"
     }
 
-    fn build(&self, cfg: &AllReduceConfig) -> Result<Setup, SetupError> {
-        let inputs = (0..cfg.workers)
-            .map(|r| gradient(cfg.seed, r, cfg.elements))
-            .collect();
-        self.build_with(cfg, inputs)
-    }
-
     fn build_with(
         &self,
         cfg: &AllReduceConfig,
         inputs: Vec<Vec<i32>>,
     ) -> Result<Setup, SetupError> {
         let layout = Layout::new(cfg)?;
-        if inputs.len() != cfg.workers || inputs.iter().any(|v| v.len() != cfg.elements) {
-            return Err(SetupError::Config(
-                "one input of `elements` values per worker".into(),
-            ));
-        }
+        check_inputs(cfg, &inputs)?;
         let switch = cfg.workers as NodeId;
         let workers = inputs
             .iter()

@@ -11,7 +11,8 @@
 //! float32 bit patterns summed as f32 in ring order (what a training job's all-reduce does).
 
 use crate::common::{
-    AllReduceConfig, HostStats, Setup, SetupError, Switch, SwitchStats, System, Worker, gradient,
+    AllReduceConfig, HostStats, Setup, SetupError, Switch, SwitchStats, System, Worker,
+    check_inputs,
 };
 use crate::netreduce::{node_of_ip, worker_addr};
 use crate::roce::{Accept, RcResponder, RcSender};
@@ -364,24 +365,13 @@ impl System for RingAllReduce {
         "ring_allreduce"
     }
 
-    fn build(&self, cfg: &AllReduceConfig) -> Result<Setup, SetupError> {
-        let inputs: Vec<Vec<i32>> = (0..cfg.workers)
-            .map(|r| gradient(cfg.seed, r, cfg.elements))
-            .collect();
-        self.build_with(cfg, inputs)
-    }
-
     fn build_with(
         &self,
         cfg: &AllReduceConfig,
         inputs: Vec<Vec<i32>>,
     ) -> Result<Setup, SetupError> {
         let l = RingLayout::new(cfg)?;
-        if inputs.len() != cfg.workers || inputs.iter().any(|v| v.len() != cfg.elements) {
-            return Err(SetupError::Config(
-                "one input of `elements` values per worker".into(),
-            ));
-        }
+        check_inputs(cfg, &inputs)?;
         let switch = cfg.workers as NodeId;
         let workers = inputs
             .into_iter()

@@ -14,7 +14,8 @@
 //! the maximum instead of the sum) and then the integer aggregation of the scaled values.
 
 use crate::common::{
-    AllReduceConfig, HostStats, Setup, SetupError, Switch, SwitchStats, System, Worker, gradient,
+    AllReduceConfig, HostStats, Setup, SetupError, Switch, SwitchStats, System, Worker,
+    check_inputs,
 };
 use crate::tofino::{Pipeline, Recirculation, TofinoModel, goodput_share};
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
@@ -417,13 +418,6 @@ impl System for SwitchMl {
         "switchml"
     }
 
-    fn build(&self, cfg: &AllReduceConfig) -> Result<Setup, SetupError> {
-        let inputs = (0..cfg.workers)
-            .map(|r| gradient(cfg.seed, r, cfg.elements))
-            .collect();
-        self.build_with(cfg, inputs)
-    }
-
     fn build_with(
         &self,
         cfg: &AllReduceConfig,
@@ -431,11 +425,7 @@ impl System for SwitchMl {
     ) -> Result<Setup, SetupError> {
         let model = TofinoModel::PAPER;
         let layout = Layout::new(cfg, &model)?;
-        if inputs.len() != cfg.workers || inputs.iter().any(|v| v.len() != cfg.elements) {
-            return Err(SetupError::Config(
-                "one input of `elements` values per worker".into(),
-            ));
-        }
+        check_inputs(cfg, &inputs)?;
         let switch = cfg.workers as NodeId;
         let workers = inputs
             .into_iter()

@@ -207,13 +207,8 @@ impl Workload for Training {
     }
 
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
-        let text = |ctx: &PointCtx<'_>, k: &str, d: &str| {
-            ctx.point
-                .params
-                .get(k)
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| d.to_string())
-        };
+        let text =
+            |ctx: &PointCtx<'_>, k: &str, d: &str| ctx.text(k).unwrap_or_else(|_| d.to_string());
         let model_name = text(ctx, "model", "alexnet");
         let model = training::by_name(&model_name)
             .ok_or_else(|| WorkloadError::Invalid(format!("no model `{model_name}`")))?;

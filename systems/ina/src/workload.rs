@@ -11,7 +11,7 @@
 //! [`crate::udp_node`]; CPU is each worker's own threads' time), or with `emulated_fabric: mem`
 //! on the `mem` fabric (a thread per node).
 
-use crate::common::{AllReduceConfig, SetupNode, Switch, System, Worker, reference_sum};
+use crate::common::{AllReduceConfig, SetupNode, System, Worker, reference_sum, switch_stats};
 use crate::netreduce::NetReduce;
 use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
 use inabench_fabric::Endpoint;
@@ -309,7 +309,7 @@ impl Workload for Table6 {
         // host_stack: `nic` (the transport runs in a NIC: no host CPU per frame on the data
         // path), `software` (the system's host code, its cost per frame measured on this host),
         // or `paper` (what each system had in the paper: see `paper_host_stack`)
-        let stack = ctx.point.params.get("host_stack").map(|v| v.to_string());
+        let stack = ctx.text("host_stack").ok();
         let stack = match stack.as_deref() {
             None | Some("paper") => paper_host_stack(ctx.system()),
             Some("nic") => "nic",
@@ -326,12 +326,7 @@ impl Workload for Table6 {
             0
         };
         if ctx.fidelity == Fidelity::Emulated {
-            let fabric = ctx
-                .point
-                .params
-                .get("emulated_fabric")
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| "udp".into());
+            let fabric = ctx.text("emulated_fabric").unwrap_or_else(|_| "udp".into());
             match fabric.as_str() {
                 "udp" => {
                     ctx.fabric = "udp";
@@ -418,13 +413,6 @@ impl Workload for Table6 {
             .iter()
             .filter(|w| w.result().as_deref() != Some(&want[..]))
             .count();
-        let switch: Option<&dyn Switch> = nodes.iter().find_map(|n| {
-            if let SetupNode::Switch(s) = n {
-                Some(s.as_ref())
-            } else {
-                None
-            }
-        });
         let stats: Vec<_> = workers.iter().map(|w| w.stats()).collect();
         // emulated: wall time to the last worker's result; simulated: virtual start to end
         let dur_ns = if dur_ns > 0 {
@@ -438,29 +426,24 @@ impl Workload for Table6 {
                 .max(1) as f64
         };
         let n = stats.len().max(1) as f64;
-        let wire: f64 = stats.iter().map(|s| s.wire_bytes_tx as f64).sum::<f64>() / n;
-        let grad: f64 = stats.iter().map(|s| s.gradient_bytes as f64).sum::<f64>() / n;
-        let mut rtt: Vec<u64> = stats
-            .iter()
-            .flat_map(|s| s.rtt_ns.iter().copied())
-            .collect();
-        rtt.sort_unstable();
-        let busy: f64 = cpu_ns.iter().map(|c| *c as f64).sum::<f64>() / n;
-        ctx.record_if_declared("throughput", wire * 8.0 / dur_ns);
-        ctx.record_if_declared("goodput", grad * 8.0 / dur_ns);
-        ctx.record_if_declared("algbw", grad * 8.0 / dur_ns);
-        ctx.record_if_declared("elements_per_s", cfg.elements as f64 / (dur_ns / 1e9));
-        ctx.record_if_declared("cpu", busy / dur_ns * 100.0);
-        if let Some(m) = rtt.get(rtt.len() / 2) {
-            ctx.record_if_declared("rtt", *m as f64 / 1e3);
-        }
-        if let Some(s) = switch {
-            ctx.record_if_declared("switch_overhead", s.stats().overhead_fraction * 100.0);
-        }
         let retx: u64 = stats.iter().map(|s| s.retransmissions).sum();
-        ctx.record_if_declared("retransmissions", retx as f64);
-        ctx.record_if_declared("wrong_aggregates", wrong as f64);
-        ctx.record_if_declared("unfinished_workers", 0.0);
+        record_allreduce(
+            ctx,
+            Measured {
+                elements: cfg.elements,
+                dur_ns,
+                wire_bytes: stats.iter().map(|s| s.wire_bytes_tx as f64).sum::<f64>() / n,
+                gradient_bytes: stats.iter().map(|s| s.gradient_bytes as f64).sum::<f64>() / n,
+                cpu_percent: cpu_ns.iter().map(|c| *c as f64).sum::<f64>() / n / dur_ns * 100.0,
+                rtt_ns: stats
+                    .iter()
+                    .flat_map(|s| s.rtt_ns.iter().copied())
+                    .collect(),
+                switch_overhead: switch_stats(&nodes).map(|s| s.overhead_fraction),
+                retransmissions: retx,
+                wrong,
+            },
+        );
         ctx.counter("retransmissions", retx);
         ctx.counter("frames_dropped", dropped);
         ctx.counter("host_cost_ns", cost);
@@ -483,12 +466,7 @@ fn run_on_udp(
     faults: Faults,
 ) -> Result<(), WorkloadError> {
     use crate::udp_node::{NodeJob, Placement, Spawn, run_udp_placed};
-    let io = ctx
-        .point
-        .params
-        .get("io")
-        .map(|v| v.to_string())
-        .unwrap_or_else(|| "event".into());
+    let io = ctx.text("io").unwrap_or_else(|_| "event".into());
     if inabench_fabric::udp::IoModel::parse(&io).is_none() {
         return Err(WorkloadError::Invalid(format!(
             "io is `event`, `busy_poll` or `threads`, not `{io}`"
@@ -516,13 +494,7 @@ fn run_on_udp(
     let spawn = Spawn::detect();
     // placement: `loopback` (default) or `netns` (a namespace per node on a bridge, each link
     // limited to `host_rate_mbit` when given; needs root, else loopback with a warning)
-    let placement = match ctx
-        .point
-        .params
-        .get("placement")
-        .map(|v| v.to_string())
-        .as_deref()
-    {
+    let placement = match ctx.text("placement").ok().as_deref() {
         None | Some("loopback") => Placement::Loopback,
         Some("netns") if inabench_fabric::netns::is_root() => Placement::Netns {
             rate_mbit: ctx.param("host_rate_mbit").ok().filter(|r| *r > 0.0),
@@ -576,33 +548,60 @@ fn run_on_udp(
             "the all-reduce did not finish within its time limit (60 s): {unfinished} workers without a result"
         )));
     }
-    let dur_ns = (out.duration.as_nanos() as f64).max(1.0);
     let n = workers.len().max(1) as f64;
-    let wire = workers.iter().map(|w| w.wire_bytes_tx as f64).sum::<f64>() / n;
-    let grad = workers.iter().map(|w| w.gradient_bytes as f64).sum::<f64>() / n;
-    let cpu = workers
-        .iter()
-        .map(|w| w.cpu_ns as f64 / (w.wall_ns as f64).max(1.0) * 100.0)
-        .sum::<f64>()
-        / n;
-    let mut rtt: Vec<u64> = workers
-        .iter()
-        .flat_map(|w| w.rtt_ns.iter().copied())
-        .collect();
-    rtt.sort_unstable();
-    ctx.record_if_declared("throughput", wire * 8.0 / dur_ns);
-    ctx.record_if_declared("goodput", grad * 8.0 / dur_ns);
-    ctx.record_if_declared("algbw", grad * 8.0 / dur_ns);
-    ctx.record_if_declared("elements_per_s", cfg.elements as f64 / (dur_ns / 1e9));
-    ctx.record_if_declared("cpu", cpu);
-    if let Some(m) = rtt.get(rtt.len() / 2) {
-        ctx.record_if_declared("rtt", *m as f64 / 1e3);
+    record_allreduce(
+        ctx,
+        Measured {
+            elements: cfg.elements,
+            dur_ns: (out.duration.as_nanos() as f64).max(1.0),
+            wire_bytes: workers.iter().map(|w| w.wire_bytes_tx as f64).sum::<f64>() / n,
+            gradient_bytes: workers.iter().map(|w| w.gradient_bytes as f64).sum::<f64>() / n,
+            cpu_percent: workers
+                .iter()
+                .map(|w| w.cpu_ns as f64 / (w.wall_ns as f64).max(1.0) * 100.0)
+                .sum::<f64>()
+                / n,
+            rtt_ns: workers
+                .iter()
+                .flat_map(|w| w.rtt_ns.iter().copied())
+                .collect(),
+            switch_overhead: out.nodes.iter().find_map(|n| n.switch_overhead),
+            retransmissions: retx,
+            wrong: 0,
+        },
+    );
+    Ok(())
+}
+
+/// What one finished all-reduce measured, per worker (means over workers).
+struct Measured {
+    elements: usize,
+    dur_ns: f64,
+    wire_bytes: f64,
+    gradient_bytes: f64,
+    cpu_percent: f64,
+    rtt_ns: Vec<u64>,
+    switch_overhead: Option<f64>,
+    retransmissions: u64,
+    wrong: usize,
+}
+
+/// Table 6's metrics (and the reliability ones) of a finished all-reduce, whatever the fabric.
+fn record_allreduce(ctx: &mut PointCtx<'_>, mut m: Measured) {
+    let d = m.dur_ns;
+    ctx.record_if_declared("throughput", m.wire_bytes * 8.0 / d);
+    ctx.record_if_declared("goodput", m.gradient_bytes * 8.0 / d);
+    ctx.record_if_declared("algbw", m.gradient_bytes * 8.0 / d);
+    ctx.record_if_declared("elements_per_s", m.elements as f64 / (d / 1e9));
+    ctx.record_if_declared("cpu", m.cpu_percent);
+    m.rtt_ns.sort_unstable();
+    if let Some(r) = m.rtt_ns.get(m.rtt_ns.len() / 2) {
+        ctx.record_if_declared("rtt", *r as f64 / 1e3);
     }
-    if let Some(o) = out.nodes.iter().find_map(|n| n.switch_overhead) {
+    if let Some(o) = m.switch_overhead {
         ctx.record_if_declared("switch_overhead", o * 100.0);
     }
-    ctx.record_if_declared("retransmissions", retx as f64);
-    ctx.record_if_declared("wrong_aggregates", 0.0);
+    ctx.record_if_declared("retransmissions", m.retransmissions as f64);
+    ctx.record_if_declared("wrong_aggregates", m.wrong as f64);
     ctx.record_if_declared("unfinished_workers", 0.0);
-    Ok(())
 }

@@ -1,11 +1,12 @@
 //! ATP on the sim fabric: exact sums through the switch and the parameter server, collisions
 //! and resends under loss, and the recirculation the Tofino model counts.
 
-use inabench_fabric::Endpoint;
+mod support;
 use inabench_fabric::fault::Faults;
 use inabench_ina::atp::Atp;
-use inabench_ina::common::{AllReduceConfig, SetupNode, reference_sum, total_retransmissions};
+use inabench_ina::common::{AllReduceConfig, counter_sum, switch_stats, total_retransmissions};
 use inabench_ina::workload::run_sim;
+use support::check;
 
 fn cfg(elements: usize, knobs: Vec<(String, f64)>) -> AllReduceConfig {
     AllReduceConfig {
@@ -19,27 +20,6 @@ fn cfg(elements: usize, knobs: Vec<(String, f64)>) -> AllReduceConfig {
     }
 }
 
-fn check(nodes: &[SetupNode], c: &AllReduceConfig) {
-    let want = reference_sum(c.seed, c.workers, c.elements);
-    let mut n_workers = 0;
-    for n in nodes {
-        if let SetupNode::Worker(w) = n {
-            n_workers += 1;
-            assert_eq!(w.result().as_deref(), Some(&want[..]), "worker {}", w.id());
-        }
-    }
-    assert_eq!(n_workers, c.workers);
-}
-
-fn counter(nodes: &[SetupNode], name: &str) -> u64 {
-    nodes
-        .iter()
-        .flat_map(|n| n.counters())
-        .filter(|(k, _)| *k == name)
-        .map(|(_, v)| v)
-        .sum()
-}
-
 #[test]
 fn exact_sum_and_half_the_pipeline_spent_on_recirculation() {
     let c = cfg(62 * 500 + 7, vec![]);
@@ -47,13 +27,7 @@ fn exact_sum_and_half_the_pipeline_spent_on_recirculation() {
     assert!(rep.finished);
     check(&nodes, &c);
     assert_eq!(total_retransmissions(&nodes), 0);
-    let s = nodes
-        .iter()
-        .find_map(|n| match n {
-            SetupNode::Switch(s) => Some(s.stats()),
-            _ => None,
-        })
-        .expect("switch");
+    let s = switch_stats(&nodes).expect("switch");
     // every packet (6 x 501 contributions and the 501 ACKs, plus collisions' forwards) took two passes
     assert!(s.recirculations >= 6 * 501 + 501, "{s:?}");
     assert!((s.overhead_fraction - 0.5).abs() < 1e-9, "{s:?}");
@@ -66,8 +40,11 @@ fn collisions_go_to_the_parameter_server_and_still_sum_exactly() {
     let (nodes, rep) = run_sim(&Atp, &c, Faults::default(), 0, 10_000_000_000).expect("run");
     assert!(rep.finished);
     check(&nodes, &c);
-    assert!(counter(&nodes, "collisions") > 100, "collisions happened");
-    assert!(counter(&nodes, "ps_partial_or_raw") > 0);
+    assert!(
+        counter_sum(&nodes, "collisions") > 100,
+        "collisions happened"
+    );
+    assert!(counter_sum(&nodes, "ps_partial_or_raw") > 0);
 }
 
 #[test]

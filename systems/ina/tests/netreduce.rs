@@ -1,12 +1,12 @@
 //! NetReduce on the sim fabric: exact sums, under loss, duplication and reordering too.
 
+mod support;
 use inabench_fabric::Endpoint;
 use inabench_fabric::fault::Faults;
 use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric, SimReport};
-use inabench_ina::common::{
-    AllReduceConfig, SetupNode, System, reference_sum, total_retransmissions,
-};
+use inabench_ina::common::{AllReduceConfig, SetupNode, System, total_retransmissions};
 use inabench_ina::netreduce::NetReduce;
+use support::check;
 
 fn cfg(workers: usize, elements: usize, msg_packets: f64) -> AllReduceConfig {
     AllReduceConfig {
@@ -38,18 +38,6 @@ fn run(c: &AllReduceConfig, faults: Faults) -> (Vec<SetupNode>, SimReport) {
         .run_until(10_000_000_000, |nodes| nodes.iter().all(Endpoint::is_done))
         .clone();
     (f.into_nodes(), rep)
-}
-
-fn check(nodes: &[SetupNode], c: &AllReduceConfig) {
-    let want = reference_sum(c.seed, c.workers, c.elements);
-    for n in nodes {
-        if let SetupNode::Worker(w) = n {
-            let got = w.result().expect("every worker has the result");
-            assert_eq!(got.len(), want.len());
-            let bad = got.iter().zip(&want).filter(|(a, b)| a != b).count();
-            assert_eq!(bad, 0, "worker {} has {bad} wrong elements", w.id());
-        }
-    }
 }
 
 #[test]

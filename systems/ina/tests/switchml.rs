@@ -1,10 +1,12 @@
 //! SwitchML on the sim fabric: exact sums, under loss, duplication and reordering too.
 
+mod support;
 use inabench_fabric::fault::Faults;
-use inabench_ina::common::{AllReduceConfig, SetupNode, reference_sum, total_retransmissions};
+use inabench_ina::common::{AllReduceConfig, switch_stats, total_retransmissions};
 use inabench_ina::switchml::{SwitchMl, payload_bound};
 use inabench_ina::tofino::TofinoModel;
 use inabench_ina::workload::run_sim;
+use support::check;
 
 fn cfg(elements: usize) -> AllReduceConfig {
     AllReduceConfig {
@@ -15,15 +17,6 @@ fn cfg(elements: usize) -> AllReduceConfig {
         mtu: 1024,
         timeout_ns: 50_000,
         knobs: vec![],
-    }
-}
-
-fn check(nodes: &[SetupNode], c: &AllReduceConfig) {
-    let want = reference_sum(c.seed, c.workers, c.elements);
-    for n in nodes {
-        if let SetupNode::Worker(w) = n {
-            assert_eq!(w.result().as_deref(), Some(&want[..]), "worker {}", w.id());
-        }
     }
 }
 
@@ -54,16 +47,7 @@ fn exact_sum_without_and_with_faults() {
 fn one_pass_per_packet_and_the_payload_bound() {
     let c = cfg(4_800);
     let (nodes, _) = run_sim(&SwitchMl, &c, Faults::default(), 0, 10_000_000_000).expect("run");
-    let s = nodes
-        .iter()
-        .find_map(|n| {
-            if let SetupNode::Switch(s) = n {
-                Some(s.stats())
-            } else {
-                None
-            }
-        })
-        .expect("switch");
+    let s = switch_stats(&nodes).expect("switch");
     assert_eq!(s.recirculations, 0, "48 values fit one pass");
     assert_eq!(s.packets_in, 6 * 100);
     let bound = payload_bound(&TofinoModel::PAPER);

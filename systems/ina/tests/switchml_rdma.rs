@@ -2,13 +2,14 @@
 //! loss handled by the application, results whose ICRC the switch could not recompute, and the
 //! loopback ports of the chained pipelines.
 
-use inabench_fabric::Endpoint;
+mod support;
 use inabench_fabric::fault::Faults;
-use inabench_ina::common::{AllReduceConfig, SetupNode, reference_sum, total_retransmissions};
+use inabench_ina::common::{AllReduceConfig, counter_sum, switch_stats, total_retransmissions};
 use inabench_ina::switchml_rdma::SwitchMlRdma;
 use inabench_ina::workload::run_sim_tapped;
 use inabench_wire::ib::opcode;
 use inabench_wire::roce::{FrameRepr, IcrcCheck};
+use support::check;
 
 fn cfg(elements: usize) -> AllReduceConfig {
     AllReduceConfig {
@@ -20,27 +21,6 @@ fn cfg(elements: usize) -> AllReduceConfig {
         timeout_ns: 50_000,
         knobs: vec![],
     }
-}
-
-fn check(nodes: &[SetupNode], c: &AllReduceConfig) {
-    let want = reference_sum(c.seed, c.workers, c.elements);
-    let mut k = 0;
-    for n in nodes {
-        if let SetupNode::Worker(w) = n {
-            k += 1;
-            assert_eq!(w.result().as_deref(), Some(&want[..]), "worker {}", w.id());
-        }
-    }
-    assert_eq!(k, c.workers);
-}
-
-fn counter(nodes: &[SetupNode], name: &str) -> u64 {
-    nodes
-        .iter()
-        .flat_map(|n| n.counters())
-        .filter(|(k, _)| *k == name)
-        .map(|(_, v)| v)
-        .sum()
 }
 
 #[test]
@@ -61,13 +41,7 @@ fn exact_sum_uc_writes_and_three_quarters_of_the_ports_in_loopback() {
     assert!(rep.finished);
     check(&nodes, &c);
     assert_eq!(total_retransmissions(&nodes), 0);
-    let s = nodes
-        .iter()
-        .find_map(|n| match n {
-            SetupNode::Switch(s) => Some(s.stats()),
-            _ => None,
-        })
-        .expect("switch");
+    let s = switch_stats(&nodes).expect("switch");
     assert!((s.overhead_fraction - 0.75).abs() < 1e-9, "{s:?}");
     // 768 bytes per packet: four passes, i.e. three through the chained pipelines
     assert_eq!(s.recirculations, 3 * 6 * 301);
@@ -116,7 +90,7 @@ fn application_level_resend_survives_loss_duplication_and_reordering() {
     check(&nodes, &c);
     assert!(total_retransmissions(&nodes) > 0);
     assert!(
-        counter(&nodes, "unlinked_dropped") > 0,
+        counter_sum(&nodes, "unlinked_dropped") > 0,
         "a lost first packet drops the rest of its message"
     );
 }

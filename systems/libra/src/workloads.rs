@@ -37,11 +37,7 @@ fn invalid(e: impl std::fmt::Display) -> WorkloadError {
 }
 
 pub(crate) fn str_param(ctx: &PointCtx<'_>, name: &str) -> Result<String, WorkloadError> {
-    ctx.point
-        .params
-        .get(name)
-        .map(|v| v.to_string())
-        .ok_or_else(|| WorkloadError::Param(name.to_string()))
+    ctx.text(name)
 }
 
 pub(crate) fn opt(ctx: &PointCtx<'_>, name: &str, d: f64) -> f64 {

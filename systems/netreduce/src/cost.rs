@@ -103,9 +103,9 @@ impl Workload for Cost {
     }
 
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
-        let bom = match ctx.point.params.get("bom_file") {
-            Some(p) => Bom::load(&p.to_string()),
-            None => Bom::parse("experiments/netreduce/data/bom.yaml", BOM),
+        let bom = match ctx.text("bom_file") {
+            Ok(p) => Bom::load(&p),
+            Err(_) => Bom::parse("experiments/netreduce/data/bom.yaml", BOM),
         }
         .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
         let extra = ctx.param("extra_ports")?;

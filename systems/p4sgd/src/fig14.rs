@@ -302,13 +302,7 @@ impl Workload for Fig14 {
     }
 
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
-        let s = |ctx: &PointCtx<'_>, k: &str| -> Result<String, WorkloadError> {
-            ctx.point
-                .params
-                .get(k)
-                .map(|v| v.to_string())
-                .ok_or_else(|| WorkloadError::Param(k.into()))
-        };
+        let s = |ctx: &PointCtx<'_>, k: &str| ctx.text(k);
         let dataset = s(ctx, "dataset")?;
         let glm_name = s(ctx, "glm")?;
         let glm_kind = Glm::parse(&glm_name).ok_or_else(|| {

@@ -83,13 +83,7 @@ impl Workload for Quality {
     }
 
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
-        let text = |k: &str, d: &str| {
-            ctx.point
-                .params
-                .get(k)
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| d.to_string())
-        };
+        let text = |k: &str, d: &str| ctx.text(k).unwrap_or_else(|_| d.to_string());
         let model = text("model", "mlp");
         let fabric = match text("fabric", "sim").as_str() {
             "sim" => Fabric::Sim,
