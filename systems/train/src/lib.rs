@@ -10,6 +10,7 @@
 //! serve better; a larger model would be the time to revisit (the clean-build time we measured
 //! for candle is in the note).
 
+pub mod adam;
 pub mod data;
 pub mod dp;
 pub mod model;
