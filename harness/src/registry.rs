@@ -16,6 +16,9 @@ impl Registry {
         workloads.extend(inabench_train::workloads());
         workloads.extend(inabench_libra::workloads());
         workloads.extend(inabench_aleph::workloads());
+        workloads.extend(inabench_luwu::workloads());
+        workloads.extend(inabench_luwu_ooc::workloads());
+        workloads.extend(inabench_luwu_model::workloads());
         workloads.push(Box::new(crate::probe::Probe));
         Registry { workloads }
     }

@@ -1,6 +1,8 @@
 //! `libra.aggregation`: aggregation throughput of one iteration of sparse gradients on the `sim`
 //! fabric at 100 Gbps (Fig. 12, 14, 18).
 //!
+//! - `libra_float`: `libra` with the hot values as f32 summed by the table lookups in the
+//!   switch's data path (its passes hold the pipeline; see `float_sum` below);
 //! - `libra`: hot parameters (the top `hot_params_k` thousand, default the paper's choice for the
 //!   model, identified from an 8% sample) through the switch program, cold ones through one
 //!   parameter server; `ps_lite`: every pair through the server;
@@ -10,10 +12,21 @@
 //!   and the model's time is params / rate (streaming is linear in size; simulating 150M
 //!   elements per worker would not fit a quick profile).
 //!
+//! Options (spec parameters): `memory_mb` (the switch memory cap: it bounds the hot set, 4 B a
+//! parameter, and sizes SwitchML's pool), `scale_hot_with_memory` with `base_memory_mb` (Fig. 13:
+//! the hot set is the model's default times memory_mb / base_memory_mb; `throughput_gain` is
+//! against the same system at base_memory_mb), `float_sum` (the switch adds Libra's f32 values
+//! with the table lookups in its data path instead of int32; the recirculations the lookups
+//! need are counted in `recirculations_per_packet`).
+//!
+//! The switch: no CPU cost per frame, but every frame and every recirculated pass takes its
+//! pipeline for the frame's time at one pipeline's bandwidth (1.6 Tbps, [`crate::proto::pass_ns`]),
+//! and what the frame sends leaves after its passes.
+//!
 //! Host costs: a worker's and the server's per-frame cost is the CPU time our endpoint code
 //! takes per frame on this machine, measured in a calibration run of the same point with zero
 //! charged cost (a Timed wrapper, as `netreduce.table6` does), then charged on the fabric; the
-//! switch costs nothing per frame (a pipeline). Throughput is the non-zero pairs all workers
+//! switch costs no CPU per frame (a pipeline: its time is the pass occupancy above). Throughput is the non-zero pairs all workers
 //! pushed divided by the iteration's time (first push to the last worker holding all its
 //! results, in virtual time). Every worker's result is checked against the exact sums; a
 //! mismatch fails the point.
@@ -28,12 +41,15 @@ use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-/// The inputs of one point: each worker's hot and cold pairs.
+/// The inputs of one point: each worker's hot and cold pairs. With `float`, the hot values are
+/// f32 bit patterns: the generator's integer value times 2^-20 (exact in f32; gradient-sized,
+/// |x| < 1), for the switch's table-lookup float sum.
 pub fn inputs(
     gen_: &SparseGen,
     hot: &HashMap<u64, u32>,
     workers: usize,
     libra: bool,
+    float: bool,
 ) -> Result<Inputs, WorkloadError> {
     (0..workers)
         .map(|w| {
@@ -41,7 +57,14 @@ pub fn inputs(
             let mut c = Vec::new();
             for (k, v) in gen_.gradient(w, 2_000_000) {
                 match hot.get(&k) {
-                    Some(r) if libra => h.push((*r, v)),
+                    Some(r) if libra => h.push((
+                        *r,
+                        if float {
+                            (v as f32 * 2f32.powi(-20)).to_bits() as i32
+                        } else {
+                            v
+                        },
+                    )),
                     _ => c.push((
                         u32::try_from(k).map_err(|_| {
                             WorkloadError::Invalid("a key does not fit 32 bits".into())
@@ -55,6 +78,22 @@ pub fn inputs(
         .collect()
 }
 
+/// This thread's CPU time (CLOCK_THREAD_CPUTIME_ID), ns: what the calibration charges, so
+/// that time the thread spends preempted on a busy shared host does not count as the code's
+/// cost (the wall clock did: calibrations of the same point varied 2x under load).
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 struct Timed {
     inner: Node,
     ns: u64,
@@ -66,15 +105,15 @@ impl Endpoint for Timed {
         self.inner.id()
     }
     fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
-        let t = std::time::Instant::now();
+        let t = thread_cpu_ns();
         self.inner.handle_packet(now, from, frame);
-        self.ns += t.elapsed().as_nanos() as u64;
+        self.ns += thread_cpu_ns().saturating_sub(t);
         self.frames += 1;
     }
     fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
-        let t = std::time::Instant::now();
+        let t = thread_cpu_ns();
         let r = self.inner.poll_transmit(now);
-        self.ns += t.elapsed().as_nanos() as u64;
+        self.ns += thread_cpu_ns().saturating_sub(t);
         if r.is_some() {
             self.frames += 1;
         }
@@ -178,7 +217,8 @@ pub fn run_sim(
 }
 
 /// Measure the per-frame CPU cost of our worker and server code on this machine: one lossless
-/// run with zero charged cost, time inside the endpoints over the frames they handled.
+/// run with zero charged cost, the thread CPU time spent inside the endpoints over the frames
+/// they handled.
 pub fn calibrate(cfg: &Config, inputs: &Inputs, hot_params: usize) -> (u64, u64) {
     let nodes: Vec<Timed> = proto::build(cfg, inputs, hot_params, None)
         .into_iter()
@@ -215,12 +255,18 @@ pub fn calibrate(cfg: &Config, inputs: &Inputs, hot_params: usize) -> (u64, u64)
     )
 }
 
-/// [`calibrate`] once per process for a configuration (system, task, workers, hot set, data):
-/// the lossy runs of a sweep and the baselines of a point then share the same costs.
+/// [`calibrate`] once per process for a configuration (system, task, workers, data): the lossy
+/// runs of a sweep, the hot-set and memory sweeps and the baselines of a point then share the
+/// same costs.
 fn calibrated(key: &PointKey, cfg: &Config, inputs: &Inputs, hot_params: usize) -> (u64, u64) {
     static COSTS: OnceLock<Mutex<HashMap<PointKey, (u64, u64)>>> = OnceLock::new();
     let mut k = key.clone();
-    k.4 = 0; // loss does not change the code's cost per frame
+    // loss, the hot set's size and the memory cap do not change the code's cost per frame;
+    // sharing one calibration keeps the noise of a busy host out of comparisons along them
+    // (Fig. 13, 14, 18)
+    k.3 = 0;
+    k.4 = 0;
+    k.5 = 0;
     let cache = COSTS.get_or_init(|| Mutex::new(HashMap::new()));
     if let Some(c) = cache.lock().ok().and_then(|m| m.get(&k).copied()) {
         return c;
@@ -236,7 +282,11 @@ fn calibrated(key: &PointKey, cfg: &Config, inputs: &Inputs, hot_params: usize) 
 }
 
 /// SwitchML's dense time for `params` elements per worker under `memory_mb` of switch memory.
-fn switchml_time_ns(workers: usize, params: u64, memory_mb: f64) -> Result<f64, WorkloadError> {
+pub(crate) fn switchml_time_ns(
+    workers: usize,
+    params: u64,
+    memory_mb: f64,
+) -> Result<f64, WorkloadError> {
     use inabench_ina::common::{AllReduceConfig, SetupNode, System};
     type Key = (usize, u64);
     static CACHE: OnceLock<Mutex<HashMap<Key, f64>>> = OnceLock::new();
@@ -302,13 +352,17 @@ fn measure(
     system: &str,
     hot_k: usize,
     loss: f64,
+    memory_mb: f64,
 ) -> Result<Measured, WorkloadError> {
     static CACHE: OnceLock<Mutex<HashMap<PointKey, (f64, u64)>>> = OnceLock::new();
     let task = task_of(ctx)?;
     let workers = ctx.param("workers")? as usize;
-    let memory_mb = opt(ctx, "memory_mb", 1.0);
     let key: PointKey = (
-        system.to_string(),
+        if system == "libra" && opt(ctx, "float_sum", 0.0) > 0.0 {
+            format!("{system}/float")
+        } else {
+            system.to_string()
+        },
         task.name.to_string(),
         workers,
         hot_k,
@@ -336,10 +390,12 @@ fn measure(
         hot_k,
         data_seed,
     )?;
-    let libra = system == "libra";
-    let inp = inputs(&gen_, &hot, workers, libra)?;
+    let libra = system == "libra" || system == "libra_float";
+    // `libra_float`, or `libra` with float_sum: the switch sums f32 by table lookups
+    let float = system == "libra_float" || (libra && opt(ctx, "float_sum", 0.0) > 0.0);
+    let inp = inputs(&gen_, &hot, workers, libra, float)?;
     let pairs: u64 = inp.iter().map(|(h, c)| (h.len() + c.len()) as u64).sum();
-    if (system != "libra" || loss == 0.0)
+    if (!libra || loss == 0.0)
         && let Some((d, p)) = cache.lock().ok().and_then(|m| m.get(&key).copied())
     {
         return Ok(Measured {
@@ -363,6 +419,7 @@ fn measure(
             hot_cap: crate::layout::pairs_per_packet(&inabench_ina::tofino::TofinoModel::PAPER),
             cold_cap: opt(ctx, "ps_pairs_per_packet", 128.0) as usize,
             dedup_all: false,
+            float,
         };
         let n_hot = hot.len().max(1);
         let m = opt(ctx, "registers", 48.0) as usize;
@@ -417,34 +474,55 @@ impl Workload for Aggregation {
         "sim"
     }
     fn systems(&self) -> Option<&'static [&'static str]> {
-        Some(&["libra", "ps_lite", "switchml"])
+        Some(&["libra", "libra_float", "ps_lite", "switchml"])
     }
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
         let task = task_of(ctx)?;
         let default_k = task.paper_hot as usize;
+        let memory_mb = opt(ctx, "memory_mb", 1.0);
+        // the paper's default configuration: 1 MB of switch memory (Sec. 5.1)
+        let base_memory = opt(ctx, "base_memory_mb", memory_mb);
+        // Fig. 13: "we correspondingly double the number of hot parameters from 30K to 60K"
+        // when the cap doubles, so with `scale_hot_with_memory` the hot set is the paper's
+        // default times memory_mb / base_memory_mb
+        let scale = opt(ctx, "scale_hot_with_memory", 0.0) > 0.0;
+        let hot_at = |mem: f64| -> usize {
+            if scale {
+                (default_k as f64 * mem / base_memory).round() as usize
+            } else {
+                default_k
+            }
+        };
         let hot_k = ctx
             .param("hot_params_k")
             .map(|k| (k * 1000.0) as usize)
-            .unwrap_or(default_k);
+            .unwrap_or_else(|_| hot_at(memory_mb));
         let loss = opt(ctx, "loss", 0.0);
         let system = ctx.system().to_string();
-        let me = measure(ctx, &system, hot_k, loss)?;
+        let me = measure(ctx, &system, hot_k, loss, memory_mb)?;
         let thr = me.pairs as f64 / me.duration_ns * 1e3; // million pairs per second
         ctx.record_if_declared("throughput", thr);
         ctx.record_if_declared("iteration_us", me.duration_ns / 1e3);
         if ctx.declares("throughput_norm") {
-            // against Libra at the same point (Fig. 12) or at the default hot set (Fig. 14)
-            let base_k = if ctx.point.params.contains_key("hot_params_k") {
+            // against Libra at the same point (Fig. 12), at the default hot set (Fig. 14) or
+            // at the default configuration (Fig. 13)
+            let base_k = if ctx.point.params.contains_key("hot_params_k") || scale {
                 default_k
             } else {
                 hot_k
             };
-            let base = measure(ctx, "libra", base_k, loss)?;
+            let base = measure(ctx, "libra", base_k, loss, base_memory)?;
             let base_thr = base.pairs as f64 / base.duration_ns * 1e3;
             ctx.record("throughput_norm", thr / base_thr);
         }
+        if ctx.declares("throughput_gain") {
+            // against the same system at the base memory cap (Fig. 13)
+            let base = measure(ctx, &system, hot_at(base_memory), loss, base_memory)?;
+            let base_thr = base.pairs as f64 / base.duration_ns * 1e3;
+            ctx.record("throughput_gain", (thr / base_thr - 1.0) * 100.0);
+        }
         if ctx.declares("time_increase") {
-            let base = measure(ctx, &system, hot_k, 0.0)?;
+            let base = measure(ctx, &system, hot_k, 0.0, memory_mb)?;
             ctx.record(
                 "time_increase",
                 (me.duration_ns / base.duration_ns - 1.0) * 100.0,
@@ -474,10 +552,12 @@ impl Workload for Aggregation {
             ctx.log(
                 LogLevel::Info,
                 format!(
-                    "switchml {}: {} dense elements per worker in {:.1} us (rate measured on sim)",
+                    "switchml {}: {} dense elements per worker in {:.1} us (rate measured on sim: {:.2} Gbps of values a worker; pool of {} slots at {memory_mb} MB)",
                     task.name,
                     task.params,
-                    me.duration_ns / 1e3
+                    me.duration_ns / 1e3,
+                    task.params as f64 * 32.0 / me.duration_ns,
+                    ((memory_mb * 1048576.0) / (2.0 * 192.0)).floor().clamp(1.0, 32767.0)
                 ),
             );
         }

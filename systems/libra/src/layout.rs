@@ -159,10 +159,44 @@ impl RegisterPipeline {
         p
     }
 
+    /// Process one packet whose pairs are added with the table-lookup float sum; returns its
+    /// passes: at least [`float_passes`] and at least what its registers need.
+    pub fn process_float(&mut self, pkt: &[u32], placement: &Placement, frame_bytes: u32) -> u32 {
+        let p = passes(pkt, placement, &self.pipeline.model).max(float_passes(pkt.len()));
+        let s = &mut self.pipeline.stats;
+        s.packets += 1;
+        s.passes += u64::from(p);
+        s.recirculations += u64::from(p - 1);
+        s.recirculated_bytes += u64::from(p - 1) * u64::from(frame_bytes);
+        p
+    }
+
     pub fn recirculations_per_packet(&self) -> f64 {
         let s = &self.pipeline.stats;
         s.recirculations as f64 / s.packets.max(1) as f64
     }
+}
+
+/// The stages of one table-lookup float add's dependency chain ([`crate::float`]): the
+/// operands' `epo`, then `log_m` / `log_dm` / `log_mln2` (same stage), `exp_corr` (the log
+/// value L is an add in the same stage's action), then θ = L_b - L_a and the miTable key, `mi`,
+/// L + mi and the expTable key, `exp`, and the register write: 7 stages, within a pass of the
+/// model's 12.
+pub const FLOAT_ADD_STAGES: u32 = 7;
+
+/// How many times one add applies its most used table: both operands (the register's running
+/// sum and the pushed value) go through `epo`, `log_m`, `log_dm`, `log_mln2` and `exp_corr`.
+pub const FLOAT_TABLE_USES_PER_ADD: u32 = 2;
+
+/// Passes a packet of `pairs` float adds needs on the Tofino model with one copy of the seven
+/// tables (the 408.5 KB the paper counts): a table is applied at most once per pass, and every
+/// add applies the conversion tables twice, so n adds need at least 2n passes; 2n suffice, as
+/// each add's chain ([`FLOAT_ADD_STAGES`]) fits in a pass. Our model's choice where the paper is
+/// silent (it gives no stage count); it does not model the register being read in one pass and
+/// written in a later one (a real program would hold the slot across the passes).
+pub fn float_passes(pairs: usize) -> u32 {
+    const { assert!(FLOAT_ADD_STAGES <= TofinoModel::PAPER.stages) };
+    (pairs as u32 * FLOAT_TABLE_USES_PER_ADD).max(1)
 }
 
 /// Pairs a pass can carry on the model (192 B / 8 B = 24).

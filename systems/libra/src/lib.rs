@@ -10,12 +10,14 @@
 //!   the Tofino pipeline model;
 //! - [`wire`], [`proto`]: Libra's header, the switch program (Libra_p and Libra_s), the parameter
 //!   server and the workers as sans-IO endpoints;
+//! - [`negotiation`]: SwitchML's scaling-factor negotiation (Fig. 17) as an op_max all-reduce;
 //! - [`workloads`]: the experiments.
 
 pub mod aggregation;
 pub mod float;
 pub mod hot;
 pub mod layout;
+pub mod negotiation;
 pub mod proto;
 pub mod sparse;
 pub mod wire;

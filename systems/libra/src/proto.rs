@@ -20,9 +20,13 @@
 //!    resends unacknowledged ones.
 //!
 //! Values are int32 and sums wrap exactly, so every aggregate can be compared with an exact
-//! reference; the float path ([`crate::float`]) is checked on its own against its error bound.
+//! reference. With `Config::float` the hot values are f32 bit patterns and the switch adds them
+//! with the table-lookup float sum ([`crate::float`]) in its data path, counting the passes the
+//! lookups need on the Tofino model ([`crate::layout::float_passes`]); the reference then replays
+//! the switch's aggregation order with the same lookup sum ([`float_reference`]), bit for bit.
 //! All traffic crosses the switch (a star): the switch forwards what is not addressed to it.
 
+use crate::float::FloatTables;
 use crate::layout::{Placement, RegisterPipeline, package_alg1, package_sequential};
 use crate::wire::{self, Kind, Repr};
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
@@ -41,6 +45,10 @@ pub struct Config {
     pub cold_cap: usize,
     /// Check every push against the switch's records, not only flagged retransmissions.
     pub dedup_all: bool,
+    /// Hot values are f32 bit patterns and the switch adds them with the table-lookup float
+    /// sum ([`crate::float`]) in its data path; false: int32 with wrapping sums. The cold path
+    /// (the server, a CPU) keeps exact integer sums either way.
+    pub float: bool,
 }
 
 impl Config {
@@ -55,14 +63,15 @@ impl Config {
 /// A reliable sender: numbered messages, a window, per-packet ACKs, retransmission on timeout.
 /// The timeout adapts as TCP's does (RFC 6298: SRTT + 4 RTTVAR from the ACKs of packets sent
 /// once, Karn's rule; doubled on a timeout), never below the configured one: a fixed timeout
-/// shorter than the queueing at a busy server sets off retransmission storms.
+/// shorter than the queueing at a busy server sets off retransmission storms. As TCP keeps one
+/// estimator per connection, there is one per destination: a worker's pushes go to the switch
+/// (acknowledged within microseconds) and to the server (behind its queue, milliseconds), and
+/// one shared estimator, pulled down by the switch's ACKs, timed out most cold pushes spuriously.
 #[derive(Debug, Default)]
 struct Reliable {
     sent_at: Vec<Nanos>,
     retried: Vec<bool>,
-    srtt: f64,
-    rttvar: f64,
-    backoff: u32,
+    est: HashMap<NodeId, RttEstimate>,
     msgs: Vec<(NodeId, Repr)>,
     /// 0 unsent, 1 in flight, 2 acknowledged
     state: Vec<u8>,
@@ -71,6 +80,14 @@ struct Reliable {
     next: usize,
     acked: usize,
     retransmissions: u64,
+}
+
+/// RFC 6298's state for one destination.
+#[derive(Debug, Default, Clone, Copy)]
+struct RttEstimate {
+    srtt: f64,
+    rttvar: f64,
+    backoff: u32,
 }
 
 impl Reliable {
@@ -96,21 +113,23 @@ impl Reliable {
             self.deadline.remove(&seq);
             if !self.retried[i] {
                 let rtt = now.saturating_sub(self.sent_at[i]) as f64;
-                if self.srtt == 0.0 {
-                    self.srtt = rtt;
-                    self.rttvar = rtt / 2.0;
+                let e = self.est.entry(self.msgs[i].0).or_default();
+                if e.srtt == 0.0 {
+                    e.srtt = rtt;
+                    e.rttvar = rtt / 2.0;
                 } else {
-                    self.rttvar = 0.75 * self.rttvar + 0.25 * (self.srtt - rtt).abs();
-                    self.srtt = 0.875 * self.srtt + 0.125 * rtt;
+                    e.rttvar = 0.75 * e.rttvar + 0.25 * (e.srtt - rtt).abs();
+                    e.srtt = 0.875 * e.srtt + 0.125 * rtt;
                 }
-                self.backoff = 0;
+                e.backoff = 0;
             }
         }
     }
 
-    fn rto(&self, min: u64) -> u64 {
-        let base = (self.srtt + 4.0 * self.rttvar) as u64;
-        (base.max(min) << self.backoff.min(10)).min(1_000_000_000)
+    fn rto(&self, min: u64, to: NodeId) -> u64 {
+        let e = self.est.get(&to).copied().unwrap_or_default();
+        let base = (e.srtt + 4.0 * e.rttvar) as u64;
+        (base.max(min) << e.backoff.min(10)).min(1_000_000_000)
     }
 
     /// The next frame; `via`: the next hop (hosts send everything through the switch).
@@ -136,7 +155,7 @@ impl Reliable {
         } else {
             self.sent_at[seq as usize] = now;
         }
-        let deadline = now + self.rto(rto);
+        let deadline = now + self.rto(rto, self.msgs[seq as usize].0);
         let (to, r) = &mut self.msgs[seq as usize];
         r.retransmit = retx;
         self.state[seq as usize] = 1;
@@ -158,8 +177,12 @@ impl Reliable {
             .filter(|(_, d)| **d <= now)
             .map(|(s, _)| *s)
             .collect();
-        if !due.is_empty() {
-            self.backoff += 1;
+        let mut backed_off = HashSet::new();
+        for s in &due {
+            let to = self.msgs[*s as usize].0;
+            if backed_off.insert(to) {
+                self.est.entry(to).or_default().backoff += 1;
+            }
         }
         for s in due {
             self.deadline.remove(&s);
@@ -439,6 +462,25 @@ pub struct Switch {
     pub stats: Stats,
     /// When set, the switch stops (fails): it drops every frame and sends nothing.
     pub failed: bool,
+    /// The float tables the data path looks up (with `Config::float`).
+    tables: Option<std::sync::Arc<FloatTables>>,
+    /// With `Config::float`: the pushes in the order the switch aggregated them, (worker,
+    /// seq), so a float reference can replay the same non-associative order.
+    pub aggregation_log: Vec<(u16, u32)>,
+    /// The pipeline's occupancy: when it finishes the passes of the frames it has taken (ns,
+    /// fractional), and when each frame of `out` leaves it.
+    busy_until: f64,
+    ready: VecDeque<Nanos>,
+}
+
+/// Nanoseconds one pipeline pass of a frame of `len` bytes takes: the frame (with Ethernet's
+/// 24 bytes of preamble, gap and FCS) at the bandwidth of one pipeline of the Tofino model (16
+/// ports x 100 Gbps, NetReduce Sec. 6). The registers of the program live in one pipeline, so
+/// every frame the program handles, and every recirculated pass, takes that bandwidth.
+pub fn pass_ns(len: usize) -> f64 {
+    let m = TofinoModel::PAPER;
+    let bps = f64::from(m.ports_per_pipeline) * m.port_gbps * 1e9;
+    (len + 24) as f64 * 8.0 / bps * 1e9
 }
 
 impl Switch {
@@ -456,6 +498,10 @@ impl Switch {
             out: VecDeque::new(),
             stats: Stats::default(),
             failed: false,
+            tables: cfg.float.then(crate::workloads::tables),
+            aggregation_log: Vec::new(),
+            busy_until: 0.0,
+            ready: VecDeque::new(),
             cfg,
         }
     }
@@ -469,6 +515,7 @@ impl Switch {
             pushed: self.pushed.clone(),
             records: self.records.clone(),
             done: self.done.clone(),
+            aggregation_log: self.aggregation_log.clone(),
         }
     }
 
@@ -479,6 +526,7 @@ impl Switch {
         self.pushed = s.pushed;
         self.records = s.records;
         self.done = s.done;
+        self.aggregation_log = s.aggregation_log;
     }
 
     fn me(&self) -> NodeId {
@@ -508,6 +556,8 @@ pub struct SwitchState {
     pub pushed: Vec<Vec<bool>>,
     pub records: HashSet<(u16, u32)>,
     pub done: Vec<bool>,
+    /// With float sums: the order the pushes were aggregated in (see [`float_reference`]).
+    pub aggregation_log: Vec<(u16, u32)>,
 }
 
 impl Endpoint for Switch {
@@ -519,60 +569,14 @@ impl Endpoint for Switch {
         if self.failed {
             return;
         }
-        self.stats.packets_rx += 1;
-        let Ok((src, dst, r)) = wire::parse(frame) else {
-            self.stats.malformed += 1;
-            return;
-        };
-        if dst != self.me() {
-            // forwarding (cold pushes, the server's results, ACKs to the server)
-            if (dst as usize) <= self.cfg.workers + 1 {
-                self.out.push_back(Transmit {
-                    to: dst,
-                    bytes: frame.to_vec(),
-                });
-            }
-            return;
-        }
-        let w = r.worker;
-        if usize::from(w) >= self.cfg.workers || src != NodeId::from(w) && r.kind != Kind::Ack {
-            self.stats.malformed += 1;
-            return;
-        }
-        match r.kind {
-            Kind::PushHot => {
-                let check = r.retransmit || self.cfg.dedup_all;
-                if check && self.records.contains(&(w, r.seq)) {
-                    self.stats.duplicates_ignored += 1;
-                } else if r
-                    .pairs
-                    .iter()
-                    .all(|(k, _)| (*k as usize) < self.registers.len())
-                {
-                    for (k, v) in &r.pairs {
-                        let k = *k as usize;
-                        self.registers[k] = self.registers[k].wrapping_add(*v);
-                        self.touched[k] = true;
-                        self.pushed[usize::from(w)][k] = true;
-                    }
-                    if let Some(pl) = &self.placement {
-                        let ranks: Vec<u32> = r.pairs.iter().map(|p| p.0).collect();
-                        self.pipeline.process(&ranks, pl, frame.len() as u32);
-                    }
-                    self.records.insert((w, r.seq));
-                } else {
-                    self.stats.malformed += 1;
-                    return;
-                }
-                self.out.push_back(ack(self.me(), src, None, w, r.seq));
-            }
-            Kind::Done => {
-                self.done[usize::from(w)] = true;
-                self.out.push_back(ack(self.me(), src, None, w, r.seq));
-                self.maybe_results();
-            }
-            Kind::Ack => self.results.on_ack(r.seq, now),
-            _ => self.stats.malformed += 1,
+        // the frame takes the pipeline for its passes; what it sends leaves after them
+        let before = self.out.len();
+        let passes = self.process(now, frame);
+        let start = self.busy_until.max(now as f64);
+        self.busy_until = start + f64::from(passes) * pass_ns(frame.len());
+        let ready = self.busy_until.ceil() as Nanos;
+        for _ in before..self.out.len() {
+            self.ready.push_back(ready);
         }
     }
 
@@ -580,9 +584,12 @@ impl Endpoint for Switch {
         if self.failed {
             return None;
         }
-        let t = match self.out.pop_front() {
-            Some(t) => t,
-            None => {
+        let t = match self.ready.front() {
+            Some(&r) if r <= now => {
+                self.ready.pop_front();
+                self.out.pop_front()?
+            }
+            _ => {
                 let me = self.me();
                 // Libra_s sends the aggregation packets (one copy kept until acknowledged)
                 self.results
@@ -598,7 +605,10 @@ impl Endpoint for Switch {
         if self.failed {
             return None;
         }
-        self.results.timeout()
+        match (self.results.timeout(), self.ready.front()) {
+            (Some(a), Some(&b)) => Some(a.min(b)),
+            (a, b) => a.or(b.copied()),
+        }
     }
 
     fn handle_timeout(&mut self, now: Nanos) {
@@ -607,6 +617,87 @@ impl Endpoint for Switch {
 
     fn is_done(&self) -> bool {
         true
+    }
+}
+
+impl Switch {
+    /// The program on one frame; returns the pipeline passes it took.
+    fn process(&mut self, now: Nanos, frame: &[u8]) -> u32 {
+        self.stats.packets_rx += 1;
+        let Ok((src, dst, r)) = wire::parse(frame) else {
+            self.stats.malformed += 1;
+            return 1;
+        };
+        if dst != self.me() {
+            // forwarding (cold pushes, the server's results, ACKs to the server)
+            if (dst as usize) <= self.cfg.workers + 1 {
+                self.out.push_back(Transmit {
+                    to: dst,
+                    bytes: frame.to_vec(),
+                });
+            }
+            return 1;
+        }
+        let w = r.worker;
+        if usize::from(w) >= self.cfg.workers || src != NodeId::from(w) && r.kind != Kind::Ack {
+            self.stats.malformed += 1;
+            return 1;
+        }
+        let mut passes = 1;
+        match r.kind {
+            Kind::PushHot => {
+                let check = r.retransmit || self.cfg.dedup_all;
+                if check && self.records.contains(&(w, r.seq)) {
+                    self.stats.duplicates_ignored += 1;
+                } else if r
+                    .pairs
+                    .iter()
+                    .all(|(k, _)| (*k as usize) < self.registers.len())
+                {
+                    for (k, v) in &r.pairs {
+                        let k = *k as usize;
+                        self.registers[k] = match &self.tables {
+                            // the register holds the f32 bits of the running sum
+                            Some(t) => t.add_bits(self.registers[k] as u32, *v as u32) as i32,
+                            None => self.registers[k].wrapping_add(*v),
+                        };
+                        self.touched[k] = true;
+                        self.pushed[usize::from(w)][k] = true;
+                    }
+                    if self.tables.is_some() {
+                        self.aggregation_log.push((w, r.seq));
+                    }
+                    let ranks: Vec<u32> = r.pairs.iter().map(|p| p.0).collect();
+                    let flen = frame.len() as u32;
+                    passes = match (&self.placement, self.cfg.float) {
+                        (Some(pl), true) => self.pipeline.process_float(&ranks, pl, flen),
+                        (Some(pl), false) => self.pipeline.process(&ranks, pl, flen),
+                        (None, float) => {
+                            let m = self.pipeline.pipeline.model;
+                            let p = m.passes(ranks.len() as u32 * crate::layout::PAIR_BYTES);
+                            if float {
+                                p.max(crate::layout::float_passes(ranks.len()))
+                            } else {
+                                p
+                            }
+                        }
+                    };
+                    self.records.insert((w, r.seq));
+                } else {
+                    self.stats.malformed += 1;
+                    return 1;
+                }
+                self.out.push_back(ack(self.me(), src, None, w, r.seq));
+            }
+            Kind::Done => {
+                self.done[usize::from(w)] = true;
+                self.out.push_back(ack(self.me(), src, None, w, r.seq));
+                self.maybe_results();
+            }
+            Kind::Ack => self.results.on_ack(r.seq, now),
+            _ => self.stats.malformed += 1,
+        }
+        passes
     }
 }
 
@@ -803,10 +894,22 @@ pub fn build(
 pub fn check(nodes: &[Node], inputs: &Inputs) -> usize {
     let mut hot: HashMap<u32, i32> = HashMap::new();
     let mut cold: HashMap<u32, i32> = HashMap::new();
+    let float = nodes
+        .iter()
+        .any(|n| matches!(n, Node::Switch(s) if s.cfg.float));
+    if float {
+        match float_reference(nodes) {
+            Some(r) => hot = r,
+            // the switch did not aggregate every push exactly once: every worker is wrong
+            None => return inputs.len(),
+        }
+    }
     for (h, c) in inputs {
         for (k, v) in h {
-            let s = hot.entry(*k).or_insert(0);
-            *s = s.wrapping_add(*v);
+            if !float {
+                let s = hot.entry(*k).or_insert(0);
+                *s = s.wrapping_add(*v);
+            }
         }
         for (k, v) in c {
             let s = cold.entry(*k).or_insert(0);
@@ -833,6 +936,45 @@ pub fn check(nodes: &[Node], inputs: &Inputs) -> usize {
         }
     }
     wrong
+}
+
+/// The reference of the switch's float sums: every worker's hot pushes, checked to appear
+/// exactly once in the switch's aggregation log, folded with the table-lookup sum
+/// ([`FloatTables::add_bits`], starting from +0.0) in the log's order (the lookup sum is not
+/// associative, so the reference replays the order the switch saw). `None` when a push is
+/// missing from the log or appears twice.
+pub fn float_reference(nodes: &[Node]) -> Option<HashMap<u32, i32>> {
+    let t = crate::workloads::tables();
+    let mut packets: HashMap<(u16, u32), &[(u32, i32)]> = HashMap::new();
+    let mut log: &[(u16, u32)] = &[];
+    for n in nodes {
+        match n {
+            Node::Worker(w) => {
+                for (seq, (_, r)) in w.pushes.msgs.iter().enumerate() {
+                    if r.kind == Kind::PushHot {
+                        packets.insert((w.rank as u16, seq as u32), &r.pairs);
+                    }
+                }
+            }
+            Node::Switch(s) => log = &s.aggregation_log,
+            Node::Server(_) => {}
+        }
+    }
+    if log.len() != packets.len() {
+        return None;
+    }
+    let mut seen = HashSet::new();
+    let mut out: HashMap<u32, i32> = HashMap::new();
+    for id in log {
+        if !seen.insert(*id) {
+            return None;
+        }
+        for (k, v) in *packets.get(id)? {
+            let s = out.entry(*k).or_insert(0);
+            *s = t.add_bits(*s as u32, *v as u32) as i32;
+        }
+    }
+    Some(out)
 }
 
 pub use crate::aggregation::Aggregation;
@@ -888,6 +1030,7 @@ mod tests {
             hot_cap: 24,
             cold_cap: 128,
             dedup_all: false,
+            float: false,
         }
     }
 
@@ -986,6 +1129,267 @@ mod tests {
         assert_eq!(check(&nodes, &inp), 1);
     }
 
+    /// Float inputs: hot values are f32 bits of both signs over six orders of magnitude.
+    fn float_inputs(workers: usize, hot: u32, seed: u64) -> Inputs {
+        let mut g = inabench_core::rng::SplitMix64::new(seed ^ 0xf10a7);
+        inputs(workers, hot, seed)
+            .into_iter()
+            .map(|(h, c)| {
+                let h = h
+                    .into_iter()
+                    .map(|(r, _)| {
+                        let mag = 10f64.powf(g.next_f64() * 6.0 - 5.0);
+                        let x = if g.chance(0.5) { -mag } else { mag } as f32;
+                        (r, x.to_bits() as i32)
+                    })
+                    .collect();
+                (h, c)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn float_switch_sums_equal_the_lookup_reference_bit_for_bit() {
+        for (loss, seed) in [(0.0, 11), (0.05, 12)] {
+            let mut c = cfg(5);
+            c.float = true;
+            let inp = float_inputs(5, 400, seed);
+            let nodes = build(&c, &inp, 400, Some(Placement::heat(400, 48).unwrap()));
+            let n = nodes.len();
+            let mut f = SimFabric::new(
+                nodes,
+                vec![
+                    NodeConfig {
+                        rx_cost_ns: 0,
+                        tx_cost_ns: 0
+                    };
+                    n
+                ],
+                5,
+                LinkConfig::gbps100(),
+                Faults {
+                    loss,
+                    seed,
+                    ..Faults::default()
+                },
+            );
+            f.run_until(10_000_000_000, |ns| ns[..5].iter().all(Endpoint::is_done));
+            let mut nodes = f.into_nodes();
+            assert_eq!(check(&nodes, &inp), 0, "loss {loss}");
+            let Node::Switch(sw) = &nodes[5] else {
+                panic!("node 5 is the switch")
+            };
+            if loss > 0.0 {
+                assert!(
+                    sw.stats.duplicates_ignored > 0,
+                    "lost ACKs must meet the records"
+                );
+            }
+            // the registers are table-lookup sums: each is a fold of its pushes, in the switch's
+            // order, of FloatTables::add_bits; not the integer sum of the bit patterns, and
+            // within the lookup sum's error bound of the exact sum
+            let reference = float_reference(&nodes).unwrap();
+            let mut differs_from_int = 0;
+            for (r, bits) in &reference {
+                assert_eq!(sw.registers[*r as usize], *bits, "slot {r}");
+                let exact: f64 = inp
+                    .iter()
+                    .flat_map(|(h, _)| h.iter())
+                    .filter(|(k, _)| k == r)
+                    .map(|(_, v)| f64::from(f32::from_bits(*v as u32)))
+                    .sum();
+                let abs: f64 = inp
+                    .iter()
+                    .flat_map(|(h, _)| h.iter())
+                    .filter(|(k, _)| k == r)
+                    .map(|(_, v)| f64::from(f32::from_bits(*v as u32)).abs())
+                    .sum();
+                let got = f64::from(f32::from_bits(*bits as u32));
+                assert!((got - exact).abs() <= 5.0 * 2f64.powi(-11) * abs + 1e-30);
+                let int: i32 = inp
+                    .iter()
+                    .flat_map(|(h, _)| h.iter())
+                    .filter(|(k, _)| k == r)
+                    .fold(0i32, |a, (_, v)| a.wrapping_add(*v));
+                differs_from_int += usize::from(int != *bits);
+            }
+            assert!(differs_from_int > 300);
+            // a worker's result the lookup sum would not give fails the check
+            if let Node::Worker(w) = &mut nodes[2]
+                && let Some(v) = w.hot_result.values_mut().next()
+            {
+                *v = (f32::from_bits(*v as u32) + 1.0).to_bits() as i32;
+            }
+            assert_eq!(check(&nodes, &inp), 1);
+            // a push aggregated twice fails the whole check
+            if let Node::Switch(sw) = &mut nodes[5] {
+                let first = sw.aggregation_log[0];
+                sw.aggregation_log.push(first);
+            }
+            assert_eq!(check(&nodes, &inp), 5);
+        }
+    }
+
+    #[test]
+    fn two_worker_float_sums_match_an_order_free_reference() {
+        // with two workers each slot's sum is one lookup add, which is commutative, so the
+        // reference needs no log: add_bits(add_bits(+0, x0), x1) for every slot, bit for bit
+        let t = crate::workloads::tables();
+        let mut c = cfg(2);
+        c.float = true;
+        let inp = float_inputs(2, 600, 21);
+        let pl = Placement::heat(600, 48).unwrap();
+        let nodes = build(&c, &inp, 600, Some(pl));
+        let mut f = SimFabric::new(
+            nodes,
+            vec![
+                NodeConfig {
+                    rx_cost_ns: 0,
+                    tx_cost_ns: 0
+                };
+                4
+            ],
+            2,
+            LinkConfig::gbps100(),
+            Faults {
+                loss: 0.05,
+                seed: 21,
+                ..Faults::default()
+            },
+        );
+        f.run_until(10_000_000_000, |ns| ns[..2].iter().all(Endpoint::is_done));
+        let nodes = f.into_nodes();
+        let mut want: HashMap<u32, u32> = HashMap::new();
+        for (h, _) in &inp {
+            for (k, v) in h {
+                let s = want.entry(*k).or_insert(0);
+                *s = t.add_bits(*s, *v as u32);
+            }
+        }
+        let mut checked = 0;
+        for n in &nodes {
+            if let Node::Worker(w) = n {
+                assert!(w.finished);
+                for (k, v) in &w.hot_result {
+                    assert_eq!(*v as u32, want[k], "slot {k}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 500);
+        assert_eq!(check(&nodes, &inp), 0);
+    }
+
+    #[test]
+    fn float_packets_recirculate_twice_a_pair() {
+        let mut c = cfg(2);
+        c.float = true;
+        let inp = float_inputs(2, 48, 3);
+        let pl = Placement::heat(48, 48).unwrap();
+        let o = run_sim(&c, &inp, 48, Some(pl.clone()), (0, 0), Faults::default());
+        assert!(o.finished);
+        assert_eq!(o.wrong, 0);
+        // every hot packet of n pairs takes 2n passes: 2n - 1 recirculations
+        let pairs: usize = inp.iter().map(|(h, _)| h.len()).sum();
+        let packets: usize = inp.iter().map(|(h, _)| h.len().div_ceil(24)).sum();
+        let want = (2 * pairs - packets) as f64 / packets as f64;
+        assert!(
+            (o.recirculations_per_packet - want).abs() < 1e-9,
+            "{} vs {want}",
+            o.recirculations_per_packet
+        );
+        let mut int = c.clone();
+        int.float = false;
+        let o = run_sim(
+            &int,
+            &inputs(2, 48, 3),
+            48,
+            Some(pl),
+            (0, 0),
+            Faults::default(),
+        );
+        assert!(o.recirculations_per_packet < 1.0);
+    }
+
+    #[test]
+    fn float_pushes_hold_the_pipeline_for_their_passes() {
+        // 24 float pairs take 48 passes of the frame at one pipeline's 1.6 Tbps; three pushes
+        // back to back queue behind each other
+        let mut c = cfg(2);
+        c.float = true;
+        let mut s = Switch::new(c, 64, None);
+        let pairs: Vec<(u32, i32)> = (0..24).map(|k| (k, 1.5f32.to_bits() as i32)).collect();
+        let frame = |seq| {
+            wire::emit(
+                0,
+                2,
+                &Repr {
+                    kind: Kind::PushHot,
+                    retransmit: false,
+                    worker: 0,
+                    seq,
+                    aux: 0,
+                    pairs: pairs.clone(),
+                },
+            )
+        };
+        let one = 48.0 * pass_ns(frame(0).len());
+        for seq in 0..3 {
+            s.handle_packet(0, 0, &frame(seq));
+        }
+        for k in 1..=3u32 {
+            let t = s.poll_timeout().unwrap();
+            assert_eq!(t, (f64::from(k) * one).ceil() as Nanos);
+            assert!(s.poll_transmit(t - 1).is_none());
+            assert!(s.poll_transmit(t).is_some());
+        }
+        // 1.5 three times by the lookup sum
+        let t = crate::workloads::tables();
+        let want = t.add(t.add(t.add(0.0, 1.5), 1.5), 1.5);
+        assert_eq!(s.registers[7] as u32, want.to_bits());
+    }
+
+    #[test]
+    fn each_destination_has_its_own_timeout() {
+        // the switch acknowledges in 5 us, the server in 2 ms: the server's timeout must
+        // follow the server's round trips, not the switch's
+        let mut r = Reliable::default();
+        let mk = || Repr {
+            kind: Kind::PushHot,
+            retransmit: false,
+            worker: 0,
+            seq: 0,
+            aux: 0,
+            pairs: vec![],
+        };
+        let (sw, ps) = (4, 5);
+        for i in 0..20 {
+            r.add(if i % 2 == 0 { sw } else { ps }, mk());
+        }
+        let min = 200_000;
+        let mut now = 0;
+        for seq in 0..20u32 {
+            assert!(r.poll(0, None, now, 64, min).is_some());
+            let rtt = if seq % 2 == 0 { 5_000 } else { 2_000_000 };
+            r.on_ack(seq, now + rtt);
+            now += 10_000;
+        }
+        assert!(r.all_acked());
+        assert_eq!(
+            r.rto(min, sw),
+            min,
+            "the switch's round trips are below the floor"
+        );
+        assert!(r.rto(min, ps) >= 2_000_000, "{}", r.rto(min, ps));
+        // a timeout backs off only the destination whose packet timed out
+        r.add(ps, mk());
+        assert!(r.poll(0, None, now, 64, min).is_some());
+        let before = r.rto(min, ps);
+        r.on_timeout(now + 100_000_000);
+        assert_eq!(r.rto(min, ps), 2 * before);
+        assert_eq!(r.rto(min, sw), min);
+    }
+
     fn push(seq: u32, retransmit: bool) -> Vec<u8> {
         wire::emit(
             0,
@@ -1007,9 +1411,13 @@ mod tests {
         // with the retransmit flag: the records reject the second write, the ACK goes out again
         let mut s = Switch::new(cfg(2), 8, None);
         s.handle_packet(0, 0, &push(0, false));
-        assert!(s.poll_transmit(0).is_some(), "ACK");
+        // the ACK leaves when the pipeline pass is over
+        assert!(s.poll_transmit(0).is_none());
+        let t = s.poll_timeout().expect("the ACK is held for the pass");
+        assert_eq!(t, pass_ns(push(0, false).len()).ceil() as Nanos);
+        assert!(s.poll_transmit(t).is_some(), "ACK");
         s.handle_packet(10, 0, &push(0, true));
-        let again = s.poll_transmit(10).expect("the resend is acknowledged");
+        let again = s.poll_transmit(20).expect("the resend is acknowledged");
         let (_, _, r) = wire::parse(&again.bytes).unwrap();
         assert_eq!((r.kind, r.seq), (Kind::Ack, 0));
         assert_eq!((s.registers[3], s.registers[5]), (10, -4));

@@ -29,6 +29,7 @@ pub fn all() -> Vec<Box<dyn Workload>> {
         Box::new(Fig16),
         Box::new(Resources),
         Box::new(crate::proto::Aggregation),
+        Box::new(crate::negotiation::Fig17),
     ]
 }
 
@@ -261,7 +262,7 @@ pub fn precisions(system: &str, data: &[(f32, f32)]) -> Result<Vec<f64>, Workloa
     }
 }
 
-fn tables() -> Arc<FloatTables> {
+pub(crate) fn tables() -> Arc<FloatTables> {
     static T: OnceLock<Arc<FloatTables>> = OnceLock::new();
     T.get_or_init(|| Arc::new(FloatTables::new())).clone()
 }

@@ -225,7 +225,7 @@ type CurveCache = Mutex<HashMap<CurveKey, (Vec<f64>, String)>>;
 
 /// Losses after epochs 1..=epochs of one system, cached per process.
 #[allow(clippy::too_many_arguments)]
-fn curve(
+pub fn curve(
     system: &str,
     dataset: &str,
     max_rows: usize,

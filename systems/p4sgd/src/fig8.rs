@@ -41,7 +41,7 @@ pub struct SimInputs {
 }
 
 impl SimInputs {
-    fn link(&self) -> LinkConfig {
+    pub fn link(&self) -> LinkConfig {
         LinkConfig {
             rate_bps: self.rate_bps,
             latency_ns: self.link_latency_ns,
@@ -50,21 +50,21 @@ impl SimInputs {
             framing_bytes: 24,
         }
     }
-    fn switch(&self) -> Timing {
+    pub fn switch(&self) -> Timing {
         Timing {
             rx_delay_ns: self.switch_latency_ns,
             tx_delay_ns: 0,
             cost: Cost::None,
         }
     }
-    fn fpga(&self) -> Timing {
+    pub fn fpga(&self) -> Timing {
         Timing {
             rx_delay_ns: self.fpga_nic_ns,
             tx_delay_ns: self.fpga_nic_ns,
             cost: Cost::Fixed(self.fpga_beat_ns),
         }
     }
-    fn cpu(&self, samples: Vec<u64>) -> Timing {
+    pub fn cpu(&self, samples: Vec<u64>) -> Timing {
         Timing {
             rx_delay_ns: self.host_nic_ns,
             tx_delay_ns: self.host_nic_ns,
@@ -323,7 +323,7 @@ fn switchml_config(
     }
 }
 
-fn switchml_costs(workers: usize, rate_bps: f64) -> Vec<u64> {
+pub fn switchml_costs(workers: usize, rate_bps: f64) -> Vec<u64> {
     calibrated("switchml", || {
         let cfg = switchml_config(workers, 2000, 7, rate_bps, 1_000_000);
         let Ok(setup) = SwitchMl.build(&cfg) else {

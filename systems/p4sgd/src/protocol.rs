@@ -34,7 +34,7 @@
 use crate::wire::{self, Kind, Repr};
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
 use inabench_ina::tofino::{Pipeline, Recirculation, TofinoModel};
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 
 /// The paper's register arrays: 64K entries (16-bit indices), Sec. 4.2.
 pub const PAPER_SLOTS: usize = 65_536;
@@ -420,8 +420,8 @@ enum Slot {
 pub struct P4sgdWorker {
     cfg: WorkerConfig,
     slots: Vec<Slot>,
-    /// Slots not free, for timers.
-    active: Vec<usize>,
+    /// The deadline of every slot that is not free, ordered (one entry per busy slot).
+    timers: BTreeSet<(Nanos, usize)>,
     pending: VecDeque<(u64, Vec<i32>, Nanos)>,
     submitted: u64,
     delivered: u64,
@@ -445,7 +445,7 @@ impl P4sgdWorker {
         }
         Ok(P4sgdWorker {
             slots: vec![Slot::Free; cfg.slots],
-            active: Vec::new(),
+            timers: BTreeSet::new(),
             pending: VecDeque::new(),
             submitted: 0,
             delivered: 0,
@@ -536,21 +536,22 @@ impl P4sgdWorker {
             };
             let r = self.aggregate(op, &values);
             self.emit(&r);
+            let deadline = now + self.cfg.rto_ns;
             self.slots[s] = Slot::Agg {
                 op,
                 values,
                 submitted_ns,
-                deadline: now + self.cfg.rto_ns,
+                deadline,
             };
-            self.active.push(s);
+            self.timers.insert((deadline, s));
         }
     }
 
     fn free(&mut self, s: usize) {
-        self.slots[s] = Slot::Free;
-        if let Some(i) = self.active.iter().position(|a| *a == s) {
-            self.active.swap_remove(i);
+        if let Slot::Agg { deadline, .. } | Slot::Ack { deadline, .. } = &self.slots[s] {
+            self.timers.remove(&(*deadline, s));
         }
+        self.slots[s] = Slot::Free;
     }
 }
 
@@ -574,10 +575,13 @@ impl Endpoint for P4sgdWorker {
             (Kind::Result, Slot::Agg { op, .. })
                 if self.slot_of(*op).1 == r.round && r.values.len() == self.cfg.elements =>
             {
-                let (op, submitted_ns) = match &self.slots[s] {
+                let (op, submitted_ns, old) = match &self.slots[s] {
                     Slot::Agg {
-                        op, submitted_ns, ..
-                    } => (*op, *submitted_ns),
+                        op,
+                        submitted_ns,
+                        deadline,
+                        ..
+                    } => (*op, *submitted_ns, *deadline),
                     _ => return,
                 };
                 self.completed.push_back(Completed {
@@ -589,10 +593,10 @@ impl Endpoint for P4sgdWorker {
                 self.delivered += 1;
                 let a = self.ack(op);
                 self.emit(&a);
-                self.slots[s] = Slot::Ack {
-                    op,
-                    deadline: now + self.cfg.rto_ns,
-                };
+                let deadline = now + self.cfg.rto_ns;
+                self.slots[s] = Slot::Ack { op, deadline };
+                self.timers.remove(&(old, s));
+                self.timers.insert((deadline, s));
             }
             (Kind::Result, Slot::Ack { op, .. }) if self.slot_of(*op).1 == r.round => {
                 self.counters.duplicates += 1;
@@ -612,19 +616,23 @@ impl Endpoint for P4sgdWorker {
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {
-        self.active
-            .iter()
-            .filter_map(|s| match &self.slots[*s] {
-                Slot::Agg { deadline, .. } | Slot::Ack { deadline, .. } => Some(*deadline),
-                Slot::Free => None,
-            })
-            .min()
+        self.timers.first().map(|(d, _)| *d)
     }
 
     fn handle_timeout(&mut self, now: Nanos) {
         let rto = self.cfg.rto_ns;
-        for i in 0..self.active.len() {
-            let s = self.active[i];
+        let mut due = Vec::new();
+        while let Some(&(d, s)) = self.timers.first()
+            && d <= now
+        {
+            self.timers.pop_first();
+            due.push(s);
+        }
+        for s in due {
+            // every busy slot has exactly one timer entry; it goes back with its new deadline
+            if !matches!(self.slots[s], Slot::Free) {
+                self.timers.insert((now + rto, s));
+            }
             let resend = match &mut self.slots[s] {
                 Slot::Agg {
                     op,
@@ -653,13 +661,13 @@ impl Endpoint for P4sgdWorker {
     }
 
     fn is_done(&self) -> bool {
-        self.pending.is_empty() && self.active.is_empty()
+        self.pending.is_empty() && self.timers.is_empty()
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
         vec![
             ("retransmissions", self.counters.retransmissions),
-            ("active_slots", self.active.len() as u64),
+            ("active_slots", self.timers.len() as u64),
             ("pending", self.pending.len() as u64),
         ]
     }

@@ -1,0 +1,320 @@
+//! `libra.fig17`: the extra time per iteration of SwitchML's scaling-factor negotiation.
+//!
+//! SwitchML sums integers, so a float gradient is sent as block floating point
+//! ([`inabench_ina::bfp`]): before the data round of an iteration, every worker offers, for each
+//! block of one packet's values (48 on the Tofino model), the exponent of the block's largest
+//! magnitude, and the switch keeps the maximum, so all workers scale the block by the same power
+//! of two. The negotiation is the SwitchML program itself with its `op_max` knob
+//! ([`inabench_ina::switchml`]): an all-reduce whose elements are the blocks' exponents, run
+//! before the data round, so the time it takes is the time it adds to the iteration.
+//!
+//! Choices where the paper is silent: the model (the dense adaptation of Sec. 5.1 streams every
+//! parameter, so the exponents are one per 48 parameters of the whole model; the spec names the
+//! model); 48 exponents a negotiation packet (the op_max program packs one exponent per lane,
+//! the same packet and pool as the data round); the pool sized by the 1 MB cap (Sec. 5.1). The
+//! gradient is the libra-fig5 generator's for the worker (untouched blocks offer the minimum
+//! exponent, -126).
+
+use crate::sparse::SparseGen;
+use crate::workloads::{opt, task_of};
+use inabench_core::{Fidelity, LogLevel, PointCtx, Workload, WorkloadError};
+use inabench_ina::common::{AllReduceConfig, SetupNode, System};
+use inabench_ina::switchml::SwitchMl;
+use inabench_ina::tofino::TofinoModel;
+use inabench_ina::workload::host_cost_ns;
+
+/// Values per block: what one pass of the Tofino model aggregates (48 int32).
+pub fn block_len() -> usize {
+    (TofinoModel::PAPER.bytes_per_pass() / 4) as usize
+}
+
+/// Worker `w`'s block exponents for iteration `it` of a model of `params` parameters: the
+/// generator's sparse gradient placed in the dense vector (its integer values scaled by 2^-30,
+/// gradient-sized floats), one exponent per block of [`block_len`] parameters.
+pub fn exponents(gen_: &SparseGen, params: u64, w: usize, it: u64) -> Vec<i32> {
+    let b = block_len() as u64;
+    let blocks = params.div_ceil(b) as usize;
+    let mut e = vec![-126i32; blocks];
+    for (k, v) in gen_.gradient(w, it) {
+        let x = (f64::from(v) * 2f64.powi(-30)) as f32;
+        let i = (k % params / b) as usize;
+        e[i] = e[i].max(inabench_ina::bfp::block_exponent(&[x]));
+    }
+    e
+}
+
+/// The reference negotiation: the element-wise maximum of the workers' exponents.
+pub fn reference_max(inputs: &[Vec<i32>]) -> Vec<i32> {
+    let mut out = inputs.first().cloned().unwrap_or_default();
+    for v in inputs.iter().skip(1) {
+        for (a, x) in out.iter_mut().zip(v) {
+            *a = (*a).max(*x);
+        }
+    }
+    out
+}
+
+/// The SwitchML configuration of the negotiation all-reduce: `blocks` elements, max instead of
+/// sum, the pool the memory cap allows (two shadow copies of 192 B a slot).
+pub fn config(workers: usize, blocks: usize, memory_mb: f64, timeout_ns: u64) -> AllReduceConfig {
+    let pool = ((memory_mb * 1048576.0) / (2.0 * 192.0))
+        .floor()
+        .clamp(1.0, 32767.0);
+    AllReduceConfig {
+        workers,
+        elements: blocks,
+        seed: 1,
+        line_rate_bps: 100e9,
+        mtu: 1024,
+        timeout_ns,
+        knobs: vec![("pool".into(), pool), ("op_max".into(), 1.0)],
+    }
+}
+
+/// How many workers hold a result that differs from the reference maximum (or none).
+pub fn wrong_results(nodes: &[SetupNode], want: &[i32]) -> usize {
+    nodes
+        .iter()
+        .filter(|n| matches!(n, SetupNode::Worker(w) if w.result().as_deref() != Some(want)))
+        .count()
+}
+
+/// What one negotiation run gave.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Negotiated {
+    /// First worker's start to the last worker's result (virtual on sim, wall on mem), ns.
+    pub duration_ns: u64,
+    /// Workers whose agreed exponents differ from the element-wise maximum.
+    pub wrong: usize,
+    pub finished: bool,
+    pub retransmissions: u64,
+}
+
+fn outcome(nodes: &[SetupNode], want: &[i32], duration_ns: u64, finished: bool) -> Negotiated {
+    let retransmissions = nodes
+        .iter()
+        .map(|n| match n {
+            SetupNode::Worker(w) => w.stats().retransmissions,
+            _ => 0,
+        })
+        .sum();
+    Negotiated {
+        duration_ns,
+        wrong: wrong_results(nodes, want),
+        finished,
+        retransmissions,
+    }
+}
+
+/// The negotiation on `sim` (virtual time).
+pub fn run_sim(
+    cfg: &AllReduceConfig,
+    inputs: Vec<Vec<i32>>,
+    host_cost_ns: u64,
+) -> Result<Negotiated, String> {
+    let want = reference_max(&inputs);
+    let setup = SwitchMl
+        .build_with(cfg, inputs)
+        .map_err(|e| e.to_string())?;
+    let (nodes, rep) = inabench_ina::workload::run_setup_sim(
+        setup,
+        cfg,
+        inabench_fabric::fault::Faults::default(),
+        host_cost_ns,
+        600_000_000_000,
+    );
+    let (mut start, mut end) = (u64::MAX, 0u64);
+    for n in &nodes {
+        if let SetupNode::Worker(w) = n {
+            let s = w.stats();
+            start = start.min(s.start_ns);
+            end = end.max(s.end_ns);
+        }
+    }
+    Ok(outcome(
+        &nodes,
+        &want,
+        end.saturating_sub(start),
+        rep.finished,
+    ))
+}
+
+/// The negotiation on the in-process `mem` fabric (a thread per node, real time; the duration
+/// is the wall time to the last worker's result).
+pub fn run_mem(
+    cfg: &AllReduceConfig,
+    inputs: Vec<Vec<i32>>,
+    deadline: std::time::Duration,
+) -> Result<Negotiated, String> {
+    let want = reference_max(&inputs);
+    let setup = SwitchMl
+        .build_with(cfg, inputs)
+        .map_err(|e| e.to_string())?;
+    let w = cfg.workers;
+    let (nodes, rep) = inabench_fabric::mem::run(
+        setup.into_nodes(),
+        cfg.mtu + 128,
+        inabench_fabric::fault::Faults::default(),
+        deadline,
+        |i| i < w,
+    );
+    let dur = rep.nodes[..w].iter().map(|s| s.done_ns).max().unwrap_or(0);
+    Ok(outcome(&nodes, &want, dur, rep.finished))
+}
+
+/// The time (ns) this host takes to compute the block exponents of a dense gradient of
+/// `params` floats: measured on a slice of up to 4M values and scaled linearly (the scan is
+/// one pass over the values).
+pub fn scan_ns(params: u64) -> u64 {
+    let n = params.min(4 << 20) as usize;
+    let mut g = inabench_core::rng::SplitMix64::derive(1, "libra/negotiation/scan");
+    let dense: Vec<f32> = (0..n)
+        .map(|_| (g.next_f64() * 2.0 - 1.0) as f32 * 1e-3)
+        .collect();
+    let b = block_len();
+    let t = std::time::Instant::now();
+    let mut acc = 0i64;
+    for blk in dense.chunks(b) {
+        acc += i64::from(inabench_ina::bfp::block_exponent(std::hint::black_box(blk)));
+    }
+    std::hint::black_box(acc);
+    let ns = t.elapsed().as_nanos() as f64;
+    (ns * params as f64 / n.max(1) as f64) as u64
+}
+
+/// `libra.fig17`: the negotiation all-reduce per iteration, against the number of workers.
+pub struct Fig17;
+
+impl Workload for Fig17 {
+    fn id(&self) -> &'static str {
+        "libra.fig17"
+    }
+    fn fidelities(&self) -> &'static [Fidelity] {
+        &[Fidelity::Emulated, Fidelity::Simulated]
+    }
+    fn fabric(&self, f: Fidelity) -> &'static str {
+        if f == Fidelity::Emulated {
+            "mem"
+        } else {
+            "sim"
+        }
+    }
+    fn systems(&self) -> Option<&'static [&'static str]> {
+        Some(&["switchml"])
+    }
+    fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+        let task = task_of(ctx)?;
+        let workers = ctx.param("workers")? as usize;
+        let memory_mb = opt(ctx, "memory_mb", 1.0);
+        let gen_ = SparseGen::new(task.clone(), 1 + u64::from(ctx.repetition))
+            .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+        let it = u64::from(ctx.repetition);
+        let inputs: Vec<Vec<i32>> = (0..workers)
+            .map(|w| exponents(&gen_, task.params, w, it))
+            .collect();
+        let blocks = inputs.first().map_or(0, Vec::len);
+        let emulated = ctx.fidelity == Fidelity::Emulated;
+        // the retransmission timeout: 100 us in virtual time. On `mem` no frame is lost (no
+        // faults are injected), so a retransmission there is only ever spurious: the switch
+        // thread of a 2-core host queues up to workers x pool frames (87K at 32 workers), which
+        // set off 385K retransmissions with netreduce.table6's 50 ms; 1 s keeps them out
+        let rto_us = opt(ctx, "timeout_us", if emulated { 1e6 } else { 100.0 });
+        let cfg = config(workers, blocks, memory_mb, (rto_us * 1000.0) as u64);
+        let cost = host_cost_ns(&SwitchMl);
+        let o = if emulated {
+            run_mem(&cfg, inputs, std::time::Duration::from_secs(120))
+        } else {
+            run_sim(&cfg, inputs, cost)
+        }
+        .map_err(WorkloadError::Invalid)?;
+        let (ns, wrong) = (o.duration_ns, o.wrong);
+        ctx.counter("retransmissions", o.retransmissions);
+        if !o.finished {
+            return Err(WorkloadError::Invalid(
+                "the negotiation did not finish within its time limit".into(),
+            ));
+        }
+        if wrong > 0 {
+            return Err(WorkloadError::WrongResult(format!(
+                "{wrong} of {workers} workers agreed on exponents that differ from the maximum"
+            )));
+        }
+        ctx.record("negotiation_delay", ns as f64 / 1e6);
+        let scan = scan_ns(task.params);
+        ctx.record_if_declared("exponent_scan_ms", scan as f64 / 1e6);
+        // the data round is only simulated (its rate on sim, see `aggregation`): comparing it
+        // with a wall time on `mem` would mix classes
+        if !emulated && (ctx.declares("data_round_ms") || ctx.declares("negotiation_share")) {
+            let data = crate::aggregation::switchml_time_ns(workers, task.params, memory_mb)?;
+            ctx.record_if_declared("data_round_ms", data / 1e6);
+            ctx.record_if_declared("negotiation_share", ns as f64 / data * 100.0);
+        }
+        ctx.log(
+            LogLevel::Info,
+            format!(
+                "{} x{workers} ({}): {blocks} block exponents a worker negotiated in {:.3} ms ({} retransmissions); computing them from a dense gradient takes {:.1} ms on this host; host cost {} ns a frame",
+                task.name,
+                if emulated { "mem, wall time" } else { "sim" },
+                ns as f64 / 1e6,
+                o.retransmissions,
+                scan as f64 / 1e6,
+                if emulated { 0 } else { cost }
+            ),
+        );
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sparse::Task;
+
+    fn inputs(workers: usize, params: u64) -> Vec<Vec<i32>> {
+        let mut t = Task::named("se").unwrap();
+        t.params = params;
+        let g = SparseGen::new(t, 7).unwrap();
+        (0..workers).map(|w| exponents(&g, params, w, 0)).collect()
+    }
+
+    #[test]
+    fn exponents_bound_each_block() {
+        let mut t = Task::named("se").unwrap();
+        t.params = 480_000;
+        let g = SparseGen::new(t, 3).unwrap();
+        let e = exponents(&g, 480_000, 0, 0);
+        assert_eq!(e.len(), 10_000);
+        let mut touched = 0;
+        for (k, v) in g.gradient(0, 0) {
+            let x = (f64::from(v) * 2f64.powi(-30)) as f32;
+            let blk = e[(k % 480_000 / 48) as usize];
+            assert!(x.abs() < 2f32.powi(blk), "{x} not below 2^{blk}");
+            touched += 1;
+        }
+        assert!(touched > 0);
+        assert!(e.contains(&-126), "untouched blocks offer -126");
+    }
+
+    #[test]
+    fn sim_negotiation_agrees_on_the_maximum() {
+        let inp = inputs(4, 2_000_000);
+        let want = reference_max(&inp);
+        assert!(want.iter().zip(&inp[0]).any(|(m, x)| m > x));
+        let cfg = config(4, inp[0].len(), 1.0, 100_000);
+        let o = run_sim(&cfg, inp, 200).unwrap();
+        assert!(o.finished);
+        assert_eq!(o.wrong, 0);
+        assert!(o.duration_ns > 0);
+    }
+
+    #[test]
+    fn mem_negotiation_agrees_on_the_maximum() {
+        let inp = inputs(3, 500_000);
+        let cfg = config(3, inp[0].len(), 1.0, 1_000_000_000);
+        let o = run_mem(&cfg, inp, std::time::Duration::from_secs(60)).unwrap();
+        assert!(o.finished);
+        assert_eq!(o.wrong, 0);
+        assert_eq!(o.retransmissions, 0, "mem loses nothing");
+        assert!(o.duration_ns > 0);
+    }
+}

@@ -1,0 +1,417 @@
+//! Memory accounting (luwu-fig10): where each system puts parameters, gradients, optimizer
+//! states, buffers and activations, and whether a model fits the testbed's devices.
+//!
+//! Bytes per parameter of mixed-precision Adam: bf16 parameters 2, bf16 gradients 2, fp32 master
+//! weights 4, fp32 first and second moments 4 + 4 = 16 (the spec's accounting; ZeRO, Rajbhandari
+//! et al. SC'20, Sec. 3.1). SwitchML trains in fp32: parameters 4, gradients 4, moments 8 = 16.
+//!
+//! Working set of a worker GPU under layer-by-layer parameter delivery (LuWu's pull, ZeRO's
+//! all_gather): the current layer's full 16-bit parameters plus the next layer's, being fetched
+//! while the current one computes (the overlap LuWu and ZeRO's prefetch rely on), the current
+//! layer's full 16-bit gradients before they leave (push or reduce_scatter), and the layer's
+//! activations during its recomputation and backward ([`Shape::layer_activation_bytes`]). The head
+//! phase holds the embedding's parameters and gradients and the logits instead, when larger.
+//!
+//! Choices where the paper is silent:
+//! - checkpoints (each layer's input) live in the worker's CPU memory for LuWu and ZeRO-Infinity
+//!   (Fig. 5's `block.checkpoint.gpu_to_cpu()`), in GPU memory for ZeRO-3, ZeRO-Offload and
+//!   SwitchML (DeepSpeed's default `cpu_checkpointing: false`);
+//! - LuWu's optimizer node keeps two layers in flight in CPU memory (double buffering: one layer
+//!   receiving gradients and reading its states while the previous one updates and writes), each
+//!   with its parameter, gradient and state buffers (16 bytes per parameter);
+//! - ZeRO-Infinity's pinned CPU buffers are DeepSpeed 0.9.3's defaults: the flat gradient
+//!   partition (`grad_partitions_flat_buffer`, 16-bit in 0.9.x: 2 bytes per parameter of the
+//!   worker's shard), the optimizer swap buffers (`offload_optimizer.buffer_count` 4 x
+//!   `sub_group_size` 1e9 fp32 elements), the fp32 gradients of one sub-group (1e9 x 4 bytes) and
+//!   the parameter swap buffers (`offload_param.buffer_count` 5 x `buffer_size` 1e8 16-bit
+//!   elements);
+//! - no memory is set aside for the CUDA context, the allocator's fragmentation or the operating
+//!   system: the model gives each system its best case.
+
+use crate::shapes::{self, LADDER, Shape};
+use crate::{ModelError, System};
+
+/// DeepSpeed 0.9.3 defaults (deepspeed.ai/docs/config-json, ZeRO optimizations and offload).
+pub mod deepspeed {
+    pub const SUB_GROUP_SIZE: f64 = 1e9;
+    pub const OPTIMIZER_BUFFER_COUNT: f64 = 4.0;
+    pub const PARAM_BUFFER_COUNT: f64 = 5.0;
+    pub const PARAM_BUFFER_SIZE: f64 = 1e8;
+}
+
+/// Bytes of model states per parameter (see the module documentation).
+pub const STATE_BYTES: f64 = 16.0;
+
+/// The devices of one configuration (capacities in bytes).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Testbed {
+    pub workers: usize,
+    pub gpu_mem: f64,
+    pub cpu_mem: f64,
+    /// Bytes of SSD per worker (ZeRO-Infinity).
+    pub worker_ssd: f64,
+    /// Bytes of SSD in LuWu's optimizer node.
+    pub node_ssd: f64,
+    pub node_cpu_mem: f64,
+    pub seq_len: f64,
+}
+
+impl Testbed {
+    /// The paper's cluster (Sec. 4.1): A100-40GB, 256 GB of CPU memory, 2 x 3.84 TB SSDs per
+    /// ZeRO-Infinity worker, 12 x 3.84 TB in LuWu's node, whose memory is not stated (we give it
+    /// the workers' 256 GB), sequence 1024.
+    pub fn paper(workers: usize) -> Testbed {
+        Testbed {
+            workers,
+            gpu_mem: 40e9,
+            cpu_mem: 256e9,
+            worker_ssd: 2.0 * 3.84e12,
+            node_ssd: 12.0 * 3.84e12,
+            node_cpu_mem: 256e9,
+            seq_len: 1024.0,
+        }
+    }
+}
+
+/// Where a device's bytes go.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Device {
+    pub name: &'static str,
+    pub capacity: f64,
+    pub items: Vec<(&'static str, f64)>,
+}
+
+impl Device {
+    pub fn used(&self) -> f64 {
+        self.items.iter().map(|(_, b)| b).sum()
+    }
+    pub fn fits(&self) -> bool {
+        self.used() <= self.capacity
+    }
+}
+
+/// A system's placement of one model at one micro-batch: the devices that bound it (per worker,
+/// or the optimizer node).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placement {
+    pub devices: Vec<Device>,
+}
+
+impl Placement {
+    pub fn fits(&self) -> bool {
+        self.devices.iter().all(Device::fits)
+    }
+    /// The first device that overflows, as a sentence.
+    pub fn overflow(&self) -> Option<String> {
+        self.devices.iter().find(|d| !d.fits()).map(|d| {
+            format!(
+                "{} needs {:.1} GB of {:.1} GB",
+                d.name,
+                d.used() / 1e9,
+                d.capacity / 1e9
+            )
+        })
+    }
+}
+
+/// The worker GPU's working set for layer-by-layer delivery of 16-bit parameters (`bytes` = 2)
+/// or fp32 (4), with the layer's activations scaled alike.
+fn layer_working_set(m: &Shape, b: f64, s: f64, bytes: f64) -> Vec<(&'static str, f64)> {
+    let p = m.layer_params();
+    let e = m.embedding_params();
+    let w = bytes / 2.0;
+    let layer = 2.0 * bytes * p + bytes * p + w * m.layer_activation_bytes(b, s);
+    let head = 2.0 * bytes * e + w * m.logits_bytes(b, s) + w * m.checkpoint_bytes(b, s);
+    if layer >= head {
+        vec![
+            ("current and prefetched layer parameters", 2.0 * bytes * p),
+            ("one layer's gradients", bytes * p),
+            (
+                "one layer's activations",
+                w * m.layer_activation_bytes(b, s),
+            ),
+        ]
+    } else {
+        vec![
+            ("embedding parameters and gradients", 2.0 * bytes * e),
+            ("logits", w * m.logits_bytes(b, s)),
+            ("last checkpoint", w * m.checkpoint_bytes(b, s)),
+        ]
+    }
+}
+
+/// Where `system` puts `m` at micro-batch `b` on `tb`.
+pub fn place(system: System, m: &Shape, b: f64, tb: &Testbed) -> Result<Placement, ModelError> {
+    if tb.workers == 0 || b <= 0.0 {
+        return Err(ModelError::Invalid(
+            "workers and micro-batch must be positive".into(),
+        ));
+    }
+    let s = tb.seq_len;
+    let n = tb.workers as f64;
+    let p_all = m.params();
+    let ckpts = m.layers as f64 * m.checkpoint_bytes(b, s);
+    let gpu = |items| Device {
+        name: "worker GPU",
+        capacity: tb.gpu_mem,
+        items,
+    };
+    let devices = match system {
+        System::Luwu => {
+            let p = m.layer_params();
+            vec![
+                gpu(layer_working_set(m, b, s, 2.0)),
+                Device {
+                    name: "worker CPU memory",
+                    capacity: tb.cpu_mem,
+                    items: vec![("checkpoints", ckpts)],
+                },
+                Device {
+                    name: "optimizer node SSDs",
+                    capacity: tb.node_ssd,
+                    items: vec![("model states", STATE_BYTES * p_all)],
+                },
+                Device {
+                    name: "optimizer node CPU memory",
+                    capacity: tb.node_cpu_mem,
+                    items: vec![("two layers' buffers", 2.0 * STATE_BYTES * p)],
+                },
+            ]
+        }
+        System::Zero3 => {
+            let mut items = vec![("model states shard", STATE_BYTES * p_all / n)];
+            items.extend(layer_working_set(m, b, s, 2.0));
+            items.push(("checkpoints", ckpts));
+            vec![gpu(items)]
+        }
+        System::ZeroInfinity | System::ZeroInfinitySharp => {
+            use deepspeed::*;
+            let shard = p_all / n;
+            vec![
+                gpu(layer_working_set(m, b, s, 2.0)),
+                Device {
+                    name: "worker CPU memory",
+                    capacity: tb.cpu_mem,
+                    items: vec![
+                        ("flat gradient partition (16-bit)", 2.0 * shard),
+                        (
+                            "optimizer swap buffers",
+                            OPTIMIZER_BUFFER_COUNT * SUB_GROUP_SIZE.min(shard) * 4.0,
+                        ),
+                        ("sub-group fp32 gradients", SUB_GROUP_SIZE.min(shard) * 4.0),
+                        (
+                            "parameter swap buffers",
+                            PARAM_BUFFER_COUNT * PARAM_BUFFER_SIZE * 2.0,
+                        ),
+                        ("checkpoints", ckpts),
+                    ],
+                },
+                Device {
+                    name: "worker SSDs",
+                    capacity: tb.worker_ssd,
+                    items: vec![("model states shard", STATE_BYTES * shard)],
+                },
+            ]
+        }
+        System::ZeroOffload => {
+            let shard = p_all / n;
+            let mut items = layer_working_set(m, b, s, 2.0);
+            items.push(("checkpoints", ckpts));
+            vec![
+                gpu(items),
+                Device {
+                    name: "server CPU memory (per GPU's share)",
+                    capacity: tb.cpu_mem,
+                    items: vec![("model states shard", STATE_BYTES * shard)],
+                },
+            ]
+        }
+        System::SwitchMl => {
+            vec![gpu(vec![
+                ("replicated fp32 model states", STATE_BYTES * p_all),
+                (
+                    "one layer's activations (fp32)",
+                    2.0 * m.layer_activation_bytes(b, s),
+                ),
+                ("checkpoints (fp32)", 2.0 * ckpts),
+                ("logits (fp32)", 2.0 * m.logits_bytes(b, s)),
+            ])]
+        }
+    };
+    Ok(Placement { devices })
+}
+
+/// Whether `m` fits at micro-batch `b`.
+pub fn fits(system: System, m: &Shape, b: f64, tb: &Testbed) -> Result<bool, ModelError> {
+    Ok(place(system, m, b, tb)?.fits())
+}
+
+/// The largest power-of-two micro-batch (1 .. `cap`) that fits, or `None`.
+pub fn max_micro_batch(
+    system: System,
+    m: &Shape,
+    tb: &Testbed,
+    cap: usize,
+) -> Result<Option<usize>, ModelError> {
+    let mut best = None;
+    let mut b = 1usize;
+    while b <= cap {
+        if fits(system, m, b as f64, tb)? {
+            best = Some(b);
+        } else {
+            break;
+        }
+        b *= 2;
+    }
+    Ok(best)
+}
+
+/// The largest model of Table 2 that fits at micro-batch `b`: (id, nominal B params).
+pub fn largest_ladder(
+    system: System,
+    tb: &Testbed,
+    b: f64,
+) -> Result<Option<(&'static str, f64)>, ModelError> {
+    let mut best = None;
+    for (id, nominal, m) in LADDER {
+        if fits(system, &m, b, tb)? {
+            best = Some((id, nominal));
+        }
+    }
+    Ok(best)
+}
+
+/// The capacity bound: bisection over the OPT-like continuum [`shapes::scaled`] for the largest
+/// shape that fits. Returns the largest fitting shape and the smallest non-fitting one found
+/// (adjacent on the continuum), or `None` when not even the smallest shape fits. The search
+/// assumes fitting is monotone in size (every item grows with the shape).
+pub fn capacity_bound(
+    system: System,
+    tb: &Testbed,
+    b: f64,
+) -> Result<Option<(Shape, Shape)>, ModelError> {
+    const X_MAX: f64 = 40.0;
+    let f = |x: f64| -> Result<bool, ModelError> { fits(system, &shapes::scaled(x), b, tb) };
+    if !f(0.0)? {
+        return Ok(None);
+    }
+    if f(X_MAX)? {
+        return Err(ModelError::Invalid(format!(
+            "{system:?} fits every shape up to the search's end ({:.0} B parameters)",
+            shapes::scaled(X_MAX).params() / 1e9
+        )));
+    }
+    let (mut lo, mut hi) = (0.0f64, X_MAX);
+    while hi - lo > 1e-12 {
+        let mid = 0.5 * (lo + hi);
+        if f(mid)? {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(Some((shapes::scaled(lo), shapes::scaled(hi))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn luwu_1t_placement_by_hand() {
+        let (_, m) = shapes::by_id("opt_1t").unwrap();
+        let tb = Testbed::paper(8);
+        let pl = place(System::Luwu, &m, 1.0, &tb).unwrap();
+        // layer params: 12*22016^2 + 13*22016 = 5_816_737_280
+        let p = 5_816_737_280.0;
+        assert_eq!(m.layer_params(), p);
+        let gpu = &pl.devices[0];
+        // 2 x 2 bytes x p (current + next) + 2 bytes x p (gradients)
+        // + 1024*22016*(34 + 5*172*1024/22016) = 1024*22016*34 + 5*172*1024*1024
+        let act = 1024.0 * 22016.0 * 34.0 + 5.0 * 172.0 * 1024.0 * 1024.0;
+        assert_eq!(gpu.used(), 6.0 * p + act);
+        assert!(gpu.fits()); // 34.9 GB + 1.67 GB < 40 GB
+        // node: 16 bytes x all params on 46.08 TB; 2 layers x 16 bytes in 256 GB
+        assert_eq!(pl.devices[2].used(), 16.0 * m.params());
+        assert_eq!(pl.devices[3].used(), 32.0 * p);
+        assert!(pl.fits());
+        // at micro-batch 4 the GPU overflows: 34.9 + 4 x 1.67 GB > 40 GB
+        assert!(!fits(System::Luwu, &m, 4.0, &tb).unwrap());
+    }
+
+    #[test]
+    fn switchml_is_bounded_by_replicated_states() {
+        let tb = Testbed::paper(8);
+        let (_, m13) = shapes::by_id("opt_1_3b").unwrap();
+        let (_, m27) = shapes::by_id("opt_2_7b").unwrap();
+        assert!(fits(System::SwitchMl, &m13, 1.0, &tb).unwrap());
+        // 16 bytes x 2.65e9 = 42 GB > 40 GB
+        assert!(!fits(System::SwitchMl, &m27, 1.0, &tb).unwrap());
+        assert_eq!(
+            largest_ladder(System::SwitchMl, &tb, 1.0).unwrap(),
+            Some(("opt_1_3b", 1.3))
+        );
+    }
+
+    #[test]
+    fn capacity_search_finds_the_boundary_exactly() {
+        for sys in [
+            System::Luwu,
+            System::Zero3,
+            System::ZeroInfinity,
+            System::SwitchMl,
+        ] {
+            for n in [1, 4, 8] {
+                let tb = Testbed::paper(n);
+                let (lo, hi) = capacity_bound(sys, &tb, 1.0).unwrap().unwrap();
+                assert!(fits(sys, &lo, 1.0, &tb).unwrap());
+                assert!(!fits(sys, &hi, 1.0, &tb).unwrap());
+                // adjacent on the continuum: one step of a rounded dimension apart (a layer
+                // more at most, under 2% of the parameters)
+                assert!(hi.params() > lo.params());
+                let gap = (hi.params() - lo.params()) / lo.params();
+                assert!(gap < 0.02, "{sys:?} n={n}: gap {gap}");
+            }
+        }
+    }
+
+    #[test]
+    fn zero3_grows_with_workers() {
+        let mut last = 0.0;
+        for n in 1..=8 {
+            let (lo, _) = capacity_bound(System::Zero3, &Testbed::paper(n), 1.0)
+                .unwrap()
+                .unwrap();
+            assert!(lo.params() > last);
+            last = lo.params();
+        }
+    }
+}
+
+#[cfg(test)]
+mod zero_infinity_tests {
+    use super::*;
+
+    #[test]
+    fn zero_infinity_cpu_buffers_by_hand() {
+        let (_, m) = shapes::by_id("opt_175b").unwrap();
+        let tb = Testbed::paper(8);
+        let pl = place(System::ZeroInfinity, &m, 1.0, &tb).unwrap();
+        let cpu = &pl.devices[1];
+        let shard = m.params() / 8.0;
+        // 2 B x shard + 4 x 1e9 x 4 B + 1e9 x 4 B + 5 x 1e8 x 2 B + 96 layers x 2 x 1024 x 12288
+        let expect = 2.0 * shard + 16e9 + 4e9 + 1e9 + 96.0 * 2.0 * 1024.0 * 12288.0;
+        assert!(
+            (cpu.used() - expect).abs() < 1.0,
+            "{} {}",
+            cpu.used(),
+            expect
+        );
+        assert!(pl.fits());
+        // 1T does not fit 8 workers' CPU memory: 2 B x 125 G = 250 GB before the buffers
+        let (_, t) = shapes::by_id("opt_1t").unwrap();
+        let pl = place(System::ZeroInfinity, &t, 1.0, &tb).unwrap();
+        assert!(!pl.fits());
+        assert!(pl.overflow().unwrap().starts_with("worker CPU memory"));
+    }
+}

@@ -1,0 +1,247 @@
+//! One push/pull job (WorkerNICs pushing gradients while the AggNIC pushes parameters) on the
+//! suite's fabrics: `sim` (virtual time, link rates, seeded loss) and `mem` (threads, real time),
+//! with the outcome checked against a reference.
+
+use crate::switch::SmartSwitch;
+use crate::transport::{Config, Nic};
+use inabench_fabric::fault::Faults;
+use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
+use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+
+/// One-way link latency: a rack-local cable and a switch hop (as systems/ina uses; the paper
+/// gives none).
+pub const LINK_LATENCY_NS: u64 = inabench_ina::workload::LINK_LATENCY_NS;
+
+/// A node of a job.
+pub enum Node {
+    Nic(Box<Nic>),
+    Switch(Box<SmartSwitch>),
+}
+
+impl Node {
+    fn ep(&self) -> &dyn Endpoint {
+        match self {
+            Node::Nic(n) => n.as_ref(),
+            Node::Switch(s) => s.as_ref(),
+        }
+    }
+    fn ep_mut(&mut self) -> &mut dyn Endpoint {
+        match self {
+            Node::Nic(n) => n.as_mut(),
+            Node::Switch(s) => s.as_mut(),
+        }
+    }
+    pub fn nic(&self) -> Option<&Nic> {
+        match self {
+            Node::Nic(n) => Some(n),
+            Node::Switch(_) => None,
+        }
+    }
+    pub fn switch(&self) -> Option<&SmartSwitch> {
+        match self {
+            Node::Switch(s) => Some(s),
+            Node::Nic(_) => None,
+        }
+    }
+}
+
+impl Endpoint for Node {
+    fn id(&self) -> NodeId {
+        self.ep().id()
+    }
+    fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
+        self.ep_mut().handle_packet(now, from, frame)
+    }
+    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        self.ep_mut().poll_transmit(now)
+    }
+    fn poll_timeout(&self) -> Option<Nanos> {
+        self.ep().poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Nanos) {
+        self.ep_mut().handle_timeout(now)
+    }
+    fn is_done(&self) -> bool {
+        self.ep().is_done()
+    }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.ep().counters()
+    }
+}
+
+/// What the job moves: one gradient vector per worker (pushed, summed or max-ed in the switch)
+/// and one parameter vector (pushed by the AggNIC, pulled by every worker). Either may be empty.
+#[derive(Debug, Clone, Default)]
+pub struct Job {
+    pub grads: Vec<Vec<i32>>,
+    pub max: bool,
+    pub params: Vec<i32>,
+}
+
+impl Job {
+    /// The reference aggregate: element-wise wrapping sum (or max) over workers.
+    pub fn reference(&self) -> Vec<i32> {
+        let n = self.grads.first().map_or(0, Vec::len);
+        (0..n)
+            .map(|i| {
+                let mut it = self.grads.iter().map(|g| g[i]);
+                let first = it.next().unwrap_or(0);
+                if self.max {
+                    it.fold(first, i32::max)
+                } else {
+                    it.fold(first, i32::wrapping_add)
+                }
+            })
+            .collect()
+    }
+}
+
+/// The nodes in id order: workers 0..n, the switch n, the AggNIC n + 1.
+pub fn build(cfg: &Config, job: &Job) -> Vec<Node> {
+    let gvals = job.grads.first().map_or(0, Vec::len);
+    let mut nodes: Vec<Node> = job
+        .grads
+        .iter()
+        .enumerate()
+        .map(|(w, g)| {
+            Node::Nic(Box::new(Nic::worker(
+                cfg,
+                w,
+                g.clone(),
+                job.max,
+                job.params.len(),
+            )))
+        })
+        .collect();
+    nodes.push(Node::Switch(Box::new(SmartSwitch::new(cfg))));
+    nodes.push(Node::Nic(Box::new(Nic::agg(
+        cfg,
+        job.params.clone(),
+        gvals,
+    ))));
+    nodes
+}
+
+/// The outcome of a job.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outcome {
+    pub finished: bool,
+    /// Every worker's pulled parameters equal the pushed ones and the AggNIC's pulled aggregate
+    /// equals the reference, bit for bit, each packet drained exactly once.
+    pub exact: bool,
+    /// The aggregate the AggNIC pulled (truncated to the gradient length).
+    pub aggregate: Vec<i32>,
+    /// What each worker pulled.
+    pub pulled: Vec<Vec<i32>>,
+    /// Time from start to the AggNIC's last aggregated gradient drained (ns).
+    pub push_ns: u64,
+    /// Per worker: time to its last parameter drained (ns).
+    pub pull_ns: Vec<u64>,
+    /// The whole job (ns).
+    pub end_ns: u64,
+    pub resends: u64,
+    pub stalls: u64,
+    pub rx_overflows: u64,
+    pub rx_duplicates: u64,
+    pub malformed: u64,
+    /// Heartbeat bytes sent per NIC and by the switch, and frames lost on links.
+    pub heartbeat_bytes: u64,
+    /// Heartbeat frames the NICs sent, and how many NICs there are.
+    pub heartbeat_frames: u64,
+    pub nics: usize,
+    pub switch_heartbeat_bytes: u64,
+    pub dropped: u64,
+    pub reforwarded: u64,
+    pub evicted_incomplete: u64,
+    pub recirculations: u64,
+}
+
+/// Gather the outcome from finished nodes.
+pub fn outcome(cfg: &Config, job: &Job, nodes: &[Node], finished: bool, end_ns: u64) -> Outcome {
+    let mut o = Outcome {
+        finished,
+        end_ns,
+        ..Outcome::default()
+    };
+    let want = job.reference();
+    let mut exact = finished;
+    for (i, n) in nodes.iter().enumerate() {
+        if let Some(nic) = n.nic() {
+            o.resends += nic.tx.resends;
+            o.stalls += nic.tx.stalls;
+            o.rx_overflows += nic.rx.overflows;
+            o.rx_duplicates += nic.rx.duplicates;
+            o.malformed += nic.stats.malformed_rx;
+            o.heartbeat_bytes += nic.stats.heartbeat_bytes_tx;
+            o.heartbeat_frames += nic.stats.heartbeats_tx;
+            o.nics += 1;
+            let start = nic.stats.start_ns.unwrap_or(0);
+            let done = nic.stats.rx_done_ns.unwrap_or(end_ns).saturating_sub(start);
+            let got: Vec<i32> = nic.rx.out.clone();
+            if i == cfg.agg_id() as usize {
+                let got = got.get(..want.len()).unwrap_or(&got).to_vec();
+                exact &= got == want && nic.rx.consumed == nic.rx.packets;
+                o.aggregate = got;
+                o.push_ns = done;
+            } else {
+                let got = got.get(..job.params.len()).unwrap_or(&got).to_vec();
+                exact &= got == job.params && nic.rx.consumed == nic.rx.packets;
+                o.pulled.push(got);
+                o.pull_ns.push(done);
+            }
+        }
+        if let Some(s) = n.switch() {
+            o.switch_heartbeat_bytes = s.stats.heartbeat_bytes_out;
+            o.reforwarded = s.stats.reforwarded;
+            o.evicted_incomplete = s.stats.evicted_incomplete;
+            o.recirculations = s.pipeline.stats.recirculations;
+            o.malformed += s.stats.malformed;
+        }
+    }
+    o.exact = exact;
+    o
+}
+
+/// The sim fabric's link for `cfg`: its line rate, 0.5 us, jumbo MTU, 4 MB drop-tail egress.
+pub fn sim_link(cfg: &Config) -> LinkConfig {
+    LinkConfig {
+        rate_bps: cfg.line_rate_bps,
+        latency_ns: LINK_LATENCY_NS,
+        mtu: 9216,
+        queue_bytes: 4 << 20,
+        framing_bytes: 24,
+    }
+}
+
+/// Run a job on the discrete-event fabric. The NIC transports are hardware (FPGA) in LuWu, so
+/// no host CPU cost is charged per frame.
+pub fn run_sim(cfg: &Config, job: &Job, faults: Faults, max_ns: u64) -> (Vec<Node>, Outcome) {
+    let nodes = build(cfg, job);
+    let n = nodes.len();
+    let free = NodeConfig {
+        rx_cost_ns: 0,
+        tx_cost_ns: 0,
+    };
+    let mut f = SimFabric::new(nodes, vec![free; n], cfg.switch_id(), sim_link(cfg), faults);
+    let rep = f
+        .run_until(max_ns, |nodes| nodes.iter().all(Endpoint::is_done))
+        .clone();
+    let nodes = f.into_nodes();
+    let mut o = outcome(cfg, job, &nodes, rep.finished, rep.end_ns);
+    o.dropped = rep.faults.dropped + rep.dropped_queue + rep.dropped_mtu;
+    (nodes, o)
+}
+
+/// Run a job on the in-process fabric (a thread per node, real time).
+pub fn run_mem(
+    cfg: &Config,
+    job: &Job,
+    faults: Faults,
+    deadline: std::time::Duration,
+) -> (Vec<Node>, Outcome) {
+    let nodes = build(cfg, job);
+    let sw = cfg.switch_id() as usize;
+    let (nodes, rep) = inabench_fabric::mem::run(nodes, 9216, faults, deadline, |i| i != sw);
+    let o = outcome(cfg, job, &nodes, rep.finished, rep.wall_ns);
+    (nodes, o)
+}

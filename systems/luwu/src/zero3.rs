@@ -1,0 +1,316 @@
+//! ZeRO-3's collectives as protocol code on the same fabric, for the traffic comparison of
+//! Sec. 3.1 ("each worker needs to transfer 2(N-1) * S/N elements for either all_gather or
+//! reduce_scatter", against S per worker for LuWu's push or pull): ring reduce-scatter and ring
+//! all-gather in NCCL's order (the schedule of `inabench_ina::ring`), through a switch that only
+//! forwards by IPv4 destination.
+//!
+//! Worker r sends to r + 1. Reduce-scatter step k (0..N-1): send chunk (r - k) mod N, receive
+//! chunk (r - k - 1) mod N and add it in; afterwards worker r holds the sum of chunk (r + 1) mod N.
+//! All-gather step k: send chunk (r + 1 - k) mod N, receive chunk (r - k) mod N and store it.
+//! A step is sent once the previous step's chunk has arrived whole (the data it carries exists).
+//! There is no loss recovery: this baseline runs on lossless links (the comparison is of bytes).
+
+use crate::packet::{self, Kind, Repr};
+use inabench_fabric::fault::Faults;
+use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
+use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use inabench_wire::{ethernet, ipv4};
+use std::collections::VecDeque;
+
+/// Which collective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    ReduceScatter,
+    AllGather,
+}
+
+/// One ring member.
+pub struct RingNode {
+    rank: usize,
+    n: usize,
+    op: Op,
+    pub data: Vec<i32>,
+    chunk: usize,
+    vpp: usize,
+    pps: u32,
+    /// Packets received per step.
+    got: Vec<u32>,
+    /// Steps whose packets are queued.
+    queued: u32,
+    out: VecDeque<Transmit>,
+    switch: NodeId,
+    pub values_tx: u64,
+    pub values_rx: u64,
+    pub malformed: u64,
+}
+
+impl RingNode {
+    /// `data` is the worker's whole vector (`elements` a multiple of `n`).
+    pub fn new(rank: usize, n: usize, op: Op, data: Vec<i32>, vpp: usize) -> RingNode {
+        let chunk = data.len() / n;
+        let mut w = RingNode {
+            rank,
+            n,
+            op,
+            data,
+            chunk,
+            vpp,
+            pps: chunk.div_ceil(vpp).max(1) as u32,
+            got: vec![0; n - 1],
+            queued: 0,
+            out: VecDeque::new(),
+            switch: n as NodeId,
+            values_tx: 0,
+            values_rx: 0,
+            malformed: 0,
+        };
+        w.queue_step();
+        w
+    }
+
+    fn sends(&self, k: usize) -> usize {
+        let n = self.n;
+        match self.op {
+            Op::ReduceScatter => (self.rank + 2 * n - k) % n,
+            Op::AllGather => (self.rank + 1 + 2 * n - k) % n,
+        }
+    }
+
+    fn receives(&self, k: usize) -> usize {
+        let n = self.n;
+        match self.op {
+            Op::ReduceScatter => (self.rank + 2 * n - k - 1) % n,
+            Op::AllGather => (self.rank + 2 * n - k) % n,
+        }
+    }
+
+    /// Queue the next step's packets.
+    fn queue_step(&mut self) {
+        let k = self.queued as usize;
+        if k >= self.n - 1 {
+            return;
+        }
+        let c = self.sends(k);
+        let to = ((self.rank + 1) % self.n) as u32;
+        for j in 0..self.pps as usize {
+            let a = c * self.chunk + j * self.vpp;
+            let b = (a + self.vpp).min((c + 1) * self.chunk);
+            let h = Repr {
+                kind: Kind::Ring,
+                src: self.rank as u8,
+                max: false,
+                seq: k as u32 * self.pps + j as u32,
+                credit: 0,
+                count: 0,
+            };
+            self.values_tx += (b - a) as u64;
+            let bytes = packet::frame(self.rank as u32, to, h, &self.data[a..b]);
+            self.out.push_back(Transmit {
+                to: self.switch,
+                bytes,
+            });
+        }
+        self.queued += 1;
+    }
+}
+
+impl Endpoint for RingNode {
+    fn id(&self) -> NodeId {
+        self.rank as NodeId
+    }
+
+    fn handle_packet(&mut self, _now: Nanos, _from: NodeId, frame: &[u8]) {
+        let Ok((h, values)) = packet::parse(frame) else {
+            self.malformed += 1;
+            return;
+        };
+        let (k, j) = ((h.seq / self.pps) as usize, (h.seq % self.pps) as usize);
+        if h.kind != Kind::Ring || k >= self.n - 1 {
+            self.malformed += 1;
+            return;
+        }
+        let c = self.receives(k);
+        let a = c * self.chunk + j * self.vpp;
+        if a + values.len() > (c + 1) * self.chunk {
+            self.malformed += 1;
+            return;
+        }
+        self.values_rx += values.len() as u64;
+        for (d, v) in self.data[a..a + values.len()].iter_mut().zip(&values) {
+            *d = match self.op {
+                Op::ReduceScatter => d.wrapping_add(*v),
+                Op::AllGather => *v,
+            };
+        }
+        self.got[k] += 1;
+        if self.got[k] == self.pps && self.queued as usize == k + 1 {
+            self.queue_step();
+        }
+    }
+
+    fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
+        self.out.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Nanos> {
+        None
+    }
+
+    fn handle_timeout(&mut self, _now: Nanos) {}
+
+    fn is_done(&self) -> bool {
+        self.got.iter().all(|g| *g == self.pps) && self.out.is_empty()
+    }
+}
+
+/// A switch that forwards by IPv4 destination (10.0.8.(node + 1)).
+pub struct Forwarder {
+    id: NodeId,
+    nodes: usize,
+    out: VecDeque<Transmit>,
+    pub dropped: u64,
+}
+
+impl Endpoint for Forwarder {
+    fn id(&self) -> NodeId {
+        self.id
+    }
+
+    fn handle_packet(&mut self, _now: Nanos, _from: NodeId, frame: &[u8]) {
+        let to = ethernet::Packet::new_checked(frame)
+            .ok()
+            .and_then(|e| {
+                ipv4::Packet::new_checked(e.payload())
+                    .ok()
+                    .map(|ip| ip.dst()[3])
+            })
+            .and_then(|b| (b as usize).checked_sub(1))
+            .filter(|t| *t < self.nodes);
+        match to {
+            Some(t) => self.out.push_back(Transmit {
+                to: t as NodeId,
+                bytes: frame.to_vec(),
+            }),
+            None => self.dropped += 1,
+        }
+    }
+
+    fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
+        self.out.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Nanos> {
+        None
+    }
+
+    fn handle_timeout(&mut self, _now: Nanos) {}
+
+    fn is_done(&self) -> bool {
+        true
+    }
+}
+
+/// A ring node or the forwarder.
+pub enum RingFabricNode {
+    Worker(RingNode),
+    Switch(Forwarder),
+}
+
+impl RingFabricNode {
+    fn ep(&self) -> &dyn Endpoint {
+        match self {
+            RingFabricNode::Worker(w) => w,
+            RingFabricNode::Switch(s) => s,
+        }
+    }
+    fn ep_mut(&mut self) -> &mut dyn Endpoint {
+        match self {
+            RingFabricNode::Worker(w) => w,
+            RingFabricNode::Switch(s) => s,
+        }
+    }
+}
+
+impl Endpoint for RingFabricNode {
+    fn id(&self) -> NodeId {
+        self.ep().id()
+    }
+    fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
+        self.ep_mut().handle_packet(now, from, frame)
+    }
+    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        self.ep_mut().poll_transmit(now)
+    }
+    fn poll_timeout(&self) -> Option<Nanos> {
+        self.ep().poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Nanos) {
+        self.ep_mut().handle_timeout(now)
+    }
+    fn is_done(&self) -> bool {
+        self.ep().is_done()
+    }
+}
+
+/// What a collective did: each worker's vector afterwards, the values each sent and received,
+/// and the virtual time.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RingOutcome {
+    pub finished: bool,
+    pub data: Vec<Vec<i32>>,
+    pub values_tx: Vec<u64>,
+    pub values_rx: Vec<u64>,
+    pub end_ns: u64,
+}
+
+/// Run `op` over `inputs` (one vector per worker, lengths a multiple of the worker count) on the
+/// sim fabric with `link`.
+pub fn run(op: Op, inputs: Vec<Vec<i32>>, vpp: usize, link: LinkConfig) -> Option<RingOutcome> {
+    let n = inputs.len();
+    if !(2..=250).contains(&n)
+        || vpp == 0
+        || inputs
+            .iter()
+            .any(|v| v.len() != inputs[0].len() || !v.len().is_multiple_of(n))
+    {
+        return None;
+    }
+    let mut nodes: Vec<RingFabricNode> = inputs
+        .into_iter()
+        .enumerate()
+        .map(|(r, d)| RingFabricNode::Worker(RingNode::new(r, n, op, d, vpp)))
+        .collect();
+    nodes.push(RingFabricNode::Switch(Forwarder {
+        id: n as NodeId,
+        nodes: n,
+        out: VecDeque::new(),
+        dropped: 0,
+    }));
+    let free = NodeConfig {
+        rx_cost_ns: 0,
+        tx_cost_ns: 0,
+    };
+    let mut f = SimFabric::new(
+        nodes,
+        vec![free; n + 1],
+        n as NodeId,
+        link,
+        Faults::default(),
+    );
+    let rep = f
+        .run_until(3_600_000_000_000, |ns| ns.iter().all(Endpoint::is_done))
+        .clone();
+    let mut o = RingOutcome {
+        finished: rep.finished,
+        end_ns: rep.end_ns,
+        ..RingOutcome::default()
+    };
+    for node in f.into_nodes() {
+        if let RingFabricNode::Worker(w) = node {
+            o.values_tx.push(w.values_tx);
+            o.values_rx.push(w.values_rx);
+            o.data.push(w.data);
+        }
+    }
+    Some(o)
+}

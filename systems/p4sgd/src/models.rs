@@ -1,0 +1,559 @@
+//! Per-iteration time models of every system of Sec. 5.3-5.4 (the modelled class), Eq. 1-3
+//! rebuilt from the paper's prose, with every input either a cited figure or measured:
+//!
+//! - communication: the all-reduce latencies come from running the systems' protocol code in
+//!   the simulator exactly as p4sgd-fig8's simulated class does ([`crate::fig8`]): P4SGD's
+//!   switch protocol, CPUSync's recursive doubling (its host stack's per-frame costs measured
+//!   on this machine), SwitchML's streaming aggregation; cached per process;
+//! - FPGA compute: [`crate::fpga`];
+//! - CPU compute: a dense float32 dot product (forward) and axpy (backward) timed on one core
+//!   of this machine, spread over the paper's CPU's cores (Sec. 5.1: 12) and bounded by its
+//!   memory bandwidth (Intel ARK, Xeon Silver 4214: six DDR4-2400 channels = 115.2 GB/s);
+//! - GPU compute: cuBLAS SGEMM as a dense matrix-vector product bounded by the A100's HBM
+//!   bandwidth (NVIDIA A100 40GB PCIe data sheet: 1,555 GB/s) or FP32 peak (19.5 TFLOPS),
+//!   plus one kernel launch per kernel (`gpu_launch_us`, p4sgd-fig8's cited figure) and NCCL's
+//!   small all-reduce latency (`nccl_allreduce_us`, p4sgd-fig8's cited figure);
+//! - large all-reduces (data parallelism's gradients): the latency plus a ring all-reduce's
+//!   2 (P - 1) / P of the vector at line rate (MPI, NCCL), or one P4SGD packet of 8 values per
+//!   frame time through the switch (the FPGA data-parallel system).
+//!
+//! All systems compute densely: the paper's GPU baseline uses cublasSgemm (dense), its CPU
+//! baseline AVX2 vectors and the FPGA engines stream every feature (MLWeaving's layout).
+
+use crate::emulate::ELEMENTS;
+use crate::fig8::{self, SimInputs};
+use crate::fpga::{self, FpgaModel};
+use crate::glm::columns;
+use crate::wire;
+use inabench_core::{PointCtx, WorkloadError};
+use inabench_fabric::Endpoint;
+use inabench_fabric::NodeId;
+use inabench_fabric::fault::Faults;
+use inabench_fabric::sim::{NodeConfig, SimFabric};
+use inabench_ina::common::{AllReduceConfig, SetupNode, System};
+use inabench_ina::switchml::SwitchMl;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+fn err(e: impl std::fmt::Display) -> WorkloadError {
+    WorkloadError::Invalid(e.to_string())
+}
+
+/// Every model input of a point.
+#[derive(Debug, Clone)]
+pub struct Inputs {
+    pub sim: SimInputs,
+    pub fpga: FpgaModel,
+    pub gpu_launch_ns: f64,
+    pub nccl_allreduce_ns: f64,
+    pub gpu_hbm_bps: f64,
+    pub gpu_flops: f64,
+    pub cpu_cores: f64,
+    pub cpu_mem_bps: f64,
+    pub seed: u64,
+}
+
+/// A numeric parameter, or `default` when the spec does not set it.
+fn opt(ctx: &PointCtx<'_>, name: &str, default: f64) -> f64 {
+    ctx.param(name).unwrap_or(default)
+}
+
+impl Inputs {
+    /// The FPGA and network inputs are required; the CPU and GPU ones only where used.
+    pub fn from_ctx(ctx: &PointCtx<'_>) -> Result<Inputs, WorkloadError> {
+        let clock_hz = ctx.param("clock_mhz")? * 1e6;
+        let fpga = FpgaModel::paper(
+            ctx.param("engines")? as usize,
+            ctx.param("precision_bits")? as u32,
+            clock_hz,
+        );
+        fpga.validate().map_err(err)?;
+        if ctx.param("micro_batch")? as usize != fpga.banks {
+            return Err(WorkloadError::Invalid(
+                "the engine has 8 banks: micro_batch must be 8 (Sec. 4.1.2)".into(),
+            ));
+        }
+        let sim = SimInputs {
+            rate_bps: ctx.param("line_rate_gbps")? * 1e9,
+            link_latency_ns: ctx.param("link_latency_ns")? as u64,
+            switch_latency_ns: ctx.param("switch_latency_ns")? as u64,
+            fpga_nic_ns: ctx.param("fpga_nic_ns")? as u64,
+            fpga_beat_ns: (1e9 / clock_hz).round() as u64,
+            host_nic_ns: ctx.param("host_nic_ns")? as u64,
+            timeout_ns: (ctx.param("timeout_us")? * 1e3) as u64,
+        };
+        Ok(Inputs {
+            sim,
+            fpga,
+            gpu_launch_ns: opt(ctx, "gpu_launch_us", f64::NAN) * 1e3,
+            nccl_allreduce_ns: opt(ctx, "nccl_allreduce_us", f64::NAN) * 1e3,
+            gpu_hbm_bps: opt(ctx, "gpu_hbm_gbps", f64::NAN) * 1e9,
+            gpu_flops: opt(ctx, "gpu_fp32_tflops", f64::NAN) * 1e12,
+            cpu_cores: opt(ctx, "cpu_cores", f64::NAN),
+            cpu_mem_bps: opt(ctx, "cpu_mem_gbps", f64::NAN) * 1e9,
+            seed: ctx.param("seed").map(|s| s as u64).unwrap_or(ctx.seed),
+        })
+    }
+
+    fn key(&self) -> String {
+        let s = &self.sim;
+        format!(
+            "{} {} {} {} {} {} {} {}",
+            s.rate_bps,
+            s.link_latency_ns,
+            s.switch_latency_ns,
+            s.fpga_nic_ns,
+            s.fpga_beat_ns,
+            s.host_nic_ns,
+            s.timeout_ns,
+            self.seed
+        )
+    }
+
+    fn need(&self, what: &[(f64, &str)]) -> Result<(), WorkloadError> {
+        for (v, name) in what {
+            if !(v.is_finite() && *v > 0.0) {
+                return Err(WorkloadError::Param((*name).to_string()));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn cached(
+    key: String,
+    f: impl FnOnce() -> Result<f64, WorkloadError>,
+) -> Result<f64, WorkloadError> {
+    static CACHE: OnceLock<Mutex<HashMap<String, f64>>> = OnceLock::new();
+    let c = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(v) = c.lock().ok().and_then(|m| m.get(&key).copied()) {
+        return Ok(v);
+    }
+    let v = f()?;
+    if let Ok(mut m) = c.lock() {
+        m.insert(key, v);
+    }
+    Ok(v)
+}
+
+fn mean(v: &[u64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().map(|x| *x as f64).sum::<f64>() / v.len() as f64)
+}
+
+/// Operations per latency measurement.
+const OPS: u64 = 2000;
+
+/// Mean latency (ns) of P4SGD's all-reduce of 8 values across `workers` FPGAs, run in the
+/// simulator as p4sgd-fig8's simulated class.
+pub fn p4sgd_latency_ns(inp: &Inputs, workers: usize) -> Result<f64, WorkloadError> {
+    cached(format!("p4sgd {workers} {}", inp.key()), || {
+        let o = fig8::run_p4sgd(
+            workers,
+            ELEMENTS,
+            OPS,
+            inp.seed,
+            Some(&inp.sim),
+            inp.sim.timeout_ns,
+        )?;
+        check(&o, "p4sgd")?;
+        mean(&o.latencies).ok_or_else(|| err("p4sgd: no latency samples"))
+    })
+}
+
+fn check(o: &fig8::Outcome, what: &str) -> Result<(), WorkloadError> {
+    if o.wrong > 0 || o.unfinished > 0 {
+        return Err(WorkloadError::WrongResult(format!(
+            "{what}: {} wrong results, {} workers unfinished",
+            o.wrong, o.unfinished
+        )));
+    }
+    Ok(())
+}
+
+/// Values per CPUSync message (its frame format's limit).
+pub const CPUSYNC_MAX_VALUES: usize = 255;
+
+/// Mean latency (ns) of CPUSync's MPI-style all-reduce of `elements` 32-bit values (recursive
+/// doubling through the switch; 0 with one worker). A message carries at most 255 values, so a
+/// longer vector goes as consecutive all-reduces of equal pieces (our choice: no pipelining).
+pub fn cpusync_latency_ns(
+    inp: &Inputs,
+    workers: usize,
+    elements: usize,
+) -> Result<f64, WorkloadError> {
+    if workers < 2 {
+        return Ok(0.0);
+    }
+    let pieces = elements.div_ceil(CPUSYNC_MAX_VALUES).max(1);
+    let each = elements.div_ceil(pieces);
+    let one = cached(format!("cpusync {workers} {each} {}", inp.key()), || {
+        let o = fig8::run_cpusync(workers, each, OPS / 4, inp.seed, Some(&inp.sim))?;
+        check(&o, "cpusync")?;
+        mean(&o.latencies).ok_or_else(|| err("cpusync: no latency samples"))
+    })?;
+    Ok(one * pieces as f64)
+}
+
+/// Time (ns) of one SwitchML all-reduce of `elements` values (inabench-ina's SwitchML, its
+/// default pool, CPU hosts as in p4sgd-fig8): the last worker's completion, averaged over
+/// a few all-reduces with different seeds. 0 with one worker.
+pub fn switchml_allreduce_ns(
+    inp: &Inputs,
+    workers: usize,
+    elements: usize,
+) -> Result<f64, WorkloadError> {
+    if workers < 2 {
+        return Ok(0.0);
+    }
+    cached(
+        format!("switchml {workers} {elements} {}", inp.key()),
+        || {
+            let si = &inp.sim;
+            // the host stack's per-frame costs, measured here as p4sgd-fig8 does
+            let costs = fig8::switchml_costs(workers, si.rate_bps);
+            let mut total = 0.0;
+            let reps = 5u64;
+            for r in 0..reps {
+                let cfg = AllReduceConfig {
+                    workers,
+                    elements,
+                    seed: inp.seed.wrapping_add(r),
+                    line_rate_bps: si.rate_bps,
+                    mtu: 1024,
+                    timeout_ns: si.timeout_ns.max(100_000),
+                    knobs: vec![],
+                };
+                let setup = SwitchMl.build(&cfg).map_err(err)?;
+                let nodes: Vec<_> = setup
+                    .into_nodes()
+                    .into_iter()
+                    .map(|n| {
+                        let t = if matches!(n, SetupNode::Worker(_)) {
+                            si.cpu(costs.clone())
+                        } else {
+                            si.switch()
+                        };
+                        crate::host::Host::new(n, t, inp.seed.wrapping_add(r))
+                    })
+                    .collect();
+                let k = nodes.len();
+                let mut f = SimFabric::new(
+                    nodes,
+                    vec![
+                        NodeConfig {
+                            rx_cost_ns: 0,
+                            tx_cost_ns: 0
+                        };
+                        k
+                    ],
+                    workers as NodeId,
+                    si.link(),
+                    Faults::default(),
+                );
+                let fin = f
+                    .run_until(60_000_000_000, |n| n.iter().all(Endpoint::is_done))
+                    .finished;
+                if !fin {
+                    return Err(err("switchml: the all-reduce did not finish"));
+                }
+                let mut end = 0u64;
+                for h in f.into_nodes() {
+                    if let SetupNode::Worker(w) = &h.inner {
+                        if !w.check(&cfg) {
+                            return Err(WorkloadError::WrongResult(
+                                "switchml: a result differs from the exact sum".into(),
+                            ));
+                        }
+                        let s = w.stats();
+                        end = end.max(s.end_ns.saturating_sub(s.start_ns));
+                    }
+                }
+                total += end as f64;
+            }
+            Ok(total / reps as f64)
+        },
+    )
+}
+
+/// Bytes on the wire of one P4SGD packet of 8 values, with Ethernet framing (preamble, FCS,
+/// inter-frame gap as the sim link counts them).
+pub fn p4sgd_frame_bytes(inp: &Inputs) -> Result<f64, WorkloadError> {
+    let r = wire::Repr {
+        bitmap: 1,
+        slot: 0,
+        round: 0,
+        kind: wire::Kind::Aggregate,
+        values: vec![0; ELEMENTS],
+    };
+    let f = wire::frame(0, 1, &r).map_err(err)?;
+    Ok((f.len() + inp.sim.link().framing_bytes) as f64)
+}
+
+/// This machine's single-core dense float32 rates: ns per (sample x feature) of a dot product
+/// (forward) and of an axpy (backward), each the fastest of several timed runs over 64K
+/// features (in cache: the compute rate; memory is bounded separately).
+pub fn cpu_rates_ns() -> (f64, f64) {
+    static RATES: OnceLock<(f64, f64)> = OnceLock::new();
+    *RATES.get_or_init(|| {
+        let n = 1 << 16;
+        let x: Vec<f32> = (0..n).map(|i| (i % 17) as f32 * 0.01).collect();
+        let mut w: Vec<f32> = (0..n).map(|i| (i % 13) as f32 * 0.02).collect();
+        let mut best = (f64::MAX, f64::MAX);
+        for _ in 0..30 {
+            let t = std::time::Instant::now();
+            let mut s = 0f32;
+            for _ in 0..8 {
+                s += dot8(&x, &w);
+            }
+            std::hint::black_box(s);
+            best.0 = best.0.min(t.elapsed().as_nanos() as f64 / (8 * n) as f64);
+            let t = std::time::Instant::now();
+            for _ in 0..8 {
+                axpy(0.001, &x, &mut w);
+            }
+            std::hint::black_box(&w);
+            best.1 = best.1.min(t.elapsed().as_nanos() as f64 / (8 * n) as f64);
+        }
+        best
+    })
+}
+
+/// A dot product with eight running sums (what AVX2 code does; the compiler vectorises it).
+fn dot8(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    for (x, y) in a.chunks_exact(8).zip(b.chunks_exact(8)) {
+        for k in 0..8 {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    acc.iter().sum()
+}
+
+fn axpy(g: f32, x: &[f32], y: &mut [f32]) {
+    for (a, b) in y.iter_mut().zip(x) {
+        *a += g * b;
+    }
+}
+
+/// The systems of Sec. 5.3-5.4 and their iteration times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sys {
+    P4sgd,
+    P4sgdDp,
+    GpuSync,
+    GpuSyncDp,
+    CpuSync,
+    CpuSyncDp,
+    SwitchMl,
+}
+
+impl Sys {
+    pub fn parse(s: &str) -> Option<Sys> {
+        Some(match s {
+            "p4sgd" => Sys::P4sgd,
+            "p4sgd_dp" => Sys::P4sgdDp,
+            "gpusync" => Sys::GpuSync,
+            "gpusync_dp" => Sys::GpuSyncDp,
+            "cpusync" => Sys::CpuSync,
+            "cpusync_dp" => Sys::CpuSyncDp,
+            "switchml" => Sys::SwitchMl,
+            _ => return None,
+        })
+    }
+}
+
+/// The largest feature partition of `workers` over `features`.
+fn part(features: usize, workers: usize) -> usize {
+    columns(0, workers, features).len()
+}
+
+/// GPU kernel time (ns) of a dense pass over `n` samples x `f` features (data plus the model
+/// vector read, the result written), bandwidth- or FLOP-bound.
+fn gpu_kernel_ns(inp: &Inputs, n: usize, f: usize) -> f64 {
+    let bytes = ((n * f + 2 * f) * 4) as f64;
+    let flops = (2 * n * f) as f64;
+    (bytes * 1e9 / inp.gpu_hbm_bps).max(flops * 1e9 / inp.gpu_flops)
+}
+
+/// CPU time (ns) of forward plus backward over `n` samples x `f` features on the paper's cores.
+fn cpu_compute_ns(inp: &Inputs, n: usize, f: usize) -> f64 {
+    let (fwd, bwd) = cpu_rates_ns();
+    let work = (n * f) as f64;
+    let mem = ((n * f + 2 * f) * 4) as f64 * 1e9 / inp.cpu_mem_bps;
+    (work * fwd / inp.cpu_cores).max(mem) + (work * bwd / inp.cpu_cores).max(mem)
+}
+
+/// A ring all-reduce's transfer time (ns) of `elements` 32-bit values at line rate.
+fn ring_ns(inp: &Inputs, workers: usize, elements: usize) -> f64 {
+    if workers < 2 {
+        return 0.0;
+    }
+    2.0 * (workers - 1) as f64 / workers as f64 * (elements * 4 * 8) as f64 * 1e9 / inp.sim.rate_bps
+}
+
+/// One iteration (ns) of `sys` on `features` x `batch` with `workers` workers.
+pub fn iteration_ns(
+    inp: &Inputs,
+    sys: Sys,
+    features: usize,
+    workers: usize,
+    batch: usize,
+) -> Result<f64, WorkloadError> {
+    if workers == 0 || batch == 0 || features == 0 {
+        return Err(err("workers, batch and features start at 1"));
+    }
+    let gpu = || {
+        inp.need(&[
+            (inp.gpu_launch_ns, "gpu_launch_us"),
+            (inp.nccl_allreduce_ns, "nccl_allreduce_us"),
+            (inp.gpu_hbm_bps, "gpu_hbm_gbps"),
+            (inp.gpu_flops, "gpu_fp32_tflops"),
+        ])
+    };
+    let cpu = || {
+        inp.need(&[
+            (inp.cpu_cores, "cpu_cores"),
+            (inp.cpu_mem_bps, "cpu_mem_gbps"),
+        ])
+    };
+    let share = batch.div_ceil(workers);
+    match sys {
+        Sys::P4sgd => {
+            let l = p4sgd_latency_ns(inp, workers)?;
+            fpga::p4sgd_iteration_ns(&inp.fpga, features, workers, batch, l).map_err(err)
+        }
+        Sys::P4sgdDp => {
+            let l = p4sgd_latency_ns(inp, workers)?;
+            let ops = features.div_ceil(ELEMENTS);
+            let frame_ns = p4sgd_frame_bytes(inp)? * 8.0 * 1e9 / inp.sim.rate_bps;
+            let comm = l + (ops - 1) as f64 * frame_ns;
+            fpga::dp_iteration_ns(&inp.fpga, features, workers, batch, comm).map_err(err)
+        }
+        Sys::GpuSync => {
+            gpu()?;
+            let f = part(features, workers);
+            let compute = 2.0 * (inp.gpu_launch_ns + gpu_kernel_ns(inp, batch, f));
+            let comm = if workers > 1 {
+                inp.gpu_launch_ns
+                    + inp.nccl_allreduce_ns
+                    + (batch * 4 * 8) as f64 * 1e9 / inp.sim.rate_bps
+            } else {
+                0.0
+            };
+            Ok(compute + comm)
+        }
+        Sys::GpuSyncDp => {
+            gpu()?;
+            let compute = 2.0 * (inp.gpu_launch_ns + gpu_kernel_ns(inp, share, features));
+            let comm = if workers > 1 {
+                inp.gpu_launch_ns + inp.nccl_allreduce_ns + ring_ns(inp, workers, features)
+            } else {
+                0.0
+            };
+            Ok(compute + comm)
+        }
+        Sys::CpuSync => {
+            cpu()?;
+            Ok(cpu_compute_ns(inp, batch, part(features, workers))
+                + cpusync_latency_ns(inp, workers, batch)?)
+        }
+        Sys::CpuSyncDp => {
+            cpu()?;
+            let comm = if workers > 1 {
+                cpusync_latency_ns(inp, workers, ELEMENTS)? + ring_ns(inp, workers, features)
+            } else {
+                0.0
+            };
+            Ok(cpu_compute_ns(inp, share, features) + comm)
+        }
+        Sys::SwitchMl => {
+            cpu()?;
+            Ok(cpu_compute_ns(inp, batch, part(features, workers))
+                + switchml_allreduce_ns(inp, workers, batch)?)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inputs() -> Inputs {
+        Inputs {
+            sim: SimInputs {
+                rate_bps: 100e9,
+                link_latency_ns: 10,
+                switch_latency_ns: 400,
+                fpga_nic_ns: 200,
+                fpga_beat_ns: 4,
+                host_nic_ns: 600,
+                timeout_ns: 10_000,
+            },
+            fpga: FpgaModel::paper(8, 4, 250e6),
+            gpu_launch_ns: 5_000.0,
+            nccl_allreduce_ns: 19_160.0,
+            gpu_hbm_bps: 1555e9,
+            gpu_flops: 19.5e12,
+            cpu_cores: 12.0,
+            cpu_mem_bps: 115.2e9,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn eq3_with_the_measured_latency_predicts_the_simulated_pipeline() {
+        let inp = inputs();
+        for (features, workers, batch) in [(8192, 8, 64), (47_236, 4, 16), (1_000_000, 8, 256)] {
+            let model = iteration_ns(&inp, Sys::P4sgd, features, workers, batch).unwrap();
+            let (t, retrans) = crate::emulate::simulate(
+                &inp.fpga,
+                inp.sim.clone(),
+                features,
+                workers,
+                batch,
+                20,
+                3,
+            )
+            .unwrap();
+            assert_eq!(retrans, 0);
+            let sim = t.iter().sum::<f64>() / t.len() as f64;
+            assert!(
+                (sim - model).abs() < 0.15 * model,
+                "{features} {workers} {batch}: simulated {sim} vs Eq. 3 {model}"
+            );
+        }
+    }
+
+    #[test]
+    fn models_use_the_measured_latency_and_scale_as_built() {
+        let inp = inputs();
+        let l = p4sgd_latency_ns(&inp, 4).unwrap();
+        // the protocol in the simulator: a few hundred ns of switch and MAC/PHY each way
+        assert!(l > 800.0 && l < 5_000.0, "{l}");
+        let p = iteration_ns(&inp, Sys::P4sgd, 47_236, 4, 64).unwrap();
+        let direct = fpga::p4sgd_iteration_ns(&inp.fpga, 47_236, 4, 64, l).unwrap();
+        assert_eq!(p, direct);
+        // GPU hand check: 1 worker, batch 64, 1,000 features: 2 x (5 us + max(bytes/BW,
+        // flops/peak)) with bytes = (64,000 + 2,000) x 4
+        let g = iteration_ns(&inp, Sys::GpuSync, 1000, 1, 64).unwrap();
+        let k = (66_000.0 * 4.0 / 1555e9 * 1e9f64).max(128_000.0 / 19.5e12 * 1e9);
+        assert!((g - 2.0 * (5000.0 + k)).abs() < 1e-6, "{g}");
+        // data parallelism all-reduces the whole gradient: with a million features it is
+        // slower than model parallelism at a small batch on every platform
+        for (mp, dp) in [
+            (Sys::P4sgd, Sys::P4sgdDp),
+            (Sys::GpuSync, Sys::GpuSyncDp),
+            (Sys::CpuSync, Sys::CpuSyncDp),
+        ] {
+            let a = iteration_ns(&inp, mp, 1_000_000, 4, 16).unwrap();
+            let b = iteration_ns(&inp, dp, 1_000_000, 4, 16).unwrap();
+            assert!(a < b, "{mp:?} {a} vs {dp:?} {b}");
+        }
+        let (f, b) = cpu_rates_ns();
+        assert!(f > 0.0 && b > 0.0 && f < 100.0 && b < 100.0);
+        assert!(
+            iteration_ns(&inp, Sys::SwitchMl, 10_000, 4, 64).unwrap()
+                > iteration_ns(&inp, Sys::SwitchMl, 10_000, 1, 64).unwrap() / 4.0
+        );
+    }
+}

@@ -1,0 +1,197 @@
+//! Each new workload runs points of its spec's quick profile (parameters from the spec file
+//! itself, so a renamed parameter fails here) and its rows behave as the models say.
+
+use crate::{converge, perf};
+use inabench_core::plan::{Point, expand};
+use inabench_core::{Event, Fidelity, PointCtx, Spec, Workload};
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+fn spec(file: &str) -> Spec {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../experiments/p4sgd")
+        .join(file);
+    Spec::load(&p).expect("spec")
+}
+
+fn get(p: &Point, k: &str) -> String {
+    p.params.get(k).map(|v| v.to_string()).unwrap_or_default()
+}
+
+/// Run the quick point of `system` whose parameters match `want`; returns (metric, value).
+fn run(
+    w: &dyn Workload,
+    file: &str,
+    fidelity: Fidelity,
+    system: &str,
+    want: &[(&str, &str)],
+) -> Vec<(String, f64)> {
+    let s = spec(file);
+    assert_eq!(
+        s.workload.as_deref(),
+        Some(w.id()),
+        "{file} names the workload"
+    );
+    assert!(w.fidelities().contains(&fidelity));
+    let points = expand(&s, "quick").expect("quick profile");
+    let p = points
+        .iter()
+        .find(|p| p.system == system && want.iter().all(|(k, v)| get(p, k) == *v))
+        .unwrap_or_else(|| panic!("no quick point {system} {want:?} in {file}"));
+    let mut rows = Vec::new();
+    let mut sink = |e: Event| {
+        if let Event::Row(r) = e {
+            rows.push((r.metric, r.value));
+        }
+    };
+    let units = |m: &str| s.metric(m).map(|x| x.unit.clone()).unwrap_or_default();
+    let cancel = AtomicBool::new(false);
+    let mut ctx = PointCtx::new(
+        p,
+        0,
+        fidelity,
+        w.fabric(fidelity),
+        0,
+        false,
+        1,
+        "test",
+        &s.id,
+        &cancel,
+        &mut sink,
+        &units,
+    );
+    w.run(&mut ctx).expect("point runs");
+    rows
+}
+
+fn metric(rows: &[(String, f64)], m: &str) -> f64 {
+    rows.iter()
+        .find(|(k, _)| k == m)
+        .map(|(_, v)| *v)
+        .unwrap_or_else(|| panic!("no {m} in {rows:?}"))
+}
+
+#[test]
+fn fig9_emulated_and_modelled_mp_beats_dp_at_batch_16() {
+    for f in [Fidelity::Emulated, Fidelity::Modelled] {
+        let want = [("dataset", "small"), ("batch", "16")];
+        let mp = metric(
+            &run(&perf::Fig9, "fig9.yaml", f, "p4sgd", &want),
+            "epoch_time",
+        );
+        let dp = metric(
+            &run(&perf::Fig9, "fig9.yaml", f, "p4sgd_dp", &want),
+            "epoch_time",
+        );
+        assert!(mp > 0.0 && mp < dp, "{f:?}: {mp} vs {dp}");
+    }
+    // the emulated class has no GPU rows; the modelled class has
+    let want = [("dataset", "small"), ("batch", "16")];
+    assert!(
+        run(
+            &perf::Fig9,
+            "fig9.yaml",
+            Fidelity::Emulated,
+            "gpusync",
+            &want
+        )
+        .is_empty()
+    );
+    assert!(
+        metric(
+            &run(
+                &perf::Fig9,
+                "fig9.yaml",
+                Fidelity::Modelled,
+                "gpusync",
+                &want
+            ),
+            "epoch_time"
+        ) > 0.0
+    );
+}
+
+#[test]
+fn fig10_speedup_is_one_at_batch_16_and_grows() {
+    let a = run(
+        &perf::Fig10,
+        "fig10.yaml",
+        Fidelity::Emulated,
+        "p4sgd",
+        &[("dataset", "small"), ("batch", "16")],
+    );
+    assert!((metric(&a, "speedup") - 1.0).abs() < 1e-12);
+    let b = run(
+        &perf::Fig10,
+        "fig10.yaml",
+        Fidelity::Emulated,
+        "p4sgd",
+        &[("dataset", "small"), ("batch", "256")],
+    );
+    assert!(metric(&b, "speedup") > 1.0);
+    assert!(metric(&b, "throughput") > metric(&a, "throughput"));
+}
+
+#[test]
+fn fig11_fig12_speedups() {
+    let r = run(
+        &perf::Fig11,
+        "fig11.yaml",
+        Fidelity::Modelled,
+        "p4sgd",
+        &[("dataset", "avazu"), ("engines", "8")],
+    );
+    let s = metric(&r, "speedup");
+    assert!(s > 1.0 && s <= 8.0 + 1e-9, "{s}");
+    for f in [Fidelity::Emulated, Fidelity::Simulated, Fidelity::Modelled] {
+        let r = run(
+            &perf::Fig12,
+            "fig12.yaml",
+            f,
+            "p4sgd",
+            &[("dataset", "small"), ("workers", "4")],
+        );
+        let s = metric(&r, "speedup");
+        assert!(s > 1.0 && s <= 4.0 + 1e-9, "{f:?} {s}");
+    }
+}
+
+#[test]
+fn fig13_all_four_systems_modelled() {
+    let want = [("dataset", "rcv1"), ("workers", "8"), ("batch", "64")];
+    let t: Vec<f64> = ["p4sgd", "switchml", "cpusync", "gpusync"]
+        .iter()
+        .map(|s| {
+            metric(
+                &run(&perf::Fig13, "fig13.yaml", Fidelity::Modelled, s, &want),
+                "epoch_time",
+            )
+        })
+        .collect();
+    assert!(t.iter().all(|x| *x > 0.0 && x.is_finite()), "{t:?}");
+}
+
+#[test]
+fn fig15_and_table4_quick_points() {
+    let c = run(
+        &converge::Fig15,
+        "fig15.yaml",
+        Fidelity::Modelled,
+        "p4sgd",
+        &[("panel", "converge")],
+    );
+    let t = metric(&c, "time_to_converge");
+    assert!(t > 0.0);
+    assert!(metric(&c, "speedup_vs_cpusync") > 0.0);
+    let e = run(
+        &converge::Table4,
+        "table4.yaml",
+        Fidelity::Modelled,
+        "p4sgd",
+        &[("dataset", "small")],
+    );
+    // the same end-to-end time; energy = power x time
+    assert!((metric(&e, "time") - t).abs() < 1e-12);
+    assert!((metric(&e, "energy") - metric(&e, "power") * t).abs() < 1e-9);
+    assert_eq!(metric(&e, "power") % 225.0, 0.0);
+}
