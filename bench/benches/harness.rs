@@ -159,6 +159,7 @@ fn serde_json_manifest() -> inabench_core::Manifest {
         points_failed: 0,
         resumed_from: vec![],
         systems_not_built: vec![],
+        launcher: None,
     }
 }
 

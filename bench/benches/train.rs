@@ -1,5 +1,6 @@
-//! Training steps per second: the MLP and CNN of systems/train with local (exact) aggregation and
-//! through each system's protocol code on the `mem` fabric (a thread per node).
+//! Training steps per second: the MLP, CNN and transformer of systems/train with local (exact)
+//! aggregation and through each system's protocol code on the `mem` fabric (a thread per node),
+//! and on `udp` (a socket per node on loopback, a thread per node) for the MLP.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use inabench_ina::collective::{Aggregation, Fabric};
@@ -8,17 +9,23 @@ use inabench_train::quality::run;
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("train_10_steps");
     g.sample_size(10);
-    for model in ["mlp", "cnn"] {
-        for (name, agg) in [
-            ("local", Aggregation::Local),
-            ("ring", Aggregation::Ring),
-            ("netreduce", Aggregation::NetReduce),
-            ("switchml", Aggregation::SwitchMl),
-        ] {
+    let systems = [
+        ("local", Aggregation::Local),
+        ("ring", Aggregation::Ring),
+        ("netreduce", Aggregation::NetReduce),
+        ("switchml", Aggregation::SwitchMl),
+    ];
+    for model in ["mlp", "cnn", "transformer"] {
+        for (name, agg) in systems {
             g.bench_function(format!("{model}_{name}_mem"), |b| {
                 b.iter(|| run(agg, model, 4, 10, 64, 0.05, Fabric::Mem, 1).expect("train"))
             });
         }
+    }
+    for (name, agg) in &systems[1..] {
+        g.bench_function(format!("mlp_{name}_udp"), |b| {
+            b.iter(|| run(*agg, "mlp", 4, 10, 64, 0.05, Fabric::Udp, 1).expect("train"))
+        });
     }
     g.finish();
 }

@@ -1,7 +1,14 @@
-//! `inabench doctor`: this machine and what each fidelity class needs. The hardware probes
-//! (P4Runtime, XRT, verbs, CUDA) come with the drivers; here the software side is checked.
+//! `inabench doctor`: this machine, the testbed's devices, and for every experiment of the
+//! catalogue the fidelity class `reproduce` would pick here and what is missing for a better one.
+//!
+//! The pick is made by the planner's own function ([`inabench_core::plan::choose_fidelity`]) over
+//! the classes [`planner_classes`] allows: the workload's implemented classes, with `hardware`
+//! only when the devices the experiment needs were found by the same probes this report prints.
+//! A run and the doctor therefore cannot disagree (a test compares doctor --json with the
+//! manifests of real quick runs).
 
-use inabench_core::spec::Fidelity;
+use inabench_core::Workload;
+use inabench_core::spec::{Fidelity, Spec, Status};
 use std::fmt::Write as _;
 
 pub struct Check {
@@ -101,6 +108,11 @@ pub fn checks(testbed: Option<&crate::testbed::Testbed>) -> Vec<Check> {
         detail: xrt.detail,
     });
     v.push(p4runtime_check(testbed));
+    if let Some(p) = testbed.and_then(|t| t.switch.p4runtime.as_ref())
+        && !p.programs.is_empty()
+    {
+        v.push(p4info_check(p));
+    }
     // the local launcher: start one agent and have it run the probe
     let t0 = std::time::Instant::now();
     let launcher = crate::launcher::LocalLauncher::new().and_then(|l| {
@@ -131,16 +143,278 @@ pub fn checks(testbed: Option<&crate::testbed::Testbed>) -> Vec<Check> {
     v
 }
 
-/// The report as text.
-/// The checks as JSON: `[{"name", "ok", "detail"}, ...]`.
+/// A device an experiment's `hardware` class needs, as the paper's testbed had it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Need {
+    /// A programmable switch the testbed names with a P4Runtime endpoint that answers.
+    P4Switch,
+    /// An FPGA board XRT can open.
+    Fpga,
+    /// An RDMA (RoCE) NIC libibverbs lists.
+    Rdma,
+    /// A GPU the CUDA driver lists.
+    Gpu,
+}
+
+impl Need {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Need::P4Switch => "a P4Runtime switch (Tofino) in the testbed file",
+            Need::Fpga => "an FPGA board (XRT)",
+            Need::Rdma => "a RoCE NIC (verbs)",
+            Need::Gpu => "a GPU (CUDA)",
+        }
+    }
+
+    /// The doctor check that decides whether this need is met.
+    fn check_name(self) -> &'static str {
+        match self {
+            Need::P4Switch => "Tofino (P4Runtime)",
+            Need::Fpga => "FPGA (XRT)",
+            Need::Rdma => "RDMA devices (verbs)",
+            Need::Gpu => "GPUs (CUDA)",
+        }
+    }
+}
+
+/// The devices the `hardware` class of an experiment needs: the papers' testbeds.
+/// NetReduce (ASPLOS'23, Sec. 6): an FPGA switch prototype, RoCE NICs (ConnectX-5), GPU servers.
+/// Libra and SwitchML/ATP baselines: a Tofino switch. P4SGD (TPDS'23): FPGA workers (Alveo) and a
+/// Tofino; its GPUSync baselines need GPUs. ALEPH (ToN'24): GPU servers for the training figures.
+/// LuWu: GPU servers with RDMA NICs.
+pub fn hardware_needs(spec: &Spec) -> Vec<Need> {
+    let has = |prefix: &str| spec.systems.iter().any(|s| s.starts_with(prefix));
+    let mut v = match spec.paper_id.as_str() {
+        "netreduce" => vec![Need::Fpga, Need::Rdma, Need::Gpu],
+        "libra" => vec![Need::P4Switch],
+        "p4sgd" => vec![Need::Fpga, Need::P4Switch],
+        "aleph" if has("byteps") || has("horovod") => vec![Need::Gpu],
+        "aleph" => Vec::new(),
+        "luwu" => vec![Need::Gpu, Need::Rdma],
+        _ => Vec::new(),
+    };
+    if has("switchml") || has("atp") {
+        v.push(Need::P4Switch);
+    }
+    if has("gpusync") {
+        v.push(Need::Gpu);
+    }
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// The devices found, by the probes of [`checks`].
+#[derive(Debug, Clone, Default)]
+pub struct Devices {
+    pub found: std::collections::BTreeSet<Need>,
+}
+
+impl Devices {
+    pub fn from_checks(checks: &[Check]) -> Devices {
+        let found = [Need::P4Switch, Need::Fpga, Need::Rdma, Need::Gpu]
+            .into_iter()
+            .filter(|n| checks.iter().any(|c| c.name == n.check_name() && c.ok))
+            .collect();
+        Devices { found }
+    }
+
+    /// What of `needs` was not found.
+    pub fn missing(&self, needs: &[Need]) -> Vec<Need> {
+        needs
+            .iter()
+            .copied()
+            .filter(|n| !self.found.contains(n))
+            .collect()
+    }
+}
+
+/// The classes the planner may choose from for `spec` run by a workload implementing
+/// `implemented`: all of them, except `hardware` when a device the experiment needs is missing.
+/// The runner passes the workload's classes to [`inabench_core::plan::plan`]; this is that list
+/// with the testbed's devices applied.
+pub fn planner_classes(spec: &Spec, implemented: &[Fidelity], devices: &Devices) -> Vec<Fidelity> {
+    let needs = hardware_needs(spec);
+    implemented
+        .iter()
+        .copied()
+        .filter(|f| *f != Fidelity::Hardware || devices.missing(&needs).is_empty())
+        .collect()
+}
+
+/// Doctor's word on one experiment.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Verdict {
+    pub experiment: String,
+    /// `implemented` or `planned`
+    pub status: String,
+    pub workload: Option<String>,
+    /// The class `reproduce` (without --fidelity) picks here; None: it cannot run here.
+    pub pick: Option<Fidelity>,
+    /// One sentence: why this class, or why none.
+    pub reason: String,
+    /// Each class the spec prefers to the pick, with what is missing for it.
+    pub better: Vec<Better>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Better {
+    pub class: Fidelity,
+    pub missing: String,
+}
+
+fn join<T: AsRef<str>>(v: impl IntoIterator<Item = T>) -> String {
+    v.into_iter()
+        .map(|s| s.as_ref().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The verdict for one spec, given what its workload implements (None: no workload registered).
+pub fn verdict(spec: &Spec, implemented: Option<&[Fidelity]>, devices: &Devices) -> Verdict {
+    let needs = hardware_needs(spec);
+    let mut v = Verdict {
+        experiment: spec.id.clone(),
+        status: match spec.status {
+            Status::Implemented => "implemented",
+            Status::Planned => "planned",
+        }
+        .into(),
+        workload: spec.workload.clone(),
+        pick: None,
+        reason: String::new(),
+        better: Vec::new(),
+    };
+    let implemented = match (spec.status, implemented) {
+        (Status::Planned, _) => {
+            v.reason = "planned: its systems are not implemented in this version".into();
+            &[][..]
+        }
+        (Status::Implemented, None) => {
+            v.reason = format!(
+                "its workload `{}` is not in this binary",
+                spec.workload.as_deref().unwrap_or("")
+            );
+            &[][..]
+        }
+        (Status::Implemented, Some(i)) => i,
+    };
+    let available = planner_classes(spec, implemented, devices);
+    if !implemented.is_empty() {
+        match inabench_core::plan::choose_fidelity(spec, None, &available) {
+            Ok(f) => {
+                v.pick = Some(f);
+                v.reason = format!(
+                    "the best class of [{}] that `{}` implements ({}) and this testbed allows",
+                    join(spec.fidelity.iter().map(|f| f.as_str())),
+                    spec.workload.as_deref().unwrap_or(""),
+                    join(implemented.iter().map(|f| f.as_str()))
+                );
+            }
+            Err(e) => v.reason = e.to_string(),
+        }
+    }
+    for f in &spec.fidelity {
+        if Some(*f) == v.pick {
+            break;
+        }
+        let mut why = Vec::new();
+        if !implemented.contains(f) {
+            why.push(match (spec.status, spec.workload.as_deref()) {
+                (Status::Planned, _) | (_, None) => "not implemented yet".to_string(),
+                (_, Some(w)) => format!("`{w}` does not implement it"),
+            });
+        }
+        if *f == Fidelity::Hardware {
+            let miss = devices.missing(&needs);
+            if needs.is_empty() {
+                why.push("the devices it needs are not probed by this version".into());
+            } else if !miss.is_empty() {
+                why.push(format!(
+                    "this testbed lacks {}",
+                    join(miss.iter().map(|n| n.as_str()))
+                ));
+            }
+        }
+        v.better.push(Better {
+            class: *f,
+            missing: why.join("; "),
+        });
+    }
+    v
+}
+
+/// The verdicts for every experiment of the catalogue.
+pub fn verdicts(
+    catalog: &inabench_core::catalog::Catalog,
+    registry: &crate::registry::Registry,
+    devices: &Devices,
+) -> Vec<Verdict> {
+    catalog
+        .entries
+        .iter()
+        .map(|e| {
+            let w = e
+                .spec
+                .workload
+                .as_deref()
+                .and_then(|id| registry.get(id))
+                .map(|w: &dyn Workload| w.fidelities());
+            verdict(&e.spec, w, devices)
+        })
+        .collect()
+}
+
+fn all_verdicts(checks: &[Check]) -> Result<Vec<Verdict>, String> {
+    let cat = crate::paths::catalog().map_err(|e| e.to_string())?;
+    let reg = crate::registry::Registry::builtin();
+    Ok(verdicts(&cat, &reg, &Devices::from_checks(checks)))
+}
+
+/// The checks and the verdicts as JSON: one array; checks are `{"kind": "check", "name", "ok",
+/// "detail"}`, experiments `{"kind": "experiment", "name": "experiment ID", "ok": picked,
+/// "detail", "experiment", "status", "workload", "pick", "reason", "better": [{"class",
+/// "missing"}]}`.
 pub fn json(testbed: Option<&crate::testbed::Testbed>) -> String {
-    let v: Vec<serde_json::Value> = checks(testbed)
-        .into_iter()
-        .map(|c| serde_json::json!({"name": c.name, "ok": c.ok, "detail": c.detail}))
+    let checks = checks(testbed);
+    let mut v: Vec<serde_json::Value> = checks
+        .iter()
+        .map(|c| serde_json::json!({"kind": "check", "name": c.name, "ok": c.ok, "detail": c.detail}))
         .collect();
+    match all_verdicts(&checks) {
+        Ok(vs) => {
+            for x in vs {
+                let detail = verdict_line(&x);
+                let mut o = serde_json::to_value(&x).unwrap_or_default();
+                if let Some(m) = o.as_object_mut() {
+                    m.insert("kind".into(), "experiment".into());
+                    m.insert("name".into(), format!("experiment {}", x.experiment).into());
+                    m.insert("ok".into(), x.pick.is_some().into());
+                    m.insert("detail".into(), detail.into());
+                }
+                v.push(o);
+            }
+        }
+        Err(e) => v.push(
+            serde_json::json!({"kind": "check", "name": "catalogue", "ok": false, "detail": e}),
+        ),
+    }
     serde_json::Value::Array(v).to_string()
 }
 
+fn verdict_line(v: &Verdict) -> String {
+    let mut s = match v.pick {
+        Some(f) => format!("{f}"),
+        None => format!("cannot run here: {}", v.reason),
+    };
+    for b in &v.better {
+        let _ = write!(s, "; {}: {}", b.class, b.missing);
+    }
+    s
+}
+
+/// The report as text.
 pub fn report(testbed: Option<&crate::testbed::Testbed>) -> String {
     let checks = checks(testbed);
     let mut s = String::from("inabench doctor\n\nThis machine:\n");
@@ -153,12 +427,12 @@ pub fn report(testbed: Option<&crate::testbed::Testbed>) -> String {
             c.detail
         );
     }
-    let has = |n: &str| checks.iter().any(|c| c.name == n && c.ok);
+    let devices = Devices::from_checks(&checks);
     s.push_str("\nFidelity classes:\n");
     for f in Fidelity::ALL {
         let (avail, why) = match f {
             Fidelity::Hardware => (
-                has("RDMA devices") || has("GPUs") || has("FPGA (XRT)"),
+                !devices.found.is_empty(),
                 "needs the testbed's devices (Tofino via P4Runtime, FPGA via XRT, RoCE NICs, GPUs)",
             ),
             Fidelity::Emulated => (
@@ -176,6 +450,31 @@ pub fn report(testbed: Option<&crate::testbed::Testbed>) -> String {
             if avail { "available  " } else { "unavailable" },
             why
         );
+    }
+    s.push_str("\nExperiments (the class `reproduce` picks here; what a better class needs):\n");
+    match all_verdicts(&checks) {
+        Ok(vs) => {
+            for v in vs {
+                let pick = v.pick.map_or("-", |f| f.as_str());
+                let _ = writeln!(s, "  {:<24} {:<11} {}", v.experiment, pick, {
+                    let mut d = if v.pick.is_none() {
+                        v.reason.clone()
+                    } else {
+                        String::new()
+                    };
+                    for b in &v.better {
+                        if !d.is_empty() {
+                            d.push_str("; ");
+                        }
+                        let _ = write!(d, "{}: {}", b.class, b.missing);
+                    }
+                    d
+                });
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(s, "  the catalogue does not load: {e}");
+        }
     }
     s
 }
@@ -236,6 +535,37 @@ fn p4runtime_check(testbed: Option<&crate::testbed::Testbed>) -> Check {
             name,
             ok: false,
             detail: e,
+        },
+    }
+}
+
+/// The testbed's P4Info files: each parses and matches the suite's description of its program.
+fn p4info_check(p: &crate::testbed::P4Runtime) -> Check {
+    let mut problems = Vec::new();
+    let mut ok = Vec::new();
+    for (system, prog) in &p.programs {
+        let Some(path) = prog.p4info.as_deref() else {
+            continue;
+        };
+        let Some(desc) = crate::p4switch::program_of(system) else {
+            problems.push(format!("`{system}` has no switch program in this suite"));
+            continue;
+        };
+        match inabench_p4rt::p4info::load(std::path::Path::new(path)) {
+            Ok(l) => match inabench_p4rt::p4info::check(&l.info, &desc) {
+                Ok(()) => ok.push(format!("{system}: {path} matches")),
+                Err(e) => problems.push(format!("{system}: {path}: {e}")),
+            },
+            Err(e) => problems.push(format!("{system}: {e}")),
+        }
+    }
+    Check {
+        name: "P4Info files".into(),
+        ok: problems.is_empty(),
+        detail: if problems.is_empty() {
+            ok.join("; ")
+        } else {
+            problems.join("; ")
         },
     }
 }

@@ -1,19 +1,31 @@
 //! Launchers start the processes a run needs and connect them to the runner.
 //!
-//! `local` starts agents on this host as `inabench agent --connect ADDR --token T`; each agent
-//! connects back over TCP on loopback, proves the per-run token, and then runs jobs (one
-//! repetition of one point) that the runner sends, streaming the events of the job back. The
-//! protocol is JSON lines. Anything that does not start with the right token is refused.
+//! Every launcher starts agents as `inabench agent --connect ADDR`; each agent connects back over
+//! TCP, proves the per-run token (128 random bits, never on a command line: an environment
+//! variable or the agent's stdin), and then runs jobs (one repetition of one point) that the
+//! runner sends, streaming the events of the job back. The protocol is JSON lines. Anything that
+//! does not start with a hello carrying the right token is closed without an answer.
+//!
+//! - `local`: agents on this host, the runner listening on loopback only.
+//! - `ssh` ([`ssh`]): one agent per hostfile slot, started over ssh as mpirun does.
+//! - `slurm` ([`slurm`]): agents as the tasks of an `srun` step, inside the caller's allocation
+//!   or in one `salloc` makes for the run.
+//!
+//! The multi-host launchers listen on an address the hosts can reach (`--listen`, the testbed's
+//! runner host, or the address this host reaches the first host from).
 
 use inabench_core::event::Event;
 use inabench_core::plan::Point;
 use inabench_core::spec::Fidelity;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+pub mod slurm;
+pub mod ssh;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
@@ -21,12 +33,21 @@ pub enum LaunchError {
     Spawn { cmd: String, source: std::io::Error },
     #[error("the control channel failed: {0}")]
     Io(#[from] std::io::Error),
-    #[error("agent {0} did not connect within {1:?}")]
-    Timeout(usize, Duration),
+    #[error("{0} of {1} agents connected within {2:?}; the others did not")]
+    Timeout(usize, usize, Duration),
     #[error("agent {index} exited during the job ({status})")]
     AgentDied { index: usize, status: String },
     #[error("agent sent an invalid message: {0}")]
     Protocol(String),
+    #[error("cannot listen for agents on {addr}: {source}")]
+    Listen {
+        addr: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Unreachable(String),
+    #[error("{0}")]
+    Config(String),
 }
 
 /// Messages on the control channel.
@@ -37,6 +58,9 @@ pub enum Msg {
         token: String,
         index: usize,
         pid: u32,
+        /// the agent's hostname
+        #[serde(default)]
+        host: String,
     },
     Job(Box<Job>),
     Event {
@@ -64,11 +88,112 @@ pub struct Job {
     pub units: BTreeMap<String, String>,
 }
 
+/// A process a launcher started: an agent (`local`), an ssh client running one agent (`ssh`), or
+/// `srun`/`salloc` running all of them (`slurm`). Shared by the agents it carries; terminated
+/// (SIGTERM, then SIGKILL) when the last of them lets go of it.
+pub struct Proc {
+    child: std::sync::Mutex<Child>,
+    /// what it is, for messages: "agent", "ssh to node1", "srun"
+    pub label: String,
+    /// the last lines of its stderr (when piped)
+    tail: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>,
+}
+
+impl Proc {
+    pub fn new(child: Child, label: impl Into<String>) -> Proc {
+        Proc {
+            child: std::sync::Mutex::new(child),
+            label: label.into(),
+            tail: Default::default(),
+        }
+    }
+
+    /// Keep the last lines of the child's piped stderr (a thread drains the pipe so it never
+    /// fills); `echo` also copies them to this process's stderr.
+    pub fn capture_stderr(self, echo: bool) -> Proc {
+        let pipe = self.child.lock().ok().and_then(|mut c| c.stderr.take());
+        if let Some(pipe) = pipe {
+            let tail = self.tail.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines() {
+                    let Ok(line) = line else { break };
+                    if echo {
+                        eprintln!("{line}");
+                    }
+                    if let Ok(mut t) = tail.lock() {
+                        if t.len() >= 20 {
+                            t.pop_front();
+                        }
+                        t.push_back(line);
+                    }
+                }
+            });
+        }
+        self
+    }
+
+    /// The exit status if it has exited.
+    pub fn exited(&self) -> Option<std::process::ExitStatus> {
+        self.child
+            .lock()
+            .ok()
+            .and_then(|mut c| c.try_wait().ok().flatten())
+    }
+
+    /// The last non-empty stderr line, if any.
+    pub fn last_words(&self) -> Option<String> {
+        // give the drain thread a moment to read what the process wrote before it exited
+        std::thread::sleep(Duration::from_millis(50));
+        self.tail
+            .lock()
+            .ok()
+            .and_then(|t| t.iter().rev().find(|l| !l.trim().is_empty()).cloned())
+    }
+
+    /// Wait `grace` for it to exit by itself, then SIGTERM, then SIGKILL after a second.
+    pub fn finish(&self, grace: Duration) {
+        let Ok(mut c) = self.child.lock() else { return };
+        let wait_until = |c: &mut Child, t: Duration| {
+            let deadline = Instant::now() + t;
+            loop {
+                match c.try_wait() {
+                    Ok(Some(_)) | Err(_) => return true,
+                    Ok(None) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(5))
+                    }
+                    Ok(None) => return false,
+                }
+            }
+        };
+        if wait_until(&mut c, grace) {
+            return;
+        }
+        if let Ok(pid) = libc::pid_t::try_from(c.id()) {
+            // SAFETY: kill has no memory preconditions; the pid is our own unreaped child.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            if wait_until(&mut c, Duration::from_secs(1)) {
+                return;
+            }
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.finish(Duration::ZERO);
+    }
+}
+
 /// A started agent and its connection.
 pub struct Agent {
     pub index: usize,
+    /// the agent's process id on its host
     pub pid: u32,
-    child: Child,
+    /// the host the agent runs on (its hostname, as it reported it)
+    pub host: String,
+    proc: Option<std::sync::Arc<Proc>>,
     reader: BufReader<TcpStream>,
     writer: BufWriter<TcpStream>,
 }
@@ -77,6 +202,14 @@ pub struct Agent {
 pub trait Launcher {
     fn name(&self) -> &'static str;
     fn start(&self, n: usize) -> Result<Vec<Agent>, LaunchError>;
+    /// How many agents a run starts (ssh: one per hostfile slot; slurm: one per task).
+    fn agents(&self) -> usize {
+        1
+    }
+    /// Whether the agents run on this host (their process ids can be sampled here).
+    fn on_this_host(&self) -> bool {
+        true
+    }
 }
 
 /// Agents as processes on this host, connected over loopback.
@@ -109,16 +242,137 @@ pub fn new_token() -> String {
     buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// This host's name (as agents report it in their hello).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// The runner's end of the control channel: a listener and the run's token. Only a connection
+/// whose first line is a hello with this token (and a free agent index) becomes an agent;
+/// anything else is closed without an answer.
+pub struct ControlListener {
+    listener: TcpListener,
+    token: String,
+}
+
+impl ControlListener {
+    /// Listen on `addr` (`ip:port`, port 0 for any) with a fresh token.
+    pub fn bind(addr: &str) -> Result<ControlListener, LaunchError> {
+        let listener = TcpListener::bind(addr).map_err(|source| LaunchError::Listen {
+            addr: addr.to_string(),
+            source,
+        })?;
+        Ok(ControlListener {
+            listener,
+            token: new_token(),
+        })
+    }
+
+    pub fn local_addr(&self) -> Result<std::net::SocketAddr, LaunchError> {
+        Ok(self.listener.local_addr()?)
+    }
+
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Accept `n` agents (indices 0..n) within `timeout`. `procs[i]` is the process that carries
+    /// agent `owner(i)`; `watch` is called while waiting and fails the start early (a process
+    /// that exited before its agents connected: an unreachable host, a rejected job).
+    pub fn accept(
+        &self,
+        n: usize,
+        timeout: Duration,
+        owner: &dyn Fn(usize) -> Option<std::sync::Arc<Proc>>,
+        watch: &mut dyn FnMut(&[bool]) -> Result<(), LaunchError>,
+    ) -> Result<Vec<Agent>, LaunchError> {
+        self.listener.set_nonblocking(true)?;
+        let deadline = Instant::now() + timeout;
+        let mut agents: Vec<Option<Agent>> = (0..n).map(|_| None).collect();
+        let mut connected = 0;
+        let mut last_watch = Instant::now();
+        while connected < n {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    let Some((index, pid, host, reader)) = self.hello(&stream, n) else {
+                        continue; // refused: dropping the stream closes it
+                    };
+                    if agents[index].is_some() {
+                        continue;
+                    }
+                    stream.set_read_timeout(None)?;
+                    agents[index] = Some(Agent {
+                        index,
+                        pid,
+                        host,
+                        proc: owner(index),
+                        reader,
+                        writer: BufWriter::new(stream),
+                    });
+                    connected += 1;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if last_watch.elapsed() >= Duration::from_millis(50) {
+                        last_watch = Instant::now();
+                        let have: Vec<bool> = agents.iter().map(Option::is_some).collect();
+                        watch(&have)?;
+                    }
+                    if Instant::now() > deadline {
+                        return Err(LaunchError::Timeout(connected, n, timeout));
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(agents.into_iter().flatten().collect())
+    }
+
+    /// Read and check the first line of a new connection.
+    fn hello(
+        &self,
+        stream: &TcpStream,
+        n: usize,
+    ) -> Option<(usize, u32, String, BufReader<TcpStream>)> {
+        stream.set_nonblocking(false).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        let mut reader = BufReader::new(stream.try_clone().ok()?);
+        let mut line = String::new();
+        // a bounded read: a client that never sends a newline cannot grow the buffer
+        (&mut reader).take(4096).read_line(&mut line).ok()?;
+        // Refuse anything that does not present this run's token.
+        let Ok(Msg::Hello {
+            token,
+            index,
+            pid,
+            host,
+        }) = serde_json::from_str::<Msg>(&line)
+        else {
+            return None;
+        };
+        if !constant_time_eq(token.as_bytes(), self.token.as_bytes()) || index >= n {
+            return None;
+        }
+        Some((index, pid, host, reader))
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 impl Launcher for LocalLauncher {
     fn name(&self) -> &'static str {
         "local"
     }
 
     fn start(&self, n: usize) -> Result<Vec<Agent>, LaunchError> {
-        let listener = TcpListener::bind("127.0.0.1:0")?;
-        let addr = listener.local_addr()?;
-        let token = new_token();
-        let mut children = Vec::new();
+        // loopback only: the local launcher's agents are on this host
+        let control = ControlListener::bind("127.0.0.1:0")?;
+        let addr = control.local_addr()?;
+        let mut procs = Vec::new();
         for i in 0..n {
             let child = Command::new(&self.exe)
                 .args([
@@ -128,7 +382,7 @@ impl Launcher for LocalLauncher {
                     "--index",
                     &i.to_string(),
                 ])
-                .env("INABENCH_AGENT_TOKEN", &token)
+                .env("INABENCH_AGENT_TOKEN", control.token())
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::inherit())
@@ -137,61 +391,14 @@ impl Launcher for LocalLauncher {
                     cmd: format!("{} agent", self.exe.display()),
                     source,
                 })?;
-            children.push(Some(child));
+            procs.push(std::sync::Arc::new(Proc::new(child, format!("agent {i}"))));
         }
-        listener.set_nonblocking(true)?;
-        let deadline = Instant::now() + self.connect_timeout;
-        let mut agents: Vec<Option<Agent>> = (0..n).map(|_| None).collect();
-        let mut connected = 0;
-        while connected < n {
-            match listener.accept() {
-                Ok((stream, _)) => {
-                    stream.set_nonblocking(false)?;
-                    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-                    let mut reader = BufReader::new(stream.try_clone()?);
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).is_err() {
-                        continue;
-                    }
-                    // Refuse anything that does not present this run's token.
-                    let Ok(Msg::Hello {
-                        token: t,
-                        index,
-                        pid,
-                    }) = serde_json::from_str::<Msg>(&line)
-                    else {
-                        continue;
-                    };
-                    if t != token || index >= n || agents[index].is_some() {
-                        continue;
-                    }
-                    stream.set_read_timeout(None)?;
-                    let Some(child) = children[index].take() else {
-                        continue;
-                    };
-                    agents[index] = Some(Agent {
-                        index,
-                        pid,
-                        child,
-                        reader,
-                        writer: BufWriter::new(stream),
-                    });
-                    connected += 1;
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if Instant::now() > deadline {
-                        for c in children.iter_mut().flatten() {
-                            let _ = c.kill();
-                            let _ = c.wait();
-                        }
-                        return Err(LaunchError::Timeout(connected, self.connect_timeout));
-                    }
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(agents.into_iter().flatten().collect())
+        control.accept(
+            n,
+            self.connect_timeout,
+            &|i| procs.get(i).cloned(),
+            &mut |_| Ok(()),
+        )
     }
 }
 
@@ -211,9 +418,22 @@ impl Agent {
             line.clear();
             let n = self.reader.read_line(&mut line)?;
             if n == 0 {
-                let status = match self.child.wait() {
-                    Ok(s) => s.to_string(),
-                    Err(e) => e.to_string(),
+                let status = match &self.proc {
+                    Some(p) => {
+                        // the carrying process may need a moment to notice
+                        let deadline = Instant::now() + Duration::from_millis(500);
+                        let mut st = p.exited();
+                        while st.is_none() && Instant::now() < deadline {
+                            std::thread::sleep(Duration::from_millis(10));
+                            st = p.exited();
+                        }
+                        match (st, p.last_words()) {
+                            (Some(s), Some(w)) => format!("{s}; {}: {w}", p.label),
+                            (Some(s), None) => s.to_string(),
+                            (None, _) => "connection closed".to_string(),
+                        }
+                    }
+                    None => "connection closed".to_string(),
                 };
                 return Err(LaunchError::AgentDied {
                     index: self.index,
@@ -235,24 +455,17 @@ impl Agent {
         }
     }
 
-    /// Ask the agent to exit and reap it (kill it if it does not go within a second).
+    /// Ask the agent to exit and close the channel; the process that carried it is reaped
+    /// (and killed if it does not go within a second) when its last agent is shut down.
     pub fn shutdown(mut self) {
         let _ = serde_json::to_writer(&mut self.writer, &Msg::Exit);
         let _ = self.writer.write_all(b"\n");
         let _ = self.writer.flush();
-        let deadline = Instant::now() + Duration::from_secs(1);
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(_)) => return,
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(5))
-                }
-                _ => {
-                    let _ = self.child.kill();
-                    let _ = self.child.wait();
-                    return;
-                }
-            }
+        let _ = self.writer.get_ref().shutdown(std::net::Shutdown::Both);
+        if let Some(p) = self.proc.take()
+            && let Ok(p) = std::sync::Arc::try_unwrap(p)
+        {
+            p.finish(Duration::from_secs(1));
         }
     }
 }
@@ -272,6 +485,7 @@ pub fn agent_main(
         token: token.to_string(),
         index,
         pid: std::process::id(),
+        host: hostname(),
     };
     serde_json::to_writer(&mut writer, &hello).map_err(|e| LaunchError::Protocol(e.to_string()))?;
     writer.write_all(b"\n")?;
@@ -342,4 +556,40 @@ pub fn agent_main(
         writer.write_all(b"\n")?;
         writer.flush()?;
     }
+}
+
+/// A multi-host launcher, as the runner's placement names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RemoteLauncher {
+    Ssh(ssh::SshLauncher),
+    Slurm(slurm::SlurmLauncher),
+}
+
+impl RemoteLauncher {
+    pub fn launcher(&self) -> &dyn Launcher {
+        match self {
+            RemoteLauncher::Ssh(l) => l,
+            RemoteLauncher::Slurm(l) => l,
+        }
+    }
+}
+
+/// One line for the run's manifest: the launcher and where its agents ran.
+pub fn describe(name: &str, agents: &[Agent]) -> String {
+    let hosts: Vec<String> = agents
+        .iter()
+        .map(|a| {
+            if a.host.is_empty() {
+                "?".to_string()
+            } else {
+                a.host.clone()
+            }
+        })
+        .collect();
+    format!(
+        "launcher {name}: {} agent{} on {}",
+        agents.len(),
+        if agents.len() == 1 { "" } else { "s" },
+        hosts.join(", ")
+    )
 }

@@ -28,6 +28,8 @@ struct Cli {
     cmd: Cmd,
 }
 
+// parsed once per process: the size of `Reproduce` does not matter
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Cmd {
     /// List every experiment of the catalogue
@@ -61,9 +63,25 @@ enum Cmd {
         /// Finish an interrupted run (a run id, a unique prefix, or `latest`)
         #[arg(long)]
         resume: Option<String>,
-        /// Where points run: inproc (the runner's thread) or local (an agent process)
-        #[arg(long, default_value = "inproc")]
-        launcher: String,
+        /// Where points run: inproc (the runner's thread), local (an agent process), ssh (agents on
+        /// the hostfile's hosts) or slurm (agents as srun tasks); default: the testbed's launcher
+        /// when it is ssh or slurm, else inproc
+        #[arg(long)]
+        launcher: Option<String>,
+        /// ssh launcher: hosts, one a line, optionally `slots=N` (default: the testbed's hosts
+        /// with an address)
+        #[arg(long)]
+        hostfile: Option<PathBuf>,
+        /// ssh launcher: an ssh configuration file (`ssh -F`) instead of the user's
+        #[arg(long)]
+        ssh_config: Option<PathBuf>,
+        /// ssh and slurm launchers: the address (ip or ip:port) agents connect back to (default:
+        /// the testbed's runner host's address, else one this host reaches the hosts from)
+        #[arg(long)]
+        listen: Option<String>,
+        /// slurm launcher: how many agents (tasks); default one per node of the allocation
+        #[arg(long)]
+        agents: Option<usize>,
         /// Report formats to write
         #[arg(long, default_value = "html,pdf,md,json")]
         format: String,
@@ -110,8 +128,13 @@ enum Cmd {
     Agent {
         #[arg(long)]
         connect: String,
-        #[arg(long, default_value_t = 0)]
-        index: usize,
+        /// default: SLURM_PROCID (slurm tasks), else 0
+        #[arg(long)]
+        index: Option<usize>,
+        /// read the run's token from the first line of stdin (ssh) instead of
+        /// INABENCH_AGENT_TOKEN
+        #[arg(long)]
+        token_stdin: bool,
     },
 }
 
@@ -141,6 +164,10 @@ fn run(cli: Cli) -> Result<i32> {
             headless,
             resume,
             launcher,
+            hostfile,
+            ssh_config,
+            listen,
+            agents,
             format,
             pcap,
         } => {
@@ -156,13 +183,14 @@ fn run(cli: Cli) -> Result<i32> {
                 None => None,
                 Some(f) => Some(Fidelity::parse(&f).ok_or_else(|| anyhow!("`{f}` is not a fidelity class (hardware, emulated, simulated, modelled, functional)"))?),
             };
-            let placement = match launcher.as_str() {
-                "inproc" => Placement::InProcess,
-                "local" => Placement::Local,
-                other => bail!(
-                    "`{other}` is not a launcher here (inproc, local; netns, slurm and ssh come with the launchers issue)"
-                ),
-            };
+            let placement = placement(
+                launcher.as_deref(),
+                testbed.as_deref(),
+                hostfile.as_deref(),
+                ssh_config,
+                listen,
+                agents,
+            )?;
             let formats = Format::parse_list(&format).map_err(|e| anyhow!("{e}"))?;
             reproduce(
                 &ids,
@@ -225,13 +253,102 @@ fn run(cli: Cli) -> Result<i32> {
                 .map_err(|e| anyhow::anyhow!("fabric node: {e}"))?;
             Ok(0)
         }
-        Cmd::Agent { connect, index } => {
-            let token = std::env::var("INABENCH_AGENT_TOKEN")
-                .context("the agent needs INABENCH_AGENT_TOKEN from its launcher")?;
+        Cmd::Agent {
+            connect,
+            index,
+            token_stdin,
+        } => {
+            let token = if token_stdin {
+                let mut line = String::new();
+                std::io::stdin()
+                    .read_line(&mut line)
+                    .context("the agent reads its token from stdin")?;
+                line.trim().to_string()
+            } else {
+                std::env::var("INABENCH_AGENT_TOKEN")
+                    .context("the agent needs INABENCH_AGENT_TOKEN from its launcher")?
+            };
+            let index = match index {
+                Some(i) => i,
+                None => std::env::var("SLURM_PROCID")
+                    .ok()
+                    .and_then(|p| p.parse().ok())
+                    .unwrap_or(0),
+            };
             launcher::agent_main(&connect, index, &token, &Registry::builtin())?;
             Ok(0)
         }
     }
+}
+
+/// Where points run, from `--launcher` and its flags (or the testbed's launcher and hosts).
+fn placement(
+    launcher: Option<&str>,
+    testbed: Option<&Path>,
+    hostfile: Option<&Path>,
+    ssh_config: Option<PathBuf>,
+    listen: Option<String>,
+    agents: Option<usize>,
+) -> Result<Placement> {
+    use launcher::{RemoteLauncher, slurm::SlurmLauncher, ssh::SshLauncher};
+    let tb = match testbed {
+        Some(p) => Some(inabench::testbed::Testbed::load(p)?),
+        None => None,
+    };
+    let name = match launcher {
+        Some(l) => l.to_string(),
+        None => match &tb {
+            Some(t) if ["ssh", "slurm"].contains(&t.launcher.as_str()) => t.launcher.clone(),
+            _ => "inproc".to_string(),
+        },
+    };
+    // the testbed's runner host, when it has an address, is where agents connect back to
+    let listen = listen.or_else(|| {
+        tb.as_ref().and_then(|t| {
+            t.hosts
+                .iter()
+                .find(|h| h.role.iter().any(|r| r == "runner"))
+                .and_then(|h| h.address.clone())
+        })
+    });
+    let exe = std::env::current_exe().context("cannot find this binary's path")?;
+    Ok(match name.as_str() {
+        "inproc" => Placement::InProcess,
+        "local" => Placement::Local,
+        "ssh" => {
+            let hosts = match (hostfile, &tb) {
+                (Some(f), _) => SshLauncher::from_hostfile(f)?,
+                (None, Some(t)) => t
+                    .hosts
+                    .iter()
+                    .filter(|h| h.role.is_empty() || h.role.iter().any(|r| r == "worker"))
+                    .filter_map(|h| h.address.clone())
+                    .collect(),
+                (None, None) => Vec::new(),
+            };
+            if hosts.is_empty() {
+                bail!(
+                    "the ssh launcher needs hosts: --hostfile FILE, or a testbed whose worker hosts have an `address`"
+                );
+            }
+            Placement::Remote(RemoteLauncher::Ssh(SshLauncher {
+                hosts,
+                listen,
+                ssh_config,
+                remote_exe: exe,
+                connect_timeout: std::time::Duration::from_secs(30),
+            }))
+        }
+        "slurm" => Placement::Remote(RemoteLauncher::Slurm(SlurmLauncher {
+            agents,
+            listen,
+            exe,
+            connect_timeout: std::time::Duration::from_secs(300),
+        })),
+        other => bail!(
+            "`{other}` is not a launcher (inproc, local, ssh, slurm; netns is a fabric placement, not a launcher here)"
+        ),
+    })
 }
 
 fn load_catalog() -> Result<Catalog> {
@@ -501,7 +618,7 @@ fn reproduce(
             seed,
             resume: resume_dir,
             results: results.to_path_buf(),
-            placement,
+            placement: placement.clone(),
             command: std::env::args().collect(),
             testbed_name: testbed_name.clone(),
             testbed_text: testbed_text.clone(),

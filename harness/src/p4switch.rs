@@ -41,12 +41,22 @@ pub fn program_switch(
                 ));
                 continue;
             };
-            let info = prog.p4info();
-            c.set_pipeline(info, Vec::new(), 1)
+            let (info, device_config, source) = pipeline_of(tb, s, &prog)?;
+            let ids = inabench_p4rt::p4info::Ids(&info);
+            let (tname, aname) = (&prog.tables[0].name, &prog.actions[0].name);
+            let table = ids
+                .table(tname)
+                .ok_or_else(|| anyhow!("the P4Info of `{s}` has no table `{tname}`"))?;
+            let forward = ids
+                .action(aname)
+                .ok_or_else(|| anyhow!("the P4Info of `{s}` has no action `{aname}`"))?;
+            let field = ids
+                .match_field(tname, &prog.tables[0].fields[0].name)
+                .unwrap_or(1);
+            let port = ids.param(aname, "port").unwrap_or(1);
+            c.set_pipeline(info, device_config, 1)
                 .await
                 .map_err(|e| anyhow!("pushing `{}`: {e}", prog.name))?;
-            let table = program::id(program::TABLE, 0);
-            let forward = program::id(program::ACTION, 0);
             let mut updates: Vec<p4::Update> = (0..workers)
                 .map(|w| {
                     update(
@@ -54,7 +64,7 @@ pub fn program_switch(
                         p4::entity::Entity::TableEntry(p4::TableEntry {
                             table_id: table,
                             r#match: vec![p4::FieldMatch {
-                                field_id: 1,
+                                field_id: field,
                                 field_match_type: Some(p4::field_match::FieldMatchType::Exact(
                                     p4::field_match::Exact {
                                         value: vec![10, 0, 1, (w + 1) as u8],
@@ -65,7 +75,7 @@ pub fn program_switch(
                                 r#type: Some(p4::table_action::Type::Action(p4::Action {
                                     action_id: forward,
                                     params: vec![p4::action::Param {
-                                        param_id: 1,
+                                        param_id: port,
                                         value: (w as u16).to_be_bytes().to_vec(),
                                     }],
                                 })),
@@ -105,7 +115,7 @@ pub fn program_switch(
                 .await
                 .map_err(|e| anyhow!("reading back `{}`'s entries: {e}", prog.name))?;
             lines.push(format!(
-                "p4runtime {} device {}: pipeline `{}` ({} registers, {} table) pushed, {} forwarding entries read back, multicast group 1 over {workers} ports; the data plane is the software switch model",
+                "p4runtime {} device {}: pipeline `{}` ({} registers, {} table; P4Info: {source}) pushed, {} forwarding entries read back, multicast group 1 over {workers} ports; the data plane is the software switch model",
                 tb.address,
                 tb.device_id,
                 prog.name,
@@ -116,4 +126,47 @@ pub fn program_switch(
         }
         Ok(lines)
     })
+}
+
+/// The P4Info and device config to push for `system`: the testbed's files when it names them
+/// (text-format or binary P4Info, checked against the suite's description of the program),
+/// else the suite's description. Relative paths are taken from the working directory.
+fn pipeline_of(
+    tb: &crate::testbed::P4Runtime,
+    system: &str,
+    prog: &program::Program,
+) -> Result<(inabench_p4rt::pb::p4::config::v1::P4Info, Vec<u8>, String)> {
+    let given = tb.programs.get(system);
+    let Some(path) = given.and_then(|p| p.p4info.as_deref()) else {
+        if let Some(dc) = given.and_then(|p| p.device_config.as_deref()) {
+            anyhow::bail!(
+                "the testbed gives `{system}` a device config ({dc}) but no p4info: name both"
+            );
+        }
+        return Ok((prog.p4info(), Vec::new(), "the suite's description".into()));
+    };
+    let l = inabench_p4rt::p4info::load(std::path::Path::new(path))?;
+    inabench_p4rt::p4info::check(&l.info, prog).map_err(|e| {
+        anyhow!(
+            "{path} does not match the suite's `{}` program: {e}",
+            prog.name
+        )
+    })?;
+    let device_config = match given.and_then(|p| p.device_config.as_deref()) {
+        Some(d) => {
+            std::fs::read(d).with_context(|| format!("cannot read the device config {d}"))?
+        }
+        None => Vec::new(),
+    };
+    let dropped = if l.dropped.is_empty() {
+        String::new()
+    } else {
+        format!(", not carried: {}", l.dropped.join(", "))
+    };
+    let n = device_config.len();
+    Ok((
+        l.info,
+        device_config,
+        format!("the testbed's {path}, {n} bytes of device config{dropped}"),
+    ))
 }

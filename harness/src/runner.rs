@@ -4,7 +4,7 @@
 //! 100 ms and at every interruption, so `q`, Ctrl-C or a killed worker keep every finished
 //! row; the manifest then says `incomplete` and `--resume` runs only what is missing.
 
-use crate::launcher::{Agent, Job, LaunchError, Launcher, LocalLauncher};
+use crate::launcher::{Agent, Job, LaunchError, Launcher, LocalLauncher, RemoteLauncher};
 use crate::registry::Registry;
 use inabench_core::catalog::Entry;
 use inabench_core::event::{Event, LogLevel, PlannedPoint};
@@ -40,12 +40,25 @@ pub fn install_signal_handlers() {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Placement {
     /// Points run on the runner's own thread (models, functional checks, benchmarks).
     InProcess,
     /// Points run in an agent process started by the `local` launcher.
     Local,
+    /// Points run in agents started by a multi-host launcher (ssh, slurm), round-robin.
+    Remote(RemoteLauncher),
+}
+
+impl Placement {
+    /// The launcher's name as the manifest records it (None: in process).
+    pub fn launcher_name(&self) -> Option<&'static str> {
+        match self {
+            Placement::InProcess => None,
+            Placement::Local => Some("local"),
+            Placement::Remote(r) => Some(r.launcher().name()),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -158,7 +171,40 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
             BTreeSet::new(),
         )
     };
-    let mut plan = plan::plan(spec, &profile, asked, workload.fidelities())?;
+    // The classes the planner may pick: the workload's, with `hardware` only when the devices the
+    // experiment needs were found by the probes `inabench doctor` prints (so the two agree).
+    let implemented = workload.fidelities();
+    let (classes, devices_note) = if implemented.contains(&Fidelity::Hardware) {
+        let tb = crate::testbed::Testbed::from_yaml(
+            std::path::Path::new(&req.testbed_name),
+            &req.testbed_text,
+        )
+        .map_err(|e| RunError::Testbed(e.to_string()))?;
+        let devices = crate::doctor::Devices::from_checks(&crate::doctor::checks(Some(&tb)));
+        let missing = devices.missing(&crate::doctor::hardware_needs(spec));
+        let note = if missing.is_empty() {
+            "the testbed has the devices hardware needs".to_string()
+        } else {
+            format!(
+                "hardware needs {}",
+                missing
+                    .iter()
+                    .map(|n| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        (
+            crate::doctor::planner_classes(spec, implemented, &devices),
+            note,
+        )
+    } else {
+        (
+            implemented.to_vec(),
+            "this binary has no hardware path for it".to_string(),
+        )
+    };
+    let mut plan = plan::plan(spec, &profile, asked, &classes)?;
     let not_built: Vec<String> = match workload.systems() {
         Some(have) => spec
             .systems
@@ -175,7 +221,7 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         }
         Some(f) => format!("{f}: asked for with --fidelity"),
         None => format!(
-            "{}: the best class of [{}] that this binary implements ({}) and the testbed allows (software testbed: no hardware devices)",
+            "{}: the best class of [{}] that this binary implements ({}) and the testbed allows ({})",
             plan.fidelity,
             spec.fidelity
                 .iter()
@@ -187,7 +233,8 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
                 .iter()
                 .map(|f| f.as_str())
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            devices_note
         ),
     };
     std::fs::create_dir_all(&run_dir).map_err(|e| StoreError::Io {
@@ -228,6 +275,10 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
                 .map_err(|e| RunError::Testbed(format!("{e:#}")))?,
         );
     }
+    if let Some(l) = req.placement.launcher_name() {
+        // replaced by where the agents ran once they connected
+        drivers.push(format!("launcher {l}"));
+    }
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     if req.resume.is_none() {
         resumed_from.clear();
@@ -259,6 +310,7 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         points_failed: 0,
         resumed_from,
         systems_not_built: not_built,
+        launcher: req.placement.launcher_name().map(str::to_string),
     };
     store::write_manifest(&run_dir, &manifest)?;
     let units = spec
@@ -272,7 +324,7 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         manifest,
         done,
         workload: wid,
-        placement: req.placement,
+        placement: req.placement.clone(),
         units,
         started: Instant::now(),
     })
@@ -354,6 +406,7 @@ pub fn execute(
     let run_id = p.manifest.run_id.clone();
     let experiment = p.plan.experiment.clone();
     let mut interrupted = false;
+    let mut launch_failed = false;
 
     'points: for (index, point) in p.plan.points.iter().enumerate() {
         if p.done.contains(&point.id) {
@@ -413,20 +466,40 @@ pub fn execute(
                         Err(e) => Err(e.to_string()),
                     }
                 }
-                Placement::Local => {
+                Placement::Local | Placement::Remote(_) => {
                     if agents.is_empty() {
-                        match LocalLauncher::new().and_then(|l| l.start(1)) {
-                            Ok(a) => {
-                                if let Ok(mut g) = pids.lock() {
+                        let started = match &p.placement {
+                            Placement::Remote(r) => {
+                                let l = r.launcher();
+                                l.start(l.agents()).map(|a| (a, l.on_this_host(), l.name()))
+                            }
+                            _ => LocalLauncher::new()
+                                .and_then(|l| l.start(1).map(|a| (a, true, "local"))),
+                        };
+                        match started {
+                            Ok((a, here, name)) => {
+                                if here && let Ok(mut g) = pids.lock() {
                                     g.retain(|(_, l)| l == "runner");
                                     g.extend(
                                         a.iter().map(|x| (x.pid, format!("agent {}", x.index))),
                                     );
                                 }
+                                let line = crate::launcher::describe(name, &a);
+                                let prefix = format!("launcher {name}");
+                                p.manifest.drivers.retain(|d| !d.starts_with(&prefix));
+                                p.manifest.drivers.push(line.clone());
+                                sink(Event::Log {
+                                    level: LogLevel::Info,
+                                    source: "runner".into(),
+                                    message: line,
+                                });
                                 agents = a;
                             }
                             Err(e) => {
                                 error = Some(e.to_string());
+                                // hosts that cannot be reached now will not be reached on the
+                                // next point either: stop (the run stays resumable)
+                                launch_failed = matches!(p.placement, Placement::Remote(_));
                                 break;
                             }
                         }
@@ -443,7 +516,8 @@ pub fn execute(
                         experiment: experiment.clone(),
                         units: p.units.clone(),
                     };
-                    match agents[0].run_job(&job, &mut sink) {
+                    let slot = index % agents.len().max(1);
+                    match agents[slot].run_job(&job, &mut sink) {
                         Ok(r) => r.inspect_err(|e| {
                             if let Some(m) = e.strip_prefix("wrong result: ") {
                                 wrong_result = Some(format!("{}: {m}", point.label()));
@@ -501,7 +575,7 @@ pub fn execute(
             elapsed_s: t0.elapsed().as_secs_f64(),
         });
         batch.maybe_flush();
-        if wrong_result.is_some() {
+        if wrong_result.is_some() || launch_failed {
             break 'points;
         }
     }

@@ -5,8 +5,12 @@
 //!   exceptions through its C API (e.g. when no board is present), which would abort a Rust
 //!   process: device calls therefore run in a child process ([`xrt::probe`] runs
 //!   `inabench __probe-xrt`), and an abort there is reported, not suffered.
-//! - [`verbs`]: rdma-core's `libibverbs.so.1`: the devices and ports a RoCE run would use.
-//! - [`cuda`]: `libcuda.so.1` (driver API) and `libnvidia-ml.so.1` (NVML): GPUs and their power.
+//! - [`verbs`]: rdma-core's `libibverbs.so.1`: devices and ports (GIDs, link layer, MTU, rate)
+//!   and the data path (PD, MR, CQ, RC/UC QP, RDMA WRITE with immediate, SEND, completions) with
+//!   the QP attributes and message sizes of the suite's software RoCEv2 transport. Bound here with
+//!   libloading, not with `sideway`: sideway's `rdma-mummy-sys` needs CMake and libclang to build.
+//! - [`cuda`]: GPUs through `cudarc` (dynamic loading; NCCL all-reduce for the GPU baselines) and
+//!   power/energy through `nvml-wrapper`; both load their libraries at run time.
 //!
 //! Each probe returns a [`Probe`]: whether the library is there, how many devices it sees, and a
 //! sentence for `inabench doctor`.

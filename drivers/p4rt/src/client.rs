@@ -127,16 +127,31 @@ impl Controller {
 
     /// The device's P4Info and cookie.
     pub async fn get_pipeline(&mut self) -> Result<p4::ForwardingPipelineConfig, P4rtError> {
-        let r =
-            self.client
-                .get_forwarding_pipeline_config(p4::GetForwardingPipelineConfigRequest {
-                    device_id: self.device_id,
-                    response_type:
-                        p4::get_forwarding_pipeline_config_request::ResponseType::P4infoAndCookie
-                            as i32,
-                })
-                .await
-                .map_err(rpc("GetForwardingPipelineConfig"))?;
+        use p4::get_forwarding_pipeline_config_request::ResponseType;
+        self.get_config(ResponseType::P4infoAndCookie).await
+    }
+
+    /// The device config the pipeline was set with (the target-specific binary).
+    pub async fn get_device_config(&mut self) -> Result<Vec<u8>, P4rtError> {
+        use p4::get_forwarding_pipeline_config_request::ResponseType;
+        Ok(self
+            .get_config(ResponseType::DeviceConfigAndCookie)
+            .await?
+            .p4_device_config)
+    }
+
+    async fn get_config(
+        &mut self,
+        response_type: p4::get_forwarding_pipeline_config_request::ResponseType,
+    ) -> Result<p4::ForwardingPipelineConfig, P4rtError> {
+        let r = self
+            .client
+            .get_forwarding_pipeline_config(p4::GetForwardingPipelineConfigRequest {
+                device_id: self.device_id,
+                response_type: response_type as i32,
+            })
+            .await
+            .map_err(rpc("GetForwardingPipelineConfig"))?;
         Ok(r.into_inner().config.unwrap_or_default())
     }
 

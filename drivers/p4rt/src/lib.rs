@@ -10,6 +10,7 @@
 //! - [`client`]: the driver: connect, become primary, push a pipeline, write, read, packet-out.
 
 pub mod client;
+pub mod p4info;
 pub mod program;
 pub mod server;
 

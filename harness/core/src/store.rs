@@ -125,6 +125,10 @@ pub struct Manifest {
     /// Systems of the spec this version cannot run yet (left out of the plan).
     #[serde(default)]
     pub systems_not_built: Vec<String>,
+    /// The launcher that started the processes of the run (`local`, `ssh`, `slurm`); None: the
+    /// points ran in the runner's process.
+    #[serde(default)]
+    pub launcher: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -510,6 +514,7 @@ mod tests {
             points_failed: 0,
             resumed_from: vec![],
             systems_not_built: vec![],
+            launcher: None,
         }
     }
 

@@ -9,12 +9,16 @@
 //! - [`flowsim`]: a sans-IO flow-level simulator with max-min fair sharing (progressive filling).
 //! - [`scenario`]: one training iteration of BytePS, Horovod and ALEPH on those topologies.
 //! - [`motivating`]: the motivating example of Sec. 3.1 (Table 1).
-//! - [`workloads`](crate::workloads): the workloads of aleph-table1, -fig13, -fig14 and -fig15-16.
+//! - [`testbed`]: the testbed experiments on this machine (namespaces, tbf, ALEPH's XDP data plane
+//!   from drivers/xdp, and TCP baselines: BytePS-style PS, ALEPH with TCP, Horovod ring).
+//! - [`workloads`](crate::workloads): the workloads of aleph-table1, -fig13, -fig14, -fig15-16, and
+//!   (testbed) aleph-fig5, -fig6, -fig7, -fig9, -fig11 and -table2.
 
 pub mod flowsim;
 pub mod motivating;
 pub mod mwcha;
 pub mod scenario;
+pub mod testbed;
 pub mod topo;
 mod workload;
 
@@ -38,5 +42,8 @@ pub fn workloads() -> Vec<Box<dyn Workload>> {
         Box::new(workload::SimBandwidth),
         Box::new(workload::SimOverhead),
         Box::new(workload::SimHops),
+        Box::new(testbed::workloads::TestbedTraining),
+        Box::new(testbed::workloads::AggregationCpu),
+        Box::new(testbed::workloads::PacketLatency),
     ]
 }

@@ -38,6 +38,30 @@ impl Aggregation {
 pub enum Fabric {
     Mem,
     Sim,
+    /// Every node on its own UDP socket on 127.0.0.1, served by `inabench_fabric::udp::serve`
+    /// (batched, event-driven host I/O) on a thread of this process: the frames cross the host's
+    /// network stack, but the nodes share this process (the gradients are already here; shipping
+    /// them to node processes is not done, see [`run_udp_threads`]).
+    Udp,
+}
+
+impl Fabric {
+    pub fn parse(s: &str) -> Option<Fabric> {
+        Some(match s {
+            "mem" => Fabric::Mem,
+            "sim" => Fabric::Sim,
+            "udp" => Fabric::Udp,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fabric::Mem => "mem",
+            Fabric::Sim => "sim",
+            Fabric::Udp => "udp",
+        }
+    }
 }
 
 /// What one all-reduce did.
@@ -57,7 +81,13 @@ fn config(workers: usize, elements: usize, float: bool, extra: &[(&str, f64)]) -
         ("window".to_string(), 2.0),
         ("msg_packets".to_string(), 32.0),
     ];
-    knobs.extend(extra.iter().map(|(k, v)| (k.to_string(), *v)));
+    // a knob given in `extra` replaces the default (a system reads the first of a name)
+    for (k, v) in extra {
+        match knobs.iter_mut().find(|(name, _)| name == k) {
+            Some(slot) => slot.1 = *v,
+            None => knobs.push((k.to_string(), *v)),
+        }
+    }
     AllReduceConfig {
         workers,
         elements,
@@ -69,12 +99,12 @@ fn config(workers: usize, elements: usize, float: bool, extra: &[(&str, f64)]) -
     }
 }
 
-/// Run a built setup to completion; each worker's result as raw i32.
-fn run(
+/// Run a built setup to completion: the nodes and the fabric time (ns).
+fn run_nodes(
     setup: Setup,
     cfg: &AllReduceConfig,
     fabric: Fabric,
-) -> Result<(Vec<Vec<i32>>, u64, u64), String> {
+) -> Result<(Vec<SetupNode>, u64), String> {
     let w = cfg.workers;
     let (nodes, finished, dur) = match fabric {
         Fabric::Sim => {
@@ -93,10 +123,27 @@ fn run(
             let d = rep.nodes[..w].iter().map(|s| s.done_ns).max().unwrap_or(0);
             (nodes, rep.finished, d)
         }
+        Fabric::Udp => run_udp_threads(
+            setup.into_nodes(),
+            w,
+            cfg.mtu + 128,
+            std::time::Duration::from_secs(120),
+        )?,
     };
     if !finished {
         return Err("the all-reduce did not finish".into());
     }
+    Ok((nodes, dur))
+}
+
+/// Run a built setup to completion; each worker's result as raw i32.
+fn run(
+    setup: Setup,
+    cfg: &AllReduceConfig,
+    fabric: Fabric,
+) -> Result<(Vec<Vec<i32>>, u64, u64), String> {
+    let w = cfg.workers;
+    let (nodes, dur) = run_nodes(setup, cfg, fabric)?;
     let mut results = Vec::with_capacity(w);
     let mut frames = 0;
     for n in &nodes {
@@ -106,6 +153,86 @@ fn run(
         }
     }
     Ok((results, frames, dur))
+}
+
+/// Run `nodes` (node i has id i; the first `workers` are the workers) on the `udp` fabric, each
+/// node on its own socket on 127.0.0.1 and its own thread of this process, until every worker is
+/// done (or `deadline` passes). Returns the nodes, whether every worker finished, and the wall
+/// time from the start to the last worker's `done` as the coordinator saw it (ns).
+///
+/// Threads rather than node processes: a training step's inputs are each worker's gradient,
+/// computed in this process; node processes would need every gradient shipped to them and every
+/// result shipped back each step, which is not built.
+pub fn run_udp_threads<N: inabench_fabric::Endpoint>(
+    nodes: Vec<N>,
+    workers: usize,
+    mtu: usize,
+    deadline: std::time::Duration,
+) -> Result<(Vec<N>, bool, u64), String> {
+    use inabench_fabric::udp::{self, Coordinator, IoModel, NodeConfig, Wiring};
+    use std::net::SocketAddr;
+    let socks = (0..nodes.len())
+        .map(|_| udp::bind_loopback())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("cannot bind a udp socket: {e}"))?;
+    let peers = socks
+        .iter()
+        .map(|s| match s.local_addr() {
+            Ok(SocketAddr::V4(a)) => Ok(a),
+            Ok(SocketAddr::V6(_)) => Err("a socket bound to IPv6".to_string()),
+            Err(e) => Err(e.to_string()),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let coord = Coordinator::new().map_err(|e| format!("cannot bind the coordinator: {e}"))?;
+    let wiring = Wiring {
+        peers,
+        coordinator: coord.addr().map_err(|e| e.to_string())?,
+    };
+    let start = std::time::Instant::now();
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = nodes
+            .into_iter()
+            .zip(&socks)
+            .enumerate()
+            .map(|(i, (mut node, sock))| {
+                let wiring = &wiring;
+                let cfg = NodeConfig {
+                    io: IoModel::Event,
+                    faults: Faults::default(),
+                    mtu,
+                    deadline,
+                    counted: i < workers,
+                };
+                sc.spawn(move || {
+                    let rep = udp::serve(&mut node, sock, wiring, &cfg);
+                    (node, rep)
+                })
+            })
+            .collect();
+        let (done, last) = coord.wait_and_stop(workers, &wiring.peers, start, deadline);
+        let mut out = Vec::with_capacity(handles.len());
+        for h in handles {
+            match h.join() {
+                Ok((node, _)) => out.push(node),
+                Err(_) => return Err("a udp node's thread panicked".to_string()),
+            }
+        }
+        Ok((out, done == workers, last.as_nanos() as u64))
+    })
+}
+
+/// One all-reduce of `sys` as `cfg` builds it (the system's own seeded inputs) on `fabric`:
+/// the fabric time (virtual on sim, wall on mem and udp), ns.
+pub fn run_system(sys: &dyn System, cfg: &AllReduceConfig, fabric: Fabric) -> Result<u64, String> {
+    let setup = sys.build(cfg).map_err(|e| e.to_string())?;
+    let (nodes, d) = run_nodes(setup, cfg, fabric)?;
+    if nodes
+        .iter()
+        .any(|n| matches!(n, SetupNode::Worker(w) if !w.check(cfg)))
+    {
+        return Err(format!("{} produced a wrong result", sys.name()));
+    }
+    Ok(d)
 }
 
 fn through(
@@ -130,11 +257,23 @@ fn floats(v: &[i32]) -> Vec<f32> {
     v.iter().map(|x| f32::from_bits(*x as u32)).collect()
 }
 
-/// All-reduce (sum) of `inputs` (one vector per worker, equal lengths).
+/// All-reduce (sum) of `inputs` (one vector per worker, equal lengths), window 2 of 32-packet
+/// messages.
 pub fn allreduce_f32(
     agg: Aggregation,
     inputs: &[Vec<f32>],
     fabric: Fabric,
+) -> Result<Outcome, String> {
+    allreduce_f32_with(agg, inputs, fabric, &[])
+}
+
+/// [`allreduce_f32`] with the systems' knobs (`window`, `msg_packets`, ...) overridden by
+/// `knobs`.
+pub fn allreduce_f32_with(
+    agg: Aggregation,
+    inputs: &[Vec<f32>],
+    fabric: Fabric,
+    knobs: &[(&str, f64)],
 ) -> Result<Outcome, String> {
     let workers = inputs.len();
     let elements = inputs.first().map_or(0, Vec::len);
@@ -162,7 +301,7 @@ pub fn allreduce_f32(
                 sys,
                 inputs.iter().map(|v| bits(v)).collect(),
                 true,
-                &[],
+                knobs,
                 fabric,
             )?;
             Ok(Outcome {
@@ -179,7 +318,9 @@ pub fn allreduce_f32(
                 .iter()
                 .map(|v| v.chunks(block).map(bfp::block_exponent).collect())
                 .collect();
-            let (agreed, f1, d1) = through(&SwitchMl, exps, false, &[("op_max", 1.0)], fabric)?;
+            let mut max_knobs = knobs.to_vec();
+            max_knobs.push(("op_max", 1.0));
+            let (agreed, f1, d1) = through(&SwitchMl, exps, false, &max_knobs, fabric)?;
             // 2. integer aggregation of the scaled values
             let q: Vec<Vec<i32>> = inputs
                 .iter()
@@ -191,7 +332,7 @@ pub fn allreduce_f32(
                         .collect()
                 })
                 .collect();
-            let (sums, f2, d2) = through(&SwitchMl, q, false, &[], fabric)?;
+            let (sums, f2, d2) = through(&SwitchMl, q, false, knobs, fabric)?;
             let results = sums
                 .iter()
                 .zip(&agreed)
@@ -242,7 +383,7 @@ mod tests {
             Aggregation::NetReduce,
             Aggregation::SwitchMl,
         ] {
-            for fabric in [Fabric::Sim, Fabric::Mem] {
+            for fabric in [Fabric::Sim, Fabric::Mem, Fabric::Udp] {
                 let out = allreduce_f32(agg, &x, fabric).expect("all-reduce");
                 assert_eq!(out.results.len(), 4);
                 assert!(

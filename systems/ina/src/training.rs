@@ -23,8 +23,17 @@
 //! ~390 images/s FP32 and ~1,200 mixed precision, at 3 x 2 x 4.1 GMACs per image), scaled by
 //! `compute_scale`, which the specs sweep as a band (0.5, 1, 1.5). Nothing here comes from the
 //! paper's results.
+//!
+//! Emulated class (Fig. 11 with real gradient exchange, see [`emulated`]): the same timeline, but
+//! every bucket of every step is all-reduced for real through the systems' protocol code on the
+//! `mem` fabric (a thread per node) or `udp` (a socket per node on loopback, a thread per node),
+//! and the bucket's measured wall time is its communication time. Only the compute is modelled.
+//! The model is shrunk uniformly by `grad_scale` (every layer's parameters and MACs, and the
+//! bucket size), so the bucket boundaries and the compute per gradient byte are the full model's;
+//! `grad_scale` is a parameter of the rows.
 
 use crate::atp::Atp;
+use crate::collective::{self, Aggregation, Fabric};
 use crate::common::{AllReduceConfig, SetupNode, System};
 use crate::netreduce::NetReduce;
 use crate::stream::RcStream;
@@ -179,7 +188,402 @@ fn baseline(gpus_per_machine: f64) -> &'static str {
     }
 }
 
+/// What the emulated class measured for one system and model: the wall time of every bucket's
+/// all-reduce, per step (seconds), and the bucket sizes (bytes, of the shrunk model).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exchanged {
+    pub bucket_bytes: Vec<f64>,
+    pub steps: Vec<Vec<f64>>,
+}
+
+/// `model` shrunk by `scale`: every layer's parameters and MACs times `scale`.
+pub fn shrink(model: &training::Model, scale: f64) -> training::Model {
+    training::Model {
+        name: model.name,
+        layers: model
+            .layers
+            .iter()
+            .map(|l| training::Layer {
+                params: l.params * scale,
+                macs: l.macs * scale,
+            })
+            .collect(),
+    }
+}
+
+/// The bucket sizes (bytes) the timeline makes of `model`'s gradients.
+pub fn bucket_sizes(model: &training::Model, bytes_per_value: f64, bucket_bytes: f64) -> Vec<f64> {
+    let sizes = std::cell::RefCell::new(Vec::new());
+    let compute = Compute {
+        gpu: training::V100_SXM2,
+        fp16: false,
+        utilisation: 1.0,
+    };
+    training::iteration(
+        model,
+        &compute,
+        1.0,
+        bytes_per_value,
+        bucket_bytes,
+        true,
+        &|m| {
+            sizes.borrow_mut().push(m);
+            0.0
+        },
+    );
+    sizes.into_inner()
+}
+
+/// One worker's gradient bucket: seeded values of gradient-like magnitudes (a few 1e-3, every
+/// seventh a hundred times smaller), different on every worker, bucket and step.
+fn gradient(seed: u64, worker: usize, step: usize, bucket: usize, elements: usize) -> Vec<f32> {
+    let mut g =
+        inabench_core::rng::SplitMix64::derive(seed, &format!("grad/{worker}/{step}/{bucket}"));
+    (0..elements)
+        .map(|i| {
+            let u = (g.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+            u * if i % 7 == 0 { 1e-5 } else { 1e-3 }
+        })
+        .collect()
+}
+
+/// Check an all-reduce's results: every worker the same bits, each element within the
+/// aggregation's error of the exact sum (float sums: 2N ulps of the terms' magnitudes; SwitchML:
+/// its block floating point bound). A dropped or double-counted gradient fails.
+pub fn check_sum(
+    agg: Aggregation,
+    inputs: &[Vec<f32>],
+    results: &[Vec<f32>],
+) -> Result<(), String> {
+    let n = inputs.len();
+    if results.len() != n || results.iter().any(|r| r != &results[0]) {
+        return Err("the workers' aggregates differ".into());
+    }
+    let block = 48;
+    for (i, got) in results[0].iter().enumerate() {
+        let want: f64 = inputs.iter().map(|v| f64::from(v[i])).sum();
+        let mag: f64 = inputs.iter().map(|v| f64::from(v[i]).abs()).sum();
+        let mut tol = 2.0 * n as f64 * f64::from(f32::EPSILON) * mag;
+        if agg == Aggregation::SwitchMl {
+            let b = i / block * block;
+            let e = inputs
+                .iter()
+                .map(|v| crate::bfp::block_exponent(&v[b..(b + block).min(v.len())]))
+                .max()
+                .unwrap_or(-126);
+            tol += crate::bfp::error_bound(e, n);
+        }
+        if (f64::from(*got) - want).abs() > tol || !got.is_finite() {
+            return Err(format!("element {i}: {got}, the gradients sum to {want}"));
+        }
+    }
+    Ok(())
+}
+
+/// Exchange `steps` steps' gradients of `model` shrunk by `scale` among `workers` workers through
+/// `agg` on `fabric` (after `warmup` steps that are not kept), every bucket checked against the
+/// exact sum; the wall time of each bucket's all-reduce. `knobs` override the systems' defaults
+/// (window 2 of 32-packet messages).
+#[allow(clippy::too_many_arguments)]
+pub fn exchange(
+    agg: Aggregation,
+    fabric: Fabric,
+    knobs: &[(&str, f64)],
+    model: &training::Model,
+    scale: f64,
+    bucket_bytes: f64,
+    workers: usize,
+    warmup: usize,
+    steps: usize,
+    seed: u64,
+) -> Result<Exchanged, String> {
+    let small = shrink(model, scale);
+    let sizes = bucket_sizes(&small, 4.0, bucket_bytes * scale);
+    let mut out = Vec::with_capacity(steps);
+    for step in 0..warmup + steps {
+        let mut times = Vec::with_capacity(sizes.len());
+        for (b, bytes) in sizes.iter().enumerate() {
+            let elements = ((bytes / 4.0).round() as usize).max(1);
+            let inputs: Vec<Vec<f32>> = (0..workers)
+                .map(|w| gradient(seed, w, step, b, elements))
+                .collect();
+            let o = collective::allreduce_f32_with(agg, &inputs, fabric, knobs)?;
+            check_sum(agg, &inputs, &o.results)
+                .map_err(|e| format!("step {step}, bucket {b}: {e}"))?;
+            times.push(o.duration_ns as f64 / 1e9);
+        }
+        if step >= warmup {
+            out.push(times);
+        }
+    }
+    Ok(Exchanged {
+        bucket_bytes: sizes,
+        steps: out,
+    })
+}
+
+/// [`exchange`], once per process for each (system, fabric, knobs, bucket sizes, workers, steps,
+/// seed): the compute band and the host-stack choice of the modelled class do not change what is
+/// exchanged, nor does anything of a model but its buckets (BERT's GLUE and SQuAD variants share
+/// one exchange).
+#[allow(clippy::too_many_arguments)]
+pub fn exchange_cached(
+    agg: Aggregation,
+    fabric: Fabric,
+    knobs: &[(&str, f64)],
+    model: &training::Model,
+    scale: f64,
+    bucket_bytes: f64,
+    workers: usize,
+    warmup: usize,
+    steps: usize,
+    seed: u64,
+) -> Result<Exchanged, String> {
+    type Key = (String, usize, usize, usize, u64);
+    static CACHE: OnceLock<Mutex<HashMap<Key, Exchanged>>> = OnceLock::new();
+    let sizes = bucket_sizes(&shrink(model, scale), 4.0, bucket_bytes * scale);
+    let key = (
+        format!(
+            "{agg:?}/{}/{knobs:?}/{:?}",
+            fabric.name(),
+            sizes.iter().map(|b| b.to_bits()).collect::<Vec<_>>()
+        ),
+        workers,
+        warmup,
+        steps,
+        seed,
+    );
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(x) = cache.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        return Ok(x);
+    }
+    let x = exchange(
+        agg,
+        fabric,
+        knobs,
+        model,
+        scale,
+        bucket_bytes,
+        workers,
+        warmup,
+        steps,
+        seed,
+    )?;
+    if let Ok(mut m) = cache.lock() {
+        m.insert(key, x.clone());
+    }
+    Ok(x)
+}
+
+/// How much slower than the testbed's network this host's fabric moves bytes: the wall time of a
+/// 1 MB transfer over one RoCEv2 RC connection ([`RcStream`], two nodes) on `fabric`, over its
+/// virtual time on the sim fabric at `line_rate_bps` (the fastest of three runs). The emulated
+/// class multiplies the modelled compute by it (`dilation: rc`), so compute and communication
+/// keep the testbed's balance although this host's software fabric is far slower than 100 GbE.
+pub fn dilation(fabric: Fabric, line_rate_bps: f64) -> Result<f64, String> {
+    static CACHE: OnceLock<Mutex<HashMap<(&'static str, u64), f64>>> = OnceLock::new();
+    let key = (fabric.name(), line_rate_bps as u64);
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(d) = cache.lock().ok().and_then(|m| m.get(&key).copied()) {
+        return Ok(d);
+    }
+    let cfg = AllReduceConfig {
+        workers: 2,
+        elements: 262_144,
+        seed: 1,
+        line_rate_bps,
+        mtu: 1024,
+        timeout_ns: 50_000_000,
+        knobs: vec![("window".into(), 2.0), ("msg_packets".into(), 32.0)],
+    };
+    let sim = duration_s(&RcStream, &cfg, 0)?;
+    let mut wall = f64::INFINITY;
+    for _ in 0..3 {
+        wall = wall.min(collective::run_system(&RcStream, &cfg, fabric)? as f64 / 1e9);
+    }
+    if !(sim > 0.0 && wall.is_finite() && wall > 0.0) {
+        return Err(format!("no dilation from {wall} s over {sim} s"));
+    }
+    let d = wall / sim;
+    if let Ok(mut m) = cache.lock() {
+        m.insert(key, d);
+    }
+    Ok(d)
+}
+
+/// The emulated iterations: for each exchanged step, the modelled timeline of the shrunk model
+/// with that step's measured bucket times as the communication.
+pub fn emulated(
+    model: &training::Model,
+    scale: f64,
+    compute: &Compute,
+    batch: f64,
+    bucket_bytes: f64,
+    ex: &Exchanged,
+) -> Result<Vec<training::Iteration>, String> {
+    let small = shrink(model, scale);
+    ex.steps
+        .iter()
+        .map(|times| {
+            let next = std::cell::Cell::new(0usize);
+            let bad = std::cell::Cell::new(false);
+            let it = training::iteration(
+                &small,
+                compute,
+                batch,
+                4.0,
+                bucket_bytes * scale,
+                true,
+                &|m| {
+                    let k = next.get();
+                    next.set(k + 1);
+                    match (times.get(k), ex.bucket_bytes.get(k)) {
+                        (Some(t), Some(b)) if (b - m).abs() <= 1e-6 * b.max(1.0) => *t,
+                        _ => {
+                            bad.set(true);
+                            0.0
+                        }
+                    }
+                },
+            );
+            if bad.get() || next.get() != times.len() {
+                return Err("the timeline's buckets are not the exchanged ones".to_string());
+            }
+            Ok(it)
+        })
+        .collect()
+}
+
 pub struct Training;
+
+/// The modelled class's numbers for the same point, recorded beside the emulated ones.
+struct Modelled {
+    speedup: f64,
+    iteration_s: f64,
+}
+
+/// The emulated class of a point (see the module docs).
+#[allow(clippy::too_many_arguments)]
+fn run_emulated(
+    ctx: &mut PointCtx<'_>,
+    model_name: &str,
+    model: &training::Model,
+    compute: &Compute,
+    batch: f64,
+    bucket: f64,
+    machines: usize,
+    gpus_per_machine: f64,
+    fp16: bool,
+    modelled: Modelled,
+) -> Result<(), WorkloadError> {
+    if gpus_per_machine > 1.0 || fp16 {
+        return Err(WorkloadError::Invalid(
+            "the emulated class runs one GPU per machine and fp32 gradients".into(),
+        ));
+    }
+    let fabric_name = ctx
+        .text("emulated_fabric")
+        .unwrap_or_else(|_| "mem".to_string());
+    let fabric = match fabric_name.as_str() {
+        "mem" => Fabric::Mem,
+        "udp" => Fabric::Udp,
+        other => {
+            return Err(WorkloadError::Invalid(format!(
+                "emulated_fabric is `mem` or `udp`, not `{other}`"
+            )));
+        }
+    };
+    ctx.fabric = fabric.name();
+    let scale = ctx.param("grad_scale").unwrap_or(1.0);
+    if !(scale > 0.0 && scale <= 1.0) {
+        return Err(WorkloadError::Invalid(format!(
+            "grad_scale is in (0, 1], not {scale}"
+        )));
+    }
+    let steps = ctx.param("steps").unwrap_or(3.0).max(1.0) as usize;
+    let warmup = ctx.param("warmup_steps").unwrap_or(1.0).max(0.0) as usize;
+    let system = ctx.system().to_string();
+    let agg = Aggregation::parse(&system).ok_or_else(|| {
+        WorkloadError::Invalid(format!("`{system}` has no emulated training exchange"))
+    })?;
+    // the gradients' values only feed the sum checks, not the timing: one seed for every point,
+    // so that the points of a run share one measured exchange per system and model
+    let seed = ctx.param("gradient_seed").unwrap_or(1.0) as u64;
+    // the modelled class's settings (see `fit`): window 2, messages of 170 packets of 1 KB
+    let knobs = [
+        ("window", ctx.param("window").unwrap_or(2.0)),
+        ("msg_packets", ctx.param("msg_packets").unwrap_or(170.0)),
+    ];
+    let ex = |agg: Aggregation| {
+        exchange_cached(
+            agg, fabric, &knobs, model, scale, bucket, machines, warmup, steps, seed,
+        )
+        .map_err(|e| WorkloadError::WrongResult(format!("{agg:?}: {e}")))
+    };
+    let mine = ex(agg)?;
+    let ring = ex(Aggregation::Ring)?;
+    let rate = ctx.param("line_rate_gbps").unwrap_or(100.0) * 1e9;
+    let dil = match ctx
+        .text("dilation")
+        .unwrap_or_else(|_| "rc".to_string())
+        .as_str()
+    {
+        "rc" => dilation(fabric, rate).map_err(WorkloadError::Invalid)?,
+        "none" => 1.0,
+        other => {
+            return Err(WorkloadError::Invalid(format!(
+                "dilation is `rc` or `none`, not `{other}`"
+            )));
+        }
+    };
+    // compute times x dil: the same share of a GPU that is dil times slower
+    let compute = &Compute {
+        utilisation: compute.utilisation / dil,
+        ..*compute
+    };
+    ctx.record_if_declared("dilation", dil);
+    // the median over the kept steps: a thread-per-node fabric on two cores has outlier steps
+    let mean = |its: &[training::Iteration], f: fn(&training::Iteration) -> f64| {
+        let mut v: Vec<f64> = its.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        match v.len() {
+            0 => f64::NAN,
+            n if n % 2 == 1 => v[n / 2],
+            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        }
+    };
+    let its =
+        emulated(model, scale, compute, batch, bucket, &mine).map_err(WorkloadError::Invalid)?;
+    let base =
+        emulated(model, scale, compute, batch, bucket, &ring).map_err(WorkloadError::Invalid)?;
+    let iteration_s = mean(&its, |i| i.iteration_s);
+    let base_s = mean(&base, |i| i.iteration_s);
+    ctx.record_if_declared("iteration_ms", iteration_s * 1e3);
+    ctx.record_if_declared("comm_ms", mean(&its, |i| i.comm_s) * 1e3);
+    ctx.record_if_declared("exposed_comm_ms", mean(&its, |i| i.exposed_comm_s) * 1e3);
+    ctx.record_if_declared(
+        "compute_ms",
+        mean(&its, |i| i.forward_s + i.backward_s) * 1e3,
+    );
+    ctx.record_if_declared("speedup", base_s / iteration_s);
+    ctx.record_if_declared("throughput", batch / iteration_s);
+    ctx.record_if_declared("modelled_speedup", modelled.speedup);
+    ctx.record_if_declared("modelled_iteration_ms", modelled.iteration_s * 1e3);
+    ctx.record_if_declared("gradient_mb", model.gradient_bytes(4.0) * scale / 1048576.0);
+    ctx.record_if_declared("buckets", mine.bucket_bytes.len() as f64);
+    ctx.log(
+        inabench_core::LogLevel::Info,
+        format!(
+            "{system}, {model_name} on {}: {} buckets of {:.2} MB in all (grad_scale {scale}), per step {:?} ms; ring {:?} ms",
+            fabric.name(),
+            mine.bucket_bytes.len(),
+            mine.bucket_bytes.iter().sum::<f64>() / 1048576.0,
+            mine.steps.iter().map(|s| (s.iter().sum::<f64>() * 1e4).round() / 10.0).collect::<Vec<_>>(),
+            ring.steps.iter().map(|s| (s.iter().sum::<f64>() * 1e4).round() / 10.0).collect::<Vec<_>>(),
+        ),
+    );
+    Ok(())
+}
 
 impl Workload for Training {
     fn id(&self) -> &'static str {
@@ -187,11 +591,15 @@ impl Workload for Training {
     }
 
     fn fidelities(&self) -> &'static [Fidelity] {
-        &[Fidelity::Modelled]
+        &[Fidelity::Emulated, Fidelity::Modelled]
     }
 
-    fn fabric(&self, _f: Fidelity) -> &'static str {
-        "model"
+    fn fabric(&self, f: Fidelity) -> &'static str {
+        if f == Fidelity::Emulated {
+            "mem"
+        } else {
+            "model"
+        }
     }
 
     fn systems(&self) -> Option<&'static [&'static str]> {
@@ -291,6 +699,24 @@ impl Workload for Training {
             WorkloadError::Invalid(format!("no communication model for `{system}`"))
         })?;
         let base = run(baseline(n)).ok_or_else(|| WorkloadError::Invalid("no baseline".into()))?;
+        if ctx.fidelity == Fidelity::Emulated {
+            let modelled = Modelled {
+                speedup: base.iteration_s / it.iteration_s,
+                iteration_s: it.iteration_s,
+            };
+            return run_emulated(
+                ctx,
+                &model_name,
+                &model,
+                &compute,
+                batch,
+                bucket,
+                machines,
+                n,
+                fp16,
+                modelled,
+            );
+        }
         let per_gpu = batch / it.iteration_s;
         ctx.record_if_declared("images_per_s", per_gpu);
         ctx.record_if_declared("images_per_s_per_gpu", per_gpu);

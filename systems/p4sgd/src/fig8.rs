@@ -9,7 +9,9 @@
 //! NIC's latency each way (NIC pipeline and PCIe) for the CPU systems, whose host stacks also pay
 //! a per-frame cost drawn from the costs of their own code measured on this machine (so their
 //! jitter is that code's jitter here). Emulated (`mem` fabric): the same state machines, a thread
-//! per node, real time; no model inputs apply. GPUSync is modelled (simulated class only) from cited
+//! per node, real time; no model inputs apply. Emulated on `udp` (`emulated_fabric: udp`, the
+//! default): the same state machines, each node on its own loopback UDP socket served by
+//! [`inabench_fabric::udp::serve`] in a thread of its own ([`crate::udp`]). GPUSync is modelled (simulated class only) from cited
 //! figures (see the spec): a kernel launch plus NCCL's small all-reduce latency; no distribution,
 //! so only its mean and median are reported.
 
@@ -428,7 +430,7 @@ impl Workload for Fig8 {
 
     fn fabric(&self, f: Fidelity) -> &'static str {
         if f == Fidelity::Emulated {
-            "mem"
+            "udp"
         } else {
             "sim"
         }
@@ -468,7 +470,38 @@ impl Workload for Fig8 {
             None => (ctx.param("emulated_timeout_us")? * 1e3) as u64,
         };
         let system = ctx.system().to_string();
+        // emulated: `udp` (a loopback socket and a thread per node, the kernel's UDP path) or
+        // `mem` (in-process channels, a thread per node)
+        let on_udp = if simulated {
+            false
+        } else {
+            let fabric = ctx.text("emulated_fabric").unwrap_or_else(|_| "udp".into());
+            match fabric.as_str() {
+                "udp" => {
+                    ctx.fabric = "udp";
+                    true
+                }
+                "mem" => {
+                    ctx.fabric = "mem";
+                    false
+                }
+                other => {
+                    return Err(WorkloadError::Invalid(format!(
+                        "emulated_fabric is `udp` or `mem`, not `{other}`"
+                    )));
+                }
+            }
+        };
+        let uopt = crate::udp::UdpOptions::default();
         let out = match system.as_str() {
+            "p4sgd" if on_udp => {
+                crate::udp::run_p4sgd(workers, elements, ops, seed, timeout_ns, &uopt)?.0
+            }
+            "cpusync" if on_udp => crate::udp::run_cpusync(workers, elements, ops, seed, &uopt)?,
+            "switchml" if on_udp => crate::udp::run_switchml(
+                &switchml_config(workers, ops, seed, rate_bps, timeout_ns),
+                &uopt,
+            )?,
             "p4sgd" => run_p4sgd(workers, elements, ops, seed, si.as_ref(), timeout_ns)?,
             "cpusync" => run_cpusync(workers, elements, ops, seed, si.as_ref())?,
             "switchml" => run_switchml(workers, ops, seed, rate_bps, si.as_ref(), timeout_ns)?,

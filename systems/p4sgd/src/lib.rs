@@ -13,6 +13,7 @@
 //!   simulator (real training through it, or seeded values);
 //! - [`models`]: iteration times of P4SGD and the baselines (Eq. 1-3, cited inputs);
 //! - [`fig8`], [`fig14`]: the `p4sgd.fig8` and `p4sgd.fig14` workloads;
+//! - [`udp`]: the endpoints on the `udp` fabric (a loopback socket and a thread per node);
 //! - [`perf`]: `p4sgd.fig9` .. `p4sgd.fig13`;
 //! - [`converge`]: `p4sgd.fig15` and `p4sgd.table4`.
 
@@ -30,6 +31,7 @@ pub mod host;
 pub mod models;
 pub mod perf;
 pub mod protocol;
+pub mod udp;
 pub mod wire;
 
 #[cfg(test)]

@@ -195,3 +195,32 @@ fn fig15_and_table4_quick_points() {
     assert!((metric(&e, "energy") - metric(&e, "power") * t).abs() < 1e-9);
     assert_eq!(metric(&e, "power") % 225.0, 0.0);
 }
+
+#[test]
+fn fig8_emulated_on_udp_checks_every_sum() {
+    // the quick point on the spec's default emulated fabric (udp): every one of the 8 workers'
+    // results is checked against the exact sum inside the run (a wrong one fails the point)
+    let s = spec("fig8.yaml");
+    assert_eq!(
+        s.parameters
+            .get("emulated_fabric")
+            .map(|v| v.to_string())
+            .as_deref(),
+        Some("udp")
+    );
+    for system in ["p4sgd", "cpusync"] {
+        let r = run(
+            &crate::fig8::Fig8,
+            "fig8.yaml",
+            Fidelity::Emulated,
+            system,
+            &[],
+        );
+        let mean = metric(&r, "latency_mean");
+        let p99 = metric(&r, "latency_p99");
+        assert!(
+            mean > 0.0 && p99 >= metric(&r, "latency_p50"),
+            "{system} {r:?}"
+        );
+    }
+}

@@ -60,3 +60,26 @@ pub fn bars(n: usize, side: usize, classes: usize, seed: u64) -> Dataset {
     }
     d
 }
+
+/// Token sequences for the transformer: `seq` tokens drawn from `1..=classes`, one of them (not
+/// the last) replaced by the marker token 0; the class is the token right after the marker
+/// (minus one). Solving it needs attention from the marker's position to its successor; the
+/// vocabulary is `classes + 1` tokens. Token ids are stored as floats.
+pub fn marked(n: usize, seq: usize, classes: usize, seed: u64) -> Dataset {
+    let mut g = SplitMix64::derive(seed, "marked");
+    let mut d = Dataset {
+        xs: Vec::with_capacity(n),
+        ys: Vec::with_capacity(n),
+    };
+    for _ in 0..n {
+        let mut x: Vec<f32> = (0..seq)
+            .map(|_| (1 + g.next_u64() % classes as u64) as f32)
+            .collect();
+        let at = (g.next_u64() % (seq.max(2) as u64 - 1)) as usize;
+        x[at] = 0.0;
+        let y = x[at + 1] as usize - 1;
+        d.xs.push(x);
+        d.ys.push(y);
+    }
+    d
+}

@@ -8,13 +8,19 @@
 //! loss) can depend on the thread count. These experiments need bit-reproducible losses of tiny
 //! models more than speed, so a few hundred lines of deterministic dense and convolution code
 //! serve better; a larger model would be the time to revisit (the clean-build time we measured
-//! for candle is in the note).
+//! for candle is in the note). The same holds for the small transformer
+//! ([`transformer`]): two attention blocks of width 16 are a few hundred lines by hand.
+//!
+//! Fabrics: `sim` (virtual time), `mem` (a thread per node) and `udp` (every node on its own UDP
+//! socket on loopback, a thread per node of this process: the gradients are computed here, and
+//! shipping them to node processes each step is not built).
 
 pub mod adam;
 pub mod data;
 pub mod dp;
 pub mod model;
 pub mod quality;
+pub mod transformer;
 
 use inabench_core::Workload;
 

@@ -1,6 +1,7 @@
-//! Two small models with hand-written forward and backward passes (deterministic, no BLAS, no
-//! threads): an MLP (dense-ReLU-dense-ReLU-dense) and a CNN (3x3 convolution with ReLU, 2x2
-//! average pooling, dense), both ending in softmax cross-entropy. Parameters live in one flat
+//! Small models with hand-written forward and backward passes (deterministic, no BLAS, no
+//! threads): an MLP (dense-ReLU-dense-ReLU-dense), a CNN (3x3 convolution with ReLU, 2x2
+//! average pooling, dense) and a transformer encoder ([`crate::transformer`]), all ending in
+//! softmax cross-entropy. Parameters live in one flat
 //! `Vec<f32>`, gradients too, so a gradient is exactly what an all-reduce carries.
 
 use inabench_core::rng::SplitMix64;
@@ -26,6 +27,8 @@ pub enum Arch {
         filters: usize,
         classes: usize,
     },
+    /// Token sequences (ids as floats) through self-attention blocks ([`crate::transformer`]).
+    Transformer(crate::transformer::Shape),
 }
 
 #[derive(Debug, Clone)]
@@ -34,6 +37,7 @@ pub struct Model {
     pub params: Vec<f32>,
     dense: Vec<Dense>,
     conv: Option<(usize, usize)>,
+    tf: Option<crate::transformer::Layout>,
 }
 
 fn dense_layout(dims: &[usize], mut at: usize) -> (Vec<Dense>, usize) {
@@ -54,6 +58,16 @@ fn dense_layout(dims: &[usize], mut at: usize) -> (Vec<Dense>, usize) {
 impl Model {
     /// A model with seeded He-initialised weights and zero biases.
     pub fn new(arch: Arch, seed: u64) -> Model {
+        if let Arch::Transformer(shape) = &arch {
+            let tf = crate::transformer::Layout::new(*shape);
+            return Model {
+                params: tf.init(seed),
+                arch,
+                dense: Vec::new(),
+                conv: None,
+                tf: Some(tf),
+            };
+        }
         let (dense, conv, n) = match &arch {
             Arch::Mlp { dims } => {
                 let (d, n) = dense_layout(dims, 0);
@@ -70,6 +84,7 @@ impl Model {
                 let (d, n) = dense_layout(&[pooled, *classes], conv_b + filters);
                 (d, Some((conv_w, conv_b)), n)
             }
+            Arch::Transformer(_) => (Vec::new(), None, 0),
         };
         let mut params = vec![0f32; n];
         let mut g = SplitMix64::derive(seed, "init");
@@ -97,6 +112,7 @@ impl Model {
             params,
             dense,
             conv,
+            tf: None,
         }
     }
 
@@ -104,11 +120,15 @@ impl Model {
         match &self.arch {
             Arch::Mlp { dims } => dims[0],
             Arch::Cnn { side, .. } => side * side,
+            Arch::Transformer(s) => s.seq,
         }
     }
 
     pub fn classes(&self) -> usize {
-        self.dense.last().map_or(0, |d| d.out)
+        match &self.arch {
+            Arch::Transformer(s) => s.classes,
+            _ => self.dense.last().map_or(0, |d| d.out),
+        }
     }
 
     /// Mean loss over the batch and the gradient of that mean loss.
@@ -127,6 +147,9 @@ impl Model {
 
     /// Forward and backward of one sample; adds its gradient into `grad`, returns its loss.
     fn sample(&self, x: &[f32], y: usize, grad: &mut [f32]) -> f32 {
+        if let Some(tf) = &self.tf {
+            return tf.sample(&self.params, x, y, grad);
+        }
         let p = &self.params;
         // front end: the CNN's convolution and pooling, or the input itself
         let (front, conv_cache) = match (&self.arch, self.conv) {
@@ -292,5 +315,54 @@ mod tests {
             }
             assert!(worst < 0.05, "worst relative error {worst}");
         }
+    }
+
+    /// The transformer's analytic gradient against central differences (in f64 terms: the
+    /// loss is f32, so the step is large and the tolerance loose, as above), every parameter.
+    #[test]
+    #[allow(clippy::needless_range_loop)]
+    fn transformer_gradients_match_finite_differences() {
+        let m = Model::new(
+            Arch::Transformer(crate::transformer::Shape {
+                vocab: 5,
+                seq: 4,
+                width: 6,
+                hidden: 7,
+                blocks: 2,
+                classes: 3,
+            }),
+            5,
+        );
+        let xs: Vec<Vec<f32>> = vec![
+            vec![0.0, 3.0, 1.0, 4.0],
+            vec![2.0, 2.0, 0.0, 1.0],
+            vec![4.0, 1.0, 3.0, 0.0],
+        ];
+        let ys = vec![2, 0, 1];
+        let (_, grad) = m.loss_and_grad(&xs, &ys);
+        assert_eq!(grad.len(), m.params.len());
+        let mut worst = 0f64;
+        let mut nonzero = 0;
+        for i in 0..m.params.len() {
+            let mut a = m.clone();
+            let mut b = m.clone();
+            let h = 1e-2f32;
+            a.params[i] += h;
+            b.params[i] -= h;
+            let num = (f64::from(a.loss_and_grad(&xs, &ys).0)
+                - f64::from(b.loss_and_grad(&xs, &ys).0))
+                / (2.0 * f64::from(h));
+            if grad[i] != 0.0 {
+                nonzero += 1;
+            }
+            worst = worst.max((num - f64::from(grad[i])).abs() / (1e-2 + f64::from(grad[i]).abs()));
+        }
+        assert!(worst < 0.05, "worst relative error {worst}");
+        // every tensor gets a gradient (token 0..4 all appear; every weight is used)
+        assert!(
+            nonzero > m.params.len() * 9 / 10,
+            "{nonzero} of {}",
+            m.params.len()
+        );
     }
 }

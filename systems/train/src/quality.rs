@@ -34,6 +34,20 @@ pub fn setup(model: &str, seed: u64) -> Option<(Model, data::Dataset)> {
             ),
             data::bars(4096, 12, 8, seed),
         ),
+        "transformer" => (
+            Model::new(
+                Arch::Transformer(crate::transformer::Shape {
+                    vocab: 9,
+                    seq: 8,
+                    width: 16,
+                    hidden: 32,
+                    blocks: 2,
+                    classes: 8,
+                }),
+                seed,
+            ),
+            data::marked(4096, 8, 8, seed),
+        ),
         _ => return None,
     })
 }
@@ -50,7 +64,8 @@ pub fn run(
     fabric: Fabric,
     seed: u64,
 ) -> Result<Vec<StepLog>, String> {
-    let (m, d) = setup(model, seed).ok_or_else(|| format!("no model `{model}` (mlp, cnn)"))?;
+    let (m, d) =
+        setup(model, seed).ok_or_else(|| format!("no model `{model}` (mlp, cnn, transformer)"))?;
     let tolerance = Tolerance {
         rel: 8.0 * f64::from(f32::EPSILON),
         abs_per_block: if agg == Aggregation::SwitchMl {
@@ -85,16 +100,11 @@ impl Workload for Quality {
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
         let text = |k: &str, d: &str| ctx.text(k).unwrap_or_else(|_| d.to_string());
         let model = text("model", "mlp");
-        let fabric = match text("fabric", "sim").as_str() {
-            "sim" => Fabric::Sim,
-            "mem" => Fabric::Mem,
-            other => {
-                return Err(WorkloadError::Invalid(format!(
-                    "fabric is sim or mem, not `{other}`"
-                )));
-            }
-        };
-        ctx.fabric = if fabric == Fabric::Sim { "sim" } else { "mem" };
+        let fabric_name = text("fabric", "sim");
+        let fabric = Fabric::parse(&fabric_name).ok_or_else(|| {
+            WorkloadError::Invalid(format!("fabric is sim, mem or udp, not `{fabric_name}`"))
+        })?;
+        ctx.fabric = fabric.name();
         let workers = ctx.param("workers")? as usize;
         let steps = ctx.param("iteration")? as usize;
         let batch = ctx.param("batch").unwrap_or(64.0) as usize;
@@ -210,6 +220,102 @@ mod tests {
                     ..
                 }
             ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_transformer_learns_through_netreduce_and_stays_close_to_ring() {
+        let steps = 60;
+        let ring = run(
+            Aggregation::Ring,
+            "transformer",
+            4,
+            steps,
+            64,
+            0.05,
+            Fabric::Mem,
+            1,
+        )
+        .expect("ring");
+        let inet = run(
+            Aggregation::NetReduce,
+            "transformer",
+            4,
+            steps,
+            64,
+            0.05,
+            Fabric::Mem,
+            1,
+        )
+        .expect("netreduce");
+        let (first, last) = (ring[0].loss, ring[steps - 1].loss);
+        eprintln!(
+            "transformer: ring {first} -> {last}, netreduce {}",
+            inet[steps - 1].loss
+        );
+        assert!(last < first * 0.95, "it learns: {first} -> {last}");
+        let r = (inet[steps - 1].loss - last).abs() / last;
+        assert!(r < 1e-2, "{r}");
+    }
+
+    /// Training on `udp` (every node on its own socket on loopback, a thread per node): every
+    /// system keeps the workers' parameters bit-identical, and a system that double-counts a
+    /// gradient on top of a real udp all-reduce is stopped.
+    #[test]
+    fn training_over_udp_keeps_workers_identical_and_catches_double_counting() {
+        let (m, d) = setup("mlp", 3).expect("setup");
+        for agg in [
+            Aggregation::Ring,
+            Aggregation::NetReduce,
+            Aggregation::SwitchMl,
+        ] {
+            let tol = Tolerance {
+                rel: 8.0 * f64::from(f32::EPSILON),
+                abs_per_block: if agg == Aggregation::SwitchMl {
+                    dp::bfp_block_error
+                } else {
+                    dp::no_block_error
+                },
+            };
+            let mut frames = 0;
+            let mut via_udp = |g: &[Vec<f32>]| {
+                let o = allreduce_f32(agg, g, Fabric::Udp)?;
+                frames += o.frames;
+                Ok(o.results)
+            };
+            let (log, replicas) =
+                dp::train(&m, &d, 3, 48, 5, 0.05, tol, &mut via_udp).expect("udp training");
+            assert!(frames > 0, "{agg:?}: frames went over the sockets");
+            assert_eq!(log.len(), 5);
+            assert_eq!(replicas.len(), 3);
+            let bits = |m: &Model| m.params.iter().map(|p| p.to_bits()).collect::<Vec<_>>();
+            assert!(
+                replicas.iter().all(|r| bits(r) == bits(&replicas[0])),
+                "{agg:?}: bit-identical replicas"
+            );
+            assert_ne!(
+                bits(&replicas[0]),
+                bits(&m),
+                "{agg:?}: the parameters moved"
+            );
+        }
+        let tol = Tolerance {
+            rel: 8.0 * f64::from(f32::EPSILON),
+            abs_per_block: dp::no_block_error,
+        };
+        let mut twice = |g: &[Vec<f32>]| {
+            let mut s = allreduce_f32(Aggregation::NetReduce, g, Fabric::Udp)?.results;
+            for r in &mut s {
+                r[5] += g[1][5];
+            }
+            Ok(s)
+        };
+        // element 5 is a first-layer weight; with this seed its gradient is not zero at step 0
+        let e = dp::train(&m, &d, 3, 48, 3, 0.05, tol, &mut twice)
+            .expect_err("a double-counted gradient went unnoticed");
+        assert!(
+            matches!(e, dp::TrainError::WrongAggregate { index: 5, .. }),
             "{e}"
         );
     }

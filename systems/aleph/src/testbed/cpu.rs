@@ -1,0 +1,397 @@
+//! Aggregation throughput and CPU of the three data paths of ALEPH Sec. 3.2 and 6.2 (1) on this
+//! machine: the XDP program in native (driver) and generic mode, and the TCP aggregation service,
+//! each with two senders, the process's CPUs limited to `cores` by affinity (threads inherit it,
+//! and veth delivers a packet in the softirq of the CPU that sent it, so the senders, the XDP
+//! program and the TCP service all share those cores).
+//!
+//! What is measured: gradients aggregated per second of wall time, in Gbit/s of 32-bit gradients
+//! (aggregation throughput, the paper's iftop reading), the fraction of gradient packets sent
+//! that were never aggregated, and CPU in cores: the NET_RX softirq time of the allowed cores (where
+//! the XDP program and the kernel's receive paths run, from /proc/stat) plus, for TCP, the CPU
+//! time of the aggregator's user-space threads. The senders' own syscalls are left out, as the
+//! paper's senders were other machines. Choices where the paper is silent: two senders sending
+//! as fast as they can (the offered load is the maximum, so the throughput is the maximum this
+//! host reaches), 1024 segments per round for XDP and rounds kept in step by a barrier as in
+//! drivers/xdp's bench, 256 Ki gradients per iteration for TCP.
+
+use super::TestbedError;
+use super::net::{TcpTree, Testbed};
+use inabench_xdp::AttachMode;
+use inabench_xdp::group::Group;
+use inabench_xdp::proto::{GRADS, PACKET_LEN, Packet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// A data path of the comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Path {
+    Xdp(AttachMode),
+    Tcp,
+}
+
+impl Path {
+    pub fn parse(system: &str) -> Option<Path> {
+        match system {
+            "aleph_xdp_driver" => Some(Path::Xdp(AttachMode::Native)),
+            "aleph_xdp_generic" => Some(Path::Xdp(AttachMode::Generic)),
+            "aleph_tcp" => Some(Path::Tcp),
+            _ => None,
+        }
+    }
+}
+
+/// One measurement.
+#[derive(Debug, Clone, Copy)]
+pub struct Measure {
+    /// Aggregation throughput (Gbit/s of gradients received for aggregation).
+    pub gbps: f64,
+    /// Gradient packets sent but never aggregated (%); 0 for TCP.
+    pub loss_pct: f64,
+    /// Aggregation CPU (softirq + the TCP service's threads) in cores.
+    pub cpu_cores: f64,
+    /// Busy time of the allowed cores (everything, senders included) in cores.
+    pub host_cores: f64,
+    pub seconds: f64,
+}
+
+/// The calling thread's CPU affinity, restored on drop.
+struct Affinity(libc::cpu_set_t);
+
+impl Affinity {
+    fn limit(cores: usize) -> Result<Affinity, TestbedError> {
+        // SAFETY: zeroed cpu_set_t is a valid empty set; sched_{get,set}affinity on this thread
+        unsafe {
+            let mut old: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut old) != 0 {
+                return Err(TestbedError::Setup("sched_getaffinity failed".into()));
+            }
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            let mut n = 0;
+            for c in 0..libc::CPU_SETSIZE as usize {
+                if n < cores && libc::CPU_ISSET(c, &old) {
+                    libc::CPU_SET(c, &mut set);
+                    n += 1;
+                }
+            }
+            if n < cores {
+                return Err(TestbedError::Setup(format!(
+                    "{cores} cores asked, this process may use {n}"
+                )));
+            }
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(TestbedError::Setup("sched_setaffinity failed".into()));
+            }
+            Ok(Affinity(old))
+        }
+    }
+
+    /// The CPUs allowed now.
+    fn allowed() -> Vec<usize> {
+        // SAFETY: as above
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
+            (0..libc::CPU_SETSIZE as usize)
+                .filter(|&c| libc::CPU_ISSET(c, &set))
+                .collect()
+        }
+    }
+}
+
+impl Drop for Affinity {
+    fn drop(&mut self) {
+        // SAFETY: restoring the set read in `limit`
+        unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.0) };
+    }
+}
+
+/// (busy, softirq) jiffies of `cpus` from /proc/stat.
+fn stat(cpus: &[usize]) -> Result<(u64, u64), TestbedError> {
+    let text = std::fs::read_to_string("/proc/stat")
+        .map_err(|e| TestbedError::Io(format!("/proc/stat: {e}")))?;
+    let (mut busy, mut soft) = (0, 0);
+    for line in text.lines() {
+        let mut f = line.split_whitespace();
+        let Some(name) = f.next() else { continue };
+        let Some(c) = name
+            .strip_prefix("cpu")
+            .and_then(|c| c.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        if !cpus.contains(&c) {
+            continue;
+        }
+        let v: Vec<u64> = f.filter_map(|x| x.parse().ok()).collect();
+        // user nice system idle iowait irq softirq steal
+        if v.len() >= 7 {
+            busy += v[0] + v[1] + v[2] + v[5] + v[6] + v.get(7).copied().unwrap_or(0);
+            soft += v[6];
+        }
+    }
+    Ok((busy, soft))
+}
+
+fn hz() -> f64 {
+    // SAFETY: sysconf has no preconditions
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as f64 } else { 100.0 }
+}
+
+/// Measure `path` with `cores` cores for about `duration`, the senders offering `target_gbps`
+/// of gradients in all (paced after each batch), or as much as they can (`None`).
+pub fn measure(
+    path: Path,
+    cores: usize,
+    duration: Duration,
+    target_gbps: Option<f64>,
+) -> Result<Measure, TestbedError> {
+    if let Some(t) = target_gbps
+        && !(t.is_finite() && t > 0.0)
+    {
+        return Err(TestbedError::Setup(format!("target rate {t} Gbit/s")));
+    }
+    measure_loaded(path, cores, duration, target_gbps, 0.0)
+}
+
+/// [`measure`] with a background load on the same cores: one thread per core, at normal
+/// priority, busy for `load_pct`% of every 10 ms (aleph-fig6; the paper does not say how it
+/// raised the CPU usage).
+pub fn measure_loaded(
+    path: Path,
+    cores: usize,
+    duration: Duration,
+    target_gbps: Option<f64>,
+    load_pct: f64,
+) -> Result<Measure, TestbedError> {
+    if !(0.0..=100.0).contains(&load_pct) {
+        return Err(TestbedError::Setup(format!("load of {load_pct}%")));
+    }
+    let _aff = Affinity::limit(cores)?;
+    let cpus = Affinity::allowed();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        if load_pct > 0.0 {
+            for _ in 0..cores {
+                let stop = &stop;
+                s.spawn(move || {
+                    let period = Duration::from_millis(10);
+                    let busy = period.mul_f64(load_pct / 100.0);
+                    let mut x = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let t = Instant::now();
+                        while t.elapsed() < busy {
+                            x = std::hint::black_box(
+                                x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                            );
+                        }
+                        if let Some(rest) = period.checked_sub(t.elapsed()) {
+                            std::thread::sleep(rest);
+                        }
+                    }
+                });
+            }
+        }
+        let r = match path {
+            Path::Xdp(mode) => xdp(mode, &cpus, duration, target_gbps),
+            Path::Tcp => tcp(&cpus, duration, target_gbps),
+        };
+        stop.store(true, Ordering::Relaxed);
+        r
+    })
+}
+
+/// Sleep until `sent_bits` at `gbps` would have taken since `start`.
+fn pace(start: Instant, sent_bits: f64, gbps: Option<f64>) {
+    if let Some(g) = gbps {
+        let due = start + Duration::from_secs_f64(sent_bits / (g * 1e9));
+        let now = Instant::now();
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+    }
+}
+
+fn xdp(
+    mode: AttachMode,
+    cpus: &[usize],
+    duration: Duration,
+    target_gbps: Option<f64>,
+) -> Result<Measure, TestbedError> {
+    const MEMBERS: usize = 2;
+    const SEGMENTS: u32 = 1024;
+    if let Some(why) = inabench_xdp::unavailable() {
+        return Err(TestbedError::Setup(why));
+    }
+    let g = Group::create(MEMBERS, SEGMENTS, mode, 1, false)?;
+    let targets = (0..MEMBERS)
+        .map(|i| {
+            g.target(i)
+                .ok_or_else(|| TestbedError::Setup(format!("member {i}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let barrier = std::sync::Barrier::new(MEMBERS);
+    let stop = AtomicBool::new(false);
+    let (s0, start) = (stat(cpus)?, Instant::now());
+    let stop_at = start + duration;
+    let sent = std::thread::scope(|s| -> Result<u64, TestbedError> {
+        let hs: Vec<_> = g
+            .socks
+            .iter()
+            .zip(&targets)
+            .enumerate()
+            .map(|(w, (sock, to))| {
+                let (barrier, stop) = (&barrier, &stop);
+                s.spawn(move || -> Result<u64, TestbedError> {
+                    let mut grads = [0i32; GRADS];
+                    for (i, v) in grads.iter_mut().enumerate() {
+                        *v = (w * GRADS + i) as i32;
+                    }
+                    sock.connect(to)
+                        .map_err(|e| TestbedError::Io(format!("connect: {e}")))?;
+                    let mut n = 0;
+                    let mut round = 1u32;
+                    loop {
+                        let mut seg = 0;
+                        while seg < SEGMENTS {
+                            let k = BATCH.min((SEGMENTS - seg) as usize);
+                            let pkts: Vec<[u8; PACKET_LEN]> = (0..k)
+                                .map(|i| {
+                                    Packet::gradient(1, w as u8, round, seg + i as u32, grads)
+                                        .emit()
+                                })
+                                .collect();
+                            n += send_batch(sock, &pkts)?;
+                            seg += k as u32;
+                            // each member offers its share of the target
+                            let bits = n as f64 * (GRADS * 32) as f64 * MEMBERS as f64;
+                            pace(start, bits, target_gbps);
+                        }
+                        // the members keep in step; one reads the clock for both, so neither runs
+                        // a round the other skips
+                        if barrier.wait().is_leader() {
+                            stop.store(Instant::now() >= stop_at, Ordering::Relaxed);
+                        }
+                        barrier.wait();
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        round += 1;
+                    }
+                    Ok(n)
+                })
+            })
+            .collect();
+        let mut total = 0;
+        for h in hs {
+            total += h
+                .join()
+                .map_err(|_| TestbedError::Io("a sender panicked".into()))??;
+        }
+        Ok(total)
+    })?;
+    // the counters settle once the backlogs have drained
+    let mut last = g.agg.stats()?;
+    let mut end = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = g.agg.stats()?;
+        if now == last {
+            break;
+        }
+        last = now;
+        end = Instant::now();
+    }
+    let s1 = stat(cpus)?;
+    let seconds = (end - start).as_secs_f64();
+    let gbps = last.aggregated as f64 * GRADS as f64 * 32.0 / seconds / 1e9;
+    let loss_pct = if sent > 0 {
+        (sent.saturating_sub(last.aggregated)) as f64 / sent as f64 * 100.0
+    } else {
+        0.0
+    };
+    Ok(Measure {
+        gbps,
+        loss_pct,
+        cpu_cores: (s1.1 - s0.1) as f64 / hz() / seconds,
+        host_cores: (s1.0 - s0.0) as f64 / hz() / seconds,
+        seconds,
+    })
+}
+
+/// Packets per `sendmmsg` call: the senders batch like the TCP senders' 64 KiB writes, so that
+/// the comparison is not one of system calls per byte.
+const BATCH: usize = 64;
+
+/// Send `pkts` on a connected UDP socket with `sendmmsg`; returns how many were sent.
+fn send_batch(sock: &std::net::UdpSocket, pkts: &[[u8; PACKET_LEN]]) -> Result<u64, TestbedError> {
+    use std::os::fd::AsRawFd;
+    let mut iov: Vec<libc::iovec> = pkts
+        .iter()
+        .map(|p| libc::iovec {
+            iov_base: p.as_ptr() as *mut libc::c_void,
+            iov_len: p.len(),
+        })
+        .collect();
+    // SAFETY: zeroed msghdrs are valid (no name, no control); each points at one iovec
+    let mut msgs: Vec<libc::mmsghdr> = iov
+        .iter_mut()
+        .map(|v| {
+            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            m.msg_hdr.msg_iov = v as *mut libc::iovec;
+            m.msg_hdr.msg_iovlen = 1;
+            m
+        })
+        .collect();
+    let mut done = 0usize;
+    while done < msgs.len() {
+        // SAFETY: a valid socket and `msgs.len() - done` initialised headers from `done` on,
+        // whose buffers (`pkts`, `iov`) outlive the call
+        let rc = unsafe {
+            libc::sendmmsg(
+                sock.as_raw_fd(),
+                msgs.as_mut_ptr().add(done),
+                (msgs.len() - done) as libc::c_uint,
+                0,
+            )
+        };
+        if rc <= 0 {
+            // a full socket buffer or an unreachable peer: the rest of the batch is lost
+            break;
+        }
+        done += rc as usize;
+    }
+    Ok(done as u64)
+}
+
+fn tcp(
+    cpus: &[usize],
+    duration: Duration,
+    target_gbps: Option<f64>,
+) -> Result<Measure, TestbedError> {
+    const LEN: usize = 1 << 18;
+    let tb = Testbed::unlimited(3)?;
+    let tree = TcpTree::connect(&tb, &[2, 2])?;
+    let (s0, start) = (stat(cpus)?, Instant::now());
+    let mut agg_cpu = 0.0;
+    let mut iters = 0u32;
+    while iters == 0 || start.elapsed() < duration {
+        let it = tree.iterate(iters, LEN)?;
+        agg_cpu += it.cpu[2];
+        iters += 1;
+        pace(
+            start,
+            2.0 * LEN as f64 * 32.0 * f64::from(iters),
+            target_gbps,
+        );
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let s1 = stat(cpus)?;
+    Ok(Measure {
+        gbps: 2.0 * LEN as f64 * 32.0 * f64::from(iters) / seconds / 1e9,
+        loss_pct: 0.0,
+        cpu_cores: ((s1.1 - s0.1) as f64 / hz() + agg_cpu) / seconds,
+        host_cores: (s1.0 - s0.0) as f64 / hz() / seconds,
+        seconds,
+    })
+}
