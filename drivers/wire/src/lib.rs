@@ -68,6 +68,7 @@ pub mod ib;
 pub mod icrc;
 pub mod ina;
 pub mod ipv4;
+pub mod node;
 pub mod pcap;
 pub mod roce;
 pub mod udp;

@@ -26,39 +26,12 @@ use std::collections::VecDeque;
 pub const UDP_PORT: u16 = 48864;
 const HDR: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN + SwitchMlHeader::LEN;
 
-fn ip_of(node: usize) -> [u8; 4] {
-    [10, 0, 1, (node + 1) as u8]
-}
-
 /// Build a SwitchML frame from `src` to `dst` (node indices) carrying `h` and `values`.
 fn frame(src: usize, dst: usize, h: &SwitchMlHeader, values: &[i32]) -> Vec<u8> {
     let payload = SwitchMlHeader::LEN + 4 * values.len();
     let mut f = vec![0u8; HDR + 4 * values.len()];
-    ethernet::Repr {
-        dst: [2, 0, 0, 1, 0, (dst + 1) as u8],
-        src: [2, 0, 0, 1, 0, (src + 1) as u8],
-        ethertype: ethernet::ETHERTYPE_IPV4,
-    }
-    .emit(&mut ethernet::Packet::new_unchecked(&mut f[..]));
-    let ip = ipv4::Repr {
-        src: ip_of(src),
-        dst: ip_of(dst),
-        protocol: ipv4::PROTO_UDP,
-        tos: 0,
-        ttl: 64,
-        ident: 0,
-        payload_len: udp::HEADER_LEN + payload,
-    };
-    let _ = ip.emit(&mut ipv4::Packet::new_unchecked(
-        &mut f[ethernet::HEADER_LEN..],
-    ));
+    let _ = inabench_wire::node::emit(&mut f, 1, src as u32, dst as u32, UDP_PORT, payload);
     let u = ethernet::HEADER_LEN + ipv4::HEADER_LEN;
-    let _ = udp::Repr {
-        src_port: UDP_PORT,
-        dst_port: UDP_PORT,
-        payload_len: payload,
-    }
-    .emit(&mut udp::Packet::new_unchecked(&mut f[u..]));
     let _ = h.emit(&mut f[u + udp::HEADER_LEN..]);
     for (k, v) in values.iter().enumerate() {
         let at = HDR + 4 * k;

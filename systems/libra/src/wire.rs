@@ -67,44 +67,19 @@ pub struct Repr {
     pub pairs: Vec<(u32, i32)>,
 }
 
-fn ip_of(node: u32) -> [u8; 4] {
-    [10, 0, 2, (node + 1) as u8]
-}
+/// Libra's private network (see [`inabench_wire::node`]).
+const NET: u8 = 2;
 
 /// Node of an address built by [`emit`].
 pub fn node_of(ip: [u8; 4]) -> Option<u32> {
-    (ip[0] == 10 && ip[1] == 0 && ip[2] == 2 && ip[3] > 0).then(|| u32::from(ip[3]) - 1)
+    (ip[0] == 10 && ip[1] == 0 && ip[2] == NET && ip[3] > 0).then(|| u32::from(ip[3]) - 1)
 }
 
 /// Build a frame from node `src` to node `dst`.
 pub fn emit(src: u32, dst: u32, r: &Repr) -> Vec<u8> {
     let payload = HEADER_LEN + 8 * r.pairs.len();
     let mut f = vec![0u8; OUTER + payload];
-    ethernet::Repr {
-        dst: [2, 0, 0, 2, 0, (dst + 1) as u8],
-        src: [2, 0, 0, 2, 0, (src + 1) as u8],
-        ethertype: ethernet::ETHERTYPE_IPV4,
-    }
-    .emit(&mut ethernet::Packet::new_unchecked(&mut f[..]));
-    let _ = ipv4::Repr {
-        src: ip_of(src),
-        dst: ip_of(dst),
-        protocol: ipv4::PROTO_UDP,
-        tos: 0,
-        ttl: 64,
-        ident: 0,
-        payload_len: udp::HEADER_LEN + payload,
-    }
-    .emit(&mut ipv4::Packet::new_unchecked(
-        &mut f[ethernet::HEADER_LEN..],
-    ));
-    let u = ethernet::HEADER_LEN + ipv4::HEADER_LEN;
-    let _ = udp::Repr {
-        src_port: UDP_PORT,
-        dst_port: UDP_PORT,
-        payload_len: payload,
-    }
-    .emit(&mut udp::Packet::new_unchecked(&mut f[u..]));
+    let _ = inabench_wire::node::emit(&mut f, NET, src, dst, UDP_PORT, payload);
     let h = &mut f[OUTER..];
     h[0] = r.kind.code();
     h[1] = u8::from(r.retransmit);

@@ -175,41 +175,14 @@ impl Repr {
     }
 }
 
-fn ip_of(node: u32) -> [u8; 4] {
-    [10, 0, 8, (node + 1) as u8]
-}
-
 /// A whole frame from node `src` to node `dst` carrying `h` and `values` (`h.count` is set from
 /// `values`). Frames shorter than Ethernet's minimum are padded.
 pub fn frame(src: u32, dst: u32, h: Repr, values: &[i32]) -> Vec<u8> {
     let payload = HEADER_LEN + 4 * values.len();
     let len = (FRAME_HEADER_LEN + 4 * values.len()).max(ethernet::MIN_FRAME_LEN);
     let mut f = vec![0u8; len];
-    ethernet::Repr {
-        dst: [2, 0, 0, 8, 0, (dst + 1) as u8],
-        src: [2, 0, 0, 8, 0, (src + 1) as u8],
-        ethertype: ethernet::ETHERTYPE_IPV4,
-    }
-    .emit(&mut ethernet::Packet::new_unchecked(&mut f[..]));
-    let ip = ipv4::Repr {
-        src: ip_of(src),
-        dst: ip_of(dst),
-        protocol: ipv4::PROTO_UDP,
-        tos: 0,
-        ttl: 64,
-        ident: 0,
-        payload_len: udp::HEADER_LEN + payload,
-    };
-    let _ = ip.emit(&mut ipv4::Packet::new_unchecked(
-        &mut f[ethernet::HEADER_LEN..],
-    ));
+    let _ = inabench_wire::node::emit(&mut f, 8, src, dst, UDP_PORT, payload);
     let u = ethernet::HEADER_LEN + ipv4::HEADER_LEN;
-    let _ = udp::Repr {
-        src_port: UDP_PORT,
-        dst_port: UDP_PORT,
-        payload_len: payload,
-    }
-    .emit(&mut udp::Packet::new_unchecked(&mut f[u..]));
     let h = Repr {
         count: values.len() as u16,
         ..h
