@@ -6,12 +6,15 @@
 //! Tests that need root, sshd or Slurm skip with a message where they are missing, and fail
 //! when the CI variable is set (.ci/setup installs openssh-server, slurm-wlm and munge).
 
+mod support;
+
 use inabench::launcher::{self, ControlListener, Job, Msg};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use support::{manifest_of, only_run_dir, probe_home, rows_of};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -114,78 +117,6 @@ fn tail(log: &Path) -> String {
     lines[lines.len().saturating_sub(15)..].join("\n")
 }
 
-/// A results home with the probe spec: `points` points x 2 repetitions.
-fn probe_home(points: usize, sleep_ms: u32) -> tempfile::TempDir {
-    let d = tempfile::tempdir().expect("tmp");
-    std::fs::write(d.path().join("Cargo.toml"), "[workspace]\n").expect("cargo");
-    let exp = d.path().join("experiments/netreduce");
-    std::fs::create_dir_all(&exp).expect("mkdir");
-    let works: Vec<String> = (1..=points).map(|i| (i * 100).to_string()).collect();
-    let spec = format!(
-        r#"id: netreduce-probe
-paper_id: netreduce
-title: Harness probe (test fixture)
-citation: "none: a test fixture of the harness"
-artifact: "none"
-status: implemented
-workload: harness.probe
-description: A probe that checksums, to test the launchers.
-systems: [probe]
-fidelity: [functional]
-parameters: {{sleep_ms: {sleep_ms}, crash: 0}}
-profiles:
-  quick:
-    repetitions: 2
-    estimated_seconds: 1
-    grid:
-      - work: [{works}]
-  full:
-    repetitions: 2
-    estimated_seconds: 1
-    grid:
-      - work: [{works}]
-metrics:
-  - {{name: checksum, unit: "1", better: none}}
-  - {{name: pid, unit: "1", better: none}}
-paper:
-  source: none
-  values: []
-claims:
-  - id: positive
-    text: checksums are positive
-    expr: "checksum(probe) > 0"
-"#,
-        works = works.join(", ")
-    );
-    std::fs::write(exp.join("probe.yaml"), spec).expect("spec");
-    d
-}
-
-fn only_run(results: &Path) -> PathBuf {
-    let runs: Vec<_> = std::fs::read_dir(results)
-        .expect("results")
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.join("manifest.json").exists())
-        .collect();
-    assert_eq!(runs.len(), 1, "{runs:?}");
-    runs[0].clone()
-}
-
-fn rows_of(run: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(run.join("rows.jsonl"))
-        .expect("rows")
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["kind"] == "row")
-        .collect()
-}
-
-fn manifest_of(run: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).expect("manifest"))
-        .expect("manifest json")
-}
-
 /// Sorted (point, repetition, value) of one metric.
 fn metric(run: &Path, name: &str) -> Vec<(String, f64)> {
     let mut v: Vec<(String, f64)> = rows_of(run)
@@ -247,7 +178,7 @@ fn run_probe(
         "the {name} run failed: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    only_run(&results)
+    only_run_dir(&results)
 }
 
 fn drivers(run: &Path) -> Vec<String> {
@@ -443,7 +374,7 @@ fn ssh_launcher_matches_in_process() {
         return;
     }
     let t0 = Instant::now();
-    let home = probe_home(3, 0);
+    let home = probe_home(0, 3, false);
     let (_sshd, cfg) = sshd(home.path());
     let hostfile = home.path().join("hosts");
     // two agents on the one host: points go round-robin, so both run jobs
@@ -688,7 +619,7 @@ fn slurm_launcher_runs_on_a_single_node_cluster() {
         return;
     }
     let t0 = Instant::now();
-    let home = probe_home(3, 0);
+    let home = probe_home(0, 3, false);
     let dir = tempfile::tempdir().expect("tmp");
     let cluster = slurm_cluster(dir.path());
     let up = t0.elapsed();
@@ -748,7 +679,7 @@ fn slurm_launcher_runs_on_a_single_node_cluster() {
     }
     assert_eq!(squeue(), "", "jobs left 20 s after the runs");
     // 8 repetitions of 3 s: the run alone would hold the job for 24 s
-    let slow = probe_home(4, 3000);
+    let slow = probe_home(3000, 4, false);
     let mut runner = bin()
         .env("INABENCH_HOME", slow.path())
         .env("SLURM_CONF", &conf)
@@ -826,7 +757,7 @@ fn an_interrupted_ssh_run_leaves_no_agent_behind() {
     {
         return;
     }
-    let home = probe_home(4, 400);
+    let home = probe_home(400, 4, false);
     let (_sshd, cfg) = sshd(home.path());
     let hostfile = home.path().join("hosts");
     std::fs::write(&hostfile, "inatest slots=2\n").expect("hostfile");
@@ -878,6 +809,6 @@ fn an_interrupted_ssh_run_leaves_no_agent_behind() {
         Duration::from_secs(5),
         || agents_on(port).is_empty(),
     );
-    let run = only_run(&home.path().join("results"));
+    let run = only_run_dir(&home.path().join("results"));
     assert_eq!(manifest_of(&run)["status"], "incomplete");
 }
