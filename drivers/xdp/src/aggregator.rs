@@ -138,6 +138,42 @@ pub struct Stats {
     pub rx_notify: u64,
 }
 
+/// Kernel-measured run time of BPF programs (`run_time_ns`, `run_cnt`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProgramTime {
+    pub nanos: u64,
+    pub runs: u64,
+}
+
+impl ProgramTime {
+    /// What ran between `earlier` and `self`.
+    pub fn since(self, earlier: ProgramTime) -> ProgramTime {
+        ProgramTime {
+            nanos: self.nanos.saturating_sub(earlier.nanos),
+            runs: self.runs.saturating_sub(earlier.runs),
+        }
+    }
+}
+
+/// BPF run-time statistics switched on for as long as this guard lives (the kernel counts them
+/// only while some holder keeps them on: `bpf_enable_stats(BPF_STATS_RUN_TIME)`). They cost a
+/// clock read per program run, so measurements that compare throughput leave them off.
+#[derive(Debug)]
+pub struct RunStats {
+    _fd: std::os::fd::OwnedFd,
+}
+
+impl RunStats {
+    pub fn enable() -> Result<RunStats, XdpError> {
+        let lib = Libbpf::get()?;
+        // SAFETY: BPF_STATS_RUN_TIME = 0; returns a new fd or a negative errno
+        let fd = libbpf::check("bpf_enable_stats", unsafe { (lib.enable_stats)(0) })?;
+        // SAFETY: a file descriptor the call just opened and nobody else owns
+        let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        Ok(RunStats { _fd: fd })
+    }
+}
+
 /// An attached XDP program; detached when dropped (also while a panic unwinds).
 #[derive(Debug)]
 pub struct Attachment {
@@ -462,6 +498,32 @@ impl Aggregator {
             rx_stored: c[7],
             rx_notify: c[8],
         })
+    }
+
+    /// Run time and run count of this object's programs (aggregation, egress rewrite, receiver,
+    /// pass-through) as the kernel counts them while a [`RunStats`] guard is alive (otherwise
+    /// they stay where they were). Read from `/proc/self/fdinfo` of each program's fd.
+    pub fn run_time(&self) -> Result<ProgramTime, XdpError> {
+        let mut t = ProgramTime::default();
+        for fd in [
+            self.aggregate_fd,
+            self.egress_fd,
+            self.receive_fd,
+            self.pass_fd,
+        ] {
+            let p = format!("/proc/self/fdinfo/{fd}");
+            let text =
+                std::fs::read_to_string(&p).map_err(|e| XdpError::Config(format!("{p}: {e}")))?;
+            let field = |name: &str| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+            };
+            // kernels without run-time accounting in fdinfo (before 5.1) report nothing
+            t.nanos += field("run_time_ns:").unwrap_or(0);
+            t.runs += field("run_cnt:").unwrap_or(0);
+        }
+        Ok(t)
     }
 
     /// Algorithm 2, lines 1-6, on the live map: the segments of `round` that lack `worker`.

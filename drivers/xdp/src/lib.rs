@@ -36,7 +36,8 @@ pub mod netns;
 pub mod proto;
 
 pub use aggregator::{
-    Aggregator, AttachMode, Attachment, Config, Forward, ReceiverConfig, Route, Stats,
+    Aggregator, AttachMode, Attachment, Config, Forward, ProgramTime, ReceiverConfig, Route,
+    RunStats, Stats,
 };
 
 #[derive(Debug, thiserror::Error)]

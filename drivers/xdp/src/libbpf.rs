@@ -39,6 +39,8 @@ pub struct Libbpf {
     pub xdp_detach: unsafe extern "C" fn(c_int, u32, *const c_void) -> c_int,
     pub xdp_query_id: unsafe extern "C" fn(c_int, c_int, *mut u32) -> c_int,
     pub get_error: unsafe extern "C" fn(*const c_void) -> c_long,
+    /// `bpf_enable_stats(BPF_STATS_RUN_TIME)`: an fd that keeps run-time stats on while open.
+    pub enable_stats: unsafe extern "C" fn(c_int) -> c_int,
 }
 
 // SAFETY: the struct holds only a library handle and function pointers into it, which libbpf
@@ -90,6 +92,7 @@ impl Libbpf {
             xdp_detach: sym!("bpf_xdp_detach"),
             xdp_query_id: sym!("bpf_xdp_query_id"),
             get_error: sym!("libbpf_get_error"),
+            enable_stats: sym!("bpf_enable_stats"),
             name: name.clone(),
             _lib: lib,
         })

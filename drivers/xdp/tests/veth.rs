@@ -766,3 +766,47 @@ fn generic_gradient_receivers_signal_once_and_find_losses() {
         receivers_signal_and_check(AttachMode::Generic);
     }
 }
+
+/// The kernel's run-time accounting of the programs (aleph-fig10 charges it to the machine
+/// whose program ran): with stats on, every packet the program saw is a counted run.
+fn run_time_counts_every_packet(mode: AttachMode) {
+    const S: u32 = 64;
+    let g = group(2, S, mode);
+    let stats = inabench_xdp::RunStats::enable().unwrap();
+    let before = g.agg.run_time().unwrap();
+    for w in 0..2u32 {
+        for s in 0..S {
+            g.send(
+                w as usize,
+                &Packet::gradient(JOB, w as u8, 1, s, grads(w, s, 5)),
+            )
+            .unwrap();
+        }
+    }
+    wait_for("both workers' packets", || {
+        g.agg.stats().unwrap().aggregated == 2 * u64::from(S)
+    });
+    let t = g.agg.run_time().unwrap().since(before);
+    drop(stats);
+    // the aggregation program ran once per gradient packet (the egress program once per copy,
+    // the pass-through programs on the members' ends once per aggregate they received)
+    assert!(t.runs >= 2 * u64::from(S), "{t:?}");
+    assert!(t.nanos > 0, "{t:?}");
+    // and no more than a few microseconds per run: a wrong fdinfo field would be far off
+    assert!(t.nanos / t.runs < 1_000_000, "{t:?}");
+    teardown(g);
+}
+
+#[test]
+fn native_run_time_counts_every_packet() {
+    if ready() {
+        run_time_counts_every_packet(AttachMode::Native);
+    }
+}
+
+#[test]
+fn generic_run_time_counts_every_packet() {
+    if ready() {
+        run_time_counts_every_packet(AttachMode::Generic);
+    }
+}

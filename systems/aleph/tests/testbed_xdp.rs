@@ -54,6 +54,17 @@ fn hierarchy(mode: AttachMode) {
             "{}",
             it.bytes[8]
         );
+        // aleph-fig10's accounting: every worker's threads used CPU; the programs ran on the
+        // aggregators (0, 1, 2) and the PS only, charged there
+        assert!(it.cpu[..8].iter().all(|&c| c > 0.0), "{:?}", it.cpu);
+        for m in [0, 1, 2, 8] {
+            assert!(it.xdp[m] > 0.0, "machine {m}: {:?}", it.xdp);
+        }
+        for m in 3..8 {
+            assert_eq!(it.xdp[m], 0.0, "machine {m} runs no program: {:?}", it.xdp);
+        }
+        // and not more than the iteration's wall time on 2 cores
+        assert!(it.xdp.iter().sum::<f64>() < 2.0 * it.time, "{:?}", it.xdp);
     }
     // injected losses: worker 3's packet of segment 7 never reaches Agg2, the aggregator's own
     // packet of segment 9 never enters its program, worker 7's packet of segment 11 never

@@ -137,8 +137,13 @@ pub struct Iteration {
     pub worker_times: Vec<f64>,
     /// Payload bytes each machine sent.
     pub bytes: Vec<u64>,
-    /// CPU time (s) of each machine's user-space threads (TCP data planes; zero for XDP).
+    /// CPU time (s) of each machine's user-space threads. This kernel charges softirq work to
+    /// whatever thread it interrupts (no `CONFIG_IRQ_TIME_ACCOUNTING` on our hosts), so on veth
+    /// a sender's time includes part of its peers' receive path, for every data plane alike.
     pub cpu: Vec<f64>,
+    /// Run time (s) of each machine's XDP programs, as the kernel's BPF statistics count it
+    /// (zero for the TCP data planes).
+    pub xdp: Vec<f64>,
 }
 
 /// CPU time of the calling thread (s).
@@ -152,7 +157,7 @@ pub fn thread_cpu() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
-fn charge(cpu: &AtomicU64, since: f64) {
+pub(super) fn charge(cpu: &AtomicU64, since: f64) {
     let ns = ((thread_cpu() - since).max(0.0) * 1e9) as u64;
     cpu.fetch_add(ns, Ordering::Relaxed);
 }
@@ -358,6 +363,7 @@ impl TcpTree {
                 .iter()
                 .map(|c| c.load(Ordering::Relaxed) as f64 * 1e-9)
                 .collect(),
+            xdp: vec![0.0; cpu.len()],
         })
     }
 
@@ -598,6 +604,7 @@ impl TcpRing {
                 .iter()
                 .map(|c| c.load(Ordering::Relaxed) as f64 * 1e-9)
                 .collect(),
+            xdp: vec![0.0; cpu.len()],
         })
     }
 }

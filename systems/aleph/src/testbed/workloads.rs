@@ -60,6 +60,10 @@ pub fn model_mb(model: &str) -> Option<f64> {
 #[derive(Debug, Clone)]
 pub struct Outcome {
     pub rates_gbps: Vec<f64>,
+    /// Per machine: mean CPU use in cores (user-space threads plus XDP programs).
+    pub cpu_cores: Vec<f64>,
+    /// Per machine: the part of `cpu_cores` spent in its XDP programs.
+    pub xdp_cores: Vec<f64>,
     pub comm_time: f64,
     /// Per worker: whether it aggregated others (ALEPH).
     pub aggregator: Vec<bool>,
@@ -182,6 +186,14 @@ fn key(ctx: &PointCtx<'_>, system: &str) -> String {
     )
 }
 
+/// Per machine: CPU seconds of `what` over the iterations, per second of their wall time.
+fn cores(its: &[Iteration], machines: usize, what: impl Fn(&Iteration, usize) -> f64) -> Vec<f64> {
+    let time: f64 = its.iter().map(|i| i.time).sum();
+    (0..machines)
+        .map(|m| its.iter().map(|i| what(i, m)).sum::<f64>() / time)
+        .collect()
+}
+
 fn summarize(its: &[Iteration], s: &Setup) -> (Vec<f64>, f64) {
     let time: f64 = its.iter().map(|i| i.time).sum();
     let machines = s.rates_gbps.len();
@@ -249,8 +261,12 @@ fn run_system(system: &str, s: &Setup, seed: u64) -> Result<Outcome, WorkloadErr
         }
     }
     let (rates_gbps, comm_time) = summarize(&its[1..], s);
+    let machines = s.rates_gbps.len();
+    let at = |v: &[f64], m: usize| v.get(m).copied().unwrap_or(0.0);
     Ok(Outcome {
         rates_gbps,
+        cpu_cores: cores(&its[1..], machines, |i, m| at(&i.cpu, m) + at(&i.xdp, m)),
+        xdp_cores: cores(&its[1..], machines, |i, m| at(&i.xdp, m)),
         comm_time,
         aggregator,
     })
@@ -272,8 +288,8 @@ fn outcome(ctx: &mut PointCtx<'_>, system: &str) -> Result<Outcome, WorkloadErro
     ctx.log(
         LogLevel::Info,
         format!(
-            "{system}: {} gradients per worker (rate_scale {}), {:.4} s per iteration, aggregators {:?}",
-            s.len, s.scale, o.comm_time, o.aggregator
+            "{system}: {} gradients per worker (rate_scale {}), {:.4} s per iteration, aggregators {:?}, CPU cores per machine {:.3?} (of which XDP programs {:.3?})",
+            s.len, s.scale, o.comm_time, o.aggregator, o.cpu_cores, o.xdp_cores
         ),
     );
     if let Ok(mut c) = CACHE.lock() {
@@ -289,12 +305,23 @@ fn class_rate(
     class: &str,
     ctx: &PointCtx<'_>,
 ) -> Result<f64, WorkloadError> {
+    class_mean(o, &o.rates_gbps, rates, class, ctx)
+}
+
+/// The mean of a per-machine `value` over a machine class (`all_workers`: the sum over workers).
+fn class_mean(
+    o: &Outcome,
+    value: &[f64],
+    rates: &[f64],
+    class: &str,
+    ctx: &PointCtx<'_>,
+) -> Result<f64, WorkloadError> {
     let n = rates.len() - 1;
     if class == "ps" {
-        return Ok(o.rates_gbps[n]);
+        return Ok(value[n]);
     }
     if class == "all_workers" {
-        return Ok(o.rates_gbps[..n].iter().sum());
+        return Ok(value[..n].iter().sum());
     }
     let bw = match class {
         "w10" => ctx.param("bw_w10_gbps")?,
@@ -305,7 +332,7 @@ fn class_rate(
     // w10: the 10 Gbps workers that are not aggregators (all of them in BytePS and Horovod)
     let v: Vec<f64> = (0..n)
         .filter(|&w| rates[w] == bw && !(class == "w10" && o.aggregator[w]))
-        .map(|w| o.rates_gbps[w])
+        .map(|w| value[w])
         .collect();
     if v.is_empty() {
         return Err(WorkloadError::Invalid(format!(
@@ -339,6 +366,26 @@ impl Workload for TestbedTraining {
         let o = outcome(ctx, &system)?;
         let rates = setup(ctx)?.rates_gbps;
         ctx.record_if_declared("comm_time", o.comm_time);
+        if ctx.declares("cpu_cores") {
+            let machine = str_param(ctx, "machine")?;
+            ctx.record(
+                "cpu_cores",
+                class_mean(&o, &o.cpu_cores, &rates, &machine, ctx)?,
+            );
+            if system == "aleph" && machine == "w10" {
+                for (base, metric) in [
+                    ("byteps", "cpu_saving_vs_byteps"),
+                    ("horovod", "cpu_saving_vs_horovod"),
+                ] {
+                    if ctx.declares(metric) {
+                        let b = outcome(ctx, base)?;
+                        let mine = class_mean(&o, &o.cpu_cores, &rates, "w10", ctx)?;
+                        let theirs = class_mean(&b, &b.cpu_cores, &rates, "w10", ctx)?;
+                        ctx.record(metric, (1.0 - mine / theirs) * 100.0);
+                    }
+                }
+            }
+        }
         if ctx.declares("bandwidth") {
             let machine = str_param(ctx, "machine")?;
             let v = class_rate(&o, &rates, &machine, ctx)?;

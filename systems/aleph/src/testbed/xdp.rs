@@ -24,11 +24,11 @@
 //!   lacks from the PS's map (the program answers from there).
 
 use super::TestbedError;
-use super::net::{Iteration, Testbed};
+use super::net::{Iteration, Testbed, charge, thread_cpu};
 use inabench_xdp::group::PORT;
 use inabench_xdp::netns::{ifindex, in_netns, mac};
 use inabench_xdp::proto::{self as xp, GRADS, Kind, PACKET_LEN, Packet, Receiver};
-use inabench_xdp::{Aggregator, AttachMode, Config, Forward, Route};
+use inabench_xdp::{Aggregator, AttachMode, Config, Forward, ProgramTime, Route, RunStats};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::process::Command;
 use std::sync::Mutex;
@@ -87,6 +87,63 @@ fn udp(ns: &str, port: u16) -> Result<UdpSocket, TestbedError> {
     Ok(s)
 }
 
+/// Gradient packets per `sendmmsg` call.
+const SEND_BATCH: usize = 64;
+
+/// Send every packet of `pkts` to `to` with `sendmmsg` (blocking: the socket's buffer paces the
+/// sender to its link's `tbf` rate).
+fn send_batch(
+    sock: &UdpSocket,
+    to: SocketAddrV4,
+    pkts: &[[u8; PACKET_LEN]],
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut addr: libc::sockaddr_in = unsafe {
+        // SAFETY: all-zero is a valid sockaddr_in
+        std::mem::zeroed()
+    };
+    addr.sin_family = libc::AF_INET as libc::sa_family_t;
+    addr.sin_port = to.port().to_be();
+    addr.sin_addr.s_addr = u32::from_ne_bytes(to.ip().octets());
+    let mut iov: Vec<libc::iovec> = pkts
+        .iter()
+        .map(|p| libc::iovec {
+            iov_base: p.as_ptr() as *mut libc::c_void,
+            iov_len: p.len(),
+        })
+        .collect();
+    let mut msgs: Vec<libc::mmsghdr> = iov
+        .iter_mut()
+        .map(|v| {
+            // SAFETY: a zeroed mmsghdr is valid (no control data)
+            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            m.msg_hdr.msg_name = (&mut addr as *mut libc::sockaddr_in).cast();
+            m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            m.msg_hdr.msg_iov = v as *mut libc::iovec;
+            m.msg_hdr.msg_iovlen = 1;
+            m
+        })
+        .collect();
+    let mut done = 0usize;
+    while done < msgs.len() {
+        // SAFETY: a valid socket and `msgs.len() - done` initialised headers from `done` on,
+        // whose buffers (`pkts`, `iov`, `addr`) outlive the call
+        let rc = unsafe {
+            libc::sendmmsg(
+                sock.as_raw_fd(),
+                msgs.as_mut_ptr().add(done),
+                (msgs.len() - done) as libc::c_uint,
+                0,
+            )
+        };
+        if rc < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        done += rc as usize;
+    }
+    Ok(())
+}
+
 /// A packet to lose once (an injected loss, for tests of the Integrity Check).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Loss {
@@ -124,6 +181,9 @@ pub struct XdpTree {
     losses: Mutex<Vec<Loss>>,
     ips: Vec<Ipv4Addr>,
     segments: u32,
+    /// The kernel's run-time accounting of the programs, on while the tree lives (a clock read
+    /// per program run), for the CPU each aggregating machine spends in XDP.
+    _run_stats: RunStats,
 }
 
 impl XdpTree {
@@ -301,6 +361,7 @@ impl XdpTree {
             losses: Mutex::new(Vec::new()),
             ips: (0..=n).map(|m| tb.ip(m)).collect(),
             segments,
+            _run_stats: RunStats::enable()?,
         })
     }
 
@@ -369,6 +430,45 @@ impl XdpTree {
         Ok(())
     }
 
+    /// Worker `w`'s gradient packets of `segments`, in one `sendmmsg` call where it can (the
+    /// senders batch like the TCP data planes' large writes, so that the comparison is not one
+    /// of system calls per byte).
+    fn send_gradients(
+        &self,
+        w: usize,
+        round: u32,
+        segments: &[u32],
+        grads: &[i32],
+        bytes: &[AtomicU64],
+    ) -> Result<(), TestbedError> {
+        let (sock, to, bit) = match self.node(w) {
+            Some(node) => match &node.own {
+                Some(sock) => (
+                    sock,
+                    SocketAddrV4::new(SELF_DST, PORT),
+                    node.kids.len() as u8,
+                ),
+                None => return Ok(()),
+            },
+            None => (
+                &self.send[w],
+                SocketAddrV4::new(self.ips[self.parent[w]], PORT),
+                self.bit[w],
+            ),
+        };
+        let pkts: Vec<[u8; PACKET_LEN]> = segments
+            .iter()
+            .map(|&s| Packet::gradient(JOB, bit, round, s, Self::segment(grads, s)).emit())
+            .collect();
+        send_batch(sock, to, &pkts)
+            .map_err(|e| TestbedError::Io(format!("worker {w} send: {e}")))?;
+        // an aggregator's own gradient stays inside its machine
+        if self.node(w).is_none() {
+            bytes[w].fetch_add((pkts.len() * PACKET_LEN) as u64, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
     /// One iteration (round `iter + 1`) of `len` gradients per worker.
     pub fn iterate(&self, iter: u32, len: usize) -> Result<Iteration, TestbedError> {
         let n = self.workers;
@@ -385,6 +485,12 @@ impl XdpTree {
             .collect();
         let want = super::proto::reference(n, iter, len);
         let bytes: Vec<AtomicU64> = (0..=n).map(|_| AtomicU64::new(0)).collect();
+        let cpu: Vec<AtomicU64> = (0..=n).map(|_| AtomicU64::new(0)).collect();
+        let run0: Vec<ProgramTime> = self
+            .nodes
+            .iter()
+            .map(|nd| nd.agg.run_time())
+            .collect::<Result<_, _>>()?;
         let before: Vec<(u64, u64)> = self
             .nodes
             .iter()
@@ -398,10 +504,12 @@ impl XdpTree {
         let start = Instant::now();
         let result = std::thread::scope(|sc| -> Result<Vec<Receiver>, TestbedError> {
             let (grads, bytes, sent, stop, done) = (&grads, &bytes, &sent, &stop, &done);
+            let cpu = &cpu;
             let progress = &progress;
             // the PS's collector: one copy of each total to each of its members
             let ps_kids = self.node(n).map(|nd| nd.kids.clone()).unwrap_or_default();
             let collector = sc.spawn(move || -> Result<(), TestbedError> {
+                let t0 = thread_cpu();
                 let mut seen = vec![false; segs as usize];
                 let mut left = segs;
                 let mut buf = [0u8; 2048];
@@ -434,18 +542,21 @@ impl XdpTree {
                         }
                     }
                 }
+                charge(&cpu[n], t0);
                 Ok(())
             });
             // each worker's receiver (an aggregator copies to its members)
             let mut receivers = Vec::new();
             for w in 0..n {
                 receivers.push(sc.spawn(move || -> Result<Receiver, TestbedError> {
+                    let t0 = thread_cpu();
                     let mut r = Receiver::new(round, segs as usize);
                     let kids = self.node(w).map(|nd| nd.kids.clone()).unwrap_or_default();
                     let mut buf = [0u8; 2048];
                     let mut last = Instant::now();
                     while !r.complete() {
                         if start.elapsed() > DEADLINE || stop.load(Ordering::Relaxed) {
+                            charge(&cpu[w], t0);
                             return Ok(r);
                         }
                         let Ok(k) = self.down[w].recv(&mut buf) else {
@@ -487,6 +598,7 @@ impl XdpTree {
                     if let Ok(mut d) = done[w].lock() {
                         *d = Some(start.elapsed().as_secs_f64());
                     }
+                    charge(&cpu[w], t0);
                     Ok(r)
                 }));
             }
@@ -494,15 +606,19 @@ impl XdpTree {
             let mut senders = Vec::new();
             for (w, g) in grads.iter().enumerate() {
                 senders.push(sc.spawn(move || -> Result<(), TestbedError> {
-                    for s in 0..segs {
-                        if self.lose(Loss::Up {
-                            worker: w,
-                            segment: s,
-                        }) {
-                            continue;
-                        }
-                        self.send_gradient(w, round, s, g, bytes)?;
+                    let t0 = thread_cpu();
+                    let segments: Vec<u32> = (0..segs)
+                        .filter(|&s| {
+                            !self.lose(Loss::Up {
+                                worker: w,
+                                segment: s,
+                            })
+                        })
+                        .collect();
+                    for chunk in segments.chunks(SEND_BATCH) {
+                        self.send_gradients(w, round, chunk, g, bytes)?;
                     }
+                    charge(&cpu[w], t0);
                     Ok(())
                 }));
             }
@@ -584,6 +700,11 @@ impl XdpTree {
             }
             times.push(done[w].lock().ok().and_then(|d| *d).unwrap_or(f64::NAN));
         }
+        // what the programs ran, charged to the machine whose program it is
+        let mut xdp = vec![0.0; n + 1];
+        for (nd, r0) in self.nodes.iter().zip(run0) {
+            xdp[nd.machine] += nd.agg.run_time()?.since(r0).nanos as f64 * 1e-9;
+        }
         // what the programs sent: forwarded aggregates and fetch replies
         for (nd, (r0, f0)) in self.nodes.iter().zip(before) {
             let st = nd.agg.stats()?;
@@ -596,7 +717,11 @@ impl XdpTree {
             time: times.iter().copied().fold(0.0, f64::max),
             worker_times: times,
             bytes: bytes.iter().map(|b| b.load(Ordering::Relaxed)).collect(),
-            cpu: vec![0.0; n + 1],
+            cpu: cpu
+                .iter()
+                .map(|c| c.load(Ordering::Relaxed) as f64 * 1e-9)
+                .collect(),
+            xdp,
         })
     }
 
