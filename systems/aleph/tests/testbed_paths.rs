@@ -63,6 +63,7 @@ fn throughput_paths_aggregate_and_restore_affinity() {
         Path::Xdp(AttachMode::Native),
         Path::Xdp(AttachMode::Generic),
         Path::Tcp,
+        Path::Udp,
     ] {
         let m = measure(p, 1, Duration::from_millis(300), None).unwrap();
         eprintln!("{p:?}: {m:?}");
@@ -75,6 +76,11 @@ fn throughput_paths_aggregate_and_restore_affinity() {
     let m = measure(Path::Tcp, 1, Duration::from_millis(500), Some(0.2)).unwrap();
     assert!(m.gbps < 0.3, "{m:?}");
     assert!(measure(Path::Tcp, 1, Duration::from_millis(10), Some(-1.0)).is_err());
+    // paced: the user-space UDP service aggregates about what is offered, and loses nothing at
+    // a rate far below what it can take
+    let m = measure(Path::Udp, 1, Duration::from_millis(500), Some(0.05)).unwrap();
+    assert!(m.gbps > 0.03 && m.gbps < 0.07, "{m:?}");
+    assert!(m.loss_pct < 1.0, "{m:?}");
 }
 
 #[test]

@@ -27,6 +27,8 @@ use std::time::{Duration, Instant};
 pub enum Path {
     Xdp(AttachMode),
     Tcp,
+    /// The same service in user space over UDP ([`super::udp`]).
+    Udp,
 }
 
 impl Path {
@@ -35,6 +37,7 @@ impl Path {
             "aleph_xdp_driver" => Some(Path::Xdp(AttachMode::Native)),
             "aleph_xdp_generic" => Some(Path::Xdp(AttachMode::Generic)),
             "aleph_tcp" => Some(Path::Tcp),
+            "aleph_udp" => Some(Path::Udp),
             _ => None,
         }
     }
@@ -106,7 +109,7 @@ impl Drop for Affinity {
 }
 
 /// (busy, softirq) jiffies of `cpus` from /proc/stat.
-fn stat(cpus: &[usize]) -> Result<(u64, u64), TestbedError> {
+pub(super) fn stat(cpus: &[usize]) -> Result<(u64, u64), TestbedError> {
     let text = std::fs::read_to_string("/proc/stat")
         .map_err(|e| TestbedError::Io(format!("/proc/stat: {e}")))?;
     let (mut busy, mut soft) = (0, 0);
@@ -132,7 +135,7 @@ fn stat(cpus: &[usize]) -> Result<(u64, u64), TestbedError> {
     Ok((busy, soft))
 }
 
-fn hz() -> f64 {
+pub(super) fn hz() -> f64 {
     // SAFETY: sysconf has no preconditions
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if t > 0 { t as f64 } else { 100.0 }
@@ -195,6 +198,7 @@ pub fn measure_loaded(
         let r = match path {
             Path::Xdp(mode) => xdp(mode, &cpus, duration, target_gbps),
             Path::Tcp => tcp(&cpus, duration, target_gbps),
+            Path::Udp => super::udp::measure(&cpus, duration, target_gbps),
         };
         stop.store(true, Ordering::Relaxed);
         r
@@ -202,7 +206,7 @@ pub fn measure_loaded(
 }
 
 /// Sleep until `sent_bits` at `gbps` would have taken since `start`.
-fn pace(start: Instant, sent_bits: f64, gbps: Option<f64>) {
+pub(super) fn pace(start: Instant, sent_bits: f64, gbps: Option<f64>) {
     if let Some(g) = gbps {
         let due = start + Duration::from_secs_f64(sent_bits / (g * 1e9));
         let now = Instant::now();
@@ -321,10 +325,13 @@ fn xdp(
 
 /// Packets per `sendmmsg` call: the senders batch like the TCP senders' 64 KiB writes, so that
 /// the comparison is not one of system calls per byte.
-const BATCH: usize = 64;
+pub(super) const BATCH: usize = 64;
 
 /// Send `pkts` on a connected UDP socket with `sendmmsg`; returns how many were sent.
-fn send_batch(sock: &std::net::UdpSocket, pkts: &[[u8; PACKET_LEN]]) -> Result<u64, TestbedError> {
+pub(super) fn send_batch(
+    sock: &std::net::UdpSocket,
+    pkts: &[[u8; PACKET_LEN]],
+) -> Result<u64, TestbedError> {
     use std::os::fd::AsRawFd;
     let mut iov: Vec<libc::iovec> = pkts
         .iter()

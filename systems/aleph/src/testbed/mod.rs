@@ -10,6 +10,7 @@ pub mod cpu;
 pub mod latency;
 pub mod net;
 pub mod proto;
+pub mod udp;
 pub mod workloads;
 pub mod xdp;
 

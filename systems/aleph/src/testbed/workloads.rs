@@ -424,7 +424,12 @@ impl Workload for AggregationCpu {
         "netns"
     }
     fn systems(&self) -> Option<&'static [&'static str]> {
-        Some(&["aleph_xdp_driver", "aleph_xdp_generic", "aleph_tcp"])
+        Some(&[
+            "aleph_xdp_driver",
+            "aleph_xdp_generic",
+            "aleph_tcp",
+            "aleph_udp",
+        ])
     }
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
         use super::cpu::{Path, measure};

@@ -92,7 +92,7 @@ const SEND_BATCH: usize = 64;
 
 /// Send every packet of `pkts` to `to` with `sendmmsg` (blocking: the socket's buffer paces the
 /// sender to its link's `tbf` rate).
-fn send_batch(
+pub(super) fn send_batch_to(
     sock: &UdpSocket,
     to: SocketAddrV4,
     pkts: &[[u8; PACKET_LEN]],
@@ -460,7 +460,7 @@ impl XdpTree {
             .iter()
             .map(|&s| Packet::gradient(JOB, bit, round, s, Self::segment(grads, s)).emit())
             .collect();
-        send_batch(sock, to, &pkts)
+        send_batch_to(sock, to, &pkts)
             .map_err(|e| TestbedError::Io(format!("worker {w} send: {e}")))?;
         // an aggregator's own gradient stays inside its machine
         if self.node(w).is_none() {
