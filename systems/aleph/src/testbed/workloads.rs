@@ -440,7 +440,7 @@ impl Workload for AggregationCpu {
         let path = Path::parse(&system)
             .ok_or_else(|| WorkloadError::Invalid(format!("no data path `{system}`")))?;
         let available = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if ctx.declares("packet_loss") {
+        if ctx.declares("packet_loss") && !ctx.declares("agg_throughput") {
             // aleph-fig6: loss at a fixed offered rate under a background load
             let cores = count(ctx, "cores")?;
             if cores == 0 || cores > available {
@@ -464,9 +464,47 @@ impl Workload for AggregationCpu {
                     "{cores} cores are not runnable on this host ({available} cores)"
                 )));
             }
-            let secs = ctx.param("step_duration_s")?;
-            let m = measure(path, cores, Duration::from_secs_f64(secs), None).map_err(err)?;
-            ctx.log(LogLevel::Info, format!("{system}, {cores} cores: {m:?}"));
+            let step = Duration::from_secs_f64(ctx.param("step_duration_s")?);
+            let limit = ctx.param("loss_limit_pct")?;
+            let steps = if ctx.point.params.contains_key("search_steps") {
+                count(ctx, "search_steps")?
+            } else {
+                0
+            };
+            // as much as the senders can offer first; if that loses more than the limit, a
+            // bisection of the offered load between nothing and what they offered finds the
+            // highest rate aggregated within the limit
+            let first = measure(path, cores, step, None).map_err(err)?;
+            ctx.log(
+                LogLevel::Info,
+                format!("{system}, {cores} cores, unpaced: {first:?}"),
+            );
+            let mut best = (first.loss_pct <= limit).then_some(first);
+            if best.is_none() && steps > 0 {
+                let (mut lo, mut hi) = (0.0, first.gbps / (1.0 - first.loss_pct / 100.0).max(1e-3));
+                for _ in 0..steps {
+                    if ctx.cancelled() {
+                        break;
+                    }
+                    let offered = (lo + hi) / 2.0;
+                    let m = measure(path, cores, step, Some(offered)).map_err(err)?;
+                    ctx.log(
+                        LogLevel::Info,
+                        format!("{system}, {cores} cores, offered {offered:.3} Gbit/s: {m:?}"),
+                    );
+                    if m.loss_pct <= limit {
+                        lo = offered;
+                        if best.is_none_or(|b| m.gbps > b.gbps) {
+                            best = Some(m);
+                        }
+                    } else {
+                        hi = offered;
+                    }
+                }
+            }
+            // nothing within the limit (no search, or none of its steps): the unpaced rate,
+            // with its loss recorded beside it
+            let m = best.unwrap_or(first);
             ctx.record("agg_throughput", m.gbps);
             ctx.record_if_declared("packet_loss", m.loss_pct);
         } else {
