@@ -143,6 +143,160 @@ pub fn checks(testbed: Option<&crate::testbed::Testbed>) -> Vec<Check> {
     v
 }
 
+/// Run `cmd` for at most `limit`; its output, or why there is none.
+fn output_within(
+    cmd: &mut std::process::Command,
+    limit: std::time::Duration,
+) -> Result<std::process::Output, String> {
+    use std::process::Stdio;
+    let name = cmd.get_program().to_string_lossy().to_string();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {name}: {e}"))?;
+    let t = std::time::Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => return child.wait_with_output().map_err(|e| e.to_string()),
+            Ok(None) if t.elapsed() < limit => {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("{name} gave no answer in {} s", limit.as_secs()));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+fn first_line(b: &[u8]) -> String {
+    String::from_utf8_lossy(b)
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+/// The ssh launcher: the client, and whether each host the testbed names answers a
+/// non-interactive `ssh host true` (as the launcher runs it: BatchMode, no password prompt).
+fn ssh_check(
+    testbed: Option<&crate::testbed::Testbed>,
+    ssh_config: Option<&std::path::Path>,
+) -> Check {
+    let name = "ssh launcher".to_string();
+    if !has_cmd("ssh") {
+        return Check {
+            name,
+            ok: false,
+            detail: "no ssh client (OpenSSH's `ssh`): the ssh launcher cannot start agents".into(),
+        };
+    }
+    let hosts = testbed.map(|t| t.agent_hosts()).unwrap_or_default();
+    if hosts.is_empty() {
+        return Check {
+            name,
+            ok: true,
+            detail: "ssh client found; the testbed names no worker host with an address (give --hostfile to reproduce)".into(),
+        };
+    }
+    let mut failed = Vec::new();
+    for h in hosts.iter().take(16) {
+        let mut cmd = std::process::Command::new("ssh");
+        if let Some(f) = ssh_config {
+            cmd.arg("-F").arg(f);
+        }
+        let r = output_within(
+            cmd.args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=5", h, "true"]),
+            std::time::Duration::from_secs(8),
+        );
+        match r {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => failed.push(format!("{h} ({})", first_line(&o.stderr))),
+            Err(e) => failed.push(format!("{h} ({e})")),
+        }
+    }
+    let tried = hosts.len().min(16);
+    Check {
+        name,
+        ok: failed.is_empty(),
+        detail: if failed.is_empty() {
+            format!("{tried} of {tried} testbed hosts answer `ssh host true` without a prompt")
+        } else {
+            format!(
+                "{} of {tried} testbed hosts answer `ssh host true` without a prompt; not: {}",
+                tried - failed.len(),
+                failed.join(", ")
+            )
+        },
+    }
+}
+
+/// The slurm launcher: inside an allocation, or a controller that answers `sinfo`.
+fn slurm_check() -> Check {
+    let name = "slurm launcher".to_string();
+    if let Some((job, nodes)) = crate::launcher::slurm::allocation() {
+        return Check {
+            name,
+            ok: has_cmd("srun"),
+            detail: format!(
+                "inside allocation {job} ({nodes} nodes): --launcher slurm starts agents with srun"
+            ),
+        };
+    }
+    if !has_cmd("sinfo") || !has_cmd("srun") {
+        return Check {
+            name,
+            ok: false,
+            detail: "no Slurm client (`sinfo`, `srun`): the slurm launcher is not available".into(),
+        };
+    }
+    match output_within(
+        std::process::Command::new("sinfo").args(["-h", "-o", "%D %T"]),
+        std::time::Duration::from_secs(10),
+    ) {
+        Ok(o) if o.status.success() => {
+            let text = String::from_utf8_lossy(&o.stdout);
+            let states: Vec<String> = text
+                .lines()
+                .filter_map(|l| {
+                    let mut f = l.split_whitespace();
+                    Some(format!("{} {}", f.next()?, f.next()?))
+                })
+                .collect();
+            Check {
+                name,
+                ok: !states.is_empty(),
+                detail: if states.is_empty() {
+                    "the Slurm controller answers but lists no node".into()
+                } else {
+                    format!(
+                        "the Slurm controller answers: nodes {} (--launcher slurm allocates with salloc)",
+                        states.join(", ")
+                    )
+                },
+            }
+        }
+        Ok(o) => Check {
+            name,
+            ok: false,
+            detail: format!(
+                "no Slurm controller answers `sinfo`: {}",
+                first_line(&o.stderr)
+            ),
+        },
+        Err(e) => Check {
+            name,
+            ok: false,
+            detail: format!("no Slurm controller answers `sinfo`: {e}"),
+        },
+    }
+}
+
 /// A device an experiment's `hardware` class needs, as the paper's testbed had it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -376,8 +530,20 @@ fn all_verdicts(checks: &[Check]) -> Result<Vec<Verdict>, String> {
 /// "detail"}`, experiments `{"kind": "experiment", "name": "experiment ID", "ok": picked,
 /// "detail", "experiment", "status", "workload", "pick", "reason", "better": [{"class",
 /// "missing"}]}`.
-pub fn json(testbed: Option<&crate::testbed::Testbed>) -> String {
-    let checks = checks(testbed);
+/// The multi-host launchers (doctor only: a run does not wait for ssh or Slurm to answer).
+pub fn launcher_checks(
+    testbed: Option<&crate::testbed::Testbed>,
+    ssh_config: Option<&std::path::Path>,
+) -> Vec<Check> {
+    vec![ssh_check(testbed, ssh_config), slurm_check()]
+}
+
+pub fn json(
+    testbed: Option<&crate::testbed::Testbed>,
+    ssh_config: Option<&std::path::Path>,
+) -> String {
+    let mut checks = checks(testbed);
+    checks.extend(launcher_checks(testbed, ssh_config));
     let mut v: Vec<serde_json::Value> = checks
         .iter()
         .map(|c| serde_json::json!({"kind": "check", "name": c.name, "ok": c.ok, "detail": c.detail}))
@@ -415,8 +581,12 @@ fn verdict_line(v: &Verdict) -> String {
 }
 
 /// The report as text.
-pub fn report(testbed: Option<&crate::testbed::Testbed>) -> String {
-    let checks = checks(testbed);
+pub fn report(
+    testbed: Option<&crate::testbed::Testbed>,
+    ssh_config: Option<&std::path::Path>,
+) -> String {
+    let mut checks = checks(testbed);
+    checks.extend(launcher_checks(testbed, ssh_config));
     let mut s = String::from("inabench doctor\n\nThis machine:\n");
     for c in &checks {
         let _ = writeln!(

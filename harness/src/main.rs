@@ -106,6 +106,9 @@ enum Cmd {
         /// Print the checks as JSON
         #[arg(long)]
         json: bool,
+        /// An ssh configuration file (`ssh -F`) for checking the testbed's hosts
+        #[arg(long)]
+        ssh_config: Option<PathBuf>,
     },
     /// Serve the software switch's P4Runtime service (what a testbed's `p4runtime` can name
     /// when there is no Tofino), until interrupted
@@ -212,15 +215,19 @@ fn run(cli: Cli) -> Result<i32> {
             report(&dir, &formats, true)?;
             Ok(0)
         }
-        Cmd::Doctor { testbed, json } => {
+        Cmd::Doctor {
+            testbed,
+            json,
+            ssh_config,
+        } => {
             let tb = match &testbed {
                 Some(p) => Some(inabench::testbed::Testbed::load(p)?),
                 None => None,
             };
             if json {
-                println!("{}", doctor::json(tb.as_ref()));
+                println!("{}", doctor::json(tb.as_ref(), ssh_config.as_deref()));
             } else {
-                print!("{}", doctor::report(tb.as_ref()));
+                print!("{}", doctor::report(tb.as_ref(), ssh_config.as_deref()));
             }
             Ok(0)
         }
@@ -318,12 +325,7 @@ fn placement(
         "ssh" => {
             let hosts = match (hostfile, &tb) {
                 (Some(f), _) => SshLauncher::from_hostfile(f)?,
-                (None, Some(t)) => t
-                    .hosts
-                    .iter()
-                    .filter(|h| h.role.is_empty() || h.role.iter().any(|r| r == "worker"))
-                    .filter_map(|h| h.address.clone())
-                    .collect(),
+                (None, Some(t)) => t.agent_hosts(),
                 (None, None) => Vec::new(),
             };
             if hosts.is_empty() {

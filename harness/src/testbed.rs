@@ -143,6 +143,16 @@ fn line_of(text: &str, needle: &str) -> Option<usize> {
 }
 
 impl Testbed {
+    /// The hosts agents run on (workers, or hosts without a role) that have an address: where
+    /// the ssh launcher starts agents, and what `doctor` asks.
+    pub fn agent_hosts(&self) -> Vec<String> {
+        self.hosts
+            .iter()
+            .filter(|h| h.role.is_empty() || h.role.iter().any(|r| r == "worker"))
+            .filter_map(|h| h.address.clone())
+            .collect()
+    }
+
     pub fn from_yaml(file: &Path, text: &str) -> Result<Testbed, TestbedError> {
         let err = |line, message: String| TestbedError {
             file: file.display().to_string(),

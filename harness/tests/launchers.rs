@@ -45,6 +45,23 @@ fn have(ok: bool, what: &str) -> bool {
     ok
 }
 
+/// `inabench doctor --json`'s check called `name`.
+fn doctor_check(args: &[&str], env: &[(&str, &str)], name: &str) -> serde_json::Value {
+    let mut c = bin();
+    c.args(["doctor", "--json"]).args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().expect("doctor");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let all: serde_json::Value =
+        serde_json::from_slice(&o.stdout).expect("doctor --json prints JSON");
+    all.as_array()
+        .and_then(|a| a.iter().find(|c| c["name"] == name))
+        .cloned()
+        .unwrap_or_else(|| panic!("no check `{name}` in {all}"))
+}
+
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .expect("hostname")
@@ -443,6 +460,37 @@ fn ssh_launcher_matches_in_process() {
         drivers(&via_tb)
     );
 
+    // doctor asks the testbed's hosts the way the launcher does
+    let check = doctor_check(
+        &["--testbed", &tbs, "--ssh-config", &c],
+        &[],
+        "ssh launcher",
+    );
+    assert_eq!(check["ok"], true, "{check}");
+    assert!(
+        check["detail"].as_str().unwrap_or("").starts_with("2 of 2"),
+        "{check}"
+    );
+    let down = home.path().join("down.yaml");
+    std::fs::write(
+        &down,
+        "name: ssh-down\nhosts:\n  - {name: w1, role: [worker], address: inatest}\n  \
+         - {name: w2, role: [worker], address: inadown}\nlauncher: ssh\n",
+    )
+    .expect("testbed");
+    let downs = down.to_string_lossy().to_string();
+    let check = doctor_check(
+        &["--testbed", &downs, "--ssh-config", &c],
+        &[],
+        "ssh launcher",
+    );
+    assert_eq!(check["ok"], false, "{check}");
+    let detail = check["detail"].as_str().unwrap_or("");
+    assert!(
+        detail.starts_with("1 of 2") && detail.contains("inadown"),
+        "{check}"
+    );
+
     // a host that cannot be reached: one sentence naming it
     std::fs::write(&hostfile, "inatest\ninadown\n").expect("hostfile");
     let o = bin()
@@ -628,6 +676,14 @@ fn slurm_launcher_runs_on_a_single_node_cluster() {
     assert_eq!(want.len(), 6);
     let conf = cluster.conf.to_string_lossy().to_string();
     let env = [("SLURM_CONF", conf.as_str())];
+
+    // doctor finds the controller
+    let check = doctor_check(&[], &env, "slurm launcher");
+    assert_eq!(check["ok"], true, "{check}");
+    assert!(
+        check["detail"].as_str().unwrap_or("").contains("nodes 1 "),
+        "{check}"
+    );
 
     // outside an allocation: salloc + srun, two agents (SLURM_PROCID gives their indices)
     let run = run_probe(
