@@ -538,11 +538,87 @@ pub fn launcher_checks(
     vec![ssh_check(testbed, ssh_config), slurm_check()]
 }
 
+/// What the emulated testbeds and the dissector need, probed for real (doctor only).
+pub fn tool_checks() -> Vec<Check> {
+    let mut v = Vec::new();
+    if is_root() && has_cmd("ip") && has_cmd("tc") {
+        v.push(veth_tbf_check());
+    }
+    v.push(match inabench_xdp::unavailable() {
+        None => Check {
+            name: "XDP (clang, libbpf)".into(),
+            ok: true,
+            detail: "clang and libbpf.so.1 found: ALEPH's data plane runs at the XDP hook".into(),
+        },
+        Some(why) => Check {
+            name: "XDP (clang, libbpf)".into(),
+            ok: false,
+            detail: format!("{why}: ALEPH's XDP experiments are not runnable"),
+        },
+    });
+    v.push(if has_cmd("tshark") {
+        let version = output_within(
+            std::process::Command::new("tshark").arg("--version"),
+            std::time::Duration::from_secs(10),
+        )
+        .map(|o| first_line(&o.stdout))
+        .unwrap_or_else(|e| e);
+        Check {
+            name: "tshark".into(),
+            ok: true,
+            detail: format!("{version}: dissects the --pcap captures"),
+        }
+    } else {
+        Check {
+            name: "tshark".into(),
+            ok: false,
+            detail:
+                "not found (Debian `tshark`): --pcap captures are written but not dissected here"
+                    .into(),
+        }
+    });
+    v
+}
+
+/// Make a veth pair with a tbf qdisc on one end, and remove it.
+fn veth_tbf_check() -> Check {
+    let a = format!("inbd{:x}a", std::process::id() % 0xffff_ff);
+    let b = format!("inbd{:x}b", std::process::id() % 0xffff_ff);
+    let run = |args: &[&str]| -> Result<(), String> {
+        let o = output_within(
+            std::process::Command::new(args[0]).args(&args[1..]),
+            std::time::Duration::from_secs(10),
+        )?;
+        if o.status.success() {
+            Ok(())
+        } else {
+            Err(format!("`{}`: {}", args.join(" "), first_line(&o.stderr)))
+        }
+    };
+    let r = run(&["ip", "link", "add", &a, "type", "veth", "peer", "name", &b]).and_then(|()| {
+        let tbf = run(&[
+            "tc", "qdisc", "add", "dev", &a, "root", "tbf", "rate", "100mbit", "burst", "32kb",
+            "latency", "10ms",
+        ]);
+        let _ = run(&["ip", "link", "del", &a]);
+        tbf
+    });
+    Check {
+        name: "veth and tbf".into(),
+        ok: r.is_ok(),
+        detail: match r {
+            Ok(()) => "a veth pair with a tbf rate limit was made and removed".into(),
+            Err(e) => e,
+        },
+    }
+}
+
 pub fn json(
     testbed: Option<&crate::testbed::Testbed>,
     ssh_config: Option<&std::path::Path>,
 ) -> String {
     let mut checks = checks(testbed);
+    checks.extend(tool_checks());
     checks.extend(launcher_checks(testbed, ssh_config));
     let mut v: Vec<serde_json::Value> = checks
         .iter()
@@ -586,6 +662,7 @@ pub fn report(
     ssh_config: Option<&std::path::Path>,
 ) -> String {
     let mut checks = checks(testbed);
+    checks.extend(tool_checks());
     checks.extend(launcher_checks(testbed, ssh_config));
     let mut s = String::from("inabench doctor\n\nThis machine:\n");
     for c in &checks {

@@ -37,21 +37,38 @@ fn doctor_json_picks_what_a_quick_run_picks() {
         .collect();
     let cat = inabench::paths::catalog().expect("catalogue");
     assert_eq!(exps.len(), cat.entries.len(), "one verdict per experiment");
-    // a planned experiment cannot run and says so
-    let planned = cat
+    // a planned experiment cannot run and says so (in the catalogue while any is planned;
+    // always through the verdict doctor prints)
+    for planned in cat
         .entries
         .iter()
-        .find(|e| e.spec.status == inabench_core::spec::Status::Planned)
-        .expect("a planned spec");
-    let p = exps
-        .iter()
-        .find(|e| e["experiment"] == planned.spec.id.as_str())
-        .expect("planned verdict");
-    assert!(p["pick"].is_null(), "{p}");
-    assert!(
-        p["reason"].as_str().unwrap_or("").contains("planned"),
-        "{p}"
-    );
+        .filter(|e| e.spec.status == inabench_core::spec::Status::Planned)
+    {
+        let p = exps
+            .iter()
+            .find(|e| e["experiment"] == planned.spec.id.as_str())
+            .expect("planned verdict");
+        assert!(p["pick"].is_null(), "{p}");
+        assert!(
+            p["reason"].as_str().unwrap_or("").contains("planned"),
+            "{p}"
+        );
+    }
+    let mut planned = spec("p4sgd-fig14");
+    planned.status = inabench_core::spec::Status::Planned;
+    let v = verdict(&planned, None, &Devices::default());
+    assert_eq!(v.pick, None, "{v:?}");
+    assert!(v.reason.contains("planned"), "{v:?}");
+    // the tool probes doctor adds: a veth pair with tbf made for real (root), XDP's toolchain
+    let check = |name: &str| {
+        v_checks(&v_all(&o.stdout), name).unwrap_or_else(|| panic!("no check `{name}`"))
+    };
+    let x = check("XDP (clang, libbpf)");
+    assert_eq!(x["ok"], inabench_xdp::unavailable().is_none(), "{x}");
+    if inabench_fabric::netns::is_root() {
+        let vt = check("veth and tbf");
+        assert_eq!(vt["ok"], true, "{vt}");
+    }
 
     let d = tempfile::tempdir().expect("tmp");
     // p4sgd-fig8 lists hardware first: doctor must name what is missing for it
@@ -128,6 +145,17 @@ fn the_pick_follows_the_devices_and_the_implementation() {
         let planned = inabench_core::plan::choose_fidelity(&s, None, &classes).ok();
         assert_eq!(verdict(&s, Some(&impl_hw), devs).pick, planned);
     }
+}
+
+fn v_all(stdout: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(stdout).expect("json")
+}
+
+fn v_checks(all: &serde_json::Value, name: &str) -> Option<serde_json::Value> {
+    all.as_array()?
+        .iter()
+        .find(|c| c["kind"] == "check" && c["name"] == name)
+        .cloned()
 }
 
 /// The suite's SwitchML P4Info written in p4c's text format, with p4c-like (hashed) ids instead
