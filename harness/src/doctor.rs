@@ -582,8 +582,8 @@ pub fn tool_checks() -> Vec<Check> {
 
 /// Make a veth pair with a tbf qdisc on one end, and remove it.
 fn veth_tbf_check() -> Check {
-    let a = format!("inbd{:x}a", std::process::id() % 0xffff_ff);
-    let b = format!("inbd{:x}b", std::process::id() % 0xffff_ff);
+    let a = format!("inbd{:x}a", std::process::id() % 0x00ff_ffff);
+    let b = format!("inbd{:x}b", std::process::id() % 0x00ff_ffff);
     let run = |args: &[&str]| -> Result<(), String> {
         let o = output_within(
             std::process::Command::new(args[0]).args(&args[1..]),
