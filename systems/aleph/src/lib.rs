@@ -45,5 +45,6 @@ pub fn workloads() -> Vec<Box<dyn Workload>> {
         Box::new(testbed::workloads::TestbedTraining),
         Box::new(testbed::workloads::AggregationCpu),
         Box::new(testbed::workloads::PacketLatency),
+        Box::new(testbed::multicast::MulticastCpu),
     ]
 }

@@ -8,6 +8,7 @@
 
 pub mod cpu;
 pub mod latency;
+pub mod multicast;
 pub mod net;
 pub mod proto;
 pub mod udp;
