@@ -678,7 +678,7 @@ fn xdp(o: &Options) -> Result<Measure, TestbedError> {
 }
 
 /// Receive up to `bufs.len()` datagrams (waiting for the first); their lengths go to `lens`.
-fn recv_batch(
+pub(super) fn recv_batch(
     sock: &UdpSocket,
     bufs: &mut [[u8; 2048]],
     lens: &mut [usize],

@@ -11,6 +11,7 @@
 
 use super::TestbedError;
 use super::cpu::{BATCH, Measure, hz, pace, send_batch, stat};
+use super::multicast::recv_batch;
 use super::net::thread_cpu;
 use super::xdp::send_batch_to;
 use inabench_xdp::group::{PORT, RESULT_PORT};
@@ -110,47 +111,6 @@ impl SlotTable {
     }
 }
 
-/// Receive up to `bufs.len()` datagrams with one `recvmmsg`; their lengths. A timeout (the
-/// socket's read timeout) gives none.
-fn recv_batch(sock: &UdpSocket, bufs: &mut [[u8; 2048]]) -> Vec<usize> {
-    use std::os::fd::AsRawFd;
-    let mut iov: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr().cast(),
-            iov_len: b.len(),
-        })
-        .collect();
-    let mut msgs: Vec<libc::mmsghdr> = iov
-        .iter_mut()
-        .map(|v| {
-            // SAFETY: a zeroed mmsghdr is valid (no name, no control)
-            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            m.msg_hdr.msg_iov = v as *mut libc::iovec;
-            m.msg_hdr.msg_iovlen = 1;
-            m
-        })
-        .collect();
-    // SAFETY: a valid socket and `msgs.len()` headers whose buffers outlive the call; wait for
-    // the first datagram only (MSG_WAITFORONE), then take what is queued
-    let rc = unsafe {
-        libc::recvmmsg(
-            sock.as_raw_fd(),
-            msgs.as_mut_ptr(),
-            msgs.len() as libc::c_uint,
-            libc::MSG_WAITFORONE,
-            std::ptr::null_mut(),
-        )
-    };
-    if rc <= 0 {
-        return Vec::new();
-    }
-    msgs[..rc as usize]
-        .iter()
-        .map(|m| m.msg_len as usize)
-        .collect()
-}
-
 fn big_buffers(s: &UdpSocket) {
     use std::os::fd::AsRawFd;
     let bytes: libc::c_int = 16 << 20;
@@ -191,10 +151,12 @@ pub fn serve(
 ) -> Result<(), TestbedError> {
     let t0 = thread_cpu();
     let mut bufs = vec![[0u8; 2048]; BATCH];
+    let mut lens = vec![0usize; BATCH];
     while !stop.load(Ordering::Relaxed) {
-        let lens = recv_batch(sock, &mut bufs);
+        // a timeout (the socket's read timeout) or an error gives nothing this turn
+        let n = recv_batch(sock, &mut bufs, &mut lens).unwrap_or(0);
         let mut out: Vec<[u8; PACKET_LEN]> = Vec::new();
-        for (b, &len) in bufs.iter().zip(&lens) {
+        for (b, &len) in bufs.iter().zip(&lens[..n]) {
             let Ok(p) = Packet::parse(&b[..len]) else {
                 counters.dropped.fetch_add(1, Ordering::Relaxed);
                 continue;
