@@ -613,13 +613,22 @@ fn veth_tbf_check() -> Check {
     }
 }
 
+/// Everything doctor prints: the run's checks, then the tools and launchers (doctor only).
+fn doctor_checks(
+    testbed: Option<&crate::testbed::Testbed>,
+    ssh_config: Option<&std::path::Path>,
+) -> Vec<Check> {
+    let mut checks = checks(testbed);
+    checks.extend(tool_checks());
+    checks.extend(launcher_checks(testbed, ssh_config));
+    checks
+}
+
 pub fn json(
     testbed: Option<&crate::testbed::Testbed>,
     ssh_config: Option<&std::path::Path>,
 ) -> String {
-    let mut checks = checks(testbed);
-    checks.extend(tool_checks());
-    checks.extend(launcher_checks(testbed, ssh_config));
+    let checks = doctor_checks(testbed, ssh_config);
     let mut v: Vec<serde_json::Value> = checks
         .iter()
         .map(|c| serde_json::json!({"kind": "check", "name": c.name, "ok": c.ok, "detail": c.detail}))
@@ -661,9 +670,7 @@ pub fn report(
     testbed: Option<&crate::testbed::Testbed>,
     ssh_config: Option<&std::path::Path>,
 ) -> String {
-    let mut checks = checks(testbed);
-    checks.extend(tool_checks());
-    checks.extend(launcher_checks(testbed, ssh_config));
+    let checks = doctor_checks(testbed, ssh_config);
     let mut s = String::from("inabench doctor\n\nThis machine:\n");
     for c in &checks {
         let _ = writeln!(

@@ -97,19 +97,8 @@ impl Group {
                 UdpSocket::bind(("0.0.0.0", RESULT_PORT))
             })?
             .map_err(|e| XdpError::Io(format!("udp socket in {}", m.namespace), e))?;
-            // a round's aggregates arrive in a burst: room for them (root may exceed rmem_max)
-            let bytes: libc::c_int = 16 << 20;
-            use std::os::fd::AsRawFd;
-            // SAFETY: a valid socket and an int option value of the stated size
-            unsafe {
-                libc::setsockopt(
-                    s.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    libc::SO_RCVBUFFORCE,
-                    (&bytes as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
+            // a round's aggregates arrive in a burst: room for them
+            crate::netns::force_buffers(&s, Some(16 << 20), None);
             socks.push(s);
         }
         Ok(Group {

@@ -212,3 +212,24 @@ impl Drop for Star {
         }
     }
 }
+
+/// Set a UDP socket's receive and/or send buffer to `bytes` with the FORCE options (root may
+/// exceed `rmem_max`/`wmem_max`): a round's packets arrive in bursts. Best effort: a refusal
+/// leaves the default, which costs packets, not correctness.
+pub fn force_buffers(s: &std::net::UdpSocket, rcv: Option<i32>, snd: Option<i32>) {
+    use std::os::fd::AsRawFd;
+    for (opt, bytes) in [(libc::SO_RCVBUFFORCE, rcv), (libc::SO_SNDBUFFORCE, snd)] {
+        let Some(bytes) = bytes else { continue };
+        let v: libc::c_int = bytes;
+        // SAFETY: a valid socket and an int option value of the stated size
+        unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+    }
+}

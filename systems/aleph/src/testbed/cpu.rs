@@ -247,42 +247,17 @@ fn xdp(
             .map(|(w, (sock, to))| {
                 let (barrier, stop) = (&barrier, &stop);
                 s.spawn(move || -> Result<u64, TestbedError> {
-                    let mut grads = [0i32; GRADS];
-                    for (i, v) in grads.iter_mut().enumerate() {
-                        *v = (w * GRADS + i) as i32;
-                    }
                     sock.connect(to)
                         .map_err(|e| TestbedError::Io(format!("connect: {e}")))?;
-                    let mut n = 0;
-                    let mut round = 1u32;
-                    loop {
-                        let mut seg = 0;
-                        while seg < SEGMENTS {
-                            let k = BATCH.min((SEGMENTS - seg) as usize);
-                            let pkts: Vec<[u8; PACKET_LEN]> = (0..k)
-                                .map(|i| {
-                                    Packet::gradient(1, w as u8, round, seg + i as u32, grads)
-                                        .emit()
-                                })
-                                .collect();
-                            n += send_batch(sock, &pkts)?;
-                            seg += k as u32;
-                            // each member offers its share of the target
-                            let bits = n as f64 * (GRADS * 32) as f64 * MEMBERS as f64;
-                            pace(start, bits, target_gbps);
-                        }
-                        // the members keep in step; one reads the clock for both, so neither runs
-                        // a round the other skips
-                        if barrier.wait().is_leader() {
-                            stop.store(Instant::now() >= stop_at, Ordering::Relaxed);
-                        }
-                        barrier.wait();
-                        if stop.load(Ordering::Relaxed) {
-                            break;
-                        }
-                        round += 1;
-                    }
-                    Ok(n)
+                    let rounds = Rounds {
+                        job: 1,
+                        members: MEMBERS,
+                        segments: SEGMENTS,
+                        start,
+                        stop_at,
+                        target_gbps,
+                    };
+                    send_rounds(sock, w, &rounds, barrier, stop)
                 })
             })
             .collect();
@@ -323,16 +298,76 @@ fn xdp(
     })
 }
 
+/// The senders' schedule of the single-aggregator measurements: rounds of `segments` gradient
+/// packets per member, kept in step, until `stop_at`.
+pub(super) struct Rounds {
+    pub job: u16,
+    pub members: usize,
+    pub segments: u32,
+    pub start: Instant,
+    pub stop_at: Instant,
+    /// Offered gradients in all (Gbit/s), paced after each batch; `None`: as fast as possible.
+    pub target_gbps: Option<f64>,
+}
+
+/// Member `w`'s sender on its connected socket: batches of [`BATCH`] packets per round, paced to
+/// its share of the target; the members keep in step (one reads the clock for all, so none runs
+/// a round another skips). Returns the packets sent.
+pub(super) fn send_rounds(
+    sock: &std::net::UdpSocket,
+    w: usize,
+    r: &Rounds,
+    barrier: &std::sync::Barrier,
+    stop: &AtomicBool,
+) -> Result<u64, TestbedError> {
+    let mut grads = [0i32; GRADS];
+    for (i, v) in grads.iter_mut().enumerate() {
+        *v = (w * GRADS + i) as i32;
+    }
+    let (mut n, mut round) = (0u64, 1u32);
+    loop {
+        let mut seg = 0;
+        while seg < r.segments {
+            let k = BATCH.min((r.segments - seg) as usize);
+            let pkts: Vec<[u8; PACKET_LEN]> = (0..k)
+                .map(|i| Packet::gradient(r.job, w as u8, round, seg + i as u32, grads).emit())
+                .collect();
+            n += send_batch(sock, &pkts)?;
+            seg += k as u32;
+            // each member offers its share of the target
+            let bits = n as f64 * (GRADS * 32) as f64 * r.members as f64;
+            pace(r.start, bits, r.target_gbps);
+        }
+        if barrier.wait().is_leader() {
+            stop.store(Instant::now() >= r.stop_at, Ordering::Relaxed);
+        }
+        barrier.wait();
+        if stop.load(Ordering::Relaxed) {
+            return Ok(n);
+        }
+        round += 1;
+    }
+}
+
 /// Packets per `sendmmsg` call: the senders batch like the TCP senders' 64 KiB writes, so that
 /// the comparison is not one of system calls per byte.
 pub(super) const BATCH: usize = 64;
 
-/// Send `pkts` on a connected UDP socket with `sendmmsg`; returns how many were sent.
-pub(super) fn send_batch(
+/// Send `pkts` with `sendmmsg`, to `to` or on a connected socket (`None`), until all are sent
+/// or a call fails; how many were sent, and the failure.
+pub(super) fn sendmmsg_to(
     sock: &std::net::UdpSocket,
+    to: Option<std::net::SocketAddrV4>,
     pkts: &[[u8; PACKET_LEN]],
-) -> Result<u64, TestbedError> {
+) -> (usize, Option<std::io::Error>) {
     use std::os::fd::AsRawFd;
+    // SAFETY: all-zero is a valid sockaddr_in
+    let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    if let Some(to) = to {
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_port = to.port().to_be();
+        addr.sin_addr.s_addr = u32::from_ne_bytes(to.ip().octets());
+    }
     let mut iov: Vec<libc::iovec> = pkts
         .iter()
         .map(|p| libc::iovec {
@@ -340,11 +375,15 @@ pub(super) fn send_batch(
             iov_len: p.len(),
         })
         .collect();
-    // SAFETY: zeroed msghdrs are valid (no name, no control); each points at one iovec
     let mut msgs: Vec<libc::mmsghdr> = iov
         .iter_mut()
         .map(|v| {
+            // SAFETY: a zeroed mmsghdr is valid (no name, no control)
             let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            if to.is_some() {
+                m.msg_hdr.msg_name = (&mut addr as *mut libc::sockaddr_in).cast();
+                m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            }
             m.msg_hdr.msg_iov = v as *mut libc::iovec;
             m.msg_hdr.msg_iovlen = 1;
             m
@@ -353,7 +392,7 @@ pub(super) fn send_batch(
     let mut done = 0usize;
     while done < msgs.len() {
         // SAFETY: a valid socket and `msgs.len() - done` initialised headers from `done` on,
-        // whose buffers (`pkts`, `iov`) outlive the call
+        // whose buffers (`pkts`, `iov`, `addr`) outlive the call
         let rc = unsafe {
             libc::sendmmsg(
                 sock.as_raw_fd(),
@@ -363,12 +402,20 @@ pub(super) fn send_batch(
             )
         };
         if rc <= 0 {
-            // a full socket buffer or an unreachable peer: the rest of the batch is lost
-            break;
+            return (done, Some(std::io::Error::last_os_error()));
         }
         done += rc as usize;
     }
-    Ok(done as u64)
+    (done, None)
+}
+
+/// Send `pkts` on a connected UDP socket; returns how many were sent (a full socket buffer or an
+/// unreachable peer: the rest of the batch is lost).
+pub(super) fn send_batch(
+    sock: &std::net::UdpSocket,
+    pkts: &[[u8; PACKET_LEN]],
+) -> Result<u64, TestbedError> {
+    Ok(sendmmsg_to(sock, None, pkts).0 as u64)
 }
 
 fn tcp(

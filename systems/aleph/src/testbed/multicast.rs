@@ -405,18 +405,7 @@ fn prepare(star: &Star, o: &Options) -> Result<Vec<i32>, TestbedError> {
 fn udp_socket(ns: &str, port: u16) -> Result<UdpSocket, TestbedError> {
     let s = in_netns(Some(ns), move || UdpSocket::bind(("0.0.0.0", port)))?
         .map_err(|e| TestbedError::Io(format!("udp socket in {ns}: {e}")))?;
-    let bytes: libc::c_int = 16 << 20;
-    // SAFETY: a valid socket and an int option value of the stated size (root may exceed
-    // rmem_max with the FORCE variant)
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            (&bytes as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
+    inabench_xdp::netns::force_buffers(&s, Some(16 << 20), None);
     Ok(s)
 }
 

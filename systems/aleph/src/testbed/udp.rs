@@ -10,7 +10,7 @@
 //! aleph-fig5 (aggregation throughput and CPU against the XDP paths and TCP).
 
 use super::TestbedError;
-use super::cpu::{BATCH, Measure, hz, pace, send_batch, stat};
+use super::cpu::{BATCH, Measure, Rounds, hz, send_rounds, stat};
 use super::multicast::recv_batch;
 use super::net::thread_cpu;
 use super::xdp::send_batch_to;
@@ -112,20 +112,7 @@ impl SlotTable {
 }
 
 fn big_buffers(s: &UdpSocket) {
-    use std::os::fd::AsRawFd;
-    let bytes: libc::c_int = 16 << 20;
-    for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
-        // SAFETY: a valid socket and an int option value of the stated size
-        unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                (&bytes as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-    }
+    inabench_xdp::netns::force_buffers(s, Some(16 << 20), Some(16 << 20));
 }
 
 /// Counters of a service run.
@@ -242,36 +229,15 @@ pub fn measure(
             .map(|(w, sock)| {
                 let (barrier, stop) = (&barrier, &stop);
                 s.spawn(move || -> Result<u64, TestbedError> {
-                    let mut grads = [0i32; GRADS];
-                    for (i, v) in grads.iter_mut().enumerate() {
-                        *v = (w * GRADS + i) as i32;
-                    }
-                    let (mut n, mut round) = (0u64, 1u32);
-                    loop {
-                        let mut seg = 0;
-                        while seg < SEGMENTS {
-                            let k = BATCH.min((SEGMENTS - seg) as usize);
-                            let pkts: Vec<[u8; PACKET_LEN]> = (0..k)
-                                .map(|i| {
-                                    Packet::gradient(JOB, w as u8, round, seg + i as u32, grads)
-                                        .emit()
-                                })
-                                .collect();
-                            n += send_batch(sock, &pkts)?;
-                            seg += k as u32;
-                            let bits = n as f64 * (GRADS * 32) as f64 * MEMBERS as f64;
-                            pace(start, bits, target_gbps);
-                        }
-                        if barrier.wait().is_leader() {
-                            stop.store(Instant::now() >= stop_at, Ordering::Relaxed);
-                        }
-                        barrier.wait();
-                        if stop.load(Ordering::Relaxed) {
-                            break;
-                        }
-                        round += 1;
-                    }
-                    Ok(n)
+                    let rounds = Rounds {
+                        job: JOB,
+                        members: MEMBERS,
+                        segments: SEGMENTS,
+                        start,
+                        stop_at,
+                        target_gbps,
+                    };
+                    send_rounds(sock, w, &rounds, barrier, stop)
                 })
             })
             .collect();

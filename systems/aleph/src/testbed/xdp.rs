@@ -71,19 +71,8 @@ fn udp(ns: &str, port: u16) -> Result<UdpSocket, TestbedError> {
         .map_err(|e| TestbedError::Io(format!("udp socket in {ns}: {e}")))?;
     s.set_read_timeout(Some(Duration::from_millis(20)))
         .map_err(|e| TestbedError::Io(e.to_string()))?;
-    // a round's aggregates arrive in bursts: room for them (root may exceed rmem_max)
-    let bytes: libc::c_int = 8 << 20;
-    use std::os::fd::AsRawFd;
-    // SAFETY: a valid socket and an int option value of the stated size
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            (&bytes as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
+    // a round's aggregates arrive in bursts: room for them
+    inabench_xdp::netns::force_buffers(&s, Some(8 << 20), None);
     Ok(s)
 }
 
@@ -97,51 +86,10 @@ pub(super) fn send_batch_to(
     to: SocketAddrV4,
     pkts: &[[u8; PACKET_LEN]],
 ) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let mut addr: libc::sockaddr_in = unsafe {
-        // SAFETY: all-zero is a valid sockaddr_in
-        std::mem::zeroed()
-    };
-    addr.sin_family = libc::AF_INET as libc::sa_family_t;
-    addr.sin_port = to.port().to_be();
-    addr.sin_addr.s_addr = u32::from_ne_bytes(to.ip().octets());
-    let mut iov: Vec<libc::iovec> = pkts
-        .iter()
-        .map(|p| libc::iovec {
-            iov_base: p.as_ptr() as *mut libc::c_void,
-            iov_len: p.len(),
-        })
-        .collect();
-    let mut msgs: Vec<libc::mmsghdr> = iov
-        .iter_mut()
-        .map(|v| {
-            // SAFETY: a zeroed mmsghdr is valid (no control data)
-            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            m.msg_hdr.msg_name = (&mut addr as *mut libc::sockaddr_in).cast();
-            m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-            m.msg_hdr.msg_iov = v as *mut libc::iovec;
-            m.msg_hdr.msg_iovlen = 1;
-            m
-        })
-        .collect();
-    let mut done = 0usize;
-    while done < msgs.len() {
-        // SAFETY: a valid socket and `msgs.len() - done` initialised headers from `done` on,
-        // whose buffers (`pkts`, `iov`, `addr`) outlive the call
-        let rc = unsafe {
-            libc::sendmmsg(
-                sock.as_raw_fd(),
-                msgs.as_mut_ptr().add(done),
-                (msgs.len() - done) as libc::c_uint,
-                0,
-            )
-        };
-        if rc < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        done += rc as usize;
+    match super::cpu::sendmmsg_to(sock, Some(to), pkts) {
+        (_, Some(e)) => Err(e),
+        (_, None) => Ok(()),
     }
-    Ok(())
 }
 
 /// A packet to lose once (an injected loss, for tests of the Integrity Check).
