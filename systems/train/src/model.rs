@@ -145,11 +145,43 @@ impl Model {
         ((loss / f64::from(n)) as f32, grad)
     }
 
-    /// Forward and backward of one sample; adds its gradient into `grad`, returns its loss.
-    fn sample(&self, x: &[f32], y: usize, grad: &mut [f32]) -> f32 {
+    /// The class the model predicts for `x` (the largest logit; for the transformer, the class
+    /// of least loss, which is the same).
+    pub fn predict(&self, x: &[f32]) -> usize {
         if let Some(tf) = &self.tf {
-            return tf.sample(&self.params, x, y, grad);
+            let mut scratch = vec![0f32; self.params.len()];
+            return (0..self.classes())
+                .map(|y| (y, tf.sample(&self.params, x, y, &mut scratch)))
+                .fold(
+                    (0, f32::INFINITY),
+                    |b, (y, l)| if l < b.1 { (y, l) } else { b },
+                )
+                .0;
         }
+        let (acts, _) = self.forward(x);
+        acts[self.dense.len()]
+            .iter()
+            .enumerate()
+            .fold(
+                (0, f32::NEG_INFINITY),
+                |b, (y, &l)| if l > b.1 { (y, l) } else { b },
+            )
+            .0
+    }
+
+    /// Fraction of `xs` predicted as `ys`.
+    pub fn accuracy(&self, xs: &[Vec<f32>], ys: &[usize]) -> f64 {
+        let right = xs
+            .iter()
+            .zip(ys)
+            .filter(|(x, y)| self.predict(x) == **y)
+            .count();
+        right as f64 / xs.len().max(1) as f64
+    }
+
+    /// Forward pass of the MLP or CNN: the activations of every dense layer (input first, logits
+    /// last) and the convolution's pre-activations (CNN).
+    fn forward(&self, x: &[f32]) -> (Vec<Vec<f32>>, Option<Vec<f32>>) {
         let p = &self.params;
         // front end: the CNN's convolution and pooling, or the input itself
         let (front, conv_cache) = match (&self.arch, self.conv) {
@@ -208,6 +240,16 @@ impl Model {
             }
             acts.push(out);
         }
+        (acts, conv_cache)
+    }
+
+    /// Forward and backward of one sample; adds its gradient into `grad`, returns its loss.
+    fn sample(&self, x: &[f32], y: usize, grad: &mut [f32]) -> f32 {
+        if let Some(tf) = &self.tf {
+            return tf.sample(&self.params, x, y, grad);
+        }
+        let p = &self.params;
+        let (acts, conv_cache) = self.forward(x);
         // softmax cross-entropy
         let logits = &acts[self.dense.len()];
         let m = logits.iter().fold(f32::NEG_INFINITY, |a, b| a.max(*b));

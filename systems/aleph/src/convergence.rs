@@ -1,0 +1,377 @@
+//! aleph-fig12, modelled: test accuracy against training time for BytePS, Horovod and ALEPH on
+//! the 9-machine testbed of Sec. 6.3.
+//!
+//! The three systems are synchronous and sum the same gradients (Sec. 3.1), so they share one
+//! accuracy-per-epoch curve; what differs is the time an iteration takes. The model composes:
+//! - the curve: from a user's CSV (`epoch,accuracy`), or by default from the suite's functional
+//!   trainer (`inabench-train`'s small CNN on seeded synthetic 10-class bar images; plain SGD),
+//!   test accuracy after every epoch on a held-out seeded set. Epoch e of the paper's `epochs` is
+//!   read at e / epochs of the curve's length (the trainer runs fewer epochs than 150);
+//! - an iteration's time = compute + communication (no overlap: the paper does not say, and
+//!   BytePS, Horovod and ALEPH all start aggregating after the backward pass in its Fig. 1);
+//! - communication: one iteration on a flow-level model of the testbed ([`crate::flowsim`], max-min
+//!   fair): 8 workers and a PS on one non-blocking switch, each host's access link at its rate in
+//!   both directions. BytePS: every worker's push and pull is one coupled flow through the PS's
+//!   links; ALEPH: each cluster is one coupled flow (members to their aggregator and back, the
+//!   aggregator to the PS and back), a worker without aggregator a cluster of one; Horovod: ring
+//!   all-reduce, 2(n-1) synchronous steps of G/n. The same traffic model as [`crate::scenario`]
+//!   (Sec. 6.4), on the testbed's star;
+//! - compute: FLOPs per image (He et al., CVPR 2016: ResNet-50 3.8 GFLOPs, VGG-19 19.6 GFLOPs at
+//!   224 x 224), times 3 for forward and backward, times the batch, over the RTX 3080 Ti's FP32
+//!   peak (NVIDIA's data sheet: 34.1 TFLOPS) times an assumed efficiency (`gpu_efficiency`). The
+//!   same compute is added to every system, so orderings do not depend on it; the gaps do.
+
+use crate::AlephError;
+use crate::flowsim::FlowSim;
+use crate::testbed::workloads::{clustering, model_mb, paper_clustering};
+use inabench_core::event::LogLevel;
+use inabench_core::rng::SplitMix64;
+use inabench_core::{Fidelity, PointCtx, Scalar, Workload, WorkloadError};
+use inabench_train::data;
+use inabench_train::model::{Arch, Model};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Test accuracy (fraction) after each epoch; `acc[0]` is after epoch 1.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Curve {
+    pub acc: Vec<f64>,
+    /// Accuracy before training (chance for the default curve).
+    pub start: f64,
+}
+
+impl Curve {
+    /// Accuracy after `e` epochs of `len` (the paper's epochs), `e` fractional: the curve read at
+    /// `e / len` of its length, linear between its points, `start` at 0, the last value after it.
+    pub fn at(&self, e: f64, len: f64) -> f64 {
+        let n = self.acc.len();
+        if n == 0 || len <= 0.0 {
+            return self.start;
+        }
+        let x = (e / len * n as f64).max(0.0);
+        if x >= n as f64 {
+            return self.acc[n - 1];
+        }
+        let i = x.floor() as usize;
+        let lo = if i == 0 { self.start } else { self.acc[i - 1] };
+        let hi = self.acc[i];
+        lo + (hi - lo) * (x - i as f64)
+    }
+
+    /// A curve from CSV text: a header line, then `epoch,accuracy` lines with epochs 1, 2, ...
+    /// and accuracies in percent (0-100).
+    pub fn from_csv(text: &str, start: f64) -> Result<Curve, String> {
+        let mut acc = Vec::new();
+        for (no, line) in text.lines().enumerate().skip(1) {
+            let line = line.trim();
+            if line.is_empty() {
+                continue;
+            }
+            let f: Vec<&str> = line.split(',').map(str::trim).collect();
+            let (Some(e), Some(a), 2) = (
+                f.first().and_then(|v| v.parse::<usize>().ok()),
+                f.get(1).and_then(|v| v.parse::<f64>().ok()),
+                f.len(),
+            ) else {
+                return Err(format!("line {}: `{line}` is not `epoch,accuracy`", no + 1));
+            };
+            if e != acc.len() + 1 {
+                return Err(format!(
+                    "line {}: epoch {e} where epoch {} was expected",
+                    no + 1,
+                    acc.len() + 1
+                ));
+            }
+            if !(0.0..=100.0).contains(&a) {
+                return Err(format!("line {}: accuracy {a} is not a percentage", no + 1));
+            }
+            acc.push(a / 100.0);
+        }
+        if acc.is_empty() {
+            return Err("no `epoch,accuracy` line".into());
+        }
+        Ok(Curve { acc, start })
+    }
+}
+
+/// The functional trainer's curve: a small CNN (16 x 16 images, 8 filters) on seeded bar images
+/// of 10 classes, SGD with batch 64, `epochs` epochs over `images` training images, accuracy on
+/// 1,000 held-out images after each.
+pub fn trained_curve(epochs: usize, images: usize, seed: u64) -> Curve {
+    const SIDE: usize = 16;
+    const CLASSES: usize = 10;
+    const BATCH: usize = 64;
+    const LR: f32 = 0.05;
+    let train = data::bars(images, SIDE, CLASSES, seed);
+    let test = data::bars(1000, SIDE, CLASSES, seed ^ 0x5eed_7e57);
+    let mut model = Model::new(
+        Arch::Cnn {
+            side: SIDE,
+            filters: 8,
+            classes: CLASSES,
+        },
+        seed,
+    );
+    let start = model.accuracy(&test.xs, &test.ys);
+    let mut order: Vec<usize> = (0..train.xs.len()).collect();
+    let mut rng = SplitMix64::derive(seed, "aleph-fig12-shuffle");
+    let mut acc = Vec::with_capacity(epochs);
+    for _ in 0..epochs {
+        for i in (1..order.len()).rev() {
+            order.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+        }
+        for chunk in order.chunks(BATCH) {
+            let xs: Vec<Vec<f32>> = chunk.iter().map(|&i| train.xs[i].clone()).collect();
+            let ys: Vec<usize> = chunk.iter().map(|&i| train.ys[i]).collect();
+            let (_, g) = model.loss_and_grad(&xs, &ys);
+            for (p, g) in model.params.iter_mut().zip(&g) {
+                *p -= LR * g;
+            }
+        }
+        acc.push(model.accuracy(&test.xs, &test.ys));
+    }
+    Curve { acc, start }
+}
+
+/// The three systems of the testbed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum System {
+    BytePs,
+    Horovod,
+    Aleph,
+}
+
+/// One iteration's communication time (s) on the testbed's star: workers at `rates_gbps`, the PS
+/// at `ps_gbps`, `bytes` of gradient per worker; ALEPH's clustering as a parent per worker
+/// (`rates_gbps.len()` = the PS).
+pub fn comm_time(
+    system: System,
+    rates_gbps: &[f64],
+    ps_gbps: f64,
+    bytes: f64,
+    parent: &[usize],
+) -> Result<f64, AlephError> {
+    let n = rates_gbps.len();
+    if n == 0 || parent.len() != n || bytes.is_nan() || bytes <= 0.0 {
+        return Err(AlephError::Invalid(format!(
+            "{n} workers, {} parents, {bytes} bytes",
+            parent.len()
+        )));
+    }
+    // resources: host h's uplink 2h and downlink 2h + 1, in bytes per second
+    let caps: Vec<f64> = rates_gbps
+        .iter()
+        .chain(std::iter::once(&ps_gbps))
+        .flat_map(|g| [g * 1e9 / 8.0; 2])
+        .collect();
+    let (up, down) = (|h: usize| (2 * h) as u32, |h: usize| (2 * h + 1) as u32);
+    let mut sim = FlowSim::new(caps)?;
+    // push a -> b and pull b -> a at one rate
+    let both = |a: usize, b: usize| [(up(a), 1.0), (down(b), 1.0), (up(b), 1.0), (down(a), 1.0)];
+    match system {
+        System::BytePs => {
+            for w in 0..n {
+                sim.add_weighted_flow(both(w, n).to_vec(), bytes)?;
+            }
+        }
+        System::Aleph => {
+            for a in 0..n {
+                if parent[a] != n {
+                    continue;
+                }
+                let mut res: Vec<(u32, f64)> = both(a, n).to_vec();
+                for m in (0..n).filter(|&m| parent[m] == a) {
+                    res.extend(both(m, a));
+                }
+                sim.add_weighted_flow(res, bytes)?;
+            }
+        }
+        System::Horovod => {
+            for _ in 0..2 * (n - 1) {
+                for i in 0..n {
+                    sim.add_flow(vec![up(i), down((i + 1) % n)], bytes / n as f64)?;
+                }
+                sim.run()?;
+            }
+        }
+    }
+    sim.run()
+}
+
+/// Training FLOPs of one image (forward and backward), from He et al. 2016.
+fn flops_per_image(model: &str) -> Option<f64> {
+    match model {
+        "resnet50" => Some(3.0 * 3.8e9),
+        "vgg19" => Some(3.0 * 19.6e9),
+        _ => None,
+    }
+}
+
+/// FP32 peak of the paper's GPU (RTX 3080 Ti, NVIDIA's data sheet), FLOP/s.
+const GPU_PEAK_FLOPS: f64 = 34.1e12;
+
+fn str_param(ctx: &PointCtx<'_>, name: &str) -> Option<String> {
+    match ctx.point.params.get(name) {
+        Some(Scalar::Str(s)) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+fn count(ctx: &PointCtx<'_>, name: &str) -> Result<usize, WorkloadError> {
+    let v = ctx.param(name)?;
+    if v >= 1.0 && v.fract() == 0.0 && v <= 1e7 {
+        Ok(v as usize)
+    } else {
+        Err(WorkloadError::Invalid(format!(
+            "parameter `{name}` must be a positive whole number (got {v})"
+        )))
+    }
+}
+
+static CURVES: Mutex<Option<HashMap<String, Curve>>> = Mutex::new(None);
+
+/// The curve of this run (trained once per setting and kept for the other points).
+fn curve(ctx: &mut PointCtx<'_>) -> Result<Curve, WorkloadError> {
+    let key = match str_param(ctx, "curve_csv") {
+        Some(p) => format!("csv:{p}"),
+        None => format!(
+            "trainer:{}:{}:{}",
+            count(ctx, "curve_epochs")?,
+            count(ctx, "curve_images")?,
+            ctx.repetition
+        ),
+    };
+    if let Some(c) = CURVES
+        .lock()
+        .ok()
+        .and_then(|m| m.as_ref().and_then(|m| m.get(&key).cloned()))
+    {
+        return Ok(c);
+    }
+    let c = match str_param(ctx, "curve_csv") {
+        Some(p) => {
+            let text = std::fs::read_to_string(&p).map_err(|e| {
+                WorkloadError::Invalid(format!("cannot read the accuracy curve {p}: {e}"))
+            })?;
+            Curve::from_csv(&text, 0.1)
+                .map_err(|e| WorkloadError::Invalid(format!("accuracy curve {p}: {e}")))?
+        }
+        None => trained_curve(
+            count(ctx, "curve_epochs")?,
+            count(ctx, "curve_images")?,
+            1 + u64::from(ctx.repetition),
+        ),
+    };
+    ctx.log(
+        LogLevel::Info,
+        format!(
+            "accuracy curve ({key}): start {:.3}, per epoch {:.3?}",
+            c.start, c.acc
+        ),
+    );
+    if let Ok(mut m) = CURVES.lock() {
+        m.get_or_insert_with(HashMap::new).insert(key, c.clone());
+    }
+    Ok(c)
+}
+
+/// aleph-fig12 (modelled).
+pub struct AccuracyVsTime;
+
+impl Workload for AccuracyVsTime {
+    fn id(&self) -> &'static str {
+        "aleph.accuracy_vs_time"
+    }
+    fn fidelities(&self) -> &'static [Fidelity] {
+        &[Fidelity::Modelled]
+    }
+    fn fabric(&self, _f: Fidelity) -> &'static str {
+        "model"
+    }
+    fn systems(&self) -> Option<&'static [&'static str]> {
+        Some(&["byteps", "horovod", "aleph"])
+    }
+    fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+        let model = str_param(ctx, "model").ok_or_else(|| WorkloadError::Param("model".into()))?;
+        let (Some(mb), Some(flops)) = (model_mb(&model), flops_per_image(&model)) else {
+            return Err(WorkloadError::Invalid(format!(
+                "aleph-fig12 models resnet50 and vgg19, not `{model}`"
+            )));
+        };
+        let mut rates = Vec::new();
+        for (n, bw) in [
+            ("n_w30", "bw_w30_gbps"),
+            ("n_w20", "bw_w20_gbps"),
+            ("n_w10", "bw_w10_gbps"),
+        ] {
+            let b = ctx.param(bw)?;
+            let k = ctx.param(n)?;
+            rates.extend(std::iter::repeat_n(b, k.max(0.0) as usize));
+        }
+        if rates.len() != count(ctx, "workers")? {
+            return Err(WorkloadError::Invalid(
+                "n_w30 + n_w20 + n_w10 must equal workers".into(),
+            ));
+        }
+        let parent = match str_param(ctx, "clustering").as_deref() {
+            None | Some("mwcha") => clustering(&rates, u64::from(ctx.repetition))?,
+            Some("paper") => paper_clustering(&rates)?,
+            Some(other) => {
+                return Err(WorkloadError::Invalid(format!(
+                    "clustering must be mwcha or paper (got {other})"
+                )));
+            }
+        };
+        let eff = ctx.param("gpu_efficiency")?;
+        if !(eff > 0.0 && eff <= 1.0) {
+            return Err(WorkloadError::Invalid(
+                "gpu_efficiency must be in (0, 1]".into(),
+            ));
+        }
+        let batch = count(ctx, "batch_per_gpu")? as f64;
+        let compute = flops * batch / (GPU_PEAK_FLOPS * eff);
+        let iterations = (count(ctx, "epochs")? * count(ctx, "iterations_per_epoch")?) as f64;
+        let epochs = count(ctx, "epochs")? as f64;
+        let ps = ctx.param("bw_ps_gbps")?;
+        let time = |s: System| -> Result<f64, WorkloadError> {
+            let c = comm_time(s, &rates, ps, mb * 1e6, &parent)
+                .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+            Ok(compute + c)
+        };
+        let system = match ctx.system() {
+            "byteps" => System::BytePs,
+            "horovod" => System::Horovod,
+            "aleph" => System::Aleph,
+            other => {
+                return Err(WorkloadError::Invalid(format!(
+                    "aleph-fig12 runs byteps, horovod and aleph, not `{other}`"
+                )));
+            }
+        };
+        let mine = time(system)?;
+        let curve = curve(ctx)?;
+        ctx.log(
+            LogLevel::Info,
+            format!(
+                "{}: {model}, {:.4} s per iteration ({:.4} s compute), clustering {parent:?}",
+                ctx.system(),
+                mine,
+                compute
+            ),
+        );
+        match str_param(ctx, "panel").as_deref() {
+            Some("total") => {
+                ctx.record("training_time", mine * iterations);
+                ctx.record("final_accuracy", curve.at(epochs, epochs) * 100.0);
+            }
+            _ => {
+                let frac = ctx.param("time_frac")?;
+                let aleph_total = time(System::Aleph)? * iterations;
+                let e = frac * aleph_total / (mine * iterations) * epochs;
+                ctx.record("accuracy", curve.at(e, epochs) * 100.0);
+            }
+        }
+        ctx.progress(1, 1);
+        Ok(())
+    }
+}
