@@ -110,14 +110,30 @@ fn unknown_id_suggests_and_fails_in_one_sentence() {
 
 #[test]
 fn planned_experiment_says_so() {
-    let cat = bin().arg("list").output().expect("run");
-    let planned = stdout(&cat)
-        .lines()
-        .find(|l| l.contains(" planned "))
-        .map(|l| l.split_whitespace().next().unwrap_or("").to_string());
-    let Some(id) = planned else { return };
+    // a home whose probe experiment is planned (every experiment of the catalogue may be
+    // implemented by now)
+    let home = probe_home(0, 2, false);
+    let spec = home.path().join("experiments/netreduce/probe.yaml");
+    let text = std::fs::read_to_string(&spec).expect("spec");
+    let text = text
+        .replace("status: implemented\n", "status: planned\n")
+        .replace("workload: harness.probe\n", "");
+    std::fs::write(&spec, text).expect("spec");
+    let cat = bin()
+        .env("INABENCH_HOME", home.path())
+        .arg("list")
+        .output()
+        .expect("run");
+    assert!(
+        stdout(&cat)
+            .lines()
+            .any(|l| l.starts_with("netreduce-probe") && l.contains(" planned ")),
+        "{}",
+        stdout(&cat)
+    );
     let o = bin()
-        .args(["reproduce", &id, "--headless"])
+        .env("INABENCH_HOME", home.path())
+        .args(["reproduce", "netreduce-probe", "--headless"])
         .output()
         .expect("run");
     assert_eq!(o.status.code(), Some(2));
