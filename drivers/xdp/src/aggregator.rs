@@ -402,6 +402,31 @@ impl Aggregator {
         libbpf::check("bpf_map_update_elem", rc).map(|_| ())
     }
 
+    /// Make member `m` of a [`crate::netns::Star`] (aggregator namespace `aggregator`) member
+    /// `slot` of the multicast group: its link's aggregator end in the devmap, and the route that
+    /// rewrites its copies to the member's address and [`crate::group::RESULT_PORT`]. Returns the
+    /// link's interface index.
+    pub fn add_star_member(
+        &self,
+        aggregator: &str,
+        slot: u32,
+        m: &crate::netns::Member,
+    ) -> Result<u32, XdpError> {
+        let idx = netns::ifindex(Some(aggregator), &m.port)?;
+        self.add_member(Some(aggregator), slot, idx)?;
+        self.set_route(
+            idx,
+            &Route {
+                dst_mac: netns::mac(Some(&m.namespace), "eth0")?,
+                src_mac: netns::mac(Some(aggregator), &m.port)?,
+                dst_ip: m.ip,
+                src_ip: m.gateway,
+                dst_port: crate::group::RESULT_PORT,
+            },
+        )?;
+        Ok(idx)
+    }
+
     /// Attach the aggregation program to `interface` in namespace `ns`.
     pub fn attach(
         &mut self,

@@ -2,9 +2,9 @@
 //! in the devmap with its route, and a UDP socket per member (in its namespace) that sends
 //! gradients and receives aggregates. Used by the tests and by [`crate::bench`].
 
-use crate::netns::{Star, in_netns, mac};
+use crate::netns::{Star, in_netns};
 use crate::proto::Packet;
-use crate::{Aggregator, AttachMode, Config, Forward, ReceiverConfig, Route, XdpError};
+use crate::{Aggregator, AttachMode, Config, Forward, ReceiverConfig, XdpError};
 use std::net::{SocketAddrV4, UdpSocket};
 
 /// UDP port of ALEPH traffic at the aggregator.
@@ -54,22 +54,12 @@ impl Group {
         })?;
         let a = star.aggregator.clone();
         for (i, m) in star.members.iter().enumerate() {
-            let idx = agg.attach(Some(&a), &m.port, mode)?;
+            agg.attach(Some(&a), &m.port, mode)?;
             if mode == AttachMode::Native && !receivers {
                 // native redirects into a veth need NAPI on its peer (which any program turns on)
                 agg.attach_pass(Some(&m.namespace), "eth0", mode)?;
             }
-            agg.add_member(Some(&a), i as u32, idx)?;
-            agg.set_route(
-                idx,
-                &Route {
-                    dst_mac: mac(Some(&m.namespace), "eth0")?,
-                    src_mac: mac(Some(&a), &m.port)?,
-                    dst_ip: m.ip,
-                    src_ip: m.gateway,
-                    dst_port: RESULT_PORT,
-                },
-            )?;
+            agg.add_star_member(&a, i as u32, m)?;
         }
         let mut rx = Vec::new();
         let mut notify = Vec::new();

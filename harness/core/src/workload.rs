@@ -95,6 +95,29 @@ impl<'a> PointCtx<'a> {
             .ok_or_else(|| WorkloadError::Param(name.to_string()))
     }
 
+    /// A whole-number parameter (0 to 10^9): counts, sizes, repetitions.
+    pub fn count(&self, name: &str) -> Result<usize, WorkloadError> {
+        let v = self.param(name)?;
+        if v >= 0.0 && v.fract() == 0.0 && v <= 1e9 {
+            Ok(v as usize)
+        } else {
+            Err(WorkloadError::Invalid(format!(
+                "parameter `{name}` must be a whole number (got {v})"
+            )))
+        }
+    }
+
+    /// A whole-number parameter that must be at least 1.
+    pub fn positive_count(&self, name: &str) -> Result<usize, WorkloadError> {
+        match self.count(name) {
+            Ok(n) if n >= 1 => Ok(n),
+            _ => Err(WorkloadError::Invalid(format!(
+                "parameter `{name}` must be a positive whole number (got {})",
+                self.param(name)?
+            ))),
+        }
+    }
+
     /// A parameter of the point as text (a word such as `nic`, or a number written out).
     pub fn text(&self, name: &str) -> Result<String, WorkloadError> {
         self.point

@@ -26,7 +26,7 @@ use crate::flowsim::FlowSim;
 use crate::testbed::workloads::{clustering, model_mb, paper_clustering};
 use inabench_core::event::LogLevel;
 use inabench_core::rng::SplitMix64;
-use inabench_core::{Fidelity, PointCtx, Scalar, Workload, WorkloadError};
+use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
 use inabench_train::data;
 use inabench_train::model::{Arch, Model};
 use std::collections::HashMap;
@@ -210,36 +210,30 @@ fn flops_per_image(model: &str) -> Option<f64> {
 /// FP32 peak of the paper's GPU (RTX 3080 Ti, NVIDIA's data sheet), FLOP/s.
 const GPU_PEAK_FLOPS: f64 = 34.1e12;
 
-fn str_param(ctx: &PointCtx<'_>, name: &str) -> Option<String> {
-    match ctx.point.params.get(name) {
-        Some(Scalar::Str(s)) => Some(s.clone()),
-        _ => None,
-    }
-}
-
-fn count(ctx: &PointCtx<'_>, name: &str) -> Result<usize, WorkloadError> {
-    let v = ctx.param(name)?;
-    if v >= 1.0 && v.fract() == 0.0 && v <= 1e7 {
-        Ok(v as usize)
-    } else {
-        Err(WorkloadError::Invalid(format!(
-            "parameter `{name}` must be a positive whole number (got {v})"
-        )))
-    }
-}
-
 static CURVES: Mutex<Option<HashMap<String, Curve>>> = Mutex::new(None);
+
+/// Where the accuracy curve comes from.
+enum Source {
+    /// A user's `epoch,accuracy` file.
+    Csv(String),
+    /// The functional trainer.
+    Trainer { epochs: usize, images: usize },
+}
 
 /// The curve of this run (trained once per setting and kept for the other points).
 fn curve(ctx: &mut PointCtx<'_>) -> Result<Curve, WorkloadError> {
-    let key = match str_param(ctx, "curve_csv") {
-        Some(p) => format!("csv:{p}"),
-        None => format!(
-            "trainer:{}:{}:{}",
-            count(ctx, "curve_epochs")?,
-            count(ctx, "curve_images")?,
-            ctx.repetition
-        ),
+    let source = match ctx.text("curve_csv") {
+        Ok(path) => Source::Csv(path),
+        Err(_) => Source::Trainer {
+            epochs: ctx.positive_count("curve_epochs")?,
+            images: ctx.positive_count("curve_images")?,
+        },
+    };
+    let key = match &source {
+        Source::Csv(p) => format!("csv:{p}"),
+        Source::Trainer { epochs, images } => {
+            format!("trainer:{epochs}:{images}:{}", ctx.repetition)
+        }
     };
     if let Some(c) = CURVES
         .lock()
@@ -248,19 +242,17 @@ fn curve(ctx: &mut PointCtx<'_>) -> Result<Curve, WorkloadError> {
     {
         return Ok(c);
     }
-    let c = match str_param(ctx, "curve_csv") {
-        Some(p) => {
+    let c = match source {
+        Source::Csv(p) => {
             let text = std::fs::read_to_string(&p).map_err(|e| {
                 WorkloadError::Invalid(format!("cannot read the accuracy curve {p}: {e}"))
             })?;
             Curve::from_csv(&text, 0.1)
                 .map_err(|e| WorkloadError::Invalid(format!("accuracy curve {p}: {e}")))?
         }
-        None => trained_curve(
-            count(ctx, "curve_epochs")?,
-            count(ctx, "curve_images")?,
-            1 + u64::from(ctx.repetition),
-        ),
+        Source::Trainer { epochs, images } => {
+            trained_curve(epochs, images, 1 + u64::from(ctx.repetition))
+        }
     };
     ctx.log(
         LogLevel::Info,
@@ -292,7 +284,7 @@ impl Workload for AccuracyVsTime {
         Some(&["byteps", "horovod", "aleph"])
     }
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
-        let model = str_param(ctx, "model").ok_or_else(|| WorkloadError::Param("model".into()))?;
+        let model = ctx.text("model")?;
         let (Some(mb), Some(flops)) = (model_mb(&model), flops_per_image(&model)) else {
             return Err(WorkloadError::Invalid(format!(
                 "aleph-fig12 models resnet50 and vgg19, not `{model}`"
@@ -308,12 +300,12 @@ impl Workload for AccuracyVsTime {
             let k = ctx.param(n)?;
             rates.extend(std::iter::repeat_n(b, k.max(0.0) as usize));
         }
-        if rates.len() != count(ctx, "workers")? {
+        if rates.len() != ctx.positive_count("workers")? {
             return Err(WorkloadError::Invalid(
                 "n_w30 + n_w20 + n_w10 must equal workers".into(),
             ));
         }
-        let parent = match str_param(ctx, "clustering").as_deref() {
+        let parent = match ctx.text("clustering").ok().as_deref() {
             None | Some("mwcha") => clustering(&rates, u64::from(ctx.repetition))?,
             Some("paper") => paper_clustering(&rates)?,
             Some(other) => {
@@ -328,10 +320,11 @@ impl Workload for AccuracyVsTime {
                 "gpu_efficiency must be in (0, 1]".into(),
             ));
         }
-        let batch = count(ctx, "batch_per_gpu")? as f64;
+        let batch = ctx.positive_count("batch_per_gpu")? as f64;
         let compute = flops * batch / (GPU_PEAK_FLOPS * eff);
-        let iterations = (count(ctx, "epochs")? * count(ctx, "iterations_per_epoch")?) as f64;
-        let epochs = count(ctx, "epochs")? as f64;
+        let iterations =
+            (ctx.positive_count("epochs")? * ctx.positive_count("iterations_per_epoch")?) as f64;
+        let epochs = ctx.positive_count("epochs")? as f64;
         let ps = ctx.param("bw_ps_gbps")?;
         let time = |s: System| -> Result<f64, WorkloadError> {
             let c = comm_time(s, &rates, ps, mb * 1e6, &parent)
@@ -359,7 +352,7 @@ impl Workload for AccuracyVsTime {
                 compute
             ),
         );
-        match str_param(ctx, "panel").as_deref() {
+        match ctx.text("panel").ok().as_deref() {
             Some("total") => {
                 ctx.record("training_time", mine * iterations);
                 ctx.record("final_accuracy", curve.at(epochs, epochs) * 100.0);

@@ -25,19 +25,8 @@ fn str_param(ctx: &PointCtx<'_>, name: &str) -> Result<String, WorkloadError> {
     }
 }
 
-fn count(ctx: &PointCtx<'_>, name: &str) -> Result<usize, WorkloadError> {
-    let v = ctx.param(name)?;
-    if v >= 0.0 && v.fract() == 0.0 && v <= 1e7 {
-        Ok(v as usize)
-    } else {
-        Err(WorkloadError::Invalid(format!(
-            "parameter `{name}` must be a whole number (got {v})"
-        )))
-    }
-}
-
 fn seed(ctx: &PointCtx<'_>) -> Result<u64, WorkloadError> {
-    Ok(count(ctx, "seed")? as u64 + u64::from(ctx.repetition))
+    Ok(ctx.count("seed")? as u64 + u64::from(ctx.repetition))
 }
 
 /// Validate a clustering, record the violation counts the spec declares, and fail on any.
@@ -107,7 +96,7 @@ impl Workload for MotivatingExample {
     }
 
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
-        let n = count(ctx, "workers")?;
+        let n = ctx.count("workers")?;
         let worker_bw = (0..n)
             .map(|i| ctx.param(&format!("bw_w{i}_gbps")))
             .collect::<Result<Vec<f64>, _>>()?;
@@ -143,8 +132,8 @@ impl Workload for MotivatingExample {
 
 fn setup(ctx: &PointCtx<'_>) -> Result<Setup, WorkloadError> {
     Ok(Setup {
-        workers: count(ctx, "workers")?,
-        ps_count: count(ctx, "ps_count")?,
+        workers: ctx.count("workers")?,
+        ps_count: ctx.count("ps_count")?,
         ps_gbps: ctx.param("ps_gbps").or_else(|_| ctx.param("nic_gbps"))?,
         nic_gbps: ctx.param("nic_gbps")?,
         ratio_mean: ctx.param("ratio_mean")?,

@@ -28,16 +28,6 @@ fn str_param(ctx: &PointCtx<'_>, name: &str) -> Result<String, WorkloadError> {
     }
 }
 
-fn count(ctx: &PointCtx<'_>, name: &str) -> Result<usize, WorkloadError> {
-    let v = ctx.param(name)?;
-    if v >= 1.0 && v.fract() == 0.0 && v <= 1e6 {
-        Ok(v as usize)
-    } else {
-        Err(WorkloadError::Invalid(format!(
-            "parameter `{name}` must be a positive whole number (got {v})"
-        )))
-    }
-}
 
 fn opt_param(ctx: &PointCtx<'_>, name: &str) -> Option<f64> {
     ctx.param(name).ok()
@@ -50,9 +40,9 @@ fn shape(ctx: &PointCtx<'_>) -> Result<(String, Shape), WorkloadError> {
         return Ok((id, m));
     }
     let m = Shape {
-        layers: count(ctx, "layers")?,
-        heads: count(ctx, "heads")?,
-        hidden: count(ctx, "hidden")?,
+        layers: ctx.positive_count("layers")?,
+        heads: ctx.positive_count("heads")?,
+        hidden: ctx.positive_count("hidden")?,
     };
     Ok((format!("{}x{}x{}", m.layers, m.heads, m.hidden), m))
 }
@@ -302,7 +292,7 @@ fn fig2(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
         return Err(wrong_system("luwu-fig2", sys));
     }
     let (name, m) = shape(ctx)?;
-    let n = count(ctx, "workers")?;
+    let n = ctx.positive_count("workers")?;
     let b = ctx.param("micro_batch")?;
     let c = config(ctx, n, b)?;
     let tb = testbed(ctx, n);
@@ -322,7 +312,7 @@ fn fig2(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
 fn fig3(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
     let sys = system(ctx)?;
     let (_, m) = shape(ctx)?;
-    let n = count(ctx, "workers")? as f64;
+    let n = ctx.positive_count("workers")? as f64;
     let b = ctx.param("micro_batch")?;
     let c = config(ctx, n as usize, b)?;
     // one layer's recomputation and backward
@@ -366,7 +356,7 @@ fn fig3(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
 /// luwu-fig10: the largest trainable model (functional memory accounting).
 fn fig10(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
     let sys = system(ctx)?;
-    let n = count(ctx, "workers")?;
+    let n = ctx.positive_count("workers")?;
     let b = ctx.param("micro_batch")?;
     let tb = testbed(ctx, n);
     match memory::largest_ladder(sys, &tb, b).map_err(invalid)? {
@@ -427,7 +417,7 @@ fn fig10(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
 fn fig11(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
     let sys = system(ctx)?;
     let (name, m) = shape(ctx)?;
-    let n = count(ctx, "workers")?;
+    let n = ctx.positive_count("workers")?;
     let tb = testbed(ctx, n);
     match str_param(ctx, "panel")?.as_str() {
         "curve" => {
@@ -481,7 +471,7 @@ fn at_max_batch(
 fn fig12(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
     let sys = system(ctx)?;
     let (name, m) = shape(ctx)?;
-    let n = count(ctx, "workers")?;
+    let n = ctx.positive_count("workers")?;
     let tb = testbed(ctx, n);
     let Some((b, bd)) = at_max_batch(ctx, sys, &m, &tb, n)? else {
         ctx.log(
@@ -511,7 +501,7 @@ fn fig12(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
 fn fig13(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
     let sys = system(ctx)?;
     let (name, m) = shape(ctx)?;
-    let n = count(ctx, "workers")?;
+    let n = ctx.positive_count("workers")?;
     let tb = testbed(ctx, n);
     // both have the same aggregate SSD bandwidth: the baseline's spread over its n workers
     let cfg = |ctx: &mut PointCtx<'_>, b: f64| -> Result<Config, WorkloadError> {
@@ -570,7 +560,7 @@ fn fig13(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
 fn fig14(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
     let sys = system(ctx)?;
     let (name, m) = shape(ctx)?;
-    let n = count(ctx, "workers")?;
+    let n = ctx.positive_count("workers")?;
     let b = ctx.param("micro_batch")?;
     let tb = testbed(ctx, n);
     let c = config(ctx, n, b)?;
@@ -604,9 +594,9 @@ pub(crate) fn fig15_config(
     ctx: &mut PointCtx<'_>,
 ) -> Result<(Shape, Config, String), WorkloadError> {
     let (name, m) = shape(ctx)?;
-    let n = count(ctx, "workers")?;
+    let n = ctx.positive_count("workers")?;
     let b = ctx.param("micro_batch")?;
-    let ssds = count(ctx, "ssds")?;
+    let ssds = ctx.positive_count("ssds")?;
     let mut c = config(ctx, n, b)?;
     c.node_ssd_gbps = ssds as f64 * ctx.param("ssd_bw_GBps_per_ssd")?;
     Ok((m, c, name))
@@ -633,7 +623,7 @@ fn fig15(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
 fn fig17(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
     let sys = system(ctx)?;
     let (name, m) = shape(ctx)?;
-    let n = count(ctx, "gpus")?;
+    let n = ctx.positive_count("gpus")?;
     let mut tb = testbed(ctx, n);
     let dgx_mem = ctx.param("dgx_cpu_mem_gb")? * 1e9;
     let lanes = ctx.param("dgx_cpu_pcie_lanes")?;

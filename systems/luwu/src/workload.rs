@@ -15,16 +15,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// two-core host; 100 us is what they can honour (our choice, said in the spec).
 const MEM_HEARTBEAT_NS: u64 = 100_000;
 
-fn count(ctx: &PointCtx<'_>, name: &str) -> Result<usize, WorkloadError> {
-    let v = ctx.param(name)?;
-    if v >= 0.0 && v.fract() == 0.0 && v <= 1e9 {
-        Ok(v as usize)
-    } else {
-        Err(WorkloadError::Invalid(format!(
-            "parameter `{name}` must be a whole number (got {v})"
-        )))
-    }
-}
 
 /// Jain's fairness index of `xs`: (sum x)^2 / (n sum x^2).
 pub fn jain(xs: &[f64]) -> f64 {
@@ -61,15 +51,15 @@ impl Workload for PushPull {
     }
 
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
-        let workers = count(ctx, "workers")?;
-        let elements = count(ctx, "elements")?;
-        let payload = count(ctx, "payload_bytes")?;
-        let window = count(ctx, "window_packets")?;
+        let workers = ctx.count("workers")?;
+        let elements = ctx.count("elements")?;
+        let payload = ctx.count("payload_bytes")?;
+        let window = ctx.count("window_packets")?;
         let rate = ctx.param("line_rate_gbps")? * 1e9;
         let loss = ctx.param("loss").unwrap_or(0.0);
         let timeout_ns = (ctx.param("resend_timeout_ms")? * 1e6) as u64;
         let consumer = ctx.param("consumer_rate").unwrap_or(1.0);
-        let seed = count(ctx, "seed")? as u64 + u64::from(ctx.repetition);
+        let seed = ctx.count("seed")? as u64 + u64::from(ctx.repetition);
         if !(2..=64).contains(&workers)
             || payload % 4 != 0
             || payload == 0
@@ -205,20 +195,20 @@ impl Workload for Fig16 {
     }
 
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
-        let hidden = count(ctx, "fn_hidden")?;
-        let layers = count(ctx, "fn_layers")?;
+        let hidden = ctx.count("fn_hidden")?;
+        let layers = ctx.count("fn_layers")?;
         // fn_model: `lm` (next token of a generated bigram language from `fn_context` tokens of a
         // `fn_vocab`-token vocabulary) or `classifier` (Gaussian clusters, fn_inputs/fn_classes)
         let model = ctx.text("fn_model").unwrap_or_else(|_| "lm".into());
         let (data, inputs, outputs) = match model.trim_matches('"') {
             "lm" => {
-                let (vocab, context) = (count(ctx, "fn_vocab")?, count(ctx, "fn_context")?);
+                let (vocab, context) = (ctx.count("fn_vocab")?, ctx.count("fn_context")?);
                 (Data::Bigram { vocab, context }, vocab * context, vocab)
             }
             "classifier" => (
                 Data::Clusters,
-                count(ctx, "fn_inputs")?,
-                count(ctx, "fn_classes")?,
+                ctx.count("fn_inputs")?,
+                ctx.count("fn_classes")?,
             ),
             other => {
                 return Err(WorkloadError::Invalid(format!(
@@ -230,17 +220,17 @@ impl Workload for Fig16 {
         dims.extend(std::iter::repeat_n(hidden, layers));
         dims.push(outputs);
         let cfg = TrainConfig {
-            workers: count(ctx, "workers")?,
-            micro_batch: count(ctx, "micro_batch")?,
+            workers: ctx.count("workers")?,
+            micro_batch: ctx.count("micro_batch")?,
             dims,
-            samples: count(ctx, "fn_samples")?,
-            steps: count(ctx, "fn_steps")?,
+            samples: ctx.count("fn_samples")?,
+            steps: ctx.count("fn_steps")?,
             lr: ctx.param("lr")? as f32,
-            seed: count(ctx, "seed")? as u64 + u64::from(ctx.repetition),
+            seed: ctx.count("seed")? as u64 + u64::from(ctx.repetition),
             loss: ctx.param("loss").unwrap_or(0.0),
             data,
         };
-        let step = count(ctx, "step")?;
+        let step = ctx.count("step")?;
         if step > cfg.steps {
             return Err(WorkloadError::Invalid(format!(
                 "step {step} is beyond fn_steps {}",

@@ -234,10 +234,8 @@ fn xdp(
                 .ok_or_else(|| TestbedError::Setup(format!("member {i}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let barrier = std::sync::Barrier::new(MEMBERS);
-    let stop = AtomicBool::new(false);
     let (s0, start) = (stat(cpus)?, Instant::now());
-    let stop_at = start + duration;
+    let rounds = Rounds::new(1, MEMBERS, SEGMENTS, start, duration, target_gbps);
     let sent = std::thread::scope(|s| -> Result<u64, TestbedError> {
         let hs: Vec<_> = g
             .socks
@@ -245,19 +243,11 @@ fn xdp(
             .zip(&targets)
             .enumerate()
             .map(|(w, (sock, to))| {
-                let (barrier, stop) = (&barrier, &stop);
+                let rounds = &rounds;
                 s.spawn(move || -> Result<u64, TestbedError> {
                     sock.connect(to)
                         .map_err(|e| TestbedError::Io(format!("connect: {e}")))?;
-                    let rounds = Rounds {
-                        job: 1,
-                        members: MEMBERS,
-                        segments: SEGMENTS,
-                        start,
-                        stop_at,
-                        target_gbps,
-                    };
-                    send_rounds(sock, w, &rounds, barrier, stop)
+                    rounds.send(sock, w)
                 })
             })
             .collect();
@@ -299,53 +289,74 @@ fn xdp(
 }
 
 /// The senders' schedule of the single-aggregator measurements: rounds of `segments` gradient
-/// packets per member, kept in step, until `stop_at`.
+/// packets per member, kept in step by a barrier, until `duration` after `start`.
 pub(super) struct Rounds {
-    pub job: u16,
-    pub members: usize,
-    pub segments: u32,
-    pub start: Instant,
-    pub stop_at: Instant,
+    job: u16,
+    members: usize,
+    segments: u32,
+    start: Instant,
+    stop_at: Instant,
     /// Offered gradients in all (Gbit/s), paced after each batch; `None`: as fast as possible.
-    pub target_gbps: Option<f64>,
+    target_gbps: Option<f64>,
+    barrier: std::sync::Barrier,
+    stop: AtomicBool,
 }
 
-/// Member `w`'s sender on its connected socket: batches of [`BATCH`] packets per round, paced to
-/// its share of the target; the members keep in step (one reads the clock for all, so none runs
-/// a round another skips). Returns the packets sent.
-pub(super) fn send_rounds(
-    sock: &std::net::UdpSocket,
-    w: usize,
-    r: &Rounds,
-    barrier: &std::sync::Barrier,
-    stop: &AtomicBool,
-) -> Result<u64, TestbedError> {
-    let mut grads = [0i32; GRADS];
-    for (i, v) in grads.iter_mut().enumerate() {
-        *v = (w * GRADS + i) as i32;
+impl Rounds {
+    pub(super) fn new(
+        job: u16,
+        members: usize,
+        segments: u32,
+        start: Instant,
+        duration: Duration,
+        target_gbps: Option<f64>,
+    ) -> Rounds {
+        Rounds {
+            job,
+            members,
+            segments,
+            start,
+            stop_at: start + duration,
+            target_gbps,
+            barrier: std::sync::Barrier::new(members),
+            stop: AtomicBool::new(false),
+        }
     }
-    let (mut n, mut round) = (0u64, 1u32);
-    loop {
-        let mut seg = 0;
-        while seg < r.segments {
-            let k = BATCH.min((r.segments - seg) as usize);
-            let pkts: Vec<[u8; PACKET_LEN]> = (0..k)
-                .map(|i| Packet::gradient(r.job, w as u8, round, seg + i as u32, grads).emit())
-                .collect();
-            n += send_batch(sock, &pkts)?;
-            seg += k as u32;
-            // each member offers its share of the target
-            let bits = n as f64 * (GRADS * 32) as f64 * r.members as f64;
-            pace(r.start, bits, r.target_gbps);
+
+    /// Member `w`'s sender on its connected socket: batches of [`BATCH`] packets per round,
+    /// paced to its share of the target; the members keep in step (one reads the clock for all,
+    /// so none runs a round another skips). Returns the packets sent.
+    pub(super) fn send(&self, sock: &std::net::UdpSocket, w: usize) -> Result<u64, TestbedError> {
+        let mut grads = [0i32; GRADS];
+        for (i, v) in grads.iter_mut().enumerate() {
+            *v = (w * GRADS + i) as i32;
         }
-        if barrier.wait().is_leader() {
-            stop.store(Instant::now() >= r.stop_at, Ordering::Relaxed);
+        let (mut n, mut round) = (0u64, 1u32);
+        loop {
+            let mut seg = 0;
+            while seg < self.segments {
+                let k = BATCH.min((self.segments - seg) as usize);
+                let pkts: Vec<[u8; PACKET_LEN]> = (0..k)
+                    .map(|i| {
+                        Packet::gradient(self.job, w as u8, round, seg + i as u32, grads).emit()
+                    })
+                    .collect();
+                n += send_batch(sock, &pkts)?;
+                seg += k as u32;
+                // each member offers its share of the target
+                let bits = n as f64 * (GRADS * 32) as f64 * self.members as f64;
+                pace(self.start, bits, self.target_gbps);
+            }
+            if self.barrier.wait().is_leader() {
+                self.stop
+                    .store(Instant::now() >= self.stop_at, Ordering::Relaxed);
+            }
+            self.barrier.wait();
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok(n);
+            }
+            round += 1;
         }
-        barrier.wait();
-        if stop.load(Ordering::Relaxed) {
-            return Ok(n);
-        }
-        round += 1;
     }
 }
 

@@ -52,9 +52,9 @@ use super::cpu::{BATCH, hz, send_batch, stat};
 use inabench_core::event::LogLevel;
 use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
 use inabench_xdp::group::{NOTIFY_PORT, PORT, RESULT_PORT};
-use inabench_xdp::netns::{Star, ifindex, in_netns, mac};
+use inabench_xdp::netns::{Star, in_netns};
 use inabench_xdp::proto::{GRADS, Kind, PACKET_LEN, Packet};
-use inabench_xdp::{Aggregator, AttachMode, Config, Forward, ReceiverConfig, Route};
+use inabench_xdp::{Aggregator, AttachMode, Config, Forward, ReceiverConfig};
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
@@ -580,18 +580,7 @@ fn xdp(o: &Options) -> Result<Measure, TestbedError> {
     let mut receivers = Vec::new();
     let mut notify = Vec::new();
     for (i, m) in star.members.iter().enumerate().skip(1) {
-        let idx = ifindex(Some(&a), &m.port)?;
-        node.add_member(Some(&a), (i - 1) as u32, idx)?;
-        node.set_route(
-            idx,
-            &Route {
-                dst_mac: mac(Some(&m.namespace), "eth0")?,
-                src_mac: mac(Some(&a), &m.port)?,
-                dst_ip: m.ip,
-                src_ip: m.gateway,
-                dst_port: RESULT_PORT,
-            },
-        )?;
+        node.add_star_member(&a, (i - 1) as u32, m)?;
         let mut r = Aggregator::load(o.segments)?;
         r.configure_receiver(&ReceiverConfig {
             job: JOB,
@@ -933,17 +922,6 @@ fn err(e: TestbedError) -> WorkloadError {
     }
 }
 
-fn whole(ctx: &PointCtx<'_>, name: &str) -> Result<usize, WorkloadError> {
-    let v = ctx.param(name)?;
-    if v >= 1.0 && v.fract() == 0.0 && v <= 1e6 {
-        Ok(v as usize)
-    } else {
-        Err(WorkloadError::Invalid(format!(
-            "parameter `{name}` must be a positive whole number (got {v})"
-        )))
-    }
-}
-
 /// Loss above which a step of the `max` panel no longer counts as sustained (%).
 pub const LOSS_LIMIT_PCT: f64 = 1.0;
 /// Offered rate of the `max` panel's first step (Gbit/s at the paper's scale).
@@ -984,8 +962,8 @@ impl Workload for MulticastCpu {
         let name = ctx.system().to_string();
         let system = System::parse(&name)
             .ok_or_else(|| WorkloadError::Invalid(format!("no multicast system `{name}`")))?;
-        let receivers = whole(ctx, "receivers")?;
-        let cores = whole(ctx, "cores")?;
+        let receivers = ctx.positive_count("receivers")?;
+        let cores = ctx.positive_count("cores")?;
         let scale = ctx.param("rate_scale")?;
         if !(scale > 0.0 && scale <= 1.0) {
             return Err(WorkloadError::Invalid(

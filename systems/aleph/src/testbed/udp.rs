@@ -10,7 +10,7 @@
 //! aleph-fig5 (aggregation throughput and CPU against the XDP paths and TCP).
 
 use super::TestbedError;
-use super::cpu::{BATCH, Measure, Rounds, hz, send_rounds, stat};
+use super::cpu::{BATCH, Measure, Rounds, hz, stat};
 use super::multicast::recv_batch;
 use super::net::thread_cpu;
 use super::xdp::send_batch_to;
@@ -214,10 +214,9 @@ pub fn measure(
         .map(|m| SocketAddrV4::new(m.ip, RESULT_PORT))
         .collect();
     let counters = ServiceCounters::default();
-    let (stop_service, stop) = (AtomicBool::new(false), AtomicBool::new(false));
-    let barrier = std::sync::Barrier::new(MEMBERS);
+    let stop_service = AtomicBool::new(false);
     let (s0, start) = (stat(cpus)?, Instant::now());
-    let stop_at = start + duration;
+    let rounds = Rounds::new(JOB, MEMBERS, SEGMENTS, start, duration, target_gbps);
     let (sent, end) = std::thread::scope(|s| -> Result<(u64, Instant), TestbedError> {
         let table = SlotTable::new(JOB, MEMBERS as u32, SEGMENTS)?;
         let (service, results, counters, stop_service) =
@@ -227,18 +226,8 @@ pub fn measure(
             .iter()
             .enumerate()
             .map(|(w, sock)| {
-                let (barrier, stop) = (&barrier, &stop);
-                s.spawn(move || -> Result<u64, TestbedError> {
-                    let rounds = Rounds {
-                        job: JOB,
-                        members: MEMBERS,
-                        segments: SEGMENTS,
-                        start,
-                        stop_at,
-                        target_gbps,
-                    };
-                    send_rounds(sock, w, &rounds, barrier, stop)
-                })
+                let rounds = &rounds;
+                s.spawn(move || rounds.send(sock, w))
             })
             .collect();
         let mut total = 0;

@@ -33,17 +33,6 @@ fn str_param(ctx: &PointCtx<'_>, name: &str) -> Result<String, WorkloadError> {
     }
 }
 
-fn count(ctx: &PointCtx<'_>, name: &str) -> Result<usize, WorkloadError> {
-    let v = ctx.param(name)?;
-    if v >= 0.0 && v.fract() == 0.0 && v <= 1e6 {
-        Ok(v as usize)
-    } else {
-        Err(WorkloadError::Invalid(format!(
-            "parameter `{name}` must be a whole number (got {v})"
-        )))
-    }
-}
-
 /// Gradient size of a model in MB, as the paper gives them (Sec. 6.1: ResNet50 97 MB, VGG19
 /// 548 MB, BERT 438 MB) - the paper's setup, a model input like the link rates.
 pub fn model_mb(model: &str) -> Option<f64> {
@@ -88,9 +77,9 @@ fn setup(ctx: &PointCtx<'_>) -> Result<Setup, WorkloadError> {
         ("n_w10", "bw_w10_gbps"),
     ] {
         let b = ctx.param(bw)?;
-        rates.extend(std::iter::repeat_n(b, count(ctx, n)?));
+        rates.extend(std::iter::repeat_n(b, ctx.count(n)?));
     }
-    if rates.len() != count(ctx, "workers")? {
+    if rates.len() != ctx.count("workers")? {
         return Err(WorkloadError::Invalid(
             "n_w30 + n_w20 + n_w10 must equal workers".into(),
         ));
@@ -119,7 +108,7 @@ fn setup(ctx: &PointCtx<'_>) -> Result<Setup, WorkloadError> {
     Ok(Setup {
         rates_gbps: rates,
         scale,
-        iterations: count(ctx, "iterations")?.max(1) as u32,
+        iterations: ctx.count("iterations")?.max(1) as u32,
         len,
         clustering,
     })
@@ -442,7 +431,7 @@ impl Workload for AggregationCpu {
         let available = std::thread::available_parallelism().map_or(1, |n| n.get());
         if ctx.declares("packet_loss") && !ctx.declares("agg_throughput") {
             // aleph-fig6: loss at a fixed offered rate under a background load
-            let cores = count(ctx, "cores")?;
+            let cores = ctx.count("cores")?;
             if cores == 0 || cores > available {
                 return Err(WorkloadError::Invalid(format!(
                     "{cores} cores are not runnable on this host ({available} cores)"
@@ -458,7 +447,7 @@ impl Workload for AggregationCpu {
             ctx.record("cpu_usage", m.host_cores / cores as f64 * 100.0);
         } else if ctx.declares("agg_throughput") {
             // aleph-fig5: the maximum with `cores` cores
-            let cores = count(ctx, "cores")?;
+            let cores = ctx.count("cores")?;
             if cores == 0 || cores > available {
                 return Err(WorkloadError::Invalid(format!(
                     "{cores} cores are not runnable on this host ({available} cores)"
@@ -467,7 +456,7 @@ impl Workload for AggregationCpu {
             let step = Duration::from_secs_f64(ctx.param("step_duration_s")?);
             let limit = ctx.param("loss_limit_pct")?;
             let steps = if ctx.point.params.contains_key("search_steps") {
-                count(ctx, "search_steps")?
+                ctx.count("search_steps")?
             } else {
                 0
             };

@@ -349,35 +349,6 @@ impl XdpTree {
         g
     }
 
-    /// Send worker `w`'s segment `s` of round `round` toward its parent (an aggregator's own
-    /// segment goes into its own program).
-    fn send_gradient(
-        &self,
-        w: usize,
-        round: u32,
-        s: u32,
-        grads: &[i32],
-        bytes: &[AtomicU64],
-    ) -> Result<(), TestbedError> {
-        let seg = Self::segment(grads, s);
-        if let Some(node) = self.node(w) {
-            let bit = node.kids.len() as u8;
-            let p = Packet::gradient(JOB, bit, round, s, seg).emit();
-            if let Some(sock) = &node.own {
-                sock.send_to(&p, SocketAddrV4::new(SELF_DST, PORT))
-                    .map_err(|e| TestbedError::Io(format!("own gradient: {e}")))?;
-            }
-            return Ok(());
-        }
-        let p = Packet::gradient(JOB, self.bit[w], round, s, seg).emit();
-        let to = SocketAddrV4::new(self.ips[self.parent[w]], PORT);
-        self.send[w]
-            .send_to(&p, to)
-            .map_err(|e| TestbedError::Io(format!("worker {w} send: {e}")))?;
-        bytes[w].fetch_add(PACKET_LEN as u64, Ordering::Relaxed);
-        Ok(())
-    }
-
     /// Worker `w`'s gradient packets of `segments`, in one `sendmmsg` call where it can (the
     /// senders batch like the TCP data planes' large writes, so that the comparison is not one
     /// of system calls per byte).
@@ -389,12 +360,14 @@ impl XdpTree {
         grads: &[i32],
         bytes: &[AtomicU64],
     ) -> Result<(), TestbedError> {
-        let (sock, to, bit) = match self.node(w) {
+        // an aggregator's own gradient enters its program locally and is not counted as sent
+        let (sock, to, bit, counted) = match self.node(w) {
             Some(node) => match &node.own {
                 Some(sock) => (
                     sock,
                     SocketAddrV4::new(SELF_DST, PORT),
                     node.kids.len() as u8,
+                    false,
                 ),
                 None => return Ok(()),
             },
@@ -402,6 +375,7 @@ impl XdpTree {
                 &self.send[w],
                 SocketAddrV4::new(self.ips[self.parent[w]], PORT),
                 self.bit[w],
+                true,
             ),
         };
         let pkts: Vec<[u8; PACKET_LEN]> = segments
@@ -410,8 +384,7 @@ impl XdpTree {
             .collect();
         send_batch_to(sock, to, &pkts)
             .map_err(|e| TestbedError::Io(format!("worker {w} send: {e}")))?;
-        // an aggregator's own gradient stays inside its machine
-        if self.node(w).is_none() {
+        if counted {
             bytes[w].fetch_add((pkts.len() * PACKET_LEN) as u64, Ordering::Relaxed);
         }
         Ok(())
@@ -691,7 +664,7 @@ impl XdpTree {
                     }
                     let b = b as usize;
                     if b == nd.kids.len() {
-                        self.send_gradient(nd.machine, round, s, &grads[nd.machine], bytes)?;
+                        self.send_gradients(nd.machine, round, &[s], &grads[nd.machine], bytes)?;
                         continue;
                     }
                     let Some(&kid) = nd.kids.get(b) else {
@@ -710,7 +683,7 @@ impl XdpTree {
                                 }
                             }
                         }
-                        None => self.send_gradient(kid, round, s, &grads[kid], bytes)?,
+                        None => self.send_gradients(kid, round, &[s], &grads[kid], bytes)?,
                     }
                 }
             }
