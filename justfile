@@ -1,9 +1,18 @@
 # inabench tasks. `just` is a convenience: every recipe is one cargo command you can type yourself.
 set shell := ["bash", "-cu"]
 
-# Rerun an experiment (dashboard on a terminal, headless otherwise): just reproduce netreduce-fig7
+# Rerun an experiment in every class this machine can run (dashboard on a terminal, headless
+# otherwise): just reproduce netreduce-table6
 reproduce id *args:
     cargo run --release -p inabench -- reproduce {{id}} {{args}}
+
+# Every claim of every experiment, per class, from the latest runs (and results/scoreboard.html)
+scoreboard *args:
+    cargo run --release -p inabench -- scoreboard {{args}}
+
+# The whole quick sweep, ending with the scoreboard
+sweep:
+    cargo run --release -p inabench -- reproduce --all --profile quick --headless
 
 # The test suite, as CI runs it
 test:

@@ -104,6 +104,7 @@ fn report(c: &mut Criterion) {
             point_id: pid,
             ok: true,
             error: None,
+            wrong: false,
         })
         .expect("done");
     }
@@ -140,6 +141,7 @@ fn serde_json_manifest() -> inabench_core::Manifest {
         spec_sha256: String::new(),
         profile: "quick".into(),
         fidelity: Fidelity::Modelled,
+        fidelities: vec![],
         fabric: "model".into(),
         seed: 1,
         git_revision: String::new(),
@@ -157,6 +159,7 @@ fn serde_json_manifest() -> inabench_core::Manifest {
         points_total: 0,
         points_done: 0,
         points_failed: 0,
+        points_wrong: 0,
         resumed_from: vec![],
         systems_not_built: vec![],
         launcher: None,

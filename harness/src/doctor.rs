@@ -730,6 +730,46 @@ pub fn report(
             let _ = writeln!(s, "  the catalogue does not load: {e}");
         }
     }
+    s.push_str(
+        "\nClaims this host cannot check (their `needs:`; checked in the other classes instead):\n",
+    );
+    let _ = write!(s, "{}", claim_needs_lines());
+    s
+}
+
+/// The claims whose `needs:` this host does not meet, one line each.
+pub fn claim_needs_lines() -> String {
+    let mut s = String::new();
+    let host = inabench_core::store::HostFacts::probe("");
+    let Ok(cat) = crate::paths::catalog() else {
+        return "  the catalogue does not load\n".into();
+    };
+    let mut n = 0;
+    for e in &cat.entries {
+        for c in &e.spec.claims {
+            let Some(needs) = &c.needs else { continue };
+            let classes: Vec<Fidelity> = if c.fidelity.is_empty() {
+                e.spec.fidelity.clone()
+            } else {
+                c.fidelity.clone()
+            };
+            for f in classes.iter().filter(|f| needs.classes.contains(f)) {
+                if let Some(why) = inabench_report::analysis::unmet_needs(needs, *f, &host) {
+                    n += 1;
+                    let _ = writeln!(
+                        s,
+                        "  {:<24} {:<30} {:<10} {why}",
+                        e.spec.id,
+                        c.id,
+                        f.as_str()
+                    );
+                }
+            }
+        }
+    }
+    if n == 0 {
+        s.push_str("  none\n");
+    }
     s
 }
 

@@ -32,15 +32,28 @@ pub fn run(rx: Receiver<Event>, quiet: bool) -> Seen {
                 run_id,
                 experiment,
                 fidelity,
+                fidelities,
                 profile,
                 points,
             } => {
+                let classes = if fidelities.len() > 1 {
+                    format!(
+                        "classes {}",
+                        fidelities
+                            .iter()
+                            .map(|f| f.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                } else {
+                    format!("class {fidelity}")
+                };
                 todo = points.iter().filter(|p| !p.done).count() as u64;
                 labels = points.iter().map(|p| p.label.clone()).collect();
                 if !quiet {
                     let _ = writeln!(
                         err,
-                        "inabench: {experiment} ({profile} profile, {fidelity}), run {run_id}: {todo} points to run"
+                        "inabench: {experiment} ({profile} profile, {classes}), run {run_id}: {todo} points to run"
                     );
                 }
                 if tty && !quiet {

@@ -11,6 +11,7 @@ pub mod paths;
 pub mod probe;
 pub mod registry;
 pub mod runner;
+pub mod scoreboard;
 pub mod testbed;
 
 /// Specs embedded at build time and the compiler version.

@@ -4,7 +4,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::{Parser, Subcommand};
 use inabench::registry::Registry;
 use inabench::runner::{self, Placement, RunRequest};
-use inabench::{doctor, headless, launcher, paths};
+use inabench::{doctor, headless, launcher, paths, scoreboard};
 use inabench_core::catalog::Catalog;
 use inabench_core::spec::{Fidelity, Status};
 use inabench_core::store::{self, RunStatus};
@@ -44,12 +44,18 @@ enum Cmd {
     Validate { files: Vec<PathBuf> },
     /// Plan, run, store, analyse and report experiments
     Reproduce {
-        #[arg(required = true)]
+        /// Experiment ids (see `inabench list`)
+        #[arg(required_unless_present = "all")]
         ids: Vec<String>,
+        /// Every implemented experiment of the catalogue, one after the other, ending with the
+        /// scoreboard
+        #[arg(long, conflicts_with = "ids")]
+        all: bool,
         /// quick (CI scale) or full (the paper's scale)
         #[arg(long, default_value = "quick")]
         profile: String,
-        /// hardware, emulated, simulated, modelled or functional (default: the best available)
+        /// Classes to run, comma-separated: hardware, emulated, simulated, modelled, functional
+        /// (default: every class the spec declares that this machine and testbed can run)
         #[arg(long)]
         fidelity: Option<String>,
         /// Testbed file (default: the embedded software testbed, experiments/testbeds/local.yaml)
@@ -91,6 +97,20 @@ enum Cmd {
     },
     /// List past runs
     Runs,
+    /// Every claim of every experiment, from the latest run of each, per class
+    Scoreboard {
+        /// Also write an HTML page with links to each run's report (default:
+        /// <results>/scoreboard.html)
+        #[arg(long)]
+        html: Option<PathBuf>,
+        /// Only this paper's experiments
+        #[arg(long)]
+        paper: Option<String>,
+        /// Write the verdict ledger (one `experiment claim class verdict` line per verdict) to
+        /// this file, e.g. experiments/verdicts.ledger
+        #[arg(long)]
+        ledger: Option<PathBuf>,
+    },
     /// Rebuild the report of a stored run
     Report {
         /// A run id, a unique prefix of one, or `latest`
@@ -160,6 +180,7 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::Validate { files } => validate(&files),
         Cmd::Reproduce {
             ids,
+            all,
             profile,
             fidelity,
             testbed,
@@ -182,9 +203,24 @@ fn run(cli: Cli) -> Result<i32> {
                 // workloads and inherited by agents
                 unsafe { std::env::set_var("INABENCH_PCAP_DIR", abs) };
             }
-            let fidelity = match fidelity {
-                None => None,
-                Some(f) => Some(Fidelity::parse(&f).ok_or_else(|| anyhow!("`{f}` is not a fidelity class (hardware, emulated, simulated, modelled, functional)"))?),
+            let fidelity: Vec<Fidelity> = match fidelity {
+                None => Vec::new(),
+                Some(list) => list
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|f| !f.is_empty())
+                    .map(|f| Fidelity::parse(f).ok_or_else(|| anyhow!("`{f}` is not a fidelity class (hardware, emulated, simulated, modelled, functional)")))
+                    .collect::<Result<_>>()?,
+            };
+            let ids = if all {
+                load_catalog()?
+                    .entries
+                    .iter()
+                    .filter(|e| e.spec.status == inabench_core::spec::Status::Implemented)
+                    .map(|e| e.spec.id.clone())
+                    .collect()
+            } else {
+                ids
             };
             let placement = placement(
                 launcher.as_deref(),
@@ -195,10 +231,10 @@ fn run(cli: Cli) -> Result<i32> {
                 agents,
             )?;
             let formats = Format::parse_list(&format).map_err(|e| anyhow!("{e}"))?;
-            reproduce(
+            let code = reproduce(
                 &ids,
                 &profile,
-                fidelity,
+                &fidelity,
                 testbed.as_deref(),
                 seed,
                 headless,
@@ -206,9 +242,37 @@ fn run(cli: Cli) -> Result<i32> {
                 placement,
                 &formats,
                 &results,
-            )
+            )?;
+            if all {
+                println!();
+                print!(
+                    "{}",
+                    scoreboard::terminal(&scoreboard::collect(&results, None)?)
+                );
+                let html = results.join("scoreboard.html");
+                scoreboard::write_html(&scoreboard::collect(&results, None)?, &results, &html)?;
+                println!("scoreboard: {}", html.display());
+            }
+            Ok(code)
         }
         Cmd::Runs => runs(&results),
+        Cmd::Scoreboard {
+            html,
+            paper,
+            ledger,
+        } => {
+            let board = scoreboard::collect(&results, paper.as_deref())?;
+            if let Some(path) = ledger {
+                std::fs::write(&path, scoreboard::ledger(&board))
+                    .with_context(|| format!("cannot write the ledger {}", path.display()))?;
+                println!("ledger: {}", path.display());
+            }
+            print!("{}", scoreboard::terminal(&board));
+            let html = html.unwrap_or_else(|| results.join("scoreboard.html"));
+            scoreboard::write_html(&board, &results, &html)?;
+            println!("scoreboard: {}", html.display());
+            Ok(0)
+        }
         Cmd::Report { run, format } => {
             let formats = Format::parse_list(&format).map_err(|e| anyhow!("{e}"))?;
             let dir = store::resolve_run(&results, &run)?;
@@ -570,7 +634,7 @@ fn validate(files: &[PathBuf]) -> Result<i32> {
 fn reproduce(
     ids: &[String],
     profile: &str,
-    fidelity: Option<Fidelity>,
+    fidelity: &[Fidelity],
     testbed: Option<&Path>,
     seed: u64,
     headless_flag: bool,
@@ -616,7 +680,7 @@ fn reproduce(
         let req = RunRequest {
             entry: entry.clone(),
             profile: profile.to_string(),
-            fidelity,
+            fidelities: fidelity.to_vec(),
             seed,
             resume: resume_dir,
             results: results.to_path_buf(),
@@ -650,7 +714,10 @@ fn reproduce(
         })?;
         let m = &outcome.manifest;
         if let Some(w) = &outcome.wrong_result {
-            eprintln!("error: WRONG RESULT in {}: {w}", m.experiment);
+            eprintln!(
+                "error: WRONG RESULT in {} ({} point(s) wrong; their rows are kept and the claims over them fail): {w}",
+                m.experiment, m.points_wrong
+            );
             exit = 1;
         }
         report(&run_dir, formats, true)?;
@@ -728,7 +795,11 @@ fn runs(results: &Path) -> Result<i32> {
             m.status.as_str(),
             m.started,
             m.elapsed_s,
-            m.fidelity
+            m.classes()
+                .iter()
+                .map(|f| f.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
         );
     }
     Ok(0)

@@ -48,6 +48,20 @@ impl Workload for Probe {
         let sum = checksum(ctx.seed ^ u64::from(ctx.repetition), work);
         ctx.record("checksum", (sum % 1_000_003) as f64);
         ctx.record("pid", f64::from(std::process::id()));
+        // A deliberately wrong double (tests of the verdict engine): the system named by
+        // `wrong_for` returns a wrong aggregate at `work == wrong_at`, as a real system would:
+        // it records what it saw and reports the wrong result.
+        let wrong_for = ctx.text("wrong_for").unwrap_or_default();
+        let wrong = !wrong_for.is_empty()
+            && ctx.system() == wrong_for
+            && ctx.param("wrong_at").ok() == Some(work as f64);
+        ctx.record_if_declared("wrong_aggregates", if wrong { 1.0 } else { 0.0 });
+        if wrong {
+            return Err(WorkloadError::WrongResult(format!(
+                "aggregate {} != reference {sum}",
+                sum.wrapping_add(1)
+            )));
+        }
         Ok(())
     }
 }

@@ -94,7 +94,9 @@ pub enum RunError {
 pub struct RunRequest {
     pub entry: Entry,
     pub profile: String,
-    pub fidelity: Option<Fidelity>,
+    /// The classes asked for with `--fidelity` (empty: every class the spec declares that this
+    /// binary implements and this machine and testbed can run).
+    pub fidelities: Vec<Fidelity>,
     pub seed: u64,
     pub resume: Option<PathBuf>,
     pub results: PathBuf,
@@ -154,7 +156,7 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         from.push(m.started.clone());
         (
             m.profile.clone(),
-            Some(m.fidelity),
+            m.classes(),
             m.seed,
             dir.clone(),
             from,
@@ -164,7 +166,7 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         let id = store::new_run_id(&req.results, &spec.id);
         (
             req.profile.clone(),
-            req.fidelity,
+            req.fidelities.clone(),
             req.seed,
             req.results.join(id),
             Vec::new(),
@@ -204,7 +206,7 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
             "this binary has no hardware path for it".to_string(),
         )
     };
-    let mut plan = plan::plan(spec, &profile, asked, &classes)?;
+    let mut plan = plan::plan_classes(spec, &profile, &asked, &classes)?;
     let not_built: Vec<String> = match workload.systems() {
         Some(have) => spec
             .systems
@@ -215,14 +217,20 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         None => Vec::new(),
     };
     plan.points.retain(|p| !not_built.contains(&p.system));
-    let reason = match asked {
-        Some(f) if req.resume.is_some() => {
-            format!("{f}: resumed with the class of the original run")
+    let class_list = plan
+        .fidelities
+        .iter()
+        .map(|f| f.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let reason = match asked.is_empty() {
+        false if req.resume.is_some() => {
+            format!("{class_list}: resumed with the classes of the original run")
         }
-        Some(f) => format!("{f}: asked for with --fidelity"),
-        None => format!(
-            "{}: the best class of [{}] that this binary implements ({}) and the testbed allows ({})",
-            plan.fidelity,
+        false => format!("{class_list}: asked for with --fidelity"),
+        true => format!(
+            "{}: every class of [{}] that this binary implements ({}) and the testbed allows ({})",
+            class_list,
             spec.fidelity
                 .iter()
                 .map(|f| f.as_str())
@@ -250,7 +258,11 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         .file_name()
         .map(|s| s.to_string_lossy().to_string())
         .unwrap_or_default();
-    let mut drivers = vec![format!("{} (software)", workload.fabric(plan.fidelity))];
+    let mut drivers: Vec<String> = plan
+        .fidelities
+        .iter()
+        .map(|f| format!("{f}: {} (software)", workload.fabric(*f)))
+        .collect();
     // a testbed with a P4Runtime switch: program it for the plan's systems first
     let tb = crate::testbed::Testbed::from_yaml(
         std::path::Path::new(&req.testbed_name),
@@ -291,6 +303,7 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         spec_sha256: store::sha256_hex(req.entry.text.as_bytes()),
         profile: profile.clone(),
         fidelity: plan.fidelity,
+        fidelities: plan.fidelities.clone(),
         fabric: workload.fabric(plan.fidelity).to_string(),
         seed,
         git_revision: crate::paths::git_revision(),
@@ -305,9 +318,10 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         finished: None,
         elapsed_s: 0.0,
         status: RunStatus::Running,
-        points_total: plan.points.len(),
+        points_total: plan.entries().len(),
         points_done: done.len(),
         points_failed: 0,
+        points_wrong: 0,
         resumed_from,
         systems_not_built: not_built,
         launcher: req.placement.launcher_name().map(str::to_string),
@@ -360,20 +374,52 @@ pub fn execute(
         tx: tx.clone(),
         last: Instant::now(),
     };
+    let plan = p.plan.clone();
+    let entries = plan.entries();
+    let multi = plan.fidelities.len() > 1;
+    // the plan lists only the parameters that vary among its points
+    let varying: Vec<String> = plan
+        .points
+        .first()
+        .map(|first| {
+            first
+                .params
+                .keys()
+                .filter(|k| {
+                    plan.points
+                        .iter()
+                        .any(|q| q.params.get(*k) != first.params.get(*k))
+                })
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let short = |e: &plan::Entry<'_>| {
+        let params: Vec<String> = varying
+            .iter()
+            .filter_map(|k| e.point.params.get(k).map(|v| format!("{k}={v}")))
+            .collect();
+        let base = format!("{} {}", e.point.system, params.join(" "));
+        if multi {
+            format!("[{}] {}", e.fidelity, base.trim_end())
+        } else {
+            base.trim_end().to_string()
+        }
+    };
     batch.push(Event::RunStarted {
         run_id: p.manifest.run_id.clone(),
         experiment: p.plan.experiment.clone(),
         fidelity: p.plan.fidelity,
+        fidelities: p.plan.fidelities.clone(),
         profile: p.plan.profile.clone(),
-        points: p
-            .plan
-            .points
+        points: entries
             .iter()
-            .map(|pt| PlannedPoint {
-                point_id: pt.id.clone(),
-                system: pt.system.clone(),
-                label: pt.label(),
-                done: p.done.contains(&pt.id),
+            .map(|e| PlannedPoint {
+                point_id: e.key(),
+                system: e.point.system.clone(),
+                label: short(e),
+                done: p.done.contains(&e.key()),
+                fidelity: Some(e.fidelity),
             })
             .collect(),
     });
@@ -384,7 +430,7 @@ pub fn execute(
             message: format!(
                 "resuming: {} of {} points already done",
                 p.done.len(),
-                p.plan.points.len()
+                entries.len()
             ),
         });
     }
@@ -400,26 +446,46 @@ pub fn execute(
 
     let mut agents: Vec<Agent> = Vec::new();
     let mut failed = 0usize;
+    let mut wrong = 0usize;
     let mut wrong_result = None;
     let mut last_flush = Instant::now();
-    let fabric = workload.fabric(p.plan.fidelity);
     let run_id = p.manifest.run_id.clone();
     let experiment = p.plan.experiment.clone();
     let mut interrupted = false;
     let mut launch_failed = false;
+    let mut class_now = None;
 
-    'points: for (index, point) in p.plan.points.iter().enumerate() {
-        if p.done.contains(&point.id) {
+    'points: for (index, entry) in entries.iter().enumerate() {
+        let (point, fidelity, key) = (entry.point, entry.fidelity, entry.key());
+        if p.done.contains(&key) {
             continue;
         }
         if stop() {
             break;
+        }
+        let fabric = workload.fabric(fidelity);
+        if class_now != Some(fidelity) {
+            class_now = Some(fidelity);
+            batch.push(Event::Log {
+                level: LogLevel::Info,
+                source: "runner".into(),
+                message: format!(
+                    "class {fidelity} ({} of {}): {}; fabric {fabric}",
+                    plan.fidelities
+                        .iter()
+                        .position(|f| *f == fidelity)
+                        .map_or(1, |i| i + 1),
+                    plan.fidelities.len(),
+                    fidelity.meaning()
+                ),
+            });
         }
         batch.push(Event::PointStarted { point: index });
         let t0 = Instant::now();
         let seed = SplitMix64::derive(p.manifest.seed, &point.id).next_u64();
         let total = point.warmup + point.repetitions;
         let mut error: Option<String> = None;
+        let mut point_wrong: Option<String> = None;
         for k in 0..total {
             if stop() {
                 interrupted = true;
@@ -446,7 +512,7 @@ pub fn execute(
                     let mut ctx = PointCtx::new(
                         point,
                         index,
-                        p.plan.fidelity,
+                        fidelity,
                         fabric,
                         repetition,
                         warmup,
@@ -460,7 +526,7 @@ pub fn execute(
                     match workload.run(&mut ctx) {
                         Ok(()) => Ok(()),
                         Err(WorkloadError::WrongResult(m)) => {
-                            wrong_result = Some(format!("{}: {m}", point.label()));
+                            point_wrong = Some(m.clone());
                             Err(format!("wrong result: {m}"))
                         }
                         Err(e) => Err(e.to_string()),
@@ -508,7 +574,7 @@ pub fn execute(
                         workload: p.workload.clone(),
                         point: point.clone(),
                         index,
-                        fidelity: p.plan.fidelity,
+                        fidelity,
                         repetition,
                         warmup,
                         seed,
@@ -520,7 +586,7 @@ pub fn execute(
                     match agents[slot].run_job(&job, &mut sink) {
                         Ok(r) => r.inspect_err(|e| {
                             if let Some(m) = e.strip_prefix("wrong result: ") {
-                                wrong_result = Some(format!("{}: {m}", point.label()));
+                                point_wrong = Some(m.to_string());
                             }
                         }),
                         Err(e) => {
@@ -546,17 +612,37 @@ pub fn execute(
         let ok = error.is_none();
         if ok {
             writer.append(&Record::PointDone {
-                point_id: point.id.clone(),
+                point_id: key.clone(),
                 ok: true,
                 error: None,
+                wrong: false,
             })?;
-            p.done.insert(point.id.clone());
+            p.done.insert(key.clone());
+        } else if let Some(m) = &point_wrong {
+            // A wrong result is a measured outcome: the point's rows stay, the point counts as
+            // done (resume does not hide it by rerunning it), the run goes on, and the run's
+            // status and exit code say that results were wrong.
+            wrong += 1;
+            wrong_result.get_or_insert_with(|| format!("[{fidelity}] {}: {m}", point.label()));
+            writer.append(&Record::PointDone {
+                point_id: key.clone(),
+                ok: false,
+                error: Some(m.clone()),
+                wrong: true,
+            })?;
+            p.done.insert(key.clone());
+            batch.push(Event::Log {
+                level: LogLevel::Error,
+                source: point.system.clone(),
+                message: format!("WRONG RESULT [{fidelity}] {}: {m}", point.label()),
+            });
         } else if !interrupted {
             failed += 1;
             writer.append(&Record::PointDone {
-                point_id: point.id.clone(),
+                point_id: key.clone(),
                 ok: false,
                 error: error.clone(),
+                wrong: false,
             })?;
             batch.push(Event::Log {
                 level: LogLevel::Error,
@@ -575,7 +661,7 @@ pub fn execute(
             elapsed_s: t0.elapsed().as_secs_f64(),
         });
         batch.maybe_flush();
-        if wrong_result.is_some() || launch_failed {
+        if launch_failed {
             break 'points;
         }
     }
@@ -587,9 +673,10 @@ pub fn execute(
     sampler_stop.store(true, Ordering::Relaxed);
     let _ = sampler.join();
 
-    let status = if wrong_result.is_some() {
+    p.manifest.points_wrong += wrong;
+    let status = if p.manifest.points_wrong > 0 {
         RunStatus::Failed
-    } else if p.done.len() == p.plan.points.len() {
+    } else if p.done.len() == entries.len() {
         RunStatus::Complete
     } else {
         RunStatus::Incomplete
@@ -654,7 +741,15 @@ fn cpu_sampler(pids: Arc<Mutex<Vec<(u32, String)>>>, stop: Arc<AtomicBool>, tx: 
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     let mut last: BTreeMap<u32, (f64, Instant)> = BTreeMap::new();
     while !stop.load(Ordering::Relaxed) {
-        let list = pids.lock().map(|g| g.clone()).unwrap_or_default();
+        let mut list = pids.lock().map(|g| g.clone()).unwrap_or_default();
+        // every node process the run starts (udp fabric nodes, agents' children): the
+        // descendants of the runner and of its agents, labelled by their command
+        let roots: Vec<u32> = list.iter().map(|(p, _)| *p).collect();
+        for (pid, label) in descendants(&roots) {
+            if !list.iter().any(|(p, _)| *p == pid) {
+                list.push((pid, label));
+            }
+        }
         for (pid, label) in list {
             let Some(t) = cpu_ticks(pid) else { continue };
             let now = Instant::now();
@@ -677,6 +772,62 @@ fn cpu_sampler(pids: Arc<Mutex<Vec<(u32, String)>>>, stop: Arc<AtomicBool>, tx: 
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// The processes below `roots` (children, grandchildren, ...), with a label from their
+/// command line (`node <role>` for fabric nodes).
+fn descendants(roots: &[u32]) -> Vec<(u32, String)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut parent: Vec<(u32, u32)> = Vec::new();
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
+        let ppid = stat[close + 1..]
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(pp) = ppid {
+            parent.push((pid, pp));
+        }
+    }
+    let mut found: Vec<u32> = roots.to_vec();
+    let mut out = Vec::new();
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for (pid, pp) in &parent {
+            if found.contains(pp) && !found.contains(pid) {
+                found.push(*pid);
+                grew = true;
+                let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                let args: Vec<String> = cmd
+                    .split(|b| *b == 0)
+                    .filter(|a| !a.is_empty())
+                    .map(|a| String::from_utf8_lossy(a).to_string())
+                    .collect();
+                let name = args
+                    .first()
+                    .map(|a| a.rsplit('/').next().unwrap_or(a).to_string())
+                    .unwrap_or_default();
+                let label = if args.iter().any(|a| a == "__fabric-node") {
+                    format!("node {pid}")
+                } else {
+                    format!("{name} {pid}")
+                };
+                out.push((*pid, label));
+            }
+        }
+    }
+    out
 }
 
 /// utime + stime of a process, in clock ticks.

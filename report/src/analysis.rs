@@ -3,11 +3,17 @@
 //!
 //! Statistics: the point estimate shown everywhere is the median of the repetitions (robust to a
 //! slow outlier on a shared machine); the interval is Student's t interval of the mean,
-//! mean +/- t(0.975, n-1) * s / sqrt(n), reported only when n >= 2.
+//! mean +/- t(0.975, n-1) * s / sqrt(n), reported only when n >= 2. Claims are judged by
+//! `inabench_core::claims::judge`: on the medians, against the planned points, and, when the
+//! repetitions vary, by a percentile bootstrap over them (holds or fails only with 95%
+//! confidence, inconclusive otherwise).
 
 use crate::types::{AggRow, Analysis, ClaimResult, Comparison};
-use inabench_core::claims::{self, Obs, Verdict};
+use inabench_core::claims::{self, Planned, PointState, RepObs, Verdict};
+use inabench_core::plan;
+use inabench_core::spec::Needs;
 use inabench_core::spec::{Fidelity, Spec};
+use inabench_core::store::HostFacts;
 use inabench_core::store::{self, Manifest, Row};
 use inabench_core::value::{Params, params_match};
 use polars::prelude::*;
@@ -108,6 +114,9 @@ pub fn aggregate(df: DataFrame) -> Result<Vec<AggRow>, ReportError> {
             col("value").min().alias("min"),
             col("value").max().alias("max"),
             col("value").std(1).alias("std"),
+            col("value")
+                .sort_by([col("repetition")], SortMultipleOptions::default())
+                .alias("reps"),
         ])
         .sort(
             keys.iter()
@@ -136,6 +145,15 @@ pub fn aggregate(df: DataFrame) -> Result<Vec<AggRow>, ReportError> {
         s("unit")?,
     );
     let n: Vec<Option<u64>> = out.column("n")?.u64()?.iter().collect();
+    let rep_lists = out.column("reps")?.list()?.clone();
+    let reps: Vec<Vec<f64>> = (0..out.height())
+        .map(|i| -> Result<Vec<f64>, ReportError> {
+            Ok(match rep_lists.get_as_series(i) {
+                Some(s) => s.f64()?.iter().flatten().collect(),
+                None => Vec::new(),
+            })
+        })
+        .collect::<Result<_, _>>()?;
     let (median, mean, min, max, std) = (f("median")?, f("mean")?, f("min")?, f("max")?, f("std")?);
     let mut rows = Vec::with_capacity(out.height());
     let mut tcache: BTreeMap<usize, f64> = BTreeMap::new();
@@ -173,6 +191,7 @@ pub fn aggregate(df: DataFrame) -> Result<Vec<AggRow>, ReportError> {
             max: max[i].unwrap_or(f64::NAN),
             ci_lo: lo,
             ci_hi: hi,
+            reps: reps[i].clone(),
         });
     }
     Ok(rows)
@@ -265,16 +284,122 @@ pub fn compare(spec: &Spec, agg: &[AggRow], fidelities: &[Fidelity]) -> Vec<Comp
     out
 }
 
+/// What a run planned and how each planned (class, system, point) ended, for judging claims
+/// against the plan.
+#[derive(Debug, Clone, Default)]
+pub struct PlanStates {
+    pub by_class: BTreeMap<Fidelity, Vec<Planned>>,
+}
+
+impl PlanStates {
+    /// From the spec's profile, the run's classes and `rows.jsonl`'s point records.
+    pub fn of_run(run_dir: &Path, spec: &Spec, m: &Manifest) -> Result<PlanStates, ReportError> {
+        let Ok(points) = plan::expand(spec, &m.profile) else {
+            return Ok(PlanStates::default());
+        };
+        let st = store::read_rows(run_dir)?;
+        // runs written before multi-class runs keyed points by their bare id
+        let legacy = m.fidelities.is_empty();
+        let mut by_class: BTreeMap<Fidelity, Vec<Planned>> = BTreeMap::new();
+        for f in m.classes() {
+            for pt in &points {
+                let key = if legacy {
+                    pt.id.clone()
+                } else {
+                    plan::run_key(f, &pt.id)
+                };
+                let state = if let Some(w) = st.wrong.get(&key) {
+                    PointState::Wrong(w.clone())
+                } else if st.done.contains(&key) {
+                    PointState::Done
+                } else if m.systems_not_built.contains(&pt.system) {
+                    PointState::Missing("this version cannot run the system".into())
+                } else if st.failed.contains(&key) {
+                    PointState::Missing("the point failed".into())
+                } else {
+                    PointState::Missing("the point never ran (interrupted run)".into())
+                };
+                by_class.entry(f).or_default().push(Planned {
+                    system: pt.system.clone(),
+                    params: pt.params.clone(),
+                    state,
+                });
+            }
+        }
+        Ok(PlanStates { by_class })
+    }
+}
+
+/// What a claim's needs lack on the host a run ran on (None: all met).
+pub fn unmet_needs(n: &Needs, class: Fidelity, host: &HostFacts) -> Option<String> {
+    if !n.classes.contains(&class) {
+        return None;
+    }
+    let mut missing = Vec::new();
+    if let Some(c) = n.cores
+        && (host.cores as u32) < c
+    {
+        missing.push(format!("{c} cores, this host has {}", host.cores));
+    }
+    if n.root && !host.root {
+        missing.push("root, the run had none".to_string());
+    }
+    // the hardware class runs only where the testbed has its devices (the planner checks)
+    if class != Fidelity::Hardware {
+        if let Some(r) = n.line_rate_gbps {
+            missing.push(format!(
+                "a NIC at {} Gbit/s, the {class} fabric is software on this host",
+                claims::fmt_num(r)
+            ));
+        }
+        if !n.devices.is_empty() {
+            missing.push(format!(
+                "{} (the {class} class runs without devices)",
+                n.devices.join(", ")
+            ));
+        }
+        if let Some(d) = &n.dataset {
+            missing.push(format!("the data set {d}, which is not shipped"));
+        }
+    }
+    if missing.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "needs {}{}",
+        missing.join("; "),
+        n.why
+            .as_ref()
+            .map(|w| format!(" ({w})"))
+            .unwrap_or_default()
+    ))
+}
+
 /// Each claim's verdict in each fidelity class the run produced (and applies to the claim).
 pub fn check_claims(spec: &Spec, agg: &[AggRow], fidelities: &[Fidelity]) -> Vec<ClaimResult> {
+    check_claims_planned(spec, agg, fidelities, &PlanStates::default(), None)
+}
+
+/// Each claim's verdict per class, judged against the plan and the host's facts.
+pub fn check_claims_planned(
+    spec: &Spec,
+    agg: &[AggRow],
+    fidelities: &[Fidelity],
+    planned: &PlanStates,
+    host: Option<&HostFacts>,
+) -> Vec<ClaimResult> {
     let mut out = Vec::new();
-    let mut by_class: BTreeMap<Fidelity, Vec<Obs>> = BTreeMap::new();
+    let mut by_class: BTreeMap<Fidelity, Vec<RepObs>> = BTreeMap::new();
     for a in agg {
-        by_class.entry(a.fidelity).or_default().push(Obs {
+        by_class.entry(a.fidelity).or_default().push(RepObs {
             system: a.system.clone(),
             params: a.params.clone(),
             metric: a.metric.clone(),
-            value: a.median,
+            reps: if a.reps.is_empty() {
+                vec![a.median]
+            } else {
+                a.reps.clone()
+            },
         });
     }
     for c in &spec.claims {
@@ -287,16 +412,34 @@ pub fn check_claims(spec: &Spec, agg: &[AggRow], fidelities: &[Fidelity]) -> Vec
             Ok(e) => e,
             Err(e) => {
                 let v = Verdict::NotCheckable(format!("the expression does not parse: {e}"));
-                out.push(ClaimResult::new(&c.id, &c.text, &c.expr, classes[0], &v));
+                out.push(ClaimResult::of(c, classes[0], &v));
                 continue;
             }
         };
         let mut any = false;
         for fid in fidelities.iter().filter(|f| classes.contains(f)) {
             any = true;
+            if let (Some(n), Some(h)) = (&c.needs, host)
+                && let Some(why) = unmet_needs(n, *fid, h)
+            {
+                let instead: Vec<&str> = classes
+                    .iter()
+                    .filter(|f| !n.classes.contains(f))
+                    .map(|f| f.as_str())
+                    .collect();
+                let v = Verdict::NotCheckable(if instead.is_empty() {
+                    why
+                } else {
+                    format!("{why}; checked in {} instead", instead.join(", "))
+                });
+                out.push(ClaimResult::of(c, *fid, &v));
+                continue;
+            }
             let obs = by_class.get(fid).map(Vec::as_slice).unwrap_or(&[]);
-            let v = claims::Context::new(obs, &spec.paper.values).verdict(&expr);
-            out.push(ClaimResult::new(&c.id, &c.text, &c.expr, *fid, &v));
+            let plan = planned.by_class.get(fid).map(Vec::as_slice).unwrap_or(&[]);
+            let seed = claims_seed(&spec.id, &c.id, *fid);
+            let v = claims::judge(&expr, obs, &spec.paper.values, plan, seed);
+            out.push(ClaimResult::of(c, *fid, &v));
         }
         if !any {
             let ran = fidelities
@@ -317,10 +460,16 @@ pub fn check_claims(spec: &Spec, agg: &[AggRow], fidelities: &[Fidelity]) -> Vec
                     ran
                 }
             ));
-            out.push(ClaimResult::new(&c.id, &c.text, &c.expr, classes[0], &v));
+            out.push(ClaimResult::of(c, classes[0], &v));
         }
     }
     out
+}
+
+/// The bootstrap's seed: fixed per (experiment, claim, class), so a report is reproducible.
+fn claims_seed(experiment: &str, claim: &str, class: Fidelity) -> u64 {
+    inabench_core::rng::SplitMix64::derive(0x1ab, &format!("{experiment}/{claim}/{class}"))
+        .next_u64()
 }
 
 /// Analyse a run folder against its spec.
@@ -329,10 +478,13 @@ pub fn analyse(run_dir: &Path, spec: &Spec, manifest: Manifest) -> Result<Analys
     let rows_total = df.height();
     let agg = aggregate(df)?;
     let mut fidelities: Vec<Fidelity> = agg.iter().map(|a| a.fidelity).collect();
+    // classes the run planned count even when no row came back (every point failed)
+    fidelities.extend(manifest.classes());
     fidelities.sort();
     fidelities.dedup();
     let comparisons = compare(spec, &agg, &fidelities);
-    let claims = check_claims(spec, &agg, &fidelities);
+    let planned = PlanStates::of_run(run_dir, spec, &manifest)?;
+    let claims = check_claims_planned(spec, &agg, &fidelities, &planned, Some(&manifest.host));
     Ok(Analysis {
         manifest,
         spec: spec.clone(),
@@ -403,6 +555,7 @@ mod tests {
                 point_id: id,
                 ok: true,
                 error: None,
+                wrong: false,
             })
             .expect("done");
         }

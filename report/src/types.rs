@@ -23,6 +23,9 @@ pub struct AggRow {
     /// 95% confidence interval of the mean (Student's t); equal to the mean when n < 2.
     pub ci_lo: f64,
     pub ci_hi: f64,
+    /// The value of every repetition, in repetition order (what statistical verdicts resample).
+    #[serde(default)]
+    pub reps: Vec<f64>,
 }
 
 /// A paper value beside ours.
@@ -43,18 +46,38 @@ pub struct Comparison {
 }
 
 /// A claim's verdict in one fidelity class.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct ClaimResult {
     pub id: String,
     pub text: String,
     pub expr: String,
     pub fidelity: Fidelity,
-    /// holds | fails | not checkable here
+    /// holds | fails | inconclusive | not checkable here
     pub verdict: String,
     pub detail: String,
+    /// Set for a consistency check (arithmetic on the paper's inputs, or true by construction
+    /// of the model): why. Reports show these apart from evidence.
+    #[serde(default)]
+    pub consistency: Option<String>,
+    /// The spec's explanation of a finding (shown beside the numbers; never changes a verdict).
+    #[serde(default)]
+    pub finding: Option<String>,
 }
 
 impl ClaimResult {
+    /// A claim's verdict in one class, with its consistency and finding notes.
+    pub fn of(c: &inabench_core::spec::Claim, fidelity: Fidelity, v: &Verdict) -> Self {
+        let mut r = ClaimResult::new(&c.id, &c.text, &c.expr, fidelity, v);
+        r.consistency.clone_from(&c.consistency);
+        r.finding.clone_from(&c.finding);
+        r
+    }
+
+    /// Evidence, not a consistency check.
+    pub fn is_evidence(&self) -> bool {
+        self.consistency.is_none()
+    }
+
     pub fn new(id: &str, text: &str, expr: &str, fidelity: Fidelity, v: &Verdict) -> Self {
         ClaimResult {
             id: id.to_string(),
@@ -63,6 +86,8 @@ impl ClaimResult {
             fidelity,
             verdict: v.label().to_string(),
             detail: v.detail().to_string(),
+            consistency: None,
+            finding: None,
         }
     }
 }

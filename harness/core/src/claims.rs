@@ -531,6 +531,10 @@ pub struct Obs {
 pub enum Verdict {
     Holds(String),
     Fails(String),
+    /// The margin is inside the noise (a bootstrap over repetitions neither confirms nor
+    /// refutes the claim), or an extreme is tied (`x == min(x(*))` with another system at the
+    /// same value: a tie is not a win).
+    Inconclusive(String),
     NotCheckable(String),
 }
 
@@ -539,15 +543,58 @@ impl Verdict {
         match self {
             Verdict::Holds(_) => "holds",
             Verdict::Fails(_) => "fails",
+            Verdict::Inconclusive(_) => "inconclusive",
             Verdict::NotCheckable(_) => "not checkable here",
         }
     }
 
     pub fn detail(&self) -> &str {
         match self {
-            Verdict::Holds(d) | Verdict::Fails(d) | Verdict::NotCheckable(d) => d,
+            Verdict::Holds(d)
+            | Verdict::Fails(d)
+            | Verdict::Inconclusive(d)
+            | Verdict::NotCheckable(d) => d,
         }
     }
+
+    fn with_detail(&self, d: String) -> Verdict {
+        match self {
+            Verdict::Holds(_) => Verdict::Holds(d),
+            Verdict::Fails(_) => Verdict::Fails(d),
+            Verdict::Inconclusive(_) => Verdict::Inconclusive(d),
+            Verdict::NotCheckable(_) => Verdict::NotCheckable(d),
+        }
+    }
+}
+
+/// The state of one planned (system, point) of a class, for judging claims against the plan
+/// rather than against whatever rows happen to exist.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PointState {
+    /// Finished; its rows are the observations.
+    Done,
+    /// Finished with a wrong result (a wrong aggregate is data: its rows are kept); every claim
+    /// over it fails.
+    Wrong(String),
+    /// Planned but never finished (failed, interrupted, or a system this version cannot run).
+    Missing(String),
+}
+
+/// One planned (system, point) of a class.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    pub system: String,
+    pub params: Params,
+    pub state: PointState,
+}
+
+/// Observations over the planned points that an evaluation touched.
+#[derive(Debug, Default)]
+struct Touched {
+    planned: BTreeSet<(String, Key)>,
+    missing: BTreeMap<(String, Key), String>,
+    wrong: BTreeMap<(String, Key), String>,
+    ties: Vec<String>,
 }
 
 type Key = String;
@@ -571,6 +618,10 @@ pub struct Context<'a> {
     paper: &'a [PaperValue],
     /// point key -> parameters
     points: BTreeMap<Key, Params>,
+    /// The class's planned (system, point)s; empty when the plan is unknown (then only the
+    /// observations are judged).
+    planned: &'a [Planned],
+    touched: std::cell::RefCell<Touched>,
 }
 
 impl<'a> Context<'a> {
@@ -579,11 +630,77 @@ impl<'a> Context<'a> {
             .iter()
             .map(|o| (params_key(&o.params), o.params.clone()))
             .collect();
-        Context { obs, paper, points }
+        Context {
+            obs,
+            paper,
+            points,
+            planned: &[],
+            touched: Default::default(),
+        }
     }
 
-    /// Evaluate a parsed claim to a verdict.
+    /// Judge against the plan: a claim touching a point with a wrong result fails, one touching
+    /// planned points that never finished is not checkable ("k of n planned points missing").
+    pub fn with_plan(mut self, planned: &'a [Planned]) -> Self {
+        self.planned = planned;
+        self
+    }
+
+    /// Evaluate a parsed claim to a verdict (against the plan, with ties reported as ties).
     pub fn verdict(&self, e: &Expr) -> Verdict {
+        *self.touched.borrow_mut() = Touched::default();
+        let v = self.raw_verdict(e);
+        let t = self.touched.borrow();
+        let show = |m: &BTreeMap<(String, Key), String>| {
+            m.iter()
+                .take(3)
+                .map(|((sys, k), why)| {
+                    if k.is_empty() {
+                        format!("{sys}: {why}")
+                    } else {
+                        format!("{sys} at {k}: {why}")
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+                + if m.len() > 3 { "; ..." } else { "" }
+        };
+        if !t.wrong.is_empty() {
+            return Verdict::Fails(format!(
+                "wrong result on {} of {} planned points ({}); the numbers: {}",
+                t.wrong.len(),
+                t.planned.len().max(t.wrong.len()),
+                show(&t.wrong),
+                v.detail()
+            ));
+        }
+        if !t.missing.is_empty() {
+            return Verdict::NotCheckable(format!(
+                "{} of {} planned points missing ({}); on the points present: {} ({})",
+                t.missing.len(),
+                t.planned.len().max(t.missing.len()),
+                show(&t.missing),
+                v.label(),
+                v.detail()
+            ));
+        }
+        if matches!(v, Verdict::Holds(_)) && !t.ties.is_empty() {
+            return Verdict::Inconclusive(format!(
+                "tie (a tie is not a win): {}{}",
+                t.ties
+                    .iter()
+                    .take(3)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                if t.ties.len() > 3 { "; ..." } else { "" }
+            ));
+        }
+        v
+    }
+
+    /// The verdict on the observations alone (no plan, no tie handling).
+    fn raw_verdict(&self, e: &Expr) -> Verdict {
         match self.eval(e, None) {
             Err(EvalError::Type(m)) => {
                 Verdict::NotCheckable(format!("the expression cannot be evaluated: {m}"))
@@ -594,6 +711,76 @@ impl<'a> Context<'a> {
             Ok(Val::Bools(m)) => summarise(&m),
             Ok(_) => Verdict::NotCheckable("the expression is not a comparison".into()),
         }
+    }
+
+    /// Note the planned (system, point)s a series reads, and which of them are wrong or missing.
+    fn touch(&self, metric_system: &str, filter: &Params, cond: Option<&Expr>) {
+        if self.planned.is_empty() {
+            return;
+        }
+        let mut t = self.touched.borrow_mut();
+        for p in self.planned {
+            if metric_system != "*" && p.system != metric_system {
+                continue;
+            }
+            if !params_match(&p.params, filter) || !self.visible(&p.params, cond).unwrap_or(false) {
+                continue;
+            }
+            let key = (p.system.clone(), params_key(&p.params));
+            match &p.state {
+                PointState::Done => {}
+                PointState::Wrong(m) => {
+                    t.wrong.insert(key.clone(), m.clone());
+                }
+                PointState::Missing(m) => {
+                    t.missing.insert(key.clone(), m.clone());
+                }
+            }
+            t.planned.insert(key);
+        }
+    }
+
+    /// The tightest ratio of a top-level comparison `a OP b`: min of a/b over the points for
+    /// `>`/`>=`, max for `<`/`<=` (None for other shapes). Its bootstrap interval is what a
+    /// statistical verdict shows.
+    pub fn tightest_ratio(&self, e: &Expr) -> Option<(f64, String)> {
+        let (e, cond) = match e {
+            Expr::Where(x, c) => (&**x, Some(&**c)),
+            other => (other, None),
+        };
+        let Expr::Bin(op, a, b) = e else { return None };
+        if !matches!(op, BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge) {
+            return None;
+        }
+        let l = self.eval(a, cond).ok()?;
+        let r = self.eval(b, cond).ok()?;
+        let ratios: Vec<f64> = match (l, r) {
+            (Val::Num(x), Val::Num(y)) => vec![x / y],
+            (Val::Series(s), Val::Num(y)) => s.values().map(|x| x / y).collect(),
+            (Val::Num(x), Val::Series(t)) => t.values().map(|y| x / y).collect(),
+            (Val::Series(s), Val::Series(t)) => s
+                .iter()
+                .filter_map(|(k, x)| t.get(k).map(|y| x / y))
+                .collect(),
+            _ => return None,
+        };
+        let finite: Vec<f64> = ratios.into_iter().filter(|r| r.is_finite()).collect();
+        if finite.is_empty() {
+            return None;
+        }
+        let lower = matches!(op, BinOp::Gt | BinOp::Ge);
+        let v = if lower {
+            finite.iter().copied().fold(f64::INFINITY, f64::min)
+        } else {
+            finite.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+        };
+        Some((
+            v,
+            format!(
+                "{a} / {b} ({} over the points)",
+                if lower { "min" } else { "max" }
+            ),
+        ))
     }
 
     fn eval(&self, e: &Expr, cond: Option<&Expr>) -> Result<Val, EvalError> {
@@ -637,6 +824,7 @@ impl<'a> Context<'a> {
                         single.insert(k, o.value);
                     }
                 }
+                self.touch(system, filter, cond);
                 if system == "*" {
                     if multi.is_empty() {
                         return Err(EvalError::NoData(e.to_string()));
@@ -667,6 +855,10 @@ impl<'a> Context<'a> {
                 self.eval(x, Some(&combined))?
             }
             Expr::Bin(op, a, b) => {
+                if *op == BinOp::Eq {
+                    self.note_ties(a, b, cond);
+                    self.note_ties(b, a, cond);
+                }
                 let l = self.eval(a, cond)?;
                 let r = self.eval(b, cond)?;
                 match op {
@@ -677,6 +869,59 @@ impl<'a> Context<'a> {
             }
             Expr::Call(name, args) => self.call(name, args, cond)?,
         })
+    }
+
+    /// `x(s) == min(x(*))` (or max): note the points where `s` attains the extreme together with
+    /// another system, so a holding verdict is reported as a tie.
+    fn note_ties(&self, one: &Expr, extreme: &Expr, cond: Option<&Expr>) {
+        let Expr::Series { system, .. } = one else {
+            return;
+        };
+        let Expr::Call(name, args) = extreme else {
+            return;
+        };
+        if !(name == "min" || name == "max") || args.len() != 1 {
+            return;
+        }
+        if !matches!(&args[0], Expr::Series { system: s, .. } if s == "*") {
+            return;
+        }
+        let Ok(Val::Multi(m)) = self.eval(&args[0], cond) else {
+            return;
+        };
+        let mut ties = Vec::new();
+        for (k, per) in &m {
+            let Some(mine) = per.get(system) else {
+                continue;
+            };
+            let ext = reduce(name, per.values().copied().collect());
+            let same = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.abs().max(y.abs());
+            if !same(*mine, ext) {
+                continue;
+            }
+            let others: Vec<&String> = per
+                .iter()
+                .filter(|(s, v)| *s != system && same(**v, ext))
+                .map(|(s, _)| s)
+                .collect();
+            if !others.is_empty() {
+                let who = others
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let at = if k.is_empty() {
+                    String::new()
+                } else {
+                    format!(" at {k}")
+                };
+                ties.push(format!(
+                    "{system} and {who} share the {name} {}{at}",
+                    fmt_num(ext)
+                ));
+            }
+        }
+        self.touched.borrow_mut().ties.extend(ties);
     }
 
     /// Whether a point's parameters satisfy the `where` condition.
@@ -1067,7 +1312,9 @@ fn logic(op: BinOp, a: Val, b: Val) -> Result<Val, EvalError> {
             Val::Bool(x, d) => (x, d),
             Val::Bools(m) => match summarise(&m) {
                 Verdict::Holds(d) => (true, d),
-                Verdict::Fails(d) | Verdict::NotCheckable(d) => (false, d),
+                Verdict::Fails(d) | Verdict::Inconclusive(d) | Verdict::NotCheckable(d) => {
+                    (false, d)
+                }
             },
             _ => (false, String::new()),
         }
@@ -1146,6 +1393,159 @@ fn summarise(m: &BTreeMap<Key, (bool, String)>) -> Verdict {
     }
 }
 
+/// A system's metric at a point with its value in every measured repetition (in repetition
+/// order), for statistical verdicts.
+#[derive(Debug, Clone)]
+pub struct RepObs {
+    pub system: String,
+    pub params: Params,
+    pub metric: String,
+    pub reps: Vec<f64>,
+}
+
+/// Bootstrap resamples behind a statistical verdict.
+pub const RESAMPLES: usize = 1000;
+/// A comparison holds (fails) with confidence when it holds in at least (at most) this share
+/// of the resamples: a one-sided 95% level each way; in between it is inconclusive.
+pub const CONFIDENCE: f64 = 0.95;
+
+fn median_of(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Judge a claim over observations with repetitions, against the plan.
+///
+/// The point estimate is the verdict on the medians of the repetitions. When repetitions vary,
+/// the verdict is statistical: a percentile bootstrap resamples each (system, point)'s
+/// repetitions with replacement (`RESAMPLES` times, seeded, so a report is reproducible),
+/// takes the median of each resample and re-evaluates the claim; it holds when it holds in at
+/// least `CONFIDENCE` of the resamples, fails when it holds in at most 1 - `CONFIDENCE`, and is
+/// inconclusive otherwise. For a top-level comparison the 95% interval of the tightest ratio
+/// (left side / right side) is shown. When every series has the same number of repetitions,
+/// the share of repetitions (draws: seeds, random inputs) in which the claim holds is shown too.
+/// Wrong results, missing points and ties are decided on the medians first and never resampled.
+pub fn judge(
+    e: &Expr,
+    obs: &[RepObs],
+    paper: &[PaperValue],
+    planned: &[Planned],
+    seed: u64,
+) -> Verdict {
+    let medians: Vec<Obs> = obs
+        .iter()
+        .map(|o| Obs {
+            system: o.system.clone(),
+            params: o.params.clone(),
+            metric: o.metric.clone(),
+            value: median_of(&mut o.reps.clone()),
+        })
+        .collect();
+    let ctx = Context::new(&medians, paper).with_plan(planned);
+    let v0 = ctx.verdict(e);
+    {
+        let t = ctx.touched.borrow();
+        if !t.wrong.is_empty() || !t.missing.is_empty() || !t.ties.is_empty() {
+            return v0;
+        }
+    }
+    if matches!(v0, Verdict::NotCheckable(_)) {
+        return v0;
+    }
+    let noisy = obs
+        .iter()
+        .any(|o| o.reps.len() >= 2 && o.reps.iter().any(|x| x.to_bits() != o.reps[0].to_bits()));
+    if !noisy {
+        let single = obs.iter().any(|o| o.reps.len() == 1);
+        return if single {
+            v0.with_detail(format!(
+                "{}; one repetition per point: no interval",
+                v0.detail()
+            ))
+        } else {
+            v0
+        };
+    }
+    let mut rng = crate::rng::SplitMix64::new(seed);
+    let mut holds = 0usize;
+    let mut ratios = Vec::with_capacity(RESAMPLES);
+    let mut ratio_label = None;
+    let mut draw = Vec::with_capacity(medians.len());
+    for _ in 0..RESAMPLES {
+        draw.clear();
+        for o in obs {
+            let n = o.reps.len();
+            let mut r: Vec<f64> = (0..n)
+                .map(|_| o.reps[(rng.next_u64() % n as u64) as usize])
+                .collect();
+            draw.push(Obs {
+                system: o.system.clone(),
+                params: o.params.clone(),
+                metric: o.metric.clone(),
+                value: median_of(&mut r),
+            });
+        }
+        let c = Context::new(&draw, paper);
+        if matches!(c.raw_verdict(e), Verdict::Holds(_)) {
+            holds += 1;
+        }
+        if let Some((r, label)) = c.tightest_ratio(e) {
+            ratios.push(r);
+            ratio_label.get_or_insert(label);
+        }
+    }
+    let share = holds as f64 / RESAMPLES as f64;
+    let mut detail = format!(
+        "{}; holds in {:.1}% of {RESAMPLES} bootstrap resamples of the repetitions",
+        v0.detail(),
+        share * 100.0
+    );
+    if ratios.len() >= RESAMPLES / 2
+        && let Some(label) = ratio_label
+    {
+        ratios.sort_by(f64::total_cmp);
+        let q = |p: f64| ratios[((ratios.len() - 1) as f64 * p).round() as usize];
+        detail.push_str(&format!(
+            ", 95% interval of {label}: [{}, {}]",
+            fmt_num(q(0.025)),
+            fmt_num(q(0.975))
+        ));
+    }
+    let reps = obs.iter().map(|o| o.reps.len()).min().unwrap_or(0);
+    if reps >= 2 && obs.iter().all(|o| o.reps.len() == reps) {
+        let mut k = 0;
+        for r in 0..reps {
+            let one: Vec<Obs> = obs
+                .iter()
+                .map(|o| Obs {
+                    system: o.system.clone(),
+                    params: o.params.clone(),
+                    metric: o.metric.clone(),
+                    value: o.reps[r],
+                })
+                .collect();
+            if matches!(Context::new(&one, paper).raw_verdict(e), Verdict::Holds(_)) {
+                k += 1;
+            }
+        }
+        detail.push_str(&format!("; holds in {k} of {reps} repetitions"));
+    }
+    if share >= CONFIDENCE {
+        Verdict::Holds(detail)
+    } else if share <= 1.0 - CONFIDENCE {
+        Verdict::Fails(detail)
+    } else {
+        Verdict::Inconclusive(detail)
+    }
+}
+
 /// Numbers in verdicts: 4 significant digits.
 pub fn fmt_num(x: f64) -> String {
     if x == 0.0 || !x.is_finite() {
@@ -1182,6 +1582,131 @@ mod tests {
             params: p(params),
             value,
         }
+    }
+
+    fn rep(system: &str, metric: &str, params: &[(&str, f64)], reps: &[f64]) -> RepObs {
+        RepObs {
+            system: system.into(),
+            metric: metric.into(),
+            params: p(params),
+            reps: reps.to_vec(),
+        }
+    }
+
+    #[test]
+    fn tie_is_not_a_win() {
+        let o = vec![
+            obs("a", "rtt", &[("w", 6.0)], 5.0),
+            obs("b", "rtt", &[("w", 6.0)], 5.0),
+            obs("c", "rtt", &[("w", 6.0)], 9.0),
+        ];
+        let v = check(&o, "rtt(a) == min(rtt(*))");
+        assert!(matches!(v, Verdict::Inconclusive(_)), "{v:?}");
+        assert!(v.detail().contains("a and b share the min 5"), "{v:?}");
+        // a strict winner still holds; a loser still fails
+        assert!(matches!(
+            check(&o[1..], "rtt(b) == min(rtt(*))"),
+            Verdict::Holds(_)
+        ));
+        assert!(matches!(
+            check(&o, "rtt(c) == min(rtt(*))"),
+            Verdict::Fails(_)
+        ));
+    }
+
+    #[test]
+    fn wrong_point_fails_and_missing_point_is_not_checkable() {
+        let o = vec![
+            obs("a", "wrong", &[("loss", 0.0)], 0.0),
+            obs("b", "wrong", &[("loss", 0.0)], 0.0),
+            obs("a", "wrong", &[("loss", 0.01)], 0.0),
+        ];
+        let planned = vec![
+            Planned {
+                system: "a".into(),
+                params: p(&[("loss", 0.0)]),
+                state: PointState::Done,
+            },
+            Planned {
+                system: "b".into(),
+                params: p(&[("loss", 0.0)]),
+                state: PointState::Done,
+            },
+            Planned {
+                system: "a".into(),
+                params: p(&[("loss", 0.01)]),
+                state: PointState::Wrong("sum 7 != 8".into()),
+            },
+            Planned {
+                system: "b".into(),
+                params: p(&[("loss", 0.01)]),
+                state: PointState::Missing("never ran".into()),
+            },
+        ];
+        let judge_of = |src: &str| {
+            let e = parse(src).expect("parses");
+            Context::new(&o, &[]).with_plan(&planned).verdict(&e)
+        };
+        // the observations alone say 0 wrong aggregates: the plan says a's point was wrong
+        let v = judge_of("max(wrong(a)) == 0");
+        assert!(matches!(v, Verdict::Fails(_)), "{v:?}");
+        assert!(v.detail().contains("sum 7 != 8"), "{v:?}");
+        let v = judge_of("max(wrong(b)) == 0");
+        assert!(matches!(v, Verdict::NotCheckable(_)), "{v:?}");
+        assert!(
+            v.detail().contains("1 of 2 planned points missing"),
+            "{v:?}"
+        );
+        // a claim that does not read the bad points is judged as before
+        assert!(matches!(
+            judge_of("max(wrong(b)) == 0 where loss < 0.005"),
+            Verdict::Holds(_)
+        ));
+        // `*` reads every planned system
+        let v = judge_of("max(wrong(*)) == 0 where loss < 0.005");
+        assert!(matches!(v, Verdict::Holds(_)), "{v:?}");
+        let v = judge_of("max(wrong(*)) == 0");
+        assert!(matches!(v, Verdict::Fails(_)), "{v:?}");
+    }
+
+    #[test]
+    fn statistical_verdicts() {
+        let e = parse("g(a) >= 1.8 * g(b)").expect("parses");
+        // clearly above: holds with an interval
+        let clear = vec![
+            rep("a", "g", &[], &[10.0, 10.5, 9.8, 10.2, 10.1]),
+            rep("b", "g", &[], &[4.0, 4.1, 3.9, 4.05, 4.0]),
+        ];
+        let v = judge(&e, &clear, &[], &[], 1);
+        assert!(matches!(v, Verdict::Holds(_)), "{v:?}");
+        assert!(
+            v.detail().contains("95% interval of g(a) / (1.8 * g(b))"),
+            "{v:?}"
+        );
+        assert!(v.detail().contains("holds in 5 of 5 repetitions"), "{v:?}");
+        // clearly below: fails
+        let below = vec![
+            rep("a", "g", &[], &[5.0, 5.2, 4.9]),
+            rep("b", "g", &[], &[4.0, 4.1, 3.9]),
+        ];
+        assert!(matches!(judge(&e, &below, &[], &[], 1), Verdict::Fails(_)));
+        // the median clears the bar but the spread straddles it: inconclusive
+        let noisy = vec![
+            rep("a", "g", &[], &[6.0, 7.3, 8.0, 7.5, 6.5]),
+            rep("b", "g", &[], &[3.5, 4.0, 4.3, 3.9, 4.4]),
+        ];
+        let v = judge(&e, &noisy, &[], &[], 1);
+        assert!(matches!(v, Verdict::Inconclusive(_)), "{v:?}");
+        // identical repetitions (a deterministic model) are judged as a plain verdict
+        let det = vec![
+            rep("a", "g", &[], &[9.0, 9.0]),
+            rep("b", "g", &[], &[5.0, 5.0]),
+        ];
+        let v = judge(&e, &det, &[], &[], 1);
+        assert!(
+            matches!(v, Verdict::Holds(_)) && !v.detail().contains("bootstrap"),
+            "{v:?}"
+        );
     }
 
     fn table6() -> Vec<Obs> {

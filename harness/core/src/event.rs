@@ -21,6 +21,9 @@ pub enum Event {
         run_id: String,
         experiment: String,
         fidelity: Fidelity,
+        /// Every class of the run, in the order they run.
+        #[serde(default)]
+        fidelities: Vec<Fidelity>,
         profile: String,
         points: Vec<PlannedPoint>,
     },
@@ -78,4 +81,7 @@ pub struct PlannedPoint {
     pub label: String,
     /// Already done in an earlier attempt (resume).
     pub done: bool,
+    /// The class the point runs in.
+    #[serde(default)]
+    pub fidelity: Option<Fidelity>,
 }

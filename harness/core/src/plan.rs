@@ -20,14 +20,54 @@ impl Point {
     }
 }
 
-/// The planned run.
+/// The planned run: every point in every class (`fidelities`, best first).
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub experiment: String,
     pub profile: String,
+    /// The first class (`fidelities[0]`).
     pub fidelity: Fidelity,
+    pub fidelities: Vec<Fidelity>,
     pub points: Vec<Point>,
     pub estimated_seconds: f64,
+}
+
+/// One unit of a run: a point in one class.
+#[derive(Debug, Clone, Copy)]
+pub struct Entry<'a> {
+    pub fidelity: Fidelity,
+    pub point: &'a Point,
+}
+
+impl Entry<'_> {
+    /// The key of the entry in the run's store (`point_done`): the class and the point's id.
+    pub fn key(&self) -> String {
+        run_key(self.fidelity, &self.point.id)
+    }
+
+    pub fn label(&self) -> String {
+        format!("[{}] {}", self.fidelity, self.point.label())
+    }
+}
+
+/// The store key of a point in a class.
+pub fn run_key(fidelity: Fidelity, point_id: &str) -> String {
+    format!("{fidelity}-{point_id}")
+}
+
+impl Plan {
+    /// Every (class, point) of the run in the order it runs: class by class, best first.
+    pub fn entries(&self) -> Vec<Entry<'_>> {
+        self.fidelities
+            .iter()
+            .flat_map(|f| {
+                self.points.iter().map(move |p| Entry {
+                    fidelity: *f,
+                    point: p,
+                })
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -188,7 +228,66 @@ pub fn choose_fidelity(
         })
 }
 
-/// Build the plan of a run.
+/// Choose the classes of a run: the ones asked for (each must be in the spec and available), or,
+/// when none is asked for, every class of the spec that is available here, in the spec's order.
+pub fn choose_classes(
+    spec: &Spec,
+    asked: &[Fidelity],
+    available: &[Fidelity],
+) -> Result<Vec<Fidelity>, PlanError> {
+    if asked.is_empty() {
+        let all: Vec<Fidelity> = spec
+            .fidelity
+            .iter()
+            .copied()
+            .filter(|f| available.contains(f))
+            .collect();
+        if all.is_empty() {
+            // the same error as asking for the best class
+            choose_fidelity(spec, None, available)?;
+        }
+        return Ok(all);
+    }
+    let mut out = Vec::new();
+    for a in asked {
+        let f = choose_fidelity(spec, Some(*a), available)?;
+        if !out.contains(&f) {
+            out.push(f);
+        }
+    }
+    Ok(out)
+}
+
+/// Build the plan of a run over one or more classes (`asked` empty: every available class).
+pub fn plan_classes(
+    spec: &Spec,
+    profile: &str,
+    asked: &[Fidelity],
+    available: &[Fidelity],
+) -> Result<Plan, PlanError> {
+    if spec.status == crate::spec::Status::Planned {
+        return Err(PlanError::Planned {
+            experiment: spec.id.clone(),
+        });
+    }
+    let points = expand(spec, profile)?;
+    let fidelities = choose_classes(spec, asked, available)?;
+    let estimated_seconds = spec
+        .profiles
+        .get(profile)
+        .map(|p| p.estimated_seconds)
+        .unwrap_or(0.0);
+    Ok(Plan {
+        experiment: spec.id.clone(),
+        profile: profile.to_string(),
+        fidelity: fidelities[0],
+        fidelities,
+        points,
+        estimated_seconds,
+    })
+}
+
+/// Build the plan of a run in one class (the one asked for, or the best available).
 pub fn plan(
     spec: &Spec,
     profile: &str,
@@ -211,6 +310,7 @@ pub fn plan(
         experiment: spec.id.clone(),
         profile: profile.to_string(),
         fidelity,
+        fidelities: vec![fidelity],
         points,
         estimated_seconds,
     })
@@ -243,6 +343,35 @@ mod tests {
         assert_eq!(ids.len(), pts.len(), "ids are unique");
         // stable across calls
         assert_eq!(expand(&s, "quick").expect("again")[17].id, pts[17].id);
+    }
+
+    #[test]
+    fn every_available_class_by_default_or_the_listed_ones() {
+        let s = fig7(); // fidelity: [modelled, simulated]
+        let both = [Fidelity::Simulated, Fidelity::Modelled];
+        let p = plan_classes(&s, "quick", &[], &both).expect("plan");
+        assert_eq!(p.fidelities, vec![Fidelity::Modelled, Fidelity::Simulated]);
+        assert_eq!(p.entries().len(), 2 * p.points.len());
+        let keys: std::collections::BTreeSet<_> = p.entries().iter().map(|e| e.key()).collect();
+        assert_eq!(
+            keys.len(),
+            2 * p.points.len(),
+            "keys are unique across classes"
+        );
+        // only what is available here
+        let p = plan_classes(&s, "quick", &[], &[Fidelity::Simulated]).expect("plan");
+        assert_eq!(p.fidelities, vec![Fidelity::Simulated]);
+        // a list picks several, in the order given
+        let p = plan_classes(
+            &s,
+            "quick",
+            &[Fidelity::Simulated, Fidelity::Modelled],
+            &both,
+        )
+        .expect("plan");
+        assert_eq!(p.fidelities, vec![Fidelity::Simulated, Fidelity::Modelled]);
+        assert!(plan_classes(&s, "quick", &[Fidelity::Emulated], &both).is_err());
+        assert!(plan_classes(&s, "quick", &[], &[Fidelity::Hardware]).is_err());
     }
 
     #[test]

@@ -147,6 +147,75 @@ pub struct Claim {
     pub expr: String,
     #[serde(default)]
     pub tolerance: Option<String>,
+    /// Set when the claim is a consistency check, not evidence: it restates arithmetic on the
+    /// paper's own inputs or holds by construction of the model. The text says why; reports
+    /// show such claims apart ("consistency, not evidence").
+    #[serde(default)]
+    pub consistency: Option<String>,
+    /// Prose explaining a verdict that is a finding about the paper (the paper contradicts
+    /// itself, or a faithful model disagrees), with where in the paper. Shown beside the
+    /// computed numbers; it never changes a verdict.
+    #[serde(default)]
+    pub finding: Option<String>,
+    /// What checking the claim needs of the machine (cores, a line rate, root, devices, a data
+    /// set), in the classes that measure the host. Without it the verdict is `not checkable
+    /// here`, naming what is missing and the classes where the claim is checked instead.
+    #[serde(default)]
+    pub needs: Option<Needs>,
+}
+
+/// A host requirement of a claim (see `Claim::needs`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Needs {
+    /// Online CPU cores the measurement needs (e.g. a scaling claim up to 8 cores).
+    #[serde(default)]
+    pub cores: Option<u32>,
+    /// A NIC at this line rate (Gbit/s); software fabrics on loopback or veth have none.
+    #[serde(default)]
+    pub line_rate_gbps: Option<f64>,
+    /// Root (network namespaces, XDP).
+    #[serde(default)]
+    pub root: bool,
+    /// Devices by kind: `tofino`, `fpga`, `rdma`, `gpu`, `nic_driver_mode` (a NIC whose driver
+    /// runs XDP natively, with interrupt moderation to set).
+    #[serde(default)]
+    pub devices: Vec<String>,
+    /// A data set that is not shipped (the paper's private trace, say).
+    #[serde(default)]
+    pub dataset: Option<String>,
+    /// The classes these needs apply in (default: the classes that measure the host,
+    /// hardware and emulated).
+    #[serde(default = "host_classes")]
+    pub classes: Vec<Fidelity>,
+    /// Why the claim needs it, in words (shown in the report and by `doctor`).
+    #[serde(default)]
+    pub why: Option<String>,
+}
+
+fn host_classes() -> Vec<Fidelity> {
+    vec![Fidelity::Hardware, Fidelity::Emulated]
+}
+
+/// How the report lays out one of the paper's tables: one row per system (or per value of a
+/// parameter), one column per metric, the paper's value beside ours in every class.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableLayout {
+    pub id: String,
+    pub title: String,
+    /// `system` (default) or a parameter whose values make the rows.
+    #[serde(default = "system_rows")]
+    pub rows: String,
+    /// The metrics, in the paper's column order.
+    pub columns: Vec<String>,
+    /// Only points whose parameters match (e.g. `host_stack: paper`).
+    #[serde(default)]
+    pub filter: Params,
+}
+
+fn system_rows() -> String {
+    "system".to_string()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -215,6 +284,9 @@ pub struct Spec {
     pub claims: Vec<Claim>,
     #[serde(default)]
     pub figures: Vec<Figure>,
+    /// The paper's tables in their own shape (see `TableLayout`).
+    #[serde(default)]
+    pub tables: Vec<TableLayout>,
 }
 
 /// A spec error: one sentence with the file, line and field.
@@ -441,6 +513,32 @@ impl Spec {
                         &needle,
                         &format!("claims[{i}].expr"),
                         format!("unknown parameter `{p}` (parameters: {})", join(&params)),
+                    ));
+                }
+            }
+        }
+        for (i, t) in self.tables.iter().enumerate() {
+            let needle = format!("id: {}", t.id);
+            if t.rows != "system" && !params.contains(&t.rows) {
+                return Err(err(
+                    &needle,
+                    &format!("tables[{i}].rows"),
+                    format!("`{}` is neither `system` nor a parameter", t.rows),
+                ));
+            }
+            if t.columns.is_empty() {
+                return Err(err(
+                    &needle,
+                    &format!("tables[{i}].columns"),
+                    "list at least one metric".into(),
+                ));
+            }
+            for m in &t.columns {
+                if self.metric(m).is_none() {
+                    return Err(err(
+                        &needle,
+                        &format!("tables[{i}].columns"),
+                        format!("unknown metric `{m}` (declared: {})", self.metric_names()),
                     ));
                 }
             }

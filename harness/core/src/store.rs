@@ -61,6 +61,9 @@ pub struct HostFacts {
     pub memory_gib: f64,
     pub kernel: String,
     pub rustc: String,
+    /// Whether the run had root (network namespaces, XDP).
+    #[serde(default)]
+    pub root: bool,
 }
 
 impl HostFacts {
@@ -89,6 +92,8 @@ impl HostFacts {
             memory_gib: memory_kib / (1024.0 * 1024.0),
             kernel: read("/proc/sys/kernel/osrelease").trim().to_string(),
             rustc: rustc.to_string(),
+            // SAFETY: geteuid has no preconditions and cannot fail
+            root: unsafe { libc::geteuid() } == 0,
         }
     }
 }
@@ -102,7 +107,12 @@ pub struct Manifest {
     pub spec_file: String,
     pub spec_sha256: String,
     pub profile: String,
+    /// The first (best) class of the run; `fidelities` lists them all.
     pub fidelity: Fidelity,
+    /// Every class the run ran, best first (runs before multi-class runs list none: read
+    /// `classes()`).
+    #[serde(default)]
+    pub fidelities: Vec<Fidelity>,
     pub fabric: String,
     pub seed: u64,
     pub git_revision: String,
@@ -120,6 +130,9 @@ pub struct Manifest {
     pub points_total: usize,
     pub points_done: usize,
     pub points_failed: usize,
+    /// Points that finished with a wrong result (counted in `points_done` too).
+    #[serde(default)]
+    pub points_wrong: usize,
     #[serde(default)]
     pub resumed_from: Vec<String>,
     /// Systems of the spec this version cannot run yet (left out of the plan).
@@ -129,6 +142,17 @@ pub struct Manifest {
     /// points ran in the runner's process.
     #[serde(default)]
     pub launcher: Option<String>,
+}
+
+impl Manifest {
+    /// The classes the run ran, best first.
+    pub fn classes(&self) -> Vec<Fidelity> {
+        if self.fidelities.is_empty() {
+            vec![self.fidelity]
+        } else {
+            self.fidelities.clone()
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -166,6 +190,10 @@ pub enum Record {
         point_id: String,
         ok: bool,
         error: Option<String>,
+        /// The point finished with a wrong result (a wrong aggregate): its rows are kept as
+        /// data, resume does not rerun it, and every claim over it fails.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        wrong: bool,
     },
 }
 
@@ -288,6 +316,8 @@ pub struct Stored {
     pub rows: Vec<Row>,
     pub done: BTreeSet<String>,
     pub failed: BTreeSet<String>,
+    /// Points that finished with a wrong result, with the message (also in `done`).
+    pub wrong: std::collections::BTreeMap<String, String>,
     /// Rows of points that never finished (dropped: resume measures them again).
     pub dropped_rows: usize,
     /// A torn last line (the process died mid-write) is ignored and counted here.
@@ -315,9 +345,17 @@ pub fn read_rows(dir: &Path) -> Result<Stored, StoreError> {
         }
         match serde_json::from_str::<Record>(&line) {
             Ok(Record::Row(r)) => all.push(r),
-            Ok(Record::PointDone { point_id, ok, .. }) => {
-                if ok {
+            Ok(Record::PointDone {
+                point_id,
+                ok,
+                wrong,
+                error,
+            }) => {
+                if ok || wrong {
                     st.failed.remove(&point_id);
+                    if wrong {
+                        st.wrong.insert(point_id.clone(), error.unwrap_or_default());
+                    }
                     st.done.insert(point_id);
                 } else {
                     st.failed.insert(point_id);
@@ -345,7 +383,12 @@ pub fn read_rows(dir: &Path) -> Result<Stored, StoreError> {
         if r.experiment.is_empty() {
             r.experiment.clone_from(&experiment);
         }
-        if st.done.contains(&r.point_id) {
+        // multi-class runs key their point records by class and point id; older runs by the id
+        if st
+            .done
+            .contains(&crate::plan::run_key(r.fidelity, &r.point_id))
+            || st.done.contains(&r.point_id)
+        {
             st.rows.push(r);
         } else {
             st.dropped_rows += 1;
@@ -369,10 +412,12 @@ pub fn rewrite_rows(dir: &Path, st: &Stored) -> Result<(), StoreError> {
             w.write_all(b"\n").map_err(io(&tmp))?;
         }
         for id in &st.done {
+            let wrong = st.wrong.get(id);
             let rec = Record::PointDone {
                 point_id: id.clone(),
-                ok: true,
-                error: None,
+                ok: wrong.is_none(),
+                error: wrong.cloned(),
+                wrong: wrong.is_some(),
             };
             serde_json::to_writer(&mut w, &rec).map_err(|e| StoreError::Io {
                 path: tmp.clone(),
@@ -495,6 +540,7 @@ mod tests {
             spec_sha256: String::new(),
             profile: "quick".into(),
             fidelity: Fidelity::Modelled,
+            fidelities: vec![],
             fabric: "model".into(),
             seed: 1,
             git_revision: String::new(),
@@ -512,6 +558,7 @@ mod tests {
             points_total: 0,
             points_done: 0,
             points_failed: 0,
+            points_wrong: 0,
             resumed_from: vec![],
             systems_not_built: vec![],
             launcher: None,
@@ -528,6 +575,7 @@ mod tests {
             point_id: "a".into(),
             ok: true,
             error: None,
+            wrong: false,
         })
         .expect("done");
         w.append(&Record::Row(row("b", 0, 9.0))).expect("row");
@@ -564,6 +612,7 @@ mod tests {
             point_id: "a".into(),
             ok: true,
             error: None,
+            wrong: false,
         })
         .expect("done");
         w.flush().expect("flush");

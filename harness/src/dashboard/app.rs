@@ -28,7 +28,12 @@ pub struct App {
     pub experiment: String,
     pub title: String,
     pub run_id: String,
+    /// The class running now (the first until a point of another starts).
     pub fidelity: String,
+    /// Every class of the run, in order.
+    pub classes: Vec<String>,
+    /// The class of each planned point.
+    pub point_class: Vec<String>,
     pub profile: String,
     pub labels: Vec<String>,
     pub states: Vec<PointState>,
@@ -55,6 +60,8 @@ impl App {
             title: title.to_string(),
             run_id: String::new(),
             fidelity: String::new(),
+            classes: Vec::new(),
+            point_class: Vec::new(),
             profile: String::new(),
             labels: Vec::new(),
             states: Vec::new(),
@@ -79,12 +86,18 @@ impl App {
                 run_id,
                 experiment,
                 fidelity,
+                fidelities,
                 profile,
                 points,
             } => {
                 self.run_id = run_id.clone();
                 self.experiment = experiment.clone();
                 self.fidelity = fidelity.to_string();
+                self.classes = fidelities.iter().map(|f| f.to_string()).collect();
+                self.point_class = points
+                    .iter()
+                    .map(|p| p.fidelity.map(|f| f.to_string()).unwrap_or_default())
+                    .collect();
                 self.profile = profile.clone();
                 self.labels = points.iter().map(|p| p.label.clone()).collect();
                 self.states = points
@@ -99,6 +112,9 @@ impl App {
                     .collect();
             }
             Event::PointStarted { point } => {
+                if let Some(c) = self.point_class.get(*point).filter(|c| !c.is_empty()) {
+                    self.fidelity.clone_from(c);
+                }
                 if let Some(s) = self.states.get_mut(*point) {
                     *s = PointState::Running { done: 0, total: 0 };
                 }

@@ -108,8 +108,21 @@ fn header(app: &App, f: &mut Frame, area: Rect) {
             Span::raw(format!("  {}", app.title)),
         ]),
         Line::from(format!(
-            "fidelity {}   profile {}   run {}   {status}{eta}",
-            app.fidelity, app.profile, app.run_id
+            "class {}{}   profile {}   run {}   {status}{eta}",
+            app.fidelity,
+            match app.classes.iter().position(|c| *c == app.fidelity) {
+                Some(i) if app.classes.len() > 1 => {
+                    format!(
+                        " ({} of {}: {})",
+                        i + 1,
+                        app.classes.len(),
+                        app.classes.join(", ")
+                    )
+                }
+                _ => String::new(),
+            },
+            app.profile,
+            app.run_id
         )),
     ];
     f.render_widget(
@@ -339,6 +352,7 @@ mod tests {
                 system: "flat_ring".into(),
                 label: format!("flat_ring P={}", 32 << i),
                 done: i == 2,
+                fidelity: Some(Fidelity::Modelled),
             })
             .collect();
         for ev in [
@@ -346,6 +360,7 @@ mod tests {
                 run_id: "r1".into(),
                 experiment: "netreduce-fig7".into(),
                 fidelity: Fidelity::Modelled,
+                fidelities: vec![Fidelity::Modelled],
                 profile: "quick".into(),
                 points,
             },

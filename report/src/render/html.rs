@@ -29,7 +29,8 @@ h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ddd;padding-botto
 table{border-collapse:collapse;margin:.6em 0;font-size:.9em}th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left}
 td.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#f3f3f3}
 .banner{background:#eef4ff;border:1px solid #9bb8f0;padding:.6em 1em;border-radius:4px}
-.v{font-weight:bold;padding:.1em .5em;border-radius:3px;color:#fff;white-space:nowrap}.holds{background:#2c8a2c}.fails{background:#c0392b}.nc{background:#888}
+.v{font-weight:bold;padding:.1em .5em;border-radius:3px;color:#fff;white-space:nowrap}.holds{background:#2c8a2c}.fails{background:#c0392b}.inconclusive{background:#c98a00}.nc{background:#888}
+.finding{font-style:italic;color:#633}.wrong{background:#fbe3e3;border:1px solid #c0392b;padding:.6em 1em;border-radius:4px}
 code{background:#f5f5f5;padding:0 .2em}.fig{margin:1em 0}.small{color:#666;font-size:.85em}pre{background:#f5f5f5;padding:.6em;overflow:auto}";
 
 pub fn render_html(a: &Analysis, figures: &[(String, String, String)]) -> String {
@@ -77,6 +78,122 @@ pub fn render_html(a: &Analysis, figures: &[(String, String, String)]) -> String
         m.elapsed_s
     );
 
+    if m.points_wrong > 0 {
+        let _ = writeln!(
+            h,
+            "<p class=\"wrong\"><b>{} point(s) returned a wrong result.</b> Their rows are kept and every claim over them fails.</p>",
+            m.points_wrong
+        );
+    }
+    let (cols, grid) = super::verdict_grid(a);
+    h.push_str("<h2>Verdicts</h2>\n");
+    for consistency in [false, true] {
+        let rows: Vec<_> = grid
+            .iter()
+            .filter(|r| r.consistency.is_some() == consistency)
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        if consistency {
+            h.push_str("<p><b>Consistency checks, not evidence</b> (arithmetic on the paper's own inputs, or true by construction of a model):</p>\n");
+        }
+        let _ = write!(
+            h,
+            "<table class=\"verdicts\" id=\"verdicts-{}\"><tr><th>claim</th>{}</tr>\n",
+            if consistency {
+                "consistency"
+            } else {
+                "evidence"
+            },
+            cols.iter()
+                .map(|f| format!("<th>{}</th>", f.as_str()))
+                .collect::<String>()
+        );
+        for r in rows {
+            let _ = write!(
+                h,
+                "<tr><td><b>{}</b>: {}{}</td>",
+                esc(&r.id),
+                esc(&r.text),
+                match &r.consistency {
+                    Some(why) =>
+                        format!("<br><span class=\"small\">consistency: {}</span>", esc(why)),
+                    None => String::new(),
+                }
+            );
+            for f in &cols {
+                match r.cells.get(f) {
+                    Some((v, d)) => {
+                        let cls = match v.as_str() {
+                            "holds" => "holds",
+                            "fails" => "fails",
+                            "inconclusive" => "inconclusive",
+                            _ => "nc",
+                        };
+                        let _ = write!(
+                            h,
+                            "<td title=\"{}\"><span class=\"v {cls}\">{}</span></td>",
+                            esc(d),
+                            esc(&super::verdict_label(v, r.finding.is_some()))
+                        );
+                    }
+                    None => h.push_str("<td></td>"),
+                }
+            }
+            h.push_str("</tr>\n");
+        }
+        h.push_str("</table>\n");
+    }
+    for r in grid.iter().filter(|r| r.finding.is_some()) {
+        let _ = writeln!(
+            h,
+            "<p class=\"finding\"><b>{}</b>, finding: {}</p>",
+            esc(&r.id),
+            esc(r.finding.as_deref().unwrap_or_default())
+        );
+    }
+    let _ = writeln!(h, "<p class=\"small\">{}</p>", esc(super::METHOD));
+
+    for t in super::paper_tables(a) {
+        let _ = write!(
+            h,
+            "<h2>{}</h2>\n<p class=\"small\">Each cell: the paper's value, then ours per class.{}</p>\n<table class=\"paper-table\" id=\"table-{}\"><tr><th rowspan=\"2\"></th>",
+            esc(&t.title),
+            if t.varying.is_empty() {
+                String::new()
+            } else {
+                esc(&format!(
+                    " Values separated by / are the settings of {} (never averaged).",
+                    t.varying.join(", ")
+                ))
+            },
+            esc(&t.id)
+        );
+        for c in &t.columns {
+            let _ = write!(h, "<th colspan=\"{}\">{}</th>", t.classes.len() + 1, esc(c));
+        }
+        h.push_str("</tr><tr>");
+        for _ in &t.columns {
+            h.push_str("<th>paper</th>");
+            for f in &t.classes {
+                let _ = write!(h, "<th>{}</th>", f.as_str());
+            }
+        }
+        h.push_str("</tr>\n");
+        for (label, cells) in &t.rows {
+            let _ = write!(h, "<tr><th>{}</th>", esc(label));
+            for (paper, ours) in cells {
+                let _ = write!(h, "<td class=\"n\">{}</td>", esc(paper));
+                for o in ours {
+                    let _ = write!(h, "<td class=\"n\">{}</td>", esc(o));
+                }
+            }
+            h.push_str("</tr>\n");
+        }
+        h.push_str("</table>\n");
+    }
+
     let _ = write!(
         h,
         "<h2>The paper's values beside ours</h2>\n<p class=\"small\">{}{}</p>\n",
@@ -90,20 +207,35 @@ pub fn render_html(a: &Analysis, figures: &[(String, String, String)]) -> String
     if a.comparisons.is_empty() {
         h.push_str("<p>The paper prints no values for this artifact; its statements are checked as claims below.</p>\n");
     } else {
-        h.push_str("<table id=\"paper-vs-ours\"><tr><th>system</th><th>metric</th><th>at</th><th>paper</th><th>ours</th><th>deviation</th><th>fidelity</th></tr>\n");
-        for c in &a.comparisons {
-            h.push_str("<tr>");
-            for (k, cell) in super::comparison_cells(c).iter().enumerate() {
-                let class = if (3..6).contains(&k) {
-                    " class=\"n\""
-                } else {
-                    ""
-                };
-                let _ = write!(h, "<td{class}>{}</td>", esc(cell));
+        // one table per class: classes are never mixed in one comparison
+        let mut groups: Vec<Option<inabench_core::spec::Fidelity>> =
+            a.fidelities.iter().copied().map(Some).collect();
+        groups.push(None);
+        for g in groups {
+            let rows: Vec<_> = a.comparisons.iter().filter(|c| c.fidelity == g).collect();
+            if rows.is_empty() {
+                continue;
             }
-            h.push_str("</tr>\n");
+            let _ = write!(
+                h,
+                "<h3>{}</h3>\n<table class=\"paper-vs-ours\" id=\"paper-vs-ours-{}\"><tr><th>system</th><th>metric</th><th>at</th><th>paper</th><th>ours</th><th>deviation</th><th>fidelity</th></tr>\n",
+                g.map(|f| f.as_str()).unwrap_or("not measured"),
+                g.map(|f| f.as_str()).unwrap_or("none")
+            );
+            for c in rows {
+                h.push_str("<tr>");
+                for (k, cell) in super::comparison_cells(c).iter().enumerate() {
+                    let class = if (3..6).contains(&k) {
+                        " class=\"n\""
+                    } else {
+                        ""
+                    };
+                    let _ = write!(h, "<td{class}>{}</td>", esc(cell));
+                }
+                h.push_str("</tr>\n");
+            }
+            h.push_str("</table>\n");
         }
-        h.push_str("</table>\n");
     }
 
     h.push_str("<h2>Claims</h2>\n<table id=\"claims\"><tr><th>verdict</th><th>claim</th><th>fidelity</th><th>numbers</th></tr>\n");
@@ -111,6 +243,7 @@ pub fn render_html(a: &Analysis, figures: &[(String, String, String)]) -> String
         let cls = match c.verdict.as_str() {
             "holds" => "holds",
             "fails" => "fails",
+            "inconclusive" => "inconclusive",
             _ => "nc",
         };
         let _ = writeln!(

@@ -171,3 +171,176 @@ pub fn write_reports(
     }
     Ok(written)
 }
+
+/// One claim across the run's classes (the report opens with these).
+#[derive(Debug, Clone)]
+pub struct GridRow {
+    pub id: String,
+    pub text: String,
+    pub expr: String,
+    pub consistency: Option<String>,
+    pub finding: Option<String>,
+    /// class -> (verdict, detail); a class the claim is not about is absent.
+    pub cells: std::collections::BTreeMap<inabench_core::spec::Fidelity, (String, String)>,
+}
+
+/// The verdicts as one row per claim and one column per class (evidence first, then the
+/// consistency checks), and the classes that are columns.
+pub fn verdict_grid(a: &Analysis) -> (Vec<inabench_core::spec::Fidelity>, Vec<GridRow>) {
+    let mut rows: Vec<GridRow> = Vec::new();
+    let mut classes: Vec<inabench_core::spec::Fidelity> = Vec::new();
+    for c in &a.claims {
+        if !classes.contains(&c.fidelity) {
+            classes.push(c.fidelity);
+        }
+        let row = match rows.iter_mut().position(|r| r.id == c.id) {
+            Some(i) => &mut rows[i],
+            None => {
+                rows.push(GridRow {
+                    id: c.id.clone(),
+                    text: c.text.clone(),
+                    expr: c.expr.clone(),
+                    consistency: c.consistency.clone(),
+                    finding: c.finding.clone(),
+                    cells: Default::default(),
+                });
+                let n = rows.len() - 1;
+                &mut rows[n]
+            }
+        };
+        row.cells
+            .insert(c.fidelity, (c.verdict.clone(), c.detail.clone()));
+    }
+    classes.sort();
+    // evidence first; a stable sort keeps the spec's order inside each group
+    rows.sort_by_key(|r| r.consistency.is_some());
+    (classes, rows)
+}
+
+/// One of the paper's tables in its own shape: rows (systems or a parameter's values) by
+/// metrics, the paper's value beside ours in each class.
+#[derive(Debug, Clone)]
+pub struct TableView {
+    pub id: String,
+    pub title: String,
+    pub classes: Vec<inabench_core::spec::Fidelity>,
+    /// metric [unit] per column
+    pub columns: Vec<String>,
+    /// (row label, per column: (paper, per class: ours))
+    pub rows: Vec<(String, Vec<(String, Vec<String>)>)>,
+    /// Parameters that still vary among the matching points (their values are listed in a cell,
+    /// never averaged).
+    pub varying: Vec<String>,
+}
+
+/// The spec's table layouts filled from the aggregates.
+pub fn paper_tables(a: &Analysis) -> Vec<TableView> {
+    use inabench_core::claims::fmt_num;
+    use inabench_core::value::params_match;
+    let mut out = Vec::new();
+    for t in &a.spec.tables {
+        let classes: Vec<_> = a.fidelities.clone();
+        let row_keys: Vec<String> = if t.rows == "system" {
+            a.spec.systems.clone()
+        } else {
+            let mut v: Vec<String> = a
+                .agg
+                .iter()
+                .filter_map(|r| r.params.get(&t.rows).map(|x| x.to_string()))
+                .collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        let matches = |r: &crate::types::AggRow, key: &str| {
+            params_match(&r.params, &t.filter)
+                && if t.rows == "system" {
+                    r.system == key
+                } else {
+                    r.params.get(&t.rows).map(|x| x.to_string()).as_deref() == Some(key)
+                }
+        };
+        let mut varying: std::collections::BTreeSet<String> = Default::default();
+        let mut rows = Vec::new();
+        for key in &row_keys {
+            let mut cells = Vec::new();
+            for m in &t.columns {
+                let paper = a
+                    .spec
+                    .paper
+                    .values
+                    .iter()
+                    .filter(|pv| {
+                        pv.metric == *m
+                            && params_match(&t.filter, &pv.params)
+                            && if t.rows == "system" {
+                                pv.system == *key
+                            } else {
+                                pv.params.get(&t.rows).map(|x| x.to_string()).as_deref()
+                                    == Some(key.as_str())
+                            }
+                    })
+                    .map(|pv| fmt_num(pv.value))
+                    .collect::<Vec<_>>()
+                    .join(" / ");
+                let mut ours = Vec::new();
+                for f in &classes {
+                    let hits: Vec<&crate::types::AggRow> = a
+                        .agg
+                        .iter()
+                        .filter(|r| r.fidelity == *f && r.metric == *m && matches(r, key))
+                        .collect();
+                    if hits.len() > 1 {
+                        for k in hits[0].params.keys() {
+                            if hits
+                                .iter()
+                                .any(|h| h.params.get(k) != hits[0].params.get(k))
+                            {
+                                varying.insert(k.clone());
+                            }
+                        }
+                    }
+                    ours.push(if hits.is_empty() {
+                        "-".to_string()
+                    } else {
+                        hits.iter()
+                            .map(|h| fmt_num(h.median))
+                            .collect::<Vec<_>>()
+                            .join(" / ")
+                    });
+                }
+                cells.push((if paper.is_empty() { "-".into() } else { paper }, ours));
+            }
+            rows.push((key.clone(), cells));
+        }
+        let columns = t
+            .columns
+            .iter()
+            .map(|m| match a.spec.metric(m) {
+                Some(x) => format!("{m} [{}]", x.unit),
+                None => m.clone(),
+            })
+            .collect();
+        out.push(TableView {
+            id: t.id.clone(),
+            title: t.title.clone(),
+            classes,
+            columns,
+            rows,
+            varying: varying.into_iter().collect(),
+        });
+    }
+    out
+}
+
+/// A verdict with its finding mark, for the grid's cells.
+pub fn verdict_label(verdict: &str, finding: bool) -> String {
+    if verdict == "fails" && finding {
+        "fails (finding)".to_string()
+    } else {
+        verdict.to_string()
+    }
+}
+
+/// How the verdicts are computed, in one paragraph (every report says it).
+pub const METHOD: &str = "A claim is judged per class on the median of the repetitions at each planned point. When the repetitions vary, the verdict is statistical: a percentile bootstrap (1000 resamples of each point's repetitions, with replacement, seeded) re-evaluates the claim; it holds when it holds in at least 95% of the resamples, fails when it holds in at most 5%, and is inconclusive otherwise; the 95% interval of the tightest ratio of a comparison is shown. A point with a wrong result makes every claim over it fail; planned points that never finished make a claim not checkable (k of n missing). `x == min(x(*))` on a tie is inconclusive: a tie is not a win. A claim that needs what this host lacks (cores, a line rate, devices) is not checkable here, with where it is checked instead. Consistency checks (arithmetic on the paper's own inputs, or true by construction of a model) are shown apart from evidence.";

@@ -20,7 +20,7 @@ const TEMPLATE: &str = r##"#let d = json("data.json")
 #set text(font: "Libertinus Serif", size: 10pt)
 #show raw: set text(font: "DejaVu Sans Mono", size: 8pt)
 #let verdict(v) = {
-  let c = if v == "holds" { rgb("#2c8a2c") } else if v == "fails" { rgb("#c0392b") } else { rgb("#888888") }
+  let c = if v == "holds" { rgb("#2c8a2c") } else if v.starts-with("fails") { rgb("#c0392b") } else if v == "inconclusive" { rgb("#c98a00") } else { rgb("#888888") }
   box(fill: c, inset: 3pt, radius: 2pt, text(fill: white, weight: "bold", v))
 }
 = #d.title
@@ -32,13 +32,35 @@ const TEMPLATE: &str = r##"#let d = json("data.json")
   \ #text(size: 8pt)[why this class: #d.reason]
 ]
 Run #raw(d.run_id), #d.profile profile, seed #d.seed, status *#d.status*.
+#if d.wrong > 0 [ \ #text(fill: rgb("#c0392b"))[*#d.wrong point(s) returned a wrong result*: their rows are kept and every claim over them fails.] ]
+
+== Verdicts
+#for g in d.grid [
+  #if g.consistency [ *Consistency checks, not evidence* ]
+  #table(columns: (auto,) + d.grid_cols.map(c => auto), stroke: 0.4pt + gray, inset: 4pt,
+    [*claim*], ..d.grid_cols.map(c => [*#c*]),
+    ..g.rows.map(r => (text(size: 8pt)[*#r.id*: #r.text], ..r.cells.map(v => if v == "" [] else [#verdict(v)]))).flatten())
+]
+#for f in d.findings [ #text(size: 8pt)[*#f.id*, finding: _#f.text _] \ ]
+#text(size: 7pt, d.method)
+
+#for t in d.tables [
+  == #t.title
+  #text(size: 8pt)[Each cell: the paper's value, then ours per class (#t.classes.join(", ")). #t.varying]
+  #table(columns: (auto,) + t.columns.map(c => auto), stroke: 0.4pt + gray, inset: 3pt,
+    [], ..t.columns.map(c => text(size: 8pt, weight: "bold", c)),
+    ..t.rows.map(r => (text(size: 8pt, weight: "bold", r.label), ..r.cells.map(c => text(size: 7pt, c)))).flatten())
+]
 
 == The paper's values beside ours
 #text(size: 8pt, d.paper_source)
 #if d.comparisons.len() == 0 [ The paper prints no values for this artifact; its statements are checked as claims below. ] else [
-  #table(columns: 7, stroke: 0.4pt + gray, inset: 4pt,
-    [*system*], [*metric*], [*at*], [*paper*], [*ours*], [*deviation*], [*fidelity*],
-    ..d.comparisons.map(r => (r.system, r.metric, r.at, r.paper, r.ours, r.deviation, r.fidelity)).flatten().map(x => text(size: 8pt, x)))
+  #for g in d.comparisons [
+    === #g.class
+    #table(columns: 7, stroke: 0.4pt + gray, inset: 4pt,
+      [*system*], [*metric*], [*at*], [*paper*], [*ours*], [*deviation*], [*fidelity*],
+      ..g.rows.map(r => (r.system, r.metric, r.at, r.paper, r.ours, r.deviation, r.fidelity)).flatten().map(x => text(size: 8pt, x)))
+  ]
 ]
 
 == Claims
@@ -110,12 +132,83 @@ impl World for ReportWorld {
 
 fn data(a: &Analysis, figures: &[(String, String, String)]) -> serde_json::Value {
     let m = &a.manifest;
-    let comparisons: Vec<_> = a
-        .comparisons
+    let mut groups: Vec<Option<inabench_core::spec::Fidelity>> =
+        a.fidelities.iter().copied().map(Some).collect();
+    groups.push(None);
+    let comparisons: Vec<_> = groups
+        .into_iter()
+        .filter_map(|g| {
+            let rows: Vec<_> = a
+                .comparisons
+                .iter()
+                .filter(|c| c.fidelity == g)
+                .map(|c| {
+                    let [system, metric, at, paper, ours, deviation, fidelity] =
+                        super::comparison_cells(c);
+                    json!({"system": system, "metric": metric, "at": at, "paper": paper, "ours": ours, "deviation": deviation, "fidelity": fidelity})
+                })
+                .collect();
+            (!rows.is_empty()).then(|| {
+                json!({"class": g.map(|f| f.as_str()).unwrap_or("not measured"), "rows": rows})
+            })
+        })
+        .collect();
+    let (cols, grid) = super::verdict_grid(a);
+    let grid_groups: Vec<_> = [false, true]
+        .into_iter()
+        .filter_map(|consistency| {
+            let rows: Vec<_> = grid
+                .iter()
+                .filter(|r| r.consistency.is_some() == consistency)
+                .map(|r| {
+                    let cells: Vec<String> = cols
+                        .iter()
+                        .map(|f| {
+                            r.cells
+                                .get(f)
+                                .map(|(v, _)| super::verdict_label(v, r.finding.is_some()))
+                                .unwrap_or_default()
+                        })
+                        .collect();
+                    json!({"id": r.id, "text": r.text, "cells": cells})
+                })
+                .collect();
+            (!rows.is_empty()).then(|| json!({"consistency": consistency, "rows": rows}))
+        })
+        .collect();
+    let findings: Vec<_> = grid
         .iter()
-        .map(|c| {
-            let [system, metric, at, paper, ours, deviation, fidelity] = super::comparison_cells(c);
-            json!({"system": system, "metric": metric, "at": at, "paper": paper, "ours": ours, "deviation": deviation, "fidelity": fidelity})
+        .filter_map(|r| r.finding.as_ref().map(|f| json!({"id": r.id, "text": f})))
+        .collect();
+    let tables: Vec<_> = super::paper_tables(a)
+        .into_iter()
+        .map(|t| {
+            let rows: Vec<_> = t
+                .rows
+                .iter()
+                .map(|(label, cells)| {
+                    let cells: Vec<String> = cells
+                        .iter()
+                        .map(|(paper, ours)| {
+                            let o: Vec<String> = t
+                                .classes
+                                .iter()
+                                .zip(ours)
+                                .map(|(f, v)| format!("{}: {v}", f.as_str()))
+                                .collect();
+                            format!("paper {paper}; {}", o.join("; "))
+                        })
+                        .collect();
+                    json!({"label": label, "cells": cells})
+                })
+                .collect();
+            json!({
+                "title": t.title,
+                "classes": t.classes.iter().map(|f| f.as_str()).collect::<Vec<_>>(),
+                "columns": t.columns,
+                "rows": rows,
+                "varying": if t.varying.is_empty() { String::new() } else { format!("Values separated by / are the settings of {} (never averaged).", t.varying.join(", ")) },
+            })
         })
         .collect();
     let claims: Vec<_> = a.claims.iter().map(|c| json!({"id": c.id, "text": c.text, "expr": c.expr, "fidelity": c.fidelity.as_str(), "verdict": c.verdict, "detail": c.detail})).collect();
@@ -131,6 +224,8 @@ fn data(a: &Analysis, figures: &[(String, String, String)]) -> serde_json::Value
         "fidelity_names": a.fidelities.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(", "),
         "reason": m.fidelity_reason, "run_id": m.run_id, "profile": m.profile, "seed": m.seed, "status": m.status.as_str(),
         "paper_source": a.spec.paper.source, "comparisons": comparisons, "claims": claims, "figures": figs,
+        "grid_cols": cols.iter().map(|f| f.as_str()).collect::<Vec<_>>(), "grid": grid_groups, "findings": findings,
+        "tables": tables, "method": super::METHOD, "wrong": m.points_wrong,
         "manifest": manifest.into_iter().map(|(k, v)| vec![k.to_string(), v]).collect::<Vec<_>>(),
         "rerun": format!("cargo run --release -p inabench -- reproduce {} --profile {} --seed {}", a.spec.id, m.profile, m.seed),
     })

@@ -68,6 +68,8 @@ fn series_key(a: &AggRow, keys: &[String]) -> String {
         .map(|k| {
             if k == "system" {
                 a.system.clone()
+            } else if k == "class" {
+                a.fidelity.as_str().to_string()
             } else {
                 format!(
                     "{k}={}",
@@ -111,6 +113,28 @@ pub fn render_svg(a: &Analysis, fig: &Figure) -> Result<Option<String>, ReportEr
         .iter()
         .filter(|r| r.metric == fig.y && params_match(&r.params, &fig.filter))
         .collect();
+    // One series per system and per parameter the run varied (never a median across a
+    // parameter that varies), and per class when the run has several.
+    let mut fig = fig.clone();
+    let mut extra: Vec<String> = Vec::new();
+    if let Some(first) = rows.first() {
+        for k in first.params.keys() {
+            if fig.x.as_deref() == Some(k.as_str())
+                || fig.filter.contains_key(k)
+                || fig.series.contains(k)
+            {
+                continue;
+            }
+            if rows.iter().any(|r| r.params.get(k) != first.params.get(k)) {
+                extra.push(k.clone());
+            }
+        }
+        if rows.iter().any(|r| r.fidelity != first.fidelity) {
+            extra.push("class".to_string());
+        }
+    }
+    fig.series.extend(extra);
+    let fig = &fig;
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (760, 460)).into_drawing_area();
@@ -300,8 +324,17 @@ fn bars(
     let mut val: BTreeMap<(String, String), f64> = BTreeMap::new();
     for r in rows {
         let g = group_of(r);
-        let s = if fig.x.as_deref().is_none_or(|x| x == "system") && fig.series == ["system"] {
+        let by_system = fig.x.as_deref().is_none_or(|x| x == "system");
+        let rest: Vec<String> = fig
+            .series
+            .iter()
+            .filter(|k| *k != "system")
+            .cloned()
+            .collect();
+        let s = if by_system && rest.is_empty() {
             "ours".to_string()
+        } else if by_system {
+            series_key(r, &rest)
         } else {
             series_key(r, &fig.series)
         };
