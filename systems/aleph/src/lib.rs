@@ -10,12 +10,14 @@
 //! - [`scenario`]: one training iteration of BytePS, Horovod and ALEPH on those topologies.
 //! - [`motivating`]: the motivating example of Sec. 3.1 (Table 1).
 //! - [`convergence`]: aleph-fig12's accuracy-vs-time model.
+//! - [`draws`]: the share of M-WCHA's draws in which each testbed claim holds.
 //! - [`testbed`]: the testbed experiments on this machine (namespaces, tbf, ALEPH's XDP data plane
 //!   from drivers/xdp, and TCP baselines: BytePS-style PS, ALEPH with TCP, Horovod ring).
 //! - [`workloads`](crate::workloads): the workloads of aleph-table1, -fig13, -fig14, -fig15-16, and
 //!   (testbed) aleph-fig5, -fig6, -fig7, -fig9, -fig11 and -table2.
 
 pub mod convergence;
+pub mod draws;
 pub mod flowsim;
 pub mod motivating;
 pub mod mwcha;
@@ -49,5 +51,6 @@ pub fn workloads() -> Vec<Box<dyn Workload>> {
         Box::new(testbed::workloads::PacketLatency),
         Box::new(testbed::multicast::MulticastCpu),
         Box::new(convergence::AccuracyVsTime),
+        Box::new(draws::MwchaDraws),
     ]
 }

@@ -287,6 +287,9 @@ pub struct Outcome {
     pub ps_bytes_received: f64,
     /// bytes x links, push and pull
     pub overhead_bytes_links: f64,
+    /// bytes x links of the push direction only (workers towards the PSs; for ring all-reduce
+    /// the reduce-scatter phase), the other counting rule the paper's numbers may follow
+    pub overhead_push_bytes_links: f64,
     pub stats: Stats,
     pub flows: usize,
 }
@@ -321,7 +324,10 @@ impl<'a> Builder<'a> {
     fn coupled(&mut self, parts: &[(usize, usize, f64)], bytes: f64) -> Result<(), AlephError> {
         let mut res = Vec::new();
         for &(a, b, share) in parts {
-            for (l, w) in self.sc.route(a, b)?.into_iter().chain(self.sc.route(b, a)?) {
+            let push = self.sc.route(a, b)?;
+            self.out.overhead_push_bytes_links +=
+                bytes * share * push.iter().map(|(_, w)| w).sum::<f64>();
+            for (l, w) in push.into_iter().chain(self.sc.route(b, a)?) {
                 res.push((l, w * share));
             }
         }
@@ -331,10 +337,14 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    /// A one-way transfer.
-    fn send(&mut self, a: usize, b: usize, bytes: f64) -> Result<(), AlephError> {
+    /// A one-way transfer; `push` counts it in the push-only overhead too.
+    fn send(&mut self, a: usize, b: usize, bytes: f64, push: bool) -> Result<(), AlephError> {
         let res = self.sc.route(a, b)?;
-        self.out.overhead_bytes_links += bytes * res.iter().map(|(_, w)| w).sum::<f64>();
+        let crossed = bytes * res.iter().map(|(_, w)| w).sum::<f64>();
+        self.out.overhead_bytes_links += crossed;
+        if push {
+            self.out.overhead_push_bytes_links += crossed;
+        }
         self.sim.add_weighted_flow(res, bytes)?;
         self.out.flows += 1;
         Ok(())
@@ -404,9 +414,15 @@ pub fn simulate(
                 return b.finish();
             }
             let chunk = g / n as f64;
-            for _step in 0..2 * (n - 1) {
+            for step in 0..2 * (n - 1) {
                 for i in 0..n {
-                    b.send(sc.worker_host[i], sc.worker_host[(i + 1) % n], chunk)?;
+                    // reduce-scatter (the first n - 1 steps) is the ring's push
+                    b.send(
+                        sc.worker_host[i],
+                        sc.worker_host[(i + 1) % n],
+                        chunk,
+                        step < n - 1,
+                    )?;
                     b.out.worker_bytes_sent += chunk;
                 }
                 b.sim.run()?;
@@ -618,6 +634,9 @@ mod tests {
         // the ring: 2(n-1) steps of n chunks of G/n over 2 links
         let h = simulate(&sc, System::Horovod, None).expect("sim");
         assert!(close(h.overhead_bytes_links, 18.0 * 97e6 * 2.0, 1e-12));
+        // push only: half of each (BytePS's pushes, the ring's reduce-scatter)
+        assert!(close(o.overhead_push_bytes_links, 10.0 * 4.0 * 97e6, 1e-12));
+        assert!(close(h.overhead_push_bytes_links, 9.0 * 97e6 * 2.0, 1e-12));
     }
 
     #[test]

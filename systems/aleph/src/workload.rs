@@ -7,7 +7,7 @@
 //! point see the same workers.
 
 use crate::AlephError;
-use crate::motivating::Example;
+use crate::motivating::{Example, Row};
 use crate::mwcha::{self, Clustering, Instance};
 use crate::scenario::{self, Routing, Scenario, Setup, System};
 use crate::topo::Kind;
@@ -75,7 +75,125 @@ fn record_clustering(
     Ok(())
 }
 
-/// aleph-table1: the motivating example (modelled).
+/// Sec. 3.2's clustering of the example (Fig. 1(c), aleph.txt:95): w3 aggregates w1 and w2, w0
+/// sends to the PS directly.
+pub fn paper_example_clustering(e: &Example) -> Result<Clustering, AlephError> {
+    if e.worker_bw != [10.0, 10.0, 10.0, 30.0] {
+        return Err(AlephError::Invalid(
+            "the paper's clustering is defined for workers at 10, 10, 10 and 30 Gbps".into(),
+        ));
+    }
+    Ok(Clustering {
+        clusters: vec![
+            mwcha::Cluster {
+                aggregator: 3,
+                members: vec![1, 2],
+                direct: false,
+            },
+            mwcha::Cluster {
+                aggregator: 0,
+                members: vec![],
+                direct: true,
+            },
+        ],
+        ..Default::default()
+    })
+}
+
+/// ALEPH's clustering of the example: `clustering: paper` (Sec. 3.2's) or `mwcha` (a draw
+/// seeded by `seed` plus the repetition).
+fn example_clustering(
+    ctx: &PointCtx<'_>,
+    e: &Example,
+) -> Result<(Instance, Clustering), WorkloadError> {
+    match ctx.text("clustering").ok().as_deref() {
+        Some("paper") => Ok((
+            e.instance().map_err(invalid)?,
+            paper_example_clustering(e).map_err(invalid)?,
+        )),
+        None | Some("mwcha") => e.cluster(seed(ctx)?).map_err(invalid),
+        Some(other) => Err(WorkloadError::Invalid(format!(
+            "clustering must be paper or mwcha (got {other})"
+        ))),
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// aleph-table1's emulated class: the example's four workers and PS as rate-limited namespaces
+/// (the testbed of aleph-fig9 with these rates), PS = the TCP aggregation service, AR = the TCP
+/// ring, ALEPH = XDP aggregation on the clustering; times at the paper's scale (gradient and
+/// rates scaled alike by `rate_scale`), traffic and rate of the median worker as in the model.
+fn emulated_row(ctx: &mut PointCtx<'_>, e: &Example) -> Result<Row, WorkloadError> {
+    use crate::testbed::workloads::run_testbed;
+    if !inabench_fabric::netns::is_root() {
+        return Err(WorkloadError::Invalid(
+            crate::testbed::TestbedError::NotRoot.to_string(),
+        ));
+    }
+    let n = e.worker_bw.len();
+    let scale = ctx.param("rate_scale")?;
+    if !(scale > 0.0 && scale <= 1.0) {
+        return Err(WorkloadError::Invalid(
+            "rate_scale must be in (0, 1]".into(),
+        ));
+    }
+    let iterations = ctx.positive_count("iterations")? as u32;
+    // 32-bit gradients: gradient_gbit x 1e9 / 32 of them, scaled like the rates
+    let len = ((e.gradient * 1e9 / 32.0) * scale).round().max(1.0) as usize;
+    let mut rates = e.worker_bw.clone();
+    rates.push(e.ps_bw);
+    let (system, parent) = match ctx.system() {
+        "ps" => ("byteps", vec![n; n]),
+        "ring_allreduce" => ("horovod", vec![n; n]),
+        "aleph" => {
+            let (inst, c) = example_clustering(ctx, e)?;
+            check_clustering(ctx, &inst, &c)?;
+            record_clustering(ctx, &inst, &c)?;
+            let mut parent = vec![n; n];
+            for cl in &c.clusters {
+                for &m in &cl.members {
+                    parent[m] = cl.aggregator;
+                }
+            }
+            ("aleph", parent)
+        }
+        other => {
+            return Err(WorkloadError::Invalid(format!(
+                "the motivating example has ps, ring_allreduce and aleph, not `{other}`"
+            )));
+        }
+    };
+    let o = run_testbed(system, &rates, scale, iterations, len, &parent)?;
+    ctx.log(
+        LogLevel::Info,
+        format!(
+            "{} (emulated, {len} gradients per worker, rate_scale {scale}): {:.4} s per iteration, sending Gbps per machine {:.2?}, clustering {parent:?}",
+            ctx.system(),
+            o.comm_time,
+            o.rates_gbps
+        ),
+    );
+    let workers = &o.rates_gbps[..n];
+    Ok(Row {
+        comm_time: o.comm_time,
+        // Gb at the paper's scale: rate (already divided by rate_scale) x time
+        traffic: median(workers.iter().map(|r| r * o.comm_time).collect()),
+        rate: median(workers.to_vec()),
+    })
+}
+
+/// aleph-table1: the motivating example (modelled; emulated on rate-limited namespaces).
 pub struct MotivatingExample;
 
 impl Workload for MotivatingExample {
@@ -84,11 +202,15 @@ impl Workload for MotivatingExample {
     }
 
     fn fidelities(&self) -> &'static [Fidelity] {
-        &[Fidelity::Modelled]
+        &[Fidelity::Modelled, Fidelity::Emulated]
     }
 
-    fn fabric(&self, _f: Fidelity) -> &'static str {
-        "model"
+    fn fabric(&self, f: Fidelity) -> &'static str {
+        if f == Fidelity::Emulated {
+            "netns"
+        } else {
+            "model"
+        }
     }
 
     fn systems(&self) -> Option<&'static [&'static str]> {
@@ -108,10 +230,11 @@ impl Workload for MotivatingExample {
             cpu_capacity: ctx.param("cpu_capacity_pct")?,
         };
         let row = match ctx.system() {
+            _ if ctx.fidelity == Fidelity::Emulated => emulated_row(ctx, &e)?,
             "ps" => e.ps().map_err(invalid)?,
             "ring_allreduce" => e.ring_allreduce().map_err(invalid)?,
             "aleph" => {
-                let (inst, c) = e.cluster(seed(ctx)?).map_err(invalid)?;
+                let (inst, c) = example_clustering(ctx, &e)?;
                 check_clustering(ctx, &inst, &c)?;
                 record_clustering(ctx, &inst, &c)?;
                 e.aleph(&c).map_err(invalid)?
@@ -176,6 +299,7 @@ fn run_sim(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
             ctx.record_if_declared("ps_bw_usage", o.ps_usage_gbps());
         }
         ctx.record_if_declared("comm_overhead", o.overhead_bytes_links / 1e9);
+        ctx.record_if_declared("comm_overhead_push", o.overhead_push_bytes_links / 1e9);
         ctx.record_if_declared("iteration_time", o.iteration_time);
         ctx.counter("flows", o.flows as u64);
         ctx.counter("flow_updates", o.stats.flow_updates);

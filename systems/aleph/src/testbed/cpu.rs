@@ -108,6 +108,11 @@ impl Drop for Affinity {
     }
 }
 
+/// The cores this process may use now (for the reports' placement lines).
+pub fn allowed_cores() -> Vec<usize> {
+    Affinity::allowed()
+}
+
 /// (busy, softirq) jiffies of `cpus` from /proc/stat.
 pub(super) fn stat(cpus: &[usize]) -> Result<(u64, u64), TestbedError> {
     let text = std::fs::read_to_string("/proc/stat")

@@ -29,9 +29,48 @@ use std::time::{Duration, Instant};
 pub struct Latency {
     /// Mean time from send to receiving the aggregate (us).
     pub mean_us: f64,
+    /// Packets sent per second of the sending window.
     pub achieved_pps: f64,
+    /// Aggregates received per second, from the first send to the last aggregate received.
+    pub returned_pps: f64,
+    /// Mean time of the first and of the last tenth of the packets that came back (us): a
+    /// backlog shows as a last tenth far slower than the first.
+    pub first_tenth_us: f64,
+    pub last_tenth_us: f64,
     pub sent: u64,
     pub returned: u64,
+}
+
+impl Latency {
+    /// Why this host did not sustain `rate_pps` (the sender fell behind the offered rate, the
+    /// aggregates came back slower than they were sent, or a backlog built up during the run),
+    /// or `None` when it did. Thresholds: 5% short of the rate, and a last tenth of the packets
+    /// more than 1 ms and more than 4x slower than the first tenth.
+    pub fn not_sustained(&self, rate_pps: f64) -> Option<String> {
+        // below 100 packets a run has too few packets for rates to mean anything
+        if self.sent >= 100 {
+            if self.achieved_pps < 0.95 * rate_pps {
+                return Some(format!(
+                    "the sender reached {:.0} of {rate_pps} packets/s",
+                    self.achieved_pps
+                ));
+            }
+            if self.returned_pps < 0.95 * self.achieved_pps {
+                return Some(format!(
+                    "aggregates came back at {:.0} packets/s of {:.0} sent",
+                    self.returned_pps, self.achieved_pps
+                ));
+            }
+        }
+        let growth = self.last_tenth_us - self.first_tenth_us;
+        if growth > 1000.0 && self.last_tenth_us > 4.0 * self.first_tenth_us {
+            return Some(format!(
+                "a backlog built up: the last tenth of the packets took {:.0} us, the first {:.0} us",
+                self.last_tenth_us, self.first_tenth_us
+            ));
+        }
+        None
+    }
 }
 
 /// The packets of one run: at most this many are sent.
@@ -72,20 +111,35 @@ fn packets(rate_pps: f64, duration: Duration) -> Result<usize, TestbedError> {
 }
 
 fn summarize(sent_ns: &[AtomicU64], back_ns: &[AtomicU64], sent: u64, secs: f64) -> Latency {
-    let mut sum = 0.0;
-    let mut n = 0u64;
+    // per packet that came back, in sending order: (sent at, time to come back) in ns
+    let mut back: Vec<(u64, u64)> = Vec::new();
+    let mut last_back = 0u64;
     for (s, b) in sent_ns.iter().zip(back_ns).take(sent as usize) {
         let (s, b) = (s.load(Ordering::Relaxed), b.load(Ordering::Relaxed));
         if b > 0 {
-            sum += b.saturating_sub(s) as f64 / 1e3;
-            n += 1;
+            back.push((s, b.saturating_sub(s)));
+            last_back = last_back.max(b);
         }
     }
+    let n = back.len();
+    let mean = |v: &[(u64, u64)]| {
+        if v.is_empty() {
+            f64::NAN
+        } else {
+            v.iter().map(|(_, d)| *d as f64).sum::<f64>() / v.len() as f64 / 1e3
+        }
+    };
+    let tenth = n.div_ceil(10);
+    let first_sent = sent_ns.first().map_or(0, |s| s.load(Ordering::Relaxed));
+    let window = last_back.saturating_sub(first_sent) as f64 / 1e9;
     Latency {
-        mean_us: if n > 0 { sum / n as f64 } else { f64::NAN },
+        mean_us: mean(&back),
         achieved_pps: sent as f64 / secs,
+        returned_pps: if window > 0.0 { n as f64 / window } else { 0.0 },
+        first_tenth_us: mean(&back[..tenth]),
+        last_tenth_us: mean(&back[n - tenth..]),
         sent,
-        returned: n,
+        returned: n as u64,
     }
 }
 

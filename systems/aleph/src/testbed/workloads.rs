@@ -64,9 +64,12 @@ struct Setup {
     scale: f64,
     iterations: u32,
     len: usize,
-    /// `mwcha` (the default: M-WCHA decides) or `paper` (Sec. 6.3's clustering: the 30 Gbps
-    /// worker aggregates two 10 Gbps workers, each 20 Gbps worker one, one sends directly).
+    /// `mwcha` (M-WCHA decides, its coin flips seeded by the repetition) or `paper` (Sec.
+    /// 6.3's clustering: the 30 Gbps worker aggregates two 10 Gbps workers, each 20 Gbps worker
+    /// one, one sends directly; the specs' default since it is an input the paper states).
     clustering: String,
+    /// The model's gradient in MB (unscaled), for the modelled class.
+    mb: f64,
 }
 
 fn setup(ctx: &PointCtx<'_>) -> Result<Setup, WorkloadError> {
@@ -111,6 +114,7 @@ fn setup(ctx: &PointCtx<'_>) -> Result<Setup, WorkloadError> {
         iterations: ctx.count("iterations")?.max(1) as u32,
         len,
         clustering,
+        mb,
     })
 }
 
@@ -198,8 +202,125 @@ fn summarize(its: &[Iteration], s: &Setup) -> (Vec<f64>, f64) {
     (rates, time / its.len() as f64)
 }
 
+/// ALEPH's clustering of this setup as a parent per worker: the paper's or M-WCHA's draw `seed`.
+fn parent_of(s: &Setup, seed: u64) -> Result<Vec<usize>, WorkloadError> {
+    let n = s.rates_gbps.len() - 1;
+    if s.clustering == "paper" {
+        paper_clustering(&s.rates_gbps[..n])
+    } else {
+        clustering(&s.rates_gbps[..n], seed)
+    }
+}
+
+/// Payload bytes each machine (workers, then the PS) sends in one iteration of `system` with a
+/// gradient of `g` bytes: BytePS, a worker G and the PS n G (the total to every worker); Horovod,
+/// 2 (n-1)/n G per worker; ALEPH, a worker G, an aggregator with k members k G more (the total
+/// down to each member) and the PS |D| G. The emulated data planes send the same payload.
+pub fn model_bytes(system: &str, parent: &[usize], g: f64) -> Result<Vec<f64>, WorkloadError> {
+    let n = parent.len();
+    let mut sent = vec![0.0; n + 1];
+    match system {
+        "byteps" => {
+            sent[..n].iter_mut().for_each(|b| *b = g);
+            sent[n] = n as f64 * g;
+        }
+        "horovod" => {
+            let each = 2.0 * (n as f64 - 1.0) / n as f64 * g;
+            sent[..n].iter_mut().for_each(|b| *b = each);
+        }
+        "aleph" => {
+            for (w, &p) in parent.iter().enumerate() {
+                sent[w] += g;
+                let Some(s) = sent.get_mut(p) else {
+                    return Err(WorkloadError::Invalid(format!(
+                        "worker {w}'s parent {p} is not a machine"
+                    )));
+                };
+                *s += g;
+            }
+        }
+        other => {
+            return Err(WorkloadError::Invalid(format!(
+                "the testbed model has byteps, horovod and aleph, not `{other}`"
+            )));
+        }
+    }
+    Ok(sent)
+}
+
+/// The modelled class: one iteration of `system` on the flow-level model of the testbed's star
+/// ([`crate::convergence::comm_time`]: max-min fair, every access link at its rate in both
+/// directions, the model's real gradient size) and each machine's [`model_bytes`] over that
+/// time. No compute, no protocol overheads: each system's bandwidth bound.
+fn model_outcome(system: &str, s: &Setup, seed: u64) -> Result<Outcome, WorkloadError> {
+    use crate::convergence::{System, comm_time};
+    let n = s.rates_gbps.len() - 1;
+    let (rates, ps) = (&s.rates_gbps[..n], s.rates_gbps[n]);
+    let g = s.mb * 1e6;
+    let (sys, parent) = match system {
+        "byteps" => (System::BytePs, vec![n; n]),
+        "horovod" => (System::Horovod, vec![n; n]),
+        "aleph" => (System::Aleph, parent_of(s, seed)?),
+        other => {
+            return Err(WorkloadError::Invalid(format!(
+                "the testbed model has byteps, horovod and aleph, not `{other}`"
+            )));
+        }
+    };
+    let t =
+        comm_time(sys, rates, ps, g, &parent).map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+    let sent = model_bytes(system, &parent, g)?;
+    let mut aggregator = vec![false; n];
+    if sys == System::Aleph {
+        for &p in &parent {
+            if p < n {
+                aggregator[p] = true;
+            }
+        }
+    }
+    Ok(Outcome {
+        rates_gbps: sent.iter().map(|b| b * 8.0 / t / 1e9).collect(),
+        cpu_cores: Vec::new(),
+        xdp_cores: Vec::new(),
+        comm_time: t,
+        aggregator,
+    })
+}
+
 /// Run `system` on a fresh testbed (namespaces removed on return, also on error).
 fn run_system(system: &str, s: &Setup, seed: u64) -> Result<Outcome, WorkloadError> {
+    let parent = if system.starts_with("aleph") {
+        parent_of(s, seed)?
+    } else {
+        Vec::new()
+    };
+    run_with(system, s, &parent)
+}
+
+/// Run `system` on a fresh testbed of machines at `rates_gbps` (workers, then the PS) scaled by
+/// `scale`, `iterations` counted iterations of `len` gradients per worker after one warm-up;
+/// ALEPH (XDP) and ALEPH with TCP on the clustering `parent` (a parent per worker, the number of
+/// workers = the PS). aleph-table1's emulated class.
+pub fn run_testbed(
+    system: &str,
+    rates_gbps: &[f64],
+    scale: f64,
+    iterations: u32,
+    len: usize,
+    parent: &[usize],
+) -> Result<Outcome, WorkloadError> {
+    let s = Setup {
+        rates_gbps: rates_gbps.to_vec(),
+        scale,
+        iterations,
+        len,
+        clustering: "given".into(),
+        mb: len as f64 * 4.0 / scale / 1e6,
+    };
+    run_with(system, &s, parent)
+}
+
+fn run_with(system: &str, s: &Setup, parent: &[usize]) -> Result<Outcome, WorkloadError> {
     let n = s.rates_gbps.len() - 1;
     let mbit: Vec<f64> = s.rates_gbps.iter().map(|g| g * 1000.0 * s.scale).collect();
     let tb = Testbed::create(&mbit).map_err(err)?;
@@ -220,24 +341,25 @@ fn run_system(system: &str, s: &Setup, seed: u64) -> Result<Outcome, WorkloadErr
             }
         }
         "aleph" | "aleph_tcp" => {
-            let parent = if s.clustering == "paper" {
-                paper_clustering(&s.rates_gbps[..n])?
-            } else {
-                clustering(&s.rates_gbps[..n], seed)?
-            };
-            for &p in &parent {
+            if parent.len() != n {
+                return Err(WorkloadError::Invalid(format!(
+                    "a clustering of {} workers for {n}",
+                    parent.len()
+                )));
+            }
+            for &p in parent {
                 if p < n {
                     aggregator[p] = true;
                 }
             }
             if system == "aleph" {
                 let segs = s.len.div_ceil(inabench_xdp::proto::GRADS) as u32;
-                let t = XdpTree::create(&tb, &parent, segs, AttachMode::Native).map_err(err)?;
+                let t = XdpTree::create(&tb, parent, segs, AttachMode::Native).map_err(err)?;
                 for i in 0..=s.iterations {
                     its.push(t.iterate(i, s.len).map_err(err)?);
                 }
             } else {
-                let t = TcpTree::connect(&tb, &parent).map_err(err)?;
+                let t = TcpTree::connect(&tb, parent).map_err(err)?;
                 for i in 0..=s.iterations {
                     its.push(t.iterate(i, s.len).map_err(err)?);
                 }
@@ -273,12 +395,25 @@ fn outcome(ctx: &mut PointCtx<'_>, system: &str) -> Result<Outcome, WorkloadErro
     let s = setup(ctx)?;
     // M-WCHA's coin flips: seeded by the repetition alone, so that every point and experiment
     // of a repetition (aleph-fig9's machines, aleph-fig11) sees the same clustering
-    let o = run_system(system, &s, u64::from(ctx.repetition))?;
+    let seed = u64::from(ctx.repetition);
+    let o = if ctx.fidelity == Fidelity::Modelled {
+        model_outcome(system, &s, seed)?
+    } else {
+        run_system(system, &s, seed)?
+    };
     ctx.log(
         LogLevel::Info,
         format!(
-            "{system}: {} gradients per worker (rate_scale {}), {:.4} s per iteration, aggregators {:?}, CPU cores per machine {:.3?} (of which XDP programs {:.3?})",
-            s.len, s.scale, o.comm_time, o.aggregator, o.cpu_cores, o.xdp_cores
+            "{system} ({}, clustering {}): {} gradients per worker (rate_scale {}), {:.4} s per iteration, aggregators {:?}, sending Gbps per machine {:.2?}, CPU cores per machine {:.3?} (of which XDP programs {:.3?})",
+            ctx.fidelity.as_str(),
+            s.clustering,
+            s.len,
+            s.scale,
+            o.comm_time,
+            o.aggregator,
+            o.rates_gbps,
+            o.cpu_cores,
+            o.xdp_cores
         ),
     );
     if let Ok(mut c) = CACHE.lock() {
@@ -339,20 +474,33 @@ impl Workload for TestbedTraining {
         "aleph.testbed_training"
     }
     fn fidelities(&self) -> &'static [Fidelity] {
-        &[Fidelity::Emulated]
+        &[Fidelity::Emulated, Fidelity::Modelled]
     }
-    fn fabric(&self, _f: Fidelity) -> &'static str {
-        "netns"
+    fn fabric(&self, f: Fidelity) -> &'static str {
+        if f == Fidelity::Modelled {
+            "model"
+        } else {
+            "netns"
+        }
     }
     fn systems(&self) -> Option<&'static [&'static str]> {
         Some(&["byteps", "horovod", "aleph", "aleph_tcp"])
     }
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
-        if !inabench_fabric::netns::is_root() {
+        if ctx.fidelity != Fidelity::Modelled && !inabench_fabric::netns::is_root() {
             return Err(WorkloadError::Invalid(TestbedError::NotRoot.to_string()));
         }
         let system = ctx.system().to_string();
         let o = outcome(ctx, &system)?;
+        if ctx.fidelity == Fidelity::Emulated {
+            ctx.log(
+                LogLevel::Info,
+                format!(
+                    "placement: all 9 machines' threads share this host's cores {:?} unpinned (every data plane's senders, receivers and aggregators; XDP programs in the NET_RX softirq of the CPU that sends into their link), with other processes of the host",
+                    super::cpu::allowed_cores()
+                ),
+            );
+        }
         let rates = setup(ctx)?.rates_gbps;
         ctx.record_if_declared("comm_time", o.comm_time);
         if ctx.declares("cpu_cores") {
@@ -429,6 +577,18 @@ impl Workload for AggregationCpu {
         let path = Path::parse(&system)
             .ok_or_else(|| WorkloadError::Invalid(format!("no data path `{system}`")))?;
         let available = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let placement = |cores: usize, load: bool| {
+            format!(
+                "placement: the whole process is limited by affinity to {cores} of this host's cores {:?}; the 2 senders{}{} share them unpinned (on veth the receive path and the XDP program run in the NET_RX softirq of the sending CPU), and other processes of the host may run there too",
+                super::cpu::allowed_cores(),
+                if matches!(path, Path::Tcp) {
+                    ", the TCP aggregation service's threads and their TCP receive paths"
+                } else {
+                    ", the XDP program"
+                },
+                if load { " and the background load" } else { "" }
+            )
+        };
         if ctx.declares("packet_loss") && !ctx.declares("agg_throughput") {
             // aleph-fig6: loss at a fixed offered rate under a background load
             let cores = ctx.count("cores")?;
@@ -440,6 +600,7 @@ impl Workload for AggregationCpu {
             let offered = ctx.param("offered_gbps")? * ctx.param("rate_scale")?;
             let secs = Duration::from_secs_f64(ctx.param("duration_s")?);
             let load = ctx.param("cpu_target_pct")?;
+            ctx.log(LogLevel::Info, placement(cores, true));
             let m =
                 super::cpu::measure_loaded(path, cores, secs, Some(offered), load).map_err(err)?;
             ctx.log(LogLevel::Info, format!("{system}, load {load}%: {m:?}"));
@@ -460,6 +621,7 @@ impl Workload for AggregationCpu {
             } else {
                 0
             };
+            ctx.log(LogLevel::Info, placement(cores, false));
             // as much as the senders can offer first; if that loses more than the limit, a
             // bisection of the offered load between nothing and what they offered finds the
             // highest rate aggregated within the limit
@@ -524,6 +686,7 @@ impl Workload for AggregationCpu {
                 LogLevel::Info,
                 format!("{system} at {target} Gbit/s: {m:?}"),
             );
+            ctx.log(LogLevel::Info, placement(available, false));
             ctx.record("cpu_cores", m.cpu_cores);
             ctx.record("achieved_gbps", m.gbps);
             ctx.record_if_declared("host_cores", m.host_cores);
@@ -570,6 +733,23 @@ impl Workload for PacketLatency {
             LogLevel::Info,
             format!("{} at {rate} packets/s: {l:?}", ctx.system()),
         );
+        ctx.log(
+            LogLevel::Info,
+            format!(
+                "placement: the process may use cores {:?}, unpinned; the sender thread, the thread receiving the aggregates and the {} share them (on veth the receive path runs in the NET_RX softirq of the sending CPU)",
+                super::cpu::allowed_cores(),
+                if ctx.system() == "aleph_tcp" {
+                    "aggregator's thread, its TCP receive path"
+                } else {
+                    "XDP program"
+                }
+            ),
+        );
+        if let Some(why) = l.not_sustained(rate) {
+            return Err(WorkloadError::Invalid(format!(
+                "{rate} packets/s is not sustained on this host ({why}); the point is not a measurement of the communication time at that rate"
+            )));
+        }
         if l.returned == 0 {
             return Err(WorkloadError::WrongResult(format!(
                 "none of {} packets came back aggregated",
@@ -578,8 +758,75 @@ impl Workload for PacketLatency {
         }
         ctx.record("comm_time", l.mean_us);
         ctx.record("achieved_pps", l.achieved_pps);
+        ctx.record_if_declared("returned_pps", l.returned_pps);
         ctx.counter("lost", l.sent - l.returned);
         ctx.progress(1, 1);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn testbed(clustering: &str) -> Setup {
+        Setup {
+            rates_gbps: vec![30.0, 20.0, 20.0, 10.0, 10.0, 10.0, 10.0, 10.0, 40.0],
+            scale: 1.0,
+            iterations: 1,
+            len: 1,
+            clustering: clustering.into(),
+            mb: 97.0,
+        }
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+    }
+
+    #[test]
+    fn model_bytes_follow_the_tree() {
+        let p = paper_clustering(&testbed("paper").rates_gbps[..8]).expect("paper");
+        let b = model_bytes("aleph", &p, 1.0).expect("bytes");
+        // Agg2 (two members) 3 G, each Agg1 2 G, plain workers G, the PS |D| = 4 G
+        assert_eq!(b, vec![3.0, 2.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 4.0]);
+        let b = model_bytes("byteps", &[8; 8], 1.0).expect("bytes");
+        assert_eq!(b[8], 8.0);
+        assert!(b[..8].iter().all(|&x| x == 1.0));
+        let h = model_bytes("horovod", &[8; 8], 1.0).expect("bytes");
+        assert!(h[..8].iter().all(|&x| close(x, 1.75)) && h[8] == 0.0);
+        assert!(model_bytes("aleph", &[9; 8], 1.0).is_err());
+    }
+
+    #[test]
+    fn modelled_testbed_runs_every_link_at_its_bound_with_the_papers_clustering() {
+        let s = testbed("paper");
+        let g = 97e6 * 8.0 / 1e9;
+        let a = model_outcome("aleph", &s, 0).expect("aleph");
+        // four senders into the 40 Gbps PS: 4 G / 40 Gbps
+        assert!(close(a.comm_time, 4.0 * g / 40.0), "{}", a.comm_time);
+        for (got, want) in a.rates_gbps.iter().zip(&s.rates_gbps) {
+            assert!(close(*got, *want), "{:?}", a.rates_gbps);
+        }
+        assert_eq!(
+            a.aggregator,
+            vec![true, true, true, false, false, false, false, false]
+        );
+        let b = model_outcome("byteps", &s, 0).expect("byteps");
+        assert!(close(b.comm_time, 8.0 * g / 40.0));
+        assert!(close(b.rates_gbps[3], 5.0) && close(b.rates_gbps[8], 40.0));
+        let h = model_outcome("horovod", &s, 0).expect("horovod");
+        assert!(close(h.comm_time, 2.0 * 7.0 / 8.0 * g / 10.0));
+        assert!(close(h.rates_gbps[0], 10.0));
+        // M-WCHA's draws differ, and none beats the paper's clustering
+        let times: Vec<f64> = (0..50)
+            .map(|seed| {
+                model_outcome("aleph", &testbed("mwcha"), seed)
+                    .expect("draw")
+                    .comm_time
+            })
+            .collect();
+        assert!(times.iter().all(|&t| t >= a.comm_time - 1e-12));
+        assert!(times.iter().any(|&t| t > a.comm_time + 1e-6));
     }
 }
