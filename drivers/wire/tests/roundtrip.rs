@@ -94,15 +94,17 @@ fn switchml(max_elements: u16) -> impl Strategy<Value = SwitchMlHeader> {
         any::<i8>(),
         any::<bool>(),
         0..=max_elements,
+        any::<u32>(),
     )
         .prop_map(
-            |(worker, pool_index, version, exponent, is_result, elements)| SwitchMlHeader {
+            |(worker, pool_index, version, exponent, is_result, elements, chunk)| SwitchMlHeader {
                 worker,
                 pool_index,
                 version,
                 exponent,
                 is_result,
                 elements,
+                chunk,
             },
         )
 }

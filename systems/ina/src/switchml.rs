@@ -2,16 +2,30 @@
 //! P4SGD summarise it: workers stream fixed-size chunks over UDP into a pool of S aggregator slots
 //! on the switch; chunk c uses slot c mod S and a version bit ((c / S) mod 2) that selects one of
 //! two shadow copies of the slot; the switch adds a chunk into its slot copy, and when all workers'
-//! chunks are in it multicasts the result and clears the other copy for the slot's next use; a
-//! worker whose result was lost times out and resends, and the switch answers a resend of a
-//! finished slot with the result (unicast). Exactly once follows from the per-copy worker bitmap.
+//! chunks are in it multicasts the result; a worker whose result was lost times out and resends,
+//! and the switch answers a resend of a finished slot with the result (unicast).
 //!
-//! Our choices where the descriptions are vague: the chunk is what one pass of the Tofino model
-//! can aggregate (192 B = 48 int32: SwitchML "does not handle the small payload issue", NetReduce
-//! Sec. 6), integer values (the microbenchmark sums int32 so results are bit-exact), S = 128
-//! slots, UDP port 48864 for the INA traffic. Block floating point for float gradients is
-//! [`crate::bfp`]: an exponent negotiation (this program with the `op_max` knob: the switch keeps
-//! the maximum instead of the sum) and then the integer aggregation of the scaled values.
+//! The switch is the paper's Algorithm 2 as the authors' release implements it (p4app-switchML
+//! `bitmap_checker.p4`, `workers_counter.p4`): per slot and copy a worker bitmap and a counter of
+//! contributions modulo n; a worker's packet sets its bit in its copy and clears it in the other
+//! copy (that worker has moved on to this copy, so it holds the other copy's result); the first
+//! contribution of a round overwrites the copy's values, the n-th completes it and multicasts; a
+//! packet whose bit is already set is a retransmission, answered with the result if the copy is
+//! complete and dropped otherwise. Every packet carries its chunk index (the release's `pkt_id`),
+//! which the switch echoes; a worker accepts a result only for the chunk its slot is working on
+//! and drops results of chunks it already has (the release's `rte_bitmap_get(bitmap, pkt_id)`
+//! check in `dpdk_worker_thread.cc`). What the one-bit version cannot tell apart remains: a
+//! worker's packet delayed in the network past that worker's next use of the same copy (two
+//! phases later) is counted into the wrong round. `netreduce-switchml-shadow` sweeps the delay.
+//!
+//! Our choices where the descriptions are vague: by default a chunk is what one pass of the Tofino
+//! model can aggregate (192 B = 48 int32: SwitchML "does not handle the small payload issue",
+//! NetReduce Sec. 6); the `payload_bytes` knob sets it (NetReduce's Table 6 comparison uses 128 B,
+//! the payload its Sec. 6 names for SwitchML's 63% bound); integer values (the microbenchmark sums
+//! int32 so results are bit-exact), S = 128 slots, UDP port 48864 for the INA traffic. Block
+//! floating point for float gradients is [`crate::bfp`]: an exponent negotiation (this program
+//! with the `op_max` knob: the switch keeps the maximum instead of the sum) and then the integer
+//! aggregation of the scaled values.
 
 use crate::common::{
     AllReduceConfig, HostStats, Setup, SetupError, Switch, SwitchStats, System, Worker,
@@ -75,8 +89,16 @@ pub struct Layout {
 
 impl Layout {
     pub fn new(cfg: &AllReduceConfig, model: &TofinoModel) -> Result<Layout, SetupError> {
-        let per_packet = (model.bytes_per_pass() / 4) as usize;
+        let payload = cfg
+            .knob("payload_bytes")
+            .unwrap_or(f64::from(model.bytes_per_pass()));
         let slots = cfg.knob("pool").unwrap_or(128.0) as usize;
+        if !(4.0..=4096.0).contains(&payload) || payload % 4.0 != 0.0 {
+            return Err(SetupError::Config(format!(
+                "SwitchML's payload_bytes is a whole number of int32 between 4 and 4096 (got {payload})"
+            )));
+        }
+        let per_packet = payload as usize / 4;
         if cfg.workers < 2 || cfg.workers > 64 || slots == 0 || slots > 0x7fff {
             return Err(SetupError::Config(format!(
                 "SwitchML needs 2..64 workers and 1..32767 slots (got {} and {slots})",
@@ -101,13 +123,20 @@ pub struct SwitchMlWorker {
     layout: Layout,
     grad: Vec<i32>,
     result: Vec<i32>,
-    /// per slot: (chunk outstanding, deadline)
+    /// per slot: the chunk it is working on (in flight or queued for a resend)
+    current: Vec<Option<usize>>,
+    /// per slot: (chunk in flight, deadline)
     outstanding: Vec<Option<(usize, Nanos)>>,
+    /// per chunk: its result was accepted (the release's received-packet bitmap)
+    got: Vec<bool>,
     received: usize,
     queue: VecDeque<usize>,
     rto_ns: u64,
     stats: HostStats,
     sent_at: Vec<Option<Nanos>>,
+    /// results dropped: already received (duplicates) or not the chunk the slot works on (stale)
+    duplicate_results: u64,
+    stale_results: u64,
     started: bool,
 }
 
@@ -129,6 +158,7 @@ impl SwitchMlWorker {
             exponent: 0,
             is_result: false,
             elements: self.layout.per_packet as u16,
+            chunk: c as u32,
         }
     }
 }
@@ -144,12 +174,28 @@ impl Endpoint for SwitchMlWorker {
             self.stats.malformed_rx += 1;
             return;
         };
-        let s = usize::from(h.pool_index);
-        let Some(Some((c, _))) = self.outstanding.get(s).copied() else {
+        if !h.is_result {
             return;
-        };
-        // a result for the chunk this slot is working on (an old copy's result is ignored)
-        if !h.is_result || h.version != self.header(c).version {
+        }
+        let c = h.chunk as usize;
+        if c >= self.layout.chunks {
+            self.stats.malformed_rx += 1;
+            return;
+        }
+        if self.got[c] {
+            // a result already received (the switch answers every late resend)
+            self.duplicate_results += 1;
+            return;
+        }
+        let s = c % self.layout.slots;
+        let want = self.header(c);
+        // only the chunk this slot works on, with its slot and version
+        if self.current[s] != Some(c)
+            || usize::from(h.pool_index) != s
+            || h.version != want.version
+            || values.len() != self.layout.per_packet
+        {
+            self.stale_results += 1;
             return;
         }
         let a = c * self.layout.per_packet;
@@ -161,10 +207,15 @@ impl Endpoint for SwitchMlWorker {
         if let Some(t0) = self.sent_at[c] {
             self.stats.rtt_ns.push(now.saturating_sub(t0));
         }
+        self.got[c] = true;
         self.received += 1;
         self.outstanding[s] = None;
+        self.current[s] = None;
+        // a resend of c may be queued after a timeout: the result makes it moot
+        self.queue.retain(|&q| q != c);
         let next = c + self.layout.slots;
         if next < self.layout.chunks {
+            self.current[s] = Some(next);
             self.queue.push_back(next);
         }
         if self.received == self.layout.chunks {
@@ -176,10 +227,17 @@ impl Endpoint for SwitchMlWorker {
         if !self.started {
             self.started = true;
             self.stats.start_ns = now;
-            self.queue
-                .extend(0..self.layout.slots.min(self.layout.chunks));
+            for c in 0..self.layout.slots.min(self.layout.chunks) {
+                self.current[c] = Some(c);
+                self.queue.push_back(c);
+            }
         }
-        let c = self.queue.pop_front()?;
+        let c = loop {
+            let c = self.queue.pop_front()?;
+            if !self.got[c] {
+                break c;
+            }
+        };
         let s = c % self.layout.slots;
         if self.sent_at[c].is_some() {
             self.stats.retransmissions += 1;
@@ -229,6 +287,8 @@ impl Endpoint for SwitchMlWorker {
             ),
             ("queued", self.queue.len() as u64),
             ("retransmissions", self.stats.retransmissions),
+            ("duplicate_results", self.duplicate_results),
+            ("stale_results", self.stale_results),
         ]
     }
 }
@@ -243,11 +303,18 @@ impl Worker for SwitchMlWorker {
     }
 }
 
+/// One shadow copy of a slot (Algorithm 2's `pool[ver][idx]`, `count[ver][idx]` and
+/// `seen[ver][idx][*]`).
 #[derive(Debug, Clone, Default)]
 struct Shadow {
     sum: Vec<i32>,
-    bitmap: u64,
+    /// workers whose packet for this copy's current round arrived
+    seen: u64,
+    /// contributions so far, modulo n: 0 means complete (or never used)
     count: usize,
+    /// diagnostics only (the switch program does not read it): the chunk index of the round's
+    /// first contribution
+    round_chunk: u32,
 }
 
 /// The SwitchML switch program on the Tofino model.
@@ -258,10 +325,13 @@ pub struct SwitchMlSwitch {
     pipeline: Pipeline,
     out: VecDeque<Transmit>,
     stats: SwitchStats,
+    /// diagnostics: contributions added to a round of another chunk (a packet counted into the
+    /// wrong round: what the one-bit version cannot prevent)
+    mixed: u64,
 }
 
 impl SwitchMlSwitch {
-    fn result_to(&mut self, to: usize, s: usize, v: bool) {
+    fn result_to(&mut self, to: usize, s: usize, v: bool, chunk: u32) {
         let h = SwitchMlHeader {
             worker: to as u16,
             pool_index: s as u16,
@@ -269,6 +339,7 @@ impl SwitchMlSwitch {
             exponent: 0,
             is_result: true,
             elements: self.layout.per_packet as u16,
+            chunk,
         };
         let bytes = frame(
             self.layout.workers,
@@ -308,16 +379,27 @@ impl Endpoint for SwitchMlSwitch {
         self.pipeline
             .process(f.len() as u32, (4 * values.len()) as u32);
         let n = self.layout.workers;
-        let copy = &mut self.copies[s][usize::from(v)];
-        if copy.bitmap & (1 << w) != 0 {
+        let bit = 1u64 << w;
+        let [c0, c1] = &mut self.copies[s];
+        let (copy, other) = if v { (c1, c0) } else { (c0, c1) };
+        if copy.seen & bit != 0 {
+            // a retransmission: answer it if the round is complete, drop it otherwise
             self.stats.duplicates_ignored += 1;
-            if copy.count == n {
-                // the worker lost the result: send it again
-                self.result_to(w, s, v);
+            if copy.count == 0 {
+                self.result_to(w, s, v, h.chunk);
             }
             return;
         }
-        if copy.count == 0 {
+        copy.seen |= bit;
+        // this worker has moved on to this copy: its bit in the other copy is cleared
+        other.seen &= !bit;
+        copy.count = (copy.count + 1) % n;
+        if copy.count == 1 {
+            copy.round_chunk = h.chunk;
+        } else if copy.round_chunk != h.chunk {
+            self.mixed += 1;
+        }
+        if copy.count == 1 {
             copy.sum.copy_from_slice(&values);
         } else if self.layout.max {
             for (a, x) in copy.sum.iter_mut().zip(&values) {
@@ -328,17 +410,10 @@ impl Endpoint for SwitchMlSwitch {
                 *a = a.wrapping_add(*x);
             }
         }
-        copy.bitmap |= 1 << w;
-        copy.count += 1;
-        if copy.count == n {
+        if copy.count == 0 {
             for r in 0..n {
-                self.result_to(r, s, v);
+                self.result_to(r, s, v, h.chunk);
             }
-            // the other shadow copy serves this slot's next chunk: clear it
-            let other = &mut self.copies[s][usize::from(!v)];
-            other.sum.iter_mut().for_each(|x| *x = 0);
-            other.bitmap = 0;
-            other.count = 0;
         }
     }
 
@@ -353,17 +428,12 @@ impl Endpoint for SwitchMlSwitch {
     fn handle_timeout(&mut self, _now: Nanos) {}
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        let n = self.layout.workers;
-        let partial = self
-            .copies
-            .iter()
-            .flatten()
-            .filter(|c| c.count > 0 && c.count < n)
-            .count();
+        let partial = self.copies.iter().flatten().filter(|c| c.count > 0).count();
         vec![
             ("switch_in", self.stats.packets_in),
             ("partial_copies", partial as u64),
             ("duplicates", self.stats.duplicates_ignored),
+            ("mixed_rounds", self.mixed),
         ]
     }
 }
@@ -379,9 +449,15 @@ impl Switch for SwitchMlSwitch {
     }
 }
 
-/// The goodput share SwitchML's packet allows on the wire (its payload bound, from the model).
+/// The goodput share SwitchML's packet allows on the wire (its payload bound, from the model)
+/// with the default payload (one pass of the model).
 pub fn payload_bound(model: &TofinoModel) -> f64 {
     goodput_share(model.bytes_per_pass(), HDR as u32)
+}
+
+/// The goodput share a SwitchML packet of `payload_bytes` of values allows on the wire.
+pub fn payload_bound_for(payload_bytes: u32) -> f64 {
+    goodput_share(payload_bytes, HDR as u32)
 }
 
 pub struct SwitchMl;
@@ -410,7 +486,9 @@ impl System for SwitchMl {
                     layout,
                     grad,
                     result: vec![0; cfg.elements],
+                    current: vec![None; layout.slots],
                     outstanding: vec![None; layout.slots],
+                    got: vec![false; layout.chunks],
                     received: 0,
                     queue: VecDeque::new(),
                     rto_ns: cfg.timeout_ns,
@@ -419,6 +497,8 @@ impl System for SwitchMl {
                         ..HostStats::default()
                     },
                     sent_at: vec![None; layout.chunks],
+                    duplicate_results: 0,
+                    stale_results: 0,
                     started: false,
                 }) as Box<dyn Worker>
             })
@@ -444,6 +524,7 @@ impl System for SwitchMl {
             pipeline: Pipeline::new(model, Recirculation::SamePipeline),
             out: VecDeque::new(),
             stats: SwitchStats::default(),
+            mixed: 0,
         };
         Ok(Setup {
             workers,

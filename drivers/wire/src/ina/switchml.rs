@@ -15,6 +15,7 @@
 //! byte 4      exponent (signed 8 bits: the block's largest binary32 exponent, unbiased)
 //! byte 5      flags: bit 0 = result (switch to worker); bits 7-1 reserved, 0
 //! bytes 6-7   element count
+//! bytes 8-11  chunk index (the release's `pkt_id`/`tsi`: which chunk of the stream this is)
 //! then        element count x 4 bytes of big-endian int32 values
 //! ```
 //!
@@ -22,8 +23,12 @@
 //! algorithm (the P4 code derives it from the source address with a table, which a software
 //! switch would need configured out of band), one 8-bit exponent per packet (a binary32 exponent
 //! fits in 8 bits; the release reserves 16), and an explicit element count so the switch model
-//! can use the payload one Tofino pass holds. The release's tensor-stream offset (`tsi`), job
-//! number and message type are not carried: the host stack knows which chunk a slot holds.
+//! can use the payload one Tofino pass holds. The chunk index is carried as the release carries
+//! its packet id (p4app-switchML `dpdk_worker_thread.cc`: a worker reads `pkt_id` from every
+//! result, discards one it has already received, and derives the next packet from it; the paper's
+//! Algorithm 3 likewise carries the offset `off`): the switch echoes it in the result, so a worker
+//! can tell a late result of an earlier chunk that used the same slot and version from the result
+//! it waits for. The release's job number and message type are not carried.
 
 use crate::{Error, be16, need, put16};
 
@@ -79,6 +84,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
         be16(self.buffer.as_ref(), 6)
     }
 
+    /// The chunk index (the release's `pkt_id`).
+    pub fn chunk(&self) -> u32 {
+        let b = self.buffer.as_ref();
+        u32::from_be_bytes([b[8], b[9], b[10], b[11]])
+    }
+
     /// The values' bytes (element count x 4).
     pub fn values(&self) -> &[u8] {
         let n = 4 * usize::from(self.elements());
@@ -120,6 +131,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         put16(self.buffer.as_mut(), 6, v);
     }
 
+    pub fn set_chunk(&mut self, v: u32) {
+        self.buffer.as_mut()[8..12].copy_from_slice(&v.to_be_bytes());
+    }
+
     /// Write value `i` (within the element count); `false` if it is past the buffer.
     pub fn set_value(&mut self, i: usize, v: i32) -> bool {
         let at = Repr::LEN + 4 * i;
@@ -146,10 +161,12 @@ pub struct Repr {
     pub is_result: bool,
     /// Values after the header.
     pub elements: u16,
+    /// The chunk of the stream (the release's `pkt_id`); a result echoes its packet's.
+    pub chunk: u32,
 }
 
 impl Repr {
-    pub const LEN: usize = 8;
+    pub const LEN: usize = 12;
 
     /// Parse; the values must follow, and reserved flags must be zero.
     pub fn parse<B: AsRef<[u8]> + ?Sized>(packet: &B) -> Result<Repr, Error> {
@@ -164,6 +181,7 @@ impl Repr {
             exponent: p.exponent(),
             is_result: p.is_result(),
             elements: p.elements(),
+            chunk: p.chunk(),
         })
     }
 
@@ -189,6 +207,7 @@ impl Repr {
         p.set_exponent(self.exponent);
         p.set_flags(u8::from(self.is_result));
         p.set_elements(self.elements);
+        p.set_chunk(self.chunk);
         Ok(())
     }
 }
@@ -204,11 +223,12 @@ mod tests {
         exponent: -7,
         is_result: false,
         elements: 2,
+        chunk: 0x0a0b_0c0d,
     };
 
     #[test]
     fn layout_and_values() {
-        let mut b = [0u8; 16];
+        let mut b = [0u8; 20];
         H.emit(&mut b[..]).expect("emit");
         let mut p = Packet::new_unchecked(&mut b[..]);
         assert!(p.set_value(0, -1));
@@ -217,7 +237,8 @@ mod tests {
         assert_eq!(
             b,
             [
-                0, 3, 0x92, 0x34, 0xf9, 0, 0, 2, 0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4
+                0, 3, 0x92, 0x34, 0xf9, 0, 0, 2, 0x0a, 0x0b, 0x0c, 0x0d, 0xff, 0xff, 0xff, 0xff, 1,
+                2, 3, 4
             ]
         );
         let p = Packet::new_checked(&b[..]).expect("view");
@@ -234,9 +255,9 @@ mod tests {
 
     #[test]
     fn malformed_are_errors() {
-        let mut b = [0u8; 16];
+        let mut b = [0u8; 20];
         H.emit(&mut b[..]).expect("emit");
-        for n in 0..16 {
+        for n in 0..20 {
             assert!(matches!(Repr::parse(&b[..n]), Err(Error::Truncated { .. })));
         }
         let mut f = b;
@@ -256,9 +277,9 @@ mod tests {
                 pool_index: 0x8000,
                 ..H
             }
-            .emit(&mut [0u8; 8][..])
+            .emit(&mut [0u8; 12][..])
             .is_err()
         );
-        assert!(H.emit(&mut [0u8; 7][..]).is_err());
+        assert!(H.emit(&mut [0u8; 11][..]).is_err());
     }
 }

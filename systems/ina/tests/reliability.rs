@@ -1,0 +1,149 @@
+//! `netreduce-reliability`'s configuration on the sim fabric: the four Table 6 systems, 6 workers,
+//! 262,144 int32 each, duplication 0.1% and reordering 0.1% (delayed 5 us) on every link, loss
+//! 0 to 1%, 8 fault seeds. Every worker must finish with exactly the reference sum, and the fault
+//! injector must really have dropped, duplicated and reordered frames.
+//!
+//! SwitchML is the exception, and a finding about its published design rather than about this
+//! code: its switch tells two uses of a slot apart by one version bit (Algorithm 2), so a worker's
+//! spurious resend that the network delays past that worker's next packet for the slot (about a
+//! round trip, ~1 us here) is added to a later round. At the spec's 5 us delay that happens. The
+//! SwitchML tests check that it is exact when delays stay below a round trip, and that every wrong
+//! sum at 5 us comes with contributions the switch counted into another chunk's round (the
+//! workers themselves never take a result for the wrong chunk).
+
+use inabench_fabric::fault::Faults;
+use inabench_ina::common::{AllReduceConfig, SetupNode, counter_sum, reference_sum};
+use inabench_ina::workload::{run_sim, system};
+
+fn cfg(seed: u64) -> AllReduceConfig {
+    AllReduceConfig {
+        workers: 6,
+        elements: 262_144,
+        seed,
+        line_rate_bps: 100e9,
+        mtu: 1024,
+        // the reliability spec's simulated RTO
+        timeout_ns: 100_000,
+        knobs: vec![("window".into(), 2.0), ("msg_packets".into(), 170.0)],
+    }
+}
+
+/// (unfinished workers, wrong sums among finished workers, frames dropped, duplicated, reordered,
+/// contributions the switch counted into another chunk's round)
+type Outcome = (usize, usize, u64, u64, u64, u64);
+
+fn run(name: &str, loss: f64, seed: u64) -> Outcome {
+    run_delayed(name, loss, seed, 5_000)
+}
+
+fn run_delayed(name: &str, loss: f64, seed: u64, delay_ns: u64) -> Outcome {
+    let sys = system(name).expect("a Table 6 system");
+    let c = cfg(seed);
+    let f = Faults {
+        loss,
+        duplicate: 0.001,
+        reorder: 0.001,
+        reorder_delay_ns: delay_ns,
+        seed,
+    };
+    let (nodes, rep) = run_sim(sys, &c, f, 0, 60_000_000_000).expect("run");
+    let want = reference_sum(c.seed, c.workers, c.elements);
+    let mut unfinished = 0;
+    let mut wrong = 0;
+    for n in &nodes {
+        if let SetupNode::Worker(w) = n {
+            match w.result() {
+                None => unfinished += 1,
+                Some(r) if r != want => wrong += 1,
+                Some(_) => {}
+            }
+        }
+    }
+    (
+        unfinished,
+        wrong,
+        rep.faults.dropped,
+        rep.faults.duplicated,
+        rep.faults.reordered,
+        counter_sum(&nodes, "mixed_rounds"),
+    )
+}
+
+fn sweep(name: &str) {
+    sweep_delayed(name, 5_000);
+}
+
+fn sweep_delayed(name: &str, delay_ns: u64) {
+    let mut failures = Vec::new();
+    let (mut dropped, mut duplicated, mut reordered) = (0, 0, 0);
+    for loss in [0.0, 0.0001, 0.001, 0.01] {
+        for seed in 1..=8u64 {
+            let (u, w, d, dup, ro, _) = run_delayed(name, loss, seed, delay_ns);
+            if loss >= 0.001 {
+                assert!(d > 0, "{name} loss {loss} seed {seed}: nothing was dropped");
+            }
+            if loss == 0.0 {
+                assert_eq!(d, 0);
+            }
+            dropped += d;
+            duplicated += dup;
+            reordered += ro;
+            if u > 0 || w > 0 {
+                failures.push(format!(
+                    "loss {loss} seed {seed}: {u} unfinished, {w} wrong"
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{name}: {} of 32 runs failed: {failures:?}",
+        failures.len()
+    );
+    assert!(
+        dropped > 100 && duplicated > 100 && reordered > 100,
+        "{name}: faults injected {dropped}/{duplicated}/{reordered}"
+    );
+}
+
+#[test]
+fn switchml_exact_when_reordering_stays_below_a_round_trip() {
+    sweep_delayed("switchml", 500);
+}
+
+#[test]
+fn switchml_wrong_sums_at_5us_come_from_the_switch_one_bit_version() {
+    let (mut wrong_runs, mut mixed_total) = (0, 0);
+    for seed in 1..=8u64 {
+        let (u, w, d, _, _, mixed) = run("switchml", 0.01, seed);
+        assert!(d > 0);
+        if u > 0 || w > 0 {
+            wrong_runs += 1;
+            assert!(
+                mixed > 0,
+                "seed {seed}: {u} unfinished, {w} wrong without a contribution counted into another round"
+            );
+        }
+        mixed_total += mixed;
+    }
+    // the finding itself: at 1% loss and 5 us reordering SwitchML is not exactly-once
+    assert!(
+        wrong_runs > 0 && mixed_total > 0,
+        "expected the one-bit version to mix rounds at 5 us ({wrong_runs} failed runs, {mixed_total} mixed)"
+    );
+}
+
+#[test]
+fn netreduce_exact_under_loss_duplication_and_reordering() {
+    sweep("netreduce");
+}
+
+#[test]
+fn atp_exact_under_loss_duplication_and_reordering() {
+    sweep("atp");
+}
+
+#[test]
+fn switchml_rdma_exact_under_loss_duplication_and_reordering() {
+    sweep("switchml_rdma");
+}
