@@ -60,7 +60,32 @@ pub struct Setup {
     /// C_w: computing resource every worker offers, % of a core.
     pub cpu_capacity_pct: f64,
     pub routing: Routing,
+    /// Which workers may cluster (M-WCHA's graph G).
+    pub graph: WorkerGraph,
     pub seed: u64,
+}
+
+/// The worker graph G of M-WCHA (Sec. 4.1): the paper does not say how it builds it for Sec.
+/// 6.4; its "one gradient hop" (Sec. 6.4 (3)) suggests workers under one edge switch, while its
+/// PS usage at sigma 0.3 needs clusters across edge switches (aleph-fig13's finding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerGraph {
+    /// Workers under the same edge (leaf) switch are adjacent (one switch between them).
+    Edge,
+    /// Every pair of workers is adjacent.
+    All,
+}
+
+impl WorkerGraph {
+    pub fn parse(s: &str) -> Result<WorkerGraph, AlephError> {
+        match s {
+            "edge" => Ok(WorkerGraph::Edge),
+            "all" => Ok(WorkerGraph::All),
+            other => Err(AlephError::Invalid(format!(
+                "graph `{other}` is not one of edge, all"
+            ))),
+        }
+    }
 }
 
 /// How flows use equal-cost paths.
@@ -99,6 +124,7 @@ impl Setup {
             cpu_per_worker_pct: 10.0,
             cpu_capacity_pct: 100.0,
             routing: Routing::Spray,
+            graph: WorkerGraph::Edge,
             seed: 1,
         }
     }
@@ -220,11 +246,13 @@ impl Scenario {
         for (p, &h) in ps_host.iter().enumerate() {
             topo.set_host_rate(h, ps_rate[p], ps_rate[p])?;
         }
-        // G joins workers under the same edge (leaf) switch: one switch between them
+        // G joins workers under the same edge (leaf) switch (one switch between them), or all
         let mut adj = vec![Vec::new(); s.workers];
         for a in 0..s.workers {
             for b in 0..s.workers {
-                if a != b && topo.edge_of(worker_host[a]) == topo.edge_of(worker_host[b]) {
+                let joined = s.graph == WorkerGraph::All
+                    || topo.edge_of(worker_host[a]) == topo.edge_of(worker_host[b]);
+                if a != b && joined {
                     adj[a].push(b);
                 }
             }
@@ -637,6 +665,29 @@ mod tests {
         // push only: half of each (BytePS's pushes, the ring's reduce-scatter)
         assert!(close(o.overhead_push_bytes_links, 10.0 * 4.0 * 97e6, 1e-12));
         assert!(close(h.overhead_push_bytes_links, 9.0 * 97e6 * 2.0, 1e-12));
+    }
+
+    #[test]
+    fn the_all_graph_clusters_across_edge_switches() {
+        let edge = Scenario::build(&setup(100, 0.3)).expect("scenario");
+        let all = Scenario::build(&Setup {
+            graph: WorkerGraph::All,
+            ..setup(100, 0.3)
+        })
+        .expect("scenario");
+        let (ce, ca) = (edge.cluster(), all.cluster());
+        assert_eq!(mwcha::validate(&all.instance, &ca).total(), 0);
+        // one edge switch holds 10 workers: every cluster of G(edge) stays under one switch
+        for c in &ce.clusters {
+            for &m in &c.members {
+                assert_eq!(
+                    edge.topo.edge_of(edge.worker_host[m]),
+                    edge.topo.edge_of(edge.worker_host[c.aggregator])
+                );
+            }
+        }
+        assert!(all.instance.neighbours(0).len() == 99);
+        assert!(WorkerGraph::parse("ring").is_err());
     }
 
     #[test]

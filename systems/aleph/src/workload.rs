@@ -9,7 +9,7 @@
 use crate::AlephError;
 use crate::motivating::{Example, Row};
 use crate::mwcha::{self, Clustering, Instance};
-use crate::scenario::{self, Routing, Scenario, Setup, System};
+use crate::scenario::{self, Routing, Scenario, Setup, System, WorkerGraph};
 use crate::topo::Kind;
 use inabench_core::event::LogLevel;
 use inabench_core::{Fidelity, PointCtx, Scalar, Workload, WorkloadError};
@@ -268,6 +268,10 @@ fn setup(ctx: &PointCtx<'_>) -> Result<Setup, WorkloadError> {
         cpu_per_worker_pct: ctx.param("cpu_per_worker_pct")?,
         cpu_capacity_pct: ctx.param("cpu_capacity_pct")?,
         routing: Routing::parse(&str_param(ctx, "routing")?).map_err(invalid)?,
+        graph: match ctx.text("graph") {
+            Ok(g) => WorkerGraph::parse(&g).map_err(invalid)?,
+            Err(_) => WorkerGraph::Edge,
+        },
         seed: seed(ctx)?,
     })
 }

@@ -170,8 +170,9 @@ fn key(ctx: &PointCtx<'_>, system: &str) -> String {
         .collect();
     k.sort();
     format!(
-        "{}|{}|{}|{}|{}",
+        "{}|{}|{}|{}|{}|{}",
         ctx.experiment,
+        ctx.fidelity.as_str(),
         system,
         ctx.repetition,
         ctx.warmup,
