@@ -179,7 +179,9 @@ pub struct AtpWorker {
     max_window: f64,
     last_cut: Nanos,
     rto_ns: u64,
-    sent_at: Vec<Option<Nanos>>,
+    /// per sequence: (handed to the NIC, first bit on the wire) of its first transmission
+    sent_at: Vec<Option<(Nanos, Nanos)>>,
+    clock: crate::common::TxClock,
     stats: HostStats,
     started: bool,
 }
@@ -219,13 +221,14 @@ impl AtpWorker {
     }
 
     fn transmit(&mut self, now: Nanos, seq: usize, resend: bool) -> Transmit {
+        self.outstanding.insert(seq, now + self.rto_ns);
+        let bytes = self.packet(seq, resend);
+        let wire = self.clock.start(now, bytes.len());
         if self.sent_at[seq].is_some() {
             self.stats.retransmissions += 1;
         } else {
-            self.sent_at[seq] = Some(now);
+            self.sent_at[seq] = Some((now, wire));
         }
-        self.outstanding.insert(seq, now + self.rto_ns);
-        let bytes = self.packet(seq, resend);
         self.stats.packets_tx += 1;
         self.stats.wire_bytes_tx += bytes.len() as u64;
         Transmit {
@@ -267,8 +270,9 @@ impl Endpoint for AtpWorker {
         self.received += 1;
         self.outstanding.remove(&seq);
         self.resend.retain(|s| *s != seq);
-        if let Some(t0) = self.sent_at[seq] {
+        if let Some((handed, t0)) = self.sent_at[seq] {
             self.stats.rtt_ns.push(now.saturating_sub(t0));
+            self.stats.rtt_queue_ns.push(t0 - handed);
         }
         while self.base < self.layout.chunks && self.acked[self.base] {
             self.base += 1;
@@ -726,6 +730,7 @@ impl System for Atp {
                     last_cut: 0,
                     rto_ns: cfg.timeout_ns,
                     sent_at: vec![None; layout.chunks],
+                    clock: crate::common::TxClock::new(cfg.line_rate_bps),
                     stats: HostStats {
                         gradient_bytes: 4 * cfg.elements as u64,
                         ..HostStats::default()

@@ -66,11 +66,45 @@ pub struct HostStats {
     pub packets_rx: u64,
     pub retransmissions: u64,
     pub malformed_rx: u64,
-    /// Round-trip samples in ns: first packet of a message/chunk sent -> its result received.
+    /// Round-trip samples in ns: the first bit of a message's/chunk's first packet on the host's
+    /// link (see [`TxClock`]) -> its result received.
     pub rtt_ns: Vec<u64>,
+    /// For each RTT sample, the time that packet waited in the host's transmit queue before its
+    /// first bit went out (behind earlier frames of the same host): reported apart, not in the RTT.
+    pub rtt_queue_ns: Vec<u64>,
     /// When the worker started and finished, in fabric time (ns).
     pub start_ns: u64,
     pub end_ns: u64,
+}
+
+/// The host NIC's transmit queue as the host's code can know it: frames handed over leave back to
+/// back at the line rate (with Ethernet's 24 bytes of preamble, delimiter, gap and FCS), so a
+/// frame's first bit goes out when the frames handed over before it are done. RTTs are measured
+/// from that moment, as a NIC timestamps a packet: the wait behind earlier frames of the same host
+/// (e.g. NetReduce's previous 170-packet message) is queueing at the sender, reported apart.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TxClock {
+    rate_bps: f64,
+    free_at: u64,
+}
+
+impl TxClock {
+    pub fn new(rate_bps: f64) -> Self {
+        TxClock {
+            rate_bps,
+            free_at: 0,
+        }
+    }
+
+    /// A frame of `len` bytes is handed over at `now`: when its first bit goes out.
+    pub fn start(&mut self, now: u64, len: usize) -> u64 {
+        let start = now.max(self.free_at);
+        if self.rate_bps > 0.0 {
+            let ser = ((len + 24) as f64 * 8.0 / self.rate_bps * 1e9).ceil() as u64;
+            self.free_at = start + ser;
+        }
+        start
+    }
 }
 
 /// What a switch program measured; "switch overhead" in Table 6 comes from these.

@@ -28,7 +28,7 @@
 //! aggregation of the scaled values.
 
 use crate::common::{
-    AllReduceConfig, HostStats, Setup, SetupError, Switch, SwitchStats, System, Worker,
+    AllReduceConfig, HostStats, Setup, SetupError, Switch, SwitchStats, System, TxClock, Worker,
     check_inputs,
 };
 use crate::tofino::{Pipeline, Recirculation, TofinoModel, goodput_share};
@@ -133,7 +133,9 @@ pub struct SwitchMlWorker {
     queue: VecDeque<usize>,
     rto_ns: u64,
     stats: HostStats,
-    sent_at: Vec<Option<Nanos>>,
+    /// per chunk: (handed to the NIC, first bit on the wire) of its first transmission
+    sent_at: Vec<Option<(Nanos, Nanos)>>,
+    clock: TxClock,
     /// results dropped: already received (duplicates) or not the chunk the slot works on (stale)
     duplicate_results: u64,
     stale_results: u64,
@@ -204,8 +206,9 @@ impl Endpoint for SwitchMlWorker {
                 self.result[a + k] = *v;
             }
         }
-        if let Some(t0) = self.sent_at[c] {
+        if let Some((handed, t0)) = self.sent_at[c] {
             self.stats.rtt_ns.push(now.saturating_sub(t0));
+            self.stats.rtt_queue_ns.push(t0 - handed);
         }
         self.got[c] = true;
         self.received += 1;
@@ -239,11 +242,6 @@ impl Endpoint for SwitchMlWorker {
             }
         };
         let s = c % self.layout.slots;
-        if self.sent_at[c].is_some() {
-            self.stats.retransmissions += 1;
-        } else {
-            self.sent_at[c] = Some(now);
-        }
         self.outstanding[s] = Some((c, now + self.rto_ns));
         let bytes = frame(
             self.rank,
@@ -251,6 +249,12 @@ impl Endpoint for SwitchMlWorker {
             &self.header(c),
             &self.chunk_values(c),
         );
+        let wire = self.clock.start(now, bytes.len());
+        if self.sent_at[c].is_some() {
+            self.stats.retransmissions += 1;
+        } else {
+            self.sent_at[c] = Some((now, wire));
+        }
         self.stats.packets_tx += 1;
         self.stats.wire_bytes_tx += bytes.len() as u64;
         Some(Transmit {
@@ -497,6 +501,7 @@ impl System for SwitchMl {
                         ..HostStats::default()
                     },
                     sent_at: vec![None; layout.chunks],
+                    clock: TxClock::new(cfg.line_rate_bps),
                     duplicate_results: 0,
                     stale_results: 0,
                     started: false,

@@ -181,6 +181,9 @@ pub struct SmlrWorker {
     done_msgs: usize,
     rto_ns: u64,
     sent_at: Vec<Option<Nanos>>,
+    /// per message: when its first packet's first bit went out (see `TxClock`)
+    wire_at: Vec<Option<Nanos>>,
+    clock: crate::common::TxClock,
     stats: HostStats,
     started: bool,
 }
@@ -264,8 +267,9 @@ impl Endpoint for SmlrWorker {
         self.result[a..b].copy_from_slice(&values_of(payload)[..b - a]);
         let got = o.got | (1 << j);
         if got.count_ones() as usize == l.len_of(m) {
-            if let Some(t0) = self.sent_at[m] {
+            if let (Some(handed), Some(t0)) = (self.sent_at[m], self.wire_at[m]) {
                 self.stats.rtt_ns.push(now.saturating_sub(t0));
+                self.stats.rtt_queue_ns.push(t0.saturating_sub(handed));
             }
             self.groups[g] = None;
             self.done_msgs += 1;
@@ -305,6 +309,10 @@ impl Endpoint for SmlrWorker {
         }
         let (m, j) = self.tx.pop_front()?;
         let bytes = self.frame(m, j);
+        let wire = self.clock.start(now, bytes.len());
+        if j == 0 && self.wire_at[m].is_none() {
+            self.wire_at[m] = Some(wire);
+        }
         self.psn = (self.psn + 1) & PSN_MASK;
         self.stats.packets_tx += 1;
         self.stats.wire_bytes_tx += bytes.len() as u64;
@@ -578,6 +586,8 @@ impl System for SwitchMlRdma {
                     done_msgs: 0,
                     rto_ns: cfg.timeout_ns,
                     sent_at: vec![None; l.messages],
+                    wire_at: vec![None; l.messages],
+                    clock: crate::common::TxClock::new(cfg.line_rate_bps),
                     stats: HostStats {
                         gradient_bytes: 4 * cfg.elements as u64,
                         ..HostStats::default()

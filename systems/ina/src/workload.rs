@@ -452,6 +452,10 @@ impl Workload for Table6 {
                     .iter()
                     .flat_map(|s| s.rtt_ns.iter().copied())
                     .collect(),
+                rtt_queue_ns: stats
+                    .iter()
+                    .flat_map(|s| s.rtt_queue_ns.iter().copied())
+                    .collect(),
                 switch_overhead: switch_stats(&nodes).map(|s| s.overhead_fraction),
                 retransmissions: retx,
                 wrong,
@@ -461,6 +465,12 @@ impl Workload for Table6 {
         ctx.counter("frames_dropped", dropped);
         ctx.counter("host_cost_ns", cost);
         ctx.record_if_declared("host_cost", cost as f64);
+        // NetReduce pads its last message to MsgLen packets: the share of payload bytes sent as padding
+        if ctx.system() == "netreduce"
+            && let Ok(l) = crate::netreduce::Layout::new(&cfg)
+        {
+            ctx.record_if_declared("padding", 100.0 * l.padding_share());
+        }
         // SwitchML: the mean time between two uses of a slot (the all-reduce over its rounds)
         if ctx.declares("slot_cycle")
             && ctx.system() == "switchml"
@@ -586,6 +596,7 @@ fn run_on_udp(
                 .iter()
                 .flat_map(|w| w.rtt_ns.iter().copied())
                 .collect(),
+            rtt_queue_ns: Vec::new(),
             switch_overhead: out.nodes.iter().find_map(|n| n.switch_overhead),
             retransmissions: retx,
             wrong: 0,
@@ -602,6 +613,8 @@ struct Measured {
     gradient_bytes: f64,
     cpu_percent: f64,
     rtt_ns: Vec<u64>,
+    /// the sender-queue wait of each RTT sample's packet (sim only; empty elsewhere)
+    rtt_queue_ns: Vec<u64>,
     switch_overhead: Option<f64>,
     retransmissions: u64,
     wrong: usize,
@@ -618,6 +631,10 @@ fn record_allreduce(ctx: &mut PointCtx<'_>, mut m: Measured) {
     m.rtt_ns.sort_unstable();
     if let Some(r) = m.rtt_ns.get(m.rtt_ns.len() / 2) {
         ctx.record_if_declared("rtt", *r as f64 / 1e3);
+    }
+    m.rtt_queue_ns.sort_unstable();
+    if let Some(q) = m.rtt_queue_ns.get(m.rtt_queue_ns.len() / 2) {
+        ctx.record_if_declared("rtt_queueing", *q as f64 / 1e3);
     }
     if let Some(o) = m.switch_overhead {
         ctx.record_if_declared("switch_overhead", o * 100.0);

@@ -118,3 +118,33 @@ fn switch_ports_overhead_comes_from_the_wiring() {
     assert_eq!((s.ports_used, s.ports_total), (6, 12));
     assert!((s.overhead_fraction - 0.5).abs() < 1e-12);
 }
+
+#[test]
+fn rtt_starts_on_the_wire_and_the_senders_queue_is_reported_apart() {
+    use inabench_ina::workload::run_sim;
+    // seven messages with a window of two: a message's first packet waits behind the previous 170-packet message
+    // (170 x 1,106 B at 100 Gbps = 15 us) in its own host's queue; the RTT from its first bit
+    // on the wire must not contain that wait
+    let c = cfg(6, 262_144, 170.0);
+    let (nodes, rep) = run_sim(&NetReduce, &c, Faults::default(), 0, 1_000_000_000).expect("run");
+    assert!(rep.finished);
+    check(&nodes, &c);
+    let mut rtt = Vec::new();
+    let mut queue = Vec::new();
+    for n in &nodes {
+        if let SetupNode::Worker(w) = n {
+            let s = w.stats();
+            assert_eq!(s.rtt_ns.len(), s.rtt_queue_ns.len());
+            rtt.extend(s.rtt_ns);
+            queue.extend(s.rtt_queue_ns);
+        }
+    }
+    assert_eq!(rtt.len(), 6 * 7, "one sample per message and worker");
+    let max_rtt = rtt.iter().copied().max().unwrap_or(0);
+    let max_queue = queue.iter().copied().max().unwrap_or(0);
+    assert!(max_rtt < 5_000, "RTT from the wire: {max_rtt} ns");
+    assert!(
+        max_queue > 10_000,
+        "the later messages' first packets wait behind the previous message: {max_queue} ns"
+    );
+}
