@@ -20,7 +20,7 @@ pub const ETHERTYPE_CPUSYNC: u16 = 0x88B6;
 const HDR: usize = 8;
 
 /// A CPUSync message: (operation, step, values).
-fn frame(src: u32, dst: u32, op: u32, step: u8, values: &[i32]) -> Vec<u8> {
+pub(crate) fn cpusync_frame(src: u32, dst: u32, op: u32, step: u8, values: &[i32]) -> Vec<u8> {
     let len = (ethernet::HEADER_LEN + HDR + 4 * values.len()).max(ethernet::MIN_FRAME_LEN);
     let mut f = vec![0u8; len];
     ethernet::Repr {
@@ -39,7 +39,8 @@ fn frame(src: u32, dst: u32, op: u32, step: u8, values: &[i32]) -> Vec<u8> {
     f
 }
 
-fn parse(f: &[u8]) -> Result<(u32, u32, u8, Vec<i32>), Error> {
+/// Parses a CPUSync message: (source, operation, step, values).
+pub(crate) fn cpusync_parse(f: &[u8]) -> Result<(u32, u32, u8, Vec<i32>), Error> {
     let eth = ethernet::Repr::parse(f)?;
     if eth.ethertype != ETHERTYPE_CPUSYNC {
         return Err(Error::Unsupported("ethertype (not CPUSync)"));
@@ -146,7 +147,7 @@ impl CpuSyncWorker {
     fn send_step(&mut self) {
         if let Some(c) = &self.current {
             let partner = self.rank ^ (1 << c.step);
-            let f = frame(
+            let f = cpusync_frame(
                 self.rank as u32,
                 partner as u32,
                 c.op as u32,
@@ -208,7 +209,7 @@ impl Endpoint for CpuSyncWorker {
     }
 
     fn handle_packet(&mut self, now: Nanos, _from: NodeId, f: &[u8]) {
-        match parse(f) {
+        match cpusync_parse(f) {
             Ok((src, op, step, values))
                 if values.len() == self.elements
                     && u32::from(step) < self.steps
@@ -295,13 +296,13 @@ mod tests {
 
     #[test]
     fn parse_rejects_short_frames() {
-        let f = frame(1, 0, 7, 2, &[1, 2, 3]);
-        assert_eq!(parse(&f).expect("parse"), (1, 7, 2, vec![1, 2, 3]));
+        let f = cpusync_frame(1, 0, 7, 2, &[1, 2, 3]);
+        assert_eq!(cpusync_parse(&f).expect("parse"), (1, 7, 2, vec![1, 2, 3]));
         for n in 0..ethernet::HEADER_LEN + HDR {
-            assert!(parse(&f[..n]).is_err());
+            assert!(cpusync_parse(&f[..n]).is_err());
         }
         let mut bad = f;
         bad[ethernet::HEADER_LEN + 5] = 100;
-        assert!(parse(&bad).is_err());
+        assert!(cpusync_parse(&bad).is_err());
     }
 }

@@ -22,6 +22,15 @@ impl Collective for P4sgdWorker {
     }
 }
 
+impl Collective for crate::gpusync::GpuSyncWorker {
+    fn submit(&mut self, now: Nanos, values: Vec<i32>) -> Result<u64, ProtocolError> {
+        crate::gpusync::GpuSyncWorker::submit(self, now, values)
+    }
+    fn take_completed(&mut self) -> Option<Completed> {
+        crate::gpusync::GpuSyncWorker::take_completed(self)
+    }
+}
+
 impl Collective for CpuSyncWorker {
     fn submit(&mut self, now: Nanos, values: Vec<i32>) -> Result<u64, ProtocolError> {
         CpuSyncWorker::submit(self, now, values)

@@ -5,6 +5,7 @@
 //! - [`protocol`]: the switch program (Alg. 2) on the Tofino model and the worker transport
 //!   (Alg. 3), sans-IO;
 //! - [`cpusync`]: CPUSync's recursive-doubling all-reduce and a forwarding switch;
+//! - [`gpusync`]: GPUSync's NCCL all-reduce (ring or tree, LL protocol) as real messages;
 //! - [`host`]: node timing around a state machine in virtual time (latencies, CPU costs);
 //! - [`driver`]: closed loops of checked all-reduces, calibration, latency statistics;
 //! - [`glm`]: GLM training (single, model-parallel, data-parallel), LIBSVM reader, stand-ins;
@@ -27,6 +28,7 @@ pub mod fig14;
 pub mod fig8;
 pub mod fpga;
 pub mod glm;
+pub mod gpusync;
 pub mod host;
 pub mod models;
 pub mod perf;
