@@ -17,6 +17,21 @@ pub const A100_PCIE_GEMM_EFFICIENCY: f64 = 256.4 / 312.0;
 /// The same table's A100 SXM (the DGX A100's GPUs): 267.9 of 312 TFLOPS.
 pub const A100_SXM_GEMM_EFFICIENCY: f64 = 267.9 / 312.0;
 
+/// End-to-end efficiency of large-transformer training on A100 SXM: Megatron-LM trained a 1T
+/// GPT model on 3072 A100 SXM GPUs (Selene) at 502 PFLOP/s, "52% of theoretical peak" per GPU
+/// (D. Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using
+/// Megatron-LM", SC'21, abstract), counting FLOPs with activation recomputation (their Sec. 5.1
+/// formula, 96 B s l h^2 (1 + s/6h + V/16lh), DeepSpeed-Chat's factor 4). It covers a whole
+/// iteration's kernels (GEMMs, element-wise work, softmax, launch gaps), so the iteration models
+/// apply it to all hardware FLOPs and add no separate element-wise term. It also contains
+/// Megatron's own communication and pipeline bubbles, so it is a conservative (low) figure for a
+/// GPU's compute alone.
+pub const A100_SXM_E2E_EFFICIENCY: f64 = 0.52;
+/// The same for the workers' A100 PCIe (250 W), scaled by the PCIe/SXM ratio of Bekman's measured
+/// matmul maxima (256.4 / 267.9): the PCIe card's lower power limit costs it that much in GEMMs.
+pub const A100_PCIE_E2E_EFFICIENCY: f64 =
+    A100_SXM_E2E_EFFICIENCY * A100_PCIE_GEMM_EFFICIENCY / A100_SXM_GEMM_EFFICIENCY;
+
 /// PCIe 3.0 x16 (the workers' Xeon Silver 4214 is a PCIe 3.0 part, Intel ARK): 8 GT/s x 16 lanes
 /// x 128/130 coding = 15.75 GB/s per direction, times the TLP efficiency of 256-byte payloads
 /// behind 24 bytes of TLP header, framing and DLLP overhead (256/280).
@@ -47,10 +62,19 @@ pub fn roce_efficiency() -> f64 {
     4096.0 / (4096.0 + ETH_WIRE_OVERHEAD + IP_UDP + ROCE_OVERHEAD)
 }
 
-/// Goodput fraction of INA packets (256-byte payloads).
+/// Goodput fraction of INA packets with SwitchML's 256-byte payloads.
 pub fn ina_efficiency() -> f64 {
-    INA_PAYLOAD / (INA_PAYLOAD + ETH_WIRE_OVERHEAD + IP_UDP + INA_HEADER)
+    ina_efficiency_of(INA_PAYLOAD)
 }
+
+/// Goodput fraction of INA packets with `payload`-byte payloads.
+pub fn ina_efficiency_of(payload: f64) -> f64 {
+    payload / (payload + ETH_WIRE_OVERHEAD + IP_UDP + INA_HEADER)
+}
+
+/// Bytes of a gradient element on SwitchML's wire: 32-bit integers (Sapio et al., NSDI'21,
+/// Sec. 4: floats are converted to fixed point for the switch's integer adders).
+pub const SWITCHML_GRAD_WIRE_BYTES: f64 = 4.0;
 
 /// A CPU: cores and memory bandwidth (for the optimizer's update rate).
 #[derive(Debug, Clone, Copy, PartialEq)]

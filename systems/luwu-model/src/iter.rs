@@ -10,30 +10,60 @@
 //! `serialised` of its network time (NCCL's interference, 0 by default). Where a system
 //! serialises (SwitchML's host stack, ZeRO's optimizer step), the times add.
 //!
-//! GPU compute: GEMM FLOPs at `gemm_efficiency` x the dense peak ([`crate::hw`]), plus the
-//! memory-bound element-wise work (layer norms, GeLU, softmax, dropout, the loss): every
-//! activation byte of [`Shape::layer_activation_bytes`] written once and read once at HBM
-//! bandwidth. Backward = 2 x forward; recomputation = 1 x forward of each layer.
+//! GPU compute, two models (`Config::end_to_end_efficiency`):
+//! - end to end (the default): every hardware FLOP (forward, recomputation, backward) at an
+//!   end-to-end training efficiency x the dense peak, from an independent measurement of large
+//!   transformer training ([`hw::A100_PCIE_E2E_EFFICIENCY`]), with no separate element-wise term
+//!   (the measurement contains it);
+//! - GEMM (`None`): GEMM FLOPs at `gemm_efficiency` x the dense peak ([`crate::hw`], a matmul
+//!   microbenchmark's maximum), plus the memory-bound element-wise work (layer norms, GeLU,
+//!   softmax, dropout, the loss): every activation byte of [`Shape::layer_activation_bytes`]
+//!   written once and read once at HBM bandwidth. This is a best case for every system.
+//!
+//! Backward = 2 x forward; recomputation = 1 x forward of each layer. FLOPs are reported in two
+//! conventions ([`Breakdown::tflops`], [`Breakdown::tflops_hw`]).
 //!
 //! Choices where the paper is silent:
-//! - LuWu's wire format: SwitchML's (Sec. 3.2.2 says LuWu follows it), 256-byte payloads; the
-//!   gradients as 32-bit integers (`grad_wire_bytes` = 4), the parameters as bf16 (2 bytes);
+//! - LuWu's wire format: SwitchML's packet layout (Sec. 3.2.2 says LuWu follows it) with
+//!   `ina_payload` bytes of payload (256, SwitchML's); the gradients as 2-byte values
+//!   (`grad_wire_bytes` = 2: the paper's 42% reduction of communication time (Sec. 4.5) is what
+//!   2-byte gradients give against NCCL's all_gather + reduce_scatter, 1 - 2P / 3.5P; 32-bit
+//!   integers would make LuWu's push longer than ZeRO's), the parameters as bf16 (2 bytes);
+//!   SwitchML keeps its 32-bit integers ([`hw::SWITCHML_GRAD_WIRE_BYTES`]);
 //! - LuWu's optimizer node: fwd reads the bf16 parameters (2 B/param) from its SSDs; bwd+opt reads
 //!   parameters (2) and the fp32 master weights and moments (12) and writes them back with the
 //!   updated bf16 parameters (14); the gradients stay in memory. Phases do not overlap (Sec. 3.3:
-//!   the fwd step contains only reading and pushing parameters);
-//! - ZeRO-Infinity: DeepSpeed 0.9.3's defaults: the gradients' partition stays in pinned CPU
-//!   memory; the opt step swaps each sub-group's fp32 states in (12 B/param), updates them on the
-//!   CPU and swaps them and the bf16 parameters out (14 B/param), with
+//!   the fwd step contains only reading and pushing parameters). When the model's states and the
+//!   two in-flight layers' buffers fit in the node's memory (`node_dram_bytes`) and
+//!   `node_page_cache` is on (the default), the states stay in memory and the SSDs move nothing:
+//!   an out-of-core store on files reads them from the page cache after the first iteration
+//!   (a file-based store without O_DIRECT, the most plausible build; the paper does not say);
+//! - ZeRO-3 and ZeRO-Infinity as DeepSpeed 0.9.3 schedules them with DeepSpeed-Chat's
+//!   configuration (`get_train_ds_config`: `stage3_prefetch_bucket_size` 3e7 parameters,
+//!   `stage3_max_live_parameters` 3e7): parameters are gathered per submodule, and a submodule's
+//!   all_gather can only be prefetched behind the previous computation for the part within the
+//!   prefetch budget; the rest is fetched on demand and adds to the unit's time (exposed);
+//!   reduce_scatter runs on its own stream (overlapped);
+//! - ZeRO-Infinity: the gradients' fp32 partition is swapped out to NVMe in bwd
+//!   (`partition_grads` -> `optimizer_swapper.swap_out_gradients` in DeepSpeed 0.9.3's
+//!   stage3.py; 4 B/param of the shard) and read back with the states in the opt step, which
+//!   swaps each sub-group's fp32 states and gradients in (16 B/param), updates them on the CPU and
+//!   swaps the states and the bf16 parameters out (14 B/param), with
 //!   `pipeline_read`/`pipeline_write` off, so read, update and write add; the SSDs of a worker
 //!   give `ssd_bw_GBps / 8` per direction (the paper's aggregate over its 8 workers);
 //! - NCCL's traffic crosses the GPU's PCIe link (whether or not through GPUDirect RDMA), and so do
-//!   ZeRO-Infinity's parameter shards and checkpoints.
+//!   ZeRO-Infinity's parameter shards and checkpoints; on the DGX (ZeRO-Offload) the collectives
+//!   run over NVLink and only the shards cross PCIe.
 
 use crate::hw::{self, Cpu};
 use crate::rate;
 use crate::shapes::Shape;
 use crate::{ModelError, System};
+
+/// DeepSpeed-Chat's `stage3_prefetch_bucket_size` and `stage3_max_live_parameters`
+/// (microsoft/DeepSpeedExamples, applications/DeepSpeed-Chat, utils/ds_utils.py
+/// `get_train_ds_config`): 3e7 parameters. DeepSpeed's own default is 5e7.
+pub const DS_CHAT_PREFETCH_BUCKET: f64 = 3e7;
 
 /// The inputs of an iteration model.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -53,8 +83,20 @@ pub struct Config {
     pub adam_per_core: f64,
     /// Share of NCCL network time not overlapped with compute (ZeRO systems).
     pub nccl_serialised_fraction: f64,
-    /// Bytes of one gradient element on LuWu's and SwitchML's wire.
+    /// Bytes of one gradient element on LuWu's wire.
     pub grad_wire_bytes: f64,
+    /// Payload bytes of one LuWu packet.
+    pub ina_payload: f64,
+    /// End-to-end GPU efficiency over all hardware FLOPs, or `None` for the GEMM model.
+    pub end_to_end_efficiency: Option<f64>,
+    /// Memory of LuWu's optimizer node, bytes.
+    pub node_dram_bytes: f64,
+    /// Whether LuWu's node keeps the states in memory when they fit (page cache).
+    pub node_page_cache: bool,
+    /// DeepSpeed's `stage3_prefetch_bucket_size`, parameters (infinite: every gather prefetched).
+    pub prefetch_bucket_params: f64,
+    /// Whether ZeRO-Infinity swaps the gradients' fp32 partition to NVMe (DeepSpeed 0.9.3 does).
+    pub zi_grads_on_nvme: bool,
 }
 
 impl Config {
@@ -72,7 +114,13 @@ impl Config {
             node_ssd_gbps: 26.0,
             adam_per_core,
             nccl_serialised_fraction: 0.0,
-            grad_wire_bytes: 4.0,
+            grad_wire_bytes: 2.0,
+            ina_payload: hw::INA_PAYLOAD,
+            end_to_end_efficiency: Some(hw::A100_PCIE_E2E_EFFICIENCY),
+            node_dram_bytes: 256e9,
+            node_page_cache: true,
+            prefetch_bucket_params: DS_CHAT_PREFETCH_BUCKET,
+            zi_grads_on_nvme: true,
         }
     }
 
@@ -88,13 +136,24 @@ impl Config {
             self.node_ssd_gbps,
             self.adam_per_core,
             self.grad_wire_bytes,
+            self.ina_payload,
+            self.node_dram_bytes,
+            self.end_to_end_efficiency.unwrap_or(1.0),
         ];
-        if self.workers == 0 || pos.iter().any(|v| !(v.is_finite() && *v > 0.0)) {
+        // the prefetch budget may be infinite (every gather prefetched)
+        if self.workers == 0
+            || pos.iter().any(|v| !(v.is_finite() && *v > 0.0))
+            || self.prefetch_bucket_params.is_nan()
+            || self.prefetch_bucket_params <= 0.0
+        {
             return Err(ModelError::Invalid(format!(
                 "every bandwidth, rate, size and the worker count must be positive: {self:?}"
             )));
         }
-        if self.gemm_efficiency > 1.0 || !(0.0..=1.0).contains(&self.nccl_serialised_fraction) {
+        if self.gemm_efficiency > 1.0
+            || self.end_to_end_efficiency.is_some_and(|e| e > 1.0)
+            || !(0.0..=1.0).contains(&self.nccl_serialised_fraction)
+        {
             return Err(ModelError::Invalid(
                 "gemm_efficiency and nccl_serialised_fraction are fractions in [0, 1]".into(),
             ));
@@ -119,12 +178,23 @@ pub struct Breakdown {
     pub ssd_time: f64,
     /// Model FLOPs per GPU per iteration.
     pub model_flops: f64,
+    /// Hardware FLOPs per GPU per iteration (with the recomputed forward).
+    pub hardware_flops: f64,
 }
 
 impl Breakdown {
-    /// Model TFLOPS per GPU.
+    /// Model TFLOPS per GPU: forward and backward, no recomputation (3 x forward).
     pub fn tflops(&self) -> f64 {
         self.model_flops / self.iteration / 1e12
+    }
+
+    /// TFLOPS per GPU counting the recomputed forward (4 x forward for the layers), as
+    /// DeepSpeed-Chat's `print_throughput` does with activation checkpointing
+    /// (`checkpoint_activations_factor = 4 if args.gradient_checkpointing else 3`,
+    /// microsoft/DeepSpeedExamples applications/DeepSpeed-Chat/dschat/utils/perf.py) and
+    /// Megatron-LM's paper formula.
+    pub fn tflops_hw(&self) -> f64 {
+        self.hardware_flops / self.iteration / 1e12
     }
 }
 
@@ -138,6 +208,8 @@ struct Unit {
     other: f64,
     /// Busy time of the SSDs (for the breakdown).
     ssd: f64,
+    /// Part of `net` that cannot overlap (gathered on demand) and adds to the unit's time.
+    exposed: f64,
 }
 
 /// A pipelined phase: each unit takes its bottleneck, plus the fill, plus the non-overlapped
@@ -147,7 +219,8 @@ fn pipelined(units: &[Unit], serialised: f64) -> (f64, f64, f64) {
     let mut only = 0.0;
     let mut ssd = 0.0;
     for u in units {
-        t += u.compute.max(u.net).max(u.other) + serialised * u.net;
+        let overlapped = u.net - u.exposed;
+        t += u.compute.max(overlapped).max(u.other) + u.exposed + serialised * overlapped;
         only += (u.compute - u.net).max(0.0);
         ssd += u.ssd;
     }
@@ -164,9 +237,16 @@ fn gpu_times(m: &Shape, c: &Config, fp32: bool) -> (f64, f64) {
     } else {
         (c.peak_tflops, 1.0)
     };
+    let (b, s) = (c.micro_batch, c.seq_len);
+    if let Some(e) = c.end_to_end_efficiency {
+        let rate = e * peak * 1e12;
+        return (
+            m.layer_fwd_flops(b, s) / rate,
+            m.head_fwd_flops(b, s) / rate,
+        );
+    }
     let rate = c.gemm_efficiency * peak * 1e12;
     let hbm = c.hbm_gbps * 1e9;
-    let (b, s) = (c.micro_batch, c.seq_len);
     // written once and read once
     let layer = m.layer_fwd_flops(b, s) / rate + 2.0 * w * m.layer_activation_bytes(b, s) / hbm;
     let head = m.head_fwd_flops(b, s) / rate + 2.0 * w * m.logits_bytes(b, s) / hbm;
@@ -203,8 +283,13 @@ pub fn iteration(system: System, m: &Shape, c: &Config) -> Result<Breakdown, Mod
 
 /// LuWu: pull and push overlapped with compute, the optimizer node pipelined (Sec. 3.3).
 fn luwu(m: &Shape, c: &Config) -> Breakdown {
-    let link = (c.net_gbps / 8.0 * hw::ina_efficiency()).min(hw::U50_PCIE_GBPS) * 1e9;
-    let ssd = c.node_ssd_gbps * 1e9;
+    let link = luwu_link(c);
+    // states in the node's memory (nothing through the SSDs) when they fit, else on the SSDs
+    let ssd = if luwu_states_in_dram(m, c) {
+        f64::INFINITY
+    } else {
+        c.node_ssd_gbps * 1e9
+    };
     let adam = rate::scaled(c.adam_per_core, &hw::NODE_CPU, hw::NODE_CPU.cores);
     let us = units(m, c, false);
     let fwd: Vec<Unit> = us
@@ -214,6 +299,7 @@ fn luwu(m: &Shape, c: &Config) -> Breakdown {
             net: 2.0 * p / link,
             other: 2.0 * p / ssd,
             ssd: 2.0 * p / ssd,
+            exposed: 0.0,
         })
         .collect();
     // backward walks the model in reverse: the head first
@@ -228,6 +314,7 @@ fn luwu(m: &Shape, c: &Config) -> Breakdown {
                 net: (2.0 * p / link).max(c.grad_wire_bytes * p / link),
                 other: node_ssd.max(p / adam),
                 ssd: node_ssd,
+                exposed: 0.0,
             }
         })
         .collect();
@@ -247,7 +334,21 @@ fn luwu(m: &Shape, c: &Config) -> Breakdown {
         bwd_compute_only: only,
         ssd_time: sf + sb,
         model_flops: m.model_flops(c.micro_batch, c.seq_len),
+        hardware_flops: m.hardware_flops(c.micro_batch, c.seq_len),
     }
+}
+
+/// LuWu's per-direction rate between a worker and the switch: its packets at line rate, capped by
+/// the U50's PCIe.
+fn luwu_link(c: &Config) -> f64 {
+    (c.net_gbps / 8.0 * hw::ina_efficiency_of(c.ina_payload)).min(hw::U50_PCIE_GBPS) * 1e9
+}
+
+/// Whether LuWu's node keeps `m`'s states in memory: the page cache is on and the states plus
+/// the two in-flight layers' buffers fit in `node_dram_bytes`.
+pub fn luwu_states_in_dram(m: &Shape, c: &Config) -> bool {
+    let s = crate::memory::STATE_BYTES;
+    c.node_page_cache && s * m.params() + 2.0 * s * m.layer_params() <= c.node_dram_bytes
 }
 
 /// LuWu's workers as the optimizer node sees them, per unit in model order (the embedding/head
@@ -256,7 +357,7 @@ fn luwu(m: &Shape, c: &Config) -> Breakdown {
 /// real out-of-core optimizer with these times.
 pub fn luwu_worker_times(m: &Shape, c: &Config) -> Result<Vec<(f64, f64, f64)>, ModelError> {
     c.check()?;
-    let link = (c.net_gbps / 8.0 * hw::ina_efficiency()).min(hw::U50_PCIE_GBPS) * 1e9;
+    let link = luwu_link(c);
     Ok(units(m, c, false)
         .iter()
         .enumerate()
@@ -320,20 +421,37 @@ fn zero(m: &Shape, c: &Config, kind: Zero) -> Breakdown {
             ((n - 1.0) / n * full, (n - 1.0) / n * full)
         }
     };
+    // on the DGX the collectives run over NVLink: only the shards and checkpoints cross PCIe
+    let coll_pcie = if matches!(kind, Zero::Offload) {
+        0.0
+    } else {
+        1.0
+    };
+    // the share of each unit's all_gather that the prefetch budget hides behind compute
+    let prefetched = |i: usize, p: f64| -> f64 {
+        if i == 0 {
+            prefetched_share(&[p], c.prefetch_bucket_params)
+        } else {
+            prefetched_share(&m.submodule_params(), c.prefetch_bucket_params)
+        }
+    };
     let us = units(m, c, false);
     let fwd: Vec<Unit> = us
         .iter()
-        .map(|&(p, t)| {
+        .enumerate()
+        .map(|(i, &(p, t))| {
             let (ag_send, ag_recv) = coll(p);
             let shard_in = if offloads { 2.0 * p / n } else { 0.0 };
             let ssd_t = if on_ssd { 2.0 * p / n / ssd } else { 0.0 };
-            let h2d = (ag_recv + shard_in) / pcie;
-            let d2h = (ag_send + ckpt) / pcie;
+            let h2d = (coll_pcie * ag_recv + shard_in) / pcie;
+            let d2h = (coll_pcie * ag_send + ckpt) / pcie;
+            let net = ag_send.max(ag_recv) / link;
             Unit {
                 compute: t,
-                net: ag_send.max(ag_recv) / link,
+                net,
                 other: h2d.max(d2h).max(ssd_t),
                 ssd: ssd_t,
+                exposed: (1.0 - prefetched(i, p)) * net,
             }
         })
         .collect();
@@ -348,14 +466,27 @@ fn zero(m: &Shape, c: &Config, kind: Zero) -> Breakdown {
             let send = ag_send + rs_send;
             let recv = ag_recv + rs_recv;
             let shard = if offloads { 2.0 * p / n } else { 0.0 };
-            let ssd_t = if on_ssd { 2.0 * p / n / ssd } else { 0.0 };
-            let h2d = (recv + shard + ckpt) / pcie;
-            let d2h = (send + shard) / pcie;
+            // the bf16 parameter shard read back in; ZeRO-Infinity also writes the fp32 gradient
+            // shard out (one per direction)
+            let grads_out = if on_ssd && c.zi_grads_on_nvme {
+                4.0
+            } else {
+                0.0
+            };
+            let ssd_t = if on_ssd {
+                2.0f64.max(grads_out) * p / n / ssd
+            } else {
+                0.0
+            };
+            let h2d = (coll_pcie * recv + shard + ckpt) / pcie;
+            let d2h = (coll_pcie * send + shard) / pcie;
+            let ag = ag_send.max(ag_recv) / link;
             Unit {
                 compute: recompute + 2.0 * t,
                 net: send.max(recv) / link,
                 other: h2d.max(d2h).max(ssd_t),
                 ssd: ssd_t,
+                exposed: (1.0 - prefetched(i, p)) * ag,
             }
         })
         .collect();
@@ -372,7 +503,9 @@ fn zero(m: &Shape, c: &Config, kind: Zero) -> Breakdown {
         }
         Zero::Infinity { .. } => {
             let adam = cpu_share(c, &hw::WORKER_CPU, 1.0);
-            let read = 12.0 * shard / ssd;
+            // fp32 master weights and moments, and the fp32 gradients when they were swapped out
+            let read_bytes = if c.zi_grads_on_nvme { 16.0 } else { 12.0 };
+            let read = read_bytes * shard / ssd;
             let write = 14.0 * shard / ssd;
             (read + shard / adam + write, 0.0, read + write)
         }
@@ -393,7 +526,19 @@ fn zero(m: &Shape, c: &Config, kind: Zero) -> Breakdown {
         bwd_compute_only: only,
         ssd_time: sf + sb + opt_ssd,
         model_flops: m.model_flops(b, s),
+        hardware_flops: m.hardware_flops(b, s),
     }
+}
+
+/// The share of a unit's all_gather that DeepSpeed's prefetch can hide: each submodule is
+/// prefetched up to `bucket` parameters while the previous one computes, the rest is gathered
+/// when the submodule is needed.
+pub fn prefetched_share(submodules: &[f64], bucket: f64) -> f64 {
+    let total: f64 = submodules.iter().sum();
+    if total <= 0.0 {
+        return 1.0;
+    }
+    submodules.iter().map(|p| p.min(bucket)).sum::<f64>() / total
 }
 
 /// Adam's rate for one of `procs` processes sharing `cpu`.
@@ -408,13 +553,14 @@ fn switchml(m: &Shape, c: &Config) -> Breakdown {
     let (b, s) = (c.micro_batch, c.seq_len);
     let link = c.net_gbps / 8.0 * hw::ina_efficiency() * 1e9;
     let pcie = hw::PCIE3_X16_GBPS * 1e9;
+    let wire = hw::SWITCHML_GRAD_WIRE_BYTES;
     let us = units(m, c, true);
     let fwd: f64 = us.iter().map(|&(_, t)| t).sum();
     let recompute: f64 = us.iter().skip(1).map(|&(_, t)| t).sum();
     let p = m.params();
-    // the gradients leave and the aggregate returns: per direction `grad_wire_bytes` per
-    // element on the wire, fp32 over PCIe, pipelined with each other
-    let comm = (c.grad_wire_bytes * p / link).max(4.0 * p / pcie);
+    // the gradients leave and the aggregate returns: per direction 4 bytes (SwitchML's 32-bit
+    // integers) per element on the wire, fp32 over PCIe, pipelined with each other
+    let comm = (wire * p / link).max(4.0 * p / pcie);
     let bwd = recompute + 2.0 * fwd + comm;
     let opt = 28.0 * p / (c.hbm_gbps * 1e9);
     Breakdown {
@@ -426,6 +572,7 @@ fn switchml(m: &Shape, c: &Config) -> Breakdown {
         bwd_compute_only: recompute + 2.0 * fwd,
         ssd_time: 0.0,
         model_flops: m.model_flops(b, s),
+        hardware_flops: m.hardware_flops(b, s),
     }
 }
 
@@ -460,6 +607,7 @@ mod tests {
                     assert!(t_fast <= base, "{sys:?} {id} b={b}: {t_fast} > {base}");
                     let mut slow = cfg(b);
                     slow.gemm_efficiency = 0.5;
+                    slow.end_to_end_efficiency = Some(0.3);
                     let t_slow = iteration(sys, &m, &slow).unwrap().iteration;
                     assert!(t_slow >= base, "{sys:?} {id} b={b}: {t_slow} < {base}");
                     if b == 32.0 {
@@ -483,6 +631,7 @@ mod tests {
         // fill and drain only
         let (_, m) = by_id("opt_175b").unwrap();
         let mut c = cfg(32.0);
+        c.end_to_end_efficiency = None;
         c.net_gbps = 1000.0;
         c.node_ssd_gbps = 1000.0;
         c.adam_per_core = 1e12;
@@ -510,6 +659,118 @@ mod tests {
             bd.fwd,
             expect
         );
+    }
+
+    #[test]
+    fn hardware_flops_are_deepspeed_chats_formula() {
+        // DeepSpeed-Chat's print_throughput with gradient checkpointing:
+        // 24 x 4 x B s L h^2 x (1 + s / 6h + V / 16 L h)
+        let (_, m) = by_id("opt_175b").unwrap();
+        let (b, s) = (16.0, 1024.0);
+        let (l, h, v) = (m.layers as f64, m.hidden as f64, 50272.0);
+        let ds = 96.0 * b * s * l * h * h * (1.0 + s / (6.0 * h) + v / (16.0 * l * h));
+        assert!((m.hardware_flops(b, s) / ds - 1.0).abs() < 1e-12);
+        // and tflops_hw is that count over the same iteration time
+        let bd = iteration(System::Luwu, &m, &cfg(b)).unwrap();
+        let ratio = bd.tflops_hw() / bd.tflops();
+        assert!((ratio - ds / m.model_flops(b, s)).abs() < 1e-12, "{ratio}");
+        assert!(ratio > 1.3 && ratio < 4.0 / 3.0, "{ratio}");
+    }
+
+    #[test]
+    fn end_to_end_compute_is_hardware_flops_at_the_efficiency() {
+        // with everything but the GPU infinitely fast, LuWu's iteration is its hardware FLOPs at
+        // end_to_end_efficiency x peak, plus nothing else
+        let (_, m) = by_id("opt_30b").unwrap();
+        let mut c = cfg(32.0);
+        c.net_gbps = 1e9;
+        c.node_ssd_gbps = 1e12;
+        c.adam_per_core = 1e15;
+        let bd = iteration(System::Luwu, &m, &c).unwrap();
+        let e = c.end_to_end_efficiency.unwrap();
+        let expect = m.hardware_flops(32.0, 1024.0) / (e * c.peak_tflops * 1e12);
+        assert!((bd.gpu_compute / expect - 1.0).abs() < 1e-9);
+        assert!((bd.tflops_hw() / (e * c.peak_tflops) - 1.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn prefetch_budget_exposes_large_submodules_only() {
+        let (_, big) = by_id("opt_175b").unwrap();
+        let (_, small) = by_id("opt_1_3b").unwrap();
+        // 1.3B: h = 2048, the largest submodule 4h^2 + 4h = 16.8M < 3e7: all prefetched
+        assert_eq!(
+            prefetched_share(&small.submodule_params(), DS_CHAT_PREFETCH_BUCKET),
+            1.0
+        );
+        // 175B: six submodules, each above 3e7: 6 x 3e7 of 12h^2 + 9h prefetched
+        let h = 12288.0;
+        let share = prefetched_share(&big.submodule_params(), DS_CHAT_PREFETCH_BUCKET);
+        assert!((share - 6.0 * 3e7 / (12.0 * h * h + 9.0 * h)).abs() < 1e-12);
+        // a larger budget never slows ZeRO-3; at 175B the budget costs time
+        let mut unlimited = cfg(16.0);
+        unlimited.prefetch_bucket_params = f64::INFINITY;
+        for sys in [System::Zero3, System::ZeroInfinity] {
+            let slow = iteration(sys, &big, &cfg(16.0)).unwrap();
+            let fast = iteration(sys, &big, &unlimited).unwrap();
+            assert!(fast.fwd < slow.fwd, "{sys:?}");
+            assert!(fast.bwd < slow.bwd, "{sys:?}");
+        }
+        let a = iteration(System::Zero3, &small, &cfg(16.0)).unwrap();
+        let b = iteration(System::Zero3, &small, &unlimited).unwrap();
+        // only the embedding (one 107M-parameter submodule) is exposed at 1.3B
+        assert!(a.iteration >= b.iteration);
+        assert!(a.iteration < 1.1 * b.iteration);
+    }
+
+    #[test]
+    fn zero_offload_collectives_stay_off_pcie() {
+        // compute and NVLink made negligible: the fwd phase is the parameter shards over each
+        // GPU's PCIe share (8 lanes of the host's 64), nothing of the all_gather
+        let (_, m) = by_id("opt_13b").unwrap();
+        let mut c = cfg(4.0);
+        c.peak_tflops = 1e9;
+        c.prefetch_bucket_params = f64::INFINITY;
+        let bd = iteration(System::ZeroOffload, &m, &c).unwrap();
+        let pcie = 8.0 * hw::PCIE4_LANE_GBPS * 1e9;
+        let shards = 2.0 * (m.params()) / 8.0 / pcie;
+        let first = 2.0 * m.embedding_params() / 8.0 / pcie;
+        assert!(
+            (bd.fwd / (shards + first) - 1.0).abs() < 0.01,
+            "{} vs {}",
+            bd.fwd,
+            shards + first
+        );
+    }
+
+    #[test]
+    fn zero_infinity_swaps_gradients_through_nvme() {
+        let (_, m) = by_id("opt_175b").unwrap();
+        let on = cfg(16.0);
+        let mut off = cfg(16.0);
+        off.zi_grads_on_nvme = false;
+        let a = iteration(System::ZeroInfinity, &m, &on).unwrap();
+        let b = iteration(System::ZeroInfinity, &m, &off).unwrap();
+        // the opt step reads the 4 B/param fp32 gradient shard back
+        let shard = m.params() / 8.0;
+        let extra = 4.0 * shard / (on.worker_ssd_gbps * 1e9);
+        assert!(((a.opt - b.opt) / extra - 1.0).abs() < 1e-9);
+        assert!(a.ssd_time > b.ssd_time);
+    }
+
+    #[test]
+    fn luwu_keeps_states_in_node_memory_when_they_fit() {
+        let (_, small) = by_id("opt_1_3b").unwrap();
+        let (_, big) = by_id("opt_175b").unwrap();
+        let c = cfg(16.0);
+        assert!(luwu_states_in_dram(&small, &c));
+        assert!(!luwu_states_in_dram(&big, &c));
+        let a = iteration(System::Luwu, &small, &c).unwrap();
+        assert_eq!(a.ssd_time, 0.0);
+        let mut ssd = c;
+        ssd.node_page_cache = false;
+        let b = iteration(System::Luwu, &small, &ssd).unwrap();
+        assert!(b.ssd_time > 0.0);
+        assert!(b.iteration >= a.iteration);
     }
 
     #[test]

@@ -72,6 +72,29 @@ impl Shape {
         12.0 * h * h + 13.0 * h
     }
 
+    /// Parameters of a layer's largest submodule, the MLP's up projection fc1 (h x 4h weights and
+    /// 4h biases; fc2 has 4h^2 + h). OPT (HF `OPTDecoderLayer`) has separate q, k, v and out
+    /// projections of h^2 + h each, so fc1 is the largest unit DeepSpeed's ZeRO-3 gathers.
+    pub fn largest_submodule_params(&self) -> f64 {
+        let h = self.hidden as f64;
+        4.0 * h * h + 4.0 * h
+    }
+
+    /// The submodules of one layer, in parameters (q, k, v, out, fc1, fc2; the layer norms'
+    /// 4h parameters are below DeepSpeed's persistence threshold and stay resident).
+    pub fn submodule_params(&self) -> [f64; 6] {
+        let h = self.hidden as f64;
+        let proj = h * h + h;
+        [
+            proj,
+            proj,
+            proj,
+            proj,
+            4.0 * h * h + 4.0 * h,
+            4.0 * h * h + h,
+        ]
+    }
+
     /// Parameters of the embedding (tied with the head) and the learned positions, plus the
     /// final layer norm.
     pub fn embedding_params(&self) -> f64 {

@@ -3,9 +3,13 @@
 //!
 //! Every modelled point first checks the memory accounting: a system that cannot hold the model
 //! at the point's micro-batch records nothing there (and says so in the log). Optional spec
-//! parameters override the model inputs: `gemm_efficiency` (the achievable fraction of the GPU
-//! peak, to sweep the sensitivity), `gpu_peak_tflops`, `nccl_serialised_fraction`,
-//! `grad_wire_bytes`.
+//! parameters override the model inputs: `gpu_efficiency_model` (`end_to_end`, the default, or
+//! `gemm`), `end_to_end_efficiency`, `gemm_efficiency` (the achievable fraction of the GPU peak
+//! in the GEMM model, to sweep the sensitivity), `gpu_peak_tflops`, `nccl_serialised_fraction`,
+//! `grad_wire_bytes`, `ina_payload_bytes`, `node_page_cache` (1 or 0),
+//! `stage3_prefetch_bucket_size`, `zi_grads_on_nvme` (1 or 0), `gpu_reserved_gb`.
+//! TFLOPS are recorded in two conventions: `tflops` (model FLOPs, no recomputation) and
+//! `tflops_hw` (with the recomputed forward, DeepSpeed-Chat's and Megatron-LM's convention).
 
 use crate::iter::{self, Breakdown, Config};
 use crate::memory::{self, Testbed};
@@ -27,7 +31,6 @@ fn str_param(ctx: &PointCtx<'_>, name: &str) -> Result<String, WorkloadError> {
         _ => Err(WorkloadError::Param(name.to_string())),
     }
 }
-
 
 fn opt_param(ctx: &PointCtx<'_>, name: &str) -> Option<f64> {
     ctx.param(name).ok()
@@ -78,6 +81,34 @@ fn config(ctx: &mut PointCtx<'_>, workers: usize, b: f64) -> Result<Config, Work
     if let Some(v) = opt_param(ctx, "grad_wire_bytes") {
         c.grad_wire_bytes = v;
     }
+    if let Some(v) = opt_param(ctx, "ina_payload_bytes") {
+        c.ina_payload = v;
+    }
+    match ctx.text("gpu_efficiency_model").ok().as_deref() {
+        None | Some("end_to_end") => {
+            if let Some(v) = opt_param(ctx, "end_to_end_efficiency") {
+                c.end_to_end_efficiency = Some(v);
+            }
+        }
+        Some("gemm") => c.end_to_end_efficiency = None,
+        Some(other) => {
+            return Err(WorkloadError::Invalid(format!(
+                "gpu_efficiency_model is `end_to_end` or `gemm`, not `{other}`"
+            )));
+        }
+    }
+    if let Some(v) = opt_param(ctx, "optimizer_node_cpu_mem_gb") {
+        c.node_dram_bytes = v * 1e9;
+    }
+    if let Some(v) = opt_param(ctx, "node_page_cache") {
+        c.node_page_cache = v != 0.0;
+    }
+    if let Some(v) = opt_param(ctx, "stage3_prefetch_bucket_size") {
+        c.prefetch_bucket_params = v;
+    }
+    if let Some(v) = opt_param(ctx, "zi_grads_on_nvme") {
+        c.zi_grads_on_nvme = v != 0.0;
+    }
     Ok(c)
 }
 
@@ -101,6 +132,9 @@ pub(crate) fn testbed(ctx: &PointCtx<'_>, workers: usize) -> Testbed {
     }
     if let Some(v) = opt_param(ctx, "optimizer_node_cpu_mem_gb") {
         tb.node_cpu_mem = v * 1e9;
+    }
+    if let Some(v) = opt_param(ctx, "gpu_reserved_gb") {
+        tb.gpu_reserved = v * 1e9;
     }
     tb
 }
@@ -128,7 +162,8 @@ fn run_if_fits(
     Ok(Some(iter::iteration(sys, m, c).map_err(invalid)?))
 }
 
-/// The highest TFLOPS over [`SWEEP`] among the micro-batches that fit, or `None`.
+/// The highest TFLOPS over [`SWEEP`] among the micro-batches that fit, or `None`: (model
+/// FLOPs, hardware FLOPs), each its own maximum.
 fn peak(
     ctx: &mut PointCtx<'_>,
     sys: System,
@@ -136,12 +171,13 @@ fn peak(
     tb: &Testbed,
     workers: usize,
     name: &str,
-) -> Result<Option<f64>, WorkloadError> {
-    let mut best: Option<f64> = None;
+) -> Result<Option<(f64, f64)>, WorkloadError> {
+    let mut best: Option<(f64, f64)> = None;
     for b in SWEEP {
         let c = config(ctx, workers, b as f64)?;
         if let Some(bd) = run_if_fits(ctx, sys, m, tb, &c, name)? {
-            best = Some(best.map_or(bd.tflops(), |x: f64| x.max(bd.tflops())));
+            let (t, h) = (bd.tflops(), bd.tflops_hw());
+            best = Some(best.map_or((t, h), |(x, y)| (x.max(t), y.max(h))));
         }
     }
     Ok(best)
@@ -326,7 +362,8 @@ fn fig3(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
         2.0 * (n - 1.0) / n * 2.0 * p / link
     };
     let pushpull = |c: &Config| -> f64 {
-        let link = (c.net_gbps / 8.0 * hw::ina_efficiency()).min(hw::U50_PCIE_GBPS) * 1e9;
+        let link =
+            (c.net_gbps / 8.0 * hw::ina_efficiency_of(c.ina_payload)).min(hw::U50_PCIE_GBPS) * 1e9;
         (2.0 * p).max(c.grad_wire_bytes * p) / link
     };
     let (comm, serial) = match sys {
@@ -342,12 +379,12 @@ fn fig3(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
     if sys == System::Luwu {
         let zi = nccl(&c);
         ctx.record("comm_time_reduction", pct(zi - comm, zi));
-        // the same with bf16 gradients on the wire (a model input's other reading)
-        let mut bf16 = c;
-        bf16.grad_wire_bytes = 2.0;
+        // the same with SwitchML's 32-bit integers on the wire (a model input's other reading)
+        let mut int32 = c;
+        int32.grad_wire_bytes = 4.0;
         ctx.record_if_declared(
-            "comm_time_reduction_bf16_wire",
-            pct(zi - pushpull(&bf16), zi),
+            "comm_time_reduction_int32_wire",
+            pct(zi - pushpull(&int32), zi),
         );
     }
     Ok(())
@@ -390,6 +427,9 @@ fn fig10(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
         }
         None => ctx.record("max_ladder_model", 0.0),
     }
+    if sys == System::Luwu {
+        ctx.record_if_declared("ssd_bound_params", tb.node_ssd / memory::STATE_BYTES / 1e9);
+    }
     match memory::capacity_bound(sys, &tb, b).map_err(invalid)? {
         Some((lo, hi)) => {
             let why = memory::place(sys, &hi, b, &tb)
@@ -424,6 +464,7 @@ fn fig11(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
             let c = config(ctx, n, ctx.param("micro_batch")?)?;
             if let Some(bd) = run_if_fits(ctx, sys, &m, &tb, &c, &name)? {
                 ctx.record("tflops", bd.tflops());
+                ctx.record_if_declared("tflops_hw", bd.tflops_hw());
             }
         }
         "sensitivity" => {
@@ -433,12 +474,13 @@ fn fig11(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
             }
         }
         "peak" => {
-            let Some(mine) = peak(ctx, sys, &m, &tb, n, &name)? else {
+            let Some((mine, mine_hw)) = peak(ctx, sys, &m, &tb, n, &name)? else {
                 return Ok(());
             };
             ctx.record("peak_tflops", mine);
+            ctx.record_if_declared("peak_tflops_hw", mine_hw);
             if sys != System::Luwu
-                && let Some(l) = peak(ctx, System::Luwu, &m, &tb, n, &name)?
+                && let Some((l, _)) = peak(ctx, System::Luwu, &m, &tb, n, &name)?
             {
                 ctx.record("luwu_gain", l / mine);
             }
@@ -482,8 +524,10 @@ fn fig12(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
     };
     let peak = opt_param(ctx, "gpu_peak_tflops").unwrap_or(hw::A100_BF16_PEAK_TFLOPS);
     ctx.record("tflops", bd.tflops());
+    ctx.record_if_declared("tflops_hw", bd.tflops_hw());
     ctx.record("micro_batch_used", b as f64);
     ctx.record("mfu", pct(bd.tflops(), peak));
+    ctx.record_if_declared("mfu_hw", pct(bd.tflops_hw(), peak));
     if sys == System::Luwu {
         for (other, metric) in [
             (System::Zero3, "gain_vs_zero3"),
@@ -639,6 +683,11 @@ fn fig17(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
             if opt_param(ctx, "gemm_efficiency").is_none() {
                 c.gemm_efficiency = hw::A100_SXM_GEMM_EFFICIENCY;
             }
+            if c.end_to_end_efficiency.is_some()
+                && opt_param(ctx, "end_to_end_efficiency").is_none()
+            {
+                c.end_to_end_efficiency = Some(hw::A100_SXM_E2E_EFFICIENCY);
+            }
             // the server's memory holds all shards: each GPU's share
             tb.cpu_mem = dgx_mem / n as f64;
         } else {
@@ -732,7 +781,12 @@ mod tests {
         ];
         assert!(run("luwu_model.fig11", "switchml", &p).is_empty());
         let rows = run("luwu_model.fig11", "luwu", &p);
-        assert_eq!(rows.len(), 1);
+        // both FLOPs conventions: model FLOPs, then with the recomputed forward
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].0, "tflops");
+        assert_eq!(rows[1].0, "tflops_hw");
         assert!(rows[0].1 > 0.0 && rows[0].1 < 312.0);
+        let r = rows[1].1 / rows[0].1;
+        assert!(r > 1.3 && r < 4.0 / 3.0, "{r}");
     }
 }
