@@ -421,6 +421,20 @@ pub fn emulated(
     bucket_bytes: f64,
     ex: &Exchanged,
 ) -> Result<Vec<training::Iteration>, String> {
+    emulated_with(model, scale, compute, batch, bucket_bytes, true, ex)
+}
+
+/// As [`emulated`], with `overlap` (communication overlapping the backward pass, or starting
+/// after it) given.
+pub fn emulated_with(
+    model: &training::Model,
+    scale: f64,
+    compute: &Compute,
+    batch: f64,
+    bucket_bytes: f64,
+    overlap: bool,
+    ex: &Exchanged,
+) -> Result<Vec<training::Iteration>, String> {
     let small = shrink(model, scale);
     ex.steps
         .iter()
@@ -433,7 +447,7 @@ pub fn emulated(
                 batch,
                 4.0,
                 bucket_bytes * scale,
-                true,
+                overlap,
                 &|m| {
                     let k = next.get();
                     next.set(k + 1);
@@ -463,6 +477,16 @@ struct Modelled {
 }
 
 /// The emulated class of a point (see the module docs).
+/// `overlap` (default 1): whether a bucket's all-reduce starts when the bucket is ready during the
+/// backward pass (wait-free back-propagation, as Horovod's and PyTorch DDP's designs do) or only
+/// after the whole backward pass (0). NetReduce's testbed ran NCCL-2.4.7 under PyTorch-1.5.1 and
+/// Horovod-0.16.0 (Sec. 5.1), whose designs overlap; its Table 7, however, shows iteration deltas
+/// equal to communication deltas, which is what no overlap gives. The paper does not say which
+/// its runs did, so the specs sweep both.
+fn overlap(ctx: &PointCtx<'_>) -> bool {
+    ctx.param("overlap").map(|v| v > 0.0).unwrap_or(true)
+}
+
 #[allow(clippy::too_many_arguments)]
 fn run_emulated(
     ctx: &mut PointCtx<'_>,
@@ -552,10 +576,10 @@ fn run_emulated(
             n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
         }
     };
-    let its =
-        emulated(model, scale, compute, batch, bucket, &mine).map_err(WorkloadError::Invalid)?;
-    let base =
-        emulated(model, scale, compute, batch, bucket, &ring).map_err(WorkloadError::Invalid)?;
+    let its = emulated_with(model, scale, compute, batch, bucket, overlap(ctx), &mine)
+        .map_err(WorkloadError::Invalid)?;
+    let base = emulated_with(model, scale, compute, batch, bucket, overlap(ctx), &ring)
+        .map_err(WorkloadError::Invalid)?;
     let iteration_s = mean(&its, |i| i.iteration_s);
     let base_s = mean(&base, |i| i.iteration_s);
     ctx.record_if_declared("iteration_ms", iteration_s * 1e3);
@@ -647,6 +671,7 @@ impl Workload for Training {
         }
         let batch = ctx.param("batch").unwrap_or(32.0);
         let bucket = ctx.param("bucket_mb").unwrap_or(64.0) * 1048576.0;
+        let overlap = overlap(ctx);
         let scale = ctx.param("compute_scale").unwrap_or(1.0);
         let rate = ctx.param("line_rate_gbps").unwrap_or(100.0) * 1e9;
         let compute = Compute {
@@ -691,7 +716,7 @@ impl Workload for Training {
                 batch,
                 bytes_per_value,
                 bucket,
-                true,
+                overlap,
                 &|m| schemes.comm(scheme, m).unwrap_or(f64::INFINITY),
             ))
         };
