@@ -184,6 +184,13 @@ fn emulated_row(ctx: &mut PointCtx<'_>, e: &Example) -> Result<Row, WorkloadErro
             o.rates_gbps
         ),
     );
+    ctx.log(
+        LogLevel::Info,
+        format!(
+            "placement: all 5 machines' threads share this host's cores {:?} unpinned (senders, receivers, the TCP services and the XDP programs, which run in the NET_RX softirq of the CPU sending into their link), with other processes of the host",
+            crate::testbed::cpu::allowed_cores()
+        ),
+    );
     let workers = &o.rates_gbps[..n];
     Ok(Row {
         comm_time: o.comm_time,
