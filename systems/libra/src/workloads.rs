@@ -402,7 +402,12 @@ impl Workload for Fig16 {
             other => return Err(invalid(format!("system `{other}` is not built"))),
         };
         let placement = placement.map_err(invalid)?;
-        let cap = pairs_per_packet(&model);
+        // pairs per packet: the 192-byte packet the paper states (footnote 2) holds 24 8-byte
+        // pairs; `pairs_per_packet` sweeps it (the paper gives neither this nor m for Fig. 16)
+        let cap = opt(ctx, "pairs_per_packet", pairs_per_packet(&model) as f64) as usize;
+        if cap == 0 {
+            return Err(invalid("pairs_per_packet must be at least 1".to_string()));
+        }
         let mut pipe = RegisterPipeline::new(model);
         let mut overflow = 0usize;
         for it in 0..iterations {
