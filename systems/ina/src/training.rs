@@ -11,8 +11,9 @@
 //! - `ring_allreduce` / `flat_ring`: 2(N-1) steps of M/N each over one RoCEv2 RC connection
 //!   (our RC transport through a switch), `T_step = a + (M/N)/G`, i.e. Eq. 1 of Appendix A with
 //!   alpha and B_inter measured rather than assumed;
-//! - `tencent_allreduce`: Eq. 2 (its three stages as the paper writes them) with the measured RC
-//!   alpha and G as alpha and B_inter;
+//! - `tencent_allreduce`: Eq. 2 in its closed form (or, with `ta_form: stages`, its three
+//!   brackets as printed, whose first intra-machine term carries an extra 1/n) with the measured
+//!   RC alpha and G as alpha and B_inter;
 //! - `parallel_netreduce`: Eq. 3 with NetReduce's measured a and G for the inter-machine stage.
 //!
 //! B_intra is the paper's NVLink figure, 150 GB/s (Sec. 3.4 and Appendix A), as the issue asks
@@ -167,7 +168,11 @@ impl Schemes {
                 let intra = (n - 1.0) * ALPHA_INTRA + (n - 1.0) * m / (n * B_INTRA);
                 2.0 * intra + self.netreduce.time(m)
             }
-            "tencent_allreduce" => appendix_a::ta_stages(&inputs),
+            // Eq. 2 in its closed form (2(n-1)/n M/B_intra inside the machine: what the
+            // flow-level schedule moves); its three brackets as printed carry an extra 1/n in
+            // the first stage's intra term (see netreduce-fig7), kept as a second scheme
+            "tencent_allreduce" => appendix_a::ta_closed(&inputs),
+            "tencent_allreduce_stages" => appendix_a::ta_stages(&inputs),
             "switchml" => self.switchml?.time(m),
             "atp" => self.atp?.time(m),
             _ => return None,
@@ -719,6 +724,16 @@ impl Workload for Training {
                 overlap,
                 &|m| schemes.comm(scheme, m).unwrap_or(f64::INFINITY),
             ))
+        };
+        // `ta_form`: Tencent AllReduce from Eq. 2's closed form (default) or its printed brackets
+        let system = match (system.as_str(), ctx.text("ta_form").ok().as_deref()) {
+            ("tencent_allreduce", Some("stages")) => "tencent_allreduce_stages".to_string(),
+            (_, None | Some("closed") | Some("stages")) => system,
+            (_, Some(other)) => {
+                return Err(WorkloadError::Invalid(format!(
+                    "ta_form is `closed` or `stages`, not `{other}`"
+                )));
+            }
         };
         let it = run(&system).ok_or_else(|| {
             WorkloadError::Invalid(format!("no communication model for `{system}`"))
