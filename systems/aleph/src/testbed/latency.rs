@@ -340,3 +340,49 @@ pub fn tcp(rate_pps: f64, duration: Duration) -> Result<Latency, TestbedError> {
     }
     Ok(summarize(&sent_ns, &back_ns, sent, secs))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(achieved: f64, returned: f64, first: f64, last: f64, sent: u64) -> Latency {
+        Latency {
+            mean_us: (first + last) / 2.0,
+            achieved_pps: achieved,
+            returned_pps: returned,
+            first_tenth_us: first,
+            last_tenth_us: last,
+            sent,
+            returned: sent,
+        }
+    }
+
+    #[test]
+    fn saturation_is_detected() {
+        // kept up: sent at the rate, all back at once, flat times
+        assert_eq!(
+            run(9990.0, 9980.0, 40.0, 45.0, 20_000).not_sustained(10_000.0),
+            None
+        );
+        // the sender fell behind the offered rate
+        assert!(
+            run(8000.0, 8000.0, 40.0, 45.0, 16_000)
+                .not_sustained(10_000.0)
+                .is_some()
+        );
+        // aggregates came back slower than they were sent
+        assert!(
+            run(9990.0, 7000.0, 40.0, 45.0, 20_000)
+                .not_sustained(10_000.0)
+                .is_some()
+        );
+        // the 10^5 packets/s TCP run of the review: a 44 ms backlog built up
+        assert!(
+            run(99_982.0, 99_000.0, 300.0, 44_235.0, 200_000)
+                .not_sustained(1e5)
+                .is_some()
+        );
+        // a few packets at a low rate: only the backlog test applies
+        assert_eq!(run(0.5, 0.4, 150.0, 900.0, 10).not_sustained(1.0), None);
+    }
+}
