@@ -297,23 +297,32 @@ pub fn run_cpusync(
     }
 }
 
-/// GPUSync's NCCL inputs (simulated class): the algorithm and NCCL's own latency model for it
-/// with the LL protocol over the network (NVIDIA/nccl src/graph/tuning.cc, `baseLat` and
+/// GPUSync's NCCL inputs (simulated class): the algorithm (or `auto`: the one NCCL's latency
+/// model rates fastest for the node count, as NCCL picks it) and NCCL's own latency model for
+/// each with the LL protocol over the network (NVIDIA/nccl src/graph/tuning.cc, `baseLat` and
 /// `hwLat[NCCL_HW_NET]`): a fixed latency per operation and a latency per hop.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NcclInputs {
-    pub algo: crate::gpusync::Algo,
-    pub base_ns: u64,
-    pub hop_ns: u64,
+    /// `None`: NCCL's choice.
+    pub algo: Option<crate::gpusync::Algo>,
+    /// (base, per hop) in ns, tree and ring.
+    pub tree: (u64, u64),
+    pub ring: (u64, u64),
 }
 
 impl NcclInputs {
-    /// The spec's `nccl_algo`, `nccl_base_lat_us` and `nccl_hop_lat_us`.
+    /// The spec's `nccl_algo` (`auto`, `tree` or `ring`) and `nccl_{tree,ring}_{base,hop}_lat_us`.
     pub fn from_ctx(ctx: &PointCtx<'_>) -> Result<NcclInputs, WorkloadError> {
+        use crate::gpusync::Algo;
         let name = ctx.text("nccl_algo")?;
-        let algo = crate::gpusync::Algo::parse(&name).ok_or_else(|| {
-            WorkloadError::Invalid(format!("nccl_algo is `ring` or `tree`, not `{name}`"))
-        })?;
+        let algo = match name.as_str() {
+            "auto" => None,
+            other => Some(Algo::parse(other).ok_or_else(|| {
+                WorkloadError::Invalid(format!(
+                    "nccl_algo is `auto`, `ring` or `tree`, not `{other}`"
+                ))
+            })?),
+        };
         let us = |k: &str| -> Result<u64, WorkloadError> {
             let v = ctx.param(k)?;
             if !(v.is_finite() && v >= 0.0) {
@@ -323,9 +332,27 @@ impl NcclInputs {
         };
         Ok(NcclInputs {
             algo,
-            base_ns: us("nccl_base_lat_us")?,
-            hop_ns: us("nccl_hop_lat_us")?,
+            tree: (us("nccl_tree_base_lat_us")?, us("nccl_tree_hop_lat_us")?),
+            ring: (us("nccl_ring_base_lat_us")?, us("nccl_ring_hop_lat_us")?),
         })
+    }
+
+    /// The algorithm for `n` nodes and its (base, per-hop) latency.
+    pub fn pick(&self, n: usize) -> (crate::gpusync::Algo, u64, u64) {
+        use crate::gpusync::Algo;
+        let model = |a: Algo, (base, hop): (u64, u64)| base + a.hops(n) as u64 * hop;
+        let algo = self.algo.unwrap_or(
+            if model(Algo::Tree, self.tree) < model(Algo::Ring, self.ring) {
+                Algo::Tree
+            } else {
+                Algo::Ring
+            },
+        );
+        let (base, hop) = match algo {
+            Algo::Tree => self.tree,
+            Algo::Ring => self.ring,
+        };
+        (algo, base, hop)
     }
 }
 
@@ -342,8 +369,8 @@ fn fabric_hop_ns(si: &SimInputs) -> u64 {
 /// are this shared 2-core host's preemptions, not code), scaled so that their mean, a hop (one
 /// frame sent, one received), costs NCCL's per-hop latency minus what the fabric adds; fixed
 /// at that mean if no sample was measured.
-pub fn gpusync_costs(workers: usize, elements: usize, si: &SimInputs, n: &NcclInputs) -> Cost {
-    let per_frame = n.hop_ns.saturating_sub(fabric_hop_ns(si)) as f64 / 2.0;
+pub fn gpusync_costs(workers: usize, elements: usize, si: &SimInputs, hop_ns: u64) -> Cost {
+    let per_frame = hop_ns.saturating_sub(fabric_hop_ns(si)) as f64 / 2.0;
     let mut samples = cpusync_costs(workers, elements);
     if samples.is_empty() {
         return Cost::Fixed(per_frame.round() as u64);
@@ -377,7 +404,8 @@ pub fn run_gpusync(
 ) -> Result<Outcome, WorkloadError> {
     use crate::gpusync::{GpuSyncConfig, GpuSyncWorker};
     let sw_id = workers as NodeId;
-    let cost = gpusync_costs(workers, elements, si, n);
+    let (algo, base_ns, hop_ns) = n.pick(workers);
+    let cost = gpusync_costs(workers, elements, si, hop_ns);
     let mut nodes = Vec::new();
     for r in 0..workers {
         let w = GpuSyncWorker::new(GpuSyncConfig {
@@ -385,8 +413,8 @@ pub fn run_gpusync(
             workers,
             switch: sw_id,
             elements,
-            algo: n.algo,
-            launch_ns: n.base_ns,
+            algo,
+            launch_ns: base_ns,
         })
         .map_err(err)?;
         let timing = Timing {
@@ -650,14 +678,12 @@ impl Workload for Fig8 {
                 let si = si
                     .as_ref()
                     .ok_or_else(|| err("gpusync runs in the simulated class only"))?;
+                let (algo, base, hop) = nccl.pick(workers);
                 ctx.log(
                     LogLevel::Info,
                     format!(
-                        "gpusync: NCCL {:?}/LL, {} hops, base {} ns, per hop {} ns (NCCL's tuning model), per-frame cost shaped like this host's measured host-stack costs",
-                        nccl.algo,
-                        nccl.algo.hops(workers),
-                        nccl.base_ns,
-                        nccl.hop_ns
+                        "gpusync: NCCL {algo:?}/LL, {} hops, base {base} ns, per hop {hop} ns (NCCL's tuning model), per-frame cost shaped like this host's measured host-stack costs",
+                        algo.hops(workers),
                     ),
                 );
                 run_gpusync(workers, elements, ops, seed, si, &nccl)?
@@ -728,9 +754,9 @@ mod gpusync_tests {
     #[test]
     fn gpusync_follows_nccls_model_and_has_jitter() {
         let tree = NcclInputs {
-            algo: crate::gpusync::Algo::Tree,
-            base_ns: 4400,
-            hop_ns: 5000,
+            algo: Some(crate::gpusync::Algo::Tree),
+            tree: (4400, 5000),
+            ring: (3600, 2700),
         };
         let mut last = 0.0;
         for n in [2, 4, 8] {
@@ -739,7 +765,7 @@ mod gpusync_tests {
             let s = LatencyStats::of(&o.latencies).expect("samples");
             // NCCL's model: base + hops x per-hop, within the jitter's reach (a tree node
             // handles two children's frames one after the other, so the mean is above it)
-            let model = (4400 + tree.algo.hops(n) as u64 * 5000) as f64 / 1e3;
+            let model = (4400 + crate::gpusync::Algo::Tree.hops(n) as u64 * 5000) as f64 / 1e3;
             assert!(
                 s.mean_us > 0.9 * model && s.mean_us < 1.6 * model,
                 "n={n}: {} vs {model}",
@@ -749,5 +775,12 @@ mod gpusync_tests {
             assert!(s.std_us > 0.0);
             last = s.mean_us;
         }
+        // NCCL's own choice: the ring at 2 and 4 nodes (9.0 and 19.8 us against 14.4 and 24.4),
+        // the tree at 8 (34.4 against 41.4)
+        let auto = NcclInputs { algo: None, ..tree };
+        use crate::gpusync::Algo;
+        assert_eq!(auto.pick(2), (Algo::Ring, 3600, 2700));
+        assert_eq!(auto.pick(4), (Algo::Ring, 3600, 2700));
+        assert_eq!(auto.pick(8), (Algo::Tree, 4400, 5000));
     }
 }

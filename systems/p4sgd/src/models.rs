@@ -11,8 +11,11 @@
 //!   memory bandwidth (Intel ARK, Xeon Silver 4214: six DDR4-2400 channels = 115.2 GB/s);
 //! - GPU compute: cuBLAS SGEMM as a dense matrix-vector product bounded by the A100's HBM
 //!   bandwidth (NVIDIA A100 40GB PCIe data sheet: 1,555 GB/s) or FP32 peak (19.5 TFLOPS),
-//!   plus one kernel launch per kernel (`gpu_launch_us`, p4sgd-fig8's cited figure) and NCCL's
-//!   small all-reduce latency (`nccl_allreduce_us`, p4sgd-fig8's cited figure);
+//!   plus one kernel launch per kernel (`gpu_launch_us`, a cited figure) and NCCL's small
+//!   all-reduce latency: with the spec's `nccl_algo`, `nccl_base_lat_us` and `nccl_hop_lat_us`,
+//!   the mean of GPUSync's NCCL all-reduce run in the simulator for this many GPUs exactly as
+//!   p4sgd-fig8's simulated class does ([`crate::fig8::run_gpusync`]), so it grows with the
+//!   node count; without them the cited 2-node figure `nccl_allreduce_us`;
 //! - large all-reduces (data parallelism's gradients): the latency plus a ring all-reduce's
 //!   2 (P - 1) / P of the vector at line rate (MPI, NCCL), or one P4SGD packet of 8 values per
 //!   frame time through the switch (the FPGA data-parallel system).
@@ -46,6 +49,8 @@ pub struct Inputs {
     pub fpga: FpgaModel,
     pub gpu_launch_ns: f64,
     pub nccl_allreduce_ns: f64,
+    /// NCCL's algorithm and latency model for the simulated GPUSync all-reduce, when given.
+    pub nccl: Option<fig8::NcclInputs>,
     pub gpu_hbm_bps: f64,
     pub gpu_flops: f64,
     pub cpu_cores: f64,
@@ -87,6 +92,11 @@ impl Inputs {
             fpga,
             gpu_launch_ns: opt(ctx, "gpu_launch_us", f64::NAN) * 1e3,
             nccl_allreduce_ns: opt(ctx, "nccl_allreduce_us", f64::NAN) * 1e3,
+            nccl: if ctx.text("nccl_algo").is_ok() {
+                Some(fig8::NcclInputs::from_ctx(ctx)?)
+            } else {
+                None
+            },
             gpu_hbm_bps: opt(ctx, "gpu_hbm_gbps", f64::NAN) * 1e9,
             gpu_flops: opt(ctx, "gpu_fp32_tflops", f64::NAN) * 1e12,
             cpu_cores: opt(ctx, "cpu_cores", f64::NAN),
@@ -171,6 +181,26 @@ fn check(o: &fig8::Outcome, what: &str) -> Result<(), WorkloadError> {
 }
 
 /// Values per CPUSync message (its frame format's limit).
+/// GPUSync's small all-reduce latency among `workers` GPUs (ns): the simulated NCCL all-reduce
+/// of p4sgd-fig8 (its mean over 500 operations of 8 values, which includes the launch) when the
+/// spec gives NCCL's inputs, else the launch plus the cited 2-node figure.
+pub fn gpusync_latency_ns(inp: &Inputs, workers: usize) -> Result<f64, WorkloadError> {
+    if workers < 2 {
+        return Ok(0.0);
+    }
+    let Some(n) = &inp.nccl else {
+        return Ok(inp.gpu_launch_ns + inp.nccl_allreduce_ns);
+    };
+    cached(
+        format!("gpusync {workers} {:?} {}", n.pick(workers), inp.key()),
+        || {
+            let o = fig8::run_gpusync(workers, ELEMENTS, OPS / 4, inp.seed, &inp.sim, n)?;
+            check(&o, "gpusync")?;
+            mean(&o.latencies).ok_or_else(|| err("gpusync: no latency samples"))
+        },
+    )
+}
+
 pub const CPUSYNC_MAX_VALUES: usize = 255;
 
 /// Mean latency (ns) of CPUSync's MPI-style all-reduce of `elements` 32-bit values (recursive
@@ -405,7 +435,14 @@ pub fn iteration_ns(
     let gpu = || {
         inp.need(&[
             (inp.gpu_launch_ns, "gpu_launch_us"),
-            (inp.nccl_allreduce_ns, "nccl_allreduce_us"),
+            (
+                if inp.nccl.is_some() {
+                    1.0
+                } else {
+                    inp.nccl_allreduce_ns
+                },
+                "nccl_allreduce_us",
+            ),
             (inp.gpu_hbm_bps, "gpu_hbm_gbps"),
             (inp.gpu_flops, "gpu_fp32_tflops"),
         ])
@@ -434,9 +471,7 @@ pub fn iteration_ns(
             let f = part(features, workers);
             let compute = 2.0 * (inp.gpu_launch_ns + gpu_kernel_ns(inp, batch, f));
             let comm = if workers > 1 {
-                inp.gpu_launch_ns
-                    + inp.nccl_allreduce_ns
-                    + (batch * 4 * 8) as f64 * 1e9 / inp.sim.rate_bps
+                gpusync_latency_ns(inp, workers)? + (batch * 4 * 8) as f64 * 1e9 / inp.sim.rate_bps
             } else {
                 0.0
             };
@@ -446,7 +481,7 @@ pub fn iteration_ns(
             gpu()?;
             let compute = 2.0 * (inp.gpu_launch_ns + gpu_kernel_ns(inp, share, features));
             let comm = if workers > 1 {
-                inp.gpu_launch_ns + inp.nccl_allreduce_ns + ring_ns(inp, workers, features)
+                gpusync_latency_ns(inp, workers)? + ring_ns(inp, workers, features)
             } else {
                 0.0
             };
@@ -492,6 +527,7 @@ mod tests {
             fpga: FpgaModel::paper(8, 4, 250e6),
             gpu_launch_ns: 5_000.0,
             nccl_allreduce_ns: 19_160.0,
+            nccl: None,
             gpu_hbm_bps: 1555e9,
             gpu_flops: 19.5e12,
             cpu_cores: 12.0,
@@ -522,6 +558,30 @@ mod tests {
                 "{features} {workers} {batch}: simulated {sim} vs Eq. 3 {model}"
             );
         }
+    }
+
+    #[test]
+    fn gpusync_latency_is_the_simulated_nccl_and_grows_with_gpus() {
+        let mut inp = inputs();
+        // without NCCL's inputs: the launch plus the cited 2-node figure at any count
+        assert_eq!(gpusync_latency_ns(&inp, 8).unwrap(), 5_000.0 + 19_160.0);
+        assert_eq!(gpusync_latency_ns(&inp, 1).unwrap(), 0.0);
+        inp.nccl = Some(fig8::NcclInputs {
+            algo: Some(crate::gpusync::Algo::Tree),
+            tree: (4400, 5000),
+            ring: (3600, 2700),
+        });
+        let l2 = gpusync_latency_ns(&inp, 2).unwrap();
+        let l8 = gpusync_latency_ns(&inp, 8).unwrap();
+        // NCCL's model: 4.4 + 2 x 5.0 and 4.4 + 6 x 5.0 us, plus queueing at the tree's nodes
+        assert!(l2 > 0.9 * 14_400.0 && l2 < 1.6 * 14_400.0, "{l2}");
+        assert!(l8 > 0.9 * 34_400.0 && l8 < 1.6 * 34_400.0, "{l8}");
+        // and the GPU iteration model adds it (plus B values at line rate) from 2 GPUs on
+        let one = iteration_ns(&inp, Sys::GpuSync, 8000, 1, 64).unwrap();
+        let eight = iteration_ns(&inp, Sys::GpuSync, 8000, 8, 64).unwrap();
+        let wire = 64.0 * 32.0 / 100.0;
+        assert!(eight > l8 + wire, "{eight}");
+        assert!(one < eight, "{one} {eight}");
     }
 
     #[test]
