@@ -277,9 +277,14 @@ pub fn result_packet(seq: u64, segments: u32) -> [u8; PACKET_LEN] {
     .emit()
 }
 
-/// Legacy ethtool ioctl `cmd` (a `struct ethtool_value` setter) on `dev` in namespace `ns`.
-/// The outer error is the namespace's, the inner the ioctl's.
-fn ethtool(ns: &str, dev: &str, cmd: u32, on: bool) -> Result<std::io::Result<()>, TestbedError> {
+/// Legacy ethtool ioctl `cmd` (a `struct ethtool_value` setter) on `dev` in namespace `ns`
+/// (`None`: this process's). The outer error is the namespace's, the inner the ioctl's.
+pub(super) fn ethtool(
+    ns: Option<&str>,
+    dev: &str,
+    cmd: u32,
+    on: bool,
+) -> Result<std::io::Result<()>, TestbedError> {
     const SIOCETHTOOL: u64 = 0x8946;
     #[repr(C)]
     struct Value {
@@ -296,7 +301,7 @@ fn ethtool(ns: &str, dev: &str, cmd: u32, on: bool) -> Result<std::io::Result<()
     if name.len() >= libc::IFNAMSIZ {
         return Err(TestbedError::Setup(format!("interface name {dev}")));
     }
-    in_netns(Some(ns), move || -> std::io::Result<()> {
+    in_netns(ns, move || -> std::io::Result<()> {
         let mut v = Value {
             cmd,
             data: u32::from(on),
@@ -353,11 +358,11 @@ fn threaded_napi(ns: &str, dev: &str, cpus: &[usize]) -> Result<Vec<i32>, Testbe
     let fail = |what: &str, e: std::io::Error| {
         TestbedError::Setup(format!("{what} on {dev} in {ns}: {e}"))
     };
-    match ethtool(ns, dev, ETHTOOL_STSO, false)? {
+    match ethtool(Some(ns), dev, ETHTOOL_STSO, false)? {
         Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
         r => r.map_err(|e| fail("TSO off", e))?,
     }
-    ethtool(ns, dev, ETHTOOL_SGRO, true)?.map_err(|e| fail("GRO on", e))?;
+    ethtool(Some(ns), dev, ETHTOOL_SGRO, true)?.map_err(|e| fail("GRO on", e))?;
     let before = napi_threads();
     let out = Command::new("ip")
         .args(["netns", "exec", ns, "sh", "-c"])

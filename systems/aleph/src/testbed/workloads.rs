@@ -566,6 +566,7 @@ impl Workload for AggregationCpu {
             "aleph_xdp_driver",
             "aleph_xdp_generic",
             "aleph_tcp",
+            "aleph_tcp_segmented",
             "aleph_udp",
         ])
     }
@@ -582,7 +583,7 @@ impl Workload for AggregationCpu {
             format!(
                 "placement: the whole process is limited by affinity to {cores} of this host's cores {:?}; the 2 senders{}{} share them unpinned (on veth the receive path and the XDP program run in the NET_RX softirq of the sending CPU), and other processes of the host may run there too",
                 super::cpu::allowed_cores(),
-                if matches!(path, Path::Tcp) {
+                if matches!(path, Path::Tcp | Path::TcpSegmented) {
                     ", the TCP aggregation service's threads and their TCP receive paths"
                 } else {
                     ", the XDP program"
