@@ -51,6 +51,9 @@ pub struct Inputs {
     pub nccl_allreduce_ns: f64,
     /// NCCL's algorithm and latency model for the simulated GPUSync all-reduce, when given.
     pub nccl: Option<fig8::NcclInputs>,
+    /// Gradient values per frame of the FPGA data-parallel system (modelled class; P4SGD's own
+    /// format carries 8, the spec parameter `dp_values_per_frame` sweeps it).
+    pub dp_values_per_frame: usize,
     pub gpu_hbm_bps: f64,
     pub gpu_flops: f64,
     pub cpu_cores: f64,
@@ -92,6 +95,16 @@ impl Inputs {
             fpga,
             gpu_launch_ns: opt(ctx, "gpu_launch_us", f64::NAN) * 1e3,
             nccl_allreduce_ns: opt(ctx, "nccl_allreduce_us", f64::NAN) * 1e3,
+            dp_values_per_frame: match ctx.param("dp_values_per_frame") {
+                Ok(v) if v >= 1.0 && v <= wire::MAX_VALUES as f64 => v as usize,
+                Ok(v) => {
+                    return Err(WorkloadError::Invalid(format!(
+                        "dp_values_per_frame is 1..{}, not {v}",
+                        wire::MAX_VALUES
+                    )));
+                }
+                Err(_) => ELEMENTS,
+            },
             nccl: if ctx.text("nccl_algo").is_ok() {
                 Some(fig8::NcclInputs::from_ctx(ctx)?)
             } else {
@@ -308,12 +321,17 @@ pub fn switchml_allreduce_ns(
 /// Bytes on the wire of one P4SGD packet of 8 values, with Ethernet framing (preamble, FCS,
 /// inter-frame gap as the sim link counts them).
 pub fn p4sgd_frame_bytes(inp: &Inputs) -> Result<f64, WorkloadError> {
+    p4sgd_frame_bytes_of(inp, ELEMENTS)
+}
+
+/// Wire bytes of a P4SGD frame carrying `values` 32-bit values.
+pub fn p4sgd_frame_bytes_of(inp: &Inputs, values: usize) -> Result<f64, WorkloadError> {
     let r = wire::Repr {
         bitmap: 1,
         slot: 0,
         round: 0,
         kind: wire::Kind::Aggregate,
-        values: vec![0; ELEMENTS],
+        values: vec![0; values],
     };
     let f = wire::frame(0, 1, &r).map_err(err)?;
     Ok((f.len() + inp.sim.link().framing_bytes) as f64)
@@ -461,8 +479,9 @@ pub fn iteration_ns(
         }
         Sys::P4sgdDp => {
             let l = p4sgd_latency_ns(inp, workers)?;
-            let ops = features.div_ceil(ELEMENTS);
-            let frame_ns = p4sgd_frame_bytes(inp)? * 8.0 * 1e9 / inp.sim.rate_bps;
+            let v = inp.dp_values_per_frame;
+            let ops = features.div_ceil(v);
+            let frame_ns = p4sgd_frame_bytes_of(inp, v)? * 8.0 * 1e9 / inp.sim.rate_bps;
             let comm = l + (ops - 1) as f64 * frame_ns;
             fpga::dp_iteration_ns(&inp.fpga, features, workers, batch, comm).map_err(err)
         }
@@ -528,6 +547,7 @@ mod tests {
             gpu_launch_ns: 5_000.0,
             nccl_allreduce_ns: 19_160.0,
             nccl: None,
+            dp_values_per_frame: 8,
             gpu_hbm_bps: 1555e9,
             gpu_flops: 19.5e12,
             cpu_cores: 12.0,
@@ -558,6 +578,28 @@ mod tests {
                 "{features} {workers} {batch}: simulated {sim} vs Eq. 3 {model}"
             );
         }
+    }
+
+    #[test]
+    fn dp_frames_carry_the_swept_payload() {
+        // with 64 values a frame instead of 8, the data-parallel gradient needs 8x fewer frames
+        // of 14 + header + 256 bytes: the DP iteration gets shorter, MP's does not move
+        let mut inp = inputs();
+        let mp = iteration_ns(&inp, Sys::P4sgd, 1_000_000, 4, 1024).unwrap();
+        let dp8 = iteration_ns(&inp, Sys::P4sgdDp, 1_000_000, 4, 1024).unwrap();
+        inp.dp_values_per_frame = 64;
+        let dp64 = iteration_ns(&inp, Sys::P4sgdDp, 1_000_000, 4, 1024).unwrap();
+        assert_eq!(
+            iteration_ns(&inp, Sys::P4sgd, 1_000_000, 4, 1024).unwrap(),
+            mp
+        );
+        assert!(dp64 < dp8, "{dp64} {dp8}");
+        let f8 = p4sgd_frame_bytes_of(&inp, 8).unwrap();
+        let f64_ = p4sgd_frame_bytes_of(&inp, 64).unwrap();
+        let min = inabench_wire::ethernet::MIN_FRAME_LEN;
+        let want = |v: usize| ((14 + wire::HEADER_LEN + 4 * v).max(min) + 24) as f64;
+        assert_eq!(f8, want(8));
+        assert_eq!(f64_, want(64));
     }
 
     #[test]
