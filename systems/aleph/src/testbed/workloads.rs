@@ -581,7 +581,7 @@ impl Workload for AggregationCpu {
         let available = std::thread::available_parallelism().map_or(1, |n| n.get());
         let placement = |cores: usize, load: bool| {
             format!(
-                "placement: the whole process is limited by affinity to {cores} of this host's cores {:?}; the 2 senders{}{} share them unpinned (on veth the receive path and the XDP program run in the NET_RX softirq of the sending CPU), and other processes of the host may run there too",
+                "placement: the whole process is limited by affinity to the first {cores} of the cores it may use ({:?}); the 2 senders{}{} share them unpinned (on veth the receive path and the XDP program run in the NET_RX softirq of the sending CPU), and other processes of the host may run there too",
                 super::cpu::allowed_cores(),
                 if matches!(path, Path::Tcp | Path::TcpSegmented) {
                     ", the TCP aggregation service's threads and their TCP receive paths"
