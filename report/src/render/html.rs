@@ -30,7 +30,7 @@ table{border-collapse:collapse;margin:.6em 0;font-size:.9em}th,td{border:1px sol
 td.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#f3f3f3}
 .banner{background:#eef4ff;border:1px solid #9bb8f0;padding:.6em 1em;border-radius:4px}
 .v{font-weight:bold;padding:.1em .5em;border-radius:3px;color:#fff;white-space:nowrap}.holds{background:#2c8a2c}.fails{background:#c0392b}.inconclusive{background:#c98a00}.nc{background:#888}
-.finding{font-style:italic;color:#633}.wrong{background:#fbe3e3;border:1px solid #c0392b;padding:.6em 1em;border-radius:4px}
+.finding{font-style:italic;color:#633}.paper-table{font-size:.78em}.paper-table td,.paper-table th{padding:.15em .3em}.wrong{background:#fbe3e3;border:1px solid #c0392b;padding:.6em 1em;border-radius:4px}
 code{background:#f5f5f5;padding:0 .2em}.fig{margin:1em 0}.small{color:#666;font-size:.85em}pre{background:#f5f5f5;padding:.6em;overflow:auto}";
 
 pub fn render_html(a: &Analysis, figures: &[(String, String, String)]) -> String {

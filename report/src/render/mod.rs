@@ -110,12 +110,33 @@ pub fn comparison_cells(c: &crate::types::Comparison) -> [String; 7] {
     ]
 }
 
-/// The figures of a run as (id, title, svg).
+/// The figures of a run as (id, title, svg): one per spec figure and class (classes are never
+/// mixed in one figure).
 pub fn figures(a: &Analysis) -> Result<Vec<(String, String, String)>, ReportError> {
     let mut out = Vec::new();
-    for fig in &a.spec.figures {
-        if let Some(svg) = svg::render_svg(a, fig)? {
-            out.push((fig.id.clone(), fig.title.clone(), svg));
+    if a.fidelities.len() <= 1 {
+        for fig in &a.spec.figures {
+            if let Some(svg) = svg::render_svg(a, fig)? {
+                out.push((fig.id.clone(), fig.title.clone(), svg));
+            }
+        }
+        return Ok(out);
+    }
+    for f in &a.fidelities {
+        let mut one = a.clone();
+        one.agg.retain(|r| r.fidelity == *f);
+        if one.agg.is_empty() {
+            continue;
+        }
+        one.fidelities = vec![*f];
+        for fig in &a.spec.figures {
+            if let Some(svg) = svg::render_svg(&one, fig)? {
+                out.push((
+                    format!("{}-{}", fig.id, f.as_str()),
+                    format!("{} ({})", fig.title, f.as_str()),
+                    svg,
+                ));
+            }
         }
     }
     Ok(out)
