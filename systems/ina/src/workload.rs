@@ -312,7 +312,8 @@ impl Workload for Table6 {
             duplicate: opt(ctx, "duplicate", 0.0),
             reorder: opt(ctx, "reorder", 0.0),
             reorder_delay_ns: (opt(ctx, "reorder_delay_us", 5.0) * 1e3) as u64,
-            seed: ctx.seed,
+            // `fault_seed` (a grid dimension) draws other faults for the same gradients
+            seed: ctx.seed.wrapping_add(opt(ctx, "fault_seed", 0.0) as u64),
         };
         // host_stack: `nic` (the transport runs in a NIC: no host CPU per frame on the data
         // path), `software` (the system's host code, its cost per frame measured on this host),
