@@ -15,8 +15,10 @@
 //! which the switch echoes; a worker accepts a result only for the chunk its slot is working on
 //! and drops results of chunks it already has (the release's `rte_bitmap_get(bitmap, pkt_id)`
 //! check in `dpdk_worker_thread.cc`). What the one-bit version cannot tell apart remains: a
-//! worker's packet delayed in the network past that worker's next use of the same copy (two
-//! phases later) is counted into the wrong round. `netreduce-switchml-shadow` sweeps the delay.
+//! worker's (spurious) resend that the network delays past that worker's next packet for the slot
+//! finds its bit cleared and is counted into a later round of that copy. The `mixed_rounds`
+//! counter (diagnostics: the program itself does not read the chunk index) counts such
+//! contributions; `netreduce-switchml-shadow` sweeps the delay.
 //!
 //! Our choices where the descriptions are vague: by default a chunk is what one pass of the Tofino
 //! model can aggregate (192 B = 48 int32: SwitchML "does not handle the small payload issue",
