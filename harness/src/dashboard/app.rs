@@ -80,6 +80,16 @@ impl App {
         }
     }
 
+    /// A chart line or counter row: the system, and its class when the run has several (one
+    /// line per system and per class).
+    fn series_name(&self, system: &str) -> String {
+        if self.classes.len() > 1 && !self.fidelity.is_empty() {
+            format!("{system} [{}]", self.fidelity)
+        } else {
+            system.to_string()
+        }
+    }
+
     pub fn update(&mut self, ev: &Event) {
         match ev {
             Event::RunStarted {
@@ -137,16 +147,23 @@ impl App {
                 value,
                 unit,
                 ..
-            } => self.sample(system, metric, *value, unit),
-            Event::Row(r) => self.sample(&r.system, &r.metric, r.value, &r.unit),
+            } => {
+                let series = self.series_name(system);
+                self.sample(&series, metric, *value, unit)
+            }
+            Event::Row(r) => {
+                let series = self.series_name(&r.system);
+                self.sample(&series, &r.metric, r.value, &r.unit)
+            }
             Event::Counter {
                 system,
                 name,
                 value,
                 ..
             } => {
+                let series = self.series_name(system);
                 self.counters
-                    .entry(system.clone())
+                    .entry(series)
                     .or_default()
                     .insert(name.clone(), *value);
             }

@@ -98,9 +98,9 @@ pub fn render_html(a: &Analysis, figures: &[(String, String, String)]) -> String
         if consistency {
             h.push_str("<p><b>Consistency checks, not evidence</b> (arithmetic on the paper's own inputs, or true by construction of a model):</p>\n");
         }
-        let _ = write!(
+        let _ = writeln!(
             h,
-            "<table class=\"verdicts\" id=\"verdicts-{}\"><tr><th>claim</th>{}</tr>\n",
+            "<table class=\"verdicts\" id=\"verdicts-{}\"><tr><th>claim</th>{}</tr>",
             if consistency {
                 "consistency"
             } else {

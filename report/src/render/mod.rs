@@ -238,6 +238,9 @@ pub fn verdict_grid(a: &Analysis) -> (Vec<inabench_core::spec::Fidelity>, Vec<Gr
     (classes, rows)
 }
 
+/// One cell of a paper table: the paper's value, and ours in each class.
+pub type TableCell = (String, Vec<String>);
+
 /// One of the paper's tables in its own shape: rows (systems or a parameter's values) by
 /// metrics, the paper's value beside ours in each class.
 #[derive(Debug, Clone)]
@@ -248,7 +251,7 @@ pub struct TableView {
     /// metric [unit] per column
     pub columns: Vec<String>,
     /// (row label, per column: (paper, per class: ours))
-    pub rows: Vec<(String, Vec<(String, Vec<String>)>)>,
+    pub rows: Vec<(String, Vec<TableCell>)>,
     /// Parameters that still vary among the matching points (their values are listed in a cell,
     /// never averaged).
     pub varying: Vec<String>,
