@@ -207,7 +207,7 @@ pub fn measure_loaded(
             }
         }
         let r = match path {
-            Path::Xdp(mode) => xdp(mode, &cpus, duration, target_gbps),
+            Path::Xdp(mode) => xdp(mode, &cpus, duration, target_gbps, None),
             Path::Tcp => tcp(&cpus, duration, target_gbps, false),
             Path::TcpSegmented => tcp(&cpus, duration, target_gbps, true),
             Path::Udp => super::udp::measure(&cpus, duration, target_gbps),
@@ -228,11 +228,69 @@ pub(super) fn pace(start: Instant, sent_bits: f64, gbps: Option<f64>) {
     }
 }
 
+/// A background load on `cpus`: one thread per core pinned there, at normal priority, busy for
+/// `load_pct`% of every 10 ms until `stop`.
+fn load_thread(cpus: &[usize], load_pct: f64, stop: &AtomicBool) {
+    let _ = super::multicast::pin(0, cpus);
+    let period = Duration::from_millis(10);
+    let busy = period.mul_f64(load_pct / 100.0);
+    let mut x = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        let t = Instant::now();
+        while t.elapsed() < busy {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+        if let Some(rest) = period.checked_sub(t.elapsed()) {
+            std::thread::sleep(rest);
+        }
+    }
+}
+
+/// aleph-fig6 with a receive ring that can overflow: the aggregator's link ends get NAPI run by
+/// a kernel thread (TSO off, GRO on, threaded NAPI: veth then queues every frame for the
+/// aggregator in a 256-entry ring and drops when it is full) pinned at normal priority to the
+/// measured core (the host's first), where the background load runs too; the senders and the
+/// members' receive paths are pinned to the other cores. Loss is then what a busy core fails to
+/// take from the ring, as at a NIC's RX ring. Needs 2 cores.
+pub fn measure_isolated_loss(
+    mode: AttachMode,
+    duration: Duration,
+    target_gbps: f64,
+    load_pct: f64,
+) -> Result<Measure, TestbedError> {
+    if !(0.0..=100.0).contains(&load_pct) || !(target_gbps.is_finite() && target_gbps > 0.0) {
+        return Err(TestbedError::Setup(format!(
+            "load of {load_pct}% at {target_gbps} Gbit/s"
+        )));
+    }
+    let all = Affinity::allowed();
+    if all.len() < 2 {
+        return Err(TestbedError::Setup(format!(
+            "the isolated loss measurement needs 2 cores, this process may use {}",
+            all.len()
+        )));
+    }
+    let (node, other) = (vec![all[0]], all[1..].to_vec());
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        if load_pct > 0.0 {
+            let (node, stop) = (&node, &stop);
+            s.spawn(move || load_thread(node, load_pct, stop));
+        }
+        let r = xdp(mode, &node, duration, Some(target_gbps), Some(&other));
+        stop.store(true, Ordering::Relaxed);
+        r
+    })
+}
+
+/// The XDP measurement; `isolate`: the senders' cores, the aggregator's receive path then runs
+/// on `cpus` (see [`measure_isolated_loss`]), else everything shares `cpus`.
 fn xdp(
     mode: AttachMode,
     cpus: &[usize],
     duration: Duration,
     target_gbps: Option<f64>,
+    isolate: Option<&[usize]>,
 ) -> Result<Measure, TestbedError> {
     const MEMBERS: usize = 2;
     const SEGMENTS: u32 = 1024;
@@ -240,6 +298,12 @@ fn xdp(
         return Err(TestbedError::Setup(why));
     }
     let g = Group::create(MEMBERS, SEGMENTS, mode, 1, false)?;
+    if let Some(other) = isolate {
+        for m in &g.star.members {
+            super::multicast::threaded_napi_at(&g.star.aggregator, &m.port, cpus, false)?;
+            super::multicast::threaded_napi_at(&m.namespace, "eth0", other, false)?;
+        }
+    }
     let targets = (0..MEMBERS)
         .map(|i| {
             g.target(i)
@@ -257,6 +321,9 @@ fn xdp(
             .map(|(w, (sock, to))| {
                 let rounds = &rounds;
                 s.spawn(move || -> Result<u64, TestbedError> {
+                    if let Some(other) = isolate {
+                        super::multicast::pin(0, other)?;
+                    }
                     sock.connect(to)
                         .map_err(|e| TestbedError::Io(format!("connect: {e}")))?;
                     rounds.send(sock, w)

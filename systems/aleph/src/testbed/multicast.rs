@@ -168,7 +168,7 @@ pub fn split_cores(cores: usize) -> Result<(Vec<usize>, Vec<usize>), TestbedErro
 }
 
 /// Restrict thread or process `pid` (0: the calling thread) to `cpus`.
-fn pin(pid: i32, cpus: &[usize]) -> Result<(), TestbedError> {
+pub(super) fn pin(pid: i32, cpus: &[usize]) -> Result<(), TestbedError> {
     // SAFETY: a zeroed cpu_set_t is a valid empty set
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     for &c in cpus {
@@ -352,6 +352,17 @@ fn napi_threads() -> HashSet<(i32, String)> {
 /// Give `dev` in `ns` a NAPI instance run by a kernel thread (TSO off, GRO on, threaded), pin
 /// the thread(s) to `cpus` and return their pids.
 fn threaded_napi(ns: &str, dev: &str, cpus: &[usize]) -> Result<Vec<i32>, TestbedError> {
+    threaded_napi_at(ns, dev, cpus, true)
+}
+
+/// [`threaded_napi`], the thread at real-time priority (`realtime`) or at normal priority, where
+/// other threads on its cores compete with it (aleph-fig6's background load).
+pub(super) fn threaded_napi_at(
+    ns: &str,
+    dev: &str,
+    cpus: &[usize],
+    realtime_priority: bool,
+) -> Result<Vec<i32>, TestbedError> {
     const ETHTOOL_STSO: u32 = 0x1f;
     const ETHTOOL_SGRO: u32 = 0x2c;
     // with an XDP program on the peer, veth has already turned TSO off and refuses the change
@@ -391,7 +402,9 @@ fn threaded_napi(ns: &str, dev: &str, cpus: &[usize]) -> Result<Vec<i32>, Testbe
     }
     for &p in &pids {
         pin(p, cpus)?;
-        realtime(p, NAPI_PRIORITY)?;
+        if realtime_priority {
+            realtime(p, NAPI_PRIORITY)?;
+        }
     }
     Ok(pids)
 }

@@ -602,9 +602,29 @@ impl Workload for AggregationCpu {
             let offered = ctx.param("offered_gbps")? * ctx.param("rate_scale")?;
             let secs = Duration::from_secs_f64(ctx.param("duration_s")?);
             let load = ctx.param("cpu_target_pct")?;
-            ctx.log(LogLevel::Info, placement(cores, true));
-            let m =
-                super::cpu::measure_loaded(path, cores, secs, Some(offered), load).map_err(err)?;
+            let isolated = ctx.text("placement").ok().as_deref() == Some("isolated");
+            let m = match path {
+                Path::Xdp(mode) if isolated => {
+                    if cores != 1 {
+                        return Err(WorkloadError::Invalid(
+                            "placement isolated measures one core (cores: 1)".into(),
+                        ));
+                    }
+                    ctx.log(
+                        LogLevel::Info,
+                        format!(
+                            "placement: the aggregator's receive path (threaded NAPI, normal priority; the XDP program runs there) and the background load on core {:?}; the 2 senders and the members' receive paths on the others",
+                            super::cpu::allowed_cores().first()
+                        ),
+                    );
+                    super::cpu::measure_isolated_loss(mode, secs, offered, load).map_err(err)?
+                }
+                _ => {
+                    ctx.log(LogLevel::Info, placement(cores, true));
+                    super::cpu::measure_loaded(path, cores, secs, Some(offered), load)
+                        .map_err(err)?
+                }
+            };
             ctx.log(LogLevel::Info, format!("{system}, load {load}%: {m:?}"));
             ctx.record("packet_loss", m.loss_pct);
             ctx.record("cpu_usage", m.host_cores / cores as f64 * 100.0);
