@@ -258,7 +258,7 @@ pub fn measure_isolated_loss(
     target_gbps: f64,
     load_pct: f64,
 ) -> Result<Measure, TestbedError> {
-    if !(0.0..=100.0).contains(&load_pct) || !(target_gbps.is_finite() && target_gbps > 0.0) {
+    if !(0.0..=100.0).contains(&load_pct) || !target_gbps.is_finite() || target_gbps <= 0.0 {
         return Err(TestbedError::Setup(format!(
             "load of {load_pct}% at {target_gbps} Gbit/s"
         )));
