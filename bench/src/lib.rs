@@ -24,7 +24,7 @@ pub fn probe_request(entry: Entry, results: &Path) -> inabench::runner::RunReque
     inabench::runner::RunRequest {
         entry,
         profile: "quick".into(),
-        fidelity: None,
+        fidelities: Vec::new(),
         seed: 1,
         resume: None,
         results: results.to_path_buf(),
