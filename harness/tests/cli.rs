@@ -428,12 +428,18 @@ fn table6_runs_all_four_systems_on_sim() {
         .arg(d.path())
         .output()
         .expect("run");
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(
-        stdout(&o).contains("**HOLDS** `exactly-once`"),
-        "{}",
-        stdout(&o)
-    );
+    // SwitchML's published one-bit scheme adds a delayed spurious resend into a later round
+    // (a protocol-level finding, systems/ina/src/switchml.rs): at 1% loss with reordering its
+    // point returns a wrong sum. The point's rows are kept, the other points still run, the run
+    // exits 1, and only the claims over SwitchML fail; NetReduce's exactly-once holds.
+    let out = stdout(&o);
+    if !o.status.success() {
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        assert!(stderr(&o).contains("WRONG RESULT"), "{}", stderr(&o));
+        assert!(out.contains("**FAILS** `exactly-once-switchml`"), "{out}");
+    }
+    assert!(out.contains("**HOLDS** `exactly-once` "), "{out}");
+    assert!(out.contains("**HOLDS** `exactly-once-atp`"), "{out}");
     // the emulated class (the default: the best available) runs the same code on threads
     let o = bin()
         .args([

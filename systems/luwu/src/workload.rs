@@ -15,7 +15,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// two-core host; 100 us is what they can honour (our choice, said in the spec).
 const MEM_HEARTBEAT_NS: u64 = 100_000;
 
-
 /// Jain's fairness index of `xs`: (sum x)^2 / (n sum x^2).
 pub fn jain(xs: &[f64]) -> f64 {
     let s: f64 = xs.iter().sum();
