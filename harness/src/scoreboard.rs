@@ -108,6 +108,9 @@ pub fn collect_from(
         let mut lines: BTreeMap<String, Line> = BTreeMap::new();
         let order: Vec<String> = spec.claims.iter().map(|c| c.id.clone()).collect();
         let mut seen_class: Vec<Fidelity> = Vec::new();
+        // claims about a class no run ran (hardware on a software host): their `not checkable`
+        // verdicts from the newest run, so they are on the board too
+        let mut unran: Vec<(ClaimResult, String)> = Vec::new();
         for m in mine {
             let classes: Vec<Fidelity> = m
                 .classes()
@@ -121,6 +124,13 @@ pub fn collect_from(
             let Ok(claims) = claims_of(&dir) else {
                 continue;
             };
+            if seen_class.is_empty() {
+                unran = claims
+                    .iter()
+                    .filter(|c| !m.classes().contains(&c.fidelity))
+                    .map(|c| (c.clone(), m.run_id.clone()))
+                    .collect();
+            }
             seen_class.extend(classes.iter().copied());
             board
                 .runs
@@ -147,6 +157,25 @@ pub fn collect_from(
                     },
                 );
             }
+        }
+        for (c, run_id) in unran {
+            if seen_class.contains(&c.fidelity) {
+                continue;
+            }
+            let now = spec.claims.iter().find(|x| x.id == c.id);
+            let line = lines.entry(c.id.clone()).or_insert_with(|| Line {
+                experiment: spec.id.clone(),
+                claim: c.id.clone(),
+                text: c.text.clone(),
+                consistency: now.map_or(c.consistency.is_some(), |x| x.consistency.is_some()),
+                finding: now.map_or(c.finding.clone(), |x| x.finding.clone()),
+                classes: BTreeMap::new(),
+            });
+            line.classes.entry(c.fidelity).or_insert(Cell {
+                verdict: c.verdict.clone(),
+                detail: c.detail.clone(),
+                run_id,
+            });
         }
         for id in &order {
             if let Some(l) = lines.remove(id) {

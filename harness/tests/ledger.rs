@@ -1,14 +1,31 @@
 //! The verdict ledger: the quick profile's verdicts of every experiment are committed in
-//! `experiments/verdicts.ledger`. This test reruns the fast, deterministic experiments (the
-//! modelled and functional classes of every spec whose quick profile is estimated at 2 s or
-//! less) and compares each verdict with the ledger, so a change of verdict cannot go unnoticed:
-//! it must change the ledger in the same commit.
+//! `experiments/verdicts.ledger`. This test reruns the fast, deterministic experiments (`FAST`:
+//! modelled and functional classes that run in seconds and read nothing measured on the host)
+//! and compares each verdict with the ledger, so a change of verdict cannot go unnoticed: it
+//! must change the ledger in the same commit.
+//!
+//! Left out on purpose: P4SGD's models (their all-reduce latencies are simulated with host-stack
+//! costs per frame measured on this machine), LuWu's iteration models (the CPU Adam rate is
+//! measured here and scaled by cores), and every emulated or simulated class (timing on a shared
+//! host); their ledger lines are checked by the next full sweep, not by this test.
 
 use inabench::scoreboard;
 use inabench_core::catalog::{Catalog, spec_files};
 use inabench_core::spec::{Fidelity, Status};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// Deterministic experiments that run in seconds (see the module comment for what is left out).
+const FAST: [&str; 8] = [
+    "netreduce-fig7",
+    "netreduce-table10",
+    "libra-resources",
+    "libra-table2",
+    "libra-fig5",
+    "luwu-fig10",
+    "aleph-fig13",
+    "aleph-fig15-16",
+];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -34,7 +51,7 @@ fn fast_verdicts_match_the_ledger() {
             .iter()
             .map(|e| &e.spec)
             .filter(|s| s.status == Status::Implemented && s.fidelity.contains(&class))
-            .filter(|s| s.profiles["quick"].estimated_seconds <= 2.0)
+            .filter(|s| FAST.contains(&s.id.as_str()))
             .map(|s| s.id.clone())
             .collect();
         if ids.is_empty() {
@@ -87,6 +104,13 @@ fn fast_verdicts_match_the_ledger() {
         }
     }
     assert!(checked >= 20, "only {checked} verdicts were compared");
+    // every fast experiment is still in the catalogue
+    for id in FAST {
+        assert!(
+            cat.get(id).is_ok(),
+            "{id} is not a spec any more: update FAST"
+        );
+    }
 }
 
 #[test]
