@@ -29,6 +29,22 @@ pub struct Line {
     pub classes: BTreeMap<Fidelity, Cell>,
 }
 
+impl Line {
+    /// A claim's line, with its consistency and finding as the spec says them today (a stale run
+    /// may lack a finding).
+    fn of(spec: &Spec, c: &ClaimResult) -> Line {
+        let now = spec.claims.iter().find(|x| x.id == c.id);
+        Line {
+            experiment: spec.id.clone(),
+            claim: c.id.clone(),
+            text: c.text.clone(),
+            consistency: now.map_or(c.consistency.is_some(), |x| x.consistency.is_some()),
+            finding: now.map_or(c.finding.clone(), |x| x.finding.clone()),
+            classes: BTreeMap::new(),
+        }
+    }
+}
+
 /// The scoreboard.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Board {
@@ -138,16 +154,9 @@ pub fn collect_from(
                 .or_default()
                 .insert(m.run_id.clone(), dir);
             for c in claims.iter().filter(|c| classes.contains(&c.fidelity)) {
-                // the claim as the spec says it today (a stale run may lack a finding)
-                let now = spec.claims.iter().find(|x| x.id == c.id);
-                let line = lines.entry(c.id.clone()).or_insert_with(|| Line {
-                    experiment: spec.id.clone(),
-                    claim: c.id.clone(),
-                    text: c.text.clone(),
-                    consistency: now.map_or(c.consistency.is_some(), |x| x.consistency.is_some()),
-                    finding: now.map_or(c.finding.clone(), |x| x.finding.clone()),
-                    classes: BTreeMap::new(),
-                });
+                let line = lines
+                    .entry(c.id.clone())
+                    .or_insert_with(|| Line::of(spec, c));
                 line.classes.insert(
                     c.fidelity,
                     Cell {
@@ -162,15 +171,9 @@ pub fn collect_from(
             if seen_class.contains(&c.fidelity) {
                 continue;
             }
-            let now = spec.claims.iter().find(|x| x.id == c.id);
-            let line = lines.entry(c.id.clone()).or_insert_with(|| Line {
-                experiment: spec.id.clone(),
-                claim: c.id.clone(),
-                text: c.text.clone(),
-                consistency: now.map_or(c.consistency.is_some(), |x| x.consistency.is_some()),
-                finding: now.map_or(c.finding.clone(), |x| x.finding.clone()),
-                classes: BTreeMap::new(),
-            });
+            let line = lines
+                .entry(c.id.clone())
+                .or_insert_with(|| Line::of(spec, &c));
             line.classes.entry(c.fidelity).or_insert(Cell {
                 verdict: c.verdict.clone(),
                 detail: c.detail.clone(),

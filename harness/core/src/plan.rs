@@ -299,21 +299,8 @@ pub fn plan(
             experiment: spec.id.clone(),
         });
     }
-    let points = expand(spec, profile)?;
-    let fidelity = choose_fidelity(spec, asked, available)?;
-    let estimated_seconds = spec
-        .profiles
-        .get(profile)
-        .map(|p| p.estimated_seconds)
-        .unwrap_or(0.0);
-    Ok(Plan {
-        experiment: spec.id.clone(),
-        profile: profile.to_string(),
-        fidelity,
-        fidelities: vec![fidelity],
-        points,
-        estimated_seconds,
-    })
+    let one = choose_fidelity(spec, asked, available)?;
+    plan_classes(spec, profile, &[one], available)
 }
 
 #[cfg(test)]

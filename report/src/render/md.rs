@@ -118,18 +118,7 @@ pub fn render_markdown(a: &Analysis) -> String {
             "---:|".repeat(t.columns.len())
         );
         for (label, cells) in &t.rows {
-            let c: Vec<String> = cells
-                .iter()
-                .map(|(paper, ours)| {
-                    let o: Vec<String> = t
-                        .classes
-                        .iter()
-                        .zip(ours)
-                        .map(|(f, v)| format!("{}: {v}", f.as_str()))
-                        .collect();
-                    format!("paper {paper}; {}", o.join("; "))
-                })
-                .collect();
+            let c: Vec<String> = cells.iter().map(|c| t.cell_text(c)).collect();
             let _ = writeln!(s, "| {label} | {} |", c.join(" | "));
         }
     }

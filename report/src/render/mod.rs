@@ -357,6 +357,20 @@ pub fn paper_tables(a: &Analysis) -> Vec<TableView> {
     out
 }
 
+impl TableView {
+    /// A cell as one line of text: "paper X; emulated: Y; simulated: Z".
+    pub fn cell_text(&self, cell: &TableCell) -> String {
+        let (paper, ours) = cell;
+        let o: Vec<String> = self
+            .classes
+            .iter()
+            .zip(ours)
+            .map(|(f, v)| format!("{}: {v}", f.as_str()))
+            .collect();
+        format!("paper {paper}; {}", o.join("; "))
+    }
+}
+
 /// A verdict with its finding mark, for the grid's cells.
 pub fn verdict_label(verdict: &str, finding: bool) -> String {
     if verdict == "fails" && finding {

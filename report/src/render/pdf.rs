@@ -187,18 +187,7 @@ fn data(a: &Analysis, figures: &[(String, String, String)]) -> serde_json::Value
                 .rows
                 .iter()
                 .map(|(label, cells)| {
-                    let cells: Vec<String> = cells
-                        .iter()
-                        .map(|(paper, ours)| {
-                            let o: Vec<String> = t
-                                .classes
-                                .iter()
-                                .zip(ours)
-                                .map(|(f, v)| format!("{}: {v}", f.as_str()))
-                                .collect();
-                            format!("paper {paper}; {}", o.join("; "))
-                        })
-                        .collect();
+                    let cells: Vec<String> = cells.iter().map(|c| t.cell_text(c)).collect();
                     json!({"label": label, "cells": cells})
                 })
                 .collect();
