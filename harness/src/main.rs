@@ -213,8 +213,11 @@ fn run(cli: Cli) -> Result<i32> {
                     .collect::<Result<_>>()?,
             };
             let ids = if all {
-                load_catalog()?
-                    .entries
+                let cat = load_catalog()?;
+                for e in &cat.invalid {
+                    eprintln!("warning: skipping an invalid spec: {e}");
+                }
+                cat.entries
                     .iter()
                     .filter(|e| e.spec.status == inabench_core::spec::Status::Implemented)
                     .map(|e| e.spec.id.clone())
@@ -423,6 +426,9 @@ fn load_catalog() -> Result<Catalog> {
 
 fn list(paper: Option<&str>) -> Result<i32> {
     let cat = load_catalog()?;
+    for e in &cat.invalid {
+        eprintln!("warning: an invalid spec is left out: {e}");
+    }
     if let Some(p) = paper
         && !inabench_core::spec::PAPERS.contains(&p)
     {
@@ -614,6 +620,17 @@ fn human_secs(s: f64) -> String {
 fn validate(files: &[PathBuf]) -> Result<i32> {
     if files.is_empty() {
         let cat = load_catalog()?;
+        for e in &cat.invalid {
+            eprintln!("error: {e}");
+        }
+        if !cat.invalid.is_empty() {
+            println!(
+                "{} specs valid, {} invalid",
+                cat.entries.len(),
+                cat.invalid.len()
+            );
+            return Ok(2);
+        }
         println!("{} specs valid", cat.entries.len());
         return Ok(0);
     }

@@ -42,9 +42,9 @@ pub fn catalog() -> Result<Catalog, CatalogError> {
             .into_iter()
             .map(|(f, t)| (f.strip_prefix(&root).map(Path::to_path_buf).unwrap_or(f), t))
             .collect();
-        return Catalog::from_texts(rel);
+        return Catalog::from_texts_lenient(rel);
     }
-    Catalog::from_texts(
+    Catalog::from_texts_lenient(
         crate::embedded::EMBEDDED
             .iter()
             .filter(|(p, _)| !p.contains("/testbeds/"))

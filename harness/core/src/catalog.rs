@@ -14,6 +14,9 @@ pub struct Entry {
 #[derive(Debug, Default)]
 pub struct Catalog {
     pub entries: Vec<Entry>,
+    /// Specs that failed validation (only a lenient catalogue keeps going past them): asking
+    /// for one by id gives its error, every other experiment still runs.
+    pub invalid: Vec<SpecError>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -54,7 +57,28 @@ impl Catalog {
             entries.push(Entry { spec, file, text });
         }
         entries.sort_by_key(|e| order_key(&e.spec));
-        Ok(Catalog { entries })
+        Ok(Catalog {
+            entries,
+            invalid: Vec::new(),
+        })
+    }
+
+    /// Like `from_texts`, but a spec that fails validation is kept aside in `invalid` instead of
+    /// failing the whole catalogue (one broken spec must not stop every other experiment).
+    pub fn from_texts_lenient<I: IntoIterator<Item = (PathBuf, String)>>(
+        items: I,
+    ) -> Result<Catalog, CatalogError> {
+        let mut good = Vec::new();
+        let mut invalid = Vec::new();
+        for (file, text) in items {
+            match Spec::from_yaml(&file, &text) {
+                Ok(_) => good.push((file, text)),
+                Err(e) => invalid.push(e),
+            }
+        }
+        let mut cat = Catalog::from_texts(good)?;
+        cat.invalid = invalid;
+        Ok(cat)
     }
 
     /// Load every `*/*.yaml` under `dir` (skipping `testbeds/`).
@@ -63,13 +87,25 @@ impl Catalog {
     }
 
     pub fn get(&self, id: &str) -> Result<&Entry, CatalogError> {
-        self.entries
-            .iter()
-            .find(|e| e.spec.id == id)
-            .ok_or_else(|| CatalogError::Unknown {
-                id: id.to_string(),
-                nearest: self.nearest(id),
-            })
+        if let Some(e) = self.entries.iter().find(|e| e.spec.id == id) {
+            return Ok(e);
+        }
+        // an invalid spec whose file would give this id (experiments/<paper>/<artifact>.yaml)
+        if let Some(err) = self.invalid.iter().find(|err| {
+            let stem = err.file.file_stem().and_then(|s| s.to_str());
+            let paper = err
+                .file
+                .parent()
+                .and_then(|p| p.file_name())
+                .and_then(|s| s.to_str());
+            matches!((paper, stem), (Some(p), Some(s)) if format!("{p}-{s}") == id)
+        }) {
+            return Err(CatalogError::Spec(err.clone()));
+        }
+        Err(CatalogError::Unknown {
+            id: id.to_string(),
+            nearest: self.nearest(id),
+        })
     }
 
     /// Up to three ids closest to `id` (Jaro-Winkler, with prefix and paper matches first).
@@ -152,6 +188,38 @@ pub fn spec_files(dir: &Path) -> Result<Vec<(PathBuf, String)>, CatalogError> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod lenient_tests {
+    use super::*;
+
+    #[test]
+    fn one_broken_spec_does_not_stop_the_others() {
+        let good = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../experiments/netreduce/fig7.yaml"
+        ))
+        .expect("fig7");
+        let bad = good
+            .replace("id: netreduce-fig7", "id: netreduce-table1")
+            .replace("artifact: ", "artefact: ");
+        let items = vec![
+            (PathBuf::from("experiments/netreduce/fig7.yaml"), good),
+            (PathBuf::from("experiments/netreduce/table1.yaml"), bad),
+        ];
+        assert!(Catalog::from_texts(items.clone()).is_err(), "strict fails");
+        let cat = Catalog::from_texts_lenient(items).expect("lenient");
+        assert_eq!(cat.entries.len(), 1);
+        assert_eq!(cat.invalid.len(), 1);
+        assert!(cat.get("netreduce-fig7").is_ok());
+        let e = cat.get("netreduce-table1").expect_err("its own error");
+        assert!(e.to_string().contains("artefact"), "{e}");
+        assert!(matches!(
+            cat.get("netreduce-nope"),
+            Err(CatalogError::Unknown { .. })
+        ));
+    }
 }
 
 #[cfg(test)]
