@@ -248,12 +248,10 @@ fn run(cli: Cli) -> Result<i32> {
             )?;
             if all {
                 println!();
-                print!(
-                    "{}",
-                    scoreboard::terminal(&scoreboard::collect(&results, None)?)
-                );
+                let board = scoreboard::collect(&results, None)?;
+                print!("{}", scoreboard::terminal(&board));
                 let html = results.join("scoreboard.html");
-                scoreboard::write_html(&scoreboard::collect(&results, None)?, &results, &html)?;
+                scoreboard::write_html(&board, &results, &html)?;
                 println!("scoreboard: {}", html.display());
             }
             Ok(code)

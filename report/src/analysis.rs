@@ -375,11 +375,6 @@ pub fn unmet_needs(n: &Needs, class: Fidelity, host: &HostFacts) -> Option<Strin
     ))
 }
 
-/// Each claim's verdict in each fidelity class the run produced (and applies to the claim).
-pub fn check_claims(spec: &Spec, agg: &[AggRow], fidelities: &[Fidelity]) -> Vec<ClaimResult> {
-    check_claims_planned(spec, agg, fidelities, &PlanStates::default(), None)
-}
-
 /// Each claim's verdict per class, judged against the plan and the host's facts.
 pub fn check_claims_planned(
     spec: &Spec,

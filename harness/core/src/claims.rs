@@ -1409,18 +1409,6 @@ pub const RESAMPLES: usize = 1000;
 /// of the resamples: a one-sided 95% level each way; in between it is inconclusive.
 pub const CONFIDENCE: f64 = 0.95;
 
-fn median_of(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// Judge a claim over observations with repetitions, against the plan.
 ///
 /// The point estimate is the verdict on the medians of the repetitions. When repetitions vary,
@@ -1445,7 +1433,11 @@ pub fn judge(
             system: o.system.clone(),
             params: o.params.clone(),
             metric: o.metric.clone(),
-            value: median_of(&mut o.reps.clone()),
+            value: if o.reps.is_empty() {
+                f64::NAN
+            } else {
+                reduce("median", o.reps.clone())
+            },
         })
         .collect();
     let ctx = Context::new(&medians, paper).with_plan(planned);
@@ -1477,20 +1469,15 @@ pub fn judge(
     let mut holds = 0usize;
     let mut ratios = Vec::with_capacity(RESAMPLES);
     let mut ratio_label = None;
-    let mut draw = Vec::with_capacity(medians.len());
+    // the observations stay; only their values are redrawn
+    let mut draw = medians.clone();
     for _ in 0..RESAMPLES {
-        draw.clear();
-        for o in obs {
+        for (d, o) in draw.iter_mut().zip(obs) {
             let n = o.reps.len();
-            let mut r: Vec<f64> = (0..n)
+            let r: Vec<f64> = (0..n)
                 .map(|_| o.reps[(rng.next_u64() % n as u64) as usize])
                 .collect();
-            draw.push(Obs {
-                system: o.system.clone(),
-                params: o.params.clone(),
-                metric: o.metric.clone(),
-                value: median_of(&mut r),
-            });
+            d.value = reduce("median", r);
         }
         let c = Context::new(&draw, paper);
         if matches!(c.raw_verdict(e), Verdict::Holds(_)) {
@@ -1522,16 +1509,10 @@ pub fn judge(
     if reps >= 2 && obs.iter().all(|o| o.reps.len() == reps) {
         let mut k = 0;
         for r in 0..reps {
-            let one: Vec<Obs> = obs
-                .iter()
-                .map(|o| Obs {
-                    system: o.system.clone(),
-                    params: o.params.clone(),
-                    metric: o.metric.clone(),
-                    value: o.reps[r],
-                })
-                .collect();
-            if matches!(Context::new(&one, paper).raw_verdict(e), Verdict::Holds(_)) {
+            for (d, o) in draw.iter_mut().zip(obs) {
+                d.value = o.reps[r];
+            }
+            if matches!(Context::new(&draw, paper).raw_verdict(e), Verdict::Holds(_)) {
                 k += 1;
             }
         }

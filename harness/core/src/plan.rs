@@ -44,10 +44,6 @@ impl Entry<'_> {
     pub fn key(&self) -> String {
         run_key(self.fidelity, &self.point.id)
     }
-
-    pub fn label(&self) -> String {
-        format!("[{}] {}", self.fidelity, self.point.label())
-    }
 }
 
 /// The store key of a point in a class.
