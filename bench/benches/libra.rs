@@ -14,7 +14,7 @@ const PAIRS: usize = 1 << 16;
 
 /// Gradient-like pairs: both signs, magnitudes over six orders.
 fn pairs() -> Vec<(f32, f32)> {
-    let mut g = inabench_core::rng::SplitMix64::new(7);
+    let mut g = inabench_rng::SplitMix64::new(7);
     let mut x = || {
         let m = 10f64.powf(g.next_f64() * 6.0 - 5.0);
         (if g.chance(0.5) { -m } else { m }) as f32

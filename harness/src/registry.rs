@@ -1,5 +1,5 @@
-//! The workloads compiled into this binary. The harness knows no system by name: each systems
-//! crate exports its workloads and they are collected here.
+//! The workloads compiled into this binary. The harness knows no system by name: the workloads
+//! crate lists every experiment's workload, and the probe (the harness's own test double) is added.
 
 use inabench_core::Workload;
 
@@ -9,16 +9,7 @@ pub struct Registry {
 
 impl Registry {
     pub fn builtin() -> Registry {
-        let mut workloads: Vec<Box<dyn Workload>> = Vec::new();
-        workloads.extend(inabench_netreduce::workloads());
-        workloads.extend(inabench_ina::workloads());
-        workloads.extend(inabench_p4sgd::workloads());
-        workloads.extend(inabench_train::workloads());
-        workloads.extend(inabench_libra::workloads());
-        workloads.extend(inabench_aleph::workloads());
-        workloads.extend(inabench_luwu::workloads());
-        workloads.extend(inabench_luwu_ooc::workloads());
-        workloads.extend(inabench_luwu_model::workloads());
+        let mut workloads = inabench_workloads::all();
         workloads.push(Box::new(crate::probe::Probe));
         Registry { workloads }
     }

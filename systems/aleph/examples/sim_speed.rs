@@ -7,7 +7,7 @@
 use inabench_aleph::flowsim::FlowSim;
 use inabench_aleph::scenario::{self, Scenario, Setup, System};
 use inabench_aleph::topo::{Kind, Topology};
-use inabench_core::rng::SplitMix64;
+use inabench_rng::SplitMix64;
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

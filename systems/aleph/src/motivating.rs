@@ -15,7 +15,7 @@
 
 use crate::AlephError;
 use crate::mwcha::{self, Clustering, Instance, Options};
-use inabench_core::rng::SplitMix64;
+use inabench_rng::SplitMix64;
 
 /// Inputs (any consistent units: Gb and Gbps give seconds).
 #[derive(Debug, Clone, PartialEq)]

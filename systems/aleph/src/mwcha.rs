@@ -54,7 +54,7 @@
 //!   would be within two hops).
 
 use crate::AlephError;
-use inabench_core::rng::SplitMix64;
+use inabench_rng::SplitMix64;
 
 /// An instance of the HA problem (Eq. 1).
 #[derive(Debug, Clone)]

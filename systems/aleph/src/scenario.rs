@@ -40,7 +40,7 @@ use crate::AlephError;
 use crate::flowsim::{FlowSim, Stats};
 use crate::mwcha::{self, Clustering, Instance, Options};
 use crate::topo::{Kind, Topology};
-use inabench_core::rng::SplitMix64;
+use inabench_rng::SplitMix64;
 
 /// Inputs of a scenario.
 #[derive(Debug, Clone, PartialEq)]

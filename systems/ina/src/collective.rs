@@ -109,7 +109,7 @@ fn run_nodes(
     let (nodes, finished, dur) = match fabric {
         Fabric::Sim => {
             let (nodes, rep) =
-                crate::workload::run_setup_sim(setup, cfg, Faults::default(), 0, 600_000_000_000);
+                crate::drive::run_setup_sim(setup, cfg, Faults::default(), 0, 600_000_000_000);
             (nodes, rep.finished, rep.end_ns)
         }
         Fabric::Mem => {

@@ -38,7 +38,7 @@ pub fn switch_id(cfg: &AllReduceConfig) -> NodeId {
 /// The generated gradient of worker `w`: seeded int32 values in a range that cannot overflow
 /// when summed over up to 1024 workers.
 pub fn gradient(seed: u64, w: usize, elements: usize) -> Vec<i32> {
-    let mut g = inabench_core::rng::SplitMix64::derive(seed, &format!("gradient/{w}"));
+    let mut g = inabench_rng::SplitMix64::derive(seed, &format!("gradient/{w}"));
     (0..elements)
         .map(|_| ((g.next_u64() >> 40) as i32) - (1 << 23))
         .collect()

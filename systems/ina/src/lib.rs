@@ -12,6 +12,7 @@ pub mod atp;
 pub mod bfp;
 pub mod collective;
 pub mod common;
+pub mod drive;
 pub mod fpga;
 pub mod netreduce;
 pub mod ring;

@@ -392,7 +392,7 @@ impl System for RingAllReduce {
 mod tests {
     use super::*;
     use crate::common::{SetupNode, reference_sum};
-    use crate::workload::run_sim;
+    use crate::drive::run_sim;
     use inabench_fabric::fault::Faults;
 
     fn cfg(workers: usize, elements: usize) -> AllReduceConfig {
@@ -461,7 +461,7 @@ mod tests {
             .collect();
         let setup = RingAllReduce.build_with(&c, inputs).expect("build");
         let (nodes, rep) =
-            crate::workload::run_setup_sim(setup, &c, Faults::default(), 0, 10_000_000_000);
+            crate::drive::run_setup_sim(setup, &c, Faults::default(), 0, 10_000_000_000);
         assert!(rep.finished);
         let results: Vec<Vec<i32>> = nodes
             .iter()

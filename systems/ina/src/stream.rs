@@ -346,7 +346,7 @@ mod tests {
         for loss in [0.0, 0.02] {
             let (c, f) = cfg(loss);
             let (nodes, rep) =
-                crate::workload::run_sim(&RcStream, &c, f, 0, 10_000_000_000).expect("run");
+                crate::drive::run_sim(&RcStream, &c, f, 0, 10_000_000_000).expect("run");
             assert!(rep.finished, "loss {loss}");
             for n in &nodes {
                 if let SetupNode::Worker(w) = n {

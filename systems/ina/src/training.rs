@@ -36,10 +36,10 @@
 use crate::atp::Atp;
 use crate::collective::{self, Aggregation, Fabric};
 use crate::common::{AllReduceConfig, SetupNode, System};
+use crate::drive::{host_cost_ns, paper_host_stack, run_sim};
 use crate::netreduce::NetReduce;
 use crate::stream::RcStream;
 use crate::switchml::SwitchMl;
-use crate::workload::{host_cost_ns, paper_host_stack, run_sim};
 use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
 use inabench_fabric::fault::Faults;
 use inabench_netreduce::appendix_a::{self, Inputs};
@@ -242,8 +242,7 @@ pub fn bucket_sizes(model: &training::Model, bytes_per_value: f64, bucket_bytes:
 /// One worker's gradient bucket: seeded values of gradient-like magnitudes (a few 1e-3, every
 /// seventh a hundred times smaller), different on every worker, bucket and step.
 fn gradient(seed: u64, worker: usize, step: usize, bucket: usize, elements: usize) -> Vec<f32> {
-    let mut g =
-        inabench_core::rng::SplitMix64::derive(seed, &format!("grad/{worker}/{step}/{bucket}"));
+    let mut g = inabench_rng::SplitMix64::derive(seed, &format!("grad/{worker}/{step}/{bucket}"));
     (0..elements)
         .map(|i| {
             let u = (g.next_u64() >> 40) as f32 / (1u64 << 24) as f32 - 0.5;

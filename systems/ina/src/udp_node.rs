@@ -10,7 +10,7 @@
 //! reference sum before it reports, so a wrong aggregate is known without shipping it back.
 
 use crate::common::{AllReduceConfig, SetupNode};
-use crate::workload::system;
+use crate::drive::system;
 use inabench_fabric::fault::Faults;
 use inabench_fabric::udp::{self, Coordinator, IoModel, NodeConfig};
 use serde::{Deserialize, Serialize};

@@ -121,7 +121,7 @@ fn switch_ports_overhead_comes_from_the_wiring() {
 
 #[test]
 fn rtt_starts_on_the_wire_and_the_senders_queue_is_reported_apart() {
-    use inabench_ina::workload::run_sim;
+    use inabench_ina::drive::run_sim;
     // seven messages with a window of two: a message's first packet waits behind the previous 170-packet message
     // (170 x 1,106 B at 100 Gbps = 15 us) in its own host's queue; the RTT from its first bit
     // on the wire must not contain that wait

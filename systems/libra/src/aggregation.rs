@@ -309,9 +309,9 @@ pub(crate) fn switchml_time_ns(
         timeout_ns: 100_000,
         knobs: vec![("pool".into(), pool)],
     };
-    let cost = inabench_ina::workload::host_cost_ns(&sys);
+    let cost = inabench_ina::drive::host_cost_ns(&sys);
     let (nodes, rep) =
-        inabench_ina::workload::run_sim(&sys, &cfg, Faults::default(), cost, 60_000_000_000)
+        inabench_ina::drive::run_sim(&sys, &cfg, Faults::default(), cost, 60_000_000_000)
             .map_err(WorkloadError::Invalid)?;
     if !rep.finished {
         return Err(WorkloadError::Invalid(

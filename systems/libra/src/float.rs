@@ -265,7 +265,7 @@ pub fn precision(got: f64, exact: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use inabench_core::rng::SplitMix64;
+    use inabench_rng::SplitMix64;
 
     fn check(t: &FloatTables, x: f32, y: f32) {
         let got = t.add(x, y);

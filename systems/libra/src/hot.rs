@@ -14,7 +14,7 @@
 
 use crate::LibraError;
 use crate::sparse::SparseGen;
-use inabench_core::rng::SplitMix64;
+use inabench_rng::SplitMix64;
 use std::collections::HashSet;
 
 /// Update frequencies: `uf[key]` pushes carried the key.

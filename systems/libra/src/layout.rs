@@ -16,8 +16,8 @@
 //! packet needs, so that "recirculations per packet" (Fig. 16) can exceed one.
 
 use crate::LibraError;
-use inabench_core::rng::SplitMix64;
 use inabench_ina::tofino::{Pipeline, Recirculation, TofinoModel};
+use inabench_rng::SplitMix64;
 
 /// Bytes of one key/value pair in a Libra packet (4-byte rank index, 4-byte value).
 pub const PAIR_BYTES: u32 = 8;

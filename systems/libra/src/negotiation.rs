@@ -19,9 +19,9 @@ use crate::sparse::SparseGen;
 use crate::workloads::{opt, task_of};
 use inabench_core::{Fidelity, LogLevel, PointCtx, Workload, WorkloadError};
 use inabench_ina::common::{AllReduceConfig, SetupNode, System};
+use inabench_ina::drive::host_cost_ns;
 use inabench_ina::switchml::SwitchMl;
 use inabench_ina::tofino::TofinoModel;
-use inabench_ina::workload::host_cost_ns;
 
 /// Values per block: what one pass of the Tofino model aggregates (48 int32).
 pub fn block_len() -> usize {
@@ -116,7 +116,7 @@ pub fn run_sim(
     let setup = SwitchMl
         .build_with(cfg, inputs)
         .map_err(|e| e.to_string())?;
-    let (nodes, rep) = inabench_ina::workload::run_setup_sim(
+    let (nodes, rep) = inabench_ina::drive::run_setup_sim(
         setup,
         cfg,
         inabench_fabric::fault::Faults::default(),
@@ -167,7 +167,7 @@ pub fn run_mem(
 /// one pass over the values).
 pub fn scan_ns(params: u64) -> u64 {
     let n = params.min(4 << 20) as usize;
-    let mut g = inabench_core::rng::SplitMix64::derive(1, "libra/negotiation/scan");
+    let mut g = inabench_rng::SplitMix64::derive(1, "libra/negotiation/scan");
     let dense: Vec<f32> = (0..n)
         .map(|_| (g.next_f64() * 2.0 - 1.0) as f32 * 1e-3)
         .collect();

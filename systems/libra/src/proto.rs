@@ -1035,7 +1035,7 @@ mod tests {
     }
 
     fn inputs(workers: usize, hot: u32, seed: u64) -> Inputs {
-        let mut g = inabench_core::rng::SplitMix64::new(seed);
+        let mut g = inabench_rng::SplitMix64::new(seed);
         (0..workers)
             .map(|_| {
                 let mut h = Vec::new();
@@ -1131,7 +1131,7 @@ mod tests {
 
     /// Float inputs: hot values are f32 bits of both signs over six orders of magnitude.
     fn float_inputs(workers: usize, hot: u32, seed: u64) -> Inputs {
-        let mut g = inabench_core::rng::SplitMix64::new(seed ^ 0xf10a7);
+        let mut g = inabench_rng::SplitMix64::new(seed ^ 0xf10a7);
         inputs(workers, hot, seed)
             .into_iter()
             .map(|(h, c)| {

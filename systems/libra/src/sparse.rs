@@ -29,7 +29,7 @@
 //! blank lines and lines starting with `#` are ignored).
 
 use crate::LibraError;
-use inabench_core::rng::SplitMix64;
+use inabench_rng::SplitMix64;
 
 /// The Zipf distribution over 1..=n with exponent s, sampled by rejection-inversion
 /// (W. Hörmann and G. Derflinger, "Rejection-inversion to generate variates from monotone

@@ -14,10 +14,10 @@ use crate::layout::{
     Placement, RegisterPipeline, package_alg1, package_sequential, pairs_per_packet,
 };
 use crate::sparse::{SparseGen, Task};
-use inabench_core::rng::SplitMix64;
 use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
 use inabench_ina::bfp;
 use inabench_ina::tofino::TofinoModel;
+use inabench_rng::SplitMix64;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 

@@ -386,7 +386,7 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use inabench_core::rng::SplitMix64;
+    use inabench_rng::SplitMix64;
 
     #[test]
     fn parameter_reads_are_served_before_state_reads_before_state_writes() {

@@ -298,7 +298,7 @@ fn kill_and_resume(durability: Durability) {
     let exe = std::env::current_exe().unwrap();
     let mut kills = 0;
     let mut mid = 0;
-    let mut rng = inabench_core::rng::SplitMix64::new(9);
+    let mut rng = inabench_rng::SplitMix64::new(9);
     // at least 3 kills, more (up to 6) until one lands while the next step is being written
     while kills < 3 || (mid == 0 && kills < 6) {
         let before = committed(&root).unwrap_or(0);

@@ -58,7 +58,7 @@ pub enum Data {
 /// successors are likely and none impossible). Sample i is the one-hot of tokens i..i+context
 /// and the label token i + context.
 pub fn bigram_corpus(samples: usize, vocab: usize, context: usize, seed: u64) -> Dataset {
-    let mut g = inabench_core::rng::SplitMix64::derive(seed, "bigram language");
+    let mut g = inabench_rng::SplitMix64::derive(seed, "bigram language");
     let mut normal = || {
         let u1 = ((g.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
         let u2 = (g.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
@@ -71,7 +71,7 @@ pub fn bigram_corpus(samples: usize, vocab: usize, context: usize, seed: u64) ->
             l.into_iter().map(|x| x / z).collect()
         })
         .collect();
-    let mut g = inabench_core::rng::SplitMix64::derive(seed, "bigram text");
+    let mut g = inabench_rng::SplitMix64::derive(seed, "bigram text");
     let mut tokens = vec![0usize];
     while tokens.len() < samples + context {
         let prev = tokens[tokens.len() - 1];

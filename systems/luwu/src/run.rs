@@ -10,7 +10,7 @@ use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
 
 /// One-way link latency: a rack-local cable and a switch hop (as systems/ina uses; the paper
 /// gives none).
-pub const LINK_LATENCY_NS: u64 = inabench_ina::workload::LINK_LATENCY_NS;
+pub const LINK_LATENCY_NS: u64 = inabench_ina::drive::LINK_LATENCY_NS;
 
 /// A node of a job.
 pub enum Node {

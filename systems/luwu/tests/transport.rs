@@ -141,7 +141,7 @@ struct Dropper {
     limit: u64,
     /// With `every == 0`: drop each matching frame with this chance instead.
     p: f64,
-    rng: inabench_core::rng::SplitMix64,
+    rng: inabench_rng::SplitMix64,
 }
 
 impl Endpoint for Dropper {
@@ -196,7 +196,7 @@ fn run_dropping(
         .enumerate()
         .map(|(i, n)| Dropper {
             p,
-            rng: inabench_core::rng::SplitMix64::derive(11, &format!("drop {i}")),
+            rng: inabench_rng::SplitMix64::derive(11, &format!("drop {i}")),
             inner: n,
             kinds: kinds.to_vec(),
             every,

@@ -4,8 +4,8 @@
 
 use crate::cpusync::CpuSyncWorker;
 use crate::protocol::{Completed, P4sgdWorker, ProtocolError};
-use inabench_core::rng::SplitMix64;
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use inabench_rng::SplitMix64;
 
 /// A worker-side all-reduce engine: submit vectors, collect results.
 pub trait Collective: Endpoint {

@@ -21,10 +21,10 @@ use crate::fpga::{self, FpgaModel};
 use crate::glm::{GlmError, Reducer};
 use crate::host::Host;
 use crate::protocol::{Completed, P4sgdSwitch, P4sgdWorker, SwitchConfig, WorkerConfig};
-use inabench_core::rng::SplitMix64;
 use inabench_fabric::fault::Faults;
 use inabench_fabric::sim::{NodeConfig, SimFabric};
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use inabench_rng::SplitMix64;
 use std::collections::VecDeque;
 
 /// Values per all-reduce: the switch program's 8 (one micro-batch's partial activations).

@@ -10,7 +10,7 @@
 //! computes the same model as single-worker training, whatever the micro-batch pipelining, up to
 //! the rounding of the all-reduce.
 
-use inabench_core::rng::SplitMix64;
+use inabench_rng::SplitMix64;
 use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]

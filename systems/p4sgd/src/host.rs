@@ -5,8 +5,8 @@
 //! or drawn, with a seeded generator, from samples measured on this machine, so a simulated
 //! software stack has the jitter its code has here.
 
-use inabench_core::rng::SplitMix64;
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use inabench_rng::SplitMix64;
 use std::collections::VecDeque;
 
 /// Per-frame processing cost of a node.

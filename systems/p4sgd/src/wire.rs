@@ -245,7 +245,7 @@ mod tests {
 
     #[test]
     fn arbitrary_bytes_never_panic() {
-        let mut g = inabench_core::rng::SplitMix64::new(3);
+        let mut g = inabench_rng::SplitMix64::new(3);
         for _ in 0..20_000 {
             let n = (g.next_u64() % 80) as usize;
             let mut b: Vec<u8> = (0..n).map(|_| g.next_u64() as u8).collect();

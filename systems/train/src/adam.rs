@@ -99,7 +99,7 @@ mod tests {
             ..AdamParams::default()
         };
         let n = 1000;
-        let mut rng = inabench_core::rng::SplitMix64::new(7);
+        let mut rng = inabench_rng::SplitMix64::new(7);
         let init: Vec<f32> = (0..n).map(|_| rng.next_f64() as f32 - 0.5).collect();
         let (mut a, mut b) = (init.clone(), init.clone());
         let (mut ma, mut va, mut mb, mut vb) =

@@ -3,7 +3,7 @@
 //! bar at its own orientation and position, plus noise. Both are learnable but not trivially, so
 //! losses fall over hundreds of steps.
 
-use inabench_core::rng::SplitMix64;
+use inabench_rng::SplitMix64;
 
 #[derive(Debug, Clone)]
 pub struct Dataset {

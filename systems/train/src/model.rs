@@ -4,7 +4,7 @@
 //! softmax cross-entropy. Parameters live in one flat
 //! `Vec<f32>`, gradients too, so a gradient is exactly what an all-reduce carries.
 
-use inabench_core::rng::SplitMix64;
+use inabench_rng::SplitMix64;
 
 /// A layer's place in the flat parameter vector.
 #[derive(Debug, Clone, Copy)]

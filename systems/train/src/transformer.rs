@@ -8,7 +8,7 @@
 //! dense layer gives the logits (softmax cross-entropy). No layer normalisation and no dropout
 //! (our simplifications: they keep the backward pass short and the model is shallow).
 
-use inabench_core::rng::SplitMix64;
+use inabench_rng::SplitMix64;
 
 /// The transformer's shape.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

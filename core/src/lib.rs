@@ -13,7 +13,7 @@ pub mod catalog;
 pub mod claims;
 pub mod event;
 pub mod plan;
-pub mod rng;
+pub use inabench_rng as rng;
 pub mod spec;
 pub mod store;
 pub mod value;

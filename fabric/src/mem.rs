@@ -2,10 +2,13 @@
 //! travel over channels (faults applied by the sender's thread); timeouts are honoured with
 //! `recv_timeout`; each node's CPU is its thread's own CPU time (CLOCK_THREAD_CPUTIME_ID), so
 //! "CPU per worker" is that endpoint's accounting. Link rates are not enforced (it is as fast as
-//! this host); the MTU is.
+//! this host); the MTU is. Faults are the same seeded fates as on `sim` and `udp`: a reordered
+//! frame waits in its sender's delay line for the fault's extra delay, then goes out.
 
 use crate::endpoint::{Endpoint, Nanos, NodeId};
-use crate::fault::{Fate, FaultInjector, Faults};
+use crate::fault::{Fate, FaultCounters, FaultInjector, Faults};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
 use std::sync::{Arc, Mutex};
@@ -27,6 +30,7 @@ pub struct MemReport {
     pub wall_ns: u64,
     pub nodes: Vec<MemNodeStats>,
     pub dropped_mtu: u64,
+    pub faults: FaultCounters,
     pub finished: bool,
 }
 
@@ -78,7 +82,21 @@ pub fn run<N: Endpoint + 'static>(
             let mut st = MemNodeStats::default();
             let now = || start.elapsed().as_nanos() as Nanos;
             let mut reported = false;
-            let send_all = |node: &mut N, st: &mut MemNodeStats| {
+            // the delay line of reordered frames: (due, sequence, to, frame)
+            let mut held: BinaryHeap<Reverse<(Nanos, u64, NodeId, Vec<u8>)>> = BinaryHeap::new();
+            let mut held_seq = 0u64;
+            let release = |held: &mut BinaryHeap<Reverse<(Nanos, u64, NodeId, Vec<u8>)>>| {
+                let t = now();
+                while held.peek().is_some_and(|r| r.0.0 <= t) {
+                    if let Some(Reverse((_, _, to, b))) = held.pop() {
+                        let _ = txs[to as usize].send((i as NodeId, b));
+                    }
+                }
+            };
+            let send_all = |node: &mut N,
+                            st: &mut MemNodeStats,
+                            held: &mut BinaryHeap<Reverse<(Nanos, u64, NodeId, Vec<u8>)>>,
+                            held_seq: &mut u64| {
                 while let Some(t) = node.poll_transmit(now()) {
                     st.frames_tx += 1;
                     st.bytes_tx += t.bytes.len() as u64;
@@ -93,22 +111,35 @@ pub fn run<N: Endpoint + 'static>(
                             copies: 1,
                             extra_delay_ns: 0,
                         });
-                    if let Fate::Deliver { copies, .. } = fate {
-                        // (reordering delays are not modelled on mem: frames keep channel order)
+                    if let Fate::Deliver {
+                        copies,
+                        extra_delay_ns,
+                    } = fate
+                    {
                         for _ in 1..copies {
                             let _ = txs[t.to as usize].send((i as NodeId, t.bytes.clone()));
                         }
-                        let _ = txs[t.to as usize].send((i as NodeId, t.bytes));
+                        if extra_delay_ns > 0 {
+                            *held_seq += 1;
+                            held.push(Reverse((now() + extra_delay_ns, *held_seq, t.to, t.bytes)));
+                        } else {
+                            let _ = txs[t.to as usize].send((i as NodeId, t.bytes));
+                        }
                     }
                 }
             };
-            send_all(&mut node, &mut st);
+            send_all(&mut node, &mut st, &mut held, &mut held_seq);
             while !stop.load(Ordering::Relaxed) {
                 let wait = node
                     .poll_timeout()
                     .map(|t| Duration::from_nanos(t.saturating_sub(now())))
                     .unwrap_or(Duration::from_millis(5))
-                    .min(Duration::from_millis(5));
+                    .min(Duration::from_millis(5))
+                    .min(
+                        held.peek()
+                            .map(|r| Duration::from_nanos(r.0.0.saturating_sub(now())))
+                            .unwrap_or(Duration::MAX),
+                    );
                 match rx.recv_timeout(wait) {
                     Ok((from, frame)) => {
                         st.frames_rx += 1;
@@ -127,7 +158,8 @@ pub fn run<N: Endpoint + 'static>(
                 if node.poll_timeout().is_some_and(|t| t <= now()) {
                     node.handle_timeout(now());
                 }
-                send_all(&mut node, &mut st);
+                send_all(&mut node, &mut st, &mut held, &mut held_seq);
+                release(&mut held);
                 if counted && !reported && node.is_done() {
                     reported = true;
                     st.done_ns = now();
@@ -161,5 +193,8 @@ pub fn run<N: Endpoint + 'static>(
     report.wall_ns = start.elapsed().as_nanos() as u64;
     report.dropped_mtu = dropped_mtu.load(Ordering::Relaxed) as u64;
     report.finished = done.load(Ordering::SeqCst) >= need;
+    if let Ok(f) = injector.lock() {
+        report.faults = f.counters.clone();
+    }
     (nodes, report)
 }

@@ -39,3 +39,29 @@ pub trait Endpoint: Send {
         Vec::new()
     }
 }
+
+/// A boxed endpoint is an endpoint: a mix of node types runs on one fabric as
+/// `Vec<Box<dyn Endpoint>>`, with no enum that forwards each call.
+impl Endpoint for Box<dyn Endpoint> {
+    fn id(&self) -> NodeId {
+        (**self).id()
+    }
+    fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
+        (**self).handle_packet(now, from, frame)
+    }
+    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        (**self).poll_transmit(now)
+    }
+    fn poll_timeout(&self) -> Option<Nanos> {
+        (**self).poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Nanos) {
+        (**self).handle_timeout(now)
+    }
+    fn is_done(&self) -> bool {
+        (**self).is_done()
+    }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        (**self).counters()
+    }
+}

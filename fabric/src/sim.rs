@@ -213,6 +213,16 @@ impl<N: Endpoint> SimFabric<N> {
 
     /// Run until `done(nodes)` holds after an event, the queue empties, or `max_ns` passes.
     pub fn run_until(&mut self, max_ns: Nanos, done: impl Fn(&[N]) -> bool) -> &SimReport {
+        self.run_until_at(max_ns, |_, nodes| done(nodes))
+    }
+
+    /// As [`SimFabric::run_until`], the stop condition also seeing the virtual time of the event
+    /// it follows.
+    pub fn run_until_at(
+        &mut self,
+        max_ns: Nanos,
+        mut done: impl FnMut(Nanos, &[N]) -> bool,
+    ) -> &SimReport {
         for id in 0..self.nodes.len() as NodeId {
             self.drain(id, 0);
         }
@@ -246,7 +256,7 @@ impl<N: Endpoint> SimFabric<N> {
                     self.drain(node, t);
                 }
             }
-            if done(&self.nodes) {
+            if done(now, &self.nodes) {
                 self.report.finished = true;
                 break;
             }

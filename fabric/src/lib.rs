@@ -4,13 +4,19 @@
 //! An [`Endpoint`] owns no socket, thread or clock (quinn-proto style): the fabric hands it
 //! packets and the current time, polls it for packets to send and asks when it next wants to be
 //! woken. The same endpoint code therefore runs in memory, over UDP, in network namespaces, on
-//! hardware and in virtual time.
+//! hardware and in virtual time. [`Fabric`] is the one way to run a set of endpoints on any of
+//! them, with one report type; [`wrap`] holds wrappers that compose around any endpoint.
 
+pub mod driver;
 pub mod endpoint;
 pub mod fault;
 pub mod mem;
 pub mod netns;
 pub mod sim;
 pub mod udp;
+pub mod wrap;
 
+pub use driver::{
+    Fabric, FabricChoice, FabricError, FabricReport, Mem, NodeTotals, Sim, UdpThreads, Until,
+};
 pub use endpoint::{Endpoint, Nanos, NodeId, Transmit};

@@ -2,7 +2,7 @@
 //! FaultInjector in spirit), so a sweep is reproducible from its seed.
 
 use crate::endpoint::NodeId;
-use inabench_core::rng::SplitMix64;
+use inabench_rng::SplitMix64;
 use std::collections::HashMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Default)]

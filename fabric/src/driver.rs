@@ -1,0 +1,390 @@
+//! One way to run endpoints on any fabric: the [`Fabric`] trait (quinn's thin drivers around one
+//! sans-IO core, hyperfine's trait at the measuring boundary).
+//!
+//! A caller builds its nodes (node `i` has id `i`), picks a fabric (`sim`, `mem`, `udp`; later
+//! `netns` and `hw`) and calls [`Fabric::run`] once. Every fabric returns the same
+//! [`FabricReport`], labelled with the fabric that ran (the row's fabric label comes from here,
+//! never from a workload), and applies the same [`Faults`] the same way: a seeded fate per frame
+//! per link direction from [`crate::fault::FaultInjector`] (loss, duplication, reordering by a
+//! delay).
+//!
+//! Time: `sim` counts virtual nanoseconds, `mem` and `udp` wall-clock nanoseconds since the start;
+//! [`Until::limit_ns`] is in the fabric's own time.
+
+use crate::endpoint::{Endpoint, Nanos, NodeId};
+use crate::fault::{FaultCounters, Faults};
+use crate::{mem, sim, udp};
+use std::time::Duration;
+
+/// When a run ends: every counted node is done (its `is_done()`), or the limit passes.
+#[derive(Debug, Clone)]
+pub struct Until {
+    /// `counted[i]`: node `i` must be done for the run to finish (workers yes, switches no).
+    pub counted: Vec<bool>,
+    /// Give up after this much fabric time (ns: virtual on `sim`, wall elsewhere).
+    pub limit_ns: Nanos,
+}
+
+impl Until {
+    /// The first `workers` of `nodes` nodes are counted.
+    pub fn workers(workers: usize, nodes: usize, limit_ns: Nanos) -> Until {
+        Until {
+            counted: (0..nodes).map(|i| i < workers).collect(),
+            limit_ns,
+        }
+    }
+
+    fn counts(&self, i: usize) -> bool {
+        self.counted.get(i).copied().unwrap_or(false)
+    }
+}
+
+/// What one node did during a run, the same fields on every fabric.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeTotals {
+    pub frames_tx: u64,
+    pub bytes_tx: u64,
+    pub frames_rx: u64,
+    pub bytes_rx: u64,
+    /// CPU the node's stack used (ns): charged per-frame costs on `sim`, the node's own thread
+    /// CPU time on `mem` and `udp`.
+    pub cpu_ns: u64,
+    /// Fabric time at which the node was first seen done (0: never).
+    pub done_ns: Nanos,
+}
+
+/// One report type for every fabric.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FabricReport {
+    /// The fabric that ran (`sim`, `mem`, `udp`): the label rows carry.
+    pub fabric: &'static str,
+    /// True when every counted node was done before the limit.
+    pub finished: bool,
+    /// When the last counted node was done (fabric time); the end of the run when unfinished.
+    pub time_ns: Nanos,
+    /// When the run ended (fabric time).
+    pub end_ns: Nanos,
+    pub nodes: Vec<NodeTotals>,
+    /// Frames larger than the MTU or addressed to no node.
+    pub dropped_mtu: u64,
+    /// Frames dropped by a full egress queue (`sim` only: the others have no modelled queue).
+    pub dropped_queue: u64,
+    pub faults: FaultCounters,
+    /// Datagrams the kernel refused (`udp` only).
+    pub send_errors: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FabricError {
+    #[error("the {fabric} fabric could not start: {why}")]
+    Setup { fabric: &'static str, why: String },
+    #[error("a node of the {0} fabric panicked")]
+    NodePanicked(&'static str),
+    #[error("node {index} has id {id}: node i must have id i")]
+    BadIds { index: usize, id: NodeId },
+}
+
+/// A fabric: moves the frames of a set of endpoints until they are done.
+///
+/// Generic over the node type so callers get their own nodes back (to read results); a mix of
+/// node types runs as `Box<dyn Endpoint>` (which implements [`Endpoint`]).
+pub trait Fabric<N: Endpoint> {
+    /// The label of what ran.
+    fn name(&self) -> &'static str;
+    /// Run `nodes` (node `i` has id `i`) until `until`; the nodes come back with the report.
+    fn run(&mut self, nodes: Vec<N>, until: &Until) -> Result<(Vec<N>, FabricReport), FabricError>;
+}
+
+fn check_ids<N: Endpoint>(nodes: &[N]) -> Result<(), FabricError> {
+    match nodes
+        .iter()
+        .enumerate()
+        .find(|(i, n)| n.id() as usize != *i)
+    {
+        Some((index, n)) => Err(FabricError::BadIds { index, id: n.id() }),
+        None => Ok(()),
+    }
+}
+
+/// Virtual time on a star (see [`sim`]): link rate, latency, queue and per-frame host costs.
+pub struct Sim {
+    pub link: sim::LinkConfig,
+    /// Per-node receive and transmit costs; nodes past the end cost nothing.
+    pub costs: Vec<sim::NodeConfig>,
+    pub switch: NodeId,
+    pub faults: Faults,
+    pub tap: Option<sim::Tap>,
+}
+
+impl Sim {
+    /// A star around `switch` on `link`, free host stacks, no faults.
+    pub fn new(link: sim::LinkConfig, switch: NodeId) -> Sim {
+        Sim {
+            link,
+            costs: Vec::new(),
+            switch,
+            faults: Faults::default(),
+            tap: None,
+        }
+    }
+}
+
+impl<N: Endpoint> Fabric<N> for Sim {
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+
+    fn run(&mut self, nodes: Vec<N>, until: &Until) -> Result<(Vec<N>, FabricReport), FabricError> {
+        check_ids(&nodes)?;
+        let n = nodes.len();
+        let free = sim::NodeConfig {
+            rx_cost_ns: 0,
+            tx_cost_ns: 0,
+        };
+        let cfg = (0..n)
+            .map(|i| self.costs.get(i).copied().unwrap_or(free))
+            .collect();
+        let mut f = sim::SimFabric::new(nodes, cfg, self.switch, self.link, self.faults);
+        if let Some(tap) = self.tap.take() {
+            f.set_tap(tap);
+        }
+        let mut done_at: Vec<Nanos> = vec![0; n];
+        let rep = f
+            .run_until_at(until.limit_ns, |now, nodes| {
+                let mut all = true;
+                for (i, node) in nodes.iter().enumerate() {
+                    if node.is_done() {
+                        if done_at[i] == 0 {
+                            done_at[i] = now.max(1);
+                        }
+                    } else if until.counts(i) {
+                        all = false;
+                    }
+                }
+                all
+            })
+            .clone();
+        let nodes_out = f.into_nodes();
+        let totals: Vec<NodeTotals> = rep
+            .nodes
+            .iter()
+            .zip(&done_at)
+            .map(|(s, d)| NodeTotals {
+                frames_tx: s.frames_tx,
+                bytes_tx: s.bytes_tx,
+                frames_rx: s.frames_rx,
+                bytes_rx: s.bytes_rx,
+                cpu_ns: s.busy_ns,
+                done_ns: *d,
+            })
+            .collect();
+        Ok((
+            nodes_out,
+            FabricReport {
+                fabric: "sim",
+                finished: rep.finished,
+                time_ns: last_done(&totals, until).unwrap_or(rep.end_ns),
+                end_ns: rep.end_ns,
+                nodes: totals,
+                dropped_mtu: rep.dropped_mtu,
+                dropped_queue: rep.dropped_queue,
+                faults: rep.faults,
+                send_errors: 0,
+            },
+        ))
+    }
+}
+
+fn last_done(nodes: &[NodeTotals], until: &Until) -> Option<Nanos> {
+    let mut last = None;
+    for (i, n) in nodes.iter().enumerate() {
+        if until.counts(i) {
+            if n.done_ns == 0 {
+                return None;
+            }
+            last = Some(last.unwrap_or(0).max(n.done_ns));
+        }
+    }
+    last
+}
+
+/// One thread per node in this process, frames over channels (see [`mem`]).
+pub struct Mem {
+    pub mtu: usize,
+    pub faults: Faults,
+}
+
+impl<N: Endpoint + 'static> Fabric<N> for Mem {
+    fn name(&self) -> &'static str {
+        "mem"
+    }
+
+    fn run(&mut self, nodes: Vec<N>, until: &Until) -> Result<(Vec<N>, FabricReport), FabricError> {
+        check_ids(&nodes)?;
+        let (nodes, rep) = mem::run(
+            nodes,
+            self.mtu,
+            self.faults,
+            Duration::from_nanos(until.limit_ns),
+            |i| until.counts(i),
+        );
+        let totals: Vec<NodeTotals> = rep
+            .nodes
+            .iter()
+            .map(|s| NodeTotals {
+                frames_tx: s.frames_tx,
+                bytes_tx: s.bytes_tx,
+                frames_rx: s.frames_rx,
+                bytes_rx: s.bytes_rx,
+                cpu_ns: s.cpu_ns,
+                done_ns: s.done_ns,
+            })
+            .collect();
+        Ok((
+            nodes,
+            FabricReport {
+                fabric: "mem",
+                finished: rep.finished,
+                time_ns: last_done(&totals, until).unwrap_or(rep.wall_ns),
+                end_ns: rep.wall_ns,
+                nodes: totals,
+                dropped_mtu: rep.dropped_mtu,
+                dropped_queue: 0,
+                faults: rep.faults,
+                send_errors: 0,
+            },
+        ))
+    }
+}
+
+/// One UDP socket on 127.0.0.1 and one thread (or the `io` model's threads) per node, in this
+/// process (see [`udp`]). Node processes and namespaces are launched by the harness's node
+/// launcher around [`udp::serve`]; this is the in-process form.
+pub struct UdpThreads {
+    pub mtu: usize,
+    pub faults: Faults,
+    pub io: udp::IoModel,
+}
+
+impl<N: Endpoint> Fabric<N> for UdpThreads {
+    fn name(&self) -> &'static str {
+        "udp"
+    }
+
+    fn run(&mut self, nodes: Vec<N>, until: &Until) -> Result<(Vec<N>, FabricReport), FabricError> {
+        use std::net::SocketAddr;
+        check_ids(&nodes)?;
+        let setup = |why: String| FabricError::Setup { fabric: "udp", why };
+        let socks = (0..nodes.len())
+            .map(|_| udp::bind_loopback())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| setup(format!("cannot bind a udp socket: {e}")))?;
+        let peers = socks
+            .iter()
+            .map(|s| match s.local_addr() {
+                Ok(SocketAddr::V4(a)) => Ok(a),
+                Ok(SocketAddr::V6(_)) => Err(setup("a socket bound to IPv6".into())),
+                Err(e) => Err(setup(e.to_string())),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let coord = udp::Coordinator::new()
+            .map_err(|e| setup(format!("cannot bind the coordinator: {e}")))?;
+        let wiring = udp::Wiring {
+            peers,
+            coordinator: coord.addr().map_err(|e| setup(e.to_string()))?,
+        };
+        let deadline = Duration::from_nanos(until.limit_ns);
+        let counted = until.counted.iter().filter(|c| **c).count();
+        let start = std::time::Instant::now();
+        let (faults, mtu, io) = (self.faults, self.mtu, self.io);
+        std::thread::scope(|sc| {
+            let handles: Vec<_> = nodes
+                .into_iter()
+                .zip(&socks)
+                .enumerate()
+                .map(|(i, (mut node, sock))| {
+                    let wiring = &wiring;
+                    let cfg = udp::NodeConfig {
+                        io,
+                        faults,
+                        mtu,
+                        deadline,
+                        counted: until.counts(i),
+                    };
+                    sc.spawn(move || {
+                        let rep = udp::serve(&mut node, sock, wiring, &cfg);
+                        (node, rep)
+                    })
+                })
+                .collect();
+            let (done, last) = coord.wait_and_stop(counted, &wiring.peers, start, deadline);
+            let end_ns = start.elapsed().as_nanos() as Nanos;
+            let mut out = Vec::with_capacity(handles.len());
+            let mut rep = FabricReport {
+                fabric: "udp",
+                finished: done == counted,
+                time_ns: last.as_nanos() as Nanos,
+                end_ns,
+                ..Default::default()
+            };
+            for h in handles {
+                let (node, r) = h.join().map_err(|_| FabricError::NodePanicked("udp"))?;
+                out.push(node);
+                rep.faults.dropped += r.faults.dropped;
+                rep.faults.duplicated += r.faults.duplicated;
+                rep.faults.reordered += r.faults.reordered;
+                rep.send_errors += r.send_errors;
+                rep.nodes.push(NodeTotals {
+                    frames_tx: r.frames_tx,
+                    bytes_tx: r.bytes_tx,
+                    frames_rx: r.frames_rx,
+                    bytes_rx: r.bytes_rx,
+                    cpu_ns: r.cpu_ns,
+                    done_ns: r.done_ns,
+                });
+            }
+            if !rep.finished {
+                rep.time_ns = end_ns;
+            }
+            Ok((out, rep))
+        })
+    }
+}
+
+/// The fabric a spec names (`sim`, `mem`, `udp`), with its parameters: what workloads hand to
+/// [`FabricChoice::build`] instead of re-parsing spec parameters each.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FabricChoice {
+    Sim {
+        link: sim::LinkConfig,
+        switch: NodeId,
+    },
+    Mem {
+        mtu: usize,
+    },
+    Udp {
+        mtu: usize,
+        io: udp::IoModel,
+    },
+}
+
+impl FabricChoice {
+    /// A boxed fabric for nodes of type `N`, with `faults` and (on `sim`) per-node `costs`.
+    pub fn build<N: Endpoint + 'static>(
+        self,
+        faults: Faults,
+        costs: Vec<sim::NodeConfig>,
+    ) -> Box<dyn Fabric<N>> {
+        match self {
+            FabricChoice::Sim { link, switch } => Box::new(Sim {
+                link,
+                costs,
+                switch,
+                faults,
+                tap: None,
+            }),
+            FabricChoice::Mem { mtu } => Box::new(Mem { mtu, faults }),
+            FabricChoice::Udp { mtu, io } => Box::new(UdpThreads { mtu, faults, io }),
+        }
+    }
+}

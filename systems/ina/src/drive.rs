@@ -1,0 +1,196 @@
+//! Driving the all-reduce systems on the `sim` fabric, and measuring a software host stack's
+//! cost per frame on this machine (what the simulated class charges per host frame). Shared by
+//! the workloads of every paper that runs these systems (NetReduce's Table 6, Libra, LuWu); no
+//! harness types here.
+
+use crate::common::{AllReduceConfig, SetupNode, System};
+use crate::netreduce::NetReduce;
+use inabench_fabric::Endpoint;
+use inabench_fabric::fault::Faults;
+use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric, SimReport};
+use inabench_fabric::wrap::Timed;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+/// Link propagation latency (one way, host to accelerator): the paper does not give it; 0.5 us
+/// stands for a rack-local cable and a switch hop.
+pub const LINK_LATENCY_NS: u64 = 500;
+
+/// A Table 6 system by its spec name.
+pub fn system(name: &str) -> Option<&'static dyn System> {
+    match name {
+        "netreduce" => Some(&NetReduce),
+        "switchml" => Some(&crate::switchml::SwitchMl),
+        "atp" => Some(&crate::atp::Atp),
+        "switchml_rdma" => Some(&crate::switchml_rdma::SwitchMlRdma),
+        "rc_stream" => Some(&crate::stream::RcStream),
+        "ring_allreduce" => Some(&crate::ring::RingAllReduce),
+        _ => None,
+    }
+}
+
+/// Run one all-reduce on the sim fabric.
+pub fn run_sim(
+    sys: &dyn System,
+    cfg: &AllReduceConfig,
+    faults: Faults,
+    host_cost_ns: u64,
+    max_ns: u64,
+) -> Result<(Vec<SetupNode>, SimReport), String> {
+    run_sim_tapped(sys, cfg, faults, host_cost_ns, max_ns, None)
+}
+
+/// As [`run_sim`], writing every frame put on a link to `pcap` (virtual timestamps).
+pub fn run_sim_tapped(
+    sys: &dyn System,
+    cfg: &AllReduceConfig,
+    faults: Faults,
+    host_cost_ns: u64,
+    max_ns: u64,
+    pcap: Option<&std::path::Path>,
+) -> Result<(Vec<SetupNode>, SimReport), String> {
+    let setup = sys.build(cfg).map_err(|e| e.to_string())?;
+    let mut f = sim_fabric(setup, cfg, faults, host_cost_ns);
+    if let Some(path) = pcap {
+        let file = std::fs::File::create(path)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let mut w = inabench_wire::pcap::PcapWriter::new(std::io::BufWriter::new(file))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        // a write error stops the capture, not the run
+        let mut ok = true;
+        f.set_tap(Box::new(move |t, _from, _to, frame| {
+            if ok && w.write_packet(t, frame).is_err() {
+                ok = false;
+            }
+        }));
+    }
+    let rep = f
+        .run_until(max_ns, |nodes| nodes.iter().all(Endpoint::is_done))
+        .clone();
+    Ok((f.into_nodes(), rep))
+}
+
+/// The sim fabric for a built setup: the switch at node `workers`, hosts charged `host_cost_ns`
+/// per frame, links at the config's rate with 0.5 us latency.
+fn sim_fabric(
+    setup: crate::common::Setup,
+    cfg: &AllReduceConfig,
+    faults: Faults,
+    host_cost_ns: u64,
+) -> SimFabric<SetupNode> {
+    let nodes = setup.into_nodes();
+    let n = nodes.len();
+    let mut cfgs = vec![
+        NodeConfig {
+            rx_cost_ns: host_cost_ns,
+            tx_cost_ns: host_cost_ns
+        };
+        n
+    ];
+    cfgs[cfg.workers] = NodeConfig {
+        rx_cost_ns: 0,
+        tx_cost_ns: 0,
+    };
+    let link = LinkConfig {
+        rate_bps: cfg.line_rate_bps,
+        latency_ns: LINK_LATENCY_NS,
+        mtu: cfg.mtu + 128,
+        queue_bytes: 4 << 20,
+        framing_bytes: 24,
+    };
+    SimFabric::new(nodes, cfgs, cfg.workers as u32, link, faults)
+}
+
+/// Run an already built setup (e.g. one made with [`System::build_with`]) on the sim fabric.
+pub fn run_setup_sim(
+    setup: crate::common::Setup,
+    cfg: &AllReduceConfig,
+    faults: Faults,
+    host_cost_ns: u64,
+    max_ns: u64,
+) -> (Vec<SetupNode>, SimReport) {
+    let mut f = sim_fabric(setup, cfg, faults, host_cost_ns);
+    let rep = f
+        .run_until(max_ns, |nodes| nodes.iter().all(Endpoint::is_done))
+        .clone();
+    (f.into_nodes(), rep)
+}
+
+/// A system's host stack cost per frame on this machine (ns), measured once per system and
+/// process: a lossless all-reduce (6 workers, 800 KB each) on `sim` with zero charged cost, the
+/// time spent inside the workers' `handle_packet` and `poll_transmit` divided by the frames the
+/// workers received and sent.
+pub fn host_cost_ns(sys: &dyn System) -> u64 {
+    static COST: OnceLock<Mutex<HashMap<&'static str, u64>>> = OnceLock::new();
+    let cache = COST.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(c) = cache.lock().ok().and_then(|m| m.get(sys.name()).copied()) {
+        return c;
+    }
+    let c = calibrate(sys);
+    if let Ok(mut m) = cache.lock() {
+        m.insert(sys.name(), c);
+    }
+    c
+}
+
+fn calibrate(sys: &dyn System) -> u64 {
+    let cfg = AllReduceConfig {
+        workers: 6,
+        elements: 200_000,
+        seed: 1,
+        line_rate_bps: 100e9,
+        mtu: 1024,
+        timeout_ns: 1_000_000,
+        knobs: vec![],
+    };
+    let Ok(setup) = sys.build(&cfg) else {
+        return 0;
+    };
+    let nodes: Vec<Timed<SetupNode>> = setup
+        .into_nodes()
+        .into_iter()
+        .map(|n| {
+            let host = matches!(n, SetupNode::Worker(_));
+            Timed::new(n, host)
+        })
+        .collect();
+    let k = nodes.len();
+    let link = LinkConfig {
+        rate_bps: 100e9,
+        latency_ns: LINK_LATENCY_NS,
+        mtu: 2048,
+        queue_bytes: 4 << 20,
+        framing_bytes: 24,
+    };
+    let mut f = SimFabric::new(
+        nodes,
+        vec![
+            NodeConfig {
+                rx_cost_ns: 0,
+                tx_cost_ns: 0
+            };
+            k
+        ],
+        6,
+        link,
+        Faults::default(),
+    );
+    let rep = f
+        .run_until(10_000_000_000, |n| n.iter().all(Endpoint::is_done))
+        .clone();
+    let frames: u64 = rep.nodes[..6]
+        .iter()
+        .map(|s| s.frames_rx + s.frames_tx)
+        .sum();
+    let ns: u64 = f.nodes().iter().map(|t| t.ns).sum();
+    ns.checked_div(frames).unwrap_or(0)
+}
+
+/// Which host stack a system has in the paper's testbed: NetReduce's and SwitchML-RDMA's
+/// transports run in the RoCE NIC; ATP's and SwitchML's are software (DPDK) on the host CPU.
+pub fn paper_host_stack(system: &str) -> &'static str {
+    match system {
+        "netreduce" | "switchml_rdma" => "nic",
+        _ => "software",
+    }
+}

@@ -1,0 +1,39 @@
+//! inabench-workloads: every experiment of the suite as a [`Workload`], one module per paper.
+//!
+//! The harness runs points through the [`Workload`] trait and knows no paper or system by name;
+//! this crate is its registry ([`all`]). Each paper's module holds the workloads its specs name in
+//! `workload:` (`experiments/<paper>/<id>.yaml` beside `src/<paper>/<file>.rs`); the protocol
+//! state machines and models they drive live in the systems crates, which do not depend on the
+//! harness core.
+//!
+//! Each paper is a cargo feature (default: all), so one paper's workloads build alone.
+
+use inabench_core::Workload;
+
+#[cfg(feature = "aleph")]
+pub mod aleph;
+#[cfg(feature = "libra")]
+pub mod libra;
+#[cfg(feature = "luwu")]
+pub mod luwu;
+#[cfg(feature = "netreduce")]
+pub mod netreduce;
+#[cfg(feature = "p4sgd")]
+pub mod p4sgd;
+
+/// Every workload compiled into this build.
+pub fn all() -> Vec<Box<dyn Workload>> {
+    #[allow(unused_mut)]
+    let mut w: Vec<Box<dyn Workload>> = Vec::new();
+    #[cfg(feature = "netreduce")]
+    w.extend(netreduce::workloads());
+    #[cfg(feature = "p4sgd")]
+    w.extend(p4sgd::workloads());
+    #[cfg(feature = "libra")]
+    w.extend(libra::workloads());
+    #[cfg(feature = "aleph")]
+    w.extend(aleph::workloads());
+    #[cfg(feature = "luwu")]
+    w.extend(luwu::workloads());
+    w
+}

@@ -1,0 +1,7 @@
+//! Libra's experiments.
+
+use inabench_core::Workload;
+
+pub fn workloads() -> Vec<Box<dyn Workload>> {
+    inabench_libra::workloads()
+}

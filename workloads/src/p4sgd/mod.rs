@@ -1,0 +1,7 @@
+//! P4SGD's experiments.
+
+use inabench_core::Workload;
+
+pub fn workloads() -> Vec<Box<dyn Workload>> {
+    inabench_p4sgd::workloads()
+}
