@@ -41,7 +41,8 @@ pub enum Fabric {
     /// Every node on its own UDP socket on 127.0.0.1, served by `inabench_fabric::udp::serve`
     /// (batched, event-driven host I/O) on a thread of this process: the frames cross the host's
     /// network stack, but the nodes share this process (the gradients are already here; shipping
-    /// them to node processes is not done, see [`run_udp_threads`]).
+    /// them to node processes is not done: a training step's inputs are each worker's
+    /// gradient, computed in this process).
     Udp,
 }
 
@@ -99,41 +100,46 @@ fn config(workers: usize, elements: usize, float: bool, extra: &[(&str, f64)]) -
     }
 }
 
-/// Run a built setup to completion: the nodes and the fabric time (ns).
+/// Run a built setup to completion on one of the suite's fabrics (the [`inabench_fabric::Fabric`]
+/// trait): the nodes and the fabric time until the last worker was done (ns).
 fn run_nodes(
     setup: Setup,
     cfg: &AllReduceConfig,
     fabric: Fabric,
 ) -> Result<(Vec<SetupNode>, u64), String> {
-    let w = cfg.workers;
-    let (nodes, finished, dur) = match fabric {
-        Fabric::Sim => {
-            let (nodes, rep) =
-                crate::drive::run_setup_sim(setup, cfg, Faults::default(), 0, 600_000_000_000);
-            (nodes, rep.finished, rep.end_ns)
-        }
-        Fabric::Mem => {
-            let (nodes, rep) = inabench_fabric::mem::run(
-                setup.into_nodes(),
-                cfg.mtu + 128,
-                Faults::default(),
-                std::time::Duration::from_secs(120),
-                |i| i < w,
-            );
-            let d = rep.nodes[..w].iter().map(|s| s.done_ns).max().unwrap_or(0);
-            (nodes, rep.finished, d)
-        }
-        Fabric::Udp => run_udp_threads(
-            setup.into_nodes(),
-            w,
-            cfg.mtu + 128,
-            std::time::Duration::from_secs(120),
-        )?,
+    use inabench_fabric::{Mem, Sim, UdpThreads, Until, udp::IoModel};
+    let nodes = setup.into_nodes();
+    let mtu = cfg.mtu + 128;
+    let (mut f, limit_ns): (Box<dyn inabench_fabric::Fabric<SetupNode>>, u64) = match fabric {
+        Fabric::Sim => (
+            Box::new(Sim::new(
+                crate::drive::sim_link(cfg),
+                cfg.workers as inabench_fabric::NodeId,
+            )),
+            600_000_000_000,
+        ),
+        Fabric::Mem => (
+            Box::new(Mem {
+                mtu,
+                faults: Faults::default(),
+            }),
+            120_000_000_000,
+        ),
+        Fabric::Udp => (
+            Box::new(UdpThreads {
+                mtu,
+                faults: Faults::default(),
+                io: IoModel::Event,
+            }),
+            120_000_000_000,
+        ),
     };
-    if !finished {
+    let until = Until::workers(cfg.workers, nodes.len(), limit_ns);
+    let (nodes, rep) = f.run(nodes, &until).map_err(|e| e.to_string())?;
+    if !rep.finished {
         return Err("the all-reduce did not finish".into());
     }
-    Ok((nodes, dur))
+    Ok((nodes, rep.time_ns))
 }
 
 /// Run a built setup to completion; each worker's result as raw i32.
@@ -153,72 +159,6 @@ fn run(
         }
     }
     Ok((results, frames, dur))
-}
-
-/// Run `nodes` (node i has id i; the first `workers` are the workers) on the `udp` fabric, each
-/// node on its own socket on 127.0.0.1 and its own thread of this process, until every worker is
-/// done (or `deadline` passes). Returns the nodes, whether every worker finished, and the wall
-/// time from the start to the last worker's `done` as the coordinator saw it (ns).
-///
-/// Threads rather than node processes: a training step's inputs are each worker's gradient,
-/// computed in this process; node processes would need every gradient shipped to them and every
-/// result shipped back each step, which is not built.
-pub fn run_udp_threads<N: inabench_fabric::Endpoint>(
-    nodes: Vec<N>,
-    workers: usize,
-    mtu: usize,
-    deadline: std::time::Duration,
-) -> Result<(Vec<N>, bool, u64), String> {
-    use inabench_fabric::udp::{self, Coordinator, IoModel, NodeConfig, Wiring};
-    use std::net::SocketAddr;
-    let socks = (0..nodes.len())
-        .map(|_| udp::bind_loopback())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("cannot bind a udp socket: {e}"))?;
-    let peers = socks
-        .iter()
-        .map(|s| match s.local_addr() {
-            Ok(SocketAddr::V4(a)) => Ok(a),
-            Ok(SocketAddr::V6(_)) => Err("a socket bound to IPv6".to_string()),
-            Err(e) => Err(e.to_string()),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let coord = Coordinator::new().map_err(|e| format!("cannot bind the coordinator: {e}"))?;
-    let wiring = Wiring {
-        peers,
-        coordinator: coord.addr().map_err(|e| e.to_string())?,
-    };
-    let start = std::time::Instant::now();
-    std::thread::scope(|sc| {
-        let handles: Vec<_> = nodes
-            .into_iter()
-            .zip(&socks)
-            .enumerate()
-            .map(|(i, (mut node, sock))| {
-                let wiring = &wiring;
-                let cfg = NodeConfig {
-                    io: IoModel::Event,
-                    faults: Faults::default(),
-                    mtu,
-                    deadline,
-                    counted: i < workers,
-                };
-                sc.spawn(move || {
-                    let rep = udp::serve(&mut node, sock, wiring, &cfg);
-                    (node, rep)
-                })
-            })
-            .collect();
-        let (done, last) = coord.wait_and_stop(workers, &wiring.peers, start, deadline);
-        let mut out = Vec::with_capacity(handles.len());
-        for h in handles {
-            match h.join() {
-                Ok((node, _)) => out.push(node),
-                Err(_) => return Err("a udp node's thread panicked".to_string()),
-            }
-        }
-        Ok((out, done == workers, last.as_nanos() as u64))
-    })
 }
 
 /// One all-reduce of `sys` as `cfg` builds it (the system's own seeded inputs) on `fabric`:

@@ -91,14 +91,19 @@ fn sim_fabric(
         rx_cost_ns: 0,
         tx_cost_ns: 0,
     };
-    let link = LinkConfig {
+    SimFabric::new(nodes, cfgs, cfg.workers as u32, sim_link(cfg), faults)
+}
+
+/// The links of an all-reduce on `sim`: the config's rate and MTU (plus headers), 0.5 us, 4 MB of
+/// egress queue, Ethernet framing.
+pub fn sim_link(cfg: &AllReduceConfig) -> LinkConfig {
+    LinkConfig {
         rate_bps: cfg.line_rate_bps,
         latency_ns: LINK_LATENCY_NS,
         mtu: cfg.mtu + 128,
         queue_bytes: 4 << 20,
         framing_bytes: 24,
-    };
-    SimFabric::new(nodes, cfgs, cfg.workers as u32, link, faults)
+    }
 }
 
 /// Run an already built setup (e.g. one made with [`System::build_with`]) on the sim fabric.

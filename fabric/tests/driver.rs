@@ -1,0 +1,226 @@
+//! The `Fabric` trait: the same toy endpoints on `sim`, `mem` and `udp` through one call, one
+//! report type, and the same faults applied the same way (loss really drops frames on every
+//! fabric; `mem` now reorders too). A mix of node types runs as `Box<dyn Endpoint>`.
+
+use inabench_fabric::fault::Faults;
+use inabench_fabric::sim::LinkConfig;
+use inabench_fabric::udp::IoModel;
+use inabench_fabric::{
+    Endpoint, Fabric, FabricError, Mem, Nanos, NodeId, Sim, Transmit, UdpThreads, Until,
+};
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+const FRAMES: u32 = 200;
+
+/// Echoes every frame back to its sender (byte 0 of a frame names the sender).
+struct Echo {
+    id: NodeId,
+    out: VecDeque<Transmit>,
+}
+
+impl Endpoint for Echo {
+    fn id(&self) -> NodeId {
+        self.id
+    }
+    fn handle_packet(&mut self, _now: Nanos, from: NodeId, frame: &[u8]) {
+        self.out.push_back(Transmit {
+            to: from,
+            bytes: frame.to_vec(),
+        });
+    }
+    fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
+        self.out.pop_front()
+    }
+    fn poll_timeout(&self) -> Option<Nanos> {
+        None
+    }
+    fn handle_timeout(&mut self, _now: Nanos) {}
+    fn is_done(&self) -> bool {
+        true
+    }
+}
+
+/// Sends `FRAMES` numbered frames to the echo node, resends the unanswered ones every
+/// `resend_ns`, and is done when every number came back. Counts arrivals out of order.
+struct Pinger {
+    id: NodeId,
+    echo: NodeId,
+    to_send: VecDeque<u32>,
+    answered: BTreeSet<u32>,
+    last_seen: Option<u32>,
+    inversions: Arc<AtomicU64>,
+    resend_at: Option<Nanos>,
+    resend_ns: u64,
+}
+
+impl Pinger {
+    fn new(id: NodeId, echo: NodeId, resend_ns: u64, inversions: Arc<AtomicU64>) -> Pinger {
+        Pinger {
+            id,
+            echo,
+            to_send: (0..FRAMES).collect(),
+            answered: BTreeSet::new(),
+            last_seen: None,
+            inversions,
+            resend_at: None,
+            resend_ns,
+        }
+    }
+}
+
+impl Endpoint for Pinger {
+    fn id(&self) -> NodeId {
+        self.id
+    }
+    fn handle_packet(&mut self, _now: Nanos, _from: NodeId, frame: &[u8]) {
+        if frame.len() < 4 {
+            return;
+        }
+        let seq = u32::from_be_bytes([frame[0], frame[1], frame[2], frame[3]]);
+        if self.last_seen.is_some_and(|l| seq < l) {
+            self.inversions.fetch_add(1, Ordering::Relaxed);
+        }
+        self.last_seen = Some(seq);
+        self.answered.insert(seq);
+    }
+    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        let seq = self.to_send.pop_front()?;
+        if self.resend_at.is_none() {
+            self.resend_at = Some(now + self.resend_ns);
+        }
+        let mut bytes = seq.to_be_bytes().to_vec();
+        bytes.resize(64, 0);
+        Some(Transmit {
+            to: self.echo,
+            bytes,
+        })
+    }
+    fn poll_timeout(&self) -> Option<Nanos> {
+        if self.is_done() { None } else { self.resend_at }
+    }
+    fn handle_timeout(&mut self, now: Nanos) {
+        self.resend_at = None;
+        if !self.is_done() {
+            self.to_send = (0..FRAMES).filter(|s| !self.answered.contains(s)).collect();
+            self.resend_at = Some(now + self.resend_ns);
+        }
+    }
+    fn is_done(&self) -> bool {
+        self.answered.len() == FRAMES as usize
+    }
+}
+
+/// Two pingers (ids 0, 1) and the echo (id 2), as a mix of node types; the counter of
+/// out-of-order arrivals the pingers saw.
+fn nodes_counted(resend_ns: u64) -> (Vec<Box<dyn Endpoint>>, Arc<AtomicU64>) {
+    let inv = Arc::new(AtomicU64::new(0));
+    let nodes: Vec<Box<dyn Endpoint>> = vec![
+        Box::new(Pinger::new(0, 2, resend_ns, inv.clone())),
+        Box::new(Pinger::new(1, 2, resend_ns, inv.clone())),
+        Box::new(Echo {
+            id: 2,
+            out: VecDeque::new(),
+        }),
+    ];
+    (nodes, inv)
+}
+
+fn nodes(resend_ns: u64) -> Vec<Box<dyn Endpoint>> {
+    nodes_counted(resend_ns).0
+}
+
+fn fabrics(faults: Faults) -> Vec<Box<dyn Fabric<Box<dyn Endpoint>>>> {
+    let mut sim = Sim::new(LinkConfig::gbps100(), 2);
+    sim.faults = faults;
+    vec![
+        Box::new(sim),
+        Box::new(Mem { mtu: 1500, faults }),
+        Box::new(UdpThreads {
+            mtu: 1500,
+            faults,
+            io: IoModel::Event,
+        }),
+    ]
+}
+
+#[test]
+fn every_fabric_runs_the_same_nodes_through_one_call() {
+    for mut f in fabrics(Faults::default()) {
+        let until = Until::workers(2, 3, 20_000_000_000);
+        let (out, rep) = f
+            .run(nodes(5_000_000_000), &until)
+            .unwrap_or_else(|e| panic!("{}: {e}", f.name()));
+        assert_eq!(rep.fabric, f.name());
+        assert!(rep.finished, "{}: {rep:?}", rep.fabric);
+        assert_eq!(out.len(), 3);
+        assert!(out.iter().all(|n| n.is_done()));
+        assert_eq!(rep.nodes.len(), 3);
+        for w in 0..2 {
+            // lossless: every frame once each way
+            assert_eq!(rep.nodes[w].frames_tx, u64::from(FRAMES), "{}", rep.fabric);
+            assert_eq!(rep.nodes[w].frames_rx, u64::from(FRAMES), "{}", rep.fabric);
+            assert!(rep.nodes[w].done_ns > 0 && rep.nodes[w].done_ns <= rep.time_ns);
+        }
+        assert_eq!(rep.nodes[2].frames_tx, 2 * u64::from(FRAMES));
+        assert_eq!(rep.faults.dropped, 0);
+    }
+}
+
+#[test]
+fn loss_really_drops_frames_on_every_fabric_and_resends_recover() {
+    let faults = Faults {
+        loss: 0.1,
+        seed: 7,
+        ..Faults::default()
+    };
+    for mut f in fabrics(faults) {
+        let until = Until::workers(2, 3, 20_000_000_000);
+        // resend after 20 ms (real time on mem/udp, virtual on sim)
+        let (_, rep) = f.run(nodes(20_000_000), &until).expect("runs");
+        assert!(rep.finished, "{}: {rep:?}", rep.fabric);
+        assert!(rep.faults.dropped > 0, "{}: nothing dropped", rep.fabric);
+        let tx: u64 = rep.nodes[..2].iter().map(|n| n.frames_tx).sum();
+        assert!(
+            tx > 2 * u64::from(FRAMES),
+            "{}: lost frames must be resent ({tx} sent)",
+            rep.fabric
+        );
+    }
+}
+
+#[test]
+fn mem_reorders_like_the_other_fabrics() {
+    let faults = Faults {
+        reorder: 0.3,
+        reorder_delay_ns: 3_000_000,
+        seed: 3,
+        ..Faults::default()
+    };
+    for mut f in fabrics(faults) {
+        let until = Until::workers(2, 3, 20_000_000_000);
+        let (nodes, inversions) = nodes_counted(5_000_000_000);
+        let (out, rep) = f.run(nodes, &until).expect("runs");
+        assert!(rep.finished, "{}", rep.fabric);
+        assert!(out.iter().all(|n| n.is_done()));
+        assert!(rep.faults.reordered > 0, "{}", rep.fabric);
+        // delayed frames arrive after later ones: the pingers see numbers out of order
+        assert!(
+            inversions.load(Ordering::Relaxed) > 0,
+            "{}: no frame arrived out of order",
+            rep.fabric
+        );
+    }
+}
+
+#[test]
+fn nodes_must_have_their_index_as_id() {
+    let mut f = Sim::new(LinkConfig::gbps100(), 0);
+    let bad: Vec<Box<dyn Endpoint>> = vec![Box::new(Echo {
+        id: 3,
+        out: VecDeque::new(),
+    })];
+    let r = f.run(bad, &Until::workers(0, 1, 1_000));
+    assert!(matches!(r, Err(FabricError::BadIds { index: 0, id: 3 })));
+}
