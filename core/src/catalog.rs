@@ -198,7 +198,7 @@ mod lenient_tests {
     fn one_broken_spec_does_not_stop_the_others() {
         let good = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../experiments/netreduce/fig7.yaml"
+            "/../experiments/netreduce/fig7.yaml"
         ))
         .expect("fig7");
         let bad = good
@@ -228,7 +228,7 @@ mod tests {
 
     #[test]
     fn unknown_id_suggests_nearest() {
-        let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../experiments"));
+        let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../experiments"));
         let c = Catalog::load_dir(dir).expect("the tree's specs are valid");
         let e = c.get("netreduce-fig8").expect_err("unknown");
         assert!(

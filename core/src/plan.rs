@@ -307,7 +307,7 @@ mod tests {
     fn fig7() -> Spec {
         let text = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../experiments/netreduce/fig7.yaml"
+            "/../experiments/netreduce/fig7.yaml"
         ))
         .expect("spec");
         Spec::from_yaml(Path::new("fig7.yaml"), &text).expect("valid")

@@ -272,6 +272,11 @@ pub struct Spec {
     pub status: Status,
     #[serde(default)]
     pub workload: Option<String>,
+    /// The devices of the paper's testbed that this experiment's `hardware` class needs
+    /// (`tofino`, `fpga`, `rdma`, `gpu`; see [`TESTBED_DEVICES`]): the planner and `doctor` read
+    /// them here, so the harness knows no paper or system by name.
+    #[serde(default)]
+    pub testbed_devices: Vec<String>,
     pub description: String,
     pub systems: Vec<String>,
     pub fidelity: Vec<Fidelity>,
@@ -300,6 +305,9 @@ pub struct SpecError {
 }
 
 pub const PAPERS: [&str; 5] = ["netreduce", "libra", "aleph", "p4sgd", "luwu"];
+
+/// The device kinds a spec's `testbed_devices` may name.
+pub const TESTBED_DEVICES: [&str; 4] = ["tofino", "fpga", "rdma", "gpu"];
 
 impl Spec {
     /// Parse and validate a spec from its text; `file` is used in error messages.
@@ -355,6 +363,17 @@ impl Spec {
                 "paper_id:",
                 "paper_id",
                 format!("`{}` is not one of {}", self.paper_id, PAPERS.join(", ")),
+            ));
+        }
+        if let Some(d) = self
+            .testbed_devices
+            .iter()
+            .find(|d| !TESTBED_DEVICES.contains(&d.as_str()))
+        {
+            return Err(err(
+                "testbed_devices:",
+                "testbed_devices",
+                format!("`{d}` is not one of {}", TESTBED_DEVICES.join(", ")),
             ));
         }
         if !self.id.starts_with(&format!("{}-", self.paper_id)) {
@@ -620,7 +639,7 @@ mod tests {
     fn fig7() -> String {
         std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../experiments/netreduce/fig7.yaml"
+            "/../experiments/netreduce/fig7.yaml"
         ))
         .expect("fig7 spec in the tree")
     }

@@ -4,6 +4,7 @@ use crate::event::{Event, LogLevel};
 use crate::plan::Point;
 use crate::spec::Fidelity;
 use crate::store::Row;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +51,9 @@ pub struct PointCtx<'a> {
     pub run_id: &'a str,
     pub experiment: &'a str,
     pub cancel: &'a AtomicBool,
+    /// Where a workload that can capture its frames writes pcap files (`reproduce --pcap DIR`);
+    /// `None`: no capture.
+    pub capture_dir: Option<&'a Path>,
     sink: &'a mut dyn FnMut(Event),
     units: &'a dyn Fn(&str) -> String,
 }
@@ -81,9 +85,16 @@ impl<'a> PointCtx<'a> {
             run_id,
             experiment,
             cancel,
+            capture_dir: None,
             sink,
             units,
         }
+    }
+
+    /// The same context, capturing frames into `dir` (see [`PointCtx::capture_dir`]).
+    pub fn with_capture_dir(mut self, dir: Option<&'a Path>) -> Self {
+        self.capture_dir = dir;
+        self
     }
 
     /// A numeric parameter of the point.
