@@ -10,23 +10,19 @@
 //! - [`scenario`]: one training iteration of BytePS, Horovod and ALEPH on those topologies.
 //! - [`motivating`]: the motivating example of Sec. 3.1 (Table 1).
 //! - [`convergence`]: aleph-fig12's accuracy-vs-time model.
-//! - [`draws`]: the share of M-WCHA's draws in which each testbed claim holds.
-//! - [`testbed`]: the testbed experiments on this machine (namespaces, tbf, ALEPH's XDP data plane
-//!   from drivers/xdp, and TCP baselines: BytePS-style PS, ALEPH with TCP, Horovod ring).
-//! - [`workloads`](crate::workloads): the workloads of aleph-table1, -fig13, -fig14, -fig15-16, and
-//!   (testbed) aleph-fig5, -fig6, -fig7, -fig9, -fig11 and -table2.
+//! - [`testbed`]: the testbed's measuring code on this machine (namespaces, tbf, ALEPH's XDP data
+//!   plane from drivers/xdp, and TCP baselines: BytePS-style PS, ALEPH with TCP, Horovod ring).
+//!
+//! The experiments' workloads (every ALEPH spec's `workload:`) are in `inabench-workloads`
+//! (`workloads/src/aleph/`); this crate does not depend on the harness core.
 
 pub mod convergence;
-pub mod draws;
 pub mod flowsim;
 pub mod motivating;
 pub mod mwcha;
 pub mod scenario;
 pub mod testbed;
 pub mod topo;
-mod workload;
-
-use inabench_core::Workload;
 
 /// Errors of this crate's library code.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -37,20 +33,4 @@ pub enum AlephError {
     TooLarge { max: usize, got: usize },
     #[error("the simulation did not converge: {0}")]
     Stuck(String),
-}
-
-/// The workloads this crate registers with the harness.
-pub fn workloads() -> Vec<Box<dyn Workload>> {
-    vec![
-        Box::new(workload::MotivatingExample),
-        Box::new(workload::SimBandwidth),
-        Box::new(workload::SimOverhead),
-        Box::new(workload::SimHops),
-        Box::new(testbed::workloads::TestbedTraining),
-        Box::new(testbed::workloads::AggregationCpu),
-        Box::new(testbed::workloads::PacketLatency),
-        Box::new(testbed::multicast::MulticastCpu),
-        Box::new(convergence::AccuracyVsTime),
-        Box::new(draws::MwchaDraws),
-    ]
 }

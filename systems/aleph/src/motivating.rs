@@ -161,6 +161,31 @@ impl Example {
     }
 }
 
+/// Sec. 3.2's clustering of the example (Fig. 1(c), aleph.txt:95): w3 aggregates w1 and w2, w0
+/// sends to the PS directly.
+pub fn paper_example_clustering(e: &Example) -> Result<Clustering, AlephError> {
+    if e.worker_bw != [10.0, 10.0, 10.0, 30.0] {
+        return Err(AlephError::Invalid(
+            "the paper's clustering is defined for workers at 10, 10, 10 and 30 Gbps".into(),
+        ));
+    }
+    Ok(Clustering {
+        clusters: vec![
+            mwcha::Cluster {
+                aggregator: 3,
+                members: vec![1, 2],
+                direct: false,
+            },
+            mwcha::Cluster {
+                aggregator: 0,
+                members: vec![],
+                direct: true,
+            },
+        ],
+        ..Default::default()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,11 +1,10 @@
 //! The single-aggregator measurements of aleph-fig5, -table2 and -fig7: every returned aggregate
-//! is checked inside (a wrong one is an error), the affinity limit is lifted afterwards, and the
-//! clusterings the testbed uses are valid. Needs root, clang and libbpf for the network parts:
-//! skipped with a message without them, required when `CI` is set.
+//! is checked inside (a wrong one is an error) and the affinity limit is lifted afterwards (the
+//! clusterings the testbed uses: workloads/tests/aleph_testbed_clustering.rs). Needs root, clang
+//! and libbpf: skipped with a message without them, required when `CI` is set.
 
 use inabench_aleph::testbed::cpu::{Path, measure};
 use inabench_aleph::testbed::latency;
-use inabench_aleph::testbed::workloads::{clustering, paper_clustering};
 use inabench_xdp::AttachMode;
 use std::time::Duration;
 
@@ -30,27 +29,6 @@ fn allowed() -> usize {
         libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
         libc::CPU_COUNT(&set) as usize
     }
-}
-
-#[test]
-fn clusterings_are_trees_under_the_ps() {
-    let rates = [30.0, 20.0, 20.0, 10.0, 10.0, 10.0, 10.0, 10.0];
-    for seed in 0..20 {
-        let p = clustering(&rates, seed).unwrap();
-        for (w, &a) in p.iter().enumerate() {
-            assert!(a == 8 || (a != w && p[a] == 8), "seed {seed}: {p:?}");
-        }
-        // capacities from bandwidth: 30 -> 2 members, 20 -> 1, 10 -> none
-        for (a, r) in rates.iter().enumerate() {
-            let kids = p.iter().filter(|&&x| x == a).count();
-            assert!(kids < (r / 10.0) as usize, "seed {seed}: {p:?}");
-        }
-    }
-    assert_eq!(
-        paper_clustering(&rates).unwrap(),
-        vec![8, 8, 8, 0, 0, 1, 2, 8]
-    );
-    assert!(paper_clustering(&rates[..7]).is_err());
 }
 
 #[test]

@@ -12,7 +12,6 @@ pub mod multicast;
 pub mod net;
 pub mod proto;
 pub mod udp;
-pub mod workloads;
 pub mod xdp;
 
 /// Errors of the testbed runs.

@@ -2,18 +2,18 @@
 //! claims. The testbed experiments (aleph-fig9 to -fig12, aleph-table1) run the clustering the
 //! paper states for its testbed; this workload draws M-WCHA `draws` times on the same instance
 //! and reports, per claim, the share of draws in which the claim's condition holds in the
-//! bandwidth model of [`crate::convergence::comm_time`] (the modelled class of aleph-fig9 and
+//! bandwidth model of [`inabench_aleph::convergence::comm_time`] (the modelled class of aleph-fig9 and
 //! -fig11), plus the share of draws that give the paper's clustering.
 //!
 //! Instances: `testbed` (Sec. 6.3: workers at 30, 20, 20 and 5 x 10 Gbps, a 40 Gbps PS, every
 //! pair adjacent, capacities from bandwidth alone; the model's gradient) and `table1` (Sec. 3.1:
 //! 10, 10, 10, 30 Gbps, a 20 Gbps PS, 4.2 Gb; Sec. 3.1's arithmetic,
-//! [`crate::motivating::Example`]). Draw d uses seed d, as repetition d of the testbed
+//! [`inabench_aleph::motivating::Example`]). Draw d uses seed d, as repetition d of the testbed
 //! experiments does with `clustering: mwcha`.
 
-use crate::convergence::{System, comm_time};
-use crate::motivating::Example;
-use crate::testbed::workloads::{clustering, model_bytes, model_mb, paper_clustering};
+use super::testbed_training::{clustering, model_bytes, model_mb, paper_clustering};
+use inabench_aleph::convergence::{System, comm_time};
+use inabench_aleph::motivating::Example;
 use inabench_core::event::LogLevel;
 use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
 
@@ -227,7 +227,7 @@ impl Workload for MwchaDraws {
                 let mut paper = 0usize;
                 for seed in 0..draws as u64 {
                     let (inst, c) = e.cluster(seed).map_err(invalid)?;
-                    if crate::mwcha::validate(&inst, &c).total() > 0 {
+                    if inabench_aleph::mwcha::validate(&inst, &c).total() > 0 {
                         return Err(WorkloadError::WrongResult(format!(
                             "draw {seed}: M-WCHA's clustering breaks Eq. 1"
                         )));

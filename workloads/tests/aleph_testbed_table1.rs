@@ -5,7 +5,9 @@
 //! (w3 sends about 3 G, a plain worker G, the PS 2 G). Needs root, clang
 //! and libbpf: skipped with a message without them, required when `CI` is set.
 
-use inabench_aleph::testbed::workloads::{model_bytes, run_testbed};
+#![cfg(feature = "aleph")]
+
+use inabench_workloads::aleph::testbed_training::{model_bytes, run_testbed};
 
 fn ready() -> bool {
     match inabench_xdp::unavailable() {

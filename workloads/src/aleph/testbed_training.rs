@@ -1,32 +1,31 @@
-//! The testbed workloads: `aleph.testbed_training` (aleph-fig9 and aleph-fig11: eight
-//! rate-limited worker namespaces and a PS; BytePS and Horovod over TCP, ALEPH with M-WCHA's
-//! clustering and the aggregation in XDP) and `aleph.aggregation_cpu` (aleph-fig5 and
-//! aleph-table2: aggregation throughput and CPU of XDP-driver, XDP-generic and TCP under CPU
-//! affinity).
+//! `aleph.testbed_training` (aleph-fig9, aleph-fig10 and aleph-fig11: eight rate-limited worker
+//! namespaces and a PS; BytePS and Horovod over TCP, ALEPH with M-WCHA's clustering and the
+//! aggregation in XDP), and the testbed helpers the other ALEPH workloads share: the testbed's
+//! clusterings, the model's gradient sizes and traffic, and one emulated run (aleph-table1).
 //!
 //! A testbed run of one (model, system, repetition) serves every `machine` point of it: the
 //! outcome is kept in a process-wide cache keyed by every parameter but `machine`.
 
-use super::TestbedError;
-use super::net::{Iteration, TcpRing, TcpTree, Testbed};
-use super::xdp::XdpTree;
-use crate::mwcha::{self, Instance, Options};
+use inabench_aleph::mwcha::{self, Instance, Options};
+use inabench_aleph::testbed::TestbedError;
+use inabench_aleph::testbed::net::{Iteration, TcpRing, TcpTree, Testbed};
+use inabench_aleph::testbed::xdp::XdpTree;
 use inabench_core::event::LogLevel;
 use inabench_core::{Fidelity, PointCtx, Scalar, Workload, WorkloadError};
 use inabench_rng::SplitMix64;
 use inabench_xdp::AttachMode;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
 
-fn err(e: TestbedError) -> WorkloadError {
+/// A testbed error as the workload's: a wrong aggregate fails the point as a wrong result.
+pub(super) fn err(e: TestbedError) -> WorkloadError {
     match e {
         TestbedError::Wrong(w) => WorkloadError::WrongResult(w),
         other => WorkloadError::Invalid(other.to_string()),
     }
 }
 
-fn str_param(ctx: &PointCtx<'_>, name: &str) -> Result<String, WorkloadError> {
+pub(super) fn str_param(ctx: &PointCtx<'_>, name: &str) -> Result<String, WorkloadError> {
     match ctx.point.params.get(name) {
         Some(Scalar::Str(s)) => Ok(s.clone()),
         _ => Err(WorkloadError::Param(name.to_string())),
@@ -250,11 +249,11 @@ pub fn model_bytes(system: &str, parent: &[usize], g: f64) -> Result<Vec<f64>, W
 }
 
 /// The modelled class: one iteration of `system` on the flow-level model of the testbed's star
-/// ([`crate::convergence::comm_time`]: max-min fair, every access link at its rate in both
+/// ([`inabench_aleph::convergence::comm_time`]: max-min fair, every access link at its rate in both
 /// directions, the model's real gradient size) and each machine's [`model_bytes`] over that
 /// time. No compute, no protocol overheads: each system's bandwidth bound.
 fn model_outcome(system: &str, s: &Setup, seed: u64) -> Result<Outcome, WorkloadError> {
-    use crate::convergence::{System, comm_time};
+    use inabench_aleph::convergence::{System, comm_time};
     let n = s.rates_gbps.len() - 1;
     let (rates, ps) = (&s.rates_gbps[..n], s.rates_gbps[n]);
     let g = s.mb * 1e6;
@@ -498,7 +497,7 @@ impl Workload for TestbedTraining {
                 LogLevel::Info,
                 format!(
                     "placement: all 9 machines' threads share this host's cores {:?} unpinned (every data plane's senders, receivers and aggregators; XDP programs in the NET_RX softirq of the CPU that sends into their link), with other processes of the host",
-                    super::cpu::allowed_cores()
+                    inabench_aleph::testbed::cpu::allowed_cores()
                 ),
             );
         }
@@ -541,247 +540,6 @@ impl Workload for TestbedTraining {
                 }
             }
         }
-        ctx.progress(1, 1);
-        Ok(())
-    }
-}
-
-static CPU_CACHE: Mutex<Option<HashMap<String, super::cpu::Measure>>> = Mutex::new(None);
-
-/// aleph-fig5 and aleph-table2: aggregation throughput and CPU of the three data paths.
-pub struct AggregationCpu;
-
-impl Workload for AggregationCpu {
-    fn id(&self) -> &'static str {
-        "aleph.aggregation_cpu"
-    }
-    fn fidelities(&self) -> &'static [Fidelity] {
-        &[Fidelity::Emulated]
-    }
-    fn fabric(&self, _f: Fidelity) -> &'static str {
-        "netns"
-    }
-    fn systems(&self) -> Option<&'static [&'static str]> {
-        Some(&[
-            "aleph_xdp_driver",
-            "aleph_xdp_generic",
-            "aleph_tcp",
-            "aleph_tcp_segmented",
-            "aleph_udp",
-        ])
-    }
-    fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
-        use super::cpu::{Path, measure};
-        if !inabench_fabric::netns::is_root() {
-            return Err(WorkloadError::Invalid(TestbedError::NotRoot.to_string()));
-        }
-        let system = ctx.system().to_string();
-        let path = Path::parse(&system)
-            .ok_or_else(|| WorkloadError::Invalid(format!("no data path `{system}`")))?;
-        let available = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let placement = |cores: usize, load: bool| {
-            format!(
-                "placement: the whole process is limited by affinity to the first {cores} of the cores it may use ({:?}); the 2 senders{}{} share them unpinned (on veth the receive path and the XDP program run in the NET_RX softirq of the sending CPU), and other processes of the host may run there too",
-                super::cpu::allowed_cores(),
-                if matches!(path, Path::Tcp | Path::TcpSegmented) {
-                    ", the TCP aggregation service's threads and their TCP receive paths"
-                } else {
-                    ", the XDP program"
-                },
-                if load { " and the background load" } else { "" }
-            )
-        };
-        if ctx.declares("packet_loss") && !ctx.declares("agg_throughput") {
-            // aleph-fig6: loss at a fixed offered rate under a background load
-            let cores = ctx.count("cores")?;
-            if cores == 0 || cores > available {
-                return Err(WorkloadError::Invalid(format!(
-                    "{cores} cores are not runnable on this host ({available} cores)"
-                )));
-            }
-            let offered = ctx.param("offered_gbps")? * ctx.param("rate_scale")?;
-            let secs = Duration::from_secs_f64(ctx.param("duration_s")?);
-            let load = ctx.param("cpu_target_pct")?;
-            let isolated = ctx.text("placement").ok().as_deref() == Some("isolated");
-            let m = match path {
-                Path::Xdp(mode) if isolated => {
-                    if cores != 1 {
-                        return Err(WorkloadError::Invalid(
-                            "placement isolated measures one core (cores: 1)".into(),
-                        ));
-                    }
-                    ctx.log(
-                        LogLevel::Info,
-                        format!(
-                            "placement: the aggregator's receive path (threaded NAPI, normal priority; the XDP program runs there) and the background load on core {:?}; the 2 senders and the members' receive paths on the others",
-                            super::cpu::allowed_cores().first()
-                        ),
-                    );
-                    super::cpu::measure_isolated_loss(mode, secs, offered, load).map_err(err)?
-                }
-                _ => {
-                    ctx.log(LogLevel::Info, placement(cores, true));
-                    super::cpu::measure_loaded(path, cores, secs, Some(offered), load)
-                        .map_err(err)?
-                }
-            };
-            ctx.log(LogLevel::Info, format!("{system}, load {load}%: {m:?}"));
-            ctx.record("packet_loss", m.loss_pct);
-            ctx.record("cpu_usage", m.host_cores / cores as f64 * 100.0);
-        } else if ctx.declares("agg_throughput") {
-            // aleph-fig5: the maximum with `cores` cores
-            let cores = ctx.count("cores")?;
-            if cores == 0 || cores > available {
-                return Err(WorkloadError::Invalid(format!(
-                    "{cores} cores are not runnable on this host ({available} cores)"
-                )));
-            }
-            let step = Duration::from_secs_f64(ctx.param("step_duration_s")?);
-            let limit = ctx.param("loss_limit_pct")?;
-            let steps = if ctx.point.params.contains_key("search_steps") {
-                ctx.count("search_steps")?
-            } else {
-                0
-            };
-            ctx.log(LogLevel::Info, placement(cores, false));
-            // as much as the senders can offer first; if that loses more than the limit, a
-            // bisection of the offered load between nothing and what they offered finds the
-            // highest rate aggregated within the limit
-            let first = measure(path, cores, step, None).map_err(err)?;
-            ctx.log(
-                LogLevel::Info,
-                format!("{system}, {cores} cores, unpaced: {first:?}"),
-            );
-            let mut best = (first.loss_pct <= limit).then_some(first);
-            if best.is_none() && steps > 0 {
-                let (mut lo, mut hi) = (0.0, first.gbps / (1.0 - first.loss_pct / 100.0).max(1e-3));
-                for _ in 0..steps {
-                    if ctx.cancelled() {
-                        break;
-                    }
-                    let offered = (lo + hi) / 2.0;
-                    let m = measure(path, cores, step, Some(offered)).map_err(err)?;
-                    ctx.log(
-                        LogLevel::Info,
-                        format!("{system}, {cores} cores, offered {offered:.3} Gbit/s: {m:?}"),
-                    );
-                    if m.loss_pct <= limit {
-                        lo = offered;
-                        if best.is_none_or(|b| m.gbps > b.gbps) {
-                            best = Some(m);
-                        }
-                    } else {
-                        hi = offered;
-                    }
-                }
-            }
-            // nothing within the limit (no search, or none of its steps): the unpaced rate,
-            // with its loss recorded beside it
-            let m = best.unwrap_or(first);
-            ctx.record("agg_throughput", m.gbps);
-            ctx.record_if_declared("packet_loss", m.loss_pct);
-        } else {
-            // aleph-table2: CPU while aggregating at the target rate times rate_scale, with
-            // every core of this host
-            let target = ctx.param("throughput_gbps")? * ctx.param("rate_scale")?;
-            let secs = ctx.param("duration_s")?;
-            let k = format!(
-                "{}|{system}|{}|{}|{target}|{secs}",
-                ctx.experiment, ctx.repetition, ctx.warmup
-            );
-            let cached = CPU_CACHE
-                .lock()
-                .ok()
-                .and_then(|c| c.as_ref().and_then(|m| m.get(&k).copied()));
-            let m = match cached {
-                Some(m) => m,
-                None => {
-                    let m = measure(path, available, Duration::from_secs_f64(secs), Some(target))
-                        .map_err(err)?;
-                    if let Ok(mut c) = CPU_CACHE.lock() {
-                        c.get_or_insert_with(HashMap::new).insert(k, m);
-                    }
-                    m
-                }
-            };
-            ctx.log(
-                LogLevel::Info,
-                format!("{system} at {target} Gbit/s: {m:?}"),
-            );
-            ctx.log(LogLevel::Info, placement(available, false));
-            ctx.record("cpu_cores", m.cpu_cores);
-            ctx.record("achieved_gbps", m.gbps);
-            ctx.record_if_declared("host_cores", m.host_cores);
-        }
-        ctx.progress(1, 1);
-        Ok(())
-    }
-}
-
-/// aleph-fig7: mean communication time of a 128-gradient packet vs packet rate.
-pub struct PacketLatency;
-
-impl Workload for PacketLatency {
-    fn id(&self) -> &'static str {
-        "aleph.packet_latency"
-    }
-    fn fidelities(&self) -> &'static [Fidelity] {
-        &[Fidelity::Emulated]
-    }
-    fn fabric(&self, _f: Fidelity) -> &'static str {
-        "netns"
-    }
-    fn systems(&self) -> Option<&'static [&'static str]> {
-        Some(&["aleph_xdp_driver", "aleph_tcp"])
-    }
-    fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
-        use super::latency;
-        if !inabench_fabric::netns::is_root() {
-            return Err(WorkloadError::Invalid(TestbedError::NotRoot.to_string()));
-        }
-        let rate = ctx.param("rate_pps")?;
-        let d = Duration::from_secs_f64(ctx.param("duration_s")?);
-        let l = match ctx.system() {
-            "aleph_xdp_driver" => latency::xdp(rate, d),
-            "aleph_tcp" => latency::tcp(rate, d),
-            other => {
-                return Err(WorkloadError::Invalid(format!(
-                    "fig7 measures aleph_xdp_driver and aleph_tcp, not `{other}`"
-                )));
-            }
-        }
-        .map_err(err)?;
-        ctx.log(
-            LogLevel::Info,
-            format!("{} at {rate} packets/s: {l:?}", ctx.system()),
-        );
-        ctx.log(
-            LogLevel::Info,
-            format!(
-                "placement: the process may use cores {:?}, unpinned; the sender thread, the thread receiving the aggregates and the {} share them (on veth the receive path runs in the NET_RX softirq of the sending CPU)",
-                super::cpu::allowed_cores(),
-                if ctx.system() == "aleph_tcp" {
-                    "aggregator's thread, its TCP receive path"
-                } else {
-                    "XDP program"
-                }
-            ),
-        );
-        if let Some(why) = l.not_sustained(rate) {
-            return Err(WorkloadError::Invalid(format!(
-                "{rate} packets/s is not sustained on this host ({why}); the point is not a measurement of the communication time at that rate"
-            )));
-        }
-        if l.returned == 0 {
-            return Err(WorkloadError::WrongResult(format!(
-                "none of {} packets came back aggregated",
-                l.sent
-            )));
-        }
-        ctx.record("comm_time", l.mean_us);
-        ctx.record("achieved_pps", l.achieved_pps);
-        ctx.record_if_declared("returned_pps", l.returned_pps);
-        ctx.counter("lost", l.sent - l.returned);
         ctx.progress(1, 1);
         Ok(())
     }
