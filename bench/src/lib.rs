@@ -30,8 +30,9 @@ pub fn probe_request(entry: Entry, results: &Path) -> inabench::runner::RunReque
         results: results.to_path_buf(),
         placement: inabench::runner::Placement::InProcess,
         command: vec![],
-        testbed_name: "bench".into(),
-        testbed_text: String::new(),
+        testbed_name: "local".into(),
+        testbed_text: inabench::testbed::local_text(),
+        capture_dir: None,
     }
 }
 

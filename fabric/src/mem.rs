@@ -49,6 +49,9 @@ fn thread_cpu_ns() -> u64 {
 
 type Frame = (NodeId, Vec<u8>);
 
+/// A sender's delay line of reordered frames: (due, sequence, to, frame), earliest first.
+type DelayLine = BinaryHeap<Reverse<(Nanos, u64, NodeId, Vec<u8>)>>;
+
 /// Run `nodes` (node i has id i) until every node that `counts(i)` is done, or `deadline` passes.
 /// Returns the nodes and the report.
 pub fn run<N: Endpoint + 'static>(
@@ -83,9 +86,9 @@ pub fn run<N: Endpoint + 'static>(
             let now = || start.elapsed().as_nanos() as Nanos;
             let mut reported = false;
             // the delay line of reordered frames: (due, sequence, to, frame)
-            let mut held: BinaryHeap<Reverse<(Nanos, u64, NodeId, Vec<u8>)>> = BinaryHeap::new();
+            let mut held: DelayLine = BinaryHeap::new();
             let mut held_seq = 0u64;
-            let release = |held: &mut BinaryHeap<Reverse<(Nanos, u64, NodeId, Vec<u8>)>>| {
+            let release = |held: &mut DelayLine| {
                 let t = now();
                 while held.peek().is_some_and(|r| r.0.0 <= t) {
                     if let Some(Reverse((_, _, to, b))) = held.pop() {
@@ -95,7 +98,7 @@ pub fn run<N: Endpoint + 'static>(
             };
             let send_all = |node: &mut N,
                             st: &mut MemNodeStats,
-                            held: &mut BinaryHeap<Reverse<(Nanos, u64, NodeId, Vec<u8>)>>,
+                            held: &mut DelayLine,
                             held_seq: &mut u64| {
                 while let Some(t) = node.poll_transmit(now()) {
                     st.frames_tx += 1;

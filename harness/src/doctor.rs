@@ -312,6 +312,17 @@ pub enum Need {
 }
 
 impl Need {
+    /// A spec's `testbed_devices` kind.
+    pub fn from_kind(kind: &str) -> Option<Need> {
+        Some(match kind {
+            "tofino" => Need::P4Switch,
+            "fpga" => Need::Fpga,
+            "rdma" => Need::Rdma,
+            "gpu" => Need::Gpu,
+            _ => return None,
+        })
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Need::P4Switch => "a P4Runtime switch (Tofino) in the testbed file",
@@ -338,22 +349,12 @@ impl Need {
 /// Tofino; its GPUSync baselines need GPUs. ALEPH (ToN'24): GPU servers for the training figures.
 /// LuWu: GPU servers with RDMA NICs.
 pub fn hardware_needs(spec: &Spec) -> Vec<Need> {
-    let has = |prefix: &str| spec.systems.iter().any(|s| s.starts_with(prefix));
-    let mut v = match spec.paper_id.as_str() {
-        "netreduce" => vec![Need::Fpga, Need::Rdma, Need::Gpu],
-        "libra" => vec![Need::P4Switch],
-        "p4sgd" => vec![Need::Fpga, Need::P4Switch],
-        "aleph" if has("byteps") || has("horovod") => vec![Need::Gpu],
-        "aleph" => Vec::new(),
-        "luwu" => vec![Need::Gpu, Need::Rdma],
-        _ => Vec::new(),
-    };
-    if has("switchml") || has("atp") {
-        v.push(Need::P4Switch);
-    }
-    if has("gpusync") {
-        v.push(Need::Gpu);
-    }
+    // the spec names them (validated against the same four kinds)
+    let mut v: Vec<Need> = spec
+        .testbed_devices
+        .iter()
+        .filter_map(|d| Need::from_kind(d))
+        .collect();
     v.sort();
     v.dedup();
     v

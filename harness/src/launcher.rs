@@ -68,9 +68,36 @@ pub enum Msg {
     },
     Done {
         ok: bool,
-        error: Option<String>,
+        error: Option<JobFailure>,
     },
     Exit,
+}
+
+/// Why a job did not succeed, typed across the agent channel (the runner keeps a wrong
+/// result's rows and goes on; any other failure stops the run).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum JobFailure {
+    #[error("wrong result: {message}")]
+    WrongResult { message: String },
+    #[error("interrupted")]
+    Interrupted,
+    #[error("{message}")]
+    Failed { message: String },
+}
+
+impl From<inabench_core::WorkloadError> for JobFailure {
+    fn from(e: inabench_core::WorkloadError) -> JobFailure {
+        match e {
+            inabench_core::WorkloadError::WrongResult(message) => {
+                JobFailure::WrongResult { message }
+            }
+            inabench_core::WorkloadError::Interrupted => JobFailure::Interrupted,
+            other => JobFailure::Failed {
+                message: other.to_string(),
+            },
+        }
+    }
 }
 
 /// One repetition of one point, as an agent receives it.
@@ -86,6 +113,9 @@ pub struct Job {
     pub run_id: String,
     pub experiment: String,
     pub units: BTreeMap<String, String>,
+    /// `--pcap DIR` (a path on the agent's host).
+    #[serde(default)]
+    pub capture_dir: Option<std::path::PathBuf>,
 }
 
 /// A process a launcher started: an agent (`local`), an ssh client running one agent (`ssh`), or
@@ -408,7 +438,7 @@ impl Agent {
         &mut self,
         job: &Job,
         on_event: &mut dyn FnMut(Event),
-    ) -> Result<Result<(), String>, LaunchError> {
+    ) -> Result<Result<(), JobFailure>, LaunchError> {
         serde_json::to_writer(&mut self.writer, &Msg::Job(Box::new(job.clone())))
             .map_err(|e| LaunchError::Protocol(e.to_string()))?;
         self.writer.write_all(b"\n")?;
@@ -446,7 +476,9 @@ impl Agent {
                     return Ok(if ok {
                         Ok(())
                     } else {
-                        Err(error.unwrap_or_default())
+                        Err(error.unwrap_or(JobFailure::Failed {
+                            message: "the agent gave no reason".into(),
+                        }))
                     });
                 }
                 Ok(other) => return Err(LaunchError::Protocol(format!("unexpected {other:?}"))),
@@ -503,44 +535,23 @@ pub fn agent_main(
             Ok(other) => return Err(LaunchError::Protocol(format!("unexpected {other:?}"))),
             Err(e) => return Err(LaunchError::Protocol(e.to_string())),
         };
-        let result = match registry.get(&job.workload) {
-            None => Err(format!("this agent has no workload `{}`", job.workload)),
-            Some(w) => {
-                let mut io_err: Option<std::io::Error> = None;
-                let mut sink = |event: Event| {
-                    if io_err.is_some() {
-                        return;
-                    }
-                    let r = serde_json::to_writer(&mut writer, &Msg::Event { event })
-                        .map_err(std::io::Error::from)
-                        .and_then(|_| writer.write_all(b"\n"));
-                    if let Err(e) = r {
-                        io_err = Some(e);
-                    }
-                };
-                let units = |m: &str| job.units.get(m).cloned().unwrap_or_default();
-                let fabric = w.fabric(job.fidelity);
-                let mut ctx = inabench_core::PointCtx::new(
-                    &job.point,
-                    job.index,
-                    job.fidelity,
-                    fabric,
-                    job.repetition,
-                    job.warmup,
-                    job.seed,
-                    &job.run_id,
-                    &job.experiment,
-                    &cancel,
-                    &mut sink,
-                    &units,
-                );
-                let r = w.run(&mut ctx).map_err(|e| e.to_string());
-                if let Some(e) = io_err {
-                    return Err(e.into());
-                }
-                r
+        let mut io_err: Option<std::io::Error> = None;
+        let mut sink = |event: Event| {
+            if io_err.is_some() {
+                return;
+            }
+            let r = serde_json::to_writer(&mut writer, &Msg::Event { event })
+                .map_err(std::io::Error::from)
+                .and_then(|_| writer.write_all(b"\n"));
+            if let Err(e) = r {
+                io_err = Some(e);
             }
         };
+        // the same path as a job in the runner's own process
+        let result = crate::executor::run_here(registry, &job, &cancel, &mut sink);
+        if let Some(e) = io_err {
+            return Err(e.into());
+        }
         let done = match result {
             Ok(()) => Msg::Done {
                 ok: true,

@@ -4,6 +4,7 @@
 
 pub mod dashboard;
 pub mod doctor;
+pub mod executor;
 pub mod headless;
 pub mod launcher;
 pub mod p4switch;

@@ -195,14 +195,16 @@ fn run(cli: Cli) -> Result<i32> {
             format,
             pcap,
         } => {
-            if let Some(dir) = pcap {
-                std::fs::create_dir_all(&dir)
-                    .with_context(|| format!("cannot create the pcap folder {}", dir.display()))?;
-                let abs = dir.canonicalize().unwrap_or(dir);
-                // SAFETY: set once, before the runner or any other thread starts; read by the
-                // workloads and inherited by agents
-                unsafe { std::env::set_var("INABENCH_PCAP_DIR", abs) };
-            }
+            // handed to the workloads through their point context (and to agents in each job)
+            let capture_dir = match pcap {
+                Some(dir) => {
+                    std::fs::create_dir_all(&dir).with_context(|| {
+                        format!("cannot create the pcap folder {}", dir.display())
+                    })?;
+                    Some(dir.canonicalize().unwrap_or(dir))
+                }
+                None => None,
+            };
             let fidelity: Vec<Fidelity> = match fidelity {
                 None => Vec::new(),
                 Some(list) => list
@@ -245,6 +247,7 @@ fn run(cli: Cli) -> Result<i32> {
                 placement,
                 &formats,
                 &results,
+                capture_dir,
             )?;
             if all {
                 println!();
@@ -657,6 +660,7 @@ fn reproduce(
     placement: Placement,
     formats: &[Format],
     results: &Path,
+    capture_dir: Option<PathBuf>,
 ) -> Result<i32> {
     let cat = load_catalog()?;
     // resolve every id first, so a typo in the third id fails before the first runs
@@ -703,6 +707,7 @@ fn reproduce(
             command: std::env::args().collect(),
             testbed_name: testbed_name.clone(),
             testbed_text: testbed_text.clone(),
+            capture_dir: capture_dir.clone(),
         };
         let prepared = runner::prepare(&req, &registry)?;
         let run_dir = prepared.run_dir.clone();
@@ -764,11 +769,7 @@ fn reproduce(
 
 /// The embedded default testbed.
 fn local_testbed() -> String {
-    inabench::embedded::EMBEDDED
-        .iter()
-        .find(|(p, _)| p.ends_with("testbeds/local.yaml"))
-        .map(|(_, t)| t.to_string())
-        .unwrap_or_default()
+    inabench::testbed::local_text()
 }
 
 /// Compact, analyse and write the reports of a run folder; print the summary.

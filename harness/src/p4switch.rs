@@ -9,12 +9,10 @@ use inabench_p4rt::client::{Controller, update};
 use inabench_p4rt::pb::p4::v1 as p4;
 use inabench_p4rt::program;
 
-/// The program description of a system, if it runs on a programmable switch here.
+/// The program description of a system, if it runs on a programmable switch here (the P4
+/// driver lists the programs it can describe).
 pub fn program_of(system: &str) -> Option<program::Program> {
-    match system {
-        "switchml" => Some(program::switchml(128)),
-        _ => None,
-    }
+    program::for_system(system)
 }
 
 /// Program `systems` on the switch at `tb`'s P4Runtime address for `workers` workers; returns

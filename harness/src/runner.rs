@@ -4,7 +4,8 @@
 //! 100 ms and at every interruption, so `q`, Ctrl-C or a killed worker keep every finished
 //! row; the manifest then says `incomplete` and `--resume` runs only what is missing.
 
-use crate::launcher::{Agent, Job, LaunchError, Launcher, LocalLauncher, RemoteLauncher};
+use crate::executor::{Agents, Executor, InProcess};
+use crate::launcher::{Job, JobFailure, LaunchError, RemoteLauncher};
 use crate::registry::Registry;
 use inabench_core::catalog::Entry;
 use inabench_core::event::{Event, LogLevel, PlannedPoint};
@@ -12,7 +13,6 @@ use inabench_core::plan::{self, Plan, PlanError};
 use inabench_core::rng::SplitMix64;
 use inabench_core::spec::Fidelity;
 use inabench_core::store::{self, HostFacts, Manifest, Record, RunStatus, RunWriter, StoreError};
-use inabench_core::{PointCtx, WorkloadError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -104,6 +104,8 @@ pub struct RunRequest {
     pub command: Vec<String>,
     pub testbed_name: String,
     pub testbed_text: String,
+    /// `--pcap DIR`: workloads that can capture their frames write pcap files here.
+    pub capture_dir: Option<PathBuf>,
 }
 
 /// A planned run with its folder and manifest, ready to execute.
@@ -115,6 +117,9 @@ pub struct Prepared {
     pub workload: String,
     pub placement: Placement,
     pub units: BTreeMap<String, String>,
+    pub capture_dir: Option<PathBuf>,
+    /// The testbed, parsed once.
+    pub testbed: crate::testbed::Testbed,
     started: Instant,
 }
 
@@ -173,15 +178,16 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
             BTreeSet::new(),
         )
     };
+    // the testbed, parsed once for the whole run
+    let tb = crate::testbed::Testbed::from_yaml(
+        std::path::Path::new(&req.testbed_name),
+        &req.testbed_text,
+    )
+    .map_err(|e| RunError::Testbed(e.to_string()))?;
     // The classes the planner may pick: the workload's, with `hardware` only when the devices the
     // experiment needs were found by the probes `inabench doctor` prints (so the two agree).
     let implemented = workload.fidelities();
     let (classes, devices_note) = if implemented.contains(&Fidelity::Hardware) {
-        let tb = crate::testbed::Testbed::from_yaml(
-            std::path::Path::new(&req.testbed_name),
-            &req.testbed_text,
-        )
-        .map_err(|e| RunError::Testbed(e.to_string()))?;
         let devices = crate::doctor::Devices::from_checks(&crate::doctor::checks(Some(&tb)));
         let missing = devices.missing(&crate::doctor::hardware_needs(spec));
         let note = if missing.is_empty() {
@@ -263,30 +269,6 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         .iter()
         .map(|f| format!("{f}: {} (software)", workload.fabric(*f)))
         .collect();
-    // a testbed with a P4Runtime switch: program it for the plan's systems first
-    let tb = crate::testbed::Testbed::from_yaml(
-        std::path::Path::new(&req.testbed_name),
-        &req.testbed_text,
-    )
-    .map_err(|e| RunError::Testbed(e.to_string()))?;
-    if let Some(p4) = &tb.switch.p4runtime {
-        let systems: Vec<String> = plan
-            .points
-            .iter()
-            .map(|p| p.system.clone())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        let workers = spec
-            .parameters
-            .get("workers")
-            .and_then(|v| v.as_f64())
-            .unwrap_or(2.0) as usize;
-        drivers.extend(
-            crate::p4switch::program_switch(p4, &systems, workers)
-                .map_err(|e| RunError::Testbed(format!("{e:#}")))?,
-        );
-    }
     if let Some(l) = req.placement.launcher_name() {
         // replaced by where the agents ran once they connected
         drivers.push(format!("launcher {l}"));
@@ -340,6 +322,8 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         workload: wid,
         placement: req.placement.clone(),
         units,
+        capture_dir: req.capture_dir.clone(),
+        testbed: tb,
         started: Instant::now(),
     })
 }
@@ -355,12 +339,69 @@ pub struct RunOutcome {
 /// Execute a prepared run, streaming events to `tx`. `cancel` (the dashboard's `q`) and
 /// SIGINT/SIGTERM stop it after the current repetition.
 pub fn execute(
-    mut p: Prepared,
+    p: Prepared,
     reg: &Registry,
     tx: Sender<Event>,
     cancel: Arc<AtomicBool>,
 ) -> Result<RunOutcome, RunError> {
+    // the processes the CPU sampler follows: this one, and the agents once they start
+    let pids: Arc<Mutex<Vec<(u32, String)>>> =
+        Arc::new(Mutex::new(vec![(std::process::id(), "runner".to_string())]));
+    match p.placement.clone() {
+        Placement::InProcess => {
+            let flag = cancel.clone();
+            let mut ex = InProcess {
+                registry: reg,
+                cancel: &flag,
+            };
+            execute_with(p, reg, tx, cancel, pids, &mut ex)
+        }
+        placement => {
+            let mut ex = Agents::new(placement, pids.clone());
+            let r = execute_with(p, reg, tx, cancel, pids, &mut ex);
+            ex.shutdown();
+            r
+        }
+    }
+}
+
+/// [`execute`] through a given [`Executor`] (tests use [`crate::executor::Scripted`]).
+pub fn execute_with(
+    mut p: Prepared,
+    reg: &Registry,
+    tx: Sender<Event>,
+    cancel: Arc<AtomicBool>,
+    pids: Arc<Mutex<Vec<(u32, String)>>>,
+    executor: &mut dyn Executor,
+) -> Result<RunOutcome, RunError> {
     let stop = || cancel.load(Ordering::Relaxed) || SIGNALLED.load(Ordering::Relaxed);
+    // a testbed with a P4Runtime switch: program it for the plan's systems before the first
+    // point (here, not in `prepare`, which only plans and writes the run folder)
+    if let Some(p4) = p.testbed.switch.p4runtime.clone() {
+        let systems: Vec<String> = p
+            .plan
+            .points
+            .iter()
+            .map(|q| q.system.clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let workers = p
+            .plan
+            .points
+            .first()
+            .and_then(|q| q.params.get("workers"))
+            .and_then(|v| v.as_f64())
+            .unwrap_or(2.0) as usize;
+        match crate::p4switch::program_switch(&p4, &systems, workers) {
+            Ok(lines) => p.manifest.drivers.extend(lines),
+            Err(e) => {
+                p.manifest.status = RunStatus::Failed;
+                store::write_manifest(&p.run_dir, &p.manifest)?;
+                return Err(RunError::Testbed(format!("{e:#}")));
+            }
+        }
+    }
     let workload = reg.get(&p.workload).ok_or_else(|| RunError::NoWorkload {
         experiment: p.plan.experiment.clone(),
         workload: p.workload.clone(),
@@ -436,15 +477,12 @@ pub fn execute(
     }
 
     // CPU sampler: this process and the agents, every 500 ms.
-    let pids: Arc<Mutex<Vec<(u32, String)>>> =
-        Arc::new(Mutex::new(vec![(std::process::id(), "runner".to_string())]));
     let sampler_stop = Arc::new(AtomicBool::new(false));
     let sampler = {
         let (pids, stop_flag, tx) = (pids.clone(), sampler_stop.clone(), tx.clone());
         std::thread::spawn(move || cpu_sampler(pids, stop_flag, tx))
     };
 
-    let mut agents: Vec<Agent> = Vec::new();
     let mut failed = 0usize;
     let mut wrong = 0usize;
     let mut wrong_result = None;
@@ -506,101 +544,33 @@ pub fn execute(
                 }
                 batch.push(e);
             };
-            let result: Result<(), String> = match p.placement {
-                Placement::InProcess => {
-                    let units = |m: &str| p.units.get(m).cloned().unwrap_or_default();
-                    let mut ctx = PointCtx::new(
-                        point,
-                        index,
-                        fidelity,
-                        fabric,
-                        repetition,
-                        warmup,
-                        seed,
-                        &run_id,
-                        &experiment,
-                        &cancel,
-                        &mut sink,
-                        &units,
-                    );
-                    match workload.run(&mut ctx) {
-                        Ok(()) => Ok(()),
-                        Err(WorkloadError::WrongResult(m)) => {
-                            point_wrong = Some(m.clone());
-                            Err(format!("wrong result: {m}"))
-                        }
-                        Err(e) => Err(e.to_string()),
-                    }
-                }
-                Placement::Local | Placement::Remote(_) => {
-                    if agents.is_empty() {
-                        let started = match &p.placement {
-                            Placement::Remote(r) => {
-                                let l = r.launcher();
-                                l.start(l.agents()).map(|a| (a, l.on_this_host(), l.name()))
-                            }
-                            _ => LocalLauncher::new()
-                                .and_then(|l| l.start(1).map(|a| (a, true, "local"))),
-                        };
-                        match started {
-                            Ok((a, here, name)) => {
-                                if here && let Ok(mut g) = pids.lock() {
-                                    g.retain(|(_, l)| l == "runner");
-                                    g.extend(
-                                        a.iter().map(|x| (x.pid, format!("agent {}", x.index))),
-                                    );
-                                }
-                                let line = crate::launcher::describe(name, &a);
-                                let prefix = format!("launcher {name}");
-                                p.manifest.drivers.retain(|d| !d.starts_with(&prefix));
-                                p.manifest.drivers.push(line.clone());
-                                sink(Event::Log {
-                                    level: LogLevel::Info,
-                                    source: "runner".into(),
-                                    message: line,
-                                });
-                                agents = a;
-                            }
-                            Err(e) => {
-                                error = Some(e.to_string());
-                                // hosts that cannot be reached now will not be reached on the
-                                // next point either: stop (the run stays resumable)
-                                launch_failed = matches!(p.placement, Placement::Remote(_));
-                                break;
-                            }
-                        }
-                    }
-                    let job = Job {
-                        workload: p.workload.clone(),
-                        point: point.clone(),
-                        index,
-                        fidelity,
-                        repetition,
-                        warmup,
-                        seed,
-                        run_id: run_id.clone(),
-                        experiment: experiment.clone(),
-                        units: p.units.clone(),
-                    };
-                    let slot = index % agents.len().max(1);
-                    match agents[slot].run_job(&job, &mut sink) {
-                        Ok(r) => r.inspect_err(|e| {
-                            if let Some(m) = e.strip_prefix("wrong result: ") {
-                                point_wrong = Some(m.to_string());
-                            }
-                        }),
-                        Err(e) => {
-                            // the agent is gone: drop it; the next point starts a new one
-                            for a in agents.drain(..) {
-                                a.shutdown();
-                            }
-                            Err(e.to_string())
-                        }
-                    }
-                }
+            let job = Job {
+                workload: p.workload.clone(),
+                point: point.clone(),
+                index,
+                fidelity,
+                repetition,
+                warmup,
+                seed,
+                run_id: run_id.clone(),
+                experiment: experiment.clone(),
+                units: p.units.clone(),
+                capture_dir: p.capture_dir.clone(),
             };
+            let result = executor.run_job(&job, &mut sink);
+            if let Some(line) = executor.take_driver_line() {
+                if let Some(l) = p.placement.launcher_name() {
+                    let prefix = format!("launcher {l}");
+                    p.manifest.drivers.retain(|d| !d.starts_with(&prefix));
+                }
+                p.manifest.drivers.push(line);
+            }
+            launch_failed = executor.gave_up();
             if let Err(e) = result {
-                error = Some(e);
+                if let JobFailure::WrongResult { message } = &e {
+                    point_wrong = Some(message.clone());
+                }
+                error = Some(e.to_string());
                 break;
             }
             batch.push(Event::Progress {
@@ -667,9 +637,7 @@ pub fn execute(
     }
     batch.flush();
     writer.flush()?;
-    for a in agents.drain(..) {
-        a.shutdown();
-    }
+    executor.shutdown();
     sampler_stop.store(true, Ordering::Relaxed);
     let _ = sampler.join();
 

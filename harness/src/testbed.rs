@@ -142,6 +142,16 @@ fn line_of(text: &str, needle: &str) -> Option<usize> {
     text.lines().position(|l| l.contains(needle)).map(|i| i + 1)
 }
 
+/// The embedded software testbed (`experiments/testbeds/local.yaml`): what runs without
+/// `--testbed`.
+pub fn local_text() -> String {
+    crate::embedded::EMBEDDED
+        .iter()
+        .find(|(p, _)| p.ends_with("testbeds/local.yaml"))
+        .map(|(_, t)| t.to_string())
+        .unwrap_or_default()
+}
+
 impl Testbed {
     /// The hosts agents run on (workers, or hosts without a role) that have an address: where
     /// the ssh launcher starts agents, and what `doctor` asks.

@@ -289,6 +289,7 @@ fn the_control_channel_refuses_clients_without_the_token() {
         run_id: "r".into(),
         experiment: "netreduce-probe".into(),
         units: Default::default(),
+        capture_dir: None,
     };
     let mut values = Vec::new();
     let r = agents[0]

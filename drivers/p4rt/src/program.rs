@@ -159,6 +159,17 @@ impl Program {
     }
 }
 
+/// The switch program a system of the suite runs on a programmable switch, by the system's spec
+/// name (`None`: its switch side runs on the software model only). The programs this driver can
+/// describe are listed here, so the harness names none.
+pub fn for_system(system: &str) -> Option<Program> {
+    match system {
+        // SwitchML's release: 128 slots (the suite's SwitchML pool size)
+        "switchml" => Some(switchml(128)),
+        _ => None,
+    }
+}
+
 /// SwitchML's switch program as systems/ina runs it on the Tofino model: a forwarding table
 /// (destination address to egress port) and, per 32-bit lane of a 192-byte pass, one register
 /// array per shadow copy holding the slot's partial sums, plus the per-copy worker bitmaps and

@@ -1,0 +1,195 @@
+//! Where one repetition of one point runs: the [`Executor`] trait at the runner's measuring
+//! boundary (hyperfine's `Executor`: the point loop above it is the same whatever runs the job).
+//!
+//! - [`InProcess`]: the runner's own thread (models, functional checks, benchmarks);
+//! - [`Agents`]: agent processes a launcher starts (`local`, `ssh`, `slurm`), jobs round-robin;
+//! - [`Scripted`]: a test double that plays back given events and outcomes.
+//!
+//! Failures are typed ([`JobFailure`]) on every path, the agent channel included.
+
+use crate::launcher::{Agent, Job, JobFailure, Launcher, LocalLauncher};
+use crate::registry::Registry;
+use crate::runner::Placement;
+use inabench_core::PointCtx;
+use inabench_core::event::{Event, LogLevel};
+use std::collections::VecDeque;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+/// Runs jobs (one repetition of one point each) and streams their events.
+pub trait Executor {
+    /// Run `job`, passing every event it produces to `sink`.
+    fn run_job(&mut self, job: &Job, sink: &mut dyn FnMut(Event)) -> Result<(), JobFailure>;
+    /// A line for the manifest's `drivers` when the executor started something (a launcher and
+    /// where its agents ran); given once.
+    fn take_driver_line(&mut self) -> Option<String> {
+        None
+    }
+    /// True when no further job can run (hosts that cannot be reached now will not be reached
+    /// on the next point either): the runner stops, and the run stays resumable.
+    fn gave_up(&self) -> bool {
+        false
+    }
+    /// Stop whatever the executor started.
+    fn shutdown(&mut self) {}
+}
+
+/// Run `job` in this process through the workload it names. The agents' side runs jobs through
+/// this same function, so a point is measured the same way wherever it runs.
+pub fn run_here(
+    registry: &Registry,
+    job: &Job,
+    cancel: &AtomicBool,
+    sink: &mut dyn FnMut(Event),
+) -> Result<(), JobFailure> {
+    let Some(w) = registry.get(&job.workload) else {
+        return Err(JobFailure::Failed {
+            message: format!("this binary has no workload `{}`", job.workload),
+        });
+    };
+    let units = |m: &str| job.units.get(m).cloned().unwrap_or_default();
+    let mut ctx = PointCtx::new(
+        &job.point,
+        job.index,
+        job.fidelity,
+        w.fabric(job.fidelity),
+        job.repetition,
+        job.warmup,
+        job.seed,
+        &job.run_id,
+        &job.experiment,
+        cancel,
+        sink,
+        &units,
+    )
+    .with_capture_dir(job.capture_dir.as_deref());
+    w.run(&mut ctx).map_err(JobFailure::from)
+}
+
+/// Jobs on the runner's own thread; the run's cancel flag reaches the workload.
+pub struct InProcess<'a> {
+    pub registry: &'a Registry,
+    pub cancel: &'a AtomicBool,
+}
+
+impl Executor for InProcess<'_> {
+    fn run_job(&mut self, job: &Job, sink: &mut dyn FnMut(Event)) -> Result<(), JobFailure> {
+        run_here(self.registry, job, self.cancel, sink)
+    }
+}
+
+/// Jobs in agent processes, started on the first job by the placement's launcher; an agent that
+/// dies is dropped with the others and the next job starts new ones.
+pub struct Agents {
+    placement: Placement,
+    agents: Vec<Agent>,
+    /// The processes the runner's CPU sampler follows (the agents are added when they start).
+    pids: Arc<Mutex<Vec<(u32, String)>>>,
+    driver_line: Option<String>,
+    gave_up: bool,
+}
+
+impl Agents {
+    pub fn new(placement: Placement, pids: Arc<Mutex<Vec<(u32, String)>>>) -> Agents {
+        Agents {
+            placement,
+            agents: Vec::new(),
+            pids,
+            driver_line: None,
+            gave_up: false,
+        }
+    }
+
+    fn start(&mut self, sink: &mut dyn FnMut(Event)) -> Result<(), JobFailure> {
+        let started = match &self.placement {
+            Placement::Remote(r) => {
+                let l = r.launcher();
+                l.start(l.agents()).map(|a| (a, l.on_this_host(), l.name()))
+            }
+            _ => LocalLauncher::new().and_then(|l| l.start(1).map(|a| (a, true, "local"))),
+        };
+        match started {
+            Ok((a, here, name)) => {
+                if here && let Ok(mut g) = self.pids.lock() {
+                    g.retain(|(_, l)| l == "runner");
+                    g.extend(a.iter().map(|x| (x.pid, format!("agent {}", x.index))));
+                }
+                let line = crate::launcher::describe(name, &a);
+                sink(Event::Log {
+                    level: LogLevel::Info,
+                    source: "runner".into(),
+                    message: line.clone(),
+                });
+                self.driver_line = Some(line);
+                self.agents = a;
+                Ok(())
+            }
+            Err(e) => {
+                self.gave_up = matches!(self.placement, Placement::Remote(_));
+                Err(JobFailure::Failed {
+                    message: e.to_string(),
+                })
+            }
+        }
+    }
+}
+
+impl Executor for Agents {
+    fn run_job(&mut self, job: &Job, sink: &mut dyn FnMut(Event)) -> Result<(), JobFailure> {
+        if self.agents.is_empty() {
+            self.start(sink)?;
+        }
+        let slot = job.index % self.agents.len().max(1);
+        let Some(agent) = self.agents.get_mut(slot) else {
+            return Err(JobFailure::Failed {
+                message: "the launcher started no agent".into(),
+            });
+        };
+        match agent.run_job(job, sink) {
+            Ok(r) => r,
+            Err(e) => {
+                // the agent is gone: drop them all; the next job starts new ones
+                self.shutdown();
+                Err(JobFailure::Failed {
+                    message: e.to_string(),
+                })
+            }
+        }
+    }
+
+    fn take_driver_line(&mut self) -> Option<String> {
+        self.driver_line.take()
+    }
+
+    fn gave_up(&self) -> bool {
+        self.gave_up
+    }
+
+    fn shutdown(&mut self) {
+        for a in self.agents.drain(..) {
+            a.shutdown();
+        }
+    }
+}
+
+/// A test double: each job takes the next scripted step, emits its events (with the job's
+/// point index) and returns its outcome; jobs past the end of the script succeed silently.
+#[derive(Default)]
+pub struct Scripted {
+    pub steps: VecDeque<(Vec<Event>, Result<(), JobFailure>)>,
+    /// The jobs it was given, in order.
+    pub jobs: Vec<Job>,
+}
+
+impl Executor for Scripted {
+    fn run_job(&mut self, job: &Job, sink: &mut dyn FnMut(Event)) -> Result<(), JobFailure> {
+        self.jobs.push(job.clone());
+        let Some((events, outcome)) = self.steps.pop_front() else {
+            return Ok(());
+        };
+        for e in events {
+            sink(e);
+        }
+        outcome
+    }
+}

@@ -1,0 +1,114 @@
+//! The runner's point loop through the `Executor` trait, with the scripted double: what a wrong
+//! result, a failure and an interrupted job do to the run, its rows and its manifest, without
+//! any workload running.
+
+use inabench::executor::Scripted;
+use inabench::launcher::JobFailure;
+use inabench::registry::Registry;
+use inabench::runner::{self, Placement, RunRequest};
+use inabench_core::catalog::Entry;
+use inabench_core::event::Event;
+use inabench_core::spec::{Fidelity, Spec};
+use inabench_core::store::{self, Row, RunStatus};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+fn entry() -> Entry {
+    let text = "id: netreduce-probe\npaper_id: netreduce\ntitle: probe\ncitation: none\nartifact: none\nstatus: implemented\nworkload: harness.probe\ndescription: test fixture\nsystems: [probe]\nfidelity: [functional]\nprofiles:\n  quick:\n    estimated_seconds: 1\n    grid:\n      - work: [1, 2, 3]\n  full:\n    estimated_seconds: 1\n    grid:\n      - work: [1]\nmetrics:\n  - {name: checksum, unit: \"1\", better: none}\n  - {name: pid, unit: \"1\", better: none}\npaper:\n  source: none\n  values: []\n".to_string();
+    let file = PathBuf::from("experiments/netreduce/probe.yaml");
+    let spec = Spec::from_yaml(&file, &text).expect("fixture spec");
+    Entry { spec, file, text }
+}
+
+fn row(point_id: &str, value: f64) -> Event {
+    Event::Row(Row {
+        run_id: "r".into(),
+        experiment: "netreduce-probe".into(),
+        point_id: point_id.into(),
+        system: "probe".into(),
+        fidelity: Fidelity::Functional,
+        fabric: "model".into(),
+        params: Default::default(),
+        repetition: 0,
+        metric: "checksum".into(),
+        value,
+        unit: "1".into(),
+        timestamp: 0.0,
+    })
+}
+
+#[test]
+fn wrong_result_is_kept_as_data_and_a_failure_fails_only_its_point() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let reg = Registry::builtin();
+    let req = RunRequest {
+        entry: entry(),
+        profile: "quick".into(),
+        fidelities: Vec::new(),
+        seed: 1,
+        resume: None,
+        results: dir.path().to_path_buf(),
+        placement: Placement::InProcess,
+        command: vec![],
+        testbed_name: "local".into(),
+        testbed_text: inabench::testbed::local_text(),
+        capture_dir: None,
+    };
+    let prepared = runner::prepare(&req, &reg).expect("prepare");
+    let ids: Vec<String> = prepared.plan.points.iter().map(|p| p.id.clone()).collect();
+    assert_eq!(ids.len(), 3);
+    let mut ex = Scripted::default();
+    // point 1: fine; point 2: a wrong aggregate (its row stays); point 3: the job fails
+    ex.steps.push_back((vec![row(&ids[0], 1.0)], Ok(())));
+    ex.steps.push_back((
+        vec![row(&ids[1], 2.0)],
+        Err(JobFailure::WrongResult {
+            message: "sum 5 != 6".into(),
+        }),
+    ));
+    ex.steps.push_back((
+        vec![],
+        Err(JobFailure::Failed {
+            message: "the node could not bind".into(),
+        }),
+    ));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let pids = Arc::new(Mutex::new(Vec::new()));
+    let out = runner::execute_with(
+        prepared,
+        &reg,
+        tx,
+        Arc::new(AtomicBool::new(false)),
+        pids,
+        &mut ex,
+    )
+    .expect("the run ends");
+    assert_eq!(ex.jobs.len(), 3, "every point ran once");
+    assert_eq!(ex.jobs[1].point.id, ids[1]);
+    assert_eq!(out.manifest.points_wrong, 1);
+    assert_eq!(out.manifest.points_failed, 1);
+    assert_eq!(out.manifest.status, RunStatus::Failed);
+    assert!(
+        out.wrong_result
+            .as_deref()
+            .is_some_and(|w| w.contains("sum 5 != 6")),
+        "{:?}",
+        out.wrong_result
+    );
+    // the wrong point's row is stored, and the point counts as done (resume does not rerun it)
+    let st = store::read_rows(&out.run_dir).expect("rows");
+    assert_eq!(st.rows.len(), 2);
+    assert_eq!(st.done.len(), 2);
+    let logs: Vec<String> = rx
+        .try_iter()
+        .filter_map(|e| match e {
+            Event::Log { message, .. } => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        logs.iter().any(|m| m.contains("the node could not bind")),
+        "{logs:?}"
+    );
+}
