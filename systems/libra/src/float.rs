@@ -34,6 +34,8 @@
 //! value dominate). Opposite signs: the error is relative to the larger operand, so a near
 //! cancellation loses all relative precision of the (tiny) result.
 
+use std::sync::{Arc, OnceLock};
+
 /// Fraction bits of the log-domain PHV field.
 const LF: u32 = 20;
 const EPO_ZERO: i16 = i16::MIN;
@@ -233,6 +235,13 @@ impl FloatTables {
     pub fn add(&self, x: f32, y: f32) -> f32 {
         f32::from_bits(self.add_bits(x.to_bits(), y.to_bits()))
     }
+}
+
+/// The tables, built once per process and shared by every switch that sums floats (and by the
+/// experiments that measure them).
+pub fn tables() -> Arc<FloatTables> {
+    static T: OnceLock<Arc<FloatTables>> = OnceLock::new();
+    T.get_or_init(|| Arc::new(FloatTables::new())).clone()
 }
 
 fn special(x: u32, y: u32) -> u32 {

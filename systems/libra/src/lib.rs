@@ -10,8 +10,11 @@
 //!   the Tofino pipeline model;
 //! - [`wire`], [`proto`]: Libra's header, the switch program (Libra_p and Libra_s), the parameter
 //!   server and the workers as sans-IO endpoints;
-//! - [`negotiation`]: SwitchML's scaling-factor negotiation (Fig. 17) as an op_max all-reduce;
-//! - [`workloads`]: the experiments.
+//! - [`aggregation`]: one iteration of aggregation on the `sim` fabric, with the hosts' per-frame
+//!   costs calibrated on this machine;
+//! - [`negotiation`]: SwitchML's scaling-factor negotiation (Fig. 17) as an op_max all-reduce.
+//!
+//! The experiments that drive these are in `inabench-workloads` (module `libra`).
 
 pub mod aggregation;
 pub mod float;
@@ -21,9 +24,6 @@ pub mod negotiation;
 pub mod proto;
 pub mod sparse;
 pub mod wire;
-pub mod workloads;
-
-use inabench_core::Workload;
 
 /// Errors of the Libra crate.
 #[derive(Debug, thiserror::Error)]
@@ -34,9 +34,4 @@ pub enum LibraError {
     Trace { line: usize, message: String },
     #[error("wire: {0}")]
     Wire(&'static str),
-}
-
-/// The workloads this crate registers with the harness.
-pub fn workloads() -> Vec<Box<dyn Workload>> {
-    workloads::all()
 }

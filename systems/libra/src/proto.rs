@@ -498,7 +498,7 @@ impl Switch {
             out: VecDeque::new(),
             stats: Stats::default(),
             failed: false,
-            tables: cfg.float.then(crate::workloads::tables),
+            tables: cfg.float.then(crate::float::tables),
             aggregation_log: Vec::new(),
             busy_until: 0.0,
             ready: VecDeque::new(),
@@ -944,7 +944,7 @@ pub fn check(nodes: &[Node], inputs: &Inputs) -> usize {
 /// associative, so the reference replays the order the switch saw). `None` when a push is
 /// missing from the log or appears twice.
 pub fn float_reference(nodes: &[Node]) -> Option<HashMap<u32, i32>> {
-    let t = crate::workloads::tables();
+    let t = crate::float::tables();
     let mut packets: HashMap<(u16, u32), &[(u32, i32)]> = HashMap::new();
     let mut log: &[(u16, u32)] = &[];
     for n in nodes {
@@ -976,8 +976,6 @@ pub fn float_reference(nodes: &[Node]) -> Option<HashMap<u32, i32>> {
     }
     Some(out)
 }
-
-pub use crate::aggregation::Aggregation;
 
 /// The failover controller (Sec. 3.6): it sends a heartbeat every `interval_ns`; a switch that
 /// misses `misses` replies in a row is declared failing, its state is pulled and pushed to a
@@ -1234,7 +1232,7 @@ mod tests {
     fn two_worker_float_sums_match_an_order_free_reference() {
         // with two workers each slot's sum is one lookup add, which is commutative, so the
         // reference needs no log: add_bits(add_bits(+0, x0), x1) for every slot, bit for bit
-        let t = crate::workloads::tables();
+        let t = crate::float::tables();
         let mut c = cfg(2);
         c.float = true;
         let inp = float_inputs(2, 600, 21);
@@ -1344,7 +1342,7 @@ mod tests {
             assert!(s.poll_transmit(t).is_some());
         }
         // 1.5 three times by the lookup sum
-        let t = crate::workloads::tables();
+        let t = crate::float::tables();
         let want = t.add(t.add(t.add(0.0, 1.5), 1.5), 1.5);
         assert_eq!(s.registers[7] as u32, want.to_bits());
     }

@@ -1,0 +1,94 @@
+//! `libra.fig17` (libra-fig17): the extra time per iteration of SwitchML's scaling-factor
+//! negotiation, as an op_max all-reduce on `sim` and on `mem`; the negotiation itself (its
+//! inputs, configuration and runs) is [`inabench_libra::negotiation`].
+
+use super::aggregation::switchml_time_ns;
+use super::common::{opt, task_of};
+use inabench_core::{Fidelity, LogLevel, PointCtx, Workload, WorkloadError};
+use inabench_ina::drive::host_cost_ns;
+use inabench_ina::switchml::SwitchMl;
+use inabench_libra::negotiation::{config, exponents, run_mem, run_sim, scan_ns};
+use inabench_libra::sparse::SparseGen;
+
+/// `libra.fig17`: the negotiation all-reduce per iteration, against the number of workers.
+pub struct Fig17;
+
+impl Workload for Fig17 {
+    fn id(&self) -> &'static str {
+        "libra.fig17"
+    }
+    fn fidelities(&self) -> &'static [Fidelity] {
+        &[Fidelity::Emulated, Fidelity::Simulated]
+    }
+    fn fabric(&self, f: Fidelity) -> &'static str {
+        if f == Fidelity::Emulated {
+            "mem"
+        } else {
+            "sim"
+        }
+    }
+    fn systems(&self) -> Option<&'static [&'static str]> {
+        Some(&["switchml"])
+    }
+    fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+        let task = task_of(ctx)?;
+        let workers = ctx.param("workers")? as usize;
+        let memory_mb = opt(ctx, "memory_mb", 1.0);
+        let gen_ = SparseGen::new(task.clone(), 1 + u64::from(ctx.repetition))
+            .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+        let it = u64::from(ctx.repetition);
+        let inputs: Vec<Vec<i32>> = (0..workers)
+            .map(|w| exponents(&gen_, task.params, w, it))
+            .collect();
+        let blocks = inputs.first().map_or(0, Vec::len);
+        let emulated = ctx.fidelity == Fidelity::Emulated;
+        // the retransmission timeout: 100 us in virtual time. On `mem` no frame is lost (no
+        // faults are injected), so a retransmission there is only ever spurious: the switch
+        // thread of a 2-core host queues up to workers x pool frames (87K at 32 workers), which
+        // set off 385K retransmissions with netreduce.table6's 50 ms; 1 s keeps them out
+        let rto_us = opt(ctx, "timeout_us", if emulated { 1e6 } else { 100.0 });
+        let cfg = config(workers, blocks, memory_mb, (rto_us * 1000.0) as u64);
+        let cost = host_cost_ns(&SwitchMl);
+        let o = if emulated {
+            run_mem(&cfg, inputs, std::time::Duration::from_secs(120))
+        } else {
+            run_sim(&cfg, inputs, cost)
+        }
+        .map_err(WorkloadError::Invalid)?;
+        let (ns, wrong) = (o.duration_ns, o.wrong);
+        ctx.counter("retransmissions", o.retransmissions);
+        if !o.finished {
+            return Err(WorkloadError::Invalid(
+                "the negotiation did not finish within its time limit".into(),
+            ));
+        }
+        if wrong > 0 {
+            return Err(WorkloadError::WrongResult(format!(
+                "{wrong} of {workers} workers agreed on exponents that differ from the maximum"
+            )));
+        }
+        ctx.record("negotiation_delay", ns as f64 / 1e6);
+        let scan = scan_ns(task.params);
+        ctx.record_if_declared("exponent_scan_ms", scan as f64 / 1e6);
+        // the data round is only simulated (its rate on sim, see `aggregation`): comparing it
+        // with a wall time on `mem` would mix classes
+        if !emulated && (ctx.declares("data_round_ms") || ctx.declares("negotiation_share")) {
+            let data = switchml_time_ns(workers, task.params, memory_mb)?;
+            ctx.record_if_declared("data_round_ms", data / 1e6);
+            ctx.record_if_declared("negotiation_share", ns as f64 / data * 100.0);
+        }
+        ctx.log(
+            LogLevel::Info,
+            format!(
+                "{} x{workers} ({}): {blocks} block exponents a worker negotiated in {:.3} ms ({} retransmissions); computing them from a dense gradient takes {:.1} ms on this host; host cost {} ns a frame",
+                task.name,
+                if emulated { "mem, wall time" } else { "sim" },
+                ns as f64 / 1e6,
+                o.retransmissions,
+                scan as f64 / 1e6,
+                if emulated { 0 } else { cost }
+            ),
+        );
+        Ok(())
+    }
+}
