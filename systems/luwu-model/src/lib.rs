@@ -8,16 +8,14 @@
 //!   model and micro-batch (luwu-fig10, functional);
 //! - [`iter`]: iteration models of LuWu, ZeRO-Infinity (+SHARP), ZeRO-3, ZeRO-Offload and
 //!   SwitchML (luwu-fig2, -fig3, -fig11 to -fig15, -fig17, modelled).
+//!
+//! The workloads `luwu_model.fig2` to `.fig17` that drive them are in `inabench-workloads`.
 
-mod emulate;
 pub mod hw;
 pub mod iter;
 pub mod memory;
 pub mod rate;
 pub mod shapes;
-mod workload;
-
-use inabench_core::Workload;
 
 /// Errors of this crate's library code.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -55,12 +53,4 @@ impl System {
             other => return Err(ModelError::Invalid(format!("unknown system `{other}`"))),
         })
     }
-}
-
-/// The workloads this crate registers with the harness.
-pub fn workloads() -> Vec<Box<dyn Workload>> {
-    workload::all()
-        .into_iter()
-        .map(|f| Box::new(f) as Box<dyn Workload>)
-        .collect()
 }

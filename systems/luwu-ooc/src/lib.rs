@@ -30,7 +30,6 @@ pub mod sched;
 pub mod store;
 pub mod throttle;
 
-use inabench_core::Workload;
 use std::path::PathBuf;
 
 pub use pipeline::{Durability, PipelineConfig, PipelineReport, resume, run};
@@ -74,10 +73,4 @@ impl OocError {
             source,
         }
     }
-}
-
-/// The workloads this crate registers with the harness: none of its own; `luwu-fig15`'s emulated
-/// class calls [`pipeline::run`] and the throughput models call [`measure_update_rate`].
-pub fn workloads() -> Vec<Box<dyn Workload>> {
-    vec![]
 }

@@ -10,8 +10,9 @@
 //! - [`convert`]: float gradients to integers at the NIC (SwitchML's block scaling);
 //! - [`run`]: a job on the `sim` and `mem` fabrics, checked against a reference;
 //! - [`fig16`]: data-parallel training through the transport with Adam on the optimizer node;
-//! - [`zero3`]: ZeRO-3's ring reduce-scatter and all-gather on the same fabric (traffic baseline);
-//! - the workloads `luwu.pushpull` and `luwu.fig16`.
+//! - [`zero3`]: ZeRO-3's ring reduce-scatter and all-gather on the same fabric (traffic baseline).
+//!
+//! The workloads `luwu.pushpull` and `luwu.fig16` that drive them are in `inabench-workloads`.
 
 pub mod convert;
 pub mod fig16;
@@ -19,12 +20,4 @@ pub mod packet;
 pub mod run;
 pub mod switch;
 pub mod transport;
-mod workload;
 pub mod zero3;
-
-use inabench_core::Workload;
-
-/// The workloads this crate registers with the harness.
-pub fn workloads() -> Vec<Box<dyn Workload>> {
-    vec![Box::new(workload::PushPull), Box::new(workload::Fig16)]
-}

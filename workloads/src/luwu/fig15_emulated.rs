@@ -12,10 +12,10 @@
 //! thread of this host at its real speed, which the scaling does not preserve (it is a small
 //! part of the node's time: see the report).
 
-use crate::iter;
-use crate::workload::fig15_config as fig15_inputs;
+use super::figures::fig15_config as fig15_inputs;
 use inabench_core::event::LogLevel;
 use inabench_core::{PointCtx, WorkloadError};
+use inabench_luwu_model::iter;
 use inabench_luwu_ooc::pipeline::{self, PipelineConfig};
 use inabench_train::adam::AdamParams;
 use std::time::Duration;
@@ -47,9 +47,14 @@ pub(crate) fn fig15(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
     }
     let ssds = ctx.param("ssds")? as usize;
     // as in the modelled class: nothing where LuWu's workers cannot hold the micro-batch
-    let tb = crate::workload::testbed(ctx, c.workers);
-    let pl = crate::memory::place(crate::System::Luwu, &m, c.micro_batch, &tb)
-        .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+    let tb = super::figures::testbed(ctx, c.workers);
+    let pl = inabench_luwu_model::memory::place(
+        inabench_luwu_model::System::Luwu,
+        &m,
+        c.micro_batch,
+        &tb,
+    )
+    .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
     if let Some(why) = pl.overflow() {
         ctx.log(
             LogLevel::Info,
@@ -93,7 +98,7 @@ pub(crate) fn fig15(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
     };
     let iter_time = mean(&report.iter_times) / k;
     let ssd_time = mean(&report.ssd_time) / k;
-    let bd = iter::iteration(crate::System::Luwu, &m, &c)
+    let bd = iter::iteration(inabench_luwu_model::System::Luwu, &m, &c)
         .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
     ctx.log(
         LogLevel::Info,

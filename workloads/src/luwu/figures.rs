@@ -1,5 +1,7 @@
-//! The registered workloads: `luwu_model.fig2`, `.fig3`, `.fig10` (functional), `.fig11`,
-//! `.fig12`, `.fig13`, `.fig14`, `.fig15` (modelled and emulated) and `.fig17` (modelled).
+//! The workloads of LuWu's 100B-scale figures, one [`Figure`] each: `luwu_model.fig2`, `.fig3`,
+//! `.fig10` (functional), `.fig11`, `.fig12`, `.fig13`, `.fig14`, `.fig15` (modelled and
+//! emulated, the emulated class in [`super::fig15_emulated`]) and `.fig17` (modelled). They serve
+//! the specs luwu-fig2, luwu-fig3, luwu-fig10 to luwu-fig15 and luwu-fig17.
 //!
 //! Every modelled point first checks the memory accounting: a system that cannot hold the model
 //! at the point's micro-batch records nothing there (and says so in the log). Optional spec
@@ -11,12 +13,12 @@
 //! TFLOPS are recorded in two conventions: `tflops` (model FLOPs, no recomputation) and
 //! `tflops_hw` (with the recomputed forward, DeepSpeed-Chat's and Megatron-LM's convention).
 
-use crate::iter::{self, Breakdown, Config};
-use crate::memory::{self, Testbed};
-use crate::shapes::{self, Shape};
-use crate::{ModelError, System, hw, rate};
 use inabench_core::event::LogLevel;
 use inabench_core::{Fidelity, PointCtx, Scalar, Workload, WorkloadError};
+use inabench_luwu_model::iter::{self, Breakdown, Config};
+use inabench_luwu_model::memory::{self, Testbed};
+use inabench_luwu_model::shapes::{self, Shape};
+use inabench_luwu_model::{ModelError, System, hw, rate};
 
 /// The micro-batch sweep of the peaks (the specs' full grids: 1 to 32).
 pub const SWEEP: [usize; 6] = [1, 2, 4, 8, 16, 32];
@@ -305,7 +307,7 @@ impl Workload for Figure {
             Kind::Fig14 => fig14(ctx)?,
             Kind::Fig15 => {
                 if ctx.fidelity == Fidelity::Emulated {
-                    crate::emulate::fig15(ctx)?
+                    super::fig15_emulated::fig15(ctx)?
                 } else {
                     fig15(ctx)?
                 }
