@@ -20,7 +20,7 @@ use inabench_fabric::{Endpoint, NodeId};
 use inabench_p4sgd::driver::{self, LatencyStats};
 use inabench_p4sgd::glm::{self, Dataset, Glm, LocalSum, Sgd};
 use inabench_p4sgd::protocol::{P4sgdSwitch, P4sgdWorker, PAPER_SLOTS, SwitchConfig, WorkerConfig};
-use inabench_p4sgd::{fig8, udp};
+use inabench_p4sgd::{allreduce, udp};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -226,14 +226,14 @@ fn direct(ops: u64) -> Duration {
     el
 }
 
-fn check(o: &fig8::Outcome, ops: u64) {
+fn check(o: &allreduce::Outcome, ops: u64) {
     assert_eq!(o.wrong, 0, "results differ from the exact sum");
     assert_eq!(o.unfinished, 0, "workers did not finish");
     assert_eq!(o.latencies.len() as u64, ops * WORKERS as u64);
 }
 
 /// Mean latency x ops: the closed loop's time for `ops` operations.
-fn loop_time(o: &fig8::Outcome, ops: u64) -> Duration {
+fn loop_time(o: &allreduce::Outcome, ops: u64) -> Duration {
     let s = LatencyStats::of(&o.latencies).expect("latencies");
     Duration::from_nanos((s.mean_us * 1e3 * ops as f64) as u64)
 }
@@ -247,7 +247,8 @@ fn allreduce(c: &mut Criterion) {
     });
     g.bench_function(BenchmarkId::new("fabric", "mem"), |b| {
         b.iter_custom(|iters| {
-            let o = fig8::run_p4sgd(WORKERS, ELEMENTS, iters, 1, None, RTO_NS).expect("mem run");
+            let o =
+                allreduce::run_p4sgd(WORKERS, ELEMENTS, iters, 1, None, RTO_NS).expect("mem run");
             check(&o, iters);
             loop_time(&o, iters)
         })

@@ -15,8 +15,8 @@
 //! through it (the emulated class); [`simulate`] drives the same pipeline with seeded values
 //! checked against the exact sum (the simulated class).
 
+use crate::allreduce::SimInputs;
 use crate::driver::Either;
-use crate::fig8::SimInputs;
 use crate::fpga::{self, FpgaModel};
 use crate::glm::{GlmError, Reducer};
 use crate::host::Host;

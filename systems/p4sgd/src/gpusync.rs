@@ -16,7 +16,7 @@
 //! graph and NCCL's fixed set-up, which NCCL's tuning model calls the base latency); the
 //! per-hop costs (the GPU writing LL lines, the proxy thread posting the RDMA write, the
 //! receiving GPU polling its flags) are the node timing's ([`crate::host::Host`]) around this
-//! machine, see [`crate::fig8`]. Values are int32 with wrapping sums, so the result is exact
+//! machine, see [`crate::allreduce`]. Values are int32 with wrapping sums, so the result is exact
 //! whatever the order. The fabric must be loss-free (NCCL's is reliable through the NIC's
 //! transport); a lost frame stalls the operation, which the experiment reports as unfinished.
 

@@ -10,11 +10,10 @@
 //! `serve` loop on the same sockets, and each worker checks every result against the exact sum
 //! itself ([`LoopWorker`]), so nothing has to be shipped back.
 
+use crate::allreduce::{Outcome, RunError};
 use crate::cpusync::{CpuSyncWorker, Forwarder};
 use crate::driver::{Either, LoopWorker};
-use crate::fig8::Outcome;
 use crate::protocol::{P4sgdSwitch, P4sgdWorker, PAPER_SLOTS, SwitchConfig, WorkerConfig};
-use inabench_core::WorkloadError;
 use inabench_fabric::fault::Faults;
 use inabench_fabric::udp::{self, Coordinator, IoModel, NodeConfig, NodeReport, Wiring};
 use inabench_fabric::{Endpoint, NodeId};
@@ -57,16 +56,14 @@ pub struct UdpRun<N> {
     pub duration: Duration,
 }
 
-fn io_err(e: std::io::Error) -> WorkloadError {
-    WorkloadError::Invalid(format!("udp fabric: {e}"))
+fn io_err(e: std::io::Error) -> RunError {
+    RunError::Udp(e.to_string())
 }
 
-fn v4(s: &UdpSocket) -> Result<SocketAddrV4, WorkloadError> {
+fn v4(s: &UdpSocket) -> Result<SocketAddrV4, RunError> {
     match s.local_addr().map_err(io_err)? {
         SocketAddr::V4(a) => Ok(a),
-        SocketAddr::V6(_) => Err(WorkloadError::Invalid(
-            "udp fabric: a socket bound to IPv6".into(),
-        )),
+        SocketAddr::V6(_) => Err(RunError::Udp("a socket bound to IPv6".into())),
     }
 }
 
@@ -76,7 +73,7 @@ pub fn run_threads<N: Endpoint + Send>(
     mut nodes: Vec<N>,
     counted: usize,
     opt: &UdpOptions,
-) -> Result<UdpRun<N>, WorkloadError> {
+) -> Result<UdpRun<N>, RunError> {
     let coord = Coordinator::new().map_err(io_err)?;
     let socks: Vec<UdpSocket> = (0..nodes.len())
         .map(|_| udp::bind_loopback().map_err(io_err))
@@ -120,8 +117,8 @@ pub fn run_threads<N: Endpoint + Send>(
     })
 }
 
-fn err(e: impl std::fmt::Display) -> WorkloadError {
-    WorkloadError::Invalid(e.to_string())
+fn err(e: impl std::fmt::Display) -> RunError {
+    RunError::Config(e.to_string())
 }
 
 /// A node of a P4SGD job: a checked closed-loop worker or the switch.
@@ -136,7 +133,7 @@ pub fn run_p4sgd(
     seed: u64,
     timeout_ns: u64,
     opt: &UdpOptions,
-) -> Result<(Outcome, UdpRun<P4sgdNode>), WorkloadError> {
+) -> Result<(Outcome, UdpRun<P4sgdNode>), RunError> {
     let sw_id = workers as NodeId;
     let mut nodes = Vec::with_capacity(workers + 1);
     for r in 0..workers {
@@ -180,7 +177,7 @@ pub fn run_cpusync(
     ops: u64,
     seed: u64,
     opt: &UdpOptions,
-) -> Result<Outcome, WorkloadError> {
+) -> Result<Outcome, RunError> {
     let sw_id = workers as NodeId;
     let mut nodes = Vec::with_capacity(workers + 1);
     for r in 0..workers {
@@ -200,8 +197,9 @@ pub fn run_cpusync(
     })
 }
 
-/// SwitchML (inabench-ina's, a closed loop in one slot as [`crate::fig8`] builds it) on udp.
-pub fn run_switchml(cfg: &AllReduceConfig, opt: &UdpOptions) -> Result<Outcome, WorkloadError> {
+/// SwitchML (inabench-ina's, a closed loop in one slot as
+/// [`crate::allreduce::switchml_config`] builds it) on udp.
+pub fn run_switchml(cfg: &AllReduceConfig, opt: &UdpOptions) -> Result<Outcome, RunError> {
     let setup = SwitchMl.build(cfg).map_err(err)?;
     let run = run_threads(setup.into_nodes(), cfg.workers, opt)?;
     let ws: Vec<&dyn Worker> = run

@@ -1,15 +1,16 @@
 //! Each new workload runs points of its spec's quick profile (parameters from the spec file
 //! itself, so a renamed parameter fails here) and its rows behave as the models say.
+#![cfg(feature = "p4sgd")]
 
-use crate::{converge, perf};
 use inabench_core::plan::{Point, expand};
 use inabench_core::{Event, Fidelity, PointCtx, Spec, Workload};
+use inabench_workloads::p4sgd::{converge, fig8, perf};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 fn spec(file: &str) -> Spec {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../experiments/p4sgd")
+        .join("../experiments/p4sgd")
         .join(file);
     Spec::load(&p).expect("spec")
 }
@@ -224,13 +225,7 @@ fn fig8_emulated_on_udp_checks_every_sum() {
         Some("udp")
     );
     for system in ["p4sgd", "cpusync"] {
-        let r = run(
-            &crate::fig8::Fig8,
-            "fig8.yaml",
-            Fidelity::Emulated,
-            system,
-            &[],
-        );
+        let r = run(&fig8::Fig8, "fig8.yaml", Fidelity::Emulated, system, &[]);
         let mean = metric(&r, "latency_mean");
         let p99 = metric(&r, "latency_p99");
         assert!(

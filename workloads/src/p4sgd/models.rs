@@ -2,10 +2,10 @@
 //! rebuilt from the paper's prose, with every input either a cited figure or measured:
 //!
 //! - communication: the all-reduce latencies come from running the systems' protocol code in
-//!   the simulator exactly as p4sgd-fig8's simulated class does ([`crate::fig8`]): P4SGD's
-//!   switch protocol, CPUSync's recursive doubling (its host stack's per-frame costs measured
-//!   on this machine), SwitchML's streaming aggregation; cached per process;
-//! - FPGA compute: [`crate::fpga`];
+//!   the simulator exactly as p4sgd-fig8's simulated class does ([`inabench_p4sgd::allreduce`]):
+//!   P4SGD's switch protocol, CPUSync's recursive doubling (its host stack's per-frame costs
+//!   measured on this machine), SwitchML's streaming aggregation; cached per process;
+//! - FPGA compute: [`inabench_p4sgd::fpga`];
 //! - CPU compute: a dense float32 dot product (forward) and axpy (backward) timed on one core
 //!   of this machine, spread over the paper's CPU's cores (Sec. 5.1: 12) and bounded by its
 //!   memory bandwidth (Intel ARK, Xeon Silver 4214: six DDR4-2400 channels = 115.2 GB/s);
@@ -14,8 +14,8 @@
 //!   plus one kernel launch per kernel (`gpu_launch_us`, a cited figure) and NCCL's small
 //!   all-reduce latency: with the spec's `nccl_algo`, `nccl_base_lat_us` and `nccl_hop_lat_us`,
 //!   the mean of GPUSync's NCCL all-reduce run in the simulator for this many GPUs exactly as
-//!   p4sgd-fig8's simulated class does ([`crate::fig8::run_gpusync`]), so it grows with the
-//!   node count; without them the cited 2-node figure `nccl_allreduce_us`;
+//!   p4sgd-fig8's simulated class does ([`inabench_p4sgd::allreduce::run_gpusync`]), so it
+//!   grows with the node count; without them the cited 2-node figure `nccl_allreduce_us`;
 //! - large all-reduces (data parallelism's gradients): the latency plus a ring all-reduce's
 //!   2 (P - 1) / P of the vector at line rate (MPI, NCCL), or one P4SGD packet of 8 values per
 //!   frame time through the switch (the FPGA data-parallel system).
@@ -23,11 +23,6 @@
 //! All systems compute densely: the paper's GPU baseline uses cublasSgemm (dense), its CPU
 //! baseline AVX2 vectors and the FPGA engines stream every feature (MLWeaving's layout).
 
-use crate::emulate::ELEMENTS;
-use crate::fig8::{self, SimInputs};
-use crate::fpga::{self, FpgaModel};
-use crate::glm::columns;
-use crate::wire;
 use inabench_core::{PointCtx, WorkloadError};
 use inabench_fabric::Endpoint;
 use inabench_fabric::NodeId;
@@ -35,6 +30,11 @@ use inabench_fabric::fault::Faults;
 use inabench_fabric::sim::{NodeConfig, SimFabric};
 use inabench_ina::common::{AllReduceConfig, SetupNode, System};
 use inabench_ina::switchml::SwitchMl;
+use inabench_p4sgd::allreduce::{self, NcclInputs, Outcome, SimInputs};
+use inabench_p4sgd::emulate::ELEMENTS;
+use inabench_p4sgd::fpga::{self, FpgaModel};
+use inabench_p4sgd::glm::columns;
+use inabench_p4sgd::wire;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
@@ -50,7 +50,7 @@ pub struct Inputs {
     pub gpu_launch_ns: f64,
     pub nccl_allreduce_ns: f64,
     /// NCCL's algorithm and latency model for the simulated GPUSync all-reduce, when given.
-    pub nccl: Option<fig8::NcclInputs>,
+    pub nccl: Option<NcclInputs>,
     /// Gradient values per frame of the FPGA data-parallel system (modelled class; P4SGD's own
     /// format carries 8, the spec parameter `dp_values_per_frame` sweeps it).
     pub dp_values_per_frame: usize,
@@ -106,7 +106,7 @@ impl Inputs {
                 Err(_) => ELEMENTS,
             },
             nccl: if ctx.text("nccl_algo").is_ok() {
-                Some(fig8::NcclInputs::from_ctx(ctx)?)
+                Some(super::fig8::nccl_inputs(ctx)?)
             } else {
                 None
             },
@@ -170,20 +170,21 @@ const OPS: u64 = 2000;
 /// simulator as p4sgd-fig8's simulated class.
 pub fn p4sgd_latency_ns(inp: &Inputs, workers: usize) -> Result<f64, WorkloadError> {
     cached(format!("p4sgd {workers} {}", inp.key()), || {
-        let o = fig8::run_p4sgd(
+        let o = allreduce::run_p4sgd(
             workers,
             ELEMENTS,
             OPS,
             inp.seed,
             Some(&inp.sim),
             inp.sim.timeout_ns,
-        )?;
+        )
+        .map_err(err)?;
         check(&o, "p4sgd")?;
         mean(&o.latencies).ok_or_else(|| err("p4sgd: no latency samples"))
     })
 }
 
-fn check(o: &fig8::Outcome, what: &str) -> Result<(), WorkloadError> {
+fn check(o: &Outcome, what: &str) -> Result<(), WorkloadError> {
     if o.wrong > 0 || o.unfinished > 0 {
         return Err(WorkloadError::WrongResult(format!(
             "{what}: {} wrong results, {} workers unfinished",
@@ -207,7 +208,8 @@ pub fn gpusync_latency_ns(inp: &Inputs, workers: usize) -> Result<f64, WorkloadE
     cached(
         format!("gpusync {workers} {:?} {}", n.pick(workers), inp.key()),
         || {
-            let o = fig8::run_gpusync(workers, ELEMENTS, OPS / 4, inp.seed, &inp.sim, n)?;
+            let o = allreduce::run_gpusync(workers, ELEMENTS, OPS / 4, inp.seed, &inp.sim, n)
+                .map_err(err)?;
             check(&o, "gpusync")?;
             mean(&o.latencies).ok_or_else(|| err("gpusync: no latency samples"))
         },
@@ -230,7 +232,8 @@ pub fn cpusync_latency_ns(
     let pieces = elements.div_ceil(CPUSYNC_MAX_VALUES).max(1);
     let each = elements.div_ceil(pieces);
     let one = cached(format!("cpusync {workers} {each} {}", inp.key()), || {
-        let o = fig8::run_cpusync(workers, each, OPS / 4, inp.seed, Some(&inp.sim))?;
+        let o = allreduce::run_cpusync(workers, each, OPS / 4, inp.seed, Some(&inp.sim))
+            .map_err(err)?;
         check(&o, "cpusync")?;
         mean(&o.latencies).ok_or_else(|| err("cpusync: no latency samples"))
     })?;
@@ -253,7 +256,7 @@ pub fn switchml_allreduce_ns(
         || {
             let si = &inp.sim;
             // the host stack's per-frame costs, measured here as p4sgd-fig8 does
-            let costs = fig8::switchml_costs(workers, si.rate_bps);
+            let costs = allreduce::switchml_costs(workers, si.rate_bps);
             let mut total = 0.0;
             let reps = 5u64;
             for r in 0..reps {
@@ -276,7 +279,7 @@ pub fn switchml_allreduce_ns(
                         } else {
                             si.switch()
                         };
-                        crate::host::Host::new(n, t, inp.seed.wrapping_add(r))
+                        inabench_p4sgd::host::Host::new(n, t, inp.seed.wrapping_add(r))
                     })
                     .collect();
                 let k = nodes.len();
@@ -561,7 +564,7 @@ mod tests {
         let inp = inputs();
         for (features, workers, batch) in [(8192, 8, 64), (47_236, 4, 16), (1_000_000, 8, 256)] {
             let model = iteration_ns(&inp, Sys::P4sgd, features, workers, batch).unwrap();
-            let (t, retrans) = crate::emulate::simulate(
+            let (t, retrans) = inabench_p4sgd::emulate::simulate(
                 &inp.fpga,
                 inp.sim.clone(),
                 features,
@@ -608,8 +611,8 @@ mod tests {
         // without NCCL's inputs: the launch plus the cited 2-node figure at any count
         assert_eq!(gpusync_latency_ns(&inp, 8).unwrap(), 5_000.0 + 19_160.0);
         assert_eq!(gpusync_latency_ns(&inp, 1).unwrap(), 0.0);
-        inp.nccl = Some(fig8::NcclInputs {
-            algo: Some(crate::gpusync::Algo::Tree),
+        inp.nccl = Some(NcclInputs {
+            algo: Some(inabench_p4sgd::gpusync::Algo::Tree),
             tree: (4400, 5000),
             ring: (3600, 2700),
         });

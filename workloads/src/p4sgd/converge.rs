@@ -1,7 +1,7 @@
 //! `p4sgd.fig15` (loss vs time, time to converge) and `p4sgd.table4` (energy), modelled:
 //! p4sgd-fig14's functional training curves (each system's own arithmetic; P4SGD through the
 //! protocol code) put on the time axis of each system's modelled epoch time
-//! ([`crate::models`], p4sgd-fig13's model).
+//! ([`super::models`], p4sgd-fig13's model).
 //!
 //! Convergence (our choice; the paper gives no criterion): the first epoch whose training loss
 //! is within `target_rel` of the loss CPUSync reaches after `ref_epochs` epochs at batch 64
@@ -11,11 +11,11 @@
 //! training computes the same model whatever the worker count, so each system's curve is
 //! trained once per batch (with 8 workers) and timed per configuration.
 
-use crate::fig14;
-use crate::glm::{self, Glm, Sgd};
-use crate::models::{self, Inputs, Sys};
-use crate::perf::shape_of;
+use super::models::{self, Inputs, Sys};
+use super::perf::shape_of;
 use inabench_core::{Fidelity, LogLevel, PointCtx, Workload, WorkloadError};
+use inabench_p4sgd::curves;
+use inabench_p4sgd::glm::{self, Glm, Sgd};
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
@@ -78,7 +78,7 @@ impl Setup {
             micro_batch: 8,
             block: 0,
         };
-        fig14::curve(
+        curves::curve(
             system,
             &self.dataset,
             self.max_rows,
@@ -139,7 +139,7 @@ fn find_best(s: &Setup, system: &str) -> Result<Best, WorkloadError> {
         .ok_or_else(|| err("no reference loss"))?
         * (1.0 + s.target_rel);
     let (rows, features) = shape_of(&s.dataset)?;
-    let (data, _) = fig14::load(&s.dataset, s.max_rows, s.seed).map_err(err)?;
+    let (data, _) = curves::load(&s.dataset, s.max_rows, s.seed).map_err(err)?;
     let initial = glm::mean_loss(s.glm, &data, &vec![0f32; data.cols]);
     let cap = 4 * s.ref_epochs;
     let mut best: Option<Best> = None;

@@ -4,24 +4,25 @@
 //! GPUSync).
 //!
 //! Classes:
-//! - modelled: [`crate::models`] (Eq. 1-3 with the FPGA timing model, the cited GPU/CPU inputs,
+//! - modelled: [`super::models`] (Eq. 1-3 with the FPGA timing model, the cited GPU/CPU inputs,
 //!   the CPU rate measured here and the all-reduce latencies measured by running the protocols
 //!   in the simulator);
 //! - simulated (P4SGD and the FPGA data-parallel system only): real GLM training on the data
 //!   set (or its stand-in), its activations (or gradients) all-reduced through the P4SGD
 //!   protocol code on the sim fabric with the FPGA compute times of the timing model
-//!   ([`crate::emulate::TimedReducer`]); the iteration time is measured in virtual time, so the
-//!   class is a simulation (it was labelled emulated before; nothing here runs in real time);
+//!   ([`inabench_p4sgd::emulate::TimedReducer`]); the iteration time is measured in virtual
+//!   time, so the class is a simulation (it was labelled emulated before; nothing here runs in
+//!   real time);
 //!   with the spec parameter `simulated_values: seeded`, the same timed pipeline with seeded
-//!   values checked against the exact sum, no training ([`crate::emulate::simulate`]).
+//!   values checked against the exact sum, no training ([`inabench_p4sgd::emulate::simulate`]).
 //!
 //! Epoch time = mean iteration time x samples / batch (the data set's full sample count).
 
-use crate::emulate::{Compute, ELEMENTS, Mode, TimedFabric, TimedReducer};
-use crate::fig14;
-use crate::glm::{self, Glm, Sgd};
-use crate::models::{self, Inputs, Sys};
+use super::models::{self, Inputs, Sys};
 use inabench_core::{Fidelity, LogLevel, PointCtx, Workload, WorkloadError};
+use inabench_p4sgd::curves;
+use inabench_p4sgd::emulate::{Compute, ELEMENTS, Mode, TimedFabric, TimedReducer};
+use inabench_p4sgd::glm::{self, Glm, Sgd};
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
@@ -64,7 +65,7 @@ pub fn emulated_iteration_ns(inp: &Inputs, r: &Run<'_>) -> Result<(f64, String),
         return Ok(v);
     }
     let needed = r.iterations.max(1) * r.batch;
-    let (data, about) = fig14::load(r.dataset, needed, inp.seed).map_err(err)?;
+    let (data, about) = curves::load(r.dataset, needed, inp.seed).map_err(err)?;
     let q = data.quantised(inp.fpga.precision_bits);
     let compute = Compute::new(&inp.fpga, r.mode, q.cols, r.workers).map_err(err)?;
     let rto = match r.mode {
@@ -127,7 +128,7 @@ pub fn simulated_iteration_ns(
     if let Some(v) = cache().lock().ok().and_then(|m| m.get(&key).cloned()) {
         return Ok(v.0);
     }
-    let (t, _) = crate::emulate::simulate(
+    let (t, _) = inabench_p4sgd::emulate::simulate(
         &inp.fpga,
         inp.sim.clone(),
         features,

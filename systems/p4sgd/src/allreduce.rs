@@ -1,27 +1,25 @@
-//! `p4sgd.fig8`: the latency of an all-reduce of `elements` 32-bit values across `workers`
-//! workers, over `operations` all-reduces issued one after another, for P4SGD, CPUSync,
-//! SwitchML and GPUSync. Every result is checked against the exact sum.
+//! One system's closed loop of checked all-reduces (`elements` 32-bit values, `ops` operations
+//! one after another per worker) on the `sim` fabric (virtual time, with the model inputs of
+//! [`SimInputs`]) or on `mem` (a thread per node, real time): P4SGD, CPUSync, SwitchML and
+//! GPUSync, every result checked against the exact sum; the per-frame costs of the host stacks
+//! measured on this machine; NCCL's inputs for GPUSync. What p4sgd-fig8 runs (and the modelled
+//! class's latencies); no harness types here.
 //!
-//! Simulated (`sim` fabric, virtual time, the spec's line rate): each node's timing around its
-//! state machine comes from [`crate::host::Host`] with the spec's model inputs: the FPGA worker's
-//! MAC/PHY and transport latency each way plus one 512-bit beat per frame at the FPGA clock; the
-//! switch's pipeline latency (P4SGD's program, and the forwarding switch of CPUSync); the host
-//! NIC's latency each way (NIC pipeline and PCIe) for the CPU systems, whose host stacks also pay
-//! a per-frame cost drawn from the costs of their own code measured on this machine (so their
-//! jitter is that code's jitter here). Emulated (`mem` fabric): the same state machines, a thread
-//! per node, real time; no model inputs apply. Emulated on `udp` (`emulated_fabric: udp`, the
-//! default): the same state machines, each node on its own loopback UDP socket served by
-//! [`inabench_fabric::udp::serve`] in a thread of its own ([`crate::udp`]). GPUSync (simulated
-//! class only): NCCL's ring or tree with the LL protocol as real messages ([`crate::gpusync`]),
-//! each operation starting NCCL's base latency after it is issued, each hop costing NCCL's
-//! per-hop latency (its tuning model's) with the shape of this host's measured host-stack
-//! costs ([`gpusync_costs`]), so it has a distribution and grows with the node count.
+//! Simulated: each node's timing around its state machine comes from [`crate::host::Host`] with
+//! the model inputs: the FPGA worker's MAC/PHY and transport latency each way plus one 512-bit
+//! beat per frame at the FPGA clock; the switch's pipeline latency (P4SGD's program, and the
+//! forwarding switch of CPUSync); the host NIC's latency each way (NIC pipeline and PCIe) for the
+//! CPU systems, whose host stacks also pay a per-frame cost drawn from the costs of their own
+//! code measured on this machine (so their jitter is that code's jitter here). GPUSync (simulated
+//! only): NCCL's ring or tree with the LL protocol as real messages ([`crate::gpusync`]), each
+//! operation starting NCCL's base latency after it is issued, each hop costing NCCL's per-hop
+//! latency (its tuning model's) with the shape of this host's measured host-stack costs
+//! ([`gpusync_costs`]), so it has a distribution and grows with the node count.
 
 use crate::cpusync::{CpuSyncWorker, Forwarder};
-use crate::driver::{Either, LatencyStats, LoopWorker, Timed};
+use crate::driver::{Either, LoopWorker, Timed};
 use crate::host::{Cost, Host, Timing};
 use crate::protocol::{P4sgdSwitch, P4sgdWorker, PAPER_SLOTS, SwitchConfig, WorkerConfig};
-use inabench_core::{Fidelity, LogLevel, PointCtx, Workload, WorkloadError};
 use inabench_fabric::fault::Faults;
 use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
 use inabench_fabric::{Endpoint, NodeId};
@@ -31,6 +29,17 @@ use inabench_ina::tofino::TofinoModel;
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
+
+/// Why a run could not be set up or carried out.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RunError {
+    /// A node could not be built from the configuration (the protocol's or SwitchML's error).
+    #[error("{0}")]
+    Config(String),
+    /// The udp fabric failed (a socket, the coordinator).
+    #[error("udp fabric: {0}")]
+    Udp(String),
+}
 
 /// The spec's model inputs for the simulated class.
 #[derive(Debug, Clone)]
@@ -86,8 +95,8 @@ pub struct Outcome {
     pub retransmissions: u64,
 }
 
-fn err(e: impl std::fmt::Display) -> WorkloadError {
-    WorkloadError::Invalid(e.to_string())
+fn err(e: impl std::fmt::Display) -> RunError {
+    RunError::Config(e.to_string())
 }
 
 fn zero_costs(n: usize) -> Vec<NodeConfig> {
@@ -110,7 +119,7 @@ pub fn run_p4sgd(
     seed: u64,
     sim: Option<&SimInputs>,
     timeout_ns: u64,
-) -> Result<Outcome, WorkloadError> {
+) -> Result<Outcome, RunError> {
     let sw_id = workers as NodeId;
     let mut ws = Vec::new();
     for r in 0..workers {
@@ -183,7 +192,7 @@ fn cpusync_nodes(
     elements: usize,
     ops: u64,
     seed: u64,
-) -> Result<Vec<LoopWorker<CpuSyncWorker>>, WorkloadError> {
+) -> Result<Vec<LoopWorker<CpuSyncWorker>>, RunError> {
     (0..workers)
         .map(|r| {
             CpuSyncWorker::new(r, workers, workers as NodeId, elements)
@@ -208,7 +217,7 @@ fn calibrated(system: &'static str, measure: impl FnOnce() -> Vec<u64>) -> Vec<u
 }
 
 /// CPUSync's costs: 2,000 all-reduces on `sim` with no timing, every worker call timed.
-fn cpusync_costs(workers: usize, elements: usize) -> Vec<u64> {
+pub fn cpusync_costs(workers: usize, elements: usize) -> Vec<u64> {
     calibrated("cpusync", || {
         let Ok(ws) = cpusync_nodes(workers, elements, 2000, 7) else {
             return Vec::new();
@@ -243,7 +252,7 @@ pub fn run_cpusync(
     ops: u64,
     seed: u64,
     sim: Option<&SimInputs>,
-) -> Result<Outcome, WorkloadError> {
+) -> Result<Outcome, RunError> {
     let sw_id = workers as NodeId;
     let collect = |loops: Vec<&LoopWorker<CpuSyncWorker>>| Outcome {
         latencies: loops.iter().flat_map(|l| l.latencies.clone()).collect(),
@@ -311,32 +320,6 @@ pub struct NcclInputs {
 }
 
 impl NcclInputs {
-    /// The spec's `nccl_algo` (`auto`, `tree` or `ring`) and `nccl_{tree,ring}_{base,hop}_lat_us`.
-    pub fn from_ctx(ctx: &PointCtx<'_>) -> Result<NcclInputs, WorkloadError> {
-        use crate::gpusync::Algo;
-        let name = ctx.text("nccl_algo")?;
-        let algo = match name.as_str() {
-            "auto" => None,
-            other => Some(Algo::parse(other).ok_or_else(|| {
-                WorkloadError::Invalid(format!(
-                    "nccl_algo is `auto`, `ring` or `tree`, not `{other}`"
-                ))
-            })?),
-        };
-        let us = |k: &str| -> Result<u64, WorkloadError> {
-            let v = ctx.param(k)?;
-            if !(v.is_finite() && v >= 0.0) {
-                return Err(WorkloadError::Invalid(format!("{k} must be >= 0")));
-            }
-            Ok((v * 1e3).round() as u64)
-        };
-        Ok(NcclInputs {
-            algo,
-            tree: (us("nccl_tree_base_lat_us")?, us("nccl_tree_hop_lat_us")?),
-            ring: (us("nccl_ring_base_lat_us")?, us("nccl_ring_hop_lat_us")?),
-        })
-    }
-
     /// The algorithm for `n` nodes and its (base, per-hop) latency.
     pub fn pick(&self, n: usize) -> (crate::gpusync::Algo, u64, u64) {
         use crate::gpusync::Algo;
@@ -401,7 +384,7 @@ pub fn run_gpusync(
     seed: u64,
     si: &SimInputs,
     n: &NcclInputs,
-) -> Result<Outcome, WorkloadError> {
+) -> Result<Outcome, RunError> {
     use crate::gpusync::{GpuSyncConfig, GpuSyncWorker};
     let sw_id = workers as NodeId;
     let (algo, base_ns, hop_ns) = n.pick(workers);
@@ -466,7 +449,7 @@ fn worker(n: &SetupNode) -> Option<&dyn Worker> {
 /// c + 1 (the next all-reduce, in the slot's other shadow copy) leaves when chunk c's result
 /// arrives. A chunk is one pass of the Tofino model (48 values): an all-reduce of fewer values
 /// is padded to it, as SwitchML's fixed packet size does.
-fn switchml_config(
+pub fn switchml_config(
     workers: usize,
     ops: u64,
     seed: u64,
@@ -526,7 +509,7 @@ pub fn run_switchml(
     rate_bps: f64,
     sim: Option<&SimInputs>,
     timeout_ns: u64,
-) -> Result<Outcome, WorkloadError> {
+) -> Result<Outcome, RunError> {
     let cfg = switchml_config(workers, ops, seed, rate_bps, timeout_ns);
     let setup = SwitchMl.build(&cfg).map_err(err)?;
     let outcome = |ws: Vec<&dyn Worker>| Outcome {
@@ -577,167 +560,10 @@ pub fn run_switchml(
     }
 }
 
-pub struct Fig8;
-
-impl Workload for Fig8 {
-    fn id(&self) -> &'static str {
-        "p4sgd.fig8"
-    }
-
-    fn fidelities(&self) -> &'static [Fidelity] {
-        &[Fidelity::Simulated, Fidelity::Emulated]
-    }
-
-    fn fabric(&self, f: Fidelity) -> &'static str {
-        if f == Fidelity::Emulated {
-            "udp"
-        } else {
-            "sim"
-        }
-    }
-
-    fn systems(&self) -> Option<&'static [&'static str]> {
-        Some(&["p4sgd", "cpusync", "gpusync", "switchml"])
-    }
-
-    fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
-        let workers = ctx.param("workers")? as usize;
-        let elements = ctx.param("elements")? as usize;
-        let ops = ctx.param("operations")? as u64;
-        if ctx.param("element_bits")? != 32.0 {
-            return Err(WorkloadError::Invalid(
-                "the switch program sums 32-bit values: element_bits must be 32".into(),
-            ));
-        }
-        let rate_bps = ctx.param("line_rate_gbps")? * 1e9;
-        let seed = ctx.seed;
-        let simulated = ctx.fidelity == Fidelity::Simulated;
-        let si = if simulated {
-            Some(SimInputs {
-                rate_bps,
-                link_latency_ns: ctx.param("link_latency_ns")? as u64,
-                switch_latency_ns: ctx.param("switch_latency_ns")? as u64,
-                fpga_nic_ns: ctx.param("fpga_nic_ns")? as u64,
-                fpga_beat_ns: (1e3 / ctx.param("fpga_clock_mhz")?).round() as u64,
-                host_nic_ns: ctx.param("host_nic_ns")? as u64,
-                timeout_ns: (ctx.param("timeout_us")? * 1e3) as u64,
-            })
-        } else {
-            None
-        };
-        let timeout_ns = match &si {
-            Some(s) => s.timeout_ns,
-            None => (ctx.param("emulated_timeout_us")? * 1e3) as u64,
-        };
-        let system = ctx.system().to_string();
-        // emulated: `udp` (a loopback socket and a thread per node, the kernel's UDP path) or
-        // `mem` (in-process channels, a thread per node)
-        let on_udp = if simulated {
-            false
-        } else {
-            let fabric = ctx.text("emulated_fabric").unwrap_or_else(|_| "udp".into());
-            match fabric.as_str() {
-                "udp" => {
-                    ctx.fabric = "udp";
-                    true
-                }
-                "mem" => {
-                    ctx.fabric = "mem";
-                    false
-                }
-                other => {
-                    return Err(WorkloadError::Invalid(format!(
-                        "emulated_fabric is `udp` or `mem`, not `{other}`"
-                    )));
-                }
-            }
-        };
-        let uopt = crate::udp::UdpOptions::default();
-        let out = match system.as_str() {
-            "p4sgd" if on_udp => {
-                crate::udp::run_p4sgd(workers, elements, ops, seed, timeout_ns, &uopt)?.0
-            }
-            "cpusync" if on_udp => crate::udp::run_cpusync(workers, elements, ops, seed, &uopt)?,
-            "switchml" if on_udp => crate::udp::run_switchml(
-                &switchml_config(workers, ops, seed, rate_bps, timeout_ns),
-                &uopt,
-            )?,
-            "p4sgd" => run_p4sgd(workers, elements, ops, seed, si.as_ref(), timeout_ns)?,
-            "cpusync" => run_cpusync(workers, elements, ops, seed, si.as_ref())?,
-            "switchml" => run_switchml(workers, ops, seed, rate_bps, si.as_ref(), timeout_ns)?,
-            "gpusync" if !simulated => {
-                // no GPU here: GPUSync runs in the simulated class only
-                ctx.log(
-                    LogLevel::Info,
-                    "gpusync needs GPUs; it is simulated (NCCL's algorithm as messages) only",
-                );
-                return Ok(());
-            }
-            "gpusync" => {
-                let nccl = NcclInputs::from_ctx(ctx)?;
-                let si = si
-                    .as_ref()
-                    .ok_or_else(|| err("gpusync runs in the simulated class only"))?;
-                let (algo, base, hop) = nccl.pick(workers);
-                ctx.log(
-                    LogLevel::Info,
-                    format!(
-                        "gpusync: NCCL {algo:?}/LL, {} hops, base {base} ns, per hop {hop} ns (NCCL's tuning model), per-frame cost shaped like this host's measured host-stack costs",
-                        algo.hops(workers),
-                    ),
-                );
-                run_gpusync(workers, elements, ops, seed, si, &nccl)?
-            }
-            other => {
-                return Err(WorkloadError::Invalid(format!(
-                    "system `{other}` is not part of p4sgd.fig8"
-                )));
-            }
-        };
-        if simulated && system != "p4sgd" && system != "gpusync" {
-            let costs = match system.as_str() {
-                "cpusync" => cpusync_costs(workers, elements),
-                _ => switchml_costs(workers, rate_bps),
-            };
-            if let Some(c) = LatencyStats::of(&costs) {
-                ctx.log(
-                    LogLevel::Info,
-                    format!(
-                        "{system}: host cost per frame measured here: median {:.0} ns, p99 {:.0} ns over {} calls",
-                        c.p50_us * 1e3,
-                        c.p99_us * 1e3,
-                        c.count
-                    ),
-                );
-                ctx.counter("host_cost_p50_ns", (c.p50_us * 1e3) as u64);
-            }
-        }
-        ctx.counter("retransmissions", out.retransmissions);
-        if out.wrong > 0 {
-            return Err(WorkloadError::WrongResult(format!(
-                "{system}: {} results differ from the reference sum or were delivered twice",
-                out.wrong
-            )));
-        }
-        if out.unfinished > 0 {
-            return Err(WorkloadError::Invalid(format!(
-                "{system}: {} workers did not finish their {ops} all-reduces",
-                out.unfinished
-            )));
-        }
-        let s = LatencyStats::of(&out.latencies)
-            .ok_or_else(|| WorkloadError::Invalid(format!("{system}: no latency samples")))?;
-        ctx.record("latency_mean", s.mean_us);
-        ctx.record("latency_p50", s.p50_us);
-        ctx.record("latency_p99", s.p99_us);
-        ctx.record("latency_std", s.std_us);
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod gpusync_tests {
     use super::*;
+    use crate::driver::LatencyStats;
 
     fn si() -> SimInputs {
         SimInputs {
