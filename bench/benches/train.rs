@@ -4,7 +4,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use inabench_ina::collective::{Aggregation, Fabric};
-use inabench_train::quality::run;
+use inabench_workloads::netreduce::fig12::run;
 
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("train_10_steps");

@@ -20,17 +20,6 @@ pub mod roce;
 pub mod stream;
 pub mod switchml;
 pub mod switchml_rdma;
-pub mod table1;
 pub mod tofino;
 pub mod training;
 pub mod udp_node;
-pub mod workload;
-
-/// The workloads this crate registers with the harness.
-pub fn workloads() -> Vec<Box<dyn inabench_core::Workload>> {
-    vec![
-        Box::new(workload::Table6),
-        Box::new(table1::Table1),
-        Box::new(training::Training),
-    ]
-}

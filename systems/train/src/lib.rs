@@ -19,12 +19,4 @@ pub mod adam;
 pub mod data;
 pub mod dp;
 pub mod model;
-pub mod quality;
 pub mod transformer;
-
-use inabench_core::Workload;
-
-/// The workloads this crate registers with the harness.
-pub fn workloads() -> Vec<Box<dyn Workload>> {
-    vec![Box::new(quality::Quality)]
-}

@@ -2,12 +2,14 @@
 //! the same data twice, once with ring all-reduce and once through the system under test, every
 //! gradient of every step going through the protocol code on the fabric, and report the loss
 //! difference ratio |L_sys - L_ring| / L_ring at the point's iteration (and its maximum up to it).
+//! Spec: `experiments/netreduce/fig12.yaml`. The models, data and data-parallel trainer are
+//! [`inabench_train`]'s.
 
-use crate::data;
-use crate::dp::{self, StepLog, Tolerance};
-use crate::model::{Arch, Model};
 use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
 use inabench_ina::collective::{Aggregation, Fabric, allreduce_f32};
+use inabench_train::data;
+use inabench_train::dp::{self, StepLog, Tolerance};
+use inabench_train::model::{Arch, Model};
 
 pub struct Quality;
 
@@ -36,7 +38,7 @@ pub fn setup(model: &str, seed: u64) -> Option<(Model, data::Dataset)> {
         ),
         "transformer" => (
             Model::new(
-                Arch::Transformer(crate::transformer::Shape {
+                Arch::Transformer(inabench_train::transformer::Shape {
                     vocab: 9,
                     seq: 8,
                     width: 16,

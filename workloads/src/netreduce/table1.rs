@@ -1,7 +1,8 @@
 //! `netreduce.table1`: NetReduce's Table 1 compares host I/O stacks (RoCE, ATP's parallel DMA,
 //! SwitchML's DPDK) by the CPU they take, the throughput they reach and their RTT. Here the same
-//! RoCEv2 RC transfer ([`crate::stream`]) runs on the `udp` fabric, a process per host, under
-//! three host I/O models of [`inabench_fabric::udp::IoModel`]:
+//! RoCEv2 RC transfer ([`inabench_ina::stream`]) runs on the `udp` fabric, a process per host,
+//! under three host I/O models of [`inabench_fabric::udp::IoModel`] (spec:
+//! `experiments/netreduce/table1.yaml`):
 //!
 //! - `event_driven`: batched and event-driven (sleep in `poll`, batch with `recvmmsg` and
 //!   `sendmmsg`): the suite's software stand-in for the completion-driven way a RoCE NIC is
@@ -16,8 +17,8 @@
 //! median). CPU is the mean over the two hosts of each host process's node threads' CPU time
 //! over its wall time, in percent of one core.
 
-use crate::udp_node::{NodeJob, Spawn, UdpOutcome, run_udp};
 use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
+use inabench_ina::udp_node::{NodeJob, Spawn, UdpOutcome, run_udp};
 
 pub struct Table1;
 

@@ -1,20 +1,21 @@
 //! `netreduce.table6`: one all-reduce per repetition through a Table 6 system on a fabric,
 //! every result checked against the reference sum, and Table 6's metrics computed from what the
 //! endpoints and the switch model measured. Also runs `netreduce-reliability` (loss, duplication
-//! and reordering parameters).
+//! and reordering parameters). Specs: `experiments/netreduce/table6.yaml`, `reliability.yaml`
+//! and `switchml-shadow.yaml`.
 //!
 //! Classes: `simulated` runs on the `sim` fabric at the spec's line rate with its MTU and window;
 //! a software host stack's cost per frame is measured on this machine once per system and process
 //! (the time spent in that system's worker state machines during a calibration all-reduce, per
 //! frame; see [`host_cost_ns`]) and charged to every host frame.
 //! `emulated` runs the same endpoints on the `udp` fabric, a process per node (see
-//! [`crate::udp_node`]; CPU is each worker's own threads' time), or with `emulated_fabric: mem`
-//! on the `mem` fabric (a thread per node).
+//! [`inabench_ina::udp_node`]; CPU is each worker's own threads' time), or with
+//! `emulated_fabric: mem` on the `mem` fabric (a thread per node).
 
-use crate::common::{AllReduceConfig, SetupNode, Worker, reference_sum, switch_stats};
-use crate::drive::{host_cost_ns, paper_host_stack, run_sim_tapped, system};
 use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
 use inabench_fabric::fault::Faults;
+use inabench_ina::common::{AllReduceConfig, SetupNode, Worker, reference_sum, switch_stats};
+use inabench_ina::drive::{host_cost_ns, paper_host_stack, run_sim_tapped, system};
 
 pub struct Table6;
 
@@ -152,7 +153,7 @@ impl Workload for Table6 {
         // SwitchML's switch counts contributions added to a round of another chunk (diagnostics)
         ctx.record_if_declared(
             "mixed_rounds",
-            crate::common::counter_sum(&nodes, "mixed_rounds") as f64,
+            inabench_ina::common::counter_sum(&nodes, "mixed_rounds") as f64,
         );
         if !finished {
             // reliability records a livelock as an outcome; elsewhere it fails the point
@@ -238,14 +239,15 @@ impl Workload for Table6 {
         ctx.record_if_declared("host_cost", cost as f64);
         // NetReduce pads its last message to MsgLen packets: the share of payload bytes sent as padding
         if ctx.system() == "netreduce"
-            && let Ok(l) = crate::netreduce::Layout::new(&cfg)
+            && let Ok(l) = inabench_ina::netreduce::Layout::new(&cfg)
         {
             ctx.record_if_declared("padding", 100.0 * l.padding_share());
         }
         // SwitchML: the mean time between two uses of a slot (the all-reduce over its rounds)
         if ctx.declares("slot_cycle")
             && ctx.system() == "switchml"
-            && let Ok(l) = crate::switchml::Layout::new(&cfg, &crate::tofino::TofinoModel::PAPER)
+            && let Ok(l) =
+                inabench_ina::switchml::Layout::new(&cfg, &inabench_ina::tofino::TofinoModel::PAPER)
         {
             let rounds = l.chunks.div_ceil(l.slots).max(1);
             ctx.record("slot_cycle", dur_ns / 1e3 / rounds as f64);
@@ -260,14 +262,14 @@ impl Workload for Table6 {
     }
 }
 
-/// One all-reduce on the `udp` fabric: a process per node (see [`crate::udp_node`]), each
+/// One all-reduce on the `udp` fabric: a process per node (see [`inabench_ina::udp_node`]), each
 /// worker's CPU its own threads' accounting, every worker's sum checked by the worker itself.
 fn run_on_udp(
     ctx: &mut PointCtx<'_>,
     cfg: &AllReduceConfig,
     faults: Faults,
 ) -> Result<(), WorkloadError> {
-    use crate::udp_node::{NodeJob, Placement, Spawn, run_udp_placed};
+    use inabench_ina::udp_node::{NodeJob, Placement, Spawn, run_udp_placed};
     let io = ctx.text("io").unwrap_or_else(|_| "event".into());
     if inabench_fabric::udp::IoModel::parse(&io).is_none() {
         return Err(WorkloadError::Invalid(format!(
