@@ -7,6 +7,7 @@
 //! - [`event`]: the one event stream that feeds the views and the store;
 //! - [`store`]: run folders (manifest, append-only rows, resume);
 //! - [`workload`]: the trait systems implement so the harness can run them without knowing them;
+//! - [`units`]: a measured quantity converted once from the workload's unit to the spec's;
 //! - [`rng`]: a small seeded generator (SplitMix64) so every run is reproducible from its seed.
 
 pub mod catalog;
@@ -16,6 +17,7 @@ pub mod plan;
 pub use inabench_rng as rng;
 pub mod spec;
 pub mod store;
+pub mod units;
 pub mod value;
 pub mod workload;
 

@@ -186,6 +186,35 @@ impl<'a> PointCtx<'a> {
         (self.sink)(Event::Row(row));
     }
 
+    /// Record `value`, measured in `unit`, converted to the unit the spec declares for `metric`
+    /// (see [`crate::units`]): the one place a workload's quantity meets the spec's unit. A
+    /// metric the spec does not declare, or a unit of another dimension, is an error.
+    pub fn record_in(&mut self, metric: &str, value: f64, unit: &str) -> Result<(), WorkloadError> {
+        let system = self.point.system.clone();
+        self.record_for_in(&system, metric, value, unit)
+    }
+
+    /// [`PointCtx::record_in`] for another system of the same point.
+    pub fn record_for_in(
+        &mut self,
+        system: &str,
+        metric: &str,
+        value: f64,
+        unit: &str,
+    ) -> Result<(), WorkloadError> {
+        let declared = (self.units)(metric);
+        if declared.is_empty() {
+            return Err(WorkloadError::Invalid(format!(
+                "the spec declares no metric `{metric}`"
+            )));
+        }
+        let v = crate::units::convert(value, unit, &declared).map_err(|e| {
+            WorkloadError::Invalid(format!("metric `{metric}` (declared in `{declared}`): {e}"))
+        })?;
+        self.record_for(system, metric, v);
+        Ok(())
+    }
+
     /// Whether the spec declares `metric`.
     pub fn declares(&self, metric: &str) -> bool {
         !(self.units)(metric).is_empty()
@@ -223,5 +252,93 @@ impl<'a> PointCtx<'a> {
             source: self.point.system.clone(),
             message: message.into(),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::Params;
+
+    fn point() -> Point {
+        Point {
+            id: "p".into(),
+            system: "s".into(),
+            params: Params::new(),
+            repetitions: 1,
+            warmup: 0,
+        }
+    }
+
+    /// What a workload records for one quantity when the spec declares `declared`.
+    fn recorded(declared: &str, value: f64, unit: &str) -> Result<Vec<f64>, WorkloadError> {
+        let p = point();
+        let cancel = AtomicBool::new(false);
+        let mut got = Vec::new();
+        let mut sink = |e: Event| {
+            if let Event::Row(r) = e {
+                got.push((r.value, r.unit));
+            }
+        };
+        let units = |m: &str| {
+            if m == "goodput" {
+                declared.to_string()
+            } else {
+                String::new()
+            }
+        };
+        let mut ctx = PointCtx::new(
+            &p,
+            0,
+            Fidelity::Simulated,
+            "sim",
+            0,
+            false,
+            1,
+            "r",
+            "e",
+            &cancel,
+            &mut sink,
+            &units,
+        );
+        ctx.record_in("goodput", value, unit)?;
+        drop(ctx);
+        assert!(got.iter().all(|(_, u)| u == declared));
+        Ok(got.into_iter().map(|(v, _)| v).collect())
+    }
+
+    #[test]
+    fn a_spec_that_changes_its_unit_gets_the_same_quantity() {
+        let gbps = recorded("Gbps", 2.5e9, "bps").expect("Gbps");
+        let mbps = recorded("Mbps", 2.5e9, "bps").expect("Mbps");
+        assert_eq!(gbps, vec![2.5]);
+        assert_eq!(mbps, vec![2500.0]);
+    }
+
+    #[test]
+    fn another_dimension_or_an_undeclared_metric_is_an_error() {
+        assert!(matches!(
+            recorded("ms", 2.5e9, "bps"),
+            Err(WorkloadError::Invalid(m)) if m.contains("declared in `ms`")
+        ));
+        let p = point();
+        let cancel = AtomicBool::new(false);
+        let mut sink = |_e: Event| {};
+        let units = |_m: &str| String::new();
+        let mut ctx = PointCtx::new(
+            &p,
+            0,
+            Fidelity::Simulated,
+            "sim",
+            0,
+            false,
+            1,
+            "r",
+            "e",
+            &cancel,
+            &mut sink,
+            &units,
+        );
+        assert!(ctx.record_in("nope", 1.0, "s").is_err());
     }
 }
