@@ -287,22 +287,23 @@ mod tests {
                 String::new()
             }
         };
-        let mut ctx = PointCtx::new(
-            &p,
-            0,
-            Fidelity::Simulated,
-            "sim",
-            0,
-            false,
-            1,
-            "r",
-            "e",
-            &cancel,
-            &mut sink,
-            &units,
-        );
-        ctx.record_in("goodput", value, unit)?;
-        drop(ctx);
+        {
+            let mut ctx = PointCtx::new(
+                &p,
+                0,
+                Fidelity::Simulated,
+                "sim",
+                0,
+                false,
+                1,
+                "r",
+                "e",
+                &cancel,
+                &mut sink,
+                &units,
+            );
+            ctx.record_in("goodput", value, unit)?;
+        }
         assert!(got.iter().all(|(_, u)| u == declared));
         Ok(got.into_iter().map(|(v, _)| v).collect())
     }

@@ -324,7 +324,7 @@ fn run(cli: Cli) -> Result<i32> {
         Cmd::FabricNode => {
             let stdin = std::io::stdin();
             let stdout = std::io::stdout();
-            inabench_ina::udp_node::child_main(&mut stdin.lock(), &mut stdout.lock())
+            inabench_workloads::udp_node::child_main(&mut stdin.lock(), &mut stdout.lock())
                 .map_err(|e| anyhow::anyhow!("fabric node: {e}"))?;
             Ok(0)
         }

@@ -1,7 +1,7 @@
 //! The udp fabric with every node in its own network namespace (root only; CI runs as root):
 //! exact sums, and a per-host tbf limit that really limits.
 
-use inabench_ina::udp_node::{NodeJob, Placement, Spawn, run_udp_placed};
+use inabench_workloads::udp_node::{NodeJob, Placement, Spawn, run_udp_placed};
 
 fn job() -> NodeJob {
     NodeJob {

@@ -21,6 +21,10 @@ pub mod netreduce;
 #[cfg(feature = "p4sgd")]
 pub mod p4sgd;
 
+/// The node side of the udp fabric's process-per-node runs: the node processes an emulated
+/// all-reduce spawns run `udp_node::child_main` (the binary's hidden `__fabric-node` command).
+pub use inabench_ina::udp_node;
+
 /// Every workload compiled into this build.
 pub fn all() -> Vec<Box<dyn Workload>> {
     #[allow(unused_mut)]

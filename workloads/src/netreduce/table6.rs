@@ -137,9 +137,10 @@ impl Workload for Table6 {
             let cpu: Vec<u64> = rep.nodes[..w].iter().map(|s| s.cpu_ns).collect();
             (nodes, rep.finished, dur, cpu, 0)
         } else {
-            // INABENCH_PCAP_DIR (set by `reproduce --pcap DIR`): a capture per point and repetition
-            let pcap = std::env::var_os("INABENCH_PCAP_DIR").map(|d| {
-                std::path::PathBuf::from(d).join(format!(
+            // `reproduce --pcap DIR` (the point context's capture folder): a capture per point
+            // and repetition
+            let pcap = ctx.capture_dir.map(|d| {
+                d.join(format!(
                     "{}-{}-rep{}.pcap",
                     ctx.experiment, ctx.point.id, ctx.repetition
                 ))
