@@ -12,6 +12,7 @@ use inabench_core::Workload;
 
 #[cfg(feature = "aleph")]
 pub mod aleph;
+pub mod fabric;
 #[cfg(feature = "libra")]
 pub mod libra;
 #[cfg(feature = "luwu")]

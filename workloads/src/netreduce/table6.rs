@@ -12,6 +12,7 @@
 //! [`inabench_ina::udp_node`]; CPU is each worker's own threads' time), or with
 //! `emulated_fabric: mem` on the `mem` fabric (a thread per node).
 
+use crate::fabric::Emulated;
 use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
 use inabench_fabric::fault::Faults;
 use inabench_ina::common::{AllReduceConfig, SetupNode, Worker, reference_sum, switch_stats};
@@ -77,15 +78,9 @@ impl Workload for Table6 {
                 k
             },
         };
-        // a reordered frame is delayed by `reorder_delay_us` (5 us unless the spec says otherwise)
-        let faults = Faults {
-            loss: opt(ctx, "loss", 0.0),
-            duplicate: opt(ctx, "duplicate", 0.0),
-            reorder: opt(ctx, "reorder", 0.0),
-            reorder_delay_ns: (opt(ctx, "reorder_delay_us", 5.0) * 1e3) as u64,
-            // `fault_seed` (a grid dimension) draws other faults for the same gradients
-            seed: ctx.seed.wrapping_add(opt(ctx, "fault_seed", 0.0) as u64),
-        };
+        // a reordered frame is delayed by `reorder_delay_us` (5 us unless the spec says
+        // otherwise); `fault_seed` (a grid dimension) draws other faults for the same gradients
+        let faults = crate::fabric::faults(ctx)?;
         // host_stack: `nic` (the transport runs in a NIC: no host CPU per frame on the data
         // path), `software` (the system's host code, its cost per frame measured on this host),
         // or `paper` (what each system had in the paper: see `paper_host_stack`)
@@ -105,20 +100,10 @@ impl Workload for Table6 {
         } else {
             0
         };
-        if ctx.fidelity == Fidelity::Emulated {
-            let fabric = ctx.text("emulated_fabric").unwrap_or_else(|_| "udp".into());
-            match fabric.as_str() {
-                "udp" => {
-                    ctx.fabric = "udp";
-                    return run_on_udp(ctx, &cfg, faults);
-                }
-                "mem" => ctx.fabric = "mem",
-                other => {
-                    return Err(WorkloadError::Invalid(format!(
-                        "emulated_fabric is `udp` or `mem`, not `{other}`"
-                    )));
-                }
-            }
+        if ctx.fidelity == Fidelity::Emulated
+            && crate::fabric::emulated_fabric(ctx, Emulated::Udp)? == Emulated::Udp
+        {
+            return run_on_udp(ctx, &cfg, faults);
         }
         // (nodes, finished, duration ns, per-worker host CPU ns, frames dropped by faults)
         let (nodes, finished, dur_ns, cpu_ns, dropped) = if ctx.fidelity == Fidelity::Emulated {

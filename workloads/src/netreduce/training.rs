@@ -68,19 +68,11 @@ fn run_emulated(
             "the emulated class runs one GPU per machine and fp32 gradients".into(),
         ));
     }
-    let fabric_name = ctx
-        .text("emulated_fabric")
-        .unwrap_or_else(|_| "mem".to_string());
-    let fabric = match fabric_name.as_str() {
-        "mem" => Fabric::Mem,
-        "udp" => Fabric::Udp,
-        other => {
-            return Err(WorkloadError::Invalid(format!(
-                "emulated_fabric is `mem` or `udp`, not `{other}`"
-            )));
-        }
+    use crate::fabric::{Emulated, emulated_fabric};
+    let fabric = match emulated_fabric(ctx, Emulated::Mem)? {
+        Emulated::Mem => Fabric::Mem,
+        Emulated::Udp => Fabric::Udp,
     };
-    ctx.fabric = fabric.name();
     let scale = ctx.param("grad_scale").unwrap_or(1.0);
     if !(scale > 0.0 && scale <= 1.0) {
         return Err(WorkloadError::Invalid(format!(

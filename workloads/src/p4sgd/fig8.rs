@@ -116,22 +116,8 @@ impl Workload for Fig8 {
         let on_udp = if simulated {
             false
         } else {
-            let fabric = ctx.text("emulated_fabric").unwrap_or_else(|_| "udp".into());
-            match fabric.as_str() {
-                "udp" => {
-                    ctx.fabric = "udp";
-                    true
-                }
-                "mem" => {
-                    ctx.fabric = "mem";
-                    false
-                }
-                other => {
-                    return Err(WorkloadError::Invalid(format!(
-                        "emulated_fabric is `udp` or `mem`, not `{other}`"
-                    )));
-                }
-            }
+            use crate::fabric::{Emulated, emulated_fabric};
+            emulated_fabric(ctx, Emulated::Udp)? == Emulated::Udp
         };
         let uopt = udp::UdpOptions::default();
         let out = match system.as_str() {

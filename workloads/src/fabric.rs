@@ -1,0 +1,163 @@
+//! The fabric and fault parameters of a point, parsed once here for every workload that runs
+//! endpoints: which fabric the emulated class runs on (`emulated_fabric`) and the seeded faults
+//! (`loss`, `duplicate`, `reorder`, `reorder_delay_us`, `fault_seed`). The row's fabric label is
+//! set here from the fabric chosen, so a workload never writes a label of its own.
+
+use inabench_core::{PointCtx, WorkloadError};
+use inabench_fabric::fault::Faults;
+
+/// The software fabric an emulated point runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Emulated {
+    /// UDP sockets on loopback (a process or a thread per node).
+    Udp,
+    /// In-process channels, a thread per node.
+    Mem,
+}
+
+impl Emulated {
+    pub fn label(self) -> &'static str {
+        match self {
+            Emulated::Udp => "udp",
+            Emulated::Mem => "mem",
+        }
+    }
+}
+
+/// The point's `emulated_fabric` (`default` when the spec leaves it out), recorded as the fabric
+/// of the point's rows. Any other value is an error naming the choices.
+pub fn emulated_fabric(
+    ctx: &mut PointCtx<'_>,
+    default: Emulated,
+) -> Result<Emulated, WorkloadError> {
+    let chosen = match ctx.text("emulated_fabric").ok().as_deref() {
+        None => default,
+        Some("udp") => Emulated::Udp,
+        Some("mem") => Emulated::Mem,
+        Some(other) => {
+            return Err(WorkloadError::Invalid(format!(
+                "emulated_fabric is `udp` or `mem`, not `{other}`"
+            )));
+        }
+    };
+    ctx.fabric = chosen.label();
+    Ok(chosen)
+}
+
+/// The point's faults: each a probability in [0, 1] (default 0); a reordered frame is delayed
+/// by `reorder_delay_us` (default 5 us); `fault_seed` (a grid dimension) draws other faults for
+/// the same point seed.
+pub fn faults(ctx: &PointCtx<'_>) -> Result<Faults, WorkloadError> {
+    let prob = |name: &str| -> Result<f64, WorkloadError> {
+        let p = ctx.param(name).unwrap_or(0.0);
+        if (0.0..=1.0).contains(&p) {
+            Ok(p)
+        } else {
+            Err(WorkloadError::Invalid(format!(
+                "`{name}` is a probability in [0, 1], not {p}"
+            )))
+        }
+    };
+    let delay_us = ctx.param("reorder_delay_us").unwrap_or(5.0);
+    if !(delay_us >= 0.0 && delay_us.is_finite()) {
+        return Err(WorkloadError::Invalid(format!(
+            "`reorder_delay_us` is a delay of 0 or more microseconds, not {delay_us}"
+        )));
+    }
+    let fault_seed = match ctx.param("fault_seed") {
+        Err(_) => 0,
+        Ok(_) => ctx.count("fault_seed")? as u64,
+    };
+    Ok(Faults {
+        loss: prob("loss")?,
+        duplicate: prob("duplicate")?,
+        reorder: prob("reorder")?,
+        reorder_delay_ns: (delay_us * 1e3) as u64,
+        seed: ctx.seed.wrapping_add(fault_seed),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inabench_core::Fidelity;
+    use inabench_core::event::Event;
+    use inabench_core::plan::Point;
+    use inabench_core::value::{Params, Scalar};
+    use std::sync::atomic::AtomicBool;
+
+    fn with_ctx<R>(params: &[(&str, Scalar)], f: impl FnOnce(&mut PointCtx<'_>) -> R) -> R {
+        let p = Point {
+            id: "p".into(),
+            system: "s".into(),
+            params: params
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect::<Params>(),
+            repetitions: 1,
+            warmup: 0,
+        };
+        let cancel = AtomicBool::new(false);
+        let mut sink = |_e: Event| {};
+        let units = |_m: &str| String::new();
+        let mut ctx = PointCtx::new(
+            &p,
+            0,
+            Fidelity::Emulated,
+            "udp",
+            0,
+            false,
+            10,
+            "r",
+            "e",
+            &cancel,
+            &mut sink,
+            &units,
+        );
+        f(&mut ctx)
+    }
+
+    #[test]
+    fn the_label_is_the_fabric_chosen() {
+        let (chosen, label) = with_ctx(&[("emulated_fabric", Scalar::Str("mem".into()))], |c| {
+            (emulated_fabric(c, Emulated::Udp), c.fabric)
+        });
+        assert_eq!(chosen.ok(), Some(Emulated::Mem));
+        assert_eq!(label, "mem");
+        let (chosen, label) = with_ctx(&[], |c| (emulated_fabric(c, Emulated::Udp), c.fabric));
+        assert_eq!(chosen.ok(), Some(Emulated::Udp));
+        assert_eq!(label, "udp");
+        let bad = with_ctx(&[("emulated_fabric", Scalar::Str("tcp".into()))], |c| {
+            emulated_fabric(c, Emulated::Udp)
+        });
+        assert!(matches!(bad, Err(WorkloadError::Invalid(m)) if m.contains("not `tcp`")));
+    }
+
+    #[test]
+    fn faults_are_checked_and_seeded() {
+        let f = with_ctx(
+            &[
+                ("loss", Scalar::Float(0.01)),
+                ("reorder", Scalar::Float(0.5)),
+                ("fault_seed", Scalar::Int(3)),
+            ],
+            |c| faults(c),
+        )
+        .expect("valid faults");
+        assert_eq!(f.loss, 0.01);
+        assert_eq!(f.reorder_delay_ns, 5_000);
+        assert_eq!(f.seed, 13);
+        for bad in [
+            ("loss", Scalar::Float(1.5)),
+            ("duplicate", Scalar::Float(-0.1)),
+            ("fault_seed", Scalar::Float(1.5)),
+            ("reorder_delay_us", Scalar::Float(-1.0)),
+        ] {
+            let name = bad.0;
+            assert!(
+                with_ctx(&[bad], |c| faults(c)).is_err(),
+                "{name} must be refused"
+            );
+        }
+    }
+}
