@@ -135,7 +135,7 @@ fn measure(
 ) -> Result<Measured, WorkloadError> {
     static CACHE: OnceLock<Mutex<HashMap<PointKey, (f64, u64)>>> = OnceLock::new();
     let task = task_of(ctx)?;
-    let workers = ctx.param("workers")? as usize;
+    let workers = ctx.count("workers")?;
     let key: PointKey = (
         if system == "libra" && opt(ctx, "float_sum", 0.0) > 0.0 {
             format!("{system}/float")

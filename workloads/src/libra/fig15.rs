@@ -21,7 +21,7 @@ impl Workload for Fig15 {
     }
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
         let task = task_of(ctx)?;
-        let pushes = ctx.param("pushes")? as u64;
+        let pushes = ctx.count("pushes")? as u64;
         let rate = ctx.param("sampling_rate")?;
         let step = opt(ctx, "step", 1000.0) as usize;
         let threshold = opt(ctx, "threshold", 0.01);

@@ -28,8 +28,8 @@ impl Workload for Fig16 {
     }
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
         let task = task_of(ctx)?;
-        let workers = ctx.param("workers")? as usize;
-        let iterations = ctx.param("iterations")? as u64;
+        let workers = ctx.count("workers")?;
+        let iterations = ctx.count("iterations")? as u64;
         let model = TofinoModel::PAPER;
         let m = opt(
             ctx,
@@ -40,7 +40,7 @@ impl Workload for Fig16 {
         let gen_ = SparseGen::new(task.clone(), ctx.seed).map_err(invalid)?;
         let hot = identify_hot(
             &gen_,
-            ctx.param("identify_pushes")? as u64,
+            ctx.count("identify_pushes")? as u64,
             opt(ctx, "sampling_rate", 0.08),
             k,
             ctx.seed,

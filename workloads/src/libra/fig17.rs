@@ -32,7 +32,7 @@ impl Workload for Fig17 {
     }
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
         let task = task_of(ctx)?;
-        let workers = ctx.param("workers")? as usize;
+        let workers = ctx.count("workers")?;
         let memory_mb = opt(ctx, "memory_mb", 1.0);
         let gen_ = SparseGen::new(task.clone(), 1 + u64::from(ctx.repetition))
             .map_err(|e| WorkloadError::Invalid(e.to_string()))?;

@@ -21,7 +21,7 @@ impl Workload for Fig5 {
     }
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
         let task = task_of(ctx)?;
-        let pushes = ctx.param("pushes")? as u64;
+        let pushes = ctx.count("pushes")? as u64;
         let k = opt(ctx, "top_k", 30_000.0) as usize;
         let g = SparseGen::new(task.clone(), ctx.seed).map_err(invalid)?;
         let (full, _) = count_updates(&g, pushes, 0.0, ctx.seed).map_err(invalid)?;

@@ -20,7 +20,7 @@ impl Workload for Resources {
         "model"
     }
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
-        let hot = ctx.param("hot_params")? as usize;
+        let hot = ctx.count("hot_params")?;
         let m = opt(ctx, "registers", 48.0) as usize;
         let pl = Placement::heat(hot, m).map_err(invalid)?;
         let reg_bytes = (pl.m * pl.slots_per_register() * 4) as f64;

@@ -167,7 +167,7 @@ impl Workload for Table2 {
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
         let data = str_param(ctx, "data")?;
         let stat = str_param(ctx, "stat")?;
-        let pairs = ctx.param("pairs")? as usize;
+        let pairs = ctx.count("pairs")?;
         // the datasets are the same for every repetition (the paper's fixed 100,000 pairs)
         let d = dataset(&data, 1, pairs)?;
         let mut p = precisions(ctx.system(), &d)?;

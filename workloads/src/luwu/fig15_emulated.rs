@@ -45,7 +45,7 @@ pub(crate) fn fig15(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
             "iterations must be a whole number from 1 to 1000".into(),
         ));
     }
-    let ssds = ctx.param("ssds")? as usize;
+    let ssds = ctx.count("ssds")?;
     // as in the modelled class: nothing where LuWu's workers cannot hold the micro-batch
     let tb = super::figures::testbed(ctx, c.workers);
     let pl = inabench_luwu_model::memory::place(

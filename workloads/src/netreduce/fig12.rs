@@ -107,8 +107,8 @@ impl Workload for Quality {
             WorkloadError::Invalid(format!("fabric is sim, mem or udp, not `{fabric_name}`"))
         })?;
         ctx.fabric = fabric.name();
-        let workers = ctx.param("workers")? as usize;
-        let steps = ctx.param("iteration")? as usize;
+        let workers = ctx.count("workers")?;
+        let steps = ctx.count("iteration")?;
         let batch = ctx.param("batch").unwrap_or(64.0) as usize;
         let lr = ctx.param("lr").unwrap_or(0.05) as f32;
         let agg = Aggregation::parse(ctx.system())

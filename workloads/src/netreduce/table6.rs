@@ -47,8 +47,8 @@ impl Workload for Table6 {
         })?;
         let opt = |ctx: &PointCtx<'_>, k: &str, d: f64| ctx.param(k).unwrap_or(d);
         let cfg = AllReduceConfig {
-            workers: ctx.param("workers")? as usize,
-            elements: ctx.param("elements")? as usize,
+            workers: ctx.count("workers")?,
+            elements: ctx.count("elements")?,
             seed: ctx.seed,
             line_rate_bps: opt(ctx, "line_rate_gbps", 100.0) * 1e9,
             mtu: opt(ctx, "mtu", 1024.0) as usize,

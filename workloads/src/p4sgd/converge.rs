@@ -58,13 +58,13 @@ fn setup(ctx: &PointCtx<'_>) -> Result<Setup, WorkloadError> {
     let glm_name = ctx.text("glm")?;
     Ok(Setup {
         dataset: ctx.text("dataset")?,
-        max_rows: ctx.param("max_rows")? as usize,
-        seed: ctx.param("seed")? as u64,
+        max_rows: ctx.count("max_rows")?,
+        seed: ctx.count("seed")? as u64,
         glm: Glm::parse(&glm_name).ok_or_else(|| err(format!("unknown glm {glm_name}")))?,
         lr: ctx.param("lr")? as f32,
-        bits: ctx.param("precision_bits")? as u32,
+        bits: ctx.count("precision_bits")? as u32,
         target_rel: ctx.param("target_rel")?,
-        ref_epochs: (ctx.param("ref_epochs")? as usize).max(1),
+        ref_epochs: (ctx.count("ref_epochs")?).max(1),
         inp: Inputs::from_ctx(ctx)?,
     })
 }

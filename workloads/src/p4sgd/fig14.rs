@@ -34,22 +34,22 @@ impl Workload for Fig14 {
         let glm_kind = Glm::parse(&glm_name).ok_or_else(|| {
             WorkloadError::Invalid(format!("glm is linear, logistic or svm, not `{glm_name}`"))
         })?;
-        let epoch = ctx.param("epoch")? as usize;
-        let epochs = (ctx.param("epochs")? as usize).max(epoch);
+        let epoch = ctx.count("epoch")?;
+        let epochs = (ctx.count("epochs")?).max(epoch);
         let sgd = Sgd {
             glm: glm_kind,
             lr: ctx.param("lr")? as f32,
-            batch: ctx.param("batch")? as usize,
-            micro_batch: ctx.param("micro_batch")? as usize,
+            batch: ctx.count("batch")?,
+            micro_batch: ctx.count("micro_batch")?,
             block: 0,
         };
         if sgd.batch == 0 || epoch == 0 {
             return Err(WorkloadError::Invalid("batch and epoch start at 1".into()));
         }
-        let workers = ctx.param("workers")? as usize;
-        let bits = ctx.param("precision_bits")? as u32;
-        let max_rows = ctx.param("max_rows")? as usize;
-        let seed = ctx.param("seed")? as u64;
+        let workers = ctx.count("workers")?;
+        let bits = ctx.count("precision_bits")? as u32;
+        let max_rows = ctx.count("max_rows")?;
+        let seed = ctx.count("seed")? as u64;
         let system = ctx.system().to_string();
         let (losses, about) = curve(
             &system, &dataset, max_rows, seed, glm_kind, sgd, workers, bits, epochs,

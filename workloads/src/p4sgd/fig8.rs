@@ -82,9 +82,9 @@ impl Workload for Fig8 {
     }
 
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
-        let workers = ctx.param("workers")? as usize;
-        let elements = ctx.param("elements")? as usize;
-        let ops = ctx.param("operations")? as u64;
+        let workers = ctx.count("workers")?;
+        let elements = ctx.count("elements")?;
+        let ops = ctx.count("operations")? as u64;
         if ctx.param("element_bits")? != 32.0 {
             return Err(WorkloadError::Invalid(
                 "the switch program sums 32-bit values: element_bits must be 32".into(),
@@ -96,11 +96,11 @@ impl Workload for Fig8 {
         let si = if simulated {
             Some(SimInputs {
                 rate_bps,
-                link_latency_ns: ctx.param("link_latency_ns")? as u64,
-                switch_latency_ns: ctx.param("switch_latency_ns")? as u64,
-                fpga_nic_ns: ctx.param("fpga_nic_ns")? as u64,
+                link_latency_ns: ctx.count("link_latency_ns")? as u64,
+                switch_latency_ns: ctx.count("switch_latency_ns")? as u64,
+                fpga_nic_ns: ctx.count("fpga_nic_ns")? as u64,
                 fpga_beat_ns: (1e3 / ctx.param("fpga_clock_mhz")?).round() as u64,
-                host_nic_ns: ctx.param("host_nic_ns")? as u64,
+                host_nic_ns: ctx.count("host_nic_ns")? as u64,
                 timeout_ns: (ctx.param("timeout_us")? * 1e3) as u64,
             })
         } else {

@@ -71,23 +71,23 @@ impl Inputs {
     pub fn from_ctx(ctx: &PointCtx<'_>) -> Result<Inputs, WorkloadError> {
         let clock_hz = ctx.param("clock_mhz")? * 1e6;
         let fpga = FpgaModel::paper(
-            ctx.param("engines")? as usize,
-            ctx.param("precision_bits")? as u32,
+            ctx.count("engines")?,
+            ctx.count("precision_bits")? as u32,
             clock_hz,
         );
         fpga.validate().map_err(err)?;
-        if ctx.param("micro_batch")? as usize != fpga.banks {
+        if ctx.count("micro_batch")? != fpga.banks {
             return Err(WorkloadError::Invalid(
                 "the engine has 8 banks: micro_batch must be 8 (Sec. 4.1.2)".into(),
             ));
         }
         let sim = SimInputs {
             rate_bps: ctx.param("line_rate_gbps")? * 1e9,
-            link_latency_ns: ctx.param("link_latency_ns")? as u64,
-            switch_latency_ns: ctx.param("switch_latency_ns")? as u64,
-            fpga_nic_ns: ctx.param("fpga_nic_ns")? as u64,
+            link_latency_ns: ctx.count("link_latency_ns")? as u64,
+            switch_latency_ns: ctx.count("switch_latency_ns")? as u64,
+            fpga_nic_ns: ctx.count("fpga_nic_ns")? as u64,
             fpga_beat_ns: (1e9 / clock_hz).round() as u64,
-            host_nic_ns: ctx.param("host_nic_ns")? as u64,
+            host_nic_ns: ctx.count("host_nic_ns")? as u64,
             timeout_ns: (ctx.param("timeout_us")? * 1e3) as u64,
         };
         Ok(Inputs {

@@ -159,7 +159,7 @@ fn fpga_iteration_ns(
     match ctx.fidelity {
         Fidelity::Modelled => models::iteration_ns(inp, sys, features, workers, batch),
         Fidelity::Simulated if seeded && sys == Sys::P4sgd => {
-            let its = ctx.param("measure_iterations")? as usize;
+            let its = ctx.count("measure_iterations")?;
             simulated_iteration_ns(inp, features, workers, batch, its)
         }
         Fidelity::Simulated => {
@@ -168,7 +168,7 @@ fn fpga_iteration_ns(
                 dataset,
                 workers,
                 batch,
-                iterations: ctx.param("measure_iterations")? as usize,
+                iterations: ctx.count("measure_iterations")?,
                 mode: if sys == Sys::P4sgdDp {
                     Mode::DataParallel
                 } else {
@@ -236,8 +236,8 @@ impl Workload for Fig9 {
         let sys = system(ctx)?;
         let dataset = ctx.text("dataset")?;
         let (rows, features) = shape_of(&dataset)?;
-        let workers = ctx.param("workers")? as usize;
-        let batch = ctx.param("batch")? as usize;
+        let workers = ctx.count("workers")?;
+        let batch = ctx.count("batch")?;
         let t = match (ctx.fidelity, sys) {
             (Fidelity::Modelled, _) => models::iteration_ns(&inp, sys, features, workers, batch)?,
             (_, Sys::P4sgd | Sys::P4sgdDp) => {
@@ -268,8 +268,8 @@ impl Workload for Fig10 {
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
         let inp = Inputs::from_ctx(ctx)?;
         let dataset = ctx.text("dataset")?;
-        let workers = ctx.param("workers")? as usize;
-        let batch = ctx.param("batch")? as usize;
+        let workers = ctx.count("workers")?;
+        let batch = ctx.count("batch")?;
         let t = fpga_iteration_ns(ctx, &inp, Sys::P4sgd, &dataset, workers, batch)?;
         let t16 = fpga_iteration_ns(ctx, &inp, Sys::P4sgd, &dataset, workers, 16)?;
         let thr = batch as f64 / t * 1e9;
@@ -298,8 +298,8 @@ impl Workload for Fig11 {
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
         let inp = Inputs::from_ctx(ctx)?;
         let dataset = ctx.text("dataset")?;
-        let workers = ctx.param("workers")? as usize;
-        let batch = ctx.param("batch")? as usize;
+        let workers = ctx.count("workers")?;
+        let batch = ctx.count("batch")?;
         let (_, features) = shape_of(&dataset)?;
         let t = models::iteration_ns(&inp, Sys::P4sgd, features, workers, batch)?;
         let mut one = inp.clone();
@@ -329,8 +329,8 @@ impl Workload for Fig12 {
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
         let inp = Inputs::from_ctx(ctx)?;
         let dataset = ctx.text("dataset")?;
-        let workers = ctx.param("workers")? as usize;
-        let batch = ctx.param("batch")? as usize;
+        let workers = ctx.count("workers")?;
+        let batch = ctx.count("batch")?;
         let t = fpga_iteration_ns(ctx, &inp, Sys::P4sgd, &dataset, workers, batch)?;
         let t1 = fpga_iteration_ns(ctx, &inp, Sys::P4sgd, &dataset, 1, batch)?;
         ctx.record("throughput", batch as f64 / t * 1e9);
@@ -363,8 +363,8 @@ impl Workload for Fig13 {
             let inp = Inputs::from_ctx(ctx)?;
             let sys = system(ctx)?;
             let (_, features) = shape_of(&ctx.text("dataset")?)?;
-            let workers = ctx.param("workers")? as usize;
-            let batch = ctx.param("batch")? as usize;
+            let workers = ctx.count("workers")?;
+            let batch = ctx.count("batch")?;
             let t = models::iteration_ns(&inp, sys, features, workers, batch)?;
             let t1 = models::iteration_ns(&inp, sys, features, 1, batch)?;
             ctx.record_if_declared("scaling", t1 / t);
