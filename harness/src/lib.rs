@@ -9,7 +9,6 @@ pub mod headless;
 pub mod launcher;
 pub mod p4switch;
 pub mod paths;
-pub mod probe;
 pub mod registry;
 pub mod runner;
 pub mod scoreboard;

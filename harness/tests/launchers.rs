@@ -300,7 +300,7 @@ fn the_control_channel_refuses_clients_without_the_token() {
         })
         .expect("job");
     assert_eq!(r, Ok(()));
-    let want = (inabench::probe::checksum(42, 500) % 1_000_003) as f64;
+    let want = (inabench_workloads::probe::checksum(42, 500) % 1_000_003) as f64;
     assert!(
         values.contains(&("checksum".to_string(), want)),
         "{values:?}"

@@ -21,6 +21,7 @@ pub mod luwu;
 pub mod netreduce;
 #[cfg(feature = "p4sgd")]
 pub mod p4sgd;
+pub mod probe;
 
 /// The node side of the udp fabric's process-per-node runs: the node processes an emulated
 /// all-reduce spawns run `udp_node::child_main` (the binary's hidden `__fabric-node` command).
@@ -28,7 +29,6 @@ pub use inabench_ina::udp_node;
 
 /// Every workload compiled into this build.
 pub fn all() -> Vec<Box<dyn Workload>> {
-    #[allow(unused_mut)]
     let mut w: Vec<Box<dyn Workload>> = Vec::new();
     #[cfg(feature = "netreduce")]
     w.extend(netreduce::workloads());
@@ -40,5 +40,7 @@ pub fn all() -> Vec<Box<dyn Workload>> {
     w.extend(aleph::workloads());
     #[cfg(feature = "luwu")]
     w.extend(luwu::workloads());
+    // the probe measures the harness itself (doctor, launcher tests, the overhead benchmark)
+    w.push(Box::new(probe::Probe));
     w
 }
