@@ -352,33 +352,37 @@ impl Spec {
     }
 
     fn validate(&self, file: &Path, text: &str) -> Result<(), SpecError> {
-        let err = |needle: &str, field: &str, message: String| SpecError {
+        // The line is found only once an error is certain: the text is read a second time into
+        // a tree of spanned nodes and the path of keys is followed from the top.
+        let err = |at: &[Seg], field: &str, message: String| SpecError {
             file: file.to_path_buf(),
-            line: locate(text, needle),
+            line: line_of(text, at),
             field: Some(field.to_string()),
             message,
         };
+        use Seg::{Index as I, Key as K, KeyItself as KeyLine};
         if !PAPERS.contains(&self.paper_id.as_str()) {
             return Err(err(
-                "paper_id:",
+                &[K("paper_id")],
                 "paper_id",
                 format!("`{}` is not one of {}", self.paper_id, PAPERS.join(", ")),
             ));
         }
-        if let Some(d) = self
+        if let Some((j, d)) = self
             .testbed_devices
             .iter()
-            .find(|d| !TESTBED_DEVICES.contains(&d.as_str()))
+            .enumerate()
+            .find(|(_, d)| !TESTBED_DEVICES.contains(&d.as_str()))
         {
             return Err(err(
-                "testbed_devices:",
+                &[K("testbed_devices"), I(j)],
                 "testbed_devices",
                 format!("`{d}` is not one of {}", TESTBED_DEVICES.join(", ")),
             ));
         }
         if !self.id.starts_with(&format!("{}-", self.paper_id)) {
             return Err(err(
-                "id:",
+                &[K("id")],
                 "id",
                 format!("`{}` must start with `{}-`", self.id, self.paper_id),
             ));
@@ -387,7 +391,7 @@ impl Spec {
             let expected = format!("{}-{}", self.paper_id, stem);
             if file.extension().is_some() && stem != "spec" && expected != self.id {
                 return Err(err(
-                    "id:",
+                    &[K("id")],
                     "id",
                     format!(
                         "`{}` does not match the file name (expected `{expected}`)",
@@ -397,22 +401,29 @@ impl Spec {
             }
         }
         if self.status == Status::Implemented && self.workload.is_none() {
+            // A `workload: ~` is the line at fault; with no `workload` key, the status that
+            // asks for one.
+            let at: &[Seg] = if has_key(text, "workload") {
+                &[K("workload")]
+            } else {
+                &[K("status")]
+            };
             return Err(err(
-                "status:",
+                at,
                 "workload",
                 "an implemented experiment needs a `workload`".into(),
             ));
         }
         if self.fidelity.is_empty() {
             return Err(err(
-                "fidelity:",
+                &[K("fidelity")],
                 "fidelity",
                 "list at least one fidelity class".into(),
             ));
         }
         if self.systems.is_empty() {
             return Err(err(
-                "systems:",
+                &[K("systems")],
                 "systems",
                 "list at least one system".into(),
             ));
@@ -420,14 +431,14 @@ impl Spec {
         for name in ["quick", "full"] {
             let Some(p) = self.profiles.get(name) else {
                 return Err(err(
-                    "profiles:",
+                    &[KeyLine("profiles")],
                     "profiles",
                     format!("the `{name}` profile is missing (quick and full are required)"),
                 ));
             };
             if p.repetitions == 0 {
                 return Err(err(
-                    &format!("{name}:"),
+                    &[K("profiles"), K(name), K("repetitions")],
                     &format!("profiles.{name}.repetitions"),
                     "must be at least 1".into(),
                 ));
@@ -436,7 +447,7 @@ impl Spec {
                 for (k, vals) in block {
                     if vals.is_empty() {
                         return Err(err(
-                            &format!("{k}:"),
+                            &[K("profiles"), K(name), K("grid"), I(i), K(k)],
                             &format!("profiles.{name}.grid[{i}].{k}"),
                             "an empty list makes no points".into(),
                         ));
@@ -445,10 +456,10 @@ impl Spec {
             }
         }
         let mut seen = BTreeSet::new();
-        for m in &self.metrics {
+        for (j, m) in self.metrics.iter().enumerate() {
             if !seen.insert(m.name.as_str()) {
                 return Err(err(
-                    &format!("name: {}", m.name),
+                    &[K("metrics"), I(j), K("name")],
                     "metrics",
                     format!("metric `{}` is declared twice", m.name),
                 ));
@@ -458,7 +469,7 @@ impl Spec {
         for (i, v) in self.paper.values.iter().enumerate() {
             if !systems.contains(v.system.as_str()) {
                 return Err(err(
-                    &format!("system: {}", v.system),
+                    &[K("paper"), K("values"), I(i), K("system")],
                     &format!("paper.values[{i}].system"),
                     format!(
                         "`{}` is not in `systems` ({})",
@@ -469,7 +480,7 @@ impl Spec {
             }
             if self.metric(&v.metric).is_none() {
                 return Err(err(
-                    &format!("metric: {}", v.metric),
+                    &[K("paper"), K("values"), I(i), K("metric")],
                     &format!("paper.values[{i}].metric"),
                     format!(
                         "`{}` is not a declared metric ({})",
@@ -482,18 +493,17 @@ impl Spec {
         let params = self.parameter_names();
         let mut claim_ids = BTreeSet::new();
         for (i, c) in self.claims.iter().enumerate() {
-            let needle = format!("id: {}", c.id);
             if !claim_ids.insert(c.id.as_str()) {
                 return Err(err(
-                    &needle,
+                    &[K("claims"), I(i), K("id")],
                     &format!("claims[{i}].id"),
                     format!("claim `{}` is declared twice", c.id),
                 ));
             }
-            for f in &c.fidelity {
+            for (j, f) in c.fidelity.iter().enumerate() {
                 if !self.fidelity.contains(f) {
                     return Err(err(
-                        &needle,
+                        &[K("claims"), I(i), K("fidelity"), I(j)],
                         &format!("claims[{i}].fidelity"),
                         format!(
                             "`{f}` is not one of the spec's classes ({})",
@@ -502,13 +512,14 @@ impl Spec {
                     ));
                 }
             }
+            let expr_at = [K("claims"), I(i), K("expr")];
             let expr = claims::parse(&c.expr)
-                .map_err(|e| err(&needle, &format!("claims[{i}].expr"), format!("{e}")))?;
+                .map_err(|e| err(&expr_at, &format!("claims[{i}].expr"), format!("{e}")))?;
             let refs = expr.references();
             for m in &refs.metrics {
                 if self.metric(m).is_none() {
                     return Err(err(
-                        &needle,
+                        &expr_at,
                         &format!("claims[{i}].expr"),
                         format!("unknown metric `{m}` (declared: {})", self.metric_names()),
                     ));
@@ -517,7 +528,7 @@ impl Spec {
             for s in &refs.systems {
                 if s != "*" && !systems.contains(s.as_str()) {
                     return Err(err(
-                        &needle,
+                        &expr_at,
                         &format!("claims[{i}].expr"),
                         format!(
                             "unknown system `{s}` (declared: {})",
@@ -529,7 +540,7 @@ impl Spec {
             for p in &refs.params {
                 if !params.contains(p) {
                     return Err(err(
-                        &needle,
+                        &expr_at,
                         &format!("claims[{i}].expr"),
                         format!("unknown parameter `{p}` (parameters: {})", join(&params)),
                     ));
@@ -537,25 +548,24 @@ impl Spec {
             }
         }
         for (i, t) in self.tables.iter().enumerate() {
-            let needle = format!("id: {}", t.id);
             if t.rows != "system" && !params.contains(&t.rows) {
                 return Err(err(
-                    &needle,
+                    &[K("tables"), I(i), K("rows")],
                     &format!("tables[{i}].rows"),
                     format!("`{}` is neither `system` nor a parameter", t.rows),
                 ));
             }
             if t.columns.is_empty() {
                 return Err(err(
-                    &needle,
+                    &[K("tables"), I(i), K("columns")],
                     &format!("tables[{i}].columns"),
                     "list at least one metric".into(),
                 ));
             }
-            for m in &t.columns {
+            for (j, m) in t.columns.iter().enumerate() {
                 if self.metric(m).is_none() {
                     return Err(err(
-                        &needle,
+                        &[K("tables"), I(i), K("columns"), I(j)],
                         &format!("tables[{i}].columns"),
                         format!("unknown metric `{m}` (declared: {})", self.metric_names()),
                     ));
@@ -563,10 +573,9 @@ impl Spec {
             }
         }
         for (i, f) in self.figures.iter().enumerate() {
-            let needle = format!("id: {}", f.id);
             if self.metric(&f.y).is_none() {
                 return Err(err(
-                    &needle,
+                    &[K("figures"), I(i), K("y")],
                     &format!("figures[{i}].y"),
                     format!(
                         "unknown metric `{}` (declared: {})",
@@ -578,22 +587,24 @@ impl Spec {
             if let Some(x) = &f.x {
                 if f.kind != FigureKind::Cdf && !params.contains(x) && x != "system" {
                     return Err(err(
-                        &needle,
+                        &[K("figures"), I(i), K("x")],
                         &format!("figures[{i}].x"),
                         format!("`{x}` is not a parameter (parameters: {})", join(&params)),
                     ));
                 }
             } else if matches!(f.kind, FigureKind::Lines) {
+                // No `x` to point at (or `x: ~`): the kind that needs one.
+                let at: &[Seg] = &[K("figures"), I(i), K("kind")];
                 return Err(err(
-                    &needle,
+                    at,
                     &format!("figures[{i}].x"),
                     "a lines figure needs `x`".into(),
                 ));
             }
-            for s in &f.series {
+            for (j, s) in f.series.iter().enumerate() {
                 if s != "system" && !params.contains(s) {
                     return Err(err(
-                        &needle,
+                        &[K("figures"), I(i), K("series"), I(j)],
                         &format!("figures[{i}].series"),
                         format!("`{s}` is neither `system` nor a parameter"),
                     ));
@@ -618,6 +629,143 @@ fn fid_list(f: &[Fidelity]) -> String {
 
 fn join(s: &BTreeSet<String>) -> String {
     s.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
+}
+
+/// One step of a path through the YAML document: a mapping key or a sequence index.
+#[derive(Debug, Clone, Copy)]
+enum Seg<'a> {
+    /// The value under this key.
+    Key(&'a str),
+    /// The key itself (for an error about what the mapping under it lacks).
+    KeyItself(&'a str),
+    /// The element at this index.
+    Index(usize),
+}
+
+/// A YAML node with its place in the text (serde-saphyr's spans), read only to find the line of
+/// an error that validation found after parsing.
+#[derive(Debug)]
+struct Node(serde_saphyr::Spanned<NodeKind>);
+
+#[derive(Debug)]
+enum NodeKind {
+    Map(Vec<(serde_saphyr::Spanned<String>, Node)>),
+    Seq(Vec<Node>),
+    Scalar,
+}
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde_saphyr::Spanned::<NodeKind>::deserialize(d).map(Node)
+    }
+}
+
+impl<'de> Deserialize<'de> for NodeKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{Error, MapAccess, SeqAccess, Visitor};
+        struct Any;
+        impl<'de> Visitor<'de> for Any {
+            type Value = NodeKind;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any YAML node")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<NodeKind, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(k) = m.next_key::<serde_saphyr::Spanned<String>>()? {
+                    entries.push((k, m.next_value::<Node>()?));
+                }
+                Ok(NodeKind::Map(entries))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<NodeKind, A::Error> {
+                let mut items = Vec::new();
+                while let Some(n) = s.next_element::<Node>()? {
+                    items.push(n);
+                }
+                Ok(NodeKind::Seq(items))
+            }
+            fn visit_bool<E: Error>(self, _: bool) -> Result<NodeKind, E> {
+                Ok(NodeKind::Scalar)
+            }
+            fn visit_i64<E: Error>(self, _: i64) -> Result<NodeKind, E> {
+                Ok(NodeKind::Scalar)
+            }
+            fn visit_u64<E: Error>(self, _: u64) -> Result<NodeKind, E> {
+                Ok(NodeKind::Scalar)
+            }
+            fn visit_i128<E: Error>(self, _: i128) -> Result<NodeKind, E> {
+                Ok(NodeKind::Scalar)
+            }
+            fn visit_u128<E: Error>(self, _: u128) -> Result<NodeKind, E> {
+                Ok(NodeKind::Scalar)
+            }
+            fn visit_f64<E: Error>(self, _: f64) -> Result<NodeKind, E> {
+                Ok(NodeKind::Scalar)
+            }
+            fn visit_str<E: Error>(self, _: &str) -> Result<NodeKind, E> {
+                Ok(NodeKind::Scalar)
+            }
+            fn visit_bytes<E: Error>(self, _: &[u8]) -> Result<NodeKind, E> {
+                Ok(NodeKind::Scalar)
+            }
+            fn visit_unit<E: Error>(self) -> Result<NodeKind, E> {
+                Ok(NodeKind::Scalar)
+            }
+            fn visit_none<E: Error>(self) -> Result<NodeKind, E> {
+                Ok(NodeKind::Scalar)
+            }
+            fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<NodeKind, D::Error> {
+                NodeKind::deserialize(d)
+            }
+        }
+        d.deserialize_any(Any)
+    }
+}
+
+impl Node {
+    fn entry(&self, key: &str) -> Option<&(serde_saphyr::Spanned<String>, Node)> {
+        match &self.0.value {
+            NodeKind::Map(entries) => entries.iter().find(|(k, _)| k.value == key),
+            _ => None,
+        }
+    }
+}
+
+fn line(l: &serde_saphyr::Location) -> Option<usize> {
+    Some(l.line() as usize).filter(|l| *l > 0)
+}
+
+/// The line of the node at `path` (the value, or the key for `KeyItself`), following the keys
+/// in order from the top of the document; where the path ends early (a defaulted field), the
+/// line of the deepest node it reaches.
+fn line_of(text: &str, path: &[Seg]) -> Option<usize> {
+    let root: Node = serde_saphyr::from_str(text).ok()?;
+    let mut node = &root;
+    let mut at = line(&node.0.referenced);
+    for seg in path {
+        match *seg {
+            Seg::Key(k) => match node.entry(k) {
+                Some((_, v)) => node = v,
+                None => break,
+            },
+            Seg::KeyItself(k) => {
+                if let Some((key, _)) = node.entry(k) {
+                    at = line(&key.referenced).or(at);
+                }
+                break;
+            }
+            Seg::Index(i) => match &node.0.value {
+                NodeKind::Seq(items) if i < items.len() => node = &items[i],
+                _ => break,
+            },
+        }
+        at = line(&node.0.referenced).or(at);
+    }
+    at
+}
+
+/// Whether the document's top mapping has `key` (with any value, `~` included).
+fn has_key(text: &str, key: &str) -> bool {
+    serde_saphyr::from_str::<Node>(text).is_ok_and(|root| root.entry(key).is_some())
 }
 
 /// The 1-based line of the first occurrence of `needle` in `text`.
@@ -689,7 +837,8 @@ mod tests {
             msg.contains("field `claims[0].expr`: unknown metric `gput`"),
             "{msg}"
         );
-        assert_eq!(e.line, locate(&text, "id: pn-below-fr-ta"));
+        // The line of the expression at fault, not of the claim's id.
+        assert_eq!(e.line, locate(&text, "expr: \"gput(parallel_netreduce)"));
     }
 
     #[test]
