@@ -270,8 +270,12 @@ mod tests {
         }
     }
 
-    /// What a workload records for one quantity when the spec declares `declared`.
-    fn recorded(declared: &str, value: f64, unit: &str) -> Result<Vec<f64>, WorkloadError> {
+    /// Run `f` with a point context whose spec declares `goodput` in `declared`; the rows it
+    /// records come back as (value, unit).
+    fn with_ctx<R>(
+        declared: &str,
+        f: impl FnOnce(&mut PointCtx<'_>) -> R,
+    ) -> (R, Vec<(f64, String)>) {
         let p = point();
         let cancel = AtomicBool::new(false);
         let mut got = Vec::new();
@@ -287,7 +291,7 @@ mod tests {
                 String::new()
             }
         };
-        {
+        let r = {
             let mut ctx = PointCtx::new(
                 &p,
                 0,
@@ -302,8 +306,15 @@ mod tests {
                 &mut sink,
                 &units,
             );
-            ctx.record_in("goodput", value, unit)?;
-        }
+            f(&mut ctx)
+        };
+        (r, got)
+    }
+
+    /// What a workload records for one quantity when the spec declares `declared`.
+    fn recorded(declared: &str, value: f64, unit: &str) -> Result<Vec<f64>, WorkloadError> {
+        let (r, got) = with_ctx(declared, |c| c.record_in("goodput", value, unit));
+        r?;
         assert!(got.iter().all(|(_, u)| u == declared));
         Ok(got.into_iter().map(|(v, _)| v).collect())
     }
@@ -322,24 +333,7 @@ mod tests {
             recorded("ms", 2.5e9, "bps"),
             Err(WorkloadError::Invalid(m)) if m.contains("declared in `ms`")
         ));
-        let p = point();
-        let cancel = AtomicBool::new(false);
-        let mut sink = |_e: Event| {};
-        let units = |_m: &str| String::new();
-        let mut ctx = PointCtx::new(
-            &p,
-            0,
-            Fidelity::Simulated,
-            "sim",
-            0,
-            false,
-            1,
-            "r",
-            "e",
-            &cancel,
-            &mut sink,
-            &units,
-        );
-        assert!(ctx.record_in("nope", 1.0, "s").is_err());
+        let (r, _) = with_ctx("Gbps", |c| c.record_in("nope", 1.0, "s"));
+        assert!(r.is_err());
     }
 }
