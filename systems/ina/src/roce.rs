@@ -193,8 +193,11 @@ impl RcSender {
     pub fn on_aeth(&mut self, now: Nanos, psn: u32, aeth: &AethRepr) {
         match aeth.syndrome {
             Syndrome::Ack { .. } => {
+                // an ACK for a packet never sent is a ghost (the IBA spec discards ghost acknowledgements): ignored, or a stale or
+                // forged frame would acknowledge data the responder never had
                 if let Some(i) = self.index_of(psn)
                     && i + 1 > self.una
+                    && i < self.high
                 {
                     self.una = i + 1;
                     self.next = self.next.max(self.una);
@@ -209,6 +212,7 @@ impl RcSender {
                 // the responder expects `psn`: everything before it arrived
                 if let Some(i) = self.index_of(psn)
                     && i >= self.una
+                    && i <= self.high
                     && !self.rewind.is_some_and(|r| r <= i && i < self.next)
                 {
                     self.naks += 1;
