@@ -103,10 +103,14 @@ impl Reliable {
         self.acked == self.msgs.len()
     }
 
-    fn on_ack(&mut self, seq: u32, now: Nanos) {
+    /// An ACK for message `seq` from `from`. Only a message in flight to `from` is
+    /// acknowledged: an ACK for one never sent, or from another node, is a stale or forged frame
+    /// (it would mark as delivered what its receiver never had).
+    fn on_ack(&mut self, seq: u32, from: NodeId, now: Nanos) {
         let i = seq as usize;
-        if let Some(s) = self.state.get_mut(i)
-            && *s != 2
+        if self.msgs.get(i).is_some_and(|(to, _)| *to == from)
+            && let Some(s) = self.state.get_mut(i)
+            && *s == 1
         {
             *s = 2;
             self.acked += 1;
@@ -358,12 +362,19 @@ impl Endpoint for Worker {
 
     fn handle_packet(&mut self, now: Nanos, _from: NodeId, frame: &[u8]) {
         self.stats.packets_rx += 1;
-        let Ok((src, _dst, r)) = wire::parse(frame) else {
+        let Ok((src, dst, r)) = wire::parse(frame) else {
             self.stats.malformed += 1;
             return;
         };
+        // only what is addressed to this worker, from the switch or the server
+        if dst != self.me()
+            || !(src == self.cfg.switch() && self.cfg.libra || src == self.cfg.server())
+        {
+            self.stats.malformed += 1;
+            return;
+        }
         match r.kind {
-            Kind::Ack => self.pushes.on_ack(r.seq, now),
+            Kind::Ack => self.pushes.on_ack(r.seq, src, now),
             Kind::Result => {
                 // acknowledge every copy (the first ACK may have been lost)
                 self.acks.push_back(ack(
@@ -694,7 +705,7 @@ impl Switch {
                 self.out.push_back(ack(self.me(), src, None, w, r.seq));
                 self.maybe_results();
             }
-            Kind::Ack => self.results.on_ack(r.seq, now),
+            Kind::Ack => self.results.on_ack(r.seq, src, now),
             _ => self.stats.malformed += 1,
         }
         passes
@@ -741,12 +752,13 @@ impl Endpoint for Server {
 
     fn handle_packet(&mut self, now: Nanos, _from: NodeId, frame: &[u8]) {
         self.stats.packets_rx += 1;
-        let Ok((src, _dst, r)) = wire::parse(frame) else {
+        let Ok((src, dst, r)) = wire::parse(frame) else {
             self.stats.malformed += 1;
             return;
         };
         let w = r.worker;
-        if usize::from(w) >= self.cfg.workers {
+        // only what is addressed to the server, from the worker the frame names
+        if usize::from(w) >= self.cfg.workers || dst != self.me() || src != NodeId::from(w) {
             self.stats.malformed += 1;
             return;
         }
@@ -780,7 +792,7 @@ impl Endpoint for Server {
                     }
                 }
             }
-            Kind::Ack => self.results.on_ack(r.seq, now),
+            Kind::Ack => self.results.on_ack(r.seq, src, now),
             _ => self.stats.malformed += 1,
         }
     }
@@ -1369,7 +1381,7 @@ mod tests {
         for seq in 0..20u32 {
             assert!(r.poll(0, None, now, 64, min).is_some());
             let rtt = if seq % 2 == 0 { 5_000 } else { 2_000_000 };
-            r.on_ack(seq, now + rtt);
+            r.on_ack(seq, if seq % 2 == 0 { sw } else { ps }, now + rtt);
             now += 10_000;
         }
         assert!(r.all_acked());
