@@ -35,6 +35,8 @@ pub struct RingNode {
     pps: u32,
     /// Packets received per step.
     got: Vec<u32>,
+    /// Which packets (by SeqNum) arrived: a second copy is dropped, not added in again.
+    seen: Vec<bool>,
     /// Steps whose packets are queued.
     queued: u32,
     out: VecDeque<Transmit>,
@@ -42,6 +44,8 @@ pub struct RingNode {
     pub values_tx: u64,
     pub values_rx: u64,
     pub malformed: u64,
+    /// Copies of packets already received, dropped.
+    pub duplicates: u64,
 }
 
 impl RingNode {
@@ -57,12 +61,14 @@ impl RingNode {
             vpp,
             pps: chunk.div_ceil(vpp).max(1) as u32,
             got: vec![0; n - 1],
+            seen: vec![false; (n - 1) * chunk.div_ceil(vpp).max(1)],
             queued: 0,
             out: VecDeque::new(),
             switch: n as NodeId,
             values_tx: 0,
             values_rx: 0,
             malformed: 0,
+            duplicates: 0,
         };
         w.queue_step();
         w
@@ -125,7 +131,11 @@ impl Endpoint for RingNode {
             return;
         };
         let (k, j) = ((h.seq / self.pps) as usize, (h.seq % self.pps) as usize);
-        if h.kind != Kind::Ring || k >= self.n - 1 {
+        // only the ring predecessor sends to this member
+        if h.kind != Kind::Ring
+            || k >= self.n - 1
+            || usize::from(h.src) != (self.rank + self.n - 1) % self.n
+        {
             self.malformed += 1;
             return;
         }
@@ -133,6 +143,10 @@ impl Endpoint for RingNode {
         let a = c * self.chunk + j * self.vpp;
         if a + values.len() > (c + 1) * self.chunk {
             self.malformed += 1;
+            return;
+        }
+        if std::mem::replace(&mut self.seen[h.seq as usize], true) {
+            self.duplicates += 1;
             return;
         }
         self.values_rx += values.len() as u64;
