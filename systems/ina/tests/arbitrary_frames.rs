@@ -328,7 +328,7 @@ fn cases(n: u32) -> ProptestConfig {
 }
 
 proptest! {
-    #![proptest_config(cases(512))]
+    #![proptest_config(cases(2048))]
 
     #[test]
     fn fresh_endpoints_take_arbitrary_frames(
@@ -455,7 +455,7 @@ fn exact(name: &'static str, seed: u64, p: f64, mode: Mode) -> Result<(), TestCa
 macro_rules! under_hostile_source {
     ($($(#[$attr:meta])* $test:ident: $name:literal, $mode:ident;)*) => {
         proptest! {
-            #![proptest_config(cases(48))]
+            #![proptest_config(cases(128))]
             $(
                 $(#[$attr])*
                 #[test]
@@ -469,6 +469,10 @@ macro_rules! under_hostile_source {
 
 under_hostile_source! {
     netreduce_exact_beside_random_bytes: "netreduce", Raw;
+    /// The same finding as the replayed frames below: a flip the ICRC does not cover (the
+    /// Ethernet header; IPv4 TTL, TOS and checksum; BTH reserved bits) leaves a replay. Passes
+    /// with this file's fixed seed, fails with others (e.g. `RngSeed::Fixed(99)`).
+    #[ignore = "finding: flips outside the ICRC are replays, which NetReduce cannot tell apart"]
     netreduce_exact_beside_flipped_frames: "netreduce", Flip;
     netreduce_exact_beside_cut_frames: "netreduce", Cut;
     /// Finding: a fresh host takes its predecessor's raw data frame (same QPs and PSNs as the

@@ -503,7 +503,7 @@ fn cases(n: u32) -> ProptestConfig {
 }
 
 proptest! {
-    #![proptest_config(cases(512))]
+    #![proptest_config(cases(2048))]
 
     #[test]
     fn fresh_endpoints_take_arbitrary_frames(
@@ -592,7 +592,7 @@ fn exact(sys: usize, seed: u64, p: f64, mode: Mode) -> Result<(), TestCaseError>
 macro_rules! under_hostile_source {
     ($($(#[$attr:meta])* $test:ident: $sys:literal, $mode:ident;)*) => {
         proptest! {
-            #![proptest_config(cases(32))]
+            #![proptest_config(cases(128))]
             $(
                 $(#[$attr])*
                 #[test]
