@@ -13,6 +13,8 @@ pub mod fault;
 pub mod mem;
 pub mod netns;
 pub mod sim;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod udp;
 pub mod wrap;
 

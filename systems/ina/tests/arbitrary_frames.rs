@@ -16,53 +16,17 @@
 
 use inabench_fabric::fault::Faults;
 use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
-use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use inabench_fabric::testing::*;
+use inabench_fabric::{Endpoint, NodeId};
 use inabench_ina::common::{AllReduceConfig, SetupNode, reference_sum};
 use inabench_ina::drive::{sim_link, system};
 use inabench_rng::SplitMix64;
 use proptest::prelude::*;
-use std::alloc::{GlobalAlloc, Layout, System as Sys};
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-// ---- heap accounting per thread (tests run on several threads at once) ----
-
-struct Counting;
-
-thread_local! {
-    static LIVE: Cell<i64> = const { Cell::new(0) };
-}
-
-fn add(d: i64) {
-    let _ = LIVE.try_with(|c| c.set(c.get() + d));
-}
-
-// SAFETY: forwards to the system allocator and only updates a thread-local counter.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        add(l.size() as i64);
-        // SAFETY: same layout as given
-        unsafe { Sys.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        add(-(l.size() as i64));
-        // SAFETY: p came from alloc with l
-        unsafe { Sys.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        add(new as i64 - l.size() as i64);
-        // SAFETY: as GlobalAlloc::realloc
-        unsafe { Sys.realloc(p, l, new) }
-    }
-}
-
 #[global_allocator]
 static ALLOC: Counting = Counting;
-
-fn live() -> i64 {
-    LIVE.with(Cell::get)
-}
 
 // ---- configurations and the corpus of valid frames ----
 
@@ -139,111 +103,6 @@ fn fabric<N: Endpoint>(nodes: Vec<N>, c: &AllReduceConfig) -> SimFabric<N> {
     SimFabric::new(nodes, cfgs, c.workers as NodeId, link, Faults::default())
 }
 
-// ---- junk ----
-
-/// What a hostile source sends.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Mode {
-    /// Random bytes, 0..2048 long.
-    Raw,
-    /// Valid frames of the same run with 1..4 bytes flipped.
-    Flip,
-    /// Valid frames of the same run cut short.
-    Cut,
-    /// Valid frames of the same run, unchanged, at any time.
-    Replay,
-}
-
-fn junk(g: &mut SplitMix64, mode: Mode, corpus: &[Vec<u8>]) -> Vec<u8> {
-    match mode {
-        Mode::Raw => {
-            let len = (g.next_u64() % 2048) as usize;
-            (0..len).map(|_| g.next_u64() as u8).collect()
-        }
-        Mode::Flip | Mode::Cut | Mode::Replay => {
-            let mut f = corpus[(g.next_u64() % corpus.len() as u64) as usize].clone();
-            if mode == Mode::Replay {
-                return f;
-            }
-            if mode == Mode::Cut || f.is_empty() {
-                let cut = (g.next_u64() % f.len().max(1) as u64) as usize;
-                f.truncate(cut);
-            } else {
-                for _ in 0..1 + g.next_u64() % 4 {
-                    let i = (g.next_u64() % f.len() as u64) as usize;
-                    f[i] ^= 1 + (g.next_u64() % 255) as u8;
-                }
-            }
-            f
-        }
-    }
-}
-
-/// A neighbour id: mostly real ones, sometimes out of range.
-fn from_id(g: &mut SplitMix64, nodes: usize) -> NodeId {
-    match g.next_u64() % 8 {
-        0 => u32::MAX,
-        1 => nodes as NodeId + (g.next_u64() % 4) as NodeId,
-        _ => (g.next_u64() % nodes as u64) as NodeId,
-    }
-}
-
-/// Hand `frame` to `ep` and drain what it sends (bounded: one frame may not start a flood).
-fn feed<E: Endpoint + ?Sized>(ep: &mut E, now: Nanos, from: NodeId, frame: &[u8]) -> usize {
-    ep.handle_packet(now, from, frame);
-    let mut sent = 0;
-    while ep.poll_transmit(now).is_some() {
-        sent += 1;
-        assert!(
-            sent < 100_000,
-            "endpoint {} floods after one frame",
-            ep.id()
-        );
-    }
-    sent
-}
-
-/// An endpoint with a hostile source beside it: before a share of the real frames, 1..3 junk
-/// frames arrive from arbitrary neighbour ids.
-struct Hostile<N> {
-    inner: N,
-    g: SplitMix64,
-    p: f64,
-    mode: Mode,
-    corpus: Arc<Vec<Vec<u8>>>,
-    nodes: usize,
-    injected: u64,
-}
-
-impl<N: Endpoint> Endpoint for Hostile<N> {
-    fn id(&self) -> NodeId {
-        self.inner.id()
-    }
-    fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
-        if self.g.chance(self.p) {
-            for _ in 0..1 + self.g.next_u64() % 3 {
-                let j = junk(&mut self.g, self.mode, &self.corpus);
-                let f = from_id(&mut self.g, self.nodes);
-                self.inner.handle_packet(now, f, &j);
-                self.injected += 1;
-            }
-        }
-        self.inner.handle_packet(now, from, frame)
-    }
-    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
-        self.inner.poll_transmit(now)
-    }
-    fn poll_timeout(&self) -> Option<Nanos> {
-        self.inner.poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Nanos) {
-        self.inner.handle_timeout(now)
-    }
-    fn is_done(&self) -> bool {
-        self.inner.is_done()
-    }
-}
-
 // ---- property 1: fresh endpoints and arbitrary frames ----
 
 /// Feed each node of a fresh `name` setup the given frames (raw bytes, or corpus frames
@@ -275,55 +134,6 @@ fn fresh(name: &'static str, frames: &[(u32, Junk)]) {
                 while node.poll_transmit(now).is_some() {}
             }
         }
-    }
-}
-
-#[derive(Debug, Clone)]
-enum Junk {
-    Raw(Vec<u8>),
-    Flip(usize, Vec<(usize, u8)>),
-    Cut(usize, usize),
-}
-
-impl Junk {
-    fn bytes(&self, corpus: &[Vec<u8>]) -> Vec<u8> {
-        match self {
-            Junk::Raw(b) => b.clone(),
-            Junk::Flip(i, flips) => {
-                let mut f = corpus[i % corpus.len()].clone();
-                for (at, x) in flips {
-                    let k = at % f.len();
-                    f[k] ^= x;
-                }
-                f
-            }
-            Junk::Cut(i, cut) => {
-                let f = &corpus[i % corpus.len()];
-                f[..cut % f.len().max(1)].to_vec()
-            }
-        }
-    }
-}
-
-fn junk_strategy() -> impl Strategy<Value = Junk> {
-    prop_oneof![
-        prop::collection::vec(any::<u8>(), 0..2048).prop_map(Junk::Raw),
-        (
-            any::<usize>(),
-            prop::collection::vec((any::<usize>(), 1..=255u8), 1..5)
-        )
-            .prop_map(|(i, f)| Junk::Flip(i, f)),
-        (any::<usize>(), any::<usize>()).prop_map(|(i, c)| Junk::Cut(i, c)),
-    ]
-}
-
-fn cases(n: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases: n,
-        failure_persistence: None,
-        // the same cases on every run: a failure here is a finding to reproduce, not luck
-        rng_seed: proptest::test_runner::RngSeed::Fixed(23),
-        ..ProptestConfig::default()
     }
 }
 
