@@ -194,6 +194,20 @@ impl<'a> PointCtx<'a> {
         self.record_for_in(&system, metric, value, unit)
     }
 
+    /// [`PointCtx::record_in`] for a metric only when the spec declares it (a workload shared by
+    /// experiments with different metric lists).
+    pub fn record_in_if_declared(
+        &mut self,
+        metric: &str,
+        value: f64,
+        unit: &str,
+    ) -> Result<(), WorkloadError> {
+        if self.declares(metric) {
+            self.record_in(metric, value, unit)?;
+        }
+        Ok(())
+    }
+
     /// [`PointCtx::record_in`] for another system of the same point.
     pub fn record_for_in(
         &mut self,

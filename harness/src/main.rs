@@ -674,7 +674,7 @@ fn reproduce(
     let (testbed_name, testbed_text) = match testbed {
         None => (
             "local (embedded software testbed)".to_string(),
-            local_testbed(),
+            inabench::testbed::local_text(),
         ),
         Some(p) => {
             let text = std::fs::read_to_string(p)
@@ -768,10 +768,6 @@ fn reproduce(
 }
 
 /// The embedded default testbed.
-fn local_testbed() -> String {
-    inabench::testbed::local_text()
-}
-
 /// Compact, analyse and write the reports of a run folder; print the summary.
 fn report(dir: &Path, formats: &[Format], print: bool) -> Result<()> {
     let manifest = store::read_manifest(dir)?;

@@ -120,6 +120,8 @@ pub struct Prepared {
     pub capture_dir: Option<PathBuf>,
     /// The testbed, parsed once.
     pub testbed: crate::testbed::Testbed,
+    /// The workers a testbed's P4 switch is programmed for (the spec's fixed `workers`, else 2).
+    pub switch_workers: usize,
     started: Instant,
 }
 
@@ -324,6 +326,11 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         units,
         capture_dir: req.capture_dir.clone(),
         testbed: tb,
+        switch_workers: spec
+            .parameters
+            .get("workers")
+            .and_then(|v| v.as_f64())
+            .unwrap_or(2.0) as usize,
         started: Instant::now(),
     })
 }
@@ -386,14 +393,7 @@ pub fn execute_with(
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        let workers = p
-            .plan
-            .points
-            .first()
-            .and_then(|q| q.params.get("workers"))
-            .and_then(|v| v.as_f64())
-            .unwrap_or(2.0) as usize;
-        match crate::p4switch::program_switch(&p4, &systems, workers) {
+        match crate::p4switch::program_switch(&p4, &systems, p.switch_workers) {
             Ok(lines) => p.manifest.drivers.extend(lines),
             Err(e) => {
                 p.manifest.status = RunStatus::Failed;

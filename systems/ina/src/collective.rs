@@ -107,33 +107,28 @@ fn run_nodes(
     cfg: &AllReduceConfig,
     fabric: Fabric,
 ) -> Result<(Vec<SetupNode>, u64), String> {
-    use inabench_fabric::{Mem, Sim, UdpThreads, Until, udp::IoModel};
+    use inabench_fabric::{FabricChoice, Until, udp::IoModel};
     let nodes = setup.into_nodes();
     let mtu = cfg.mtu + 128;
-    let (mut f, limit_ns): (Box<dyn inabench_fabric::Fabric<SetupNode>>, u64) = match fabric {
+    // virtual time on sim; wall time elsewhere
+    let (choice, limit_ns) = match fabric {
         Fabric::Sim => (
-            Box::new(Sim::new(
-                crate::drive::sim_link(cfg),
-                cfg.workers as inabench_fabric::NodeId,
-            )),
+            FabricChoice::Sim {
+                link: crate::drive::sim_link(cfg),
+                switch: cfg.workers as inabench_fabric::NodeId,
+            },
             600_000_000_000,
         ),
-        Fabric::Mem => (
-            Box::new(Mem {
-                mtu,
-                faults: Faults::default(),
-            }),
-            120_000_000_000,
-        ),
+        Fabric::Mem => (FabricChoice::Mem { mtu }, 120_000_000_000),
         Fabric::Udp => (
-            Box::new(UdpThreads {
+            FabricChoice::Udp {
                 mtu,
-                faults: Faults::default(),
                 io: IoModel::Event,
-            }),
+            },
             120_000_000_000,
         ),
     };
+    let mut f = choice.build::<SetupNode>(Faults::default(), Vec::new());
     let until = Until::workers(cfg.workers, nodes.len(), limit_ns);
     let (nodes, rep) = f.run(nodes, &until).map_err(|e| e.to_string())?;
     if !rep.finished {

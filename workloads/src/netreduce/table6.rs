@@ -383,28 +383,22 @@ struct Measured {
 fn record_allreduce(ctx: &mut PointCtx<'_>, mut m: Measured) -> Result<(), WorkloadError> {
     // each quantity in the unit it was measured in; `record_in` converts it once to the unit
     // the spec declares (a spec that says Mbps gets Mbit/s, not the Gbit/s number)
-    fn rec(ctx: &mut PointCtx<'_>, metric: &str, v: f64, unit: &str) -> Result<(), WorkloadError> {
-        if ctx.declares(metric) {
-            ctx.record_in(metric, v, unit)?;
-        }
-        Ok(())
-    }
     let secs = m.dur_ns / 1e9;
-    rec(ctx, "throughput", m.wire_bytes * 8.0 / secs, "bps")?;
-    rec(ctx, "goodput", m.gradient_bytes * 8.0 / secs, "bps")?;
-    rec(ctx, "algbw", m.gradient_bytes * 8.0 / secs, "bps")?;
-    rec(ctx, "elements_per_s", m.elements as f64 / secs, "1/s")?;
-    rec(ctx, "cpu", m.cpu_percent, "%")?;
+    ctx.record_in_if_declared("throughput", m.wire_bytes * 8.0 / secs, "bps")?;
+    ctx.record_in_if_declared("goodput", m.gradient_bytes * 8.0 / secs, "bps")?;
+    ctx.record_in_if_declared("algbw", m.gradient_bytes * 8.0 / secs, "bps")?;
+    ctx.record_in_if_declared("elements_per_s", m.elements as f64 / secs, "1/s")?;
+    ctx.record_in_if_declared("cpu", m.cpu_percent, "%")?;
     m.rtt_ns.sort_unstable();
     if let Some(r) = m.rtt_ns.get(m.rtt_ns.len() / 2) {
-        rec(ctx, "rtt", *r as f64, "ns")?;
+        ctx.record_in_if_declared("rtt", *r as f64, "ns")?;
     }
     m.rtt_queue_ns.sort_unstable();
     if let Some(q) = m.rtt_queue_ns.get(m.rtt_queue_ns.len() / 2) {
-        rec(ctx, "rtt_queueing", *q as f64, "ns")?;
+        ctx.record_in_if_declared("rtt_queueing", *q as f64, "ns")?;
     }
     if let Some(o) = m.switch_overhead {
-        rec(ctx, "switch_overhead", o, "fraction")?;
+        ctx.record_in_if_declared("switch_overhead", o, "fraction")?;
     }
     ctx.record_if_declared("retransmissions", m.retransmissions as f64);
     ctx.record_if_declared("wrong_aggregates", m.wrong as f64);
