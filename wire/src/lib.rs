@@ -14,7 +14,8 @@
 //!   each carries (IBA Vol. 1, Sec. 9.2-9.3);
 //! - [`icrc`]: the RoCEv2 invariant CRC as IBA Annex A17 defines it (checked against a packet
 //!   captured on a ConnectX-4 Lx);
-//! - [`ina`]: the INA headers of NetReduce, SwitchML, SwitchML-RDMA and ATP;
+//! - [`ina`]: the INA headers of NetReduce, SwitchML, SwitchML-RDMA and ATP, and of Libra, P4SGD,
+//!   LuWu and ALEPH;
 //! - [`roce`]: whole RoCEv2 frames ([`roce::RoceV2Packet`], [`roce::FrameRepr`]) built from and
 //!   parsed into their layers, INA header included;
 //! - [`pcap`]: classic libpcap files of frames, for Wireshark and tshark.
@@ -64,6 +65,8 @@ macro_rules! view {
 }
 
 pub mod ethernet;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod ib;
 pub mod icrc;
 pub mod ina;

@@ -8,9 +8,22 @@
 //! | SwitchML | an 8-byte header after UDP (port 0xbee0), then 4-byte values | [`switchml`] |
 //! | SwitchML-RDMA | no header of its own: UC RDMA WRITE (with immediate) whose R_Key holds the pool index, ImmDt the exponents, DestQP the worker | [`switchml_rdma`] |
 //! | ATP | a 14-byte header after IPv4, 62 values, a 12-byte trailer | [`atp`] |
+//!
+//! and the headers of the other four papers' systems (layouts ours where the paper gives none):
+//!
+//! | system | where | module |
+//! |---|---|---|
+//! | Libra | a 16-byte header after UDP, then key-value pairs | [`libra`] |
+//! | P4SGD | a 10-byte header after Ethernet (EtherType 0x88B5), then values | [`p4sgd`] |
+//! | LuWu | a 16-byte header after UDP, then values | [`luwu`] |
+//! | ALEPH | a 16-byte header after UDP, then 128 values; and its TCP service's chunk header | [`aleph`] |
 
+pub mod aleph;
 pub mod atp;
+pub mod libra;
+pub mod luwu;
 pub mod netreduce;
+pub mod p4sgd;
 pub mod switchml;
 pub mod switchml_rdma;
 
