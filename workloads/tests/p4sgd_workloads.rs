@@ -234,3 +234,29 @@ fn fig8_emulated_on_udp_checks_every_sum() {
         );
     }
 }
+
+#[test]
+fn fig8_openmpi_peer_is_emulated_only() {
+    // OpenMPI measured on this host: a row in the emulated class (every sum checked by every
+    // rank inside the peer), nothing in the simulated class
+    for system in ["cpusync_mpi_shm", "cpusync_mpi_tcp"] {
+        let r = run(&fig8::Fig8, "fig8.yaml", Fidelity::Simulated, system, &[]);
+        assert!(r.is_empty(), "{system} simulated: {r:?}");
+    }
+    if let Err(e) = inabench_p4sgd::mpi::available() {
+        eprintln!("skipped the emulated run: the OpenMPI peer is {e}");
+        return;
+    }
+    let r = run(
+        &fig8::Fig8,
+        "fig8.yaml",
+        Fidelity::Emulated,
+        "cpusync_mpi_shm",
+        &[],
+    );
+    let p50 = metric(&r, "latency_p50");
+    assert!(
+        metric(&r, "latency_mean") > 0.0 && p50 > 0.0 && metric(&r, "latency_p99") >= p50,
+        "{r:?}"
+    );
+}

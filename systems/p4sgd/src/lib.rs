@@ -11,6 +11,8 @@
 //! - [`allreduce`]: each system's checked all-reduces on `sim` (with the model inputs) or `mem`,
 //!   the host-stack costs measured here, NCCL's inputs (what p4sgd-fig8 runs);
 //! - [`udp`]: the endpoints on the `udp` fabric (a loopback socket and a thread per node);
+//! - [`mpi`]: p4sgd-fig8's emulated CPUSync peer, OpenMPI's `MPI_Allreduce` measured on this
+//!   host (a C program compiled with `mpicc` at run time, `mpirun` per run);
 //! - [`glm`]: GLM training (single, model-parallel, data-parallel), LIBSVM reader, stand-ins;
 //! - [`curves`]: training loss curves per system, P4SGD's through the protocol (p4sgd-fig14's);
 //! - [`fpga`]: the FPGA worker's timing model (engines, banks, HBM, Eq. 3's pipeline);
@@ -28,6 +30,7 @@ pub mod fpga;
 pub mod glm;
 pub mod gpusync;
 pub mod host;
+pub mod mpi;
 pub mod protocol;
 pub mod udp;
 pub mod wire;

@@ -17,7 +17,11 @@
 //! ([`inabench_p4sgd::gpusync`]), each operation starting NCCL's base latency after it is issued,
 //! each hop costing NCCL's per-hop latency (its tuning model's) with the shape of this host's
 //! measured host-stack costs ([`inabench_p4sgd::allreduce::gpusync_costs`]), so it has a
-//! distribution and grows with the node count.
+//! distribution and grows with the node count. `cpusync_mpi_tcp` and `cpusync_mpi_shm`
+//! (emulated class only): OpenMPI's own `MPI_Allreduce` with the same ranks, elements and
+//! operations, one process per rank on this host, over TCP on loopback or shared memory
+//! ([`inabench_p4sgd::mpi`]); `not built` (the point fails with the reason) where `mpicc` is
+//! absent.
 
 use inabench_core::{Fidelity, LogLevel, PointCtx, Workload, WorkloadError};
 use inabench_p4sgd::allreduce::{
@@ -26,7 +30,7 @@ use inabench_p4sgd::allreduce::{
 };
 use inabench_p4sgd::driver::LatencyStats;
 use inabench_p4sgd::gpusync::Algo;
-use inabench_p4sgd::udp;
+use inabench_p4sgd::{mpi, udp};
 
 fn err(e: impl std::fmt::Display) -> WorkloadError {
     WorkloadError::Invalid(e.to_string())
@@ -78,7 +82,14 @@ impl Workload for Fig8 {
     }
 
     fn systems(&self) -> Option<&'static [&'static str]> {
-        Some(&["p4sgd", "cpusync", "gpusync", "switchml"])
+        Some(&[
+            "p4sgd",
+            "cpusync",
+            "gpusync",
+            "switchml",
+            "cpusync_mpi_tcp",
+            "cpusync_mpi_shm",
+        ])
     }
 
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
@@ -140,6 +151,50 @@ impl Workload for Fig8 {
             "cpusync" => run_cpusync(workers, elements, ops, seed, si.as_ref()).map_err(err)?,
             "switchml" => {
                 run_switchml(workers, ops, seed, rate_bps, si.as_ref(), timeout_ns).map_err(err)?
+            }
+            "cpusync_mpi_tcp" | "cpusync_mpi_shm" if simulated => {
+                ctx.log(
+                    LogLevel::Info,
+                    format!("{system} is OpenMPI measured on this host: emulated class only"),
+                );
+                return Ok(());
+            }
+            "cpusync_mpi_tcp" | "cpusync_mpi_shm" => {
+                let transport = if system == "cpusync_mpi_tcp" {
+                    mpi::Transport::TcpLoopback
+                } else {
+                    mpi::Transport::SharedMemory
+                };
+                let run = mpi::MpiRun {
+                    ranks: workers,
+                    elements,
+                    ops,
+                    warmup: ctx.count("mpi_warmup_ops")? as u64,
+                    transport,
+                    limit: std::time::Duration::try_from_secs_f64(ctx.param("mpi_limit_s")?)
+                        .map_err(|e| err(format!("mpi_limit_s: {e}")))?,
+                    corrupt: false,
+                };
+                let o = mpi::run(&run).map_err(|e| match e {
+                    mpi::MpiError::NotBuilt(why) => {
+                        WorkloadError::Invalid(format!("{system} is not built here: {why}"))
+                    }
+                    other => err(format!("{system}: {other}")),
+                })?;
+                ctx.log(
+                    LogLevel::Info,
+                    format!(
+                        "{system}: {} MPI_Allreduce over {transport:?}, {workers} ranks on this host's {} cores",
+                        o.version,
+                        std::thread::available_parallelism().map_or(0, |n| n.get()),
+                    ),
+                );
+                inabench_p4sgd::allreduce::Outcome {
+                    latencies: o.latencies,
+                    wrong: o.wrong,
+                    unfinished: 0,
+                    retransmissions: 0,
+                }
             }
             "gpusync" if !simulated => {
                 // no GPU here: GPUSync runs in the simulated class only
