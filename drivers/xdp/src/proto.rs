@@ -9,45 +9,21 @@
 //! wrapping two's-complement addition as an integer ALU does. The paper only says "128 gradients,
 //! coincident with the gradient size of one packet" (Sec. 4.2).
 
+use inabench_wire::ina::aleph;
+
 /// Gradients per segment (and per packet): ALEPH Sec. 4.2.
-pub const GRADS: usize = 128;
+pub const GRADS: usize = aleph::GRADS;
 /// "ALPH"
-pub const MAGIC: u32 = 0x414C_5048;
+pub const MAGIC: u32 = aleph::MAGIC;
 /// The ALEPH header before the gradients.
-pub const HEADER_LEN: usize = 16;
+pub const HEADER_LEN: usize = aleph::Repr::LEN;
 /// UDP payload of one gradient packet.
-pub const PACKET_LEN: usize = HEADER_LEN + 4 * GRADS;
+pub const PACKET_LEN: usize = aleph::PACKET_LEN;
 /// Fractional bits of the fixed-point encoding.
 pub const FRAC_BITS: u32 = 16;
 
-/// What a packet carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// A worker's gradient segment, to be aggregated.
-    Gradient,
-    /// An aggregate (the paper's "multicast signal").
-    Result,
-    /// A receiver's request for an aggregate it lost (Algorithm 2, lines 8-13).
-    Fetch,
-}
-
-impl Kind {
-    fn code(self) -> u8 {
-        match self {
-            Kind::Gradient => 0,
-            Kind::Result => 1,
-            Kind::Fetch => 2,
-        }
-    }
-    fn from_code(c: u8) -> Option<Kind> {
-        match c {
-            0 => Some(Kind::Gradient),
-            1 => Some(Kind::Result),
-            2 => Some(Kind::Fetch),
-            _ => None,
-        }
-    }
-}
+/// What a packet carries (the wire crate's: [`inabench_wire::ina::aleph`] holds the layout).
+pub use inabench_wire::ina::aleph::Kind;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ParseError {
@@ -96,40 +72,41 @@ impl Packet {
 
     pub fn emit(&self) -> [u8; PACKET_LEN] {
         let mut b = [0u8; PACKET_LEN];
-        b[0..4].copy_from_slice(&MAGIC.to_be_bytes());
-        b[4..6].copy_from_slice(&self.job.to_be_bytes());
-        b[6] = self.kind.code();
-        b[7] = self.worker;
-        b[8..12].copy_from_slice(&self.round.to_be_bytes());
-        b[12..16].copy_from_slice(&self.segment.to_be_bytes());
+        let _ = self.header().emit(&mut b[..]);
+        let mut p = aleph::Packet::new_unchecked(&mut b[..]);
         for (i, g) in self.grads.iter().enumerate() {
-            let o = HEADER_LEN + 4 * i;
-            b[o..o + 4].copy_from_slice(&g.to_be_bytes());
+            p.set_grad(i, *g);
         }
         b
     }
 
+    fn header(&self) -> aleph::Repr {
+        aleph::Repr {
+            job: self.job,
+            kind: self.kind,
+            worker: self.worker,
+            round: self.round,
+            segment: self.segment,
+        }
+    }
+
     pub fn parse(b: &[u8]) -> Result<Packet, ParseError> {
-        if b.len() != PACKET_LEN {
-            return Err(ParseError::Length(b.len()));
-        }
-        let u32_at = |o: usize| u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
-        let magic = u32_at(0);
-        if magic != MAGIC {
-            return Err(ParseError::Magic(magic));
-        }
-        let kind = Kind::from_code(b[6]).ok_or(ParseError::Kind(b[6]))?;
-        let mut grads = [0i32; GRADS];
-        for (i, g) in grads.iter_mut().enumerate() {
-            *g = u32_at(HEADER_LEN + 4 * i) as i32;
-        }
+        let h = aleph::Repr::parse(b).map_err(|e| match e {
+            inabench_wire::Error::Unsupported(_) => {
+                ParseError::Magic(aleph::Packet::new_unchecked(b).magic())
+            }
+            inabench_wire::Error::Malformed(aleph::E_KIND) => {
+                ParseError::Kind(aleph::Packet::new_unchecked(b).kind_code())
+            }
+            _ => ParseError::Length(b.len()),
+        })?;
         Ok(Packet {
-            job: u16::from_be_bytes([b[4], b[5]]),
-            kind,
-            worker: b[7],
-            round: u32_at(8),
-            segment: u32_at(12),
-            grads,
+            job: h.job,
+            kind: h.kind,
+            worker: h.worker,
+            round: h.round,
+            segment: h.segment,
+            grads: aleph::Packet::new_unchecked(b).grads(),
         })
     }
 }
@@ -292,6 +269,22 @@ mod tests {
         assert_eq!(Packet::parse(&bad), Err(ParseError::Kind(9)));
         bad[0] = 0;
         assert!(matches!(Packet::parse(&bad), Err(ParseError::Magic(_))));
+    }
+
+    /// The bytes this module's own encoder produced before the layout moved to the wire crate
+    /// (captured from that code; `bpf/aleph.bpf.c` reads these offsets).
+    #[test]
+    fn same_bytes_as_before_the_wire_crate() {
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let g: [i32; GRADS] = std::array::from_fn(|i| (i as i32 - 64) * 123_457);
+        assert_eq!(
+            hex(&Packet::gradient(0x1234, 5, 6, 7, g).emit()),
+            "414c5048123400050000000600000007ff876fc0ff895201ff8b3442ff8d1683ff8ef8c4ff90db05ff92bd46ff949f87ff9681c8ff986409ff9a464aff9c288bff9e0accff9fed0dffa1cf4effa3b18fffa593d0ffa77611ffa95852ffab3a93ffad1cd4ffaeff15ffb0e156ffb2c397ffb4a5d8ffb68819ffb86a5affba4c9bffbc2edcffbe111dffbff35effc1d59fffc3b7e0ffc59a21ffc77c62ffc95ea3ffcb40e4ffcd2325ffcf0566ffd0e7a7ffd2c9e8ffd4ac29ffd68e6affd870abffda52ecffdc352dffde176effdff9afffe1dbf0ffe3be31ffe5a072ffe782b3ffe964f4ffeb4735ffed2976ffef0bb7fff0edf8fff2d039fff4b27afff694bbfff876fcfffa593dfffc3b7efffe1dbf000000000001e2410003c4820005a6c30007890400096b45000b4d86000d2fc7000f12080010f4490012d68a0014b8cb00169b0c00187d4d001a5f8e001c41cf001e2410002006510021e8920023cad30025ad1400278f5500297196002b53d7002d3618002f18590030fa9a0032dcdb0034bf1c0036a15d0038839e003a65df003c4820003e2a6100400ca20041eee30043d1240045b365004795a6004977e7004b5a28004d3c69004f1eaa005100eb0052e32c0054c56d0056a7ae005889ef005a6c30005c4e71005e30b2006012f30061f5340063d7750065b9b600679bf700697e38006b6079006d42ba006f24fb0071073c0072e97d0074cbbe0076adff"
+        );
+        assert_eq!(
+            hex(&Packet::fetch(1, 31, u32::MAX, 9).emit()),
+            "414c50480001021fffffffff000000090000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+        );
     }
 
     #[test]

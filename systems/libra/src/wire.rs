@@ -1,62 +1,23 @@
 //! Libra's packet: Ethernet / IPv4 / UDP (port 48900) / a 16-byte Libra header / key-value pairs.
-//! The paper does not print its header; ours carries what Sec. 3.6 needs (a sequence number, the
-//! retransmit flag) and the pairs as 4-byte keys (rank indices for hot parameters, model keys
-//! for cold ones) and 4-byte values, big-endian.
-//!
-//! ```text
-//! 0      1      2             4                    8                    12        14       16
-//! | kind | flags| worker (u16)| seq (u32)          | aux (u32)          | pairs   | 0      | pairs...
-//! ```
-//! `aux`: the total packets of a result stream in a result packet; unused otherwise.
+//! The header (its layout, the view and the parser) is [`inabench_wire::ina::libra`]'s; this
+//! module builds and parses whole frames between the nodes of Libra's network, the pairs as a
+//! `Vec`.
 
 use crate::LibraError;
+use inabench_wire::ina::libra;
 use inabench_wire::{ethernet, ipv4, udp};
 
-pub const UDP_PORT: u16 = 48900;
-pub const HEADER_LEN: usize = 16;
+pub use inabench_wire::ina::libra::{Kind, UDP_PORT};
+
+pub const HEADER_LEN: usize = libra::Repr::LEN;
 const OUTER: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN;
 
 /// Frame bytes of a packet with `pairs` pairs.
 pub fn frame_len(pairs: usize) -> usize {
-    OUTER + HEADER_LEN + 8 * pairs
+    OUTER + HEADER_LEN + libra::PAIR_LEN * pairs
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Hot gradients, worker -> switch.
-    PushHot,
-    /// Cold gradients, worker -> parameter server.
-    PushCold,
-    /// Aggregated values, switch or server -> worker.
-    Result,
-    Ack,
-    /// A worker's pushes of the iteration are all acknowledged.
-    Done,
-}
-
-impl Kind {
-    fn code(self) -> u8 {
-        match self {
-            Kind::PushHot => 1,
-            Kind::PushCold => 2,
-            Kind::Result => 3,
-            Kind::Ack => 4,
-            Kind::Done => 5,
-        }
-    }
-    fn from_code(c: u8) -> Option<Kind> {
-        Some(match c {
-            1 => Kind::PushHot,
-            2 => Kind::PushCold,
-            3 => Kind::Result,
-            4 => Kind::Ack,
-            5 => Kind::Done,
-            _ => return None,
-        })
-    }
-}
-
-/// A parsed Libra packet.
+/// A parsed Libra packet: the header of [`inabench_wire::ina::libra`] and its pairs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Repr {
     pub kind: Kind,
@@ -75,24 +36,37 @@ pub fn node_of(ip: [u8; 4]) -> Option<u32> {
     (ip[0] == 10 && ip[1] == 0 && ip[2] == NET && ip[3] > 0).then(|| u32::from(ip[3]) - 1)
 }
 
-/// Build a frame from node `src` to node `dst`.
+/// Build a frame from node `src` to node `dst`. The pair count is a 16-bit field: a packet of
+/// more than 65535 pairs (the senders cut far smaller ones) is built whole with the count
+/// wrapped, so the receiver refuses it rather than reading part of it.
 pub fn emit(src: u32, dst: u32, r: &Repr) -> Vec<u8> {
-    let payload = HEADER_LEN + 8 * r.pairs.len();
+    let h = libra::Repr {
+        kind: r.kind,
+        retransmit: r.retransmit,
+        worker: r.worker,
+        seq: r.seq,
+        aux: r.aux,
+        pairs: r.pairs.len() as u16,
+    };
+    let payload = HEADER_LEN + libra::PAIR_LEN * r.pairs.len();
     let mut f = vec![0u8; OUTER + payload];
     let _ = inabench_wire::node::emit(&mut f, NET, src, dst, UDP_PORT, payload);
-    let h = &mut f[OUTER..];
-    h[0] = r.kind.code();
-    h[1] = u8::from(r.retransmit);
-    h[2..4].copy_from_slice(&r.worker.to_be_bytes());
-    h[4..8].copy_from_slice(&r.seq.to_be_bytes());
-    h[8..12].copy_from_slice(&r.aux.to_be_bytes());
-    h[12..14].copy_from_slice(&(r.pairs.len() as u16).to_be_bytes());
+    let _ = h.emit(&mut f[OUTER..]);
+    let mut p = libra::Packet::new_unchecked(&mut f[OUTER..]);
     for (i, (k, v)) in r.pairs.iter().enumerate() {
-        let at = HEADER_LEN + 8 * i;
-        h[at..at + 4].copy_from_slice(&k.to_be_bytes());
-        h[at + 4..at + 8].copy_from_slice(&v.to_be_bytes());
+        p.set_pair(i, *k, *v);
     }
     f
+}
+
+/// The text of a wire error (its field), for [`LibraError::Wire`].
+fn why(e: inabench_wire::Error) -> &'static str {
+    match e {
+        inabench_wire::Error::Truncated { what, .. } => what,
+        inabench_wire::Error::Malformed(w)
+        | inabench_wire::Error::Checksum(w)
+        | inabench_wire::Error::Unsupported(w) => w,
+    }
 }
 
 /// Parse a frame: (source node, destination node, packet). Never panics on bad input.
@@ -108,30 +82,18 @@ pub fn parse(f: &[u8]) -> Result<(u32, u32, Repr), LibraError> {
     if u.dst_port() != UDP_PORT {
         return Err(LibraError::Wire("not a Libra port"));
     }
-    let p = u.payload();
-    if p.len() < HEADER_LEN {
-        return Err(LibraError::Wire("short Libra header"));
-    }
-    let kind = Kind::from_code(p[0]).ok_or(LibraError::Wire("unknown kind"))?;
-    let n = usize::from(u16::from_be_bytes([p[12], p[13]]));
-    if p.len() != HEADER_LEN + 8 * n {
-        return Err(LibraError::Wire("pair count does not match the length"));
-    }
-    let be32 = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-    let pairs = p[HEADER_LEN..]
-        .chunks_exact(8)
-        .map(|c| (be32(&c[..4]), be32(&c[4..]) as i32))
-        .collect();
+    let h = libra::Repr::parse(u.payload()).map_err(|e| LibraError::Wire(why(e)))?;
+    let p = libra::Packet::new_unchecked(u.payload());
     Ok((
         src,
         dst,
         Repr {
-            kind,
-            retransmit: p[1] & 1 == 1,
-            worker: u16::from_be_bytes([p[2], p[3]]),
-            seq: be32(&p[4..8]),
-            aux: be32(&p[8..12]),
-            pairs,
+            kind: h.kind,
+            retransmit: h.retransmit,
+            worker: h.worker,
+            seq: h.seq,
+            aux: h.aux,
+            pairs: p.pairs().collect(),
         },
     ))
 }
@@ -159,5 +121,36 @@ mod tests {
         let mut bad = f.clone();
         bad[OUTER] = 77;
         assert!(parse(&bad).is_err());
+    }
+
+    /// The bytes the crate's own encoder produced before the header moved to the wire crate
+    /// (captured from that code): the wire crate's emit must produce the same frames.
+    #[test]
+    fn same_bytes_as_before_the_wire_crate() {
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let r = Repr {
+            kind: Kind::PushHot,
+            retransmit: true,
+            worker: 7,
+            seq: 99,
+            aux: 3,
+            pairs: vec![(1, -5), (40_000, 123_456)],
+        };
+        assert_eq!(
+            hex(&emit(7, 32, &r)),
+            "02000002002102000002000808004500003c00004000401122890a0002080a000221bf04bf04002800000101000700000063000000030002000000000001fffffffb00009c400001e240"
+        );
+        let r = Repr {
+            kind: Kind::Done,
+            retransmit: false,
+            worker: 0xfffe,
+            seq: u32::MAX,
+            aux: 0,
+            pairs: vec![],
+        };
+        assert_eq!(
+            hex(&emit(0, 1, &r)),
+            "02000002000202000002000108004500002c00004000401122bf0a0002010a000202bf04bf04001800000500fffeffffffff0000000000000000"
+        );
     }
 }

@@ -17,71 +17,19 @@
 //! 14..16  reserved, 0
 //! ```
 //!
-//! The parser follows the suite's wire style (`drivers/wire`): a checked view of the bytes and a
-//! plain [`Repr`], every malformation a typed [`PacketError`], never a panic.
+//! The header (layout, view, parser) is [`inabench_wire::ina::luwu`]'s; this module builds and
+//! parses whole frames, every malformation a typed [`PacketError`], never a panic.
 
+use inabench_wire::ina::luwu;
 use inabench_wire::{ethernet, ipv4, udp};
 
-/// UDP port of LuWu's traffic (ours; the paper names none).
-pub const UDP_PORT: u16 = 48870;
+pub use inabench_wire::ina::luwu::{Kind, MAX_VALUES, Repr, SRC_AGG, SRC_SWITCH, UDP_PORT};
+
 /// Bytes of LuWu's header.
-pub const HEADER_LEN: usize = 16;
+pub const HEADER_LEN: usize = Repr::LEN;
 /// Bytes of Ethernet + IPv4 + UDP + LuWu headers before the values.
 pub const FRAME_HEADER_LEN: usize =
     ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN + HEADER_LEN;
-const MAGIC: u8 = 0x4c;
-/// `src` of the AggNIC.
-pub const SRC_AGG: u8 = 0xff;
-/// `src` of the SmartSwitch.
-pub const SRC_SWITCH: u8 = 0xfe;
-/// Largest number of values a packet may carry (a 9 KB jumbo frame).
-pub const MAX_VALUES: usize = 2048;
-
-/// What a packet is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kind {
-    /// AggNIC -> switch -> every WorkerNIC.
-    Param,
-    /// WorkerNIC -> switch.
-    Grad,
-    /// Switch -> AggNIC: a complete aggregate.
-    AggGrad,
-    /// WorkerNIC -> switch (its RX Ack/Credit), and switch -> AggNIC (their minimum).
-    ParamHeartbeat,
-    /// AggNIC -> switch -> every WorkerNIC.
-    GradHeartbeat,
-    /// A ring collective's data (the ZeRO-3 baseline in [`crate::zero3`]), forwarded by address.
-    Ring,
-}
-
-impl Kind {
-    fn code(self) -> u8 {
-        match self {
-            Kind::Param => 1,
-            Kind::Grad => 2,
-            Kind::AggGrad => 3,
-            Kind::ParamHeartbeat => 4,
-            Kind::GradHeartbeat => 5,
-            Kind::Ring => 6,
-        }
-    }
-
-    fn from_code(c: u8) -> Option<Kind> {
-        Some(match c {
-            1 => Kind::Param,
-            2 => Kind::Grad,
-            3 => Kind::AggGrad,
-            4 => Kind::ParamHeartbeat,
-            5 => Kind::GradHeartbeat,
-            6 => Kind::Ring,
-            _ => return None,
-        })
-    }
-
-    pub fn is_heartbeat(self) -> bool {
-        matches!(self, Kind::ParamHeartbeat | Kind::GradHeartbeat)
-    }
-}
 
 /// Why bytes are not a LuWu packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -108,71 +56,27 @@ pub enum PacketError {
     Shape,
 }
 
-/// A decoded LuWu header.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Repr {
-    pub kind: Kind,
-    pub src: u8,
-    /// Aggregate with max (SwitchML's exponent negotiation) instead of a sum.
-    pub max: bool,
-    /// SeqNum (data) or Ack (heartbeat).
-    pub seq: u32,
-    /// Credit (heartbeats only).
-    pub credit: u32,
-    pub count: u16,
-}
-
-impl Repr {
-    /// Parse a header and check the values that follow it (`payload` is the UDP payload).
-    pub fn parse(payload: &[u8]) -> Result<Repr, PacketError> {
-        if payload.len() < HEADER_LEN {
-            return Err(PacketError::Truncated(payload.len()));
-        }
-        let b = payload;
-        if b[0] != MAGIC {
-            return Err(PacketError::Magic(b[0]));
-        }
-        let kind = Kind::from_code(b[1]).ok_or(PacketError::Kind(b[1]))?;
-        if b[3] & !1 != 0 {
-            return Err(PacketError::Flags(b[3]));
-        }
-        let be32 = |at: usize| u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
-        let reserved = u16::from_be_bytes([b[14], b[15]]);
-        if reserved != 0 {
-            return Err(PacketError::Reserved(reserved));
-        }
-        let r = Repr {
-            kind,
-            src: b[2],
-            max: b[3] & 1 == 1,
-            seq: be32(4),
-            credit: be32(8),
-            count: u16::from_be_bytes([b[12], b[13]]),
+/// Parse a header and check the values that follow it (`payload` is the UDP payload).
+pub fn parse_header(payload: &[u8]) -> Result<Repr, PacketError> {
+    Repr::parse(payload).map_err(|e| {
+        let Ok(v) = luwu::Packet::new_checked(payload) else {
+            return PacketError::Truncated(payload.len());
         };
-        let bytes = payload.len() - HEADER_LEN;
-        if usize::from(r.count) > MAX_VALUES || bytes != 4 * usize::from(r.count) {
-            return Err(PacketError::Count {
-                count: usize::from(r.count),
-                bytes,
-            });
+        match e {
+            inabench_wire::Error::Malformed(luwu::E_MAGIC) => PacketError::Magic(v.magic()),
+            inabench_wire::Error::Malformed(luwu::E_KIND) => PacketError::Kind(v.kind_code()),
+            inabench_wire::Error::Malformed(luwu::E_FLAGS) => PacketError::Flags(v.flags()),
+            inabench_wire::Error::Malformed(luwu::E_RESERVED) => {
+                PacketError::Reserved(v.reserved())
+            }
+            inabench_wire::Error::Malformed(luwu::E_COUNT) => PacketError::Count {
+                count: usize::from(v.count()),
+                bytes: v.payload().len(),
+            },
+            inabench_wire::Error::Malformed(luwu::E_SHAPE) => PacketError::Shape,
+            other => PacketError::Wire(other),
         }
-        if kind.is_heartbeat() != (r.count == 0) || (!kind.is_heartbeat() && r.credit != 0) {
-            return Err(PacketError::Shape);
-        }
-        Ok(r)
-    }
-
-    /// Write the header into the first [`HEADER_LEN`] bytes of `b` (which must be that long).
-    pub fn emit(&self, b: &mut [u8]) {
-        b[0] = MAGIC;
-        b[1] = self.kind.code();
-        b[2] = self.src;
-        b[3] = u8::from(self.max);
-        b[4..8].copy_from_slice(&self.seq.to_be_bytes());
-        b[8..12].copy_from_slice(&self.credit.to_be_bytes());
-        b[12..14].copy_from_slice(&self.count.to_be_bytes());
-        b[14..16].copy_from_slice(&[0, 0]);
-    }
+    })
 }
 
 /// A whole frame from node `src` to node `dst` carrying `h` and `values` (`h.count` is set from
@@ -182,15 +86,15 @@ pub fn frame(src: u32, dst: u32, h: Repr, values: &[i32]) -> Vec<u8> {
     let len = (FRAME_HEADER_LEN + 4 * values.len()).max(ethernet::MIN_FRAME_LEN);
     let mut f = vec![0u8; len];
     let _ = inabench_wire::node::emit(&mut f, 8, src, dst, UDP_PORT, payload);
-    let u = ethernet::HEADER_LEN + ipv4::HEADER_LEN;
+    let at = FRAME_HEADER_LEN - HEADER_LEN;
     let h = Repr {
         count: values.len() as u16,
         ..h
     };
-    h.emit(&mut f[u + udp::HEADER_LEN..]);
+    let _ = h.emit(&mut f[at..]);
+    let mut p = luwu::Packet::new_unchecked(&mut f[at..]);
     for (k, v) in values.iter().enumerate() {
-        let at = FRAME_HEADER_LEN + 4 * k;
-        f[at..at + 4].copy_from_slice(&v.to_be_bytes());
+        p.set_value(k, *v);
     }
     f
 }
@@ -208,12 +112,8 @@ pub fn parse(f: &[u8]) -> Result<(Repr, Vec<i32>), PacketError> {
         return Err(PacketError::Port(u.dst_port()));
     }
     let p = u.payload();
-    let h = Repr::parse(p)?;
-    let values = p[HEADER_LEN..]
-        .chunks_exact(4)
-        .map(|c| i32::from_be_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    Ok((h, values))
+    let h = parse_header(p)?;
+    Ok((h, luwu::Packet::new_unchecked(p).values().collect()))
 }
 
 /// Bytes a frame with `values` values occupies on the wire (frame, FCS, preamble, gap).
@@ -250,5 +150,49 @@ mod tests {
         let f = frame(9, 8, hb, &[]);
         assert_eq!(f.len(), ethernet::MIN_FRAME_LEN);
         assert_eq!(parse(&f).unwrap(), (hb, vec![]));
+    }
+
+    /// The bytes the crate's own encoder produced before the header moved to the wire crate
+    /// (captured from that code): the wire crate's emit must produce the same frames.
+    #[test]
+    fn same_bytes_as_before_the_wire_crate() {
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let r = Repr {
+            kind: Kind::Grad,
+            src: 3,
+            max: true,
+            seq: 77,
+            credit: 0,
+            count: 0,
+        };
+        assert_eq!(
+            hex(&frame(3, 8, r, &[1, -2, i32::MAX])),
+            "02000008000902000008000408004500003800004000401116a90a0008040a000809bee6bee6002400004c0203010000004d000000000003000000000001fffffffe7fffffff"
+        );
+        let r = Repr {
+            kind: Kind::GradHeartbeat,
+            src: SRC_AGG,
+            max: false,
+            seq: 5,
+            credit: 260,
+            count: 0,
+        };
+        assert_eq!(
+            hex(&frame(9, 8, r, &[])),
+            "02000008000902000008000a08004500002c00004000401116af0a00080a0a000809bee6bee6001800004c05ff000000000500000104000000000000"
+        );
+        let v: Vec<i32> = (0..30).map(|i| i * 1000 - 7).collect();
+        let r = Repr {
+            kind: Kind::Param,
+            src: SRC_SWITCH,
+            max: false,
+            seq: 1 << 31,
+            credit: 0,
+            count: 0,
+        };
+        assert_eq!(
+            hex(&frame(8, 0, r, &v)),
+            "0200000800010200000800090800450000a400004000401116400a0008090a000801bee6bee6009000004c01fe008000000000000000001e0000fffffff9000003e1000007c900000bb100000f99000013810000176900001b5100001f39000023210000270900002af100002ed9000032c1000036a900003a9100003e79000042610000464900004a3100004e1900005201000055e9000059d100005db9000061a1000065890000697100006d5900007141"
+        );
     }
 }

@@ -22,32 +22,18 @@
 //! ```
 //!
 //! With 8 values a packet is 56 bytes, padded to 60: 64 bytes with the FCS, as the paper says.
-//! Parsing never panics: short or malformed input is an [`inabench_wire::Error`].
+//! The header (layout, view, parser) is [`inabench_wire::ina::p4sgd`]'s; this module adds the
+//! values as a `Vec` and whole frames. Parsing never panics: short or malformed input is an
+//! [`inabench_wire::Error`].
 
+use inabench_wire::ina::p4sgd;
 use inabench_wire::{Error, ethernet};
 
-pub const ETHERTYPE_P4SGD: u16 = 0x88B5;
+pub use inabench_wire::ina::p4sgd::{Kind, MAX_VALUES};
+
+pub const ETHERTYPE_P4SGD: u16 = p4sgd::ETHERTYPE;
 /// The P4SGD header after Ethernet.
-pub const HEADER_LEN: usize = 10;
-/// Most values a packet carries (a byte counts them; the switch program takes far fewer).
-pub const MAX_VALUES: usize = 255;
-
-const FLAG_ACK: u8 = 1;
-const FLAG_ACK_DONE: u8 = 2;
-const FLAG_FROM_SWITCH: u8 = 4;
-
-/// What a packet is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// Worker -> switch: a partial activation vector for aggregation.
-    Aggregate,
-    /// Switch -> worker: the full activation vector of a slot.
-    Result,
-    /// Worker -> switch: "I have the full activation".
-    Ack,
-    /// Switch -> worker: all workers acknowledged; the slot may be reused.
-    AckDone,
-}
+pub const HEADER_LEN: usize = p4sgd::Repr::LEN;
 
 /// The P4SGD header and its values.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,15 +46,6 @@ pub struct Repr {
 }
 
 impl Repr {
-    fn flags(&self) -> u8 {
-        match self.kind {
-            Kind::Aggregate => 0,
-            Kind::Result => FLAG_FROM_SWITCH,
-            Kind::Ack => FLAG_ACK,
-            Kind::AckDone => FLAG_ACK | FLAG_ACK_DONE | FLAG_FROM_SWITCH,
-        }
-    }
-
     /// Bytes of the P4SGD header and values (no Ethernet, no padding).
     pub fn buffer_len(&self) -> usize {
         HEADER_LEN + 4 * self.values.len()
@@ -76,61 +53,20 @@ impl Repr {
 
     /// Parse the P4SGD header and values from the bytes after Ethernet (padding may follow).
     pub fn parse(b: &[u8]) -> Result<Repr, Error> {
-        if b.len() < HEADER_LEN {
-            return Err(Error::Truncated {
-                what: "p4sgd header",
-                need: HEADER_LEN,
-                have: b.len(),
-            });
-        }
-        let bitmap = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-        let slot = u16::from_be_bytes([b[4], b[5]]);
-        let round = u16::from_be_bytes([b[6], b[7]]);
-        let flags = b[8];
-        let count = usize::from(b[9]);
-        if flags & !(FLAG_ACK | FLAG_ACK_DONE | FLAG_FROM_SWITCH) != 0 {
-            return Err(Error::Malformed("p4sgd flags (reserved bits set)"));
-        }
-        let kind = match (
-            flags & FLAG_ACK != 0,
-            flags & FLAG_ACK_DONE != 0,
-            flags & FLAG_FROM_SWITCH != 0,
-        ) {
-            (false, false, false) => Kind::Aggregate,
-            (false, false, true) => Kind::Result,
-            (true, false, false) => Kind::Ack,
-            (true, true, true) => Kind::AckDone,
-            _ => return Err(Error::Malformed("p4sgd flags (no such combination)")),
-        };
-        if bitmap == 0 && matches!(kind, Kind::Aggregate | Kind::Ack) {
-            return Err(Error::Malformed("p4sgd bitmap (no sender bit)"));
-        }
-        let need = HEADER_LEN + 4 * count;
-        if b.len() < need {
-            return Err(Error::Truncated {
-                what: "p4sgd values",
-                need,
-                have: b.len(),
-            });
-        }
-        let values = b[HEADER_LEN..need]
-            .chunks_exact(4)
-            .map(|c| i32::from_be_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
+        let h = p4sgd::Repr::parse(b)?;
         Ok(Repr {
-            bitmap,
-            slot,
-            round,
-            kind,
-            values,
+            bitmap: h.bitmap,
+            slot: h.slot,
+            round: h.round,
+            kind: h.kind,
+            values: p4sgd::Packet::new_unchecked(b).values().collect(),
         })
     }
 
     /// Write the header and values into `b` (at least `buffer_len()` bytes).
     pub fn emit(&self, b: &mut [u8]) -> Result<(), Error> {
-        if self.values.len() > MAX_VALUES {
-            return Err(Error::Malformed("p4sgd count (more than 255 values)"));
-        }
+        let count = u8::try_from(self.values.len())
+            .map_err(|_| Error::Malformed("p4sgd count (more than 255 values)"))?;
         if b.len() < self.buffer_len() {
             return Err(Error::Truncated {
                 what: "p4sgd buffer",
@@ -138,14 +74,17 @@ impl Repr {
                 have: b.len(),
             });
         }
-        b[0..4].copy_from_slice(&self.bitmap.to_be_bytes());
-        b[4..6].copy_from_slice(&self.slot.to_be_bytes());
-        b[6..8].copy_from_slice(&self.round.to_be_bytes());
-        b[8] = self.flags();
-        b[9] = self.values.len() as u8;
+        p4sgd::Repr {
+            bitmap: self.bitmap,
+            slot: self.slot,
+            round: self.round,
+            kind: self.kind,
+            count,
+        }
+        .emit(b)?;
+        let mut p = p4sgd::Packet::new_unchecked(b);
         for (k, v) in self.values.iter().enumerate() {
-            let at = HEADER_LEN + 4 * k;
-            b[at..at + 4].copy_from_slice(&v.to_be_bytes());
+            p.set_value(k, *v);
         }
         Ok(())
     }
@@ -224,7 +163,7 @@ mod tests {
         bad[ethernet::HEADER_LEN + 8] = 0x80;
         assert!(matches!(parse_frame(&bad), Err(Error::Malformed(_))));
         let mut bad = f.clone();
-        bad[ethernet::HEADER_LEN + 8] = FLAG_ACK_DONE;
+        bad[ethernet::HEADER_LEN + 8] = 2; // ack_done alone
         assert!(matches!(parse_frame(&bad), Err(Error::Malformed(_))));
         let mut bad = f.clone();
         bad[ethernet::HEADER_LEN + 9] = 200; // claims 200 values
@@ -258,5 +197,43 @@ mod tests {
             }
             let _ = parse_frame(&b);
         }
+    }
+
+    /// The bytes the crate's own encoder produced before the header moved to the wire crate
+    /// (captured from that code): the wire crate's emit must produce the same frames.
+    #[test]
+    fn same_bytes_as_before_the_wire_crate() {
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        for (k, want) in [
+            (
+                Kind::Aggregate,
+                "02004b00000802004b00000588b500000020ffff0007000800000001fffffffe7fffffff800000000000000000000005000000060000000700000000",
+            ),
+            (
+                Kind::Result,
+                "02004b00000802004b00000588b500000020ffff0007040800000001fffffffe7fffffff800000000000000000000005000000060000000700000000",
+            ),
+            (
+                Kind::Ack,
+                "02004b00000802004b00000588b500000020ffff0007010800000001fffffffe7fffffff800000000000000000000005000000060000000700000000",
+            ),
+            (
+                Kind::AckDone,
+                "02004b00000802004b00000588b500000020ffff0007070800000001fffffffe7fffffff800000000000000000000005000000060000000700000000",
+            ),
+        ] {
+            assert_eq!(hex(&frame(5, 8, &sample(k)).expect("emit")), want, "{k:?}");
+        }
+        let r = Repr {
+            bitmap: 3,
+            slot: 1,
+            round: 0,
+            kind: Kind::Aggregate,
+            values: (0..20).collect(),
+        };
+        assert_eq!(
+            hex(&frame(1, 2, &r).expect("emit")),
+            "02004b00000202004b00000188b500000003000100000014000000000000000100000002000000030000000400000005000000060000000700000008000000090000000a0000000b0000000c0000000d0000000e0000000f00000010000000110000001200000013"
+        );
     }
 }

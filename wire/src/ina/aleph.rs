@@ -28,6 +28,8 @@ pub const GRADS: usize = 128;
 pub const MAGIC: u32 = 0x414C_5048;
 /// UDP payload of every ALEPH packet.
 pub const PACKET_LEN: usize = Repr::LEN + 4 * GRADS;
+/// The [`Error::Malformed`] text of an unknown kind.
+pub const E_KIND: &str = "ALEPH kind";
 
 /// What a packet carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -137,7 +139,7 @@ impl Repr {
         if p.magic() != MAGIC {
             return Err(Error::Unsupported("ALEPH magic"));
         }
-        let kind = Kind::from_code(p.kind_code()).ok_or(Error::Malformed("ALEPH kind"))?;
+        let kind = Kind::from_code(p.kind_code()).ok_or(Error::Malformed(E_KIND))?;
         Ok(Repr {
             job: p.job(),
             kind,

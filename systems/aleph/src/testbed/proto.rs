@@ -6,14 +6,16 @@
 //! program of drivers/xdp sums them (`inabench_xdp::proto`), so every system's aggregate can be
 //! compared bit for bit with one reference.
 
+use inabench_wire::ina::aleph::chunk;
 use std::collections::HashMap;
 
 /// Gradients per TCP chunk (64 KiB of payload). Choice where the paper is silent: its TCP
 /// program's message size is not given; BytePS partitions tensors into chunks so that pushes
 /// pipeline, and 64 KiB keeps many chunks in flight at the scaled-down gradient sizes.
-pub const CHUNK_GRADS: usize = 16 * 1024;
-/// Bytes of a chunk header: chunk index, gradient count.
-pub const CHUNK_HEADER: usize = 8;
+pub const CHUNK_GRADS: usize = chunk::MAX_GRADS;
+/// Bytes of a chunk header: chunk index, gradient count (the layout is
+/// [`inabench_wire::ina::aleph::chunk`]'s).
+pub const CHUNK_HEADER: usize = chunk::Repr::LEN;
 
 /// Errors of the framing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -71,33 +73,31 @@ pub fn chunk_range(len: usize, i: usize) -> std::ops::Range<usize> {
 
 /// Encode one chunk: `[index u32][count u32][count x i32]`, big-endian.
 pub fn encode(index: u32, grads: &[i32]) -> Result<Vec<u8>, FrameError> {
-    if grads.len() > CHUNK_GRADS {
-        return Err(FrameError::TooLong(grads.len()));
-    }
-    let mut b = Vec::with_capacity(CHUNK_HEADER + 4 * grads.len());
-    b.extend_from_slice(&index.to_be_bytes());
-    b.extend_from_slice(&(grads.len() as u32).to_be_bytes());
+    let h = chunk::Repr {
+        index,
+        count: u32::try_from(grads.len()).map_err(|_| FrameError::TooLong(grads.len()))?,
+    };
+    let mut b = vec![0u8; CHUNK_HEADER];
+    h.emit(&mut b[..])
+        .map_err(|_| FrameError::TooLong(grads.len()))?;
+    b.reserve(4 * grads.len());
     for g in grads {
         b.extend_from_slice(&g.to_be_bytes());
     }
     Ok(b)
 }
 
-/// Decode a chunk header: `(index, count)`.
+/// Decode a chunk header: `(index, count)`; a count over [`CHUNK_GRADS`] is refused before the
+/// body is read.
 pub fn decode_header(h: &[u8; CHUNK_HEADER]) -> Result<(u32, usize), FrameError> {
-    let index = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
-    let len = u32::from_be_bytes([h[4], h[5], h[6], h[7]]) as usize;
-    if len > CHUNK_GRADS {
-        return Err(FrameError::TooLong(len));
-    }
-    Ok((index, len))
+    let r = chunk::Repr::parse(h)
+        .map_err(|_| FrameError::TooLong(u32::from_be_bytes([h[4], h[5], h[6], h[7]]) as usize))?;
+    Ok((r.index, r.count as usize))
 }
 
 /// Decode a chunk body.
 pub fn decode_body(b: &[u8]) -> Vec<i32> {
-    b.chunks_exact(4)
-        .map(|c| i32::from_be_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
+    chunk::grads(b).collect()
 }
 
 /// The aggregation service's state for one iteration: per chunk, the running sum and which
@@ -249,6 +249,12 @@ mod tests {
         s.add(0, 0, &a[chunk_range(len, 0)]).unwrap();
         s.add(1, 0, &b[chunk_range(len, 0)]).unwrap().unwrap();
         assert!(s.complete());
+        let e = encode(7, &[1, -2, 3]).unwrap();
+        // the bytes this module's own encoder produced before the layout moved to the wire crate
+        assert_eq!(
+            e.iter().map(|x| format!("{x:02x}")).collect::<String>(),
+            "000000070000000300000001fffffffe00000003"
+        );
         let e = encode(7, &a[..3]).unwrap();
         let h: [u8; 8] = e[..8].try_into().unwrap();
         assert_eq!(decode_header(&h), Ok((7, 3)));
