@@ -46,9 +46,18 @@ pub enum RunError {
 pub struct SimInputs {
     pub rate_bps: f64,
     pub link_latency_ns: u64,
+    /// A switch's port-to-port pipeline latency, one pass. Uncited: no published Tofino
+    /// port-to-port figure was found to read (Franco et al., Computer Communications 2024,
+    /// profiles Tofino latency, but its numbers were not available here); the paper says only
+    /// "under a few hundred nanoseconds". Claims resting on it are consistency checks.
     pub switch_latency_ns: u64,
+    /// The U280's 100G MAC/PHY and transport pipeline, one way. Uncited as a whole: only the
+    /// GTY transceiver's share is published (about 13-14 ns each way, Xilinx AR# 69011); the
+    /// CMAC, RS-FEC and transport pipeline have no figure here. Claims resting on it are
+    /// consistency checks.
     pub fpga_nic_ns: u64,
     pub fpga_beat_ns: u64,
+    /// A host NIC's pipeline and PCIe, one way (Mellanox ConnectX-5 EN brief: "sub-600ns").
     pub host_nic_ns: u64,
     pub timeout_ns: u64,
 }
