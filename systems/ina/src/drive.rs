@@ -4,6 +4,7 @@
 //! harness types here.
 
 use crate::common::{AllReduceConfig, SetupNode, System};
+use crate::hoststack::{HostStack, StackStats, TxBuffered};
 use crate::netreduce::NetReduce;
 use inabench_fabric::Endpoint;
 use inabench_fabric::fault::Faults;
@@ -49,8 +50,30 @@ pub fn run_sim_tapped(
     max_ns: u64,
     pcap: Option<&std::path::Path>,
 ) -> Result<(Vec<SetupNode>, SimReport), String> {
+    run_sim_stack(
+        sys,
+        cfg,
+        faults,
+        &HostStack::Measured(host_cost_ns),
+        max_ns,
+        pcap,
+    )
+    .map(|(n, r, _)| (n, r))
+}
+
+/// Run one all-reduce on the sim fabric with the hosts' stack as `stack` says (its service
+/// time per frame and its transmit buffer, [`crate::hoststack`]); every frame put on a link
+/// goes to `pcap` if given.
+pub fn run_sim_stack(
+    sys: &dyn System,
+    cfg: &AllReduceConfig,
+    faults: Faults,
+    stack: &HostStack,
+    max_ns: u64,
+    pcap: Option<&std::path::Path>,
+) -> Result<(Vec<SetupNode>, SimReport, StackStats), String> {
     let setup = sys.build(cfg).map_err(|e| e.to_string())?;
-    let mut f = sim_fabric(setup, cfg, faults, host_cost_ns);
+    let mut f = sim_fabric(setup, cfg, faults, stack);
     if let Some(path) = pcap {
         let file = std::fs::File::create(path)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
@@ -67,23 +90,48 @@ pub fn run_sim_tapped(
     let rep = f
         .run_until(max_ns, |nodes| nodes.iter().all(Endpoint::is_done))
         .clone();
-    Ok((f.into_nodes(), rep))
+    let (nodes, stats) = unwrap_nodes(f);
+    Ok((nodes, rep, stats))
 }
 
-/// The sim fabric for a built setup: the switch at node `workers`, hosts charged `host_cost_ns`
-/// per frame, links at the config's rate with 0.5 us latency.
+/// The nodes back from the fabric, and what their transmit buffers held.
+fn unwrap_nodes(f: SimFabric<TxBuffered<SetupNode>>) -> (Vec<SetupNode>, StackStats) {
+    let mut st = StackStats::default();
+    let nodes = f
+        .into_nodes()
+        .into_iter()
+        .map(|n| {
+            st.buffered += n.buffered;
+            st.waited_ns += n.waited_ns;
+            n.into_inner()
+        })
+        .collect();
+    (nodes, st)
+}
+
+/// The sim fabric for a built setup: the switch at node `workers`; hosts charged the stack's
+/// service time per frame and, with a DPDK stack, sending through its transmit buffer; links
+/// at the config's rate with 0.5 us latency.
 fn sim_fabric(
     setup: crate::common::Setup,
     cfg: &AllReduceConfig,
     faults: Faults,
-    host_cost_ns: u64,
-) -> SimFabric<SetupNode> {
-    let nodes = setup.into_nodes();
+    stack: &HostStack,
+) -> SimFabric<TxBuffered<SetupNode>> {
+    let nodes: Vec<TxBuffered<SetupNode>> = setup
+        .into_nodes()
+        .into_iter()
+        .map(|n| {
+            let host = matches!(n, SetupNode::Worker(_));
+            TxBuffered::new(n, if host { stack.tx_buffer() } else { None })
+        })
+        .collect();
     let n = nodes.len();
+    let cost = stack.frame_ns();
     let mut cfgs = vec![
         NodeConfig {
-            rx_cost_ns: host_cost_ns,
-            tx_cost_ns: host_cost_ns
+            rx_cost_ns: cost,
+            tx_cost_ns: cost
         };
         n
     ];
@@ -114,11 +162,59 @@ pub fn run_setup_sim(
     host_cost_ns: u64,
     max_ns: u64,
 ) -> (Vec<SetupNode>, SimReport) {
-    let mut f = sim_fabric(setup, cfg, faults, host_cost_ns);
+    let (nodes, rep, _) = run_setup_sim_stack(
+        setup,
+        cfg,
+        faults,
+        &HostStack::Measured(host_cost_ns),
+        max_ns,
+    );
+    (nodes, rep)
+}
+
+/// As [`run_setup_sim`] with the hosts' stack as `stack` says.
+pub fn run_setup_sim_stack(
+    setup: crate::common::Setup,
+    cfg: &AllReduceConfig,
+    faults: Faults,
+    stack: &HostStack,
+    max_ns: u64,
+) -> (Vec<SetupNode>, SimReport, StackStats) {
+    let mut f = sim_fabric(setup, cfg, faults, stack);
     let rep = f
         .run_until(max_ns, |nodes| nodes.iter().all(Endpoint::is_done))
         .clone();
-    (f.into_nodes(), rep)
+    let (nodes, st) = unwrap_nodes(f);
+    (nodes, rep, st)
+}
+
+/// The host stack a spec names for a system (`host_stack`: `nic`, `measured` (or its older
+/// name `software`), `dpdk`, or `paper`: what the system had in the paper's testbed, see
+/// [`paper_host_stack`]); `measured` and `dpdk` use this machine's measured cost per frame of
+/// the system's code ([`host_cost_ns`]); `dpdk`'s cores, buffer and drain period default to
+/// the released SwitchML client's ([`crate::hoststack::DpdkStack::switchml_release`]).
+pub fn host_stack(
+    sys: &dyn System,
+    name: Option<&str>,
+    cores: Option<f64>,
+    tx_burst: Option<f64>,
+    drain_us: Option<f64>,
+) -> Result<HostStack, crate::hoststack::StackError> {
+    let name = match name {
+        None | Some("paper") => paper_host_stack(sys.name()),
+        Some(n) => n,
+    };
+    match name {
+        "nic" => Ok(HostStack::Nic),
+        "measured" | "software" => Ok(HostStack::Measured(host_cost_ns(sys))),
+        "dpdk" => Ok(HostStack::Dpdk(crate::hoststack::DpdkStack::with(
+            host_cost_ns(sys),
+            cores,
+            tx_burst,
+            drain_us,
+        )?)),
+        other => Err(crate::hoststack::StackError::Unknown(other.to_string())),
+    }
 }
 
 /// A system's host stack cost per frame on this machine (ns), measured once per system and

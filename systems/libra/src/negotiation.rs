@@ -104,21 +104,35 @@ fn outcome(nodes: &[SetupNode], want: &[i32], duration_ns: u64, finished: bool) 
     }
 }
 
-/// The negotiation on `sim` (virtual time).
+/// The negotiation on `sim` (virtual time), each host charged `host_cost_ns` per frame.
 pub fn run_sim(
     cfg: &AllReduceConfig,
     inputs: Vec<Vec<i32>>,
     host_cost_ns: u64,
 ) -> Result<Negotiated, String> {
+    run_sim_stack(
+        cfg,
+        inputs,
+        &inabench_ina::hoststack::HostStack::Measured(host_cost_ns),
+    )
+}
+
+/// The negotiation on `sim` (virtual time), the hosts' stack as `stack` says
+/// ([`inabench_ina::hoststack`]).
+pub fn run_sim_stack(
+    cfg: &AllReduceConfig,
+    inputs: Vec<Vec<i32>>,
+    stack: &inabench_ina::hoststack::HostStack,
+) -> Result<Negotiated, String> {
     let want = reference_max(&inputs);
     let setup = SwitchMl
         .build_with(cfg, inputs)
         .map_err(|e| e.to_string())?;
-    let (nodes, rep) = inabench_ina::drive::run_setup_sim(
+    let (nodes, rep, _) = inabench_ina::drive::run_setup_sim_stack(
         setup,
         cfg,
         inabench_fabric::fault::Faults::default(),
-        host_cost_ns,
+        stack,
         600_000_000_000,
     );
     let (mut start, mut end) = (u64::MAX, 0u64);

@@ -65,11 +65,16 @@ pub(crate) fn switchml_time_ns(
     workers: usize,
     params: u64,
     memory_mb: f64,
+    stack: Option<&str>,
 ) -> Result<f64, WorkloadError> {
     use inabench_ina::common::{AllReduceConfig, SetupNode, System};
-    type Key = (usize, u64);
+    type Key = (usize, u64, String);
     static CACHE: OnceLock<Mutex<HashMap<Key, f64>>> = OnceLock::new();
-    let key = (workers, (memory_mb * 1000.0) as u64);
+    let key = (
+        workers,
+        (memory_mb * 1000.0) as u64,
+        stack.unwrap_or("measured").to_string(),
+    );
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     if let Some(ns_per) = cache.lock().ok().and_then(|m| m.get(&key).copied()) {
         return Ok(ns_per * params as f64);
@@ -88,10 +93,21 @@ pub(crate) fn switchml_time_ns(
         timeout_ns: 100_000,
         knobs: vec![("pool".into(), pool)],
     };
-    let cost = inabench_ina::drive::host_cost_ns(&sys);
-    let (nodes, rep) =
-        inabench_ina::drive::run_sim(&sys, &cfg, Faults::default(), cost, 60_000_000_000)
-            .map_err(WorkloadError::Invalid)?;
+    // the host stack (inabench_ina::hoststack): `measured` (default: this machine's cost per
+    // frame of SwitchML's worker code, one thread) or `dpdk` (that cost over the released
+    // client's 4 cores, and its 64-packet transmit buffer drained every 10 us)
+    let stack =
+        inabench_ina::drive::host_stack(&sys, Some(stack.unwrap_or("measured")), None, None, None)
+            .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+    let (nodes, rep, _) = inabench_ina::drive::run_sim_stack(
+        &sys,
+        &cfg,
+        Faults::default(),
+        &stack,
+        60_000_000_000,
+        None,
+    )
+    .map_err(WorkloadError::Invalid)?;
     if !rep.finished {
         return Err(WorkloadError::Invalid(
             "SwitchML did not finish on sim".into(),
@@ -139,6 +155,10 @@ fn measure(
     let key: PointKey = (
         if system == "libra" && opt(ctx, "float_sum", 0.0) > 0.0 {
             format!("{system}/float")
+        } else if system == "switchml"
+            && let Ok(s) = ctx.text("host_stack")
+        {
+            format!("{system}/{s}")
         } else {
             system.to_string()
         },
@@ -185,7 +205,12 @@ fn measure(
     }
     let measured = if system == "switchml" {
         Measured {
-            duration_ns: switchml_time_ns(workers, task.params, memory_mb)?,
+            duration_ns: switchml_time_ns(
+                workers,
+                task.params,
+                memory_mb,
+                ctx.text("host_stack").ok().as_deref(),
+            )?,
             pairs,
             outcome: None,
         }

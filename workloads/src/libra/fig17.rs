@@ -5,9 +5,9 @@
 use super::aggregation::switchml_time_ns;
 use super::common::{opt, task_of};
 use inabench_core::{Fidelity, LogLevel, PointCtx, Workload, WorkloadError};
-use inabench_ina::drive::host_cost_ns;
+use inabench_ina::drive::host_stack;
 use inabench_ina::switchml::SwitchMl;
-use inabench_libra::negotiation::{config, exponents, run_mem, run_sim, scan_ns};
+use inabench_libra::negotiation::{config, exponents, run_mem, run_sim_stack, scan_ns};
 use inabench_libra::sparse::SparseGen;
 
 /// `libra.fig17`: the negotiation all-reduce per iteration, against the number of workers.
@@ -48,11 +48,24 @@ impl Workload for Fig17 {
         // set off 385K retransmissions with netreduce.table6's 50 ms; 1 s keeps them out
         let rto_us = opt(ctx, "timeout_us", if emulated { 1e6 } else { 100.0 });
         let cfg = config(workers, blocks, memory_mb, (rto_us * 1000.0) as u64);
-        let cost = host_cost_ns(&SwitchMl);
+        // the host stack on sim (inabench_ina::hoststack): `measured` (default: this
+        // machine's cost per frame of SwitchML's worker code, one thread) or `dpdk` (that cost
+        // over the released client's 4 cores, and its 64-packet transmit buffer drained every
+        // 10 us)
+        let stack_name = ctx.text("host_stack").ok();
+        let stack = host_stack(
+            &SwitchMl,
+            Some(stack_name.as_deref().unwrap_or("measured")),
+            None,
+            None,
+            None,
+        )
+        .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+        let cost = stack.frame_ns();
         let o = if emulated {
             run_mem(&cfg, inputs, std::time::Duration::from_secs(120))
         } else {
-            run_sim(&cfg, inputs, cost)
+            run_sim_stack(&cfg, inputs, &stack)
         }
         .map_err(WorkloadError::Invalid)?;
         let (ns, wrong) = (o.duration_ns, o.wrong);
@@ -73,19 +86,20 @@ impl Workload for Fig17 {
         // the data round is only simulated (its rate on sim, see `aggregation`): comparing it
         // with a wall time on `mem` would mix classes
         if !emulated && (ctx.declares("data_round_ms") || ctx.declares("negotiation_share")) {
-            let data = switchml_time_ns(workers, task.params, memory_mb)?;
+            let data = switchml_time_ns(workers, task.params, memory_mb, stack_name.as_deref())?;
             ctx.record_if_declared("data_round_ms", data / 1e6);
             ctx.record_if_declared("negotiation_share", ns as f64 / data * 100.0);
         }
         ctx.log(
             LogLevel::Info,
             format!(
-                "{} x{workers} ({}): {blocks} block exponents a worker negotiated in {:.3} ms ({} retransmissions); computing them from a dense gradient takes {:.1} ms on this host; host cost {} ns a frame",
+                "{} x{workers} ({}): {blocks} block exponents a worker negotiated in {:.3} ms ({} retransmissions); computing them from a dense gradient takes {:.1} ms on this host; host stack {} at {} ns a frame",
                 task.name,
                 if emulated { "mem, wall time" } else { "sim" },
                 ns as f64 / 1e6,
                 o.retransmissions,
                 scan as f64 / 1e6,
+                if emulated { "none (mem)" } else { stack.name() },
                 if emulated { 0 } else { cost }
             ),
         );

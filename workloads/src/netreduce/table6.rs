@@ -16,7 +16,7 @@ use crate::fabric::Emulated;
 use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
 use inabench_fabric::fault::Faults;
 use inabench_ina::common::{AllReduceConfig, SetupNode, Worker, reference_sum, switch_stats};
-use inabench_ina::drive::{host_cost_ns, paper_host_stack, run_sim_tapped, system};
+use inabench_ina::drive::{run_sim_stack, system};
 
 pub struct Table6;
 
@@ -82,29 +82,28 @@ impl Workload for Table6 {
         // otherwise); `fault_seed` (a grid dimension) draws other faults for the same gradients
         let faults = crate::fabric::faults(ctx)?;
         // host_stack: `nic` (the transport runs in a NIC: no host CPU per frame on the data
-        // path), `software` (the system's host code, its cost per frame measured on this host),
-        // or `paper` (what each system had in the paper: see `paper_host_stack`)
-        let stack = ctx.text("host_stack").ok();
-        let stack = match stack.as_deref() {
-            None | Some("paper") => paper_host_stack(ctx.system()),
-            Some("nic") => "nic",
-            Some("software") => "software",
-            Some(other) => {
-                return Err(WorkloadError::Invalid(format!(
-                    "host_stack is `paper`, `nic` or `software`, not `{other}`"
-                )));
-            }
-        };
-        let cost = if stack == "software" {
-            host_cost_ns(sys)
-        } else {
-            0
-        };
+        // path), `measured` (older name `software`: the system's host code, its cost per frame
+        // measured on this host, one thread), `dpdk` (the shared DPDK client model of
+        // inabench_ina::hoststack: that cost split over the released SwitchML client's 4
+        // cores, and its 64-packet transmit buffer drained every 10 us; `stack_cores`,
+        // `stack_tx_burst`, `stack_drain_us` override them), or `paper` (what each system had
+        // in the paper: see `paper_host_stack`)
+        let text = ctx.text("host_stack").ok();
+        let stack = inabench_ina::drive::host_stack(
+            sys,
+            text.as_deref(),
+            ctx.param("stack_cores").ok(),
+            ctx.param("stack_tx_burst").ok(),
+            ctx.param("stack_drain_us").ok(),
+        )
+        .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+        let cost = stack.frame_ns();
         if ctx.fidelity == Fidelity::Emulated
             && crate::fabric::emulated_fabric(ctx, Emulated::Udp)? == Emulated::Udp
         {
             return run_on_udp(ctx, &cfg, faults);
         }
+        let mut stack_stats = inabench_ina::hoststack::StackStats::default();
         // (nodes, finished, duration ns, per-worker host CPU ns, frames dropped by faults)
         let (nodes, finished, dur_ns, cpu_ns, dropped) = if ctx.fidelity == Fidelity::Emulated {
             let setup = sys
@@ -130,9 +129,10 @@ impl Workload for Table6 {
                     ctx.experiment, ctx.point.id, ctx.repetition
                 ))
             });
-            let (nodes, rep) =
-                run_sim_tapped(sys, &cfg, faults, cost, 60_000_000_000, pcap.as_deref())
+            let (nodes, rep, st) =
+                run_sim_stack(sys, &cfg, faults, &stack, 60_000_000_000, pcap.as_deref())
                     .map_err(WorkloadError::Invalid)?;
+            stack_stats = st;
             let cpu: Vec<u64> = rep.nodes[..cfg.workers].iter().map(|s| s.busy_ns).collect();
             (nodes, rep.finished, 0, cpu, rep.faults.dropped)
         };
@@ -222,6 +222,18 @@ impl Workload for Table6 {
         ctx.counter("retransmissions", retx);
         ctx.counter("frames_dropped", dropped);
         ctx.counter("host_cost_ns", cost);
+        // which host stack ran (0 nic, 1 measured, 2 dpdk) and the frames' wait in its buffer
+        ctx.record_if_declared(
+            "stack_setting",
+            match stack.name() {
+                "nic" => 0.0,
+                "measured" => 1.0,
+                _ => 2.0,
+            },
+        );
+        if let Some(w) = stack_stats.mean_wait_us() {
+            ctx.record_if_declared("stack_wait", w);
+        }
         ctx.record_if_declared("host_cost", cost as f64);
         // NetReduce pads its last message to MsgLen packets: the share of payload bytes sent as padding
         if ctx.system() == "netreduce"
