@@ -24,6 +24,25 @@ pub struct Frequencies {
 }
 
 impl Frequencies {
+    /// The frequencies of a trace ([`crate::sparse::trace_frequencies`]): the keys are
+    /// renumbered in ascending key order (shares and ranks do not depend on key names); a count
+    /// above u32::MAX is an error.
+    pub fn from_counts(
+        counts: &std::collections::HashMap<u64, u64>,
+    ) -> Result<Frequencies, LibraError> {
+        let mut keys: Vec<(&u64, &u64)> = counts.iter().collect();
+        keys.sort_unstable();
+        let uf = keys
+            .into_iter()
+            .map(|(k, c)| {
+                u32::try_from(*c).map_err(|_| {
+                    LibraError::Config(format!("key {k} is updated {c} times, above 2^32"))
+                })
+            })
+            .collect::<Result<Vec<u32>, _>>()?;
+        Ok(Frequencies { uf })
+    }
+
     pub fn total(&self) -> u64 {
         self.uf.iter().map(|&c| u64::from(c)).sum()
     }

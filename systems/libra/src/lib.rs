@@ -32,6 +32,8 @@ pub enum LibraError {
     Config(String),
     #[error("trace line {line}: {message}")]
     Trace { line: usize, message: String },
+    #[error("trace {path}: {message}")]
+    TraceFile { path: String, message: String },
     #[error("wire: {0}")]
     Wire(&'static str),
 }

@@ -26,7 +26,10 @@
 //!
 //! [`read_trace`] reads a user's own gradients, one key/value pair per line:
 //! `iteration worker key value` (whitespace separated: three unsigned integers and a float;
-//! blank lines and lines starting with `#` are ignored).
+//! blank lines and lines starting with `#` are ignored). A push is one (iteration, worker): the
+//! keys it carries are the parameters that worker updated in that iteration.
+//! [`read_trace_file`] reads one from a file (the `trace` parameter of libra-fig5), with an error
+//! naming the file or the line.
 
 use crate::LibraError;
 use inabench_rng::SplitMix64;
@@ -303,6 +306,32 @@ pub fn read_trace(text: &str) -> Result<Vec<TraceRecord>, LibraError> {
         });
     }
     Ok(out)
+}
+
+/// Read a trace file (format: see the module documentation). An unreadable file, a file with
+/// no record, or a bad line is an error that names the file and, for a bad line, the line.
+pub fn read_trace_file(path: &std::path::Path) -> Result<Vec<TraceRecord>, LibraError> {
+    let file = |message: String| LibraError::TraceFile {
+        path: path.display().to_string(),
+        message,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| file(format!("cannot read it: {e}")))?;
+    let records = read_trace(&text).map_err(|e| file(e.to_string()))?;
+    if records.is_empty() {
+        return Err(file(
+            "it holds no record (expected lines `iteration worker key value`)".into(),
+        ));
+    }
+    Ok(records)
+}
+
+/// The pushes (distinct iteration x worker) of a trace.
+pub fn trace_pushes(records: &[TraceRecord]) -> u64 {
+    records
+        .iter()
+        .map(|r| (r.iteration, r.worker))
+        .collect::<std::collections::HashSet<_>>()
+        .len() as u64
 }
 
 /// Update frequencies of a trace: pushes (distinct worker x iteration) that carry each key.

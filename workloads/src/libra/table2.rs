@@ -93,8 +93,34 @@ pub fn r2_pairs(seed: u64, pairs: usize) -> Vec<(f32, f32)> {
         .collect()
 }
 
-/// Per-pair precision of a summation method over a dataset.
-pub fn precisions(system: &str, data: &[(f32, f32)]) -> Result<Vec<f64>, WorkloadError> {
+/// Per-pair precision of a summation method over a dataset. `fixed_scale` > 0 replaces
+/// float-to-int's negotiated per-block exponent by one fixed scaling factor for every value
+/// (round(x * s) summed as integers, divided by s): not SwitchML's scheme, a sweep of what a
+/// coarse scale does.
+pub fn precisions(
+    system: &str,
+    data: &[(f32, f32)],
+    fixed_scale: f64,
+) -> Result<Vec<f64>, WorkloadError> {
+    if system == "float_to_int" && fixed_scale > 0.0 {
+        if !fixed_scale.is_finite() {
+            return Err(invalid(format!(
+                "fixed_scale is a positive factor, not {fixed_scale}"
+            )));
+        }
+        let q = |x: f32| {
+            (f64::from(x) * fixed_scale)
+                .round()
+                .clamp(f64::from(i32::MIN), f64::from(i32::MAX))
+        };
+        return Ok(data
+            .iter()
+            .map(|&(x, y)| {
+                let got = ((q(x) + q(y)) / fixed_scale) as f32;
+                precision(f64::from(got), f64::from(x) + f64::from(y))
+            })
+            .collect());
+    }
     match system {
         "table_lookup" => {
             let t = tables();
@@ -170,7 +196,15 @@ impl Workload for Table2 {
         let pairs = ctx.count("pairs")?;
         // the datasets are the same for every repetition (the paper's fixed 100,000 pairs)
         let d = dataset(&data, 1, pairs)?;
-        let mut p = precisions(ctx.system(), &d)?;
+        // fixed_scale (0: SwitchML's negotiated exponent per 48-value block) sweeps one global
+        // scaling factor for float-to-int, to show which scale the paper's R2 collapse needs
+        let fixed_scale = ctx.param("fixed_scale").unwrap_or(0.0);
+        if fixed_scale < 0.0 {
+            return Err(invalid(format!(
+                "fixed_scale is 0 (negotiated per block) or a positive factor, not {fixed_scale}"
+            )));
+        }
+        let mut p = precisions(ctx.system(), &d, fixed_scale)?;
         let value = match stat.as_str() {
             "average" => p.iter().sum::<f64>() / p.len().max(1) as f64,
             "median" => {
