@@ -1,5 +1,7 @@
-/* The peer a user would otherwise pick: OpenMPI's MPI_Allreduce (int32 sum) over TCP on
- * loopback, with the same ranks and bytes as inabench's software NetReduce on `udp`.
+/* The peer a user would otherwise pick: OpenMPI's MPI_Allreduce (int32 sum), over TCP on
+ * loopback or over shared memory (run.sh picks the transport with --mca btl), with the same
+ * ranks and bytes as inabench's software NetReduce on `udp` and on `mem`.
+ * usage: mpi_allreduce [elements] [iterations] [transport label]
  * Prints one JSON line: ranks, elements, iterations, seconds per all-reduce (median), algbw. */
 #include <mpi.h>
 #include <stdint.h>
@@ -19,6 +21,7 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     long elements = argc > 1 ? atol(argv[1]) : 1048576;
     int iters = argc > 2 ? atoi(argv[2]) : 20;
+    const char *label = argc > 3 ? argv[3] : "tcp";
     int32_t *in = malloc(sizeof(int32_t) * elements);
     int32_t *out = malloc(sizeof(int32_t) * elements);
     double *t = malloc(sizeof(double) * iters);
@@ -39,9 +42,9 @@ int main(int argc, char **argv) {
         qsort(t, iters, sizeof(double), cmp);
         double med = t[iters / 2];
         double bytes = 4.0 * elements;
-        printf("{\"peer\":\"openmpi-allreduce-tcp\",\"ranks\":%d,\"elements\":%ld,\"iterations\":%d,"
+        printf("{\"peer\":\"openmpi-allreduce-%s\",\"ranks\":%d,\"elements\":%ld,\"iterations\":%d,"
                "\"median_s\":%.9f,\"algbw_gbps\":%.4f,\"correct\":%s}\n",
-               size, elements, iters, med, bytes * 8 / med / 1e9, ok ? "true" : "false");
+               label, size, elements, iters, med, bytes * 8 / med / 1e9, ok ? "true" : "false");
     }
     free(in); free(out); free(t);
     MPI_Finalize();

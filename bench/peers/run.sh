@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
-# Build and run the OpenMPI peer: MPI_Allreduce over TCP on loopback.
+# Ours against the OpenMPI peer (MPI_Allreduce, int32 sum) on the same ranks and bytes, in one run:
+#   udp: software NetReduce, a process per node on loopback UDP   vs  MPI over TCP loopback
+#   mem: software NetReduce, a thread per node on the mem fabric   vs  MPI over shared memory (vader)
+#   the udp switch split into 1, 2 and 4 shards: NetReduce's by message (its RC result streams
+#   then interleave: the responders take the reordering for loss), SwitchML's by slot (1/16 of the
+#   bytes: its 192-byte chunks); and udp without GSO/GRO (mmsg)
+# Every sum is checked (ours against the reference sum, MPI's element 0 against its closed form).
 # usage: bench/peers/run.sh [ranks] [elements] [iterations]
+# Targets (issue #22): udp >= 1.0x MPI-TCP, mem >= 2x MPI-shm (x = MPI's time over ours).
 set -euo pipefail
 cd "$(dirname "$0")"
 ranks=${1:-6}; elements=${2:-1048576}; iters=${3:-20}
@@ -9,18 +16,42 @@ if ! command -v mpicc >/dev/null; then
 fi
 out=${TMPDIR:-/tmp}/inabench-mpi-allreduce
 mpicc -O2 -o "$out" mpi_allreduce.c
-mpi=$(mpirun --allow-run-as-root --oversubscribe -np "$ranks" \
-  --mca btl tcp,self --mca btl_tcp_if_include lo --mca pml ob1 \
-  "$out" "$elements" "$iters")
-echo "$mpi"
-
-# ours: software NetReduce with the same ranks and bytes on the udp fabric, a process per node
+mpirun=(mpirun --allow-run-as-root --oversubscribe -np "$ranks")
 root=$(cd ../.. && pwd)
 (cd "$root" && cargo build --release -q -p inabench -p inabench-ina --example udp_probe)
 target=${CARGO_TARGET_DIR:-$root/target}
-ours=$(INABENCH_NODE_EXE="$target/release/inabench" "$target/release/examples/udp_probe" \
-  netreduce "$elements" event "$ranks" 5 2>/dev/null)
-echo "$ours"
+probe() { INABENCH_NODE_EXE="$target/release/inabench" "$target/release/examples/udp_probe" "$@" 2>/dev/null; }
 median() { sed -n 's/.*"median_s":\([0-9.e-]*\).*/\1/p'; }
-awk -v a="$(echo "$ours" | median)" -v b="$(echo "$mpi" | median)" \
-  'BEGIN { printf "{\"ratio_inabench_over_mpi\":%.2f}\n", a / b }'
+cores=$(nproc)
+echo "host: $cores cores, $(uname -r); ranks $ranks, $elements int32 ($((elements * 4 / 1048576)) MiB), $iters iterations each"
+
+mpi_tcp=$("${mpirun[@]}" --mca btl tcp,self --mca btl_tcp_if_include lo --mca pml ob1 \
+  "$out" "$elements" "$iters" tcp)
+mpi_shm=$("${mpirun[@]}" --mca btl self,vader --mca pml ob1 "$out" "$elements" "$iters" shm)
+echo "$mpi_tcp"; echo "$mpi_shm"
+ours_mem=$(probe netreduce "$elements" mem "$ranks" "$iters"); echo "$ours_mem"
+declare -A udp
+for s in 1 2 4; do
+  udp[$s]=$(probe netreduce "$elements" event "$ranks" "$iters" "$s"); echo "${udp[$s]}"
+done
+ours_mmsg=$(INABENCH_UDP_OFFLOAD=mmsg probe netreduce "$elements" event "$ranks" "$iters" 1)
+echo "$ours_mmsg"
+declare -A sml
+for s in 1 2 4; do
+  sml[$s]=$(probe switchml $((elements / 16)) event "$ranks" "$iters" "$s"); echo "${sml[$s]}"
+done
+
+ratio() { awk -v mpi="$(echo "$1" | median)" -v ours="$(echo "$2" | median)" \
+  'BEGIN { printf "%.3f s vs %.3f s: %.2fx", ours, mpi, mpi / ours }'; }
+echo
+echo "side by side (x = MPI's time / ours; above 1 is faster than MPI):"
+echo "  udp mmsg only  vs MPI tcp: $(ratio "$mpi_tcp" "$ours_mmsg")   (GSO/GRO off)"
+echo "  mem            vs MPI shm: $(ratio "$mpi_shm" "$ours_mem")   target >= 2.0x"
+for s in 1 2 4; do
+  note=""; [ $((ranks + s)) -gt "$cores" ] && note="   (contended: $ranks workers + $s shards on $cores cores)"
+  echo "  udp $s shard(s) vs MPI tcp: $(ratio "$mpi_tcp" "${udp[$s]}")$note"
+done
+for s in 2 4; do
+  echo "  switchml $s shards vs 1 shard ($((elements / 16)) int32): $(ratio "${sml[1]}" "${sml[$s]}")"
+done
+echo "  targets: udp >= 1.0x MPI tcp (1 shard, or the shards the host's cores allow); mem >= 2.0x MPI shm"

@@ -1,6 +1,7 @@
 //! `udp`: each node is its own socket (and, under the harness, its own process), frames travel as
 //! UDP datagrams over the host's network stack (loopback, or a namespace's veth), sent and
-//! received in batches with `sendmmsg`/`recvmmsg`.
+//! received in batches by [`crate::batch`] (UDP GSO and GRO where the kernel has them,
+//! `sendmmsg`/`recvmmsg` otherwise; each node reports which in [`NodeReport::offload`]).
 //!
 //! A node serves one [`Endpoint`] with one of three host I/O models (NetReduce's Table 1):
 //! - [`IoModel::Event`]: batched and event-driven: sleep in `poll` until a datagram or the
@@ -17,6 +18,7 @@
 //! Faults (loss, duplication, reordering delay) are applied on each node's egress from a seeded
 //! generator per link, as on the other fabrics.
 
+use crate::batch::{Offload, Receiver, Sender, bind_udp, enable_gro};
 use crate::endpoint::{Endpoint, Nanos, NodeId};
 use crate::fault::{Fate, FaultCounters, FaultInjector, Faults};
 use std::collections::{BinaryHeap, HashMap};
@@ -28,8 +30,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// Frames per `sendmmsg`/`recvmmsg` call.
-pub const BATCH: usize = 64;
 const STOP: &[u8] = b"inabench-stop";
 const DONE: &[u8] = b"inabench-done";
 
@@ -90,6 +90,9 @@ pub struct NodeReport {
     /// True when the stop came from the coordinator (false: the deadline passed).
     pub stopped: bool,
     pub send_errors: u64,
+    /// The batched socket layer's offload on this node: `gso+gro`, `gso`, `gro` or `mmsg`
+    /// (see [`crate::batch::Offload`]).
+    pub offload: &'static str,
 }
 
 /// A UDP socket on 127.0.0.1 with large buffers.
@@ -99,175 +102,7 @@ pub fn bind_loopback() -> io::Result<UdpSocket> {
 
 /// A UDP socket on `ip` (any port) with large buffers.
 pub fn bind(ip: Ipv4Addr) -> io::Result<UdpSocket> {
-    let s = UdpSocket::bind(SocketAddrV4::new(ip, 0))?;
-    for opt in [libc::SO_RCVBUF, libc::SO_SNDBUF] {
-        let v: libc::c_int = 8 << 20;
-        // SAFETY: a valid socket and a c_int option value of the stated size
-        unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                (&v as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
-    }
-    // as root, exceed net.core.rmem_max (the default 208 KB drops bursts of six workers)
-    let v: libc::c_int = 8 << 20;
-    // SAFETY: as above; failure (not root) leaves the buffer as it was
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
-    Ok(s)
-}
-
-fn to_sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
-    libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: a.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from(*a.ip()).to_be(),
-        },
-        sin_zero: [0; 8],
-    }
-}
-
-fn from_sockaddr(a: &libc::sockaddr_in) -> SocketAddrV4 {
-    SocketAddrV4::new(
-        Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
-        u16::from_be(a.sin_port),
-    )
-}
-
-/// Send `frames` (destination, bytes) with as few `sendmmsg` calls as it takes; returns the
-/// number of frames the kernel did not take (a full buffer: they are lost, as on a wire).
-pub fn send_batch(fd: i32, frames: &[(SocketAddrV4, &[u8])]) -> u64 {
-    let mut failed = 0;
-    for chunk in frames.chunks(BATCH) {
-        let mut addrs: Vec<libc::sockaddr_in> =
-            chunk.iter().map(|(a, _)| to_sockaddr(*a)).collect();
-        let mut iovs: Vec<libc::iovec> = chunk
-            .iter()
-            .map(|(_, b)| libc::iovec {
-                iov_base: b.as_ptr() as *mut libc::c_void,
-                iov_len: b.len(),
-            })
-            .collect();
-        // SAFETY: zeroed mmsghdr is a valid "empty" header; the pointers set below stay valid
-        // for the call (addrs and iovs outlive it)
-        let mut msgs: Vec<libc::mmsghdr> = (0..chunk.len())
-            .map(|_| unsafe { std::mem::zeroed::<libc::mmsghdr>() })
-            .collect();
-        for (i, m) in msgs.iter_mut().enumerate() {
-            m.msg_hdr.msg_name = (&mut addrs[i] as *mut libc::sockaddr_in).cast();
-            m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-            m.msg_hdr.msg_iov = &mut iovs[i];
-            m.msg_hdr.msg_iovlen = 1;
-        }
-        let mut at = 0;
-        while at < msgs.len() {
-            // SAFETY: msgs[at..] are initialised headers pointing at live buffers
-            let n = unsafe {
-                libc::sendmmsg(
-                    fd,
-                    msgs[at..].as_mut_ptr(),
-                    (msgs.len() - at) as libc::c_uint,
-                    0,
-                )
-            };
-            if n <= 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                // the datagram at `at` was refused (e.g. ENOBUFS): count it lost, go on
-                failed += 1;
-                at += 1;
-            } else {
-                at += n as usize;
-            }
-        }
-    }
-    failed
-}
-
-/// Receive buffers for `recvmmsg`.
-pub struct RecvBatch {
-    bufs: Vec<Vec<u8>>,
-    addrs: Vec<libc::sockaddr_in>,
-    iovs: Vec<libc::iovec>,
-    msgs: Vec<libc::mmsghdr>,
-}
-
-// SAFETY: the raw pointers only point into the struct's own heap buffers
-unsafe impl Send for RecvBatch {}
-
-impl RecvBatch {
-    pub fn new(mtu: usize) -> Self {
-        let mut bufs: Vec<Vec<u8>> = (0..BATCH).map(|_| vec![0u8; mtu]).collect();
-        // SAFETY: all-zero sockaddr_in and mmsghdr are valid values
-        let mut addrs: Vec<libc::sockaddr_in> =
-            (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
-        let mut iovs: Vec<libc::iovec> = bufs
-            .iter_mut()
-            .map(|b| libc::iovec {
-                iov_base: b.as_mut_ptr().cast(),
-                iov_len: b.len(),
-            })
-            .collect();
-        let mut msgs: Vec<libc::mmsghdr> =
-            (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
-        for i in 0..BATCH {
-            msgs[i].msg_hdr.msg_name = (&mut addrs[i] as *mut libc::sockaddr_in).cast();
-            msgs[i].msg_hdr.msg_iov = &mut iovs[i];
-            msgs[i].msg_hdr.msg_iovlen = 1;
-        }
-        RecvBatch {
-            bufs,
-            addrs,
-            iovs,
-            msgs,
-        }
-    }
-
-    /// One `recvmmsg` (non-blocking unless `block`); returns how many datagrams arrived.
-    pub fn recv(&mut self, fd: i32, block: bool) -> usize {
-        for i in 0..BATCH {
-            self.msgs[i].msg_hdr.msg_namelen =
-                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-            self.msgs[i].msg_len = 0;
-            self.iovs[i].iov_len = self.bufs[i].len();
-        }
-        let flags = if block {
-            libc::MSG_WAITFORONE
-        } else {
-            libc::MSG_DONTWAIT
-        };
-        // SAFETY: the headers point at this struct's buffers, BATCH of them
-        let n = unsafe {
-            libc::recvmmsg(
-                fd,
-                self.msgs.as_mut_ptr(),
-                BATCH as libc::c_uint,
-                flags,
-                std::ptr::null_mut(),
-            )
-        };
-        if n < 0 { 0 } else { n as usize }
-    }
-
-    /// Datagram `i` of the last `recv`: (source, bytes).
-    pub fn get(&self, i: usize) -> (SocketAddrV4, &[u8]) {
-        let len = (self.msgs[i].msg_len as usize).min(self.bufs[i].len());
-        (from_sockaddr(&self.addrs[i]), &self.bufs[i][..len])
-    }
+    bind_udp(ip, 8 << 20)
 }
 
 fn thread_cpu_ns() -> u64 {
@@ -290,13 +125,67 @@ pub struct Wiring {
     pub coordinator: SocketAddrV4,
 }
 
-impl Wiring {
+/// A node served as several shards (a switch split across threads or processes, as a Tofino
+/// splits its work across pipes), each shard an identical endpoint on its own socket: a sender
+/// picks the shard of each frame with `key` (frame to a shard number, taken modulo the node's
+/// shard count), so every frame of one aggregation lands on the same shard.
+#[derive(Clone)]
+pub struct Steering {
+    /// `shards[i]`: the addresses of node `i`'s shards (empty: node `i` is `peers[i]` alone).
+    pub shards: Vec<Vec<SocketAddrV4>>,
+    pub key: ShardKey,
+}
+
+/// A frame's shard number (before the modulo).
+pub type ShardKey = Arc<dyn Fn(&[u8]) -> usize + Send + Sync>;
+
+impl std::fmt::Debug for Steering {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Steering")
+            .field("shards", &self.shards)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a node's frames go: its peers, and the shard of a sharded peer.
+#[derive(Clone)]
+struct Route {
+    peers: Vec<SocketAddrV4>,
+    steer: Option<Steering>,
+}
+
+impl Route {
+    fn new(wiring: &Wiring, steer: Option<&Steering>) -> Route {
+        Route {
+            peers: wiring.peers.clone(),
+            steer: steer.cloned(),
+        }
+    }
+
+    fn addr(&self, to: NodeId, bytes: &[u8]) -> Option<SocketAddrV4> {
+        if let Some(s) = &self.steer
+            && let Some(sh) = s.shards.get(to as usize)
+            && !sh.is_empty()
+        {
+            return Some(sh[(s.key)(bytes) % sh.len()]);
+        }
+        self.peers.get(to as usize).copied()
+    }
+
+    /// Every address a frame may come from (a shard's too), to its node id.
     fn sender_ids(&self) -> HashMap<SocketAddrV4, NodeId> {
-        self.peers
+        let mut m: HashMap<SocketAddrV4, NodeId> = self
+            .peers
             .iter()
             .enumerate()
             .map(|(i, a)| (*a, i as NodeId))
-            .collect()
+            .collect();
+        if let Some(s) = &self.steer {
+            for (i, sh) in s.shards.iter().enumerate() {
+                m.extend(sh.iter().map(|a| (*a, i as NodeId)));
+            }
+        }
+        m
     }
 }
 
@@ -366,22 +255,46 @@ pub fn serve<N: Endpoint>(
     wiring: &Wiring,
     cfg: &NodeConfig,
 ) -> NodeReport {
-    match cfg.io {
-        IoModel::Threads => serve_threads(node, sock, wiring, cfg),
-        _ => serve_loop(node, sock, wiring, cfg),
-    }
+    serve_steered(node, sock, wiring, cfg, None)
 }
 
-fn flush(sock: &UdpSocket, wiring: &Wiring, eg: &mut Egress, rep: &mut NodeReport) {
+/// [`serve`], with frames to a sharded peer steered to its shards.
+pub fn serve_steered<N: Endpoint>(
+    node: &mut N,
+    sock: &UdpSocket,
+    wiring: &Wiring,
+    cfg: &NodeConfig,
+    steer: Option<&Steering>,
+) -> NodeReport {
+    let off = prepare(sock);
+    let route = Route::new(wiring, steer);
+    let mut rep = match cfg.io {
+        IoModel::Threads => serve_threads(node, sock, wiring, &route, cfg, off),
+        _ => serve_loop(node, sock, wiring, &route, cfg, off),
+    };
+    rep.offload = off.label();
+    rep
+}
+
+/// The offload this host has ([`Offload::probe`]), with GRO turned on for `sock` where it is.
+pub fn prepare(sock: &UdpSocket) -> Offload {
+    let mut off = Offload::probe();
+    if off.gro && enable_gro(sock).is_err() {
+        off.gro = false;
+    }
+    off
+}
+
+fn flush(sock: &UdpSocket, tx: &mut Sender, route: &Route, eg: &mut Egress, rep: &mut NodeReport) {
     if eg.out.is_empty() {
         return;
     }
     let frames: Vec<(SocketAddrV4, &[u8])> = eg
         .out
         .iter()
-        .filter_map(|(to, b)| wiring.peers.get(*to as usize).map(|a| (*a, &b[..])))
+        .filter_map(|(to, b)| route.addr(*to, b).map(|a| (a, &b[..])))
         .collect();
-    rep.send_errors += send_batch(sock.as_raw_fd(), &frames);
+    rep.send_errors += tx.send(sock.as_raw_fd(), &frames);
     eg.out.clear();
 }
 
@@ -389,10 +302,12 @@ fn serve_loop<N: Endpoint>(
     node: &mut N,
     sock: &UdpSocket,
     wiring: &Wiring,
+    route: &Route,
     cfg: &NodeConfig,
+    off: Offload,
 ) -> NodeReport {
     let fd = sock.as_raw_fd();
-    let from = wiring.sender_ids();
+    let from = route.sender_ids();
     let start = Instant::now();
     let cpu0 = thread_cpu_ns();
     let now = || start.elapsed().as_nanos() as Nanos;
@@ -406,7 +321,8 @@ fn serve_loop<N: Endpoint>(
         },
         out: Vec::new(),
     };
-    let mut rx = RecvBatch::new(cfg.mtu);
+    let mut rx = Receiver::new(cfg.mtu, off);
+    let mut tx = Sender::new(off);
     let mut reported = false;
     let busy = cfg.io == IoModel::BusyPoll;
     loop {
@@ -417,7 +333,7 @@ fn serve_loop<N: Endpoint>(
             eg.push(t, tx.to, tx.bytes);
         }
         eg.release(t);
-        flush(sock, wiring, &mut eg, &mut rep);
+        flush(sock, &mut tx, route, &mut eg, &mut rep);
         if cfg.counted && !reported && node.is_done() {
             reported = true;
             rep.done_ns = t;
@@ -442,20 +358,19 @@ fn serve_loop<N: Endpoint>(
             // SAFETY: one valid pollfd
             unsafe { libc::poll(&mut pfd, 1, wake) };
         }
-        let n = rx.recv(fd, false);
+        rx.recv(fd, false);
         let t = now();
         let mut stop = false;
-        for i in 0..n {
-            let (src, bytes) = rx.get(i);
+        rx.datagrams(|src, bytes| {
             if src == wiring.coordinator {
                 stop |= bytes == STOP;
-                continue;
+                return;
             }
-            let Some(id) = from.get(&src) else { continue };
+            let Some(id) = from.get(&src) else { return };
             rep.frames_rx += 1;
             rep.bytes_rx += bytes.len() as u64;
             node.handle_packet(t, *id, bytes);
-        }
+        });
         if stop {
             rep.stopped = true;
             break;
@@ -474,11 +389,13 @@ fn serve_threads<N: Endpoint>(
     node: &mut N,
     sock: &UdpSocket,
     wiring: &Wiring,
+    route: &Route,
     cfg: &NodeConfig,
+    off: Offload,
 ) -> NodeReport {
     let start = Instant::now();
     let now = move || start.elapsed().as_nanos() as Nanos;
-    let from = wiring.sender_ids();
+    let from = route.sender_ids();
     let stop = Arc::new(AtomicBool::new(false));
     let (rx_tx, rx_rx) = mpsc::channel::<Vec<(NodeId, Vec<u8>)>>();
     let (tx_tx, tx_rx) = mpsc::channel::<Vec<(NodeId, Vec<u8>)>>();
@@ -496,7 +413,7 @@ fn serve_threads<N: Endpoint>(
         // receive thread: blocking recvmmsg, batches to the protocol thread
         let receiver = s.spawn(move || {
             let c0 = thread_cpu_ns();
-            let mut rx = RecvBatch::new(mtu);
+            let mut rx = Receiver::new(mtu, off);
             let fd = rsock.as_raw_fd();
             while !stop_rx.load(Ordering::Relaxed) {
                 let mut pfd = libc::pollfd {
@@ -508,18 +425,17 @@ fn serve_threads<N: Endpoint>(
                 unsafe { libc::poll(&mut pfd, 1, 5) };
                 let n = rx.recv(fd, false);
                 let mut batch = Vec::with_capacity(n);
-                for i in 0..n {
-                    let (src, bytes) = rx.get(i);
+                rx.datagrams(|src, bytes| {
                     if src == coord {
                         if bytes == STOP {
                             stop_rx.store(true, Ordering::SeqCst);
                         }
-                        continue;
+                        return;
                     }
                     if let Some(id) = from.get(&src) {
                         batch.push((*id, bytes.to_vec()));
                     }
-                }
+                });
                 if !batch.is_empty() && rx_tx.send(batch).is_err() {
                     break;
                 }
@@ -527,17 +443,18 @@ fn serve_threads<N: Endpoint>(
             thread_cpu_ns().saturating_sub(c0)
         });
         // send thread: batches from the protocol thread to sendmmsg
-        let peers = wiring.peers.clone();
+        let route = route.clone();
         let sender = s.spawn(move || {
             let c0 = thread_cpu_ns();
             let mut errors = 0;
             let fd = ssock.as_raw_fd();
+            let mut tx = Sender::new(off);
             for batch in tx_rx {
                 let frames: Vec<(SocketAddrV4, &[u8])> = batch
                     .iter()
-                    .filter_map(|(to, b)| peers.get(*to as usize).map(|a| (*a, &b[..])))
+                    .filter_map(|(to, b)| route.addr(*to, b).map(|a| (a, &b[..])))
                     .collect();
-                errors += send_batch(fd, &frames);
+                errors += tx.send(fd, &frames);
             }
             (thread_cpu_ns().saturating_sub(c0), errors)
         });
@@ -675,12 +592,23 @@ impl Coordinator {
 }
 
 /// A node's control lines, the child side: print `ready <port>`, read `go <coordinator>
-/// <peer 0> <peer 1> ...`, each a port on 127.0.0.1 or an `ip:port`.
+/// <peer 0> <peer 1> ...`, each a port on 127.0.0.1 or an `ip:port` (a sharded peer: its shards'
+/// addresses joined by commas; [`Wiring::peers`] gets the first).
 pub fn child_handshake(
     sock: &UdpSocket,
     input: &mut impl BufRead,
     output: &mut impl Write,
 ) -> io::Result<Wiring> {
+    child_handshake_sharded(sock, input, output).map(|(w, _)| w)
+}
+
+/// [`child_handshake`], with every peer's shard addresses (one entry for a peer that is not
+/// sharded).
+pub fn child_handshake_sharded(
+    sock: &UdpSocket,
+    input: &mut impl BufRead,
+    output: &mut impl Write,
+) -> io::Result<(Wiring, Vec<Vec<SocketAddrV4>>)> {
     let port = sock.local_addr()?.port();
     writeln!(output, "ready {port}")?;
     output.flush()?;
@@ -693,25 +621,32 @@ pub fn child_handshake(
             line.trim()
         )));
     }
-    let addrs: Vec<SocketAddrV4> = it
-        .map(|p| {
-            if p.contains(':') {
-                p.parse::<SocketAddrV4>().map_err(|e| e.to_string())
-            } else {
-                p.parse::<u16>()
-                    .map(|port| SocketAddrV4::new(Ipv4Addr::LOCALHOST, port))
-                    .map_err(|e| e.to_string())
-            }
-        })
+    let one = |p: &str| {
+        if p.contains(':') {
+            p.parse::<SocketAddrV4>().map_err(|e| e.to_string())
+        } else {
+            p.parse::<u16>()
+                .map(|port| SocketAddrV4::new(Ipv4Addr::LOCALHOST, port))
+                .map_err(|e| e.to_string())
+        }
+    };
+    let addrs: Vec<Vec<SocketAddrV4>> = it
+        .map(|p| p.split(',').map(one).collect::<Result<Vec<_>, _>>())
         .collect::<Result<_, _>>()
         .map_err(|e| io::Error::other(format!("bad address in `{}`: {e}", line.trim())))?;
     let Some((coord, peers)) = addrs.split_first() else {
         return Err(io::Error::other("`go` without addresses"));
     };
-    Ok(Wiring {
-        coordinator: *coord,
-        peers: peers.to_vec(),
-    })
+    let (Some(coord), 1) = (coord.first(), coord.len()) else {
+        return Err(io::Error::other("`go` needs one coordinator address"));
+    };
+    Ok((
+        Wiring {
+            coordinator: *coord,
+            peers: peers.iter().filter_map(|p| p.first().copied()).collect(),
+        },
+        peers.to_vec(),
+    ))
 }
 
 /// Parse a child's `ready <port>` line.

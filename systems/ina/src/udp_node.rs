@@ -12,12 +12,13 @@
 use crate::common::{AllReduceConfig, SetupNode};
 use crate::drive::system;
 use inabench_fabric::fault::Faults;
-use inabench_fabric::udp::{self, Coordinator, IoModel, NodeConfig};
+use inabench_fabric::udp::{self, Coordinator, IoModel, NodeConfig, Steering};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What one node is asked to run.
@@ -84,6 +85,9 @@ pub struct NodeOutcome {
     pub send_errors: u64,
     pub switch_overhead: Option<f64>,
     pub stopped: bool,
+    /// The batched socket layer's offload on this node (`gso+gro`, `gso`, `gro`, `mmsg`).
+    #[serde(default)]
+    pub offload: String,
 }
 
 /// The child side: run one node with the job from `input`, report on `output`.
@@ -109,9 +113,11 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
         udp::bind_loopback()
     }
     .map_err(|e| format!("cannot bind a UDP socket: {e}"))?;
-    let wiring = udp::child_handshake(&sock, input, output).map_err(|e| e.to_string())?;
+    let (wiring, shards) =
+        udp::child_handshake_sharded(&sock, input, output).map_err(|e| e.to_string())?;
     let is_worker = matches!(node, SetupNode::Worker(_));
-    let rep = udp::serve(
+    let steer = steering(&job, &cfg, shards);
+    let rep = udp::serve_steered(
         &mut node,
         &sock,
         &wiring,
@@ -129,6 +135,7 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
             deadline: Duration::from_millis(job.deadline_ms),
             counted: is_worker,
         },
+        steer.as_ref(),
     );
     let mut out = NodeOutcome {
         node: job.node,
@@ -142,6 +149,7 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
         frames_dropped_by_faults: rep.faults.dropped,
         send_errors: rep.send_errors,
         stopped: rep.stopped,
+        offload: rep.offload.to_string(),
         ..NodeOutcome::default()
     };
     match &node {
@@ -160,6 +168,91 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
     let json = serde_json::to_string(&out).map_err(|e| e.to_string())?;
     writeln!(output, "{json}").map_err(|e| e.to_string())?;
     output.flush().map_err(|e| e.to_string())
+}
+
+/// The switch's shards a run uses (the knob `switch_shards`; each shard an identical switch
+/// program on its own socket and thread or process, as a Tofino splits its work across pipes).
+/// A shard must hold every packet of an aggregation, so only systems whose packets name their
+/// aggregator can be split:
+/// - SwitchML by slot (`pool_index` mod shards): slots are independent and a worker takes its
+///   results in any order; by default one shard per core the workers leave (at least 1, at
+///   most 16);
+/// - NetReduce by message (its CLT entry and aggregators live on one shard), at most 2N (its
+///   aggregator window); by default 1: the shards' result streams interleave on each RC
+///   connection, whose responder takes an out-of-order PSN for a loss (go-back-N), measured with
+///   `bench/peers/run.sh` (2 shards: 5x slower, most frames resent);
+/// - other systems: 1.
+pub fn switch_shards(job: &NodeJob) -> usize {
+    let cfg = job.config();
+    let (default, max) = match job.system.as_str() {
+        "netreduce" => {
+            let max = crate::netreduce::Layout::new(&cfg)
+                .map(|l| 2 * l.window as usize)
+                .unwrap_or(1);
+            (1, max.max(1))
+        }
+        "switchml" => {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            (cores.saturating_sub(job.workers).clamp(1, 16), 16)
+        }
+        _ => return 1,
+    };
+    match cfg.knob("switch_shards") {
+        Some(k) if k >= 1.0 => (k as usize).min(max),
+        _ => default,
+    }
+}
+
+/// NetReduce's shard of a frame from a worker: its message number (from the PSN distance to the
+/// sending connection's first PSN, which [`crate::netreduce::Host`] sets to
+/// `rank * 0x100001`); ACKs (forwarded as they are) go to any shard: the first.
+fn netreduce_shard(frame: &[u8], msg_len: u32) -> usize {
+    use inabench_wire::roce::{FrameRepr, IcrcCheck};
+    let Ok((repr, _)) = FrameRepr::parse_with(frame, IcrcCheck::Ignore) else {
+        return 0;
+    };
+    if repr.bth.opcode & 0x1f == inabench_wire::ib::opcode::ACKNOWLEDGE {
+        return 0;
+    }
+    let Some(rank) = crate::netreduce::node_of_ip(repr.src_ip) else {
+        return 0;
+    };
+    let psn0 = rank.wrapping_mul(0x0010_0001) & crate::roce::PSN_MASK;
+    (crate::roce::psn_diff(psn0, repr.bth.psn) / msg_len.max(1)) as usize
+}
+
+/// SwitchML's shard of a frame from a worker: its aggregator slot.
+fn switchml_shard(frame: &[u8]) -> usize {
+    use inabench_wire::{ethernet, ina::SwitchMlHeader, ipv4, udp};
+    let slot = || {
+        let eth = ethernet::Packet::new_checked(frame).ok()?;
+        let ip = ipv4::Packet::new_checked(eth.payload()).ok()?;
+        let u = udp::Packet::new_checked(ip.payload()).ok()?;
+        SwitchMlHeader::parse(u.payload())
+            .ok()
+            .map(|h| usize::from(h.pool_index))
+    };
+    slot().unwrap_or(0)
+}
+
+/// A worker's steering when the switch runs as several shards.
+fn steering(
+    job: &NodeJob,
+    cfg: &AllReduceConfig,
+    shards: Vec<Vec<SocketAddrV4>>,
+) -> Option<Steering> {
+    if shards.iter().all(|s| s.len() <= 1) {
+        return None;
+    }
+    let key: udp::ShardKey = match job.system.as_str() {
+        "netreduce" => {
+            let msg_len = crate::netreduce::Layout::new(cfg).ok()?.msg_len;
+            Arc::new(move |f: &[u8]| netreduce_shard(f, msg_len))
+        }
+        "switchml" => Arc::new(switchml_shard),
+        _ => return None,
+    };
+    Some(Steering { shards, key })
 }
 
 /// How the runner starts the nodes.
@@ -256,6 +349,11 @@ pub struct UdpOutcome {
     pub finished: bool,
     /// Start signal to the last worker's result (wall clock, the runner's view).
     pub duration: Duration,
+    /// The switch's shards ([`switch_shards`]); their outcomes follow the other nodes'.
+    pub switch_shards: usize,
+    /// The batched socket layer's offload the nodes used (`gso+gro`, ..., `mmsg`; several
+    /// joined by `/` if the nodes differed).
+    pub offload: String,
 }
 
 /// Where the nodes' sockets live.
@@ -310,6 +408,12 @@ pub fn run_udp_placed(
     }
     .map_err(|e| format!("cannot bind the coordinator: {e}"))?;
     let coord_addr = coord.addr().map_err(|e| e.to_string())?;
+    let shards = switch_shards(job);
+    let switch = job.workers;
+    // node processes: every node, then the switch's other shards
+    let procs: Vec<usize> = (0..n_nodes)
+        .chain((1..shards).map(|_| switch).filter(|s| *s < n_nodes))
+        .collect();
     let node_ip = |i: usize| {
         topo.as_ref()
             .and_then(|t| t.hosts.get(i))
@@ -317,7 +421,7 @@ pub fn run_udp_placed(
     };
     let mut nodes: Vec<NodeIo> = Vec::new();
     let result: Result<UdpOutcome, String> = (|| {
-        for i in 0..n_nodes {
+        for &i in &procs {
             let j = NodeJob {
                 node: i,
                 bind_any: topo.is_some(),
@@ -342,17 +446,23 @@ pub fn run_udp_placed(
         }
         let addrs: Vec<SocketAddrV4> = ports
             .iter()
-            .enumerate()
-            .map(|(i, p)| SocketAddrV4::new(node_ip(i), *p))
+            .zip(&procs)
+            .map(|(p, i)| SocketAddrV4::new(node_ip(*i), *p))
             .collect();
+        // node i's addresses: its own, and for the switch its shards' after it
+        let entry = |i: usize| {
+            procs
+                .iter()
+                .zip(&addrs)
+                .filter(|(n, _)| **n == i)
+                .map(|(_, a)| a.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
         let go = format!(
             "go {} {}\n",
             coord_addr,
-            addrs
-                .iter()
-                .map(|a| a.to_string())
-                .collect::<Vec<_>>()
-                .join(" ")
+            (0..n_nodes).map(entry).collect::<Vec<_>>().join(" ")
         );
         let start = Instant::now();
         for (i, n) in nodes.iter_mut().enumerate() {
@@ -378,10 +488,15 @@ pub fn run_udp_placed(
                     .map_err(|e| format!("node {i} reported `{}`: {e}", line.trim()))?,
             );
         }
+        let mut offload: Vec<String> = outs.iter().map(|o| o.offload.clone()).collect();
+        offload.sort();
+        offload.dedup();
         Ok(UdpOutcome {
             nodes: outs,
             finished: done == job.workers,
             duration: last,
+            switch_shards: shards,
+            offload: offload.join("/"),
         })
     })();
     let mut result = result;
@@ -471,6 +586,50 @@ mod tests {
                 200_000usize.div_ceil(1024).div_ceil(8),
                 "{io}"
             );
+        }
+    }
+
+    #[test]
+    fn a_sharded_netreduce_switch_sums_exactly_with_and_without_loss() {
+        for (shards, loss) in [(2usize, 0.0), (4, 0.01)] {
+            let mut j = job("netreduce", 200_000, "event", loss);
+            j.knobs.push(("switch_shards".into(), shards as f64));
+            let out = run_udp(&j, &Spawn::Threads).expect("run");
+            assert!(out.finished, "{shards} shards");
+            assert_eq!(out.switch_shards, shards);
+            assert!(
+                out.nodes.iter().filter(|n| n.is_worker).all(|w| w.correct),
+                "{shards} shards: a worker's sum differs from the reference"
+            );
+            // every shard aggregated: the messages were spread over all of them
+            let sw: Vec<_> = out.nodes.iter().filter(|n| !n.is_worker).collect();
+            assert_eq!(sw.len(), shards);
+            assert!(sw.iter().all(|n| n.frames_tx > 0), "{shards}: {sw:?}");
+            if loss > 0.0 {
+                let retx: u64 = out.nodes.iter().map(|n| n.retransmissions).sum();
+                assert!(retx > 0);
+            }
+        }
+        // other systems keep one switch; NetReduce's default is one
+        assert_eq!(switch_shards(&job("atp", 1000, "event", 0.0)), 1);
+        assert_eq!(switch_shards(&job("netreduce", 1000, "event", 0.0)), 1);
+    }
+
+    #[test]
+    fn a_sharded_switchml_switch_sums_exactly_with_and_without_loss() {
+        for (shards, loss) in [(3usize, 0.0), (4, 0.01)] {
+            let mut j = job("switchml", 50_000, "event", loss);
+            j.knobs = vec![("switch_shards".into(), shards as f64)];
+            let out = run_udp(&j, &Spawn::Threads).expect("run");
+            assert!(out.finished, "{shards} shards");
+            assert_eq!(out.switch_shards, shards);
+            assert!(
+                out.nodes.iter().filter(|n| n.is_worker).all(|w| w.correct),
+                "{shards} shards: a worker's sum differs from the reference"
+            );
+            let sw: Vec<_> = out.nodes.iter().filter(|n| !n.is_worker).collect();
+            assert_eq!(sw.len(), shards);
+            assert!(sw.iter().all(|n| n.frames_tx > 0), "{shards}: {sw:?}");
         }
     }
 
