@@ -1,12 +1,22 @@
 //! One push/pull job (WorkerNICs pushing gradients while the AggNIC pushes parameters) on the
 //! suite's fabrics: `sim` (virtual time, link rates, seeded loss) and `mem` (threads, real time),
-//! with the outcome checked against a reference.
+//! with the outcome checked against a reference. On `mem` every link direction has a finite
+//! drop-tail buffer ([`Bounded`]), as the `sim` fabric's egress queues and real ports do.
 
 use crate::switch::SmartSwitch;
 use crate::transport::{Config, Nic};
-use inabench_fabric::fault::Faults;
+use inabench_fabric::fault::{Fate, FaultInjector, Faults};
 use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The buffer of one link direction: the `sim` fabric's drop-tail egress queue (`sim_link`)
+/// and, on `mem`, the most bytes a sender may have on its way to one receiver ([`Bounded`]).
+/// The suite's choice (the paper gives no switch or NIC buffer size); no claim's verdict rests
+/// on it: it only has to be finite and at least a window of data packets, so that a lossless
+/// run never fills it.
+pub const LINK_QUEUE_BYTES: usize = 4 << 20;
 
 /// One-way link latency: a rack-local cable and a switch hop (as systems/ina uses; the paper
 /// gives none).
@@ -154,6 +164,10 @@ pub struct Outcome {
     pub reforwarded: u64,
     pub evicted_incomplete: u64,
     pub recirculations: u64,
+    /// `mem` only: frames dropped at a full link buffer, and the most bytes one link direction
+    /// held at once.
+    pub tail_drops: u64,
+    pub link_peak_bytes: u64,
 }
 
 /// Gather the outcome from finished nodes.
@@ -208,7 +222,7 @@ pub fn sim_link(cfg: &Config) -> LinkConfig {
         rate_bps: cfg.line_rate_bps,
         latency_ns: LINK_LATENCY_NS,
         mtu: 9216,
-        queue_bytes: 4 << 20,
+        queue_bytes: LINK_QUEUE_BYTES,
         framing_bytes: 24,
     }
 }
@@ -232,16 +246,201 @@ pub fn run_sim(cfg: &Config, job: &Job, faults: Faults, max_ns: u64) -> (Vec<Nod
     (nodes, o)
 }
 
-/// Run a job on the in-process fabric (a thread per node, real time).
+/// The bytes on their way over each link direction of a `mem` run (sent by the sender's
+/// [`Bounded`], not yet handed to the receiver's), with their bound, peaks and drops.
+#[derive(Debug)]
+pub struct LinkBuffers {
+    nodes: usize,
+    cap: u64,
+    bytes: Vec<AtomicU64>,
+    peak: Vec<AtomicU64>,
+    /// Frames dropped because their link's buffer was full.
+    pub tail_drops: AtomicU64,
+    /// Frames the senders' seeded faults dropped.
+    pub lost: AtomicU64,
+}
+
+impl LinkBuffers {
+    pub fn new(nodes: usize, cap: usize) -> LinkBuffers {
+        let zeros = || (0..nodes * nodes).map(|_| AtomicU64::new(0)).collect();
+        LinkBuffers {
+            nodes,
+            cap: cap as u64,
+            bytes: zeros(),
+            peak: zeros(),
+            tail_drops: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
+        }
+    }
+
+    fn link(&self, from: NodeId, to: NodeId) -> Option<usize> {
+        let (f, t) = (from as usize, to as usize);
+        (f < self.nodes && t < self.nodes).then_some(f * self.nodes + t)
+    }
+
+    /// Room for `len` more bytes on `from -> to`: take it (true) or refuse (false, a tail drop).
+    /// Only the sender's thread adds to a link, so the check and the add do not race with
+    /// another add.
+    fn admit(&self, from: NodeId, to: NodeId, len: usize) -> bool {
+        let Some(k) = self.link(from, to) else {
+            return true;
+        };
+        let now = self.bytes[k].load(Ordering::Acquire);
+        if now + len as u64 > self.cap {
+            self.tail_drops.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        let after = self.bytes[k].fetch_add(len as u64, Ordering::AcqRel) + len as u64;
+        self.peak[k].fetch_max(after, Ordering::Relaxed);
+        true
+    }
+
+    /// `len` bytes of `from -> to` left the link (delivered, or lost on it).
+    fn release(&self, from: NodeId, to: NodeId, len: usize) {
+        if let Some(k) = self.link(from, to) {
+            let _ = self.bytes[k].fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+                Some(b.saturating_sub(len as u64))
+            });
+        }
+    }
+
+    /// The most bytes any link direction held at once.
+    pub fn peak_bytes(&self) -> u64 {
+        self.peak
+            .iter()
+            .map(|p| p.load(Ordering::Relaxed))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The bound.
+    pub fn cap(&self) -> u64 {
+        self.cap
+    }
+}
+
+/// A node on `mem` with a finite buffer on each of its outgoing link directions: a frame that
+/// would take its link past [`LinkBuffers`]' bound is dropped at the tail, as a switch port or
+/// the `sim` fabric's egress queue drops it, instead of waiting in an unbounded channel. Seeded
+/// loss and duplication are applied here, per link direction with the fabric's own
+/// [`FaultInjector`] (so a lost frame is known to have left its link); reordering stays with
+/// the fabric. Without it a go-back-N resend storm on a host slower than the modelled line rate
+/// (every stall resends a whole window while the earlier copies still wait in the channels)
+/// grew the channels without bound (24 GB at a 4970-packet window and 0.1% loss).
+pub struct Bounded {
+    pub node: Node,
+    links: Arc<LinkBuffers>,
+    faults: FaultInjector,
+    /// The second copy of a duplicated frame, sent on the next poll.
+    dup: Option<Transmit>,
+    mtu: usize,
+}
+
+impl Bounded {
+    pub fn new(node: Node, links: Arc<LinkBuffers>, faults: Faults, mtu: usize) -> Bounded {
+        Bounded {
+            node,
+            links,
+            faults: FaultInjector::new(faults),
+            dup: None,
+            mtu,
+        }
+    }
+}
+
+impl Endpoint for Bounded {
+    fn id(&self) -> NodeId {
+        self.node.id()
+    }
+    fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
+        self.links.release(from, self.node.id(), frame.len());
+        self.node.handle_packet(now, from, frame)
+    }
+    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        if let Some(t) = self.dup.take() {
+            return Some(t);
+        }
+        let me = self.node.id();
+        loop {
+            let t = self.node.poll_transmit(now)?;
+            let len = t.bytes.len();
+            if len > self.mtu || self.links.link(me, t.to).is_none() {
+                // the fabric drops it (and counts it); it never occupies a link
+                return Some(t);
+            }
+            if !self.links.admit(me, t.to, len) {
+                continue;
+            }
+            match self.faults.fate(me, t.to) {
+                Fate::Drop => {
+                    self.links.release(me, t.to, len);
+                    self.links.lost.fetch_add(1, Ordering::Relaxed);
+                }
+                Fate::Deliver { copies, .. } => {
+                    if copies > 1 && self.links.admit(me, t.to, len) {
+                        self.dup = Some(t.clone());
+                    }
+                    return Some(t);
+                }
+            }
+        }
+    }
+    fn poll_timeout(&self) -> Option<Nanos> {
+        self.node.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Nanos) {
+        self.node.handle_timeout(now)
+    }
+    fn is_done(&self) -> bool {
+        self.node.is_done()
+    }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.node.counters()
+    }
+}
+
+/// Run a job on the in-process fabric (a thread per node, real time), every link direction
+/// bounded at [`LINK_QUEUE_BYTES`] ([`Bounded`]).
 pub fn run_mem(
     cfg: &Config,
     job: &Job,
     faults: Faults,
     deadline: std::time::Duration,
 ) -> (Vec<Node>, Outcome) {
+    run_mem_bounded(cfg, job, faults, deadline, LINK_QUEUE_BYTES)
+}
+
+/// [`run_mem`] with a chosen bound per link direction (bytes).
+pub fn run_mem_bounded(
+    cfg: &Config,
+    job: &Job,
+    faults: Faults,
+    deadline: std::time::Duration,
+    link_bytes: usize,
+) -> (Vec<Node>, Outcome) {
+    const MTU: usize = 9216;
     let nodes = build(cfg, job);
+    let links = Arc::new(LinkBuffers::new(nodes.len(), link_bytes));
+    // loss and duplication per link in the senders' wrappers; reordering in the fabric
+    let here = Faults {
+        reorder: 0.0,
+        ..faults
+    };
+    let fabric = Faults {
+        loss: 0.0,
+        duplicate: 0.0,
+        ..faults
+    };
+    let nodes: Vec<Bounded> = nodes
+        .into_iter()
+        .map(|n| Bounded::new(n, links.clone(), here, MTU))
+        .collect();
     let sw = cfg.switch_id() as usize;
-    let (nodes, rep) = inabench_fabric::mem::run(nodes, 9216, faults, deadline, |i| i != sw);
-    let o = outcome(cfg, job, &nodes, rep.finished, rep.wall_ns);
+    let (nodes, rep) = inabench_fabric::mem::run(nodes, MTU, fabric, deadline, |i| i != sw);
+    let nodes: Vec<Node> = nodes.into_iter().map(|b| b.node).collect();
+    let mut o = outcome(cfg, job, &nodes, rep.finished, rep.wall_ns);
+    o.tail_drops = links.tail_drops.load(Ordering::Relaxed);
+    o.link_peak_bytes = links.peak_bytes();
+    o.dropped = links.lost.load(Ordering::Relaxed) + o.tail_drops + rep.dropped_mtu;
     (nodes, o)
 }

@@ -143,10 +143,15 @@ impl Workload for PushPull {
         ctx.counter("stalls", o.stalls);
         ctx.counter("reforwarded", o.reforwarded);
         ctx.counter("dropped", o.dropped);
+        if emulated {
+            // mem: frames dropped at a full link buffer (run::Bounded) and the fullest link
+            ctx.counter("tail_drops", o.tail_drops);
+            ctx.counter("link_peak_bytes", o.link_peak_bytes);
+        }
         ctx.log(
             LogLevel::Info,
             format!(
-                "loss {loss}: {} stalls, {} resends, {} aggregates re-forwarded, {} frames lost on links (sim only), \
+                "loss {loss}: {} stalls, {} resends, {} aggregates re-forwarded, {} frames lost on links (seeded loss and full link buffers), \
                  heartbeat every {} ns, {} ns",
                 o.stalls, o.resends, o.reforwarded, o.dropped, cfg.heartbeat_ns, o.end_ns
             ),
