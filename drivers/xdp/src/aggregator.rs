@@ -529,13 +529,25 @@ impl Aggregator {
     /// pass-through) as the kernel counts them while a [`RunStats`] guard is alive (otherwise
     /// they stay where they were). Read from `/proc/self/fdinfo` of each program's fd.
     pub fn run_time(&self) -> Result<ProgramTime, XdpError> {
-        let mut t = ProgramTime::default();
-        for fd in [
+        Self::fds_run_time(&[
             self.aggregate_fd,
             self.egress_fd,
             self.receive_fd,
             self.pass_fd,
-        ] {
+        ])
+    }
+
+    /// [`Self::run_time`] of the aggregating node's own programs only: the aggregation program
+    /// and the egress rewrite that runs on every copy of a broadcast aggregate; not the
+    /// receiver or the pass-through program, which run at the members (on veth a native-mode
+    /// peer needs the pass-through program to receive redirected frames at all).
+    pub fn aggregator_run_time(&self) -> Result<ProgramTime, XdpError> {
+        Self::fds_run_time(&[self.aggregate_fd, self.egress_fd])
+    }
+
+    fn fds_run_time(fds: &[i32]) -> Result<ProgramTime, XdpError> {
+        let mut t = ProgramTime::default();
+        for &fd in fds {
             let p = format!("/proc/self/fdinfo/{fd}");
             let text =
                 std::fs::read_to_string(&p).map_err(|e| XdpError::Config(format!("{p}: {e}")))?;

@@ -3,7 +3,7 @@
 //! clusterings the testbed uses: workloads/tests/aleph_testbed_clustering.rs). Needs root, clang
 //! and libbpf: skipped with a message without them, required when `CI` is set.
 
-use inabench_aleph::testbed::cpu::{Path, measure};
+use inabench_aleph::testbed::cpu::{Path, isolated_split, measure, measure_isolated};
 use inabench_aleph::testbed::latency;
 use inabench_xdp::AttachMode;
 use std::time::Duration;
@@ -59,6 +59,43 @@ fn throughput_paths_aggregate_and_restore_affinity() {
     let m = measure(Path::Udp, 1, Duration::from_millis(500), Some(0.05)).unwrap();
     assert!(m.gbps > 0.03 && m.gbps < 0.07, "{m:?}");
     assert!(m.loss_pct < 1.0, "{m:?}");
+}
+
+#[test]
+fn isolated_paths_receive_on_the_measured_core() {
+    if !ready() {
+        return;
+    }
+    let before = allowed();
+    if before < 2 {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the isolated placement needs 2 cores, CI has {before}"
+        );
+        eprintln!("skipped: the isolated placement needs 2 cores ({before} allowed)");
+        return;
+    }
+    // no core left for the senders
+    assert!(isolated_split(before).is_err());
+    assert!(isolated_split(0).is_err());
+    for p in [
+        Path::Xdp(AttachMode::Native),
+        Path::Tcp,
+        Path::TcpSegmented,
+        Path::Udp,
+    ] {
+        // paced far below what any path takes: the aggregator keeps up, and its receive path
+        // (the NAPI threads pinned to the measured core) and service threads did the work, so
+        // their CPU is not zero; nothing else of the run is counted there, so it stays below
+        // the one measured core
+        let m = measure_isolated(p, 1, Duration::from_millis(600), Some(0.05)).unwrap();
+        eprintln!("{p:?}: {m:?}");
+        assert!(m.gbps > 0.03 && m.gbps < 0.07, "{p:?}: {m:?}");
+        assert!(m.loss_pct < 1.0, "{p:?}: {m:?}");
+        assert!(m.cpu_cores > 0.0 && m.cpu_cores < 1.05, "{p:?}: {m:?}");
+        assert_eq!(allowed(), before, "the caller's affinity is restored");
+    }
+    assert!(measure_isolated(Path::Tcp, 1, Duration::from_millis(10), Some(0.0)).is_err());
 }
 
 #[test]

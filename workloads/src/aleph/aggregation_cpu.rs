@@ -56,6 +56,27 @@ impl Workload for AggregationCpu {
                 if load { " and the background load" } else { "" }
             )
         };
+        // `placement: isolated` (aleph-fig5 and aleph-table2): the aggregator on the first
+        // `cores` cores, the senders on the others (see cpu::measure_isolated)
+        let isolated = ctx.text("placement").ok().as_deref() == Some("isolated");
+        let isolated_line = |cores: usize| -> Result<String, WorkloadError> {
+            let (node, other) = cpu::isolated_split(cores).map_err(err)?;
+            Ok(format!(
+                "placement: isolated; measured cores {node:?}: the aggregator's receive path (threaded NAPI, one kernel thread per link end at SCHED_FIFO 50, before ordinary threads as a softirq would be; {}) and nothing else of this run; cores {other:?}: the 2 senders, the members' receive paths{} and the harness; other processes of this shared host may run on any core (node_busy counts everything on the measured cores)",
+                match path {
+                    Path::Xdp(_) => "the XDP program runs there",
+                    Path::Tcp | Path::TcpSegmented =>
+                        "the kernel's TCP receive) and the TCP aggregation service's threads (readers, summer, writers; SCHED_FIFO 40",
+                    Path::Udp =>
+                        "the UDP receive) and the user-space service thread (recvmmsg, sum, sendmmsg; SCHED_FIFO 40",
+                },
+                if matches!(path, Path::Tcp | Path::TcpSegmented) {
+                    ", the bridge ports' receive paths (the switch)"
+                } else {
+                    ""
+                }
+            ))
+        };
         if ctx.declares("packet_loss") && !ctx.declares("agg_throughput") {
             // aleph-fig6: loss at a fixed offered rate under a background load
             let cores = ctx.count("cores")?;
@@ -67,7 +88,6 @@ impl Workload for AggregationCpu {
             let offered = ctx.param("offered_gbps")? * ctx.param("rate_scale")?;
             let secs = Duration::from_secs_f64(ctx.param("duration_s")?);
             let load = ctx.param("cpu_target_pct")?;
-            let isolated = ctx.text("placement").ok().as_deref() == Some("isolated");
             let m = match path {
                 Path::Xdp(mode) if isolated => {
                     if cores != 1 {
@@ -107,11 +127,25 @@ impl Workload for AggregationCpu {
             } else {
                 0
             };
-            ctx.log(LogLevel::Info, placement(cores, false));
+            let measure = |offered: Option<f64>| {
+                if isolated {
+                    cpu::measure_isolated(path, cores, step, offered)
+                } else {
+                    measure(path, cores, step, offered)
+                }
+            };
+            ctx.log(
+                LogLevel::Info,
+                if isolated {
+                    isolated_line(cores)?
+                } else {
+                    placement(cores, false)
+                },
+            );
             // as much as the senders can offer first; if that loses more than the limit, a
             // bisection of the offered load between nothing and what they offered finds the
             // highest rate aggregated within the limit
-            let first = measure(path, cores, step, None).map_err(err)?;
+            let first = measure(None).map_err(err)?;
             ctx.log(
                 LogLevel::Info,
                 format!("{system}, {cores} cores, unpaced: {first:?}"),
@@ -124,7 +158,7 @@ impl Workload for AggregationCpu {
                         break;
                     }
                     let offered = (lo + hi) / 2.0;
-                    let m = measure(path, cores, step, Some(offered)).map_err(err)?;
+                    let m = measure(Some(offered)).map_err(err)?;
                     ctx.log(
                         LogLevel::Info,
                         format!("{system}, {cores} cores, offered {offered:.3} Gbit/s: {m:?}"),
@@ -144,13 +178,26 @@ impl Workload for AggregationCpu {
             let m = best.unwrap_or(first);
             ctx.record("agg_throughput", m.gbps);
             ctx.record_if_declared("packet_loss", m.loss_pct);
+            ctx.record_if_declared("node_busy", m.node_busy);
+            // the aggregator's own CPU at that rate: below 1 core per measured core, the
+            // senders (not the aggregator) bound the rate
+            ctx.record_if_declared("cpu_cores", m.cpu_cores);
+            if m.cpu_cores > 0.0 {
+                ctx.record_if_declared("gbps_per_agg_core", m.gbps / m.cpu_cores);
+            }
         } else {
             // aleph-table2: CPU while aggregating at the target rate times rate_scale, with
-            // every core of this host
+            // every core of this host (shared) or the aggregator on `measured_cores` of them
+            // and the senders on the rest (isolated)
             let target = ctx.param("throughput_gbps")? * ctx.param("rate_scale")?;
             let secs = ctx.param("duration_s")?;
+            let measured = if isolated {
+                ctx.count("measured_cores")?
+            } else {
+                available
+            };
             let k = format!(
-                "{}|{system}|{}|{}|{target}|{secs}",
+                "{}|{system}|{}|{}|{target}|{secs}|{isolated}|{measured}",
                 ctx.experiment, ctx.repetition, ctx.warmup
             );
             let cached = CPU_CACHE
@@ -160,8 +207,13 @@ impl Workload for AggregationCpu {
             let m = match cached {
                 Some(m) => m,
                 None => {
-                    let m = measure(path, available, Duration::from_secs_f64(secs), Some(target))
-                        .map_err(err)?;
+                    let d = Duration::from_secs_f64(secs);
+                    let m = if isolated {
+                        cpu::measure_isolated(path, measured, d, Some(target))
+                    } else {
+                        measure(path, available, d, Some(target))
+                    }
+                    .map_err(err)?;
                     if let Ok(mut c) = CPU_CACHE.lock() {
                         c.get_or_insert_with(HashMap::new).insert(k, m);
                     }
@@ -172,10 +224,18 @@ impl Workload for AggregationCpu {
                 LogLevel::Info,
                 format!("{system} at {target} Gbit/s: {m:?}"),
             );
-            ctx.log(LogLevel::Info, placement(available, false));
+            ctx.log(
+                LogLevel::Info,
+                if isolated {
+                    isolated_line(measured)?
+                } else {
+                    placement(available, false)
+                },
+            );
             ctx.record("cpu_cores", m.cpu_cores);
             ctx.record("achieved_gbps", m.gbps);
             ctx.record_if_declared("host_cores", m.host_cores);
+            ctx.record_if_declared("node_busy", m.node_busy);
         }
         ctx.progress(1, 1);
         Ok(())

@@ -10,6 +10,7 @@
 //! - [`fig8`]: `aleph.multicast_cpu` (aleph-fig8).
 //! - [`fig12`]: `aleph.accuracy_vs_time` (aleph-fig12).
 //! - [`mwcha_draws`]: `aleph.mwcha_draws` (aleph-mwcha-draws).
+//! - [`xdp_scale`]: `aleph.xdp_scale_model` (aleph-xdp-scale).
 //!
 //! The models, the simulator and the testbed's measuring code they drive are `inabench-aleph`.
 
@@ -21,6 +22,7 @@ pub mod mwcha_draws;
 pub mod sim;
 pub mod table1;
 pub mod testbed_training;
+pub mod xdp_scale;
 
 use inabench_core::Workload;
 
@@ -37,5 +39,6 @@ pub fn workloads() -> Vec<Box<dyn Workload>> {
         Box::new(fig8::MulticastCpu),
         Box::new(fig12::AccuracyVsTime),
         Box::new(mwcha_draws::MwchaDraws),
+        Box::new(xdp_scale::XdpScaleModel),
     ]
 }

@@ -15,7 +15,7 @@
 //! drivers/xdp's bench, 2 Mi gradients per iteration for TCP unpaced and 256 Ki paced (see `tcp`).
 
 use super::TestbedError;
-use super::net::{TcpTree, Testbed};
+use super::net::{NodePin, TcpTree, Testbed};
 use inabench_xdp::AttachMode;
 use inabench_xdp::group::Group;
 use inabench_xdp::proto::{GRADS, PACKET_LEN, Packet};
@@ -60,6 +60,10 @@ pub struct Measure {
     pub cpu_cores: f64,
     /// Busy time of the allowed cores (everything, senders included) in cores.
     pub host_cores: f64,
+    /// Busy time of the measured cores (everything that ran there, other processes of the host
+    /// included) in cores: with [`measure_isolated`] the aggregator's cores only, otherwise all
+    /// allowed cores (= `host_cores`).
+    pub node_busy: f64,
     pub seconds: f64,
 }
 
@@ -67,6 +71,20 @@ pub struct Measure {
 struct Affinity(libc::cpu_set_t);
 
 impl Affinity {
+    /// Run the calling thread on `cpus` until dropped.
+    fn pin_to(cpus: &[usize]) -> Result<Affinity, TestbedError> {
+        // SAFETY: zeroed cpu_set_t is a valid empty set; sched_getaffinity on this thread
+        let old = unsafe {
+            let mut old: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut old) != 0 {
+                return Err(TestbedError::Setup("sched_getaffinity failed".into()));
+            }
+            old
+        };
+        super::multicast::pin(0, cpus)?;
+        Ok(Affinity(old))
+    }
+
     fn limit(cores: usize) -> Result<Affinity, TestbedError> {
         // SAFETY: zeroed cpu_set_t is a valid empty set; sched_{get,set}affinity on this thread
         unsafe {
@@ -208,13 +226,82 @@ pub fn measure_loaded(
         }
         let r = match path {
             Path::Xdp(mode) => xdp(mode, &cpus, duration, target_gbps, None),
-            Path::Tcp => tcp(&cpus, duration, target_gbps, false),
-            Path::TcpSegmented => tcp(&cpus, duration, target_gbps, true),
-            Path::Udp => super::udp::measure(&cpus, duration, target_gbps),
+            Path::Tcp => tcp(&cpus, duration, target_gbps, false, None),
+            Path::TcpSegmented => tcp(&cpus, duration, target_gbps, true, None),
+            Path::Udp => super::udp::measure(&cpus, duration, target_gbps, None),
         };
         stop.store(true, Ordering::Relaxed);
         r
     })
+}
+
+/// The cores of [`measure_isolated`] with `cores` measured cores: (the aggregator's, the
+/// senders'), the first `cores` allowed cores and the rest.
+pub fn isolated_split(cores: usize) -> Result<(Vec<usize>, Vec<usize>), TestbedError> {
+    let all = Affinity::allowed();
+    if cores == 0 || all.len() <= cores {
+        return Err(TestbedError::Setup(format!(
+            "{cores} measured cores need {} cores (the senders need one of their own); this \
+             process may use {}",
+            cores + 1,
+            all.len()
+        )));
+    }
+    Ok((all[..cores].to_vec(), all[cores..].to_vec()))
+}
+
+/// [`measure`] with the aggregator isolated from the senders, as a separate sender machine would
+/// leave it: the aggregator's receive path runs in threaded NAPI (a kernel thread per link end,
+/// normal priority, GRO on; the XDP program runs there) pinned with the aggregator's user-space
+/// threads (TCP, UDP) to the first `cores` allowed cores; the senders, the members' receive
+/// paths and (TCP) the bridge ports' receive paths run on the other cores. CPU (`cpu_cores`) is
+/// the CPU time of those NAPI threads plus the aggregator's threads (schedstat and
+/// CLOCK_THREAD_CPUTIME_ID; softirq work that interrupts them is in their time, as this kernel
+/// has no IRQ time accounting); `node_busy` is everything that ran on the measured cores.
+pub fn measure_isolated(
+    path: Path,
+    cores: usize,
+    duration: Duration,
+    target_gbps: Option<f64>,
+) -> Result<Measure, TestbedError> {
+    if let Some(t) = target_gbps
+        && !(t.is_finite() && t > 0.0)
+    {
+        return Err(TestbedError::Setup(format!("target rate {t} Gbit/s")));
+    }
+    let (node, other) = isolated_split(cores)?;
+    // the harness's own thread (and what it spawns) on the senders' side
+    let _aff = Affinity::pin_to(&other)?;
+    let iso = Some(Isolate {
+        senders: &other,
+        realtime: true,
+    });
+    match path {
+        Path::Xdp(mode) => xdp(mode, &node, duration, target_gbps, iso),
+        Path::Tcp => tcp(&node, duration, target_gbps, false, iso),
+        Path::TcpSegmented => tcp(&node, duration, target_gbps, true, iso),
+        Path::Udp => super::udp::measure(&node, duration, target_gbps, iso),
+    }
+}
+
+/// The senders' cores of an isolated measurement, and whether the aggregator's receive path (and
+/// its service threads, below it) run at real-time priority: as a softirq on a machine of its
+/// own runs before ordinary threads, instead of taking turns with other processes of this shared
+/// host (aleph-fig5, aleph-table2; fig8 does the same). aleph-fig6 keeps normal priority: its
+/// background load must compete with the receive path.
+#[derive(Debug, Clone, Copy)]
+pub struct Isolate<'a> {
+    pub senders: &'a [usize],
+    pub realtime: bool,
+}
+
+/// CPU time (s) of the kernel threads `pids` so far.
+pub(super) fn threads_cpu(pids: &[i32]) -> Result<f64, TestbedError> {
+    let mut ns = 0;
+    for p in pids {
+        ns += super::multicast::task_cpu_ns(&format!("/proc/{p}/schedstat"))?;
+    }
+    Ok(ns as f64 * 1e-9)
 }
 
 /// Sleep until `sent_bits` at `gbps` would have taken since `start`.
@@ -277,7 +364,11 @@ pub fn measure_isolated_loss(
             let (node, stop) = (&node, &stop);
             s.spawn(move || load_thread(node, load_pct, stop));
         }
-        let r = xdp(mode, &node, duration, Some(target_gbps), Some(&other));
+        let iso = Isolate {
+            senders: &other,
+            realtime: false,
+        };
+        let r = xdp(mode, &node, duration, Some(target_gbps), Some(iso));
         stop.store(true, Ordering::Relaxed);
         r
     })
@@ -290,7 +381,7 @@ fn xdp(
     cpus: &[usize],
     duration: Duration,
     target_gbps: Option<f64>,
-    isolate: Option<&[usize]>,
+    isolate: Option<Isolate<'_>>,
 ) -> Result<Measure, TestbedError> {
     const MEMBERS: usize = 2;
     const SEGMENTS: u32 = 1024;
@@ -298,19 +389,34 @@ fn xdp(
         return Err(TestbedError::Setup(why));
     }
     let g = Group::create(MEMBERS, SEGMENTS, mode, 1, false)?;
-    if let Some(other) = isolate {
+    let mut napi = Vec::new();
+    if let Some(iso) = isolate {
         for m in &g.star.members {
-            super::multicast::threaded_napi_at(&g.star.aggregator, &m.port, cpus, false)?;
-            super::multicast::threaded_napi_at(&m.namespace, "eth0", other, false)?;
+            napi.extend(super::multicast::threaded_napi_at(
+                &g.star.aggregator,
+                &m.port,
+                cpus,
+                iso.realtime,
+            )?);
+            super::multicast::threaded_napi_at(&m.namespace, "eth0", iso.senders, iso.realtime)?;
         }
     }
+    let host: Vec<usize> = match isolate {
+        Some(iso) => cpus.iter().chain(iso.senders).copied().collect(),
+        None => cpus.to_vec(),
+    };
     let targets = (0..MEMBERS)
         .map(|i| {
             g.target(i)
                 .ok_or_else(|| TestbedError::Setup(format!("member {i}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let (s0, start) = (stat(cpus)?, Instant::now());
+    let (s0, h0, n0, start) = (
+        stat(cpus)?,
+        stat(&host)?,
+        threads_cpu(&napi)?,
+        Instant::now(),
+    );
     let rounds = Rounds::new(1, MEMBERS, SEGMENTS, start, duration, target_gbps);
     let sent = std::thread::scope(|s| -> Result<u64, TestbedError> {
         let hs: Vec<_> = g
@@ -321,8 +427,8 @@ fn xdp(
             .map(|(w, (sock, to))| {
                 let rounds = &rounds;
                 s.spawn(move || -> Result<u64, TestbedError> {
-                    if let Some(other) = isolate {
-                        super::multicast::pin(0, other)?;
+                    if let Some(iso) = isolate {
+                        super::multicast::pin(0, iso.senders)?;
                     }
                     sock.connect(to)
                         .map_err(|e| TestbedError::Io(format!("connect: {e}")))?;
@@ -350,7 +456,7 @@ fn xdp(
         last = now;
         end = Instant::now();
     }
-    let s1 = stat(cpus)?;
+    let (s1, h1, n1) = (stat(cpus)?, stat(&host)?, threads_cpu(&napi)?);
     let seconds = (end - start).as_secs_f64();
     let gbps = last.aggregated as f64 * GRADS as f64 * 32.0 / seconds / 1e9;
     let loss_pct = if sent > 0 {
@@ -361,9 +467,115 @@ fn xdp(
     Ok(Measure {
         gbps,
         loss_pct,
-        cpu_cores: (s1.1 - s0.1) as f64 / hz() / seconds,
-        host_cores: (s1.0 - s0.0) as f64 / hz() / seconds,
+        // isolated: the aggregator's NAPI threads (the program runs there); shared: the NET_RX
+        // softirq time of the shared cores
+        cpu_cores: if isolate.is_some() {
+            (n1 - n0) / seconds
+        } else {
+            (s1.1 - s0.1) as f64 / hz() / seconds
+        },
+        host_cores: (h1.0 - h0.0) as f64 / hz() / seconds,
+        node_busy: (s1.0 - s0.0) as f64 / hz() / seconds,
         seconds,
+    })
+}
+
+/// The kernel-measured run time of ALEPH's XDP programs per aggregated gradient packet.
+#[derive(Debug, Clone, Copy)]
+pub struct ProgramCost {
+    /// Run time of the aggregator's programs (the aggregation program and the egress rewrite of
+    /// every broadcast copy; not the members' pass-through programs) per gradient packet
+    /// aggregated (ns), as the kernel's BPF statistics count it.
+    pub ns_per_packet: f64,
+    /// Gradient packets aggregated while measuring.
+    pub packets: u64,
+    /// Program runs counted.
+    pub runs: u64,
+}
+
+/// The per-packet cost of ALEPH's Aggregation Service program on this host: a drivers/xdp
+/// `Group` (2 members, native mode on veth, 128 gradients per packet) aggregates traffic offered
+/// at `target_gbps` (`None`: as fast as the senders can, the regime of a throughput maximum)
+/// for `duration` with the kernel's BPF run-time statistics on (they add two clock reads per
+/// run, counted in the result); the aggregator's programs' run time divided by the packets
+/// aggregated. Placement as [`measure_isolated`] (the aggregator's receive path alone on the
+/// first allowed core at real-time priority, the senders on the others). This is the program
+/// alone: the driver's or veth's receive and transmit are not in it (aleph-xdp-scale composes
+/// it with cited NIC figures).
+pub fn program_cost(
+    duration: Duration,
+    target_gbps: Option<f64>,
+) -> Result<ProgramCost, TestbedError> {
+    const MEMBERS: usize = 2;
+    const SEGMENTS: u32 = 1024;
+    if let Some(t) = target_gbps
+        && !(t.is_finite() && t > 0.0)
+    {
+        return Err(TestbedError::Setup(format!("target rate {t} Gbit/s")));
+    }
+    if let Some(why) = inabench_xdp::unavailable() {
+        return Err(TestbedError::Setup(why));
+    }
+    let (node, other) = isolated_split(1)?;
+    let _aff = Affinity::pin_to(&other)?;
+    let g = Group::create(MEMBERS, SEGMENTS, AttachMode::Native, 1, false)?;
+    for m in &g.star.members {
+        super::multicast::threaded_napi_at(&g.star.aggregator, &m.port, &node, true)?;
+        super::multicast::threaded_napi_at(&m.namespace, "eth0", &other, true)?;
+    }
+    let targets = (0..MEMBERS)
+        .map(|i| {
+            g.target(i)
+                .ok_or_else(|| TestbedError::Setup(format!("member {i}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let _stats = inabench_xdp::RunStats::enable()?;
+    let (t0, a0) = (g.agg.aggregator_run_time()?, g.agg.stats()?.aggregated);
+    let rounds = Rounds::new(1, MEMBERS, SEGMENTS, Instant::now(), duration, target_gbps);
+    std::thread::scope(|s| -> Result<(), TestbedError> {
+        let hs: Vec<_> = g
+            .socks
+            .iter()
+            .zip(&targets)
+            .enumerate()
+            .map(|(w, (sock, to))| {
+                let rounds = &rounds;
+                s.spawn(move || -> Result<u64, TestbedError> {
+                    sock.connect(to)
+                        .map_err(|e| TestbedError::Io(format!("connect: {e}")))?;
+                    rounds.send(sock, w)
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join()
+                .map_err(|_| TestbedError::Io("a sender panicked".into()))??;
+        }
+        Ok(())
+    })?;
+    // the counters settle once the backlogs have drained
+    let mut last = g.agg.stats()?;
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = g.agg.stats()?;
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    let t = g.agg.aggregator_run_time()?.since(t0);
+    let packets = last.aggregated.saturating_sub(a0);
+    if packets == 0 || t.runs == 0 {
+        return Err(TestbedError::Setup(format!(
+            "no program run time counted ({packets} packets aggregated, {} runs): this kernel \
+             may not report run_time_ns",
+            t.runs
+        )));
+    }
+    Ok(ProgramCost {
+        ns_per_packet: t.nanos as f64 / packets as f64,
+        packets,
+        runs: t.runs,
     })
 }
 
@@ -530,11 +742,14 @@ fn segment_like_a_nic(tb: &Testbed) -> Result<(), TestbedError> {
     Ok(())
 }
 
+/// The TCP measurement on `cpus`; `isolate`: the senders' cores (the aggregator's threads and
+/// the receive path of its link end then run on `cpus`, see [`measure_isolated`]).
 fn tcp(
     cpus: &[usize],
     duration: Duration,
     target_gbps: Option<f64>,
     segmented: bool,
+    isolate: Option<Isolate<'_>>,
 ) -> Result<Measure, TestbedError> {
     // 2 Mi gradients (8 MiB) per worker and iteration: each iteration spawns the service's
     // threads and allocates its buffers anew, and with 256 Ki gradients these fixed costs (and
@@ -553,8 +768,46 @@ fn tcp(
     if segmented {
         segment_like_a_nic(&tb)?;
     }
-    let tree = TcpTree::connect(&tb, &[2, 2])?;
-    let (s0, start) = (stat(cpus)?, Instant::now());
+    let mut tree = TcpTree::connect(&tb, &[2, 2])?;
+    // isolated: the aggregator (machine 2) and the receive path of its namespace's link end on
+    // `cpus`; the workers, their receive paths and the bridge ports' (the switch's) on the others
+    let mut napi = Vec::new();
+    let host: Vec<usize> = match isolate {
+        Some(iso) => {
+            let rt = iso.realtime;
+            for i in 0..tb.machines() {
+                let (mine, port) = (i == 2, tb.bridge_port(i)?);
+                let at = if mine { cpus } else { iso.senders };
+                let t = super::multicast::threaded_napi_in(Some(tb.ns(i)), "eth0", at, rt, false)?;
+                if mine {
+                    napi.extend(t);
+                }
+                super::multicast::threaded_napi_in(None, &port, iso.senders, rt, false)?;
+            }
+            let worker = NodePin {
+                cpus: iso.senders.to_vec(),
+                fifo: None,
+            };
+            // the aggregator's threads below its NAPI thread, as fig8's TCP forwarder: the
+            // kernel's receive path preempts them as a softirq would
+            tree.pin_nodes(vec![
+                Some(worker.clone()),
+                Some(worker),
+                Some(NodePin {
+                    cpus: cpus.to_vec(),
+                    fifo: rt.then_some(super::multicast::FORWARDER_PRIORITY),
+                }),
+            ]);
+            cpus.iter().chain(iso.senders).copied().collect()
+        }
+        None => cpus.to_vec(),
+    };
+    let (s0, h0, n0, start) = (
+        stat(cpus)?,
+        stat(&host)?,
+        threads_cpu(&napi)?,
+        Instant::now(),
+    );
     let mut agg_cpu = 0.0;
     let mut iters = 0u32;
     // seconds inside iterations: from the first chunk sent until the slowest worker holds the
@@ -573,16 +826,23 @@ fn tcp(
         );
     }
     let wall = start.elapsed().as_secs_f64();
-    let s1 = stat(cpus)?;
+    let (s1, h1, n1) = (stat(cpus)?, stat(&host)?, threads_cpu(&napi)?);
     // unpaced (aleph-fig5: the maximum), rates and CPU per second of aggregating; paced
     // (aleph-table2: CPU at a target rate), per second of the whole run
     let seconds = if target_gbps.is_none() { busy } else { wall };
     Ok(Measure {
         gbps: 2.0 * len as f64 * 32.0 * f64::from(iters) / seconds / 1e9,
         loss_pct: 0.0,
-        cpu_cores: ((s1.1 - s0.1) as f64 / hz() + agg_cpu) / seconds,
+        // isolated: the aggregator's NAPI thread and its threads; shared: the NET_RX softirq
+        // time of the shared cores and the aggregator's threads
+        cpu_cores: if isolate.is_some() {
+            (n1 - n0 + agg_cpu) / seconds
+        } else {
+            ((s1.1 - s0.1) as f64 / hz() + agg_cpu) / seconds
+        },
         // everything on the allowed cores, the harness's generation included
-        host_cores: (s1.0 - s0.0) as f64 / hz() / wall,
+        host_cores: (h1.0 - h0.0) as f64 / hz() / wall,
+        node_busy: (s1.0 - s0.0) as f64 / hz() / wall,
         seconds,
     })
 }

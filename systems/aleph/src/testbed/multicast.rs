@@ -189,7 +189,7 @@ pub(super) fn pin(pid: i32, cpus: &[usize]) -> Result<(), TestbedError> {
 /// before ordinary threads (the sender, other processes on this shared host) instead of taking
 /// turns with them. The TCP forwarder gets [`FORWARDER_PRIORITY`], below them: the node's cores
 /// are its own as on a dedicated machine, and its NAPI threads preempt it as softirqs would.
-fn realtime(pid: i32, priority: libc::c_int) -> Result<(), TestbedError> {
+pub(super) fn realtime(pid: i32, priority: libc::c_int) -> Result<(), TestbedError> {
     let p = libc::sched_param {
         sched_priority: priority,
     };
@@ -204,9 +204,9 @@ fn realtime(pid: i32, priority: libc::c_int) -> Result<(), TestbedError> {
 }
 
 /// SCHED_FIFO priority of the NAPI threads (the kernel's own threaded-NAPI default is 0, normal).
-const NAPI_PRIORITY: libc::c_int = 50;
+pub(super) const NAPI_PRIORITY: libc::c_int = 50;
 /// SCHED_FIFO priority of the TCP forwarder.
-const FORWARDER_PRIORITY: libc::c_int = 40;
+pub(super) const FORWARDER_PRIORITY: libc::c_int = 40;
 
 fn gettid() -> i32 {
     // SAFETY: gettid has no preconditions
@@ -214,7 +214,7 @@ fn gettid() -> i32 {
 }
 
 /// CPU time (ns) of a task, from its schedstat (the scheduler's sum of run time).
-fn task_cpu_ns(path: &str) -> Result<u64, TestbedError> {
+pub(super) fn task_cpu_ns(path: &str) -> Result<u64, TestbedError> {
     let text =
         std::fs::read_to_string(path).map_err(|e| TestbedError::Io(format!("{path}: {e}")))?;
     text.split_whitespace()
@@ -361,26 +361,48 @@ pub(super) fn threaded_napi_at(
     cpus: &[usize],
     realtime_priority: bool,
 ) -> Result<Vec<i32>, TestbedError> {
+    threaded_napi_in(Some(ns), dev, cpus, realtime_priority, true)
+}
+
+/// [`threaded_napi_at`] in namespace `ns` (`None`: this process's, e.g. a testbed's bridge
+/// ports), with TSO left as it is unless `tso_off` (the TCP paths keep the veth's segmentation
+/// offloads; GRO on is what gives a veth its NAPI instance).
+pub(super) fn threaded_napi_in(
+    ns: Option<&str>,
+    dev: &str,
+    cpus: &[usize],
+    realtime_priority: bool,
+    tso_off: bool,
+) -> Result<Vec<i32>, TestbedError> {
     const ETHTOOL_STSO: u32 = 0x1f;
     const ETHTOOL_SGRO: u32 = 0x2c;
+    let where_ = ns.unwrap_or("the host namespace");
     // with an XDP program on the peer, veth has already turned TSO off and refuses the change
     let fail = |what: &str, e: std::io::Error| {
-        TestbedError::Setup(format!("{what} on {dev} in {ns}: {e}"))
+        TestbedError::Setup(format!("{what} on {dev} in {where_}: {e}"))
     };
-    match ethtool(Some(ns), dev, ETHTOOL_STSO, false)? {
-        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
-        r => r.map_err(|e| fail("TSO off", e))?,
+    if tso_off {
+        match ethtool(ns, dev, ETHTOOL_STSO, false)? {
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
+            r => r.map_err(|e| fail("TSO off", e))?,
+        }
     }
-    ethtool(Some(ns), dev, ETHTOOL_SGRO, true)?.map_err(|e| fail("GRO on", e))?;
+    ethtool(ns, dev, ETHTOOL_SGRO, true)?.map_err(|e| fail("GRO on", e))?;
     let before = napi_threads();
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns, "sh", "-c"])
-        .arg(format!("echo 1 > /sys/class/net/{dev}/threaded"))
-        .output()
-        .map_err(|e| TestbedError::Setup(format!("ip netns exec: {e}")))?;
+    let out = match ns {
+        Some(ns) => Command::new("ip")
+            .args(["netns", "exec", ns, "sh", "-c"])
+            .arg(format!("echo 1 > /sys/class/net/{dev}/threaded"))
+            .output(),
+        None => Command::new("sh")
+            .arg("-c")
+            .arg(format!("echo 1 > /sys/class/net/{dev}/threaded"))
+            .output(),
+    }
+    .map_err(|e| TestbedError::Setup(format!("threaded NAPI on {dev}: {e}")))?;
     if !out.status.success() {
         return Err(TestbedError::Setup(format!(
-            "threaded NAPI on {dev} in {ns}: {}",
+            "threaded NAPI on {dev} in {where_}: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
@@ -394,7 +416,7 @@ pub(super) fn threaded_napi_at(
     // NAPI on a link of the same name at the same moment and the threads cannot be told apart
     if pids.len() != 1 {
         return Err(TestbedError::Setup(format!(
-            "{} NAPI threads appeared for {dev} in {ns} (one expected)",
+            "{} NAPI threads appeared for {dev} in {where_} (one expected)",
             pids.len()
         )));
     }

@@ -261,6 +261,14 @@ struct NodeIo<'a> {
     start: Instant,
 }
 
+/// Where a [`TcpTree`] node's threads run.
+#[derive(Debug, Clone)]
+pub struct NodePin {
+    pub cpus: Vec<usize>,
+    /// SCHED_FIFO priority (`None`: the normal policy).
+    pub fifo: Option<i32>,
+}
+
 /// A two-level aggregation tree over TCP: `parent[w]` of each worker is another worker (its
 /// aggregator) or `parent.len()` (the PS, machine `parent.len()`). BytePS: every worker's parent
 /// is the PS. ALEPH with TCP: the clustering's aggregators sum their members' gradients with
@@ -272,6 +280,8 @@ pub struct TcpTree {
     down: Vec<Vec<(usize, TcpStream)>>,
     /// Per worker: the stream to its parent.
     up: Vec<TcpStream>,
+    /// Per node (workers, then the PS): where its threads run (`None`: the caller's cores).
+    pins: Vec<Option<NodePin>>,
 }
 
 impl TcpTree {
@@ -320,7 +330,15 @@ impl TcpTree {
             parent: parent.to_vec(),
             down,
             up,
+            pins: Vec::new(),
         })
+    }
+
+    /// Run node `i`'s threads (its readers, summer and writers, which inherit the affinity and
+    /// the scheduling policy) as `pins[i]` says from the next iteration on (`None` or no entry:
+    /// the caller's cores and policy).
+    pub fn pin_nodes(&mut self, pins: Vec<Option<NodePin>>) {
+        self.pins = pins;
     }
 
     /// One iteration of `len` gradients per worker.
@@ -335,7 +353,14 @@ impl TcpTree {
             let mut handles = Vec::new();
             for node in 0..=n {
                 let (counters, grads, want, cpu) = (&counters, &grads, &want, &cpu);
+                let pin = self.pins.get(node).and_then(Option::as_ref);
                 let h = sc.spawn(move || {
+                    if let Some(p) = pin {
+                        super::multicast::pin(0, &p.cpus)?;
+                        if let Some(prio) = p.fifo {
+                            super::multicast::realtime(0, prio)?;
+                        }
+                    }
                     let t0 = thread_cpu();
                     let io = NodeIo {
                         counters,

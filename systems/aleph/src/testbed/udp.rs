@@ -179,11 +179,15 @@ pub fn serve(
 /// aleph-fig5's measurement of the user-space UDP service: two members send as fast as they can
 /// (or at `target_gbps` in all) for `duration`, in rounds kept in step as the XDP senders are,
 /// on the cores `cpus` the caller's affinity allows. CPU = the NET_RX softirq time of those cores
-/// plus the service thread's CPU time (as for TCP).
+/// plus the service thread's CPU time (as for TCP). `isolate`: the senders' cores; the service
+/// thread and the receive path of the aggregator's link ends (threaded NAPI) then run on `cpus`,
+/// the senders and the members' receive paths on `isolate`, and CPU is the service thread's and
+/// those NAPI threads' time (see [`super::cpu::measure_isolated`]).
 pub fn measure(
     cpus: &[usize],
     duration: Duration,
     target_gbps: Option<f64>,
+    isolate: Option<super::cpu::Isolate<'_>>,
 ) -> Result<Measure, TestbedError> {
     const MEMBERS: usize = 2;
     const SEGMENTS: u32 = 1024;
@@ -213,21 +217,61 @@ pub fn measure(
         .iter()
         .map(|m| SocketAddrV4::new(m.ip, RESULT_PORT))
         .collect();
+    let mut napi = Vec::new();
+    let host: Vec<usize> = match isolate {
+        Some(iso) => {
+            for m in &star.members {
+                napi.extend(super::multicast::threaded_napi_at(
+                    &star.aggregator,
+                    &m.port,
+                    cpus,
+                    iso.realtime,
+                )?);
+                super::multicast::threaded_napi_at(
+                    &m.namespace,
+                    "eth0",
+                    iso.senders,
+                    iso.realtime,
+                )?;
+            }
+            cpus.iter().chain(iso.senders).copied().collect()
+        }
+        None => cpus.to_vec(),
+    };
     let counters = ServiceCounters::default();
     let stop_service = AtomicBool::new(false);
-    let (s0, start) = (stat(cpus)?, Instant::now());
+    let (s0, h0, n0, start) = (
+        stat(cpus)?,
+        stat(&host)?,
+        super::cpu::threads_cpu(&napi)?,
+        Instant::now(),
+    );
     let rounds = Rounds::new(JOB, MEMBERS, SEGMENTS, start, duration, target_gbps);
     let (sent, end) = std::thread::scope(|s| -> Result<(u64, Instant), TestbedError> {
         let table = SlotTable::new(JOB, MEMBERS as u32, SEGMENTS)?;
         let (service, results, counters, stop_service) =
             (&service, &results, &counters, &stop_service);
-        let svc = s.spawn(move || serve(service, table, results, stop_service, counters));
+        let svc = s.spawn(move || {
+            if let Some(iso) = isolate {
+                super::multicast::pin(0, cpus)?;
+                if iso.realtime {
+                    // below its NAPI threads, as the TCP aggregator
+                    super::multicast::realtime(0, super::multicast::FORWARDER_PRIORITY)?;
+                }
+            }
+            serve(service, table, results, stop_service, counters)
+        });
         let hs: Vec<_> = socks
             .iter()
             .enumerate()
             .map(|(w, sock)| {
                 let rounds = &rounds;
-                s.spawn(move || rounds.send(sock, w))
+                s.spawn(move || {
+                    if let Some(iso) = isolate {
+                        super::multicast::pin(0, iso.senders)?;
+                    }
+                    rounds.send(sock, w)
+                })
             })
             .collect();
         let mut total = 0;
@@ -259,7 +303,7 @@ pub fn measure(
             None => Ok((total, end)),
         }
     })?;
-    let s1 = stat(cpus)?;
+    let (s1, h1, n1) = (stat(cpus)?, stat(&host)?, super::cpu::threads_cpu(&napi)?);
     // the aggregates the members received (up to their buffers) are the exact sums
     let mut want = [0i32; GRADS];
     for (i, v) in want.iter_mut().enumerate() {
@@ -298,8 +342,13 @@ pub fn measure(
         } else {
             0.0
         },
-        cpu_cores: ((s1.1 - s0.1) as f64 / hz() + cpu) / seconds,
-        host_cores: (s1.0 - s0.0) as f64 / hz() / seconds,
+        cpu_cores: if isolate.is_some() {
+            (n1 - n0 + cpu) / seconds
+        } else {
+            ((s1.1 - s0.1) as f64 / hz() + cpu) / seconds
+        },
+        host_cores: (h1.0 - h0.0) as f64 / hz() / seconds,
+        node_busy: (s1.0 - s0.0) as f64 / hz() / seconds,
         seconds,
     })
 }

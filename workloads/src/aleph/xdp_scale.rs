@@ -1,0 +1,178 @@
+//! `aleph.xdp_scale_model` (aleph-xdp-scale): ALEPH's XDP Aggregation Service at the paper's
+//! scale (1-8 cores, a 100GbE NIC in driver mode), modelled: the program's per-packet run time
+//! measured on this host ([`cpu::program_cost`], the kernel's BPF statistics) plus a cited
+//! per-packet cost of XDP forwarding in a NIC driver, and the NIC's line rate for ALEPH's frames.
+//!
+//! Per gradient packet the aggregating core receives it, runs the program and, once per round of
+//! `m` members, broadcasts the aggregate to the `m` members: one packet out per packet in, so
+//! the driver's share is one XDP forward (receive and redirect) per gradient packet. With `k`
+//! cores (RSS spreads the segments over them) throughput is `min(k x bits / t, line)`: linear in
+//! `k` by construction until the line rate caps it.
+
+use super::testbed_training::err;
+use inabench_aleph::testbed::cpu;
+use inabench_core::event::LogLevel;
+use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
+use inabench_xdp::proto::{GRADS, PACKET_LEN};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Bytes a frame of ALEPH's takes on the wire beside its UDP payload: Ethernet header 14, IPv4
+/// header 20, UDP header 8 (RFC 791, RFC 768), FCS 4, preamble and start delimiter 8 and the
+/// inter-frame gap 12 (IEEE 802.3).
+pub const WIRE_OVERHEAD: usize = 14 + 20 + 8 + 4 + 8 + 12;
+
+/// Gradient bits per packet (128 x 32-bit gradients).
+pub const GRAD_BITS: f64 = (GRADS * 32) as f64;
+
+static COST: Mutex<Option<HashMap<String, cpu::ProgramCost>>> = Mutex::new(None);
+
+/// The model: per-core throughput from the per-packet costs (ns) and the line rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scale {
+    /// Per gradient packet on one core: the driver's forward plus the program (ns).
+    pub ns_per_packet: f64,
+    /// Gradient throughput one core sustains (Gbit/s).
+    pub per_core_gbps: f64,
+    /// Gradient throughput the line rate allows (Gbit/s).
+    pub line_cap_gbps: f64,
+}
+
+impl Scale {
+    /// `forward_mpps`: XDP forwarding packets per second on one core (millions); `program_ns`:
+    /// the program's run time per packet; `line_gbps`: the NIC's rate.
+    pub fn new(forward_mpps: f64, program_ns: f64, line_gbps: f64) -> Option<Scale> {
+        let finite = forward_mpps.is_finite() && program_ns.is_finite() && line_gbps.is_finite();
+        if !(finite && forward_mpps > 0.0 && program_ns >= 0.0 && line_gbps > 0.0) {
+            return None;
+        }
+        let ns = 1e3 / forward_mpps + program_ns;
+        Some(Scale {
+            ns_per_packet: ns,
+            // bits per ns are Gbit/s
+            per_core_gbps: GRAD_BITS / ns,
+            line_cap_gbps: line_gbps * GRAD_BITS / ((PACKET_LEN + WIRE_OVERHEAD) * 8) as f64,
+        })
+    }
+
+    /// Aggregation throughput with `cores` cores (Gbit/s of gradients).
+    pub fn throughput(&self, cores: usize) -> f64 {
+        (cores as f64 * self.per_core_gbps).min(self.line_cap_gbps)
+    }
+
+    /// Cores busy aggregating `gbps` of gradients (past the line cap: not reachable, `None`).
+    pub fn cores_for(&self, gbps: f64) -> Option<f64> {
+        (gbps >= 0.0 && gbps <= self.line_cap_gbps).then(|| gbps / self.per_core_gbps)
+    }
+}
+
+/// aleph-xdp-scale.
+pub struct XdpScaleModel;
+
+impl Workload for XdpScaleModel {
+    fn id(&self) -> &'static str {
+        "aleph.xdp_scale_model"
+    }
+    fn fidelities(&self) -> &'static [Fidelity] {
+        &[Fidelity::Modelled]
+    }
+    fn fabric(&self, _f: Fidelity) -> &'static str {
+        "model"
+    }
+    fn systems(&self) -> Option<&'static [&'static str]> {
+        Some(&["aleph_xdp_driver"])
+    }
+    fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+        if !inabench_fabric::netns::is_root() {
+            return Err(WorkloadError::Invalid(
+                "measuring the program's run time needs root (XDP on veth)".into(),
+            ));
+        }
+        let secs = ctx.param("measure_s")?;
+        // offered as fast as the senders can unless `measure_gbps` paces it: the model is of a
+        // throughput maximum, where the program runs back to back in full NAPI batches
+        let pace = if ctx.point.params.contains_key("measure_gbps") {
+            Some(ctx.param("measure_gbps")?)
+        } else {
+            None
+        };
+        // one measurement of the program per repetition, shared by the run's points
+        let k = format!(
+            "{}|{}|{}|{secs}|{pace:?}",
+            ctx.experiment, ctx.repetition, ctx.warmup
+        );
+        let cached = COST
+            .lock()
+            .ok()
+            .and_then(|c| c.as_ref().and_then(|m| m.get(&k).copied()));
+        let cost = match cached {
+            Some(c) => c,
+            None => {
+                let c = cpu::program_cost(Duration::from_secs_f64(secs), pace).map_err(err)?;
+                ctx.log(
+                    LogLevel::Info,
+                    format!(
+                        "the program on this host: {:.1} ns per gradient packet ({} packets, {} runs; BPF run-time statistics, native XDP on veth, the aggregator's receive path alone on core {:?} at SCHED_FIFO 50, the senders on the others)",
+                        c.ns_per_packet,
+                        c.packets,
+                        c.runs,
+                        cpu::allowed_cores().first()
+                    ),
+                );
+                if let Ok(mut m) = COST.lock() {
+                    m.get_or_insert_with(HashMap::new).insert(k, c);
+                }
+                c
+            }
+        };
+        let s = Scale::new(
+            ctx.param("xdp_forward_mpps")?,
+            cost.ns_per_packet,
+            ctx.param("line_gbps")?,
+        )
+        .ok_or_else(|| WorkloadError::Invalid("model inputs out of range".into()))?;
+        ctx.log(LogLevel::Info, format!("model: {s:?}"));
+        ctx.record_if_declared("program_ns", cost.ns_per_packet);
+        ctx.record_if_declared("per_core_gbps", s.per_core_gbps);
+        if ctx.point.params.contains_key("cores") {
+            let cores = ctx.count("cores")?;
+            ctx.record("agg_throughput", s.throughput(cores));
+        } else {
+            let gbps = ctx.param("throughput_gbps")?;
+            let c = s.cores_for(gbps).ok_or_else(|| {
+                WorkloadError::Invalid(format!(
+                    "{gbps} Gbit/s is past the line cap of {:.1}",
+                    s.line_cap_gbps
+                ))
+            })?;
+            ctx.record("cpu_cores", c);
+        }
+        ctx.progress(1, 1);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_arithmetic() {
+        // 10 Mpps forwarding (100 ns) plus 28 ns of program: 4096 bits per 128 ns
+        let s = Scale::new(10.0, 28.0, 100.0).unwrap();
+        assert!((s.ns_per_packet - 128.0).abs() < 1e-9);
+        assert!((s.per_core_gbps - 32.0).abs() < 1e-9);
+        // 528-byte payloads in 594-byte wire frames: 100 x 512 / 594 of gradients
+        assert_eq!(PACKET_LEN + WIRE_OVERHEAD, 594);
+        assert!((s.line_cap_gbps - 100.0 * 512.0 / 594.0).abs() < 1e-9);
+        assert_eq!(s.throughput(1), 32.0);
+        assert_eq!(s.throughput(2), 64.0);
+        // capped by the line from 3 cores on
+        assert!((s.throughput(3) - s.line_cap_gbps).abs() < 1e-9);
+        assert!((s.cores_for(16.0).unwrap() - 0.5).abs() < 1e-9);
+        assert!(s.cores_for(90.0).is_none());
+        assert!(Scale::new(0.0, 1.0, 100.0).is_none());
+        assert!(Scale::new(1.0, f64::NAN, 100.0).is_none());
+    }
+}
