@@ -662,53 +662,9 @@ pub(super) fn sendmmsg_to(
     to: Option<std::net::SocketAddrV4>,
     pkts: &[[u8; PACKET_LEN]],
 ) -> (usize, Option<std::io::Error>) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: all-zero is a valid sockaddr_in
-    let mut addr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-    if let Some(to) = to {
-        addr.sin_family = libc::AF_INET as libc::sa_family_t;
-        addr.sin_port = to.port().to_be();
-        addr.sin_addr.s_addr = u32::from_ne_bytes(to.ip().octets());
-    }
-    let mut iov: Vec<libc::iovec> = pkts
-        .iter()
-        .map(|p| libc::iovec {
-            iov_base: p.as_ptr() as *mut libc::c_void,
-            iov_len: p.len(),
-        })
-        .collect();
-    let mut msgs: Vec<libc::mmsghdr> = iov
-        .iter_mut()
-        .map(|v| {
-            // SAFETY: a zeroed mmsghdr is valid (no name, no control)
-            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            if to.is_some() {
-                m.msg_hdr.msg_name = (&mut addr as *mut libc::sockaddr_in).cast();
-                m.msg_hdr.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-            }
-            m.msg_hdr.msg_iov = v as *mut libc::iovec;
-            m.msg_hdr.msg_iovlen = 1;
-            m
-        })
-        .collect();
-    let mut done = 0usize;
-    while done < msgs.len() {
-        // SAFETY: a valid socket and `msgs.len() - done` initialised headers from `done` on,
-        // whose buffers (`pkts`, `iov`, `addr`) outlive the call
-        let rc = unsafe {
-            libc::sendmmsg(
-                sock.as_raw_fd(),
-                msgs.as_mut_ptr().add(done),
-                (msgs.len() - done) as libc::c_uint,
-                0,
-            )
-        };
-        if rc <= 0 {
-            return (done, Some(std::io::Error::last_os_error()));
-        }
-        done += rc as usize;
-    }
-    (done, None)
+    // the fabric's batched layer, single datagrams (no GSO): the per-datagram kernel path is
+    // what this testbed measures
+    inabench_fabric::batch::sendmmsg_all(sock, to, pkts)
 }
 
 /// Send `pkts` on a connected UDP socket; returns how many were sent (a full socket buffer or an

@@ -699,40 +699,8 @@ pub(super) fn recv_batch(
     bufs: &mut [[u8; 2048]],
     lens: &mut [usize],
 ) -> std::io::Result<usize> {
-    let mut iov: Vec<libc::iovec> = bufs
-        .iter_mut()
-        .map(|b| libc::iovec {
-            iov_base: b.as_mut_ptr().cast(),
-            iov_len: b.len(),
-        })
-        .collect();
-    let mut msgs: Vec<libc::mmsghdr> = iov
-        .iter_mut()
-        .map(|v| {
-            // SAFETY: a zeroed msghdr is valid (no name, no control)
-            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            m.msg_hdr.msg_iov = v as *mut libc::iovec;
-            m.msg_hdr.msg_iovlen = 1;
-            m
-        })
-        .collect();
-    // SAFETY: a valid socket and `msgs.len()` headers whose buffers outlive the call
-    let rc = unsafe {
-        libc::recvmmsg(
-            sock.as_raw_fd(),
-            msgs.as_mut_ptr(),
-            msgs.len() as libc::c_uint,
-            libc::MSG_WAITFORONE,
-            std::ptr::null_mut(),
-        )
-    };
-    if rc < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    for (l, m) in lens.iter_mut().zip(&msgs).take(rc as usize) {
-        *l = m.msg_len as usize;
-    }
-    Ok(rc as usize)
+    // the fabric's batched layer, single datagrams (no GRO on this socket)
+    inabench_fabric::batch::recvmmsg_into(sock, bufs, lens)
 }
 
 fn timeout(e: &std::io::Error) -> bool {
