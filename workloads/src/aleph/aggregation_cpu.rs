@@ -111,7 +111,9 @@ impl Workload for AggregationCpu {
             };
             ctx.log(LogLevel::Info, format!("{system}, load {load}%: {m:?}"));
             ctx.record("packet_loss", m.loss_pct);
-            ctx.record("cpu_usage", m.host_cores / cores as f64 * 100.0);
+            // the measured cores' busy share: in the isolated placement the aggregator's core
+            // only (the senders' core is in host_cores), otherwise the `cores` shared cores
+            ctx.record("cpu_usage", m.node_busy / cores as f64 * 100.0);
         } else if ctx.declares("agg_throughput") {
             // aleph-fig5: the maximum with `cores` cores
             let cores = ctx.count("cores")?;
