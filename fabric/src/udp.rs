@@ -763,6 +763,101 @@ mod tests {
         }
     }
 
+    /// Node 1 runs as two shards; node 0 steers frame k to shard k mod 2: each shard gets
+    /// exactly its half, and their frames come back to node 0 as node 1's.
+    #[test]
+    fn a_steered_sender_reaches_the_shard_its_key_names() {
+        struct Shard {
+            got: Vec<u32>,
+        }
+        impl Endpoint for Shard {
+            fn id(&self) -> NodeId {
+                1
+            }
+            fn handle_packet(&mut self, _now: Nanos, from: NodeId, f: &[u8]) {
+                if let (0, Ok(b)) = (from, <[u8; 4]>::try_from(f)) {
+                    self.got.push(u32::from_be_bytes(b));
+                }
+            }
+            fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
+                None
+            }
+            fn poll_timeout(&self) -> Option<Nanos> {
+                None
+            }
+            fn handle_timeout(&mut self, _now: Nanos) {}
+            fn is_done(&self) -> bool {
+                self.got.len() == 500
+            }
+        }
+        let coord = Coordinator::new().expect("coordinator");
+        let socks: Vec<UdpSocket> = (0..3).map(|_| bind_loopback().expect("bind")).collect();
+        let addrs: Vec<SocketAddrV4> = socks
+            .iter()
+            .map(|s| match s.local_addr().expect("addr") {
+                SocketAddr::V4(a) => a,
+                SocketAddr::V6(_) => unreachable!(),
+            })
+            .collect();
+        let wiring = Wiring {
+            peers: vec![addrs[0], addrs[1]],
+            coordinator: coord.addr().expect("addr"),
+        };
+        let steer = Steering {
+            shards: vec![vec![], vec![addrs[1], addrs[2]]],
+            key: Arc::new(|f: &[u8]| {
+                <[u8; 4]>::try_from(f).map_or(0, |b| u32::from_be_bytes(b) as usize)
+            }),
+        };
+        let cfg = |counted| NodeConfig {
+            io: IoModel::Event,
+            faults: Faults::default(),
+            mtu: 2048,
+            deadline: Duration::from_secs(2),
+            counted,
+        };
+        let start = Instant::now();
+        let got = std::thread::scope(|s| {
+            let (w, st, socks) = (&wiring, &steer, &socks);
+            let (c0, c1) = (cfg(false), cfg(true));
+            let sender = s.spawn(move || {
+                let mut p = Pinger {
+                    id: 0,
+                    n: 1000,
+                    sent: 0,
+                    got: 0,
+                };
+                serve_steered(&mut p, &socks[0], w, &c0, Some(st))
+            });
+            let shards: Vec<_> = [&socks[1], &socks[2]]
+                .into_iter()
+                .map(|sock| {
+                    s.spawn(move || {
+                        let mut sh = Shard { got: Vec::new() };
+                        serve(&mut sh, sock, w, &c1);
+                        sh.got
+                    })
+                })
+                .collect();
+            let (done, _) = coord.wait_and_stop(2, &addrs, start, Duration::from_millis(1500));
+            assert_eq!(done, 2, "both shards got their half");
+            assert_eq!(sender.join().expect("sender").frames_tx, 1000);
+            shards
+                .into_iter()
+                .map(|h| h.join().expect("shard"))
+                .collect::<Vec<_>>()
+        });
+        // Pinger numbers its frames 1..=1000: odd ones to shard 1, even ones to shard 0
+        assert_eq!(
+            got[0],
+            (1..=1000).filter(|k| k % 2 == 0).collect::<Vec<u32>>()
+        );
+        assert_eq!(
+            got[1],
+            (1..=1000).filter(|k| k % 2 == 1).collect::<Vec<u32>>()
+        );
+    }
+
     #[test]
     fn loss_really_drops_datagrams() {
         let (reps, got) = run(IoModel::Event, 0.1);
