@@ -19,7 +19,7 @@ use inabench_core::plan::Point;
 use inabench_core::spec::Fidelity;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -39,6 +39,8 @@ pub enum LaunchError {
     AgentDied { index: usize, status: String },
     #[error("agent sent an invalid message: {0}")]
     Protocol(String),
+    #[error("the control channel refused a message: {0}")]
+    Frame(#[from] FrameError),
     #[error("cannot listen for agents on {addr}: {source}")]
     Listen {
         addr: String,
@@ -48,6 +50,59 @@ pub enum LaunchError {
     Unreachable(String),
     #[error("{0}")]
     Config(String),
+}
+
+/// Most bytes of one message on the control channel (a JSON line, newline excluded): far above
+/// any job or event batch the runner and agents exchange, and a bound on what a peer can make
+/// the other side buffer.
+pub const MAX_FRAME: usize = 64 << 20;
+/// Most bytes of the hello, the first line of a connection not yet proven to carry the token.
+pub const MAX_HELLO: usize = 4096;
+
+/// Why a message on the control channel was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    #[error("a message of more than {limit} bytes")]
+    TooLong { limit: usize },
+    #[error("the connection closed inside a message ({bytes} bytes without its newline)")]
+    Truncated { bytes: usize },
+    #[error("a message that is not UTF-8")]
+    NotUtf8,
+}
+
+/// Read one message: the bytes up to the next newline, at most `limit` of them. `Ok(None)` at
+/// the end of the stream between messages; a message longer than `limit` is refused as soon as
+/// `limit` bytes have come without a newline (so at most `limit` bytes are ever buffered), and
+/// one the stream ends inside is refused as truncated, never parsed.
+pub fn read_frame<R: BufRead>(r: &mut R, limit: usize) -> Result<Option<String>, LaunchError> {
+    let mut buf = Vec::new();
+    loop {
+        let avail = match r.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        };
+        if avail.is_empty() {
+            if buf.is_empty() {
+                return Ok(None);
+            }
+            return Err(FrameError::Truncated { bytes: buf.len() }.into());
+        }
+        let (take, end) = match avail.iter().position(|b| *b == b'\n') {
+            Some(i) => (i, true),
+            None => (avail.len(), false),
+        };
+        if buf.len() + take > limit {
+            return Err(FrameError::TooLong { limit }.into());
+        }
+        buf.extend_from_slice(&avail[..take]);
+        r.consume(take + usize::from(end));
+        if end {
+            return String::from_utf8(buf)
+                .map(Some)
+                .map_err(|_| FrameError::NotUtf8.into());
+        }
+    }
 }
 
 /// Messages on the control channel.
@@ -369,9 +424,9 @@ impl ControlListener {
         stream.set_nonblocking(false).ok()?;
         stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
         let mut reader = BufReader::new(stream.try_clone().ok()?);
-        let mut line = String::new();
-        // a bounded read: a client that never sends a newline cannot grow the buffer
-        (&mut reader).take(4096).read_line(&mut line).ok()?;
+        // a bounded read: a client that never sends a newline cannot grow the buffer, and a
+        // hello cut short by the end of the stream is refused, not parsed
+        let line = read_frame(&mut reader, MAX_HELLO).ok()??;
         // Refuse anything that does not present this run's token.
         let Ok(Msg::Hello {
             token,
@@ -443,11 +498,8 @@ impl Agent {
             .map_err(|e| LaunchError::Protocol(e.to_string()))?;
         self.writer.write_all(b"\n")?;
         self.writer.flush()?;
-        let mut line = String::new();
         loop {
-            line.clear();
-            let n = self.reader.read_line(&mut line)?;
-            if n == 0 {
+            let Some(line) = read_frame(&mut self.reader, MAX_FRAME)? else {
                 let status = match &self.proc {
                     Some(p) => {
                         // the carrying process may need a moment to notice
@@ -469,7 +521,7 @@ impl Agent {
                     index: self.index,
                     status,
                 });
-            }
+            };
             match serde_json::from_str::<Msg>(&line) {
                 Ok(Msg::Event { event }) => on_event(event),
                 Ok(Msg::Done { ok, error }) => {
@@ -523,12 +575,10 @@ pub fn agent_main(
     writer.write_all(b"\n")?;
     writer.flush()?;
     let cancel = std::sync::atomic::AtomicBool::new(false);
-    let mut line = String::new();
     loop {
-        line.clear();
-        if reader.read_line(&mut line)? == 0 {
+        let Some(line) = read_frame(&mut reader, MAX_FRAME)? else {
             return Ok(());
-        }
+        };
         let job = match serde_json::from_str::<Msg>(&line) {
             Ok(Msg::Job(job)) => job,
             Ok(Msg::Exit) => return Ok(()),
@@ -603,4 +653,72 @@ pub fn describe(name: &str, agents: &[Agent]) -> String {
         if agents.len() == 1 { "" } else { "s" },
         hosts.join(", ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    fn frames(input: &[u8], limit: usize) -> Vec<Result<Option<String>, String>> {
+        let mut r = BufReader::with_capacity(3, Cursor::new(input.to_vec()));
+        let mut out = Vec::new();
+        loop {
+            let f = read_frame(&mut r, limit).map_err(|e| e.to_string());
+            let last = !matches!(f, Ok(Some(_)));
+            out.push(f);
+            if last {
+                return out;
+            }
+        }
+    }
+
+    #[test]
+    fn whole_messages_up_to_the_limit_are_read() {
+        assert_eq!(
+            frames(b"{}\nabcd\n\n", 4),
+            vec![
+                Ok(Some("{}".into())),
+                Ok(Some("abcd".into())),
+                Ok(Some(String::new())),
+                Ok(None)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_message_over_the_limit_is_refused() {
+        let mut r = BufReader::new(Cursor::new(b"abcde\n".to_vec()));
+        assert!(matches!(
+            read_frame(&mut r, 4),
+            Err(LaunchError::Frame(FrameError::TooLong { limit: 4 }))
+        ));
+        // a peer that never sends a newline: refused after the limit, not buffered forever
+        let mut endless = BufReader::new(std::io::repeat(b'x'));
+        assert!(matches!(
+            read_frame(&mut endless, 1 << 20),
+            Err(LaunchError::Frame(FrameError::TooLong { .. }))
+        ));
+    }
+
+    #[test]
+    fn a_message_cut_by_the_end_of_the_stream_is_refused() {
+        let hello = serde_json::to_string(&Msg::Hello {
+            token: "t".into(),
+            index: 0,
+            pid: 1,
+            host: String::new(),
+        })
+        .expect("json");
+        let mut r = BufReader::new(Cursor::new(hello.clone().into_bytes()));
+        assert!(matches!(
+            read_frame(&mut r, MAX_HELLO),
+            Err(LaunchError::Frame(FrameError::Truncated { bytes })) if bytes == hello.len()
+        ));
+        let mut r = BufReader::new(Cursor::new(vec![0xff, 0xfe, b'\n']));
+        assert!(matches!(
+            read_frame(&mut r, 8),
+            Err(LaunchError::Frame(FrameError::NotUtf8))
+        ));
+    }
 }

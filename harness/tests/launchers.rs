@@ -232,6 +232,21 @@ fn client(addr: std::net::SocketAddr, first: String) -> std::thread::JoinHandle<
     })
 }
 
+/// A client that writes `first`, closes its sending side (so the runner reads the end of the
+/// stream right after it), and returns what it receives.
+fn client_then_eof(addr: std::net::SocketAddr, first: String) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
+        let _ = s.write_all(first.as_bytes());
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        got
+    })
+}
+
 #[test]
 fn the_control_channel_refuses_clients_without_the_token() {
     // the address a multi-host launcher listens on: the one this host reaches the network from
@@ -246,6 +261,18 @@ fn the_control_channel_refuses_clients_without_the_token() {
         client(addr, hello("", 0)),
         client(addr, "GET / HTTP/1.0\r\n\r\n".into()),
         client(addr, hello(control.token(), 7)), // the token, but no such agent
+        // the token and agent 0, but the hello cut short: the stream ends before its newline
+        client_then_eof(addr, hello(control.token(), 0).trim_end().to_string()),
+        // the token and agent 0 in a hello over the size limit
+        client(addr, {
+            let m = Msg::Hello {
+                token: control.token().into(),
+                index: 0,
+                pid: 1,
+                host: "h".repeat(launcher::MAX_HELLO),
+            };
+            format!("{}\n", serde_json::to_string(&m).expect("json"))
+        }),
     ];
     // the intruders are in the accept queue first; then the real agent connects
     std::thread::sleep(Duration::from_millis(200));

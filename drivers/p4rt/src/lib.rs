@@ -10,6 +10,8 @@
 //! - [`client`]: the driver: connect, become primary, push a pipeline, write, read, packet-out.
 
 pub mod client;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod p4info;
 pub mod program;
 pub mod server;

@@ -25,6 +25,14 @@ pub struct PacketOut {
     pub metadata: Vec<(u32, Vec<u8>)>,
 }
 
+/// A switch's contents: pipeline config, tables, registers, multicast groups.
+pub(crate) type Contents = (
+    Option<p4::ForwardingPipelineConfig>,
+    HashMap<u32, BTreeMap<Vec<u8>, p4::TableEntry>>,
+    HashMap<u32, Vec<Vec<u8>>>,
+    BTreeMap<u32, p4::MulticastGroupEntry>,
+);
+
 /// A stream channel's outbound queue.
 type Outbound = mpsc::Sender<Result<p4::StreamMessageResponse, Status>>;
 
@@ -395,6 +403,28 @@ impl SoftSwitch {
                 }))
                 .is_ok()
             })
+    }
+
+    /// What the switch holds (pipeline config, tables, registers, multicast groups), to tell
+    /// whether a request changed it (the fuzz target's check that a refused request did not).
+    pub(crate) fn contents(&self) -> Option<Contents> {
+        let s = self.lock().ok()?;
+        Some((
+            s.config.clone(),
+            s.tables.clone(),
+            s.registers.clone(),
+            s.groups.clone(),
+        ))
+    }
+
+    /// A controller that arbitrated with election id `e` on a stream channel whose responses
+    /// nobody reads (the fuzz target's primary, without a transport).
+    pub(crate) fn add_controller(&self, e: (u64, u64)) {
+        let Ok(mut s) = self.lock() else { return };
+        let (tx, _) = mpsc::channel(1);
+        s.next_stream += 1;
+        let id = s.next_stream;
+        s.streams.insert(id, (Some(e), tx));
     }
 
     /// A register cell as the data plane sees it.

@@ -1,0 +1,125 @@
+//! A short fuzz run on the stable toolchain: the `p4rt` cargo-fuzz target's body
+//! (`inabench_p4rt::fuzz::p4rt`) over seeded random bytes and mutations of valid requests
+//! (every request type, with and without the primary's election id), so a handler that panics
+//! or a refused request that changes the switch fails the ordinary test run.
+
+use inabench_p4rt::fuzz::{DEVICE, PRIMARY, p4rt};
+use inabench_p4rt::pb::p4::v1 as p4;
+use prost::Message;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// Valid requests, each behind the byte that picks its handler.
+fn seeds() -> Vec<Vec<u8>> {
+    let info = inabench_p4rt::program::switchml(4).p4info();
+    let table = info.tables[0].preamble.as_ref().expect("preamble").id;
+    let register = info.registers[0].preamble.as_ref().expect("preamble").id;
+    let updates = vec![
+        p4::Update {
+            r#type: p4::update::Type::Modify as i32,
+            entity: Some(p4::Entity {
+                entity: Some(p4::entity::Entity::RegisterEntry(p4::RegisterEntry {
+                    register_id: register,
+                    index: Some(p4::Index { index: 1 }),
+                    data: Some(p4::P4Data {
+                        data: Some(p4::p4_data::Data::Bitstring(vec![0, 0, 0, 7])),
+                    }),
+                })),
+            }),
+        },
+        p4::Update {
+            r#type: p4::update::Type::Insert as i32,
+            entity: Some(p4::Entity {
+                entity: Some(p4::entity::Entity::TableEntry(p4::TableEntry {
+                    table_id: table,
+                    ..Default::default()
+                })),
+            }),
+        },
+    ];
+    let mut out = Vec::new();
+    for election in [
+        Some(p4::Uint128 {
+            high: PRIMARY.0,
+            low: PRIMARY.1,
+        }),
+        Some(p4::Uint128 { high: 0, low: 4 }),
+        None,
+    ] {
+        let w = p4::WriteRequest {
+            device_id: DEVICE,
+            election_id: election,
+            updates: updates.clone(),
+            ..Default::default()
+        };
+        for pick in [0u8, 1] {
+            out.push([vec![pick], w.encode_to_vec()].concat());
+        }
+        let s = p4::SetForwardingPipelineConfigRequest {
+            device_id: DEVICE,
+            election_id: election,
+            action: p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit as i32,
+            config: Some(p4::ForwardingPipelineConfig {
+                p4info: Some(info.clone()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        out.push([vec![3], s.encode_to_vec()].concat());
+    }
+    let r = p4::ReadRequest {
+        device_id: DEVICE,
+        entities: updates.iter().filter_map(|u| u.entity.clone()).collect(),
+        ..Default::default()
+    };
+    out.push([vec![2], r.encode_to_vec()].concat());
+    let g = p4::GetForwardingPipelineConfigRequest {
+        device_id: DEVICE,
+        response_type: 1,
+    };
+    out.push([vec![4], g.encode_to_vec()].concat());
+    out
+}
+
+#[test]
+fn the_p4runtime_handlers_survive_seeded_random_and_mutated_requests() {
+    let seeds = seeds();
+    let mut r = Rng(0x5eed_0f94_7200);
+    for s in &seeds {
+        p4rt(s);
+    }
+    for i in 0..3000 {
+        let input: Vec<u8> = if i % 3 == 0 {
+            let n = r.below(64);
+            (0..n).map(|_| r.next() as u8).collect()
+        } else {
+            let mut b = seeds[r.below(seeds.len())].clone();
+            for _ in 0..1 + r.below(3) {
+                if b.len() < 2 {
+                    break;
+                }
+                let at = 1 + r.below(b.len() - 1);
+                match r.below(3) {
+                    0 => b[at] ^= 1 << r.below(8),
+                    1 => b[at] = r.next() as u8,
+                    _ => b.truncate(at),
+                }
+            }
+            b
+        };
+        p4rt(&input);
+    }
+}
