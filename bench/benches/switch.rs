@@ -1,5 +1,9 @@
 //! The switch programs on the Tofino pipeline model: cost per packet of SwitchML's and ATP's
 //! switch (parse, pipeline accounting, aggregation, result frames), fed pre-built worker frames.
+//! Each result frame's buffer goes back to the switch through `Endpoint::recycle`, as a fabric
+//! hands a node the buffers of the frames it receives (the steady state: a switch receives as
+//! many frames as it sends), so the switches with a buffer pool write results without
+//! allocating. `memcpy/…` copies the same payload bytes, the yardstick of the target.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use inabench_fabric::Endpoint;
@@ -49,6 +53,24 @@ fn bench(c: &mut Criterion) {
         };
         let input = frames(sys, &cfg);
         g.throughput(Throughput::Elements(input.len() as u64));
+        if name == "switchml" {
+            // the payload (values) of every input frame, copied once: memcpy's rate on it
+            let hdr = inabench_wire::ethernet::HEADER_LEN
+                + inabench_wire::ipv4::HEADER_LEN
+                + inabench_wire::udp::HEADER_LEN
+                + inabench_wire::ina::SwitchMlHeader::LEN;
+            let payload = input[0].1.len() - hdr;
+            let mut dst = vec![0u8; payload];
+            g.bench_function(format!("memcpy_{payload}B_per_packet"), |b| {
+                b.iter(|| {
+                    for (_, f) in &input {
+                        let n = payload.min(f.len());
+                        dst[..n].copy_from_slice(std::hint::black_box(&f[f.len() - n..]));
+                        std::hint::black_box(&mut dst);
+                    }
+                })
+            });
+        }
         g.bench_function(format!("{name}_switch_per_packet"), |b| {
             b.iter_batched(
                 || switch_of(sys, &cfg),
@@ -58,6 +80,7 @@ fn bench(c: &mut Criterion) {
                         sw.handle_packet(0, *from, f);
                         while let Some(t) = sw.poll_transmit(0) {
                             out += t.bytes.len();
+                            sw.recycle(t.bytes);
                         }
                     }
                     out

@@ -38,6 +38,78 @@ pub trait Endpoint: Send {
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+    /// A fabric hands back the buffer of a frame it delivered to this endpoint (after
+    /// `handle_packet`), so an endpoint with a [`BufPool`] can send its next frame in it instead
+    /// of allocating one. The default drops it. Its contents are stale: an endpoint must
+    /// overwrite what it sends.
+    fn recycle(&mut self, buf: Vec<u8>) {
+        drop(buf);
+    }
+}
+
+/// A small pool of frame buffers: the transmit path of an endpoint takes one with
+/// [`BufPool::take`] (a recycled one when there is one, else a new allocation) and
+/// [`Endpoint::recycle`] puts delivered ones back, so a steady stream of frames allocates
+/// nothing. It keeps at most `cap` buffers (the rest are dropped), so memory stays bounded.
+#[derive(Debug, Clone)]
+pub struct BufPool {
+    bufs: Vec<Vec<u8>>,
+    cap: usize,
+}
+
+impl Default for BufPool {
+    fn default() -> Self {
+        BufPool::new(64)
+    }
+}
+
+impl BufPool {
+    pub fn new(cap: usize) -> BufPool {
+        BufPool {
+            bufs: Vec::new(),
+            cap,
+        }
+    }
+
+    /// A buffer of exactly `len` bytes, all zero.
+    pub fn take(&mut self, len: usize) -> Vec<u8> {
+        match self.bufs.pop() {
+            Some(mut b) => {
+                b.clear();
+                b.resize(len, 0);
+                b
+            }
+            None => vec![0; len],
+        }
+    }
+
+    /// A buffer holding a copy of `bytes`.
+    pub fn take_copy(&mut self, bytes: &[u8]) -> Vec<u8> {
+        match self.bufs.pop() {
+            Some(mut b) => {
+                b.clear();
+                b.extend_from_slice(bytes);
+                b
+            }
+            None => bytes.to_vec(),
+        }
+    }
+
+    /// Keep `buf` for a later [`BufPool::take`] (dropped when the pool is full).
+    pub fn put(&mut self, buf: Vec<u8>) {
+        if self.bufs.len() < self.cap && buf.capacity() > 0 {
+            self.bufs.push(buf);
+        }
+    }
+
+    /// Buffers waiting.
+    pub fn len(&self) -> usize {
+        self.bufs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bufs.is_empty()
+    }
 }
 
 /// A boxed endpoint is an endpoint: a mix of node types runs on one fabric as
@@ -63,5 +135,8 @@ impl Endpoint for Box<dyn Endpoint> {
     }
     fn counters(&self) -> Vec<(&'static str, u64)> {
         (**self).counters()
+    }
+    fn recycle(&mut self, buf: Vec<u8>) {
+        (**self).recycle(buf)
     }
 }

@@ -22,4 +22,4 @@ pub mod wrap;
 pub use driver::{
     Fabric, FabricChoice, FabricError, FabricReport, Mem, NodeTotals, Sim, UdpThreads, Until,
 };
-pub use endpoint::{Endpoint, Nanos, NodeId, Transmit};
+pub use endpoint::{BufPool, Endpoint, Nanos, NodeId, Transmit};

@@ -7,7 +7,6 @@
 
 use crate::endpoint::{Endpoint, Nanos, NodeId};
 use crate::fault::{Fate, FaultCounters, FaultInjector, Faults};
-use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -68,17 +67,49 @@ pub struct SimReport {
 /// A frame tap: (time, from, to, frame) for every frame put on a link.
 pub type Tap = Box<dyn FnMut(Nanos, NodeId, NodeId, &[u8]) + Send>;
 
-#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Kind {
-    Timer {
-        node: NodeId,
-        at: Nanos,
-    },
-    Arrive {
-        to: NodeId,
-        from: NodeId,
-        frame: Vec<u8>,
-    },
+/// One scheduled event, ordered by (time, sequence) only, earliest first: the sequence number is unique, so the
+/// order is total and the same as a heap of whole events would give. A frame's bytes wait in the
+/// fabric's slab (`frames[slot]`), so the heap moves 24-byte keys, not frames.
+#[derive(Debug, Clone, Copy)]
+struct Event {
+    at: Nanos,
+    seq: u64,
+    /// The node that receives the frame, or whose timer fires.
+    node: NodeId,
+    /// The frame's slot in the slab; [`TIMER`] for a timer.
+    slot: u32,
+}
+
+/// `Event::slot` of a timer.
+const TIMER: u32 = u32::MAX;
+
+impl Event {
+    /// The order key: time, then sequence, in one integer compare.
+    #[inline(always)]
+    fn key(&self) -> u128 {
+        (u128::from(self.at) << 64) | u128::from(self.seq)
+    }
+}
+
+// Reversed, so that std's max-heap pops the earliest event first.
+impl PartialEq for Event {
+    #[inline(always)]
+    fn eq(&self, o: &Self) -> bool {
+        self.key() == o.key()
+    }
+}
+impl Eq for Event {}
+impl PartialOrd for Event {
+    #[inline(always)]
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Event {
+    #[inline(always)]
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        o.key().cmp(&self.key())
+    }
 }
 
 /// The fabric. `N` is the caller's node type (often an enum over its workers and switch).
@@ -88,8 +119,13 @@ pub struct SimFabric<N: Endpoint> {
     switch: NodeId,
     link: LinkConfig,
     faults: FaultInjector,
-    queue: BinaryHeap<Reverse<(Nanos, u64, Kind)>>,
+    queue: BinaryHeap<Event>,
     seq: u64,
+    /// Frames in flight: (sender, bytes) per slot; `free` lists the empty slots.
+    frames: Vec<(NodeId, Vec<u8>)>,
+    free: Vec<u32>,
+    /// The serialization time of the last frame length seen (most frames share a length).
+    ser_cache: (usize, u64),
     /// When each directed link (from * nodes + to) is free again.
     link_free: Vec<Nanos>,
     cpu_free: Vec<Nanos>,
@@ -116,6 +152,9 @@ impl<N: Endpoint> SimFabric<N> {
             faults: FaultInjector::new(faults),
             queue: BinaryHeap::new(),
             seq: 0,
+            frames: Vec::new(),
+            free: Vec::new(),
+            ser_cache: (usize::MAX, 0),
             link_free: vec![0; n * n],
             cpu_free: vec![0; n],
             timer_at: vec![None; n],
@@ -132,9 +171,29 @@ impl<N: Endpoint> SimFabric<N> {
         self.tap = Some(tap);
     }
 
-    fn push(&mut self, at: Nanos, kind: Kind) {
+    fn push(&mut self, at: Nanos, node: NodeId, slot: u32) {
         self.seq += 1;
-        self.queue.push(Reverse((at, self.seq, kind)));
+        self.queue.push(Event {
+            at,
+            seq: self.seq,
+            node,
+            slot,
+        });
+    }
+
+    /// Schedule `frame` from `from` to arrive at `to` at `at`.
+    fn push_frame(&mut self, at: Nanos, to: NodeId, from: NodeId, frame: Vec<u8>) {
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.frames[s as usize] = (from, frame);
+                s
+            }
+            None => {
+                self.frames.push((from, frame));
+                (self.frames.len() - 1) as u32
+            }
+        };
+        self.push(at, to, slot);
     }
 
     /// Drain a node's transmissions starting at `now` (its CPU pays tx_cost per frame).
@@ -156,7 +215,7 @@ impl<N: Endpoint> SimFabric<N> {
         if want != self.timer_at[i] {
             self.timer_at[i] = want;
             if let Some(at) = want {
-                self.push(at, Kind::Timer { node: id, at });
+                self.push(at, id, TIMER);
             }
         }
     }
@@ -176,8 +235,14 @@ impl<N: Endpoint> SimFabric<N> {
         let link = from as usize * self.nodes.len() + to as usize;
         let free = self.link_free[link];
         let start = t.max(free);
-        let ser =
-            ((len + self.link.framing_bytes) as f64 * 8.0 / self.link.rate_bps * 1e9).ceil() as u64;
+        let ser = if self.ser_cache.0 == len {
+            self.ser_cache.1
+        } else {
+            let ser = ((len + self.link.framing_bytes) as f64 * 8.0 / self.link.rate_bps * 1e9)
+                .ceil() as u64;
+            self.ser_cache = (len, ser);
+            ser
+        };
         // bytes waiting ahead of this frame
         let backlog = ((start - t) as f64 * self.link.rate_bps / 8e9) as usize;
         if backlog + len > self.link.queue_bytes {
@@ -197,16 +262,9 @@ impl<N: Endpoint> SimFabric<N> {
             } => {
                 let at = done + self.link.latency_ns + extra_delay_ns;
                 if copies > 1 {
-                    self.push(
-                        at + ser,
-                        Kind::Arrive {
-                            to,
-                            from,
-                            frame: frame.clone(),
-                        },
-                    );
+                    self.push_frame(at + ser, to, from, frame.clone());
                 }
-                self.push(at, Kind::Arrive { to, from, frame });
+                self.push_frame(at, to, from, frame);
             }
         }
     }
@@ -226,35 +284,41 @@ impl<N: Endpoint> SimFabric<N> {
         for id in 0..self.nodes.len() as NodeId {
             self.drain(id, 0);
         }
-        while let Some(Reverse((now, _, kind))) = self.queue.pop() {
+        while let Some(Event {
+            at: now,
+            node,
+            slot,
+            ..
+        }) = self.queue.pop()
+        {
             if now > max_ns {
                 self.report.end_ns = max_ns;
                 break;
             }
             self.report.events += 1;
             self.report.end_ns = now;
-            match kind {
-                Kind::Arrive { to, from, frame } => {
-                    let i = to as usize;
-                    let st = &mut self.report.nodes[i];
-                    st.frames_rx += 1;
-                    st.bytes_rx += frame.len() as u64;
-                    st.busy_ns += self.cfg[i].rx_cost_ns;
-                    let t = now.max(self.cpu_free[i]) + self.cfg[i].rx_cost_ns;
-                    self.cpu_free[i] = t;
-                    self.nodes[i].handle_packet(t, from, &frame);
-                    self.drain(to, t);
+            let i = node as usize;
+            if slot == TIMER {
+                if self.timer_at[i] != Some(now) {
+                    continue; // superseded
                 }
-                Kind::Timer { node, at } => {
-                    let i = node as usize;
-                    if self.timer_at[i] != Some(at) {
-                        continue; // superseded
-                    }
-                    self.timer_at[i] = None;
-                    let t = now.max(self.cpu_free[i]);
-                    self.nodes[i].handle_timeout(t);
-                    self.drain(node, t);
-                }
+                self.timer_at[i] = None;
+                let t = now.max(self.cpu_free[i]);
+                self.nodes[i].handle_timeout(t);
+                self.drain(node, t);
+            } else {
+                let (from, frame) = std::mem::take(&mut self.frames[slot as usize]);
+                self.free.push(slot);
+                let st = &mut self.report.nodes[i];
+                st.frames_rx += 1;
+                st.bytes_rx += frame.len() as u64;
+                st.busy_ns += self.cfg[i].rx_cost_ns;
+                let t = now.max(self.cpu_free[i]) + self.cfg[i].rx_cost_ns;
+                self.cpu_free[i] = t;
+                self.nodes[i].handle_packet(t, from, &frame);
+                // the buffer goes back to the receiver, which may reuse it for a frame it sends
+                self.nodes[i].recycle(frame);
+                self.drain(node, t);
             }
             if done(now, &self.nodes) {
                 self.report.finished = true;

@@ -19,16 +19,22 @@ pub struct Counting;
 
 thread_local! {
     static LIVE: Cell<i64> = const { Cell::new(0) };
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
 }
 
 fn add(d: i64) {
     let _ = LIVE.try_with(|c| c.set(c.get() + d));
 }
 
+fn count() {
+    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+}
+
 // SAFETY: forwards to the system allocator and only updates a thread-local counter.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         add(l.size() as i64);
+        count();
         // SAFETY: same layout as given
         unsafe { Sys.alloc(l) }
     }
@@ -39,6 +45,7 @@ unsafe impl GlobalAlloc for Counting {
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
         add(new as i64 - l.size() as i64);
+        count();
         // SAFETY: as GlobalAlloc::realloc
         unsafe { Sys.realloc(p, l, new) }
     }
@@ -47,6 +54,12 @@ unsafe impl GlobalAlloc for Counting {
 /// This thread's live heap bytes since it started (with [`Counting`] installed).
 pub fn live() -> i64 {
     LIVE.with(Cell::get)
+}
+
+/// How many allocations (and reallocations) this thread has made since it started (with
+/// [`Counting`] installed).
+pub fn allocations() -> u64 {
+    ALLOCS.with(Cell::get)
 }
 
 // ---- junk ----
@@ -156,6 +169,9 @@ impl<N: Endpoint> Endpoint for Hostile<N> {
     }
     fn is_done(&self) -> bool {
         self.inner.is_done()
+    }
+    fn recycle(&mut self, buf: Vec<u8>) {
+        self.inner.recycle(buf)
     }
 }
 

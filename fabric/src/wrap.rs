@@ -61,4 +61,7 @@ impl<E: Endpoint> Endpoint for Timed<E> {
     fn counters(&self) -> Vec<(&'static str, u64)> {
         self.inner.counters()
     }
+    fn recycle(&mut self, buf: Vec<u8>) {
+        self.inner.recycle(buf)
+    }
 }

@@ -286,11 +286,158 @@ impl Endpoint for SetupNode {
     fn counters(&self) -> Vec<(&'static str, u64)> {
         self.ep().counters()
     }
+    fn recycle(&mut self, buf: Vec<u8>) {
+        self.ep_mut().recycle(buf)
+    }
+}
+
+/// Aggregation kernels: one value per 4 big-endian bytes, slice at a time, written as plain
+/// loops over `chunks_exact` that LLVM vectorises (byte swap and add/max on whole vector
+/// registers; no intrinsics). The semantics are the scalar ones exactly: int32 sums wrap, f32
+/// sums add in the order the calls are made (one rounding per add, as the scalar fold).
+pub mod kernel {
+    /// `acc[i] = acc[i].wrapping_add(x)` for the `i`-th big-endian int32 of `be`.
+    #[inline]
+    pub fn add_be_i32(acc: &mut [i32], be: &[u8]) {
+        for (a, c) in acc.iter_mut().zip(be.chunks_exact(4)) {
+            *a = a.wrapping_add(i32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+        }
+    }
+
+    /// `acc[i] = acc[i].max(x)` for the `i`-th big-endian int32 of `be`.
+    #[inline]
+    pub fn max_be_i32(acc: &mut [i32], be: &[u8]) {
+        for (a, c) in acc.iter_mut().zip(be.chunks_exact(4)) {
+            *a = (*a).max(i32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+        }
+    }
+
+    /// `acc[i] = acc[i] + x` for the `i`-th big-endian float32 of `be`.
+    #[inline]
+    pub fn add_be_f32(acc: &mut [f32], be: &[u8]) {
+        for (a, c) in acc.iter_mut().zip(be.chunks_exact(4)) {
+            *a += f32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+        }
+    }
+
+    /// `acc[i] = x` for the `i`-th big-endian int32 of `be`.
+    #[inline]
+    pub fn load_be_i32(acc: &mut [i32], be: &[u8]) {
+        for (a, c) in acc.iter_mut().zip(be.chunks_exact(4)) {
+            *a = i32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+        }
+    }
+
+    /// Write `vals` as big-endian int32s into `out` (4 bytes each).
+    #[inline]
+    pub fn store_be_i32(out: &mut [u8], vals: &[i32]) {
+        for (c, v) in out.chunks_exact_mut(4).zip(vals) {
+            c.copy_from_slice(&v.to_be_bytes());
+        }
+    }
+
+    /// Write `vals` as big-endian float32s into `out` (4 bytes each).
+    #[inline]
+    pub fn store_be_f32(out: &mut [u8], vals: &[f32]) {
+        for (c, v) in out.chunks_exact_mut(4).zip(vals) {
+            c.copy_from_slice(&v.to_bits().to_be_bytes());
+        }
+    }
+
+    /// `acc[i] = acc[i].wrapping_add(x[i])`.
+    #[inline]
+    pub fn add_i32(acc: &mut [i32], x: &[i32]) {
+        for (a, v) in acc.iter_mut().zip(x) {
+            *a = a.wrapping_add(*v);
+        }
+    }
+
+    /// `acc[i] = acc[i].max(x[i])`.
+    #[inline]
+    pub fn max_i32(acc: &mut [i32], x: &[i32]) {
+        for (a, v) in acc.iter_mut().zip(x) {
+            *a = (*a).max(*v);
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kernels against a per-element scalar reference on random inputs, overflow edges
+    /// included (i32::MIN/MAX, -0.0, NaN, infinities, subnormals) and lengths that are not a
+    /// multiple of a vector register.
+    #[test]
+    fn kernels_match_the_scalar_reference() {
+        use inabench_rng::SplitMix64;
+        let edges_i = [i32::MIN, i32::MAX, -1, 0, 1, i32::MIN + 1, i32::MAX - 1];
+        let edges_f = [
+            0.0f32,
+            -0.0,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MAX,
+            f32::MIN,
+            f32::MIN_POSITIVE / 4.0,
+            1e-45,
+        ];
+        let mut g = SplitMix64::new(7);
+        for len in [
+            0usize, 1, 3, 4, 7, 8, 15, 16, 17, 31, 62, 63, 64, 65, 256, 257,
+        ] {
+            let draw_i = |g: &mut SplitMix64| -> i32 {
+                if g.next_u64().is_multiple_of(4) {
+                    edges_i[(g.next_u64() % edges_i.len() as u64) as usize]
+                } else {
+                    g.next_u64() as i32
+                }
+            };
+            let draw_f = |g: &mut SplitMix64| -> f32 {
+                if g.next_u64().is_multiple_of(4) {
+                    edges_f[(g.next_u64() % edges_f.len() as u64) as usize]
+                } else {
+                    f32::from_bits(g.next_u64() as u32)
+                }
+            };
+            let a: Vec<i32> = (0..len).map(|_| draw_i(&mut g)).collect();
+            let x: Vec<i32> = (0..len).map(|_| draw_i(&mut g)).collect();
+            let be: Vec<u8> = x.iter().flat_map(|v| v.to_be_bytes()).collect();
+            let mut got = a.clone();
+            kernel::add_be_i32(&mut got, &be);
+            let want: Vec<i32> = a.iter().zip(&x).map(|(p, q)| p.wrapping_add(*q)).collect();
+            assert_eq!(got, want, "add_be_i32 len {len}");
+            let mut got = a.clone();
+            kernel::add_i32(&mut got, &x);
+            assert_eq!(got, want, "add_i32 len {len}");
+            let want: Vec<i32> = a.iter().zip(&x).map(|(p, q)| *p.max(q)).collect();
+            let mut got = a.clone();
+            kernel::max_be_i32(&mut got, &be);
+            assert_eq!(got, want, "max_be_i32 len {len}");
+            let mut got = a.clone();
+            kernel::max_i32(&mut got, &x);
+            assert_eq!(got, want, "max_i32 len {len}");
+            let mut got = a.clone();
+            kernel::load_be_i32(&mut got, &be);
+            assert_eq!(got, x, "load_be_i32 len {len}");
+            let mut out = vec![0u8; 4 * len];
+            kernel::store_be_i32(&mut out, &x);
+            assert_eq!(out, be, "store_be_i32 len {len}");
+
+            let af: Vec<f32> = (0..len).map(|_| draw_f(&mut g)).collect();
+            let xf: Vec<f32> = (0..len).map(|_| draw_f(&mut g)).collect();
+            let bef: Vec<u8> = xf.iter().flat_map(|v| v.to_bits().to_be_bytes()).collect();
+            let mut got = af.clone();
+            kernel::add_be_f32(&mut got, &bef);
+            let want: Vec<u32> = af.iter().zip(&xf).map(|(p, q)| (p + q).to_bits()).collect();
+            let got: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(got, want, "add_be_f32 len {len}");
+            let mut out = vec![0u8; 4 * len];
+            kernel::store_be_f32(&mut out, &xf);
+            assert_eq!(out, bef, "store_be_f32 len {len}");
+        }
+    }
 
     #[test]
     fn reference_sum_is_the_sum() {

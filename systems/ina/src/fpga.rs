@@ -23,7 +23,7 @@
 //! workers use, so the deployment occupies 6 host ports + 6 accelerator ports; the "switch ports"
 //! overhead of Table 6 is the accelerator's share of the switch ports it needs.
 
-use crate::common::{Switch, SwitchStats};
+use crate::common::{Switch, SwitchStats, kernel};
 use crate::netreduce::{Layout, node_of_ip};
 use crate::roce::psn_diff;
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
@@ -236,29 +236,25 @@ impl Accelerator {
             .map(|(_, p)| p.len())
             .min()
             .unwrap_or(0);
+        // whole values after the header; trailing bytes (len - skip not a multiple of 4) stay 0
+        let start = skip.min(len);
+        let values = (len - start) / 4;
+        let body = start..start + 4 * values;
         let mut sum = vec![0u8; len];
-        for k in (skip..len.saturating_sub(3)).step_by(4) {
-            let s = if self.layout.float {
-                // float32 in rank order, as the accelerator's adder tree would (one order, so
-                // every rank gets the same bits)
-                agg.bufs
-                    .iter()
-                    .flatten()
-                    .fold(0f32, |acc, (_, p)| {
-                        acc + f32::from_be_bytes([p[k], p[k + 1], p[k + 2], p[k + 3]])
-                    })
-                    .to_bits()
-                    .to_be_bytes()
-            } else {
-                agg.bufs
-                    .iter()
-                    .flatten()
-                    .fold(0i32, |acc, (_, p)| {
-                        acc.wrapping_add(i32::from_be_bytes([p[k], p[k + 1], p[k + 2], p[k + 3]]))
-                    })
-                    .to_be_bytes()
-            };
-            sum[k..k + 4].copy_from_slice(&s);
+        if self.layout.float {
+            // float32 in rank order, as the accelerator's adder tree would (one order, so every
+            // rank gets the same bits): acc = ((0 + x0) + x1) + ...
+            let mut acc = vec![0f32; values];
+            for (_, p) in agg.bufs.iter().flatten() {
+                kernel::add_be_f32(&mut acc, &p[body.clone()]);
+            }
+            kernel::store_be_f32(&mut sum[body], &acc);
+        } else {
+            let mut acc = vec![0i32; values];
+            for (_, p) in agg.bufs.iter().flatten() {
+                kernel::add_be_i32(&mut acc, &p[body.clone()]);
+            }
+            kernel::store_be_i32(&mut sum[body], &acc);
         }
         agg.result = Some(sum.clone());
         for r in 0..self.layout.workers {

@@ -31,10 +31,10 @@
 
 use crate::common::{
     AllReduceConfig, HostStats, Setup, SetupError, Switch, SwitchStats, System, TxClock, Worker,
-    check_inputs,
+    check_inputs, kernel,
 };
 use crate::tofino::{Pipeline, Recirculation, TofinoModel, goodput_share};
-use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use inabench_fabric::{BufPool, Endpoint, Nanos, NodeId, Transmit};
 use inabench_wire::ina::SwitchMlHeader;
 use inabench_wire::{ethernet, ipv4, udp};
 use std::collections::VecDeque;
@@ -44,20 +44,22 @@ const HDR: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN + S
 
 /// Build a SwitchML frame from `src` to `dst` (node indices) carrying `h` and `values`.
 fn frame(src: usize, dst: usize, h: &SwitchMlHeader, values: &[i32]) -> Vec<u8> {
+    frame_in(vec![0u8; HDR + 4 * values.len()], src, dst, h, values)
+}
+
+/// [`frame`] written into `f`, which must hold `HDR + 4 * values.len()` zero bytes (a buffer
+/// from a [`BufPool`]).
+fn frame_in(mut f: Vec<u8>, src: usize, dst: usize, h: &SwitchMlHeader, values: &[i32]) -> Vec<u8> {
     let payload = SwitchMlHeader::LEN + 4 * values.len();
-    let mut f = vec![0u8; HDR + 4 * values.len()];
     let _ = inabench_wire::node::emit(&mut f, 1, src as u32, dst as u32, UDP_PORT, payload);
     let u = ethernet::HEADER_LEN + ipv4::HEADER_LEN;
     let _ = h.emit(&mut f[u + udp::HEADER_LEN..]);
-    for (k, v) in values.iter().enumerate() {
-        let at = HDR + 4 * k;
-        f[at..at + 4].copy_from_slice(&v.to_be_bytes());
-    }
+    kernel::store_be_i32(&mut f[HDR..], values);
     f
 }
 
-/// Parse a SwitchML frame: (source IP's last byte, header, values).
-fn parse(f: &[u8]) -> Option<(u8, SwitchMlHeader, Vec<i32>)> {
+/// Parse a SwitchML frame: (source IP's last byte, header, values as big-endian bytes).
+fn parse_body(f: &[u8]) -> Option<(u8, SwitchMlHeader, &[u8])> {
     let eth = ethernet::Packet::new_checked(f).ok()?;
     let ip = ipv4::Packet::new_checked(eth.payload()).ok()?;
     ipv4::Repr::parse(&ip).ok()?;
@@ -71,11 +73,18 @@ fn parse(f: &[u8]) -> Option<(u8, SwitchMlHeader, Vec<i32>)> {
     if body.len() != 4 * usize::from(h.elements) {
         return None;
     }
-    let values = body
-        .chunks_exact(4)
-        .map(|c| i32::from_be_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    Some((ip.src()[3], h, values))
+    // the same bytes, borrowed from `f` rather than from the packet views
+    let at = body.as_ptr() as usize - f.as_ptr() as usize;
+    let len = body.len();
+    Some((ip.src()[3], h, f.get(at..at + len)?))
+}
+
+/// Parse a SwitchML frame: (source IP's last byte, header, values).
+fn parse(f: &[u8]) -> Option<(u8, SwitchMlHeader, Vec<i32>)> {
+    let (src, h, body) = parse_body(f)?;
+    let mut values = vec![0i32; body.len() / 4];
+    kernel::load_be_i32(&mut values, body);
+    Some((src, h, values))
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -334,6 +343,8 @@ pub struct SwitchMlSwitch {
     /// diagnostics: contributions added to a round of another chunk (a packet counted into the
     /// wrong round: what the one-bit version cannot prevent)
     mixed: u64,
+    /// result frames are written into delivered frames' buffers (no allocation per frame)
+    pool: BufPool,
 }
 
 impl SwitchMlSwitch {
@@ -347,12 +358,9 @@ impl SwitchMlSwitch {
             elements: self.layout.per_packet as u16,
             chunk,
         };
-        let bytes = frame(
-            self.layout.workers,
-            to,
-            &h,
-            &self.copies[s][usize::from(v)].sum,
-        );
+        let sum = &self.copies[s][usize::from(v)].sum;
+        let buf = self.pool.take(HDR + 4 * sum.len());
+        let bytes = frame_in(buf, self.layout.workers, to, &h, sum);
         self.stats.packets_out += 1;
         self.out.push_back(Transmit {
             to: to as NodeId,
@@ -369,7 +377,7 @@ impl Endpoint for SwitchMlSwitch {
     fn handle_packet(&mut self, _now: Nanos, _from: NodeId, f: &[u8]) {
         self.stats.packets_in += 1;
         self.stats.bytes_in += f.len() as u64;
-        let Some((_, h, values)) = parse(f) else {
+        let Some((_, h, body)) = parse_body(f) else {
             self.stats.dropped += 1;
             return;
         };
@@ -377,13 +385,12 @@ impl Endpoint for SwitchMlSwitch {
         if h.is_result
             || w >= self.layout.workers
             || s >= self.layout.slots
-            || values.len() != self.layout.per_packet
+            || body.len() != 4 * self.layout.per_packet
         {
             self.stats.dropped += 1;
             return;
         }
-        self.pipeline
-            .process(f.len() as u32, (4 * values.len()) as u32);
+        self.pipeline.process(f.len() as u32, body.len() as u32);
         let n = self.layout.workers;
         let bit = 1u64 << w;
         let [c0, c1] = &mut self.copies[s];
@@ -406,15 +413,11 @@ impl Endpoint for SwitchMlSwitch {
             self.mixed += 1;
         }
         if copy.count == 1 {
-            copy.sum.copy_from_slice(&values);
+            kernel::load_be_i32(&mut copy.sum, body);
         } else if self.layout.max {
-            for (a, x) in copy.sum.iter_mut().zip(&values) {
-                *a = (*a).max(*x);
-            }
+            kernel::max_be_i32(&mut copy.sum, body);
         } else {
-            for (a, x) in copy.sum.iter_mut().zip(&values) {
-                *a = a.wrapping_add(*x);
-            }
+            kernel::add_be_i32(&mut copy.sum, body);
         }
         if copy.count == 0 {
             for r in 0..n {
@@ -432,6 +435,10 @@ impl Endpoint for SwitchMlSwitch {
     }
 
     fn handle_timeout(&mut self, _now: Nanos) {}
+
+    fn recycle(&mut self, buf: Vec<u8>) {
+        self.pool.put(buf);
+    }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let partial = self.copies.iter().flatten().filter(|c| c.count > 0).count();
@@ -532,6 +539,7 @@ impl System for SwitchMl {
             out: VecDeque::new(),
             stats: SwitchStats::default(),
             mixed: 0,
+            pool: BufPool::default(),
         };
         Ok(Setup {
             workers,
