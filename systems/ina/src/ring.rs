@@ -12,7 +12,7 @@
 
 use crate::common::{
     AllReduceConfig, HostStats, Setup, SetupError, Switch, SwitchStats, System, Worker,
-    check_inputs,
+    check_inputs, kernel,
 };
 use crate::netreduce::{node_of_ip, worker_addr};
 use crate::roce::{Accept, RcResponder, RcSender};
@@ -157,9 +157,7 @@ impl RingWorker {
         let step_bytes = (l.packets_per_step * l.payload) as usize;
         let c = l.sends(self.rank, k);
         let at = k as usize * step_bytes;
-        for (i, v) in self.data[l.range(c)].iter().enumerate() {
-            self.sendbuf[at + 4 * i..at + 4 * i + 4].copy_from_slice(&v.to_be_bytes());
-        }
+        kernel::store_be_i32(&mut self.sendbuf[at..], &self.data[l.range(c)]);
         self.ready = k + 1;
     }
 
@@ -168,17 +166,19 @@ impl RingWorker {
         let l = self.layout;
         let c = l.receives(self.rank, k);
         let reduce = (k as usize) < l.workers - 1;
-        for (i, idx) in l.range(c).enumerate() {
-            let b = &self.rxbuf[4 * i..4 * i + 4];
-            let v = i32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-            let d = &mut self.data[idx];
-            *d = match (reduce, l.float) {
-                (false, _) => v,
-                (true, false) => d.wrapping_add(v),
-                (true, true) => {
-                    (f32::from_bits(*d as u32) + f32::from_bits(v as u32)).to_bits() as i32
+        let r = l.range(c);
+        let be = &self.rxbuf[..4 * r.len()];
+        let d = &mut self.data[r];
+        // whole-slice kernels (vectorised), the same per-element results as the scalar match
+        match (reduce, l.float) {
+            (false, _) => kernel::load_be_i32(d, be),
+            (true, false) => kernel::add_be_i32(d, be),
+            (true, true) => {
+                for (d, b) in d.iter_mut().zip(be.chunks_exact(4)) {
+                    let v = f32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+                    *d = (f32::from_bits(*d as u32) + v).to_bits() as i32;
                 }
-            };
+            }
         }
         if k + 1 < l.steps() {
             self.prepare(k + 1);
