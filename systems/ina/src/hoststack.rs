@@ -270,6 +270,10 @@ impl<N: Endpoint> Endpoint for TxBuffered<N> {
         self.inner.is_done()
     }
 
+    fn recycle(&mut self, buf: Vec<u8>) {
+        self.inner.recycle(buf)
+    }
+
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let mut c = self.inner.counters();
         if self.cfg.is_some() {
