@@ -321,6 +321,18 @@ fn run_on_udp(
         );
     }
     let out = run_udp_placed(&job, &spawn, placement).map_err(WorkloadError::Invalid)?;
+    // what carried the datagrams (the batched socket layer's GSO/GRO or plain mmsg) and how many
+    // shards the switch ran as
+    ctx.log(
+        inabench_core::LogLevel::Info,
+        format!(
+            "udp fabric: socket offload {}, switch shards {}",
+            out.offload, out.switch_shards
+        ),
+    );
+    ctx.counter("switch_shards", out.switch_shards as u64);
+    ctx.counter("udp_gso", u64::from(out.offload.contains("gso")));
+    ctx.counter("udp_gro", u64::from(out.offload.contains("gro")));
     let workers: Vec<_> = out.nodes.iter().filter(|n| n.is_worker).collect();
     let unfinished = workers.iter().filter(|w| !w.finished).count();
     let wrong = workers.iter().filter(|w| w.finished && !w.correct).count();
