@@ -244,7 +244,11 @@ impl<N: Endpoint> SimFabric<N> {
             ser
         };
         // bytes waiting ahead of this frame
-        let backlog = ((start - t) as f64 * self.link.rate_bps / 8e9) as usize;
+        let backlog = if start == t {
+            0 // nothing ahead (the formula below gives 0 too)
+        } else {
+            ((start - t) as f64 * self.link.rate_bps / 8e9) as usize
+        };
         if backlog + len > self.link.queue_bytes {
             self.report.dropped_queue += 1;
             return;
