@@ -271,6 +271,15 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         .iter()
         .map(|f| format!("{f}: {} (software)", workload.fabric(*f)))
         .collect();
+    if plan.fidelities.iter().any(|f| workload.fabric(*f) == "udp") {
+        // what the udp fabric's batched socket layer uses on this host (probed once: a GSO send
+        // to a GRO receiver on loopback); each point's switch shard count is in its rows
+        // (counter `switch_shards`)
+        let off = inabench_workloads::fabric::udp_offload();
+        drivers.push(format!(
+            "udp sockets: {off} (gso: UDP GSO on send, gro: UDP GRO on receive, mmsg: plain sendmmsg/recvmmsg)"
+        ));
+    }
     if let Some(l) = req.placement.launcher_name() {
         // replaced by where the agents ran once they connected
         drivers.push(format!("launcher {l}"));

@@ -338,6 +338,14 @@ fn table6_emulated_runs_a_process_per_node_on_udp() {
     assert!(!all.contains("nodes run as threads"), "{all}");
     let m = manifest_of(&only_run_dir(d.path()));
     assert_eq!(m["fabric"], "udp", "{m}");
+    // the batched socket layer's probed offload is in the manifest, whichever this kernel has
+    let drivers = m["drivers"].to_string();
+    assert!(
+        ["gso+gro", "gso (", "gro (", "mmsg ("]
+            .iter()
+            .any(|o| drivers.contains(&format!("udp sockets: {o}"))),
+        "{drivers}"
+    );
 }
 
 #[test]

@@ -6,6 +6,12 @@
 use inabench_core::{PointCtx, WorkloadError};
 use inabench_fabric::fault::Faults;
 
+/// What the udp fabric's batched socket layer uses on this host (UDP GSO/GRO or plain
+/// `sendmmsg`/`recvmmsg`), probed once per process; the runner writes it into the manifest.
+pub fn udp_offload() -> &'static str {
+    inabench_fabric::batch::Offload::probe().label()
+}
+
 /// The software fabric an emulated point runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Emulated {
