@@ -9,7 +9,7 @@
 use inabench_aleph::mwcha::{self, Instance, Options};
 use inabench_aleph::testbed::TestbedError;
 use inabench_aleph::testbed::net::{Iteration, TcpRing, TcpTree, Testbed};
-use inabench_aleph::testbed::xdp::XdpTree;
+use inabench_aleph::testbed::xdp::{ReceiverPath, XdpTree};
 use inabench_core::event::LogLevel;
 use inabench_core::{Fidelity, PointCtx, Scalar, Workload, WorkloadError};
 use inabench_rng::SplitMix64;
@@ -69,6 +69,9 @@ struct Setup {
     clustering: String,
     /// The model's gradient in MB (unscaled), for the modelled class.
     mb: f64,
+    /// How ALEPH's plain workers receive the totals (emulated): `user` (a UDP socket, one
+    /// `recv` per packet; the default) or `xdp` (the Gradient Receiver of Sec. 5.5).
+    receiver: ReceiverPath,
 }
 
 fn setup(ctx: &PointCtx<'_>) -> Result<Setup, WorkloadError> {
@@ -107,6 +110,17 @@ fn setup(ctx: &PointCtx<'_>) -> Result<Setup, WorkloadError> {
             )));
         }
     };
+    let receiver = match ctx.point.params.get("receiver") {
+        None => ReceiverPath::User,
+        Some(Scalar::Str(s)) => ReceiverPath::parse(s).ok_or_else(|| {
+            WorkloadError::Invalid(format!("receiver must be user or xdp (got {s})"))
+        })?,
+        Some(other) => {
+            return Err(WorkloadError::Invalid(format!(
+                "receiver must be user or xdp (got {other})"
+            )));
+        }
+    };
     Ok(Setup {
         rates_gbps: rates,
         scale,
@@ -114,6 +128,7 @@ fn setup(ctx: &PointCtx<'_>) -> Result<Setup, WorkloadError> {
         len,
         clustering,
         mb,
+        receiver,
     })
 }
 
@@ -316,6 +331,7 @@ pub fn run_testbed(
         len,
         clustering: "given".into(),
         mb: len as f64 * 4.0 / scale / 1e6,
+        receiver: ReceiverPath::User,
     };
     run_with(system, &s, parent)
 }
@@ -354,7 +370,8 @@ fn run_with(system: &str, s: &Setup, parent: &[usize]) -> Result<Outcome, Worklo
             }
             if system == "aleph" {
                 let segs = s.len.div_ceil(inabench_xdp::proto::GRADS) as u32;
-                let t = XdpTree::create(&tb, parent, segs, AttachMode::Native).map_err(err)?;
+                let t = XdpTree::create_with(&tb, parent, segs, AttachMode::Native, s.receiver)
+                    .map_err(err)?;
                 for i in 0..=s.iterations {
                     its.push(t.iterate(i, s.len).map_err(err)?);
                 }
@@ -404,9 +421,10 @@ fn outcome(ctx: &mut PointCtx<'_>, system: &str) -> Result<Outcome, WorkloadErro
     ctx.log(
         LogLevel::Info,
         format!(
-            "{system} ({}, clustering {}): {} gradients per worker (rate_scale {}), {:.4} s per iteration, aggregators {:?}, sending Gbps per machine {:.2?}, CPU cores per machine {:.3?} (of which XDP programs {:.3?})",
+            "{system} ({}, clustering {}, receiver {}): {} gradients per worker (rate_scale {}), {:.4} s per iteration, aggregators {:?}, sending Gbps per machine {:.2?}, CPU cores per machine {:.3?} (of which XDP programs {:.3?})",
             ctx.fidelity.as_str(),
             s.clustering,
+            s.receiver.name(),
             s.len,
             s.scale,
             o.comm_time,
@@ -557,6 +575,7 @@ mod tests {
             len: 1,
             clustering: clustering.into(),
             mb: 97.0,
+            receiver: ReceiverPath::User,
         }
     }
 

@@ -22,13 +22,25 @@
 //!   the senders finish (a worker whose bit is missing resends; an aggregator whose aggregate the
 //!   PS lacks resends it from its map); lines 8-13 by each worker, which fetches segments it
 //!   lacks from the PS's map (the program answers from there).
+//! - How workers receive the totals ([`ReceiverPath`]): `User`, a UDP socket per worker reading
+//!   one 570-B packet per `recv`; or `Xdp`, ALEPH's Gradient Receiver (Sec. 5.5) on each plain
+//!   worker's `eth0`: the program stores every total in the worker's own map and passes only the
+//!   round's last one up to a notification socket, after which the worker reads its map (one
+//!   locked map lookup per segment, Sec. 5.5's "fetch gradients from eBPF maps") and checks the
+//!   sums. An aggregator keeps the user-space socket either way: its `eth0` already runs the
+//!   Aggregation Service (one XDP program per interface), and it copies each total to its
+//!   members from user space. With `Xdp`, a worker that has had no notification finds what its
+//!   map lacks (lines 9-10) once its receiver's stored count stops growing for 100 ms, and
+//!   fetches it from the PS; the reply lands in the same map.
 
 use super::TestbedError;
 use super::net::{Iteration, Testbed, charge, thread_cpu};
 use inabench_xdp::group::PORT;
 use inabench_xdp::netns::{ifindex, in_netns, mac};
 use inabench_xdp::proto::{self as xp, GRADS, Kind, PACKET_LEN, Packet, Receiver};
-use inabench_xdp::{Aggregator, AttachMode, Config, Forward, ProgramTime, Route, RunStats};
+use inabench_xdp::{
+    Aggregator, AttachMode, Config, Forward, ProgramTime, ReceiverConfig, Route, RunStats,
+};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::process::Command;
 use std::sync::Mutex;
@@ -41,6 +53,41 @@ pub const JOB: u16 = 9;
 pub const DOWN_PORT: u16 = 41_470;
 /// Where the PS's collector receives the totals from its program.
 pub const COLLECT_PORT: u16 = 41_471;
+/// Where a worker's Gradient Receiver passes up a round's last total (the fetch signal).
+pub const NOTIFY_PORT: u16 = 41_472;
+
+/// How the plain workers receive the totals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReceiverPath {
+    /// A UDP socket, one `recv` per total.
+    User,
+    /// ALEPH's Gradient Receiver: totals stored in a map by XDP, one notification per round.
+    Xdp,
+}
+
+impl ReceiverPath {
+    pub fn parse(s: &str) -> Option<ReceiverPath> {
+        match s {
+            "user" => Some(ReceiverPath::User),
+            "xdp" => Some(ReceiverPath::Xdp),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ReceiverPath::User => "user",
+            ReceiverPath::Xdp => "xdp",
+        }
+    }
+}
+
+/// A plain worker's Gradient Receiver: its program (with the map of received totals) and the
+/// socket the fetch signal arrives on.
+struct Rx {
+    prog: Aggregator,
+    notify: UdpSocket,
+}
 const SELF_DST: Ipv4Addr = Ipv4Addr::new(10, 251, 0, 2);
 /// Not an address of the PS: Linux drops packets from one of its own addresses (accept_local).
 const COLLECT_SRC: Ipv4Addr = Ipv4Addr::new(10, 252, 0, 5);
@@ -116,6 +163,8 @@ struct Node {
 /// detached before the caller drops the testbed.
 pub struct XdpTree {
     nodes: Vec<Node>,
+    /// Per worker: its Gradient Receiver (plain workers, with [`ReceiverPath::Xdp`]).
+    rx: Vec<Option<Rx>>,
     workers: usize,
     parent: Vec<usize>,
     /// Per worker: its bit in its parent's group.
@@ -135,12 +184,24 @@ pub struct XdpTree {
 }
 
 impl XdpTree {
-    /// Load and attach the programs for the tree `parent` (as in [`super::net::TcpTree`]).
+    /// Load and attach the programs for the tree `parent` (as in [`super::net::TcpTree`]); the
+    /// workers receive in user space.
     pub fn create(
         tb: &Testbed,
         parent: &[usize],
         segments: u32,
         mode: AttachMode,
+    ) -> Result<XdpTree, TestbedError> {
+        Self::create_with(tb, parent, segments, mode, ReceiverPath::User)
+    }
+
+    /// [`Self::create`] with the plain workers receiving through `receiver`.
+    pub fn create_with(
+        tb: &Testbed,
+        parent: &[usize],
+        segments: u32,
+        mode: AttachMode,
+        receiver: ReceiverPath,
     ) -> Result<XdpTree, TestbedError> {
         if let Some(why) = inabench_xdp::unavailable() {
             return Err(TestbedError::Setup(why));
@@ -298,8 +359,26 @@ impl XdpTree {
             .map(|w| udp(tb.ns(w), DOWN_PORT))
             .collect::<Result<Vec<_>, _>>()?;
         let collector = udp(tb.ns(ps), COLLECT_PORT)?;
+        let mut rx = Vec::new();
+        for w in 0..n {
+            if receiver == ReceiverPath::User || nodes.iter().any(|nd| nd.machine == w) {
+                rx.push(None);
+                continue;
+            }
+            let mut prog = Aggregator::load(segments)?;
+            prog.configure_receiver(&ReceiverConfig {
+                job: JOB,
+                port: DOWN_PORT,
+                notify_port: NOTIFY_PORT,
+                segments,
+            })?;
+            prog.attach_receiver(Some(tb.ns(w)), "eth0", mode)?;
+            let notify = udp(tb.ns(w), NOTIFY_PORT)?;
+            rx.push(Some(Rx { prog, notify }));
+        }
         Ok(XdpTree {
             nodes,
+            rx,
             workers: n,
             parent: parent.to_vec(),
             bit,
@@ -401,6 +480,15 @@ impl XdpTree {
             )));
         }
         let round = iter + 1;
+        // the receivers count this iteration's aggregates to the last one
+        for r in self.rx.iter().flatten() {
+            r.prog.configure_receiver(&ReceiverConfig {
+                job: JOB,
+                port: DOWN_PORT,
+                notify_port: NOTIFY_PORT,
+                segments: segs,
+            })?;
+        }
         let grads: Vec<Vec<i32>> = (0..n)
             .map(|w| super::proto::gradient(w, iter, len))
             .collect();
@@ -411,6 +499,11 @@ impl XdpTree {
             .nodes
             .iter()
             .map(|nd| nd.agg.run_time())
+            .collect::<Result<_, _>>()?;
+        let rx_run0: Vec<Option<ProgramTime>> = self
+            .rx
+            .iter()
+            .map(|r| r.as_ref().map(|r| r.prog.run_time()).transpose())
             .collect::<Result<_, _>>()?;
         let before: Vec<(u64, u64)> = self
             .nodes
@@ -469,6 +562,21 @@ impl XdpTree {
             // each worker's receiver (an aggregator copies to its members)
             let mut receivers = Vec::new();
             for w in 0..n {
+                if let Some(rx) = &self.rx[w] {
+                    receivers.push(sc.spawn(move || -> Result<Receiver, TestbedError> {
+                        let t0 = thread_cpu();
+                        let r = self.xdp_receive(w, rx, round, segs, start, (sent, stop), bytes);
+                        if let Ok(r) = &r
+                            && r.complete()
+                            && let Ok(mut d) = done[w].lock()
+                        {
+                            *d = Some(start.elapsed().as_secs_f64());
+                        }
+                        charge(&cpu[w], t0);
+                        r
+                    }));
+                    continue;
+                }
                 receivers.push(sc.spawn(move || -> Result<Receiver, TestbedError> {
                     let t0 = thread_cpu();
                     let mut r = Receiver::new(round, segs as usize);
@@ -562,7 +670,16 @@ impl XdpTree {
                 {
                     break;
                 }
-                let now = progress.load(Ordering::Relaxed);
+                // the Gradient Receivers' stored counts are their workers' progress
+                let mut now = progress.load(Ordering::Relaxed);
+                for r in self.rx.iter().flatten() {
+                    match r.prog.stats() {
+                        Ok(st) => now += st.rx_stored,
+                        Err(e) => {
+                            err.get_or_insert(e.into());
+                        }
+                    }
+                }
                 if now != seen {
                     (seen, since) = (now, Instant::now());
                 } else if since.elapsed() > Duration::from_millis(100) {
@@ -626,6 +743,12 @@ impl XdpTree {
         for (nd, r0) in self.nodes.iter().zip(run0) {
             xdp[nd.machine] += nd.agg.run_time()?.since(r0).nanos as f64 * 1e-9;
         }
+        // each Gradient Receiver's run time, charged to its worker
+        for (w, (r, r0)) in self.rx.iter().zip(rx_run0).enumerate() {
+            if let (Some(r), Some(r0)) = (r, r0) {
+                xdp[w] += r.prog.run_time()?.since(r0).nanos as f64 * 1e-9;
+            }
+        }
         // what the programs sent: forwarded aggregates and fetch replies
         for (nd, (r0, f0)) in self.nodes.iter().zip(before) {
             let st = nd.agg.stats()?;
@@ -644,6 +767,78 @@ impl XdpTree {
                 .collect(),
             xdp,
         })
+    }
+
+    /// Worker `w`'s side of a round with the Gradient Receiver `rx`: wait for the fetch signal
+    /// (fetching from the PS what its map lacks once the map stops filling after the senders
+    /// finished), then read the round's aggregates from the map.
+    #[allow(clippy::too_many_arguments)]
+    fn xdp_receive(
+        &self,
+        w: usize,
+        rx: &Rx,
+        round: u32,
+        segs: u32,
+        start: Instant,
+        (sent, stop): (&AtomicBool, &AtomicBool),
+        bytes: &[AtomicU64],
+    ) -> Result<Receiver, TestbedError> {
+        let n = self.workers;
+        let mut buf = [0u8; 2048];
+        let mut signalled = false;
+        let (mut stored, mut checked) = (u64::MAX, Instant::now());
+        while start.elapsed() <= DEADLINE && !stop.load(Ordering::Relaxed) {
+            match rx.notify.recv(&mut buf) {
+                Ok(k) => {
+                    if let Ok(p) = Packet::parse(&buf[..k])
+                        && p.kind == Kind::Result
+                        && p.round == round
+                    {
+                        signalled = true;
+                        break;
+                    }
+                }
+                Err(_) => {
+                    // no signal yet: once the senders are done and the map has not filled for
+                    // 100 ms, Algorithm 2 lines 9-13 (what lacks the multicast signal, fetched
+                    // from the PS; the reply lands in this map)
+                    if !sent.load(Ordering::Relaxed)
+                        || checked.elapsed() < Duration::from_millis(100)
+                    {
+                        continue;
+                    }
+                    checked = Instant::now();
+                    let now = rx.prog.stats()?.rx_stored;
+                    if std::mem::replace(&mut stored, now) != now {
+                        continue;
+                    }
+                    let missing = rx.prog.receiver_missing(round)?;
+                    for s in missing.into_iter().filter(|&s| s < segs).take(64) {
+                        let p = Packet::fetch(JOB, 0, round, s).emit();
+                        let to = SocketAddrV4::new(self.ips[n], PORT);
+                        if self.down[w].send_to(&p, to).is_ok() {
+                            bytes[w].fetch_add(PACKET_LEN as u64, Ordering::Relaxed);
+                        }
+                    }
+                }
+            }
+        }
+        let mut r = Receiver::new(round, segs as usize);
+        if !signalled {
+            return Ok(r);
+        }
+        // the training program fetches the aggregates from the map
+        for s in 0..segs {
+            let slot = rx.prog.slot(s)?;
+            if slot.round == round && slot.bitmap == u32::MAX {
+                r.on_packet(&Packet {
+                    kind: Kind::Result,
+                    worker: 0xff,
+                    ..Packet::gradient(JOB, 0, round, s, slot.grads)
+                });
+            }
+        }
+        Ok(r)
     }
 
     /// Resend what the aggregating nodes' maps lack for `round`.
