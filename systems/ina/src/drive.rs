@@ -123,7 +123,11 @@ fn sim_fabric(
         .into_iter()
         .map(|n| {
             let host = matches!(n, SetupNode::Worker(_));
-            TxBuffered::new(n, if host { stack.tx_buffer() } else { None })
+            TxBuffered::with_lanes(
+                n,
+                if host { stack.tx_buffer() } else { None },
+                stack.tx_lanes(),
+            )
         })
         .collect();
     let n = nodes.len();
@@ -192,7 +196,8 @@ pub fn run_setup_sim_stack(
 /// name `software`), `dpdk`, or `paper`: what the system had in the paper's testbed, see
 /// [`paper_host_stack`]); `measured` and `dpdk` use this machine's measured cost per frame of
 /// the system's code ([`host_cost_ns`]); `dpdk`'s cores, buffer and drain period default to
-/// the released SwitchML client's ([`crate::hoststack::DpdkStack::switchml_release`]).
+/// the system's released client ([`crate::hoststack::DpdkStack::release`]: ATP's for `atp`,
+/// SwitchML's for every other system).
 pub fn host_stack(
     sys: &dyn System,
     name: Option<&str>,
@@ -208,6 +213,7 @@ pub fn host_stack(
         "nic" => Ok(HostStack::Nic),
         "measured" | "software" => Ok(HostStack::Measured(host_cost_ns(sys))),
         "dpdk" => Ok(HostStack::Dpdk(crate::hoststack::DpdkStack::with(
+            sys.name(),
             host_cost_ns(sys),
             cores,
             tx_burst,

@@ -20,9 +20,26 @@
 //!   packets that is sent when full, or flushed when the poll loop finds no packet to receive
 //!   and more than `bulk_drain_tx_us = 10` us have passed since the last flush.
 //!
-//! What the model leaves out, on purpose: the release splits the pool and the outstanding
-//! packets among its threads, each with its own buffer; here one worker node is one protocol
-//! state machine with one buffer, served by `cores` times the per-core rate.
+//!   ATP runs the same model with its own release's values (in-ATP/ATP, read at commit
+//!   ddca27f): its client is not DPDK but a kernel-bypass raw-Ethernet ibverbs client on a
+//!   Mellanox NIC (`common/dma_common.cc`, the "parallel DMA" NetReduce's Table 1 names for
+//!   ATP), with `thread_to_use = 12` worker threads (`client/main.cc`), each bound to its own
+//!   core (`bindingCPU(thread_id + 1)`, `client/p4ml_manager.cc`), and no timed transmit
+//!   buffer: each pass of a thread's poll loop posts the packets it made ready at once, as
+//!   one TSO work request (`send_packet`, `IBV_EXP_WR_TSO`), so no frame waits for a batch
+//!   (a one-frame buffer: [`HostStack::tx_buffer`] is `None`).
+//!
+//! Each of the client's threads has its own transmit buffer ([`HostStack::tx_lanes`] buffers per
+//! host): the frames a worker sends are striped over them in send order, so each buffer fills
+//! at `1/cores` of the host's rate and waits for its own drain. Systems whose transport needs
+//! its packets in order ([`ordered_transport`]: NetReduce, SwitchML-RDMA, the ring) keep one
+//! buffer under `dpdk` (a real client keeps a queue pair on one thread; striping would reorder
+//! its packets).
+//!
+//! What the model leaves out, on purpose: the release gives each thread a fixed share of the
+//! pool's slots (a slot's packets stay on one thread); here one worker node is one protocol
+//! state machine, its frames dealt to the threads' buffers in turn, and its per-frame work
+//! served by `cores` times the per-core rate.
 
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
 use std::collections::VecDeque;
@@ -34,6 +51,14 @@ pub const SWITCHML_RELEASE_CORES: u32 = 4;
 pub const SWITCHML_RELEASE_TX_BURST: usize = 64;
 /// The release's transmit buffer drain period (`bulk_drain_tx_us = 10`, dpdk.cfg), ns.
 pub const SWITCHML_RELEASE_DRAIN_NS: u64 = 10_000;
+
+/// Worker threads (cores) of ATP's released client (in-ATP/ATP at ddca27f: `client/main.cc`
+/// `thread_to_use = 12`, each thread on its own core, `bindingCPU(thread_id + 1)` in
+/// `client/p4ml_manager.cc`).
+pub const ATP_RELEASE_CORES: u32 = 12;
+/// ATP's release sends what a poll-loop pass made ready at once (one TSO work request per
+/// pass, `send_packet` in `common/dma_common.cc`): no frame waits in a buffer.
+pub const ATP_RELEASE_TX_BURST: usize = 1;
 
 /// A bad host stack setting.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -51,6 +76,9 @@ pub enum StackError {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DpdkStack {
     pub cores: u32,
+    /// Transmit buffers per host: one per thread (`cores`) where a system's packets are
+    /// independent of each other, one where its transport needs them in order.
+    pub lanes: u32,
     pub core_frame_ns: u64,
     pub tx_burst: usize,
     pub drain_ns: u64,
@@ -62,26 +90,59 @@ impl DpdkStack {
     pub fn switchml_release(core_frame_ns: u64) -> Self {
         DpdkStack {
             cores: SWITCHML_RELEASE_CORES,
+            lanes: SWITCHML_RELEASE_CORES,
             core_frame_ns,
             tx_burst: SWITCHML_RELEASE_TX_BURST,
             drain_ns: SWITCHML_RELEASE_DRAIN_NS,
         }
     }
 
-    /// As [`DpdkStack::switchml_release`] with the spec's overrides (`cores`, `tx_burst`,
+    /// ATP's released client: 12 threads on their own cores, no transmit buffer.
+    pub fn atp_release(core_frame_ns: u64) -> Self {
+        DpdkStack {
+            cores: ATP_RELEASE_CORES,
+            lanes: ATP_RELEASE_CORES,
+            core_frame_ns,
+            tx_burst: ATP_RELEASE_TX_BURST,
+            drain_ns: 0,
+        }
+    }
+
+    /// The released client of `system` (`atp`: [`DpdkStack::atp_release`]; every other
+    /// system: [`DpdkStack::switchml_release`], the only other release read). A system whose
+    /// transport needs its packets in order (the RoCE-style ones: NetReduce, SwitchML-RDMA, the
+    /// ring, the RC stream; one queue pair's packet sequence) keeps one transmit buffer: striping
+    /// its frames over the threads' buffers would reorder them, which a real client avoids by
+    /// keeping a queue pair on one thread.
+    pub fn release(system: &str, core_frame_ns: u64) -> Self {
+        let mut s = match system {
+            "atp" => Self::atp_release(core_frame_ns),
+            _ => Self::switchml_release(core_frame_ns),
+        };
+        if ordered_transport(system) {
+            s.lanes = 1;
+        }
+        s
+    }
+
+    /// As [`DpdkStack::release`] of `system` with the spec's overrides (`cores`, `tx_burst`,
     /// `drain_us`), checked.
     pub fn with(
+        system: &str,
         core_frame_ns: u64,
         cores: Option<f64>,
         tx_burst: Option<f64>,
         drain_us: Option<f64>,
     ) -> Result<Self, StackError> {
-        let mut s = Self::switchml_release(core_frame_ns);
+        let mut s = Self::release(system, core_frame_ns);
         if let Some(c) = cores {
             if !(c >= 1.0 && c.is_finite()) {
                 return Err(StackError::NoCores(c));
             }
             s.cores = c as u32;
+            if s.lanes > 1 {
+                s.lanes = s.cores;
+            }
         }
         if let Some(b) = tx_burst {
             if !(b >= 1.0 && b.is_finite()) {
@@ -99,6 +160,15 @@ impl DpdkStack {
     pub fn frame_ns(&self) -> u64 {
         self.core_frame_ns.div_ceil(u64::from(self.cores.max(1)))
     }
+}
+
+/// Whether a system's transport needs its packets in order (RoCE-style: a queue pair's packet
+/// sequence numbers).
+pub fn ordered_transport(system: &str) -> bool {
+    matches!(
+        system,
+        "netreduce" | "switchml_rdma" | "ring_allreduce" | "rc_stream"
+    )
 }
 
 /// What the hosts' transmit buffers held in a run: frames and their total wait (ns).
@@ -136,11 +206,20 @@ impl HostStack {
         }
     }
 
-    /// The transmit buffer (frames, drain period in ns), if the stack has one.
+    /// The transmit buffer (frames, drain period in ns), if the stack has one (a one-frame
+    /// buffer sends every frame at once: no buffer).
     pub fn tx_buffer(&self) -> Option<(usize, u64)> {
         match self {
-            HostStack::Dpdk(d) => Some((d.tx_burst, d.drain_ns)),
+            HostStack::Dpdk(d) if d.tx_burst > 1 => Some((d.tx_burst, d.drain_ns)),
             _ => None,
+        }
+    }
+
+    /// Transmit buffers per host: one per worker thread of a DPDK client, else one.
+    pub fn tx_lanes(&self) -> usize {
+        match self {
+            HostStack::Dpdk(d) => d.lanes.max(1) as usize,
+            _ => 1,
         }
     }
 
@@ -154,33 +233,48 @@ impl HostStack {
     }
 }
 
-/// An endpoint whose transmissions go through a DPDK-style transmit buffer: the frames it sends
+/// An endpoint whose transmissions go through DPDK-style transmit buffers: the frames it sends
 /// before it first receives anything leave at once (the release's first `rte_eth_tx_burst`);
 /// later ones wait in a buffer of `burst` frames that is sent when full, or flushed at
-/// `max(now, last flush + drain)`. Without a buffer (`None`) it passes every call through.
+/// `max(now, last flush + drain)`. With `lanes` buffers (one per worker thread, as the release
+/// gives each of its threads its own `rte_eth_tx_buffer` and its own share of the outstanding
+/// packets), frames are striped over the buffers in the order they are sent, and each buffer
+/// fills, flushes and drains on its own. Without a buffer (`None`) it passes every call through.
 pub struct TxBuffered<N> {
     inner: N,
     cfg: Option<(usize, u64)>,
-    buf: VecDeque<(Nanos, Transmit)>,
+    lanes: Vec<Lane>,
+    next_lane: usize,
     out: VecDeque<Transmit>,
     started: bool,
-    last_flush: Nanos,
-    flush_at: Option<Nanos>,
-    /// Frames that went through the buffer, and their total wait in it (ns).
+    /// Frames that went through the buffers, and their total wait in them (ns).
     pub buffered: u64,
     pub waited_ns: u64,
 }
 
+/// One thread's transmit buffer.
+#[derive(Default)]
+struct Lane {
+    buf: VecDeque<(Nanos, Transmit)>,
+    last_flush: Nanos,
+    flush_at: Option<Nanos>,
+}
+
 impl<N: Endpoint> TxBuffered<N> {
+    /// One buffer (or none).
     pub fn new(inner: N, cfg: Option<(usize, u64)>) -> Self {
+        Self::with_lanes(inner, cfg, 1)
+    }
+
+    /// `lanes` buffers (at least one), frames striped over them in send order.
+    pub fn with_lanes(inner: N, cfg: Option<(usize, u64)>, lanes: usize) -> Self {
         TxBuffered {
             inner,
             cfg: cfg.map(|(b, d)| (b.max(1), d)),
-            buf: VecDeque::new(),
+            lanes: (0..lanes.max(1)).map(|_| Lane::default()).collect(),
+            next_lane: 0,
             out: VecDeque::new(),
             started: false,
-            last_flush: 0,
-            flush_at: None,
             buffered: 0,
             waited_ns: 0,
         }
@@ -194,18 +288,28 @@ impl<N: Endpoint> TxBuffered<N> {
         self.inner
     }
 
-    fn flush(&mut self, now: Nanos, n: usize) {
-        for _ in 0..n.min(self.buf.len()) {
-            if let Some((t, tx)) = self.buf.pop_front() {
+    fn flush(&mut self, lane: usize, now: Nanos, n: usize) {
+        let l = &mut self.lanes[lane];
+        for _ in 0..n.min(l.buf.len()) {
+            if let Some((t, tx)) = l.buf.pop_front() {
                 self.waited_ns += now.saturating_sub(t);
                 self.out.push_back(tx);
             }
         }
-        self.last_flush = now;
-        self.flush_at = None;
+        l.last_flush = now;
+        l.flush_at = None;
     }
 
-    /// Take what the inner endpoint wants to send now into the buffer (or straight out).
+    /// Flush every buffer whose drain time has come.
+    fn flush_due(&mut self, now: Nanos) {
+        for i in 0..self.lanes.len() {
+            if self.lanes[i].flush_at.is_some_and(|at| at <= now) {
+                self.flush(i, now, usize::MAX);
+            }
+        }
+    }
+
+    /// Take what the inner endpoint wants to send now into the buffers (or straight out).
     fn pull(&mut self, now: Nanos) {
         let Some((burst, drain)) = self.cfg else {
             return;
@@ -215,18 +319,20 @@ impl<N: Endpoint> TxBuffered<N> {
                 self.out.push_back(tx);
                 continue;
             }
+            let i = self.next_lane;
+            self.next_lane = (i + 1) % self.lanes.len();
             self.buffered += 1;
-            self.buf.push_back((now, tx));
-            if self.buf.len() >= burst {
-                self.flush(now, burst);
+            self.lanes[i].buf.push_back((now, tx));
+            if self.lanes[i].buf.len() >= burst {
+                self.flush(i, now, burst);
             }
         }
-        if !self.buf.is_empty() && self.flush_at.is_none() {
-            self.flush_at = Some(now.max(self.last_flush + drain));
+        for l in &mut self.lanes {
+            if !l.buf.is_empty() && l.flush_at.is_none() {
+                l.flush_at = Some(now.max(l.last_flush + drain));
+            }
         }
-        if self.flush_at.is_some_and(|at| at <= now) {
-            self.flush(now, usize::MAX);
-        }
+        self.flush_due(now);
     }
 }
 
@@ -251,16 +357,15 @@ impl<N: Endpoint> Endpoint for TxBuffered<N> {
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {
-        match (self.inner.poll_timeout(), self.flush_at) {
+        let flush_at = self.lanes.iter().filter_map(|l| l.flush_at).min();
+        match (self.inner.poll_timeout(), flush_at) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
 
     fn handle_timeout(&mut self, now: Nanos) {
-        if self.flush_at.is_some_and(|at| at <= now) {
-            self.flush(now, usize::MAX);
-        }
+        self.flush_due(now);
         if self.inner.poll_timeout().is_some_and(|at| at <= now) {
             self.inner.handle_timeout(now);
         }
@@ -363,6 +468,49 @@ mod tests {
     }
 
     #[test]
+    fn frames_are_striped_over_the_threads_buffers_each_draining_on_its_own() {
+        let mut e = TxBuffered::with_lanes(
+            Echo {
+                left: 100,
+                pending: 1,
+            },
+            Some((2, 10_000)),
+            2,
+        );
+        assert_eq!(drain(&mut e, 0), 1, "the first batch is not buffered");
+        // frames 1 and 3 go to buffer 0, frame 2 to buffer 1 (burst 2: one buffer has one)
+        for t in [1_000, 2_000] {
+            e.handle_packet(t, 1, &[]);
+            assert_eq!(drain(&mut e, t), 0, "each buffer holds one frame");
+        }
+        e.handle_packet(3_000, 1, &[]);
+        assert_eq!(
+            drain(&mut e, 3_000),
+            2,
+            "buffer 0 full: frames 1 and 3 leave"
+        );
+        assert_eq!(e.waited_ns, 2_000);
+        // buffer 1 still holds frame 2 until its own drain (its last flush was at 0)
+        assert_eq!(e.poll_timeout(), Some(10_000));
+        e.handle_timeout(10_000);
+        assert_eq!(drain(&mut e, 10_000), 1);
+        assert_eq!(e.waited_ns, 2_000 + 8_000);
+        // buffer 0 flushed at 3 us: its next frame (frame 4) waits until 13 us, buffer 1's
+        // frame 5 until 20 us
+        e.handle_packet(11_000, 1, &[]);
+        e.handle_packet(11_000, 1, &[]);
+        assert_eq!(drain(&mut e, 11_000), 0);
+        assert_eq!(e.poll_timeout(), Some(13_000));
+        e.handle_timeout(13_000);
+        assert_eq!(drain(&mut e, 13_000), 1);
+        assert_eq!(e.poll_timeout(), Some(20_000));
+        e.handle_timeout(20_000);
+        assert_eq!(drain(&mut e, 20_000), 1);
+        assert_eq!(e.buffered, 5);
+        assert_eq!(e.waited_ns, 10_000 + 2_000 + 9_000);
+    }
+
+    #[test]
     fn a_frame_after_a_long_idle_spell_leaves_at_once() {
         let mut e = TxBuffered::new(
             Echo {
@@ -399,18 +547,45 @@ mod tests {
         assert_eq!(d.cores, 4);
         assert_eq!(d.frame_ns(), 250);
         assert_eq!(HostStack::Dpdk(d).tx_buffer(), Some((64, 10_000)));
+        assert_eq!(HostStack::Dpdk(d).tx_lanes(), 4, "a buffer per thread");
+        assert_eq!(
+            HostStack::Dpdk(DpdkStack::release("netreduce", 1_000)).tx_lanes(),
+            1,
+            "an ordered transport keeps one buffer"
+        );
+        assert_eq!(HostStack::Measured(1_000).tx_lanes(), 1);
         assert_eq!(HostStack::Measured(1_000).frame_ns(), 1_000);
         assert_eq!(HostStack::Nic.frame_ns(), 0);
-        let d = DpdkStack::with(1_001, Some(2.0), Some(8.0), Some(2.5)).unwrap();
+        let d = DpdkStack::with("switchml", 1_001, Some(2.0), Some(8.0), Some(2.5)).unwrap();
         assert_eq!((d.frame_ns(), d.tx_burst, d.drain_ns), (501, 8, 2_500));
+        assert_eq!(d.lanes, 2, "the lanes follow the cores asked for");
         assert_eq!(
-            DpdkStack::with(1, Some(0.0), None, None),
+            DpdkStack::with("switchml", 1, Some(0.0), None, None),
             Err(StackError::NoCores(0.0))
         );
         assert_eq!(
-            DpdkStack::with(1, None, Some(0.5), None),
+            DpdkStack::with("switchml", 1, None, Some(0.5), None),
             Err(StackError::NoBurst(0.5))
         );
+    }
+
+    #[test]
+    fn atp_runs_its_own_release_twelve_cores_and_no_buffer() {
+        let d = DpdkStack::release("atp", 1_200);
+        assert_eq!(d.cores, ATP_RELEASE_CORES);
+        assert_eq!(d.frame_ns(), 100);
+        assert_eq!(HostStack::Dpdk(d).tx_buffer(), None);
+        // every other system keeps SwitchML's release
+        let s = DpdkStack::release("switchml", 1_200);
+        assert_eq!((s.frame_ns(), s.tx_burst), (300, 64));
+        // a spec's override still applies on top of ATP's release
+        let o = DpdkStack::with("atp", 1_200, Some(6.0), Some(16.0), None).unwrap();
+        assert_eq!(
+            HostStack::Dpdk(o).tx_buffer().map(|b| b.0),
+            Some(16),
+            "a 16-frame buffer asked for"
+        );
+        assert_eq!(o.frame_ns(), 200);
     }
 
     /// A whole SwitchML all-reduce on `sim` through the DPDK stack: every worker's sum exact,
@@ -469,5 +644,44 @@ mod tests {
             .map(|s| s.frames_rx + s.frames_tx)
             .sum();
         assert_eq!(busy, frames * 100);
+    }
+
+    /// The ordered (RoCE-style) transports on `dpdk` keep one buffer, so their packets leave in
+    /// order: SwitchML-RDMA and NetReduce finish with exact sums through the stack.
+    #[test]
+    fn ordered_transports_on_the_dpdk_stack_finish_exact() {
+        use crate::common::{AllReduceConfig, SetupNode, System, reference_sum};
+        use crate::drive::run_sim_stack;
+        use inabench_fabric::fault::Faults;
+        let cfg = AllReduceConfig {
+            workers: 4,
+            elements: 32 * 1000,
+            seed: 7,
+            line_rate_bps: 100e9,
+            mtu: 1024,
+            timeout_ns: 1_000_000,
+            knobs: vec![],
+        };
+        let want = reference_sum(cfg.seed, cfg.workers, cfg.elements);
+        let systems: [&dyn System; 2] = [
+            &crate::switchml_rdma::SwitchMlRdma,
+            &crate::netreduce::NetReduce,
+        ];
+        for sys in systems {
+            let stack = HostStack::Dpdk(DpdkStack::release(sys.name(), 400));
+            assert_eq!(stack.tx_lanes(), 1, "{}", sys.name());
+            let (nodes, rep, st) =
+                run_sim_stack(sys, &cfg, Faults::default(), &stack, 1_000_000_000, None).unwrap();
+            assert!(rep.finished, "{}", sys.name());
+            assert!(st.buffered > 0, "{}: {st:?}", sys.name());
+            let mut workers = 0;
+            for n in &nodes {
+                if let SetupNode::Worker(w) = n {
+                    assert_eq!(w.result().as_deref(), Some(&want[..]), "{}", sys.name());
+                    workers += 1;
+                }
+            }
+            assert_eq!(workers, cfg.workers);
+        }
     }
 }

@@ -84,8 +84,9 @@ impl Workload for Table6 {
         // host_stack: `nic` (the transport runs in a NIC: no host CPU per frame on the data
         // path), `measured` (older name `software`: the system's host code, its cost per frame
         // measured on this host, one thread), `dpdk` (the shared DPDK client model of
-        // inabench_ina::hoststack: that cost split over the released SwitchML client's 4
-        // cores, and its 64-packet transmit buffer drained every 10 us; `stack_cores`,
+        // inabench_ina::hoststack: that cost split over the system's released client's cores
+        // with its transmit buffer: SwitchML's 4 cores and 64-packet buffer drained every
+        // 10 us, ATP's 12 cores and no buffer; `stack_cores`,
         // `stack_tx_burst`, `stack_drain_us` override them), or `paper` (what each system had
         // in the paper: see `paper_host_stack`)
         let text = ctx.text("host_stack").ok();
