@@ -240,6 +240,21 @@ impl Workload for Fig9 {
         let batch = ctx.count("batch")?;
         let t = match (ctx.fidelity, sys) {
             (Fidelity::Modelled, _) => models::iteration_ns(&inp, sys, features, workers, batch)?,
+            // the simulated transport carries P4SGD's frame (ELEMENTS values): a point that sweeps
+            // another DP payload is the modelled class's only
+            _ if inp.dp_values_per_frame != inabench_p4sgd::emulate::ELEMENTS => {
+                let v = inp.dp_values_per_frame;
+                ctx.log(
+                    LogLevel::Info,
+                    format!(
+                        "dp_values_per_frame {v} is modelled only (the simulated transport carries \
+                         P4SGD's {}): no {:?} rows",
+                        inabench_p4sgd::emulate::ELEMENTS,
+                        ctx.fidelity
+                    ),
+                );
+                return Ok(());
+            }
             (_, Sys::P4sgd | Sys::P4sgdDp) => {
                 fpga_iteration_ns(ctx, &inp, sys, &dataset, workers, batch)?
             }
