@@ -234,6 +234,32 @@ mod tests {
     }
 
     #[test]
+    fn literal_line23_breaks_theorem_2_in_the_example() {
+        // w3 (g = 2) is the only candidate, is always selected (median beta 2/3, p = 1) and
+        // takes each of its three neighbours with alpha = 2/3 (the text's alpha) or 1/2 (Eq. 5's
+        // closed count): all three, one over capacity, in (2/3)^3 = 8/27 or (1/2)^3 = 1/8 of draws.
+        let inst = Example::paper().instance().expect("instance");
+        let draws = 20_000;
+        let (bad, n) = mwcha::literal_line23_violations(&inst, &Options::default(), 7, draws)
+            .expect("no membership or adjacency violation");
+        assert_eq!(n, draws);
+        let share = bad as f64 / n as f64;
+        assert!((share - 8.0 / 27.0).abs() < 0.015, "{share}");
+        let eq5 = Options {
+            alpha_counts_self: true,
+            ..Options::default()
+        };
+        let (bad, n) = mwcha::literal_line23_violations(&inst, &eq5, 7, draws).expect("valid");
+        let share = bad as f64 / n as f64;
+        assert!((share - 0.125).abs() < 0.01, "{share}");
+        // the suite's reading (stop at g_w) never breaks it
+        for seed in 0..2000 {
+            let c = mwcha::mwcha(&inst, &Options::default(), &mut SplitMix64::new(seed));
+            assert_eq!(mwcha::validate(&inst, &c).capacity, 0);
+        }
+    }
+
+    #[test]
     fn mwcha_on_the_example_is_valid_and_never_beats_the_optimum() {
         let e = Example::paper();
         let mut hits = 0;

@@ -44,6 +44,9 @@
 //! - **Capacity in line 23.** Adding each neighbour with probability α(w) keeps |V_w| - 1 <= g_w
 //!   only in expectation, while Theorem 2 claims it always holds. We visit the unclustered
 //!   neighbours in a random order and stop adding at g_w, which is what makes Theorem 2 true.
+//!   `literal_line23 = true` reads line 23 as written (every unclustered neighbour added with
+//!   probability α(w), no stop), which can break Theorem 2; [`literal_line23_violations`]
+//!   counts how often over many draws.
 //! - **CAs absorbed in the same round.** A CA that an earlier CA of the round has already taken
 //!   as a member is skipped (otherwise it would be in two clusters, against Theorem 3).
 //! - **Empty rounds.** "If no aggregator is selected in a round ... the algorithm stops" is applied
@@ -265,6 +268,9 @@ pub struct Options {
     pub stop_on_empty_round: bool,
     /// Rounds after which the remaining workers send directly (a guard; 0 = 4n + 64).
     pub max_rounds: usize,
+    /// Line 23 as written: add every unclustered neighbour with probability α(w) and no stop
+    /// at g_w (the default stops at g_w, which Theorem 2 needs; see the module documentation).
+    pub literal_line23: bool,
 }
 
 impl Default for Options {
@@ -273,6 +279,7 @@ impl Default for Options {
             alpha_counts_self: false,
             stop_on_empty_round: true,
             max_rounds: 0,
+            literal_line23: false,
         }
     }
 }
@@ -407,7 +414,7 @@ pub fn mwcha(inst: &Instance, opts: &Options, rng: &mut SplitMix64) -> Clusterin
             }
             let mut members = Vec::new();
             for &v in &cand {
-                if members.len() >= inst.cap[w] {
+                if !opts.literal_line23 && members.len() >= inst.cap[w] {
                     break;
                 }
                 if rng.chance(alpha[w]) {
@@ -497,6 +504,36 @@ pub fn validate(inst: &Instance, c: &Clustering) -> Violations {
     }
     v.membership += seen.iter().filter(|&&s| s != 1).count();
     v
+}
+
+/// Draws of M-WCHA on `inst` (coin flips seeded `seed`, `seed + 1`, ...) whose clustering gives
+/// some aggregator more members than its capacity g_w (Theorem 2), with `opts` except that line
+/// 23 is read literally: (violating draws, draws). Membership and adjacency violations cannot
+/// come from line 23; a draw with any is an error of the implementation.
+pub fn literal_line23_violations(
+    inst: &Instance,
+    opts: &Options,
+    seed: u64,
+    draws: usize,
+) -> Result<(usize, usize), AlephError> {
+    let o = Options {
+        literal_line23: true,
+        ..*opts
+    };
+    let mut bad = 0;
+    for d in 0..draws {
+        let c = mwcha(inst, &o, &mut SplitMix64::new(seed.wrapping_add(d as u64)));
+        let v = validate(inst, &c);
+        if v.membership + v.adjacency > 0 {
+            return Err(AlephError::Invalid(format!(
+                "M-WCHA with line 23 read literally, draw {d}: {v}"
+            )));
+        }
+        if v.capacity > 0 {
+            bad += 1;
+        }
+    }
+    Ok((bad, draws))
 }
 
 /// The largest component [`exact_min_senders`] solves.
@@ -646,6 +683,7 @@ mod tests {
                     alpha_counts_self: a,
                     stop_on_empty_round: s,
                     max_rounds: 0,
+                    literal_line23: false,
                 });
             }
         }
@@ -667,6 +705,39 @@ mod tests {
                 assert!(c.senders() <= n && c.senders() >= 1);
             }
         }
+    }
+
+    #[test]
+    fn literal_line23_only_breaks_capacity() {
+        // Line 23 read literally overfills aggregators on dense random graphs (capacity
+        // violations) but never puts a worker in two clusters or a member out of reach.
+        let mut rng = SplitMix64::new(9);
+        let mut over = 0;
+        for trial in 0..200 {
+            let n = 5 + (rng.next_u64() % 40) as usize;
+            let inst = random_instance(&mut rng, n, 0.5);
+            let (bad, draws) =
+                literal_line23_violations(&inst, &Options::default(), trial, 5).expect("valid");
+            assert!(bad <= draws);
+            over += bad;
+        }
+        assert!(over > 0, "no capacity violation in 1000 literal draws");
+        // a star whose hub has capacity 1 and 6 leaves: the literal rule adds each leaf with
+        // alpha = 1/6, so more than one leaf (a violation) in 1 - (5/6)^6 - (5/6)^5 = 26.3%
+        let mut adj = vec![Vec::new(); 7];
+        for leaf in 1..7 {
+            adj[0].push(leaf);
+            adj[leaf].push(0);
+        }
+        let mut bw = vec![1.0; 7];
+        bw[0] = 2.0;
+        let inst = Instance::new(bw, vec![1000.0; 7], 1.0, adj).expect("valid");
+        assert_eq!(inst.capacity(0), 1);
+        let (bad, draws) =
+            literal_line23_violations(&inst, &Options::default(), 1, 20_000).expect("valid");
+        let want = 1.0 - (5.0f64 / 6.0).powi(6) - (5.0f64 / 6.0).powi(5);
+        let share = bad as f64 / draws as f64;
+        assert!((share - want).abs() < 0.015, "{share} vs {want}");
     }
 
     #[test]

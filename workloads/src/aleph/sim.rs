@@ -55,6 +55,16 @@ pub(super) fn record_clustering(
 ) -> Result<(), WorkloadError> {
     ctx.record_if_declared("aggregators", c.aggregators() as f64);
     ctx.record_if_declared("ps_senders", c.senders() as f64);
+    if ctx.declares("literal_line23_violations") {
+        // Theorem 2 under Alg. 1's line 23 read as written (no stop at g_w): the share of
+        // `literal_draws` M-WCHA draws on this instance that overfill some aggregator
+        let draws = ctx.positive_count("literal_draws")?;
+        let (bad, n) =
+            mwcha::literal_line23_violations(inst, &mwcha::Options::default(), seed(ctx)?, draws)
+                .map_err(|e| WorkloadError::WrongResult(e.to_string()))?;
+        ctx.record("literal_line23_violations", 100.0 * bad as f64 / n as f64);
+        ctx.counter("literal_draws", n as u64);
+    }
     if ctx.declares("approx_ratio") {
         match mwcha::exact_min_senders(inst) {
             Ok(opt) => {
