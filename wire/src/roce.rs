@@ -186,11 +186,29 @@ impl FrameRepr {
         self.emit_parts(frame, &[payload])
     }
 
-    /// Build the frame carrying `payload`.
+    /// Build the frame carrying `payload` (a new buffer; [`FrameRepr::build_into`] writes into
+    /// the caller's).
     pub fn build(&self, payload: &[u8]) -> Result<Vec<u8>, Error> {
-        let mut f = vec![0u8; self.buffer_len(payload.len())];
-        self.emit(&mut f, payload)?;
+        let mut f = Vec::new();
+        self.build_into(&mut f, payload)?;
         Ok(f)
+    }
+
+    /// Build the frame carrying `payload` into `buf`, whatever it held: it is resized to
+    /// [`FrameRepr::buffer_len`] (no allocation when its capacity suffices, e.g. a recycled
+    /// frame buffer) and every byte is written.
+    pub fn build_into(&self, buf: &mut Vec<u8>, payload: &[u8]) -> Result<(), Error> {
+        self.build_parts_into(buf, &[payload])
+    }
+
+    /// As [`FrameRepr::build_into`] with the payload given in pieces (concatenated on the
+    /// wire: e.g. an INA header kept from one frame and values from another), so a caller need
+    /// not copy them into one slice first.
+    pub fn build_parts_into(&self, buf: &mut Vec<u8>, parts: &[&[u8]]) -> Result<(), Error> {
+        let payload_len: usize = parts.iter().map(|p| p.len()).sum();
+        buf.clear();
+        buf.resize(self.buffer_len(payload_len), 0);
+        self.emit_parts(buf, parts)
     }
 
     /// Parse a frame, verifying the ICRC; returns the headers and the payload (without pad and
@@ -345,11 +363,19 @@ impl<'a> RoceV2Packet<'a> {
         self.headers.emit_parts(frame, &[&ina[..n], self.payload])
     }
 
-    /// Build the frame.
+    /// Build the frame (a new buffer; [`RoceV2Packet::build_into`] writes into the caller's).
     pub fn build(&self) -> Result<Vec<u8>, Error> {
-        let mut f = vec![0u8; self.buffer_len()];
-        self.emit(&mut f)?;
+        let mut f = Vec::new();
+        self.build_into(&mut f)?;
         Ok(f)
+    }
+
+    /// Build the frame into `buf`, whatever it held: resized to [`RoceV2Packet::buffer_len`]
+    /// (no allocation when its capacity suffices) and every byte written.
+    pub fn build_into(&self, buf: &mut Vec<u8>) -> Result<(), Error> {
+        buf.clear();
+        buf.resize(self.buffer_len(), 0);
+        self.emit(buf)
     }
 
     /// Parse a frame (verifying the ICRC) whose payload starts with an INA header of `ina`'s
@@ -433,6 +459,56 @@ mod tests {
             }),
             immdt: l.immdt.then_some(0xdead_beef),
         }
+    }
+
+    #[test]
+    fn build_into_a_used_buffer_gives_the_same_bytes_as_build() {
+        let values: Vec<u8> = (0..70u8).collect();
+        for op in [
+            opcode::RC_RDMA_WRITE_FIRST,
+            opcode::RC_RDMA_WRITE_LAST,
+            opcode::RC_ACKNOWLEDGE,
+        ] {
+            let repr = headers(op);
+            let payload: &[u8] = if op == opcode::RC_ACKNOWLEDGE {
+                &[]
+            } else if op == opcode::RC_RDMA_WRITE_FIRST {
+                &values[..64]
+            } else {
+                &values
+            };
+            let fresh = repr.build(payload).expect("build");
+            // a stale buffer, longer and shorter than the frame, full of 0xff
+            for stale in [vec![0xffu8; 4096], vec![0xffu8; 3]] {
+                let mut buf = stale;
+                let cap = buf.capacity();
+                repr.build_into(&mut buf, payload).expect("build_into");
+                assert_eq!(buf, fresh);
+                if cap >= fresh.len() {
+                    assert_eq!(buf.capacity(), cap, "no reallocation when it fits");
+                }
+                // the payload in pieces: the same frame
+                let mut parts = vec![0xffu8; 10];
+                let (a, b) = payload.split_at(payload.len() / 2);
+                repr.build_parts_into(&mut parts, &[a, b])
+                    .expect("build_parts_into");
+                assert_eq!(parts, fresh);
+            }
+        }
+        let h = NetReduceHeader {
+            ring_id: 1,
+            rank: 2,
+            msg_id: 3,
+            msg_len: 4,
+        };
+        let p = RoceV2Packet {
+            headers: headers(opcode::RC_RDMA_WRITE_FIRST),
+            ina: Some(InaHeader::NetReduce(h)),
+            payload: &values[..64],
+        };
+        let mut buf = vec![0xabu8; 9000];
+        p.build_into(&mut buf).expect("build_into");
+        assert_eq!(buf, p.build().expect("build"));
     }
 
     #[test]

@@ -26,7 +26,7 @@
 use crate::common::{Switch, SwitchStats, kernel};
 use crate::netreduce::{Layout, node_of_ip};
 use crate::roce::psn_diff;
-use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use inabench_fabric::{BufPool, Endpoint, Nanos, NodeId, Transmit};
 use inabench_wire::ib::opcode;
 use inabench_wire::ina::NetReduceHeader;
 use inabench_wire::roce::FrameRepr;
@@ -69,6 +69,12 @@ pub struct Accelerator {
     aggs: Vec<Aggregator>,
     out: VecDeque<Transmit>,
     stats: SwitchStats,
+    /// frame and payload buffers: delivered frames come back through `recycle`, an
+    /// aggregator's held payloads and result go back here when it is reused
+    pool: BufPool,
+    /// the adder's accumulators, reused for every aggregation
+    acc_f32: Vec<f32>,
+    acc_i32: Vec<i32>,
 }
 
 impl Accelerator {
@@ -99,6 +105,10 @@ impl Accelerator {
             aggs,
             out: VecDeque::new(),
             stats,
+            // enough for every worker's frame of a window in flight through the accelerator
+            pool: BufPool::new(64 + 4 * layout.workers),
+            acc_f32: Vec::new(),
+            acc_i32: Vec::new(),
         }
     }
 
@@ -106,23 +116,31 @@ impl Accelerator {
         self.model
     }
 
-    fn emit(&mut self, to_rank: usize, slot: usize, payload: &[u8]) {
+    /// Send slot `slot`'s aggregate to `to_rank`, in the headers of the frame its predecessor
+    /// sent (built into a pooled buffer).
+    fn emit(&mut self, to_rank: usize, slot: usize) {
         let n = self.layout.workers;
         let from = (to_rank + n - 1) % n;
-        let Some((repr, orig)) = &self.aggs[slot].bufs[from] else {
+        let agg = &self.aggs[slot];
+        let (Some(result), Some((repr, orig))) = (&agg.result, &agg.bufs[from]) else {
             return;
         };
-        let mut p = payload.to_vec();
         // the first packet keeps its own INA header in front of the aggregated values
-        if NetReduceHeader::is_first(orig) {
-            p[..NetReduceHeader::LEN].copy_from_slice(&orig[..NetReduceHeader::LEN]);
-        }
-        if let Ok(bytes) = repr.build(&p) {
-            self.stats.packets_out += 1;
-            self.out.push_back(Transmit {
-                to: to_rank as NodeId,
-                bytes,
-            });
+        let k = if NetReduceHeader::is_first(orig) {
+            NetReduceHeader::LEN.min(result.len())
+        } else {
+            0
+        };
+        let mut bytes = self.pool.take(0);
+        match repr.build_parts_into(&mut bytes, &[&orig[..k], &result[k..]]) {
+            Ok(()) => {
+                self.stats.packets_out += 1;
+                self.out.push_back(Transmit {
+                    to: to_rank as NodeId,
+                    bytes,
+                });
+            }
+            Err(_) => self.pool.put(bytes),
         }
     }
 
@@ -195,23 +213,35 @@ impl Accelerator {
                 // lazy deallocation: the aggregator now serves this message
                 agg.msg_id = Some(c.msg_id);
                 agg.bitmap = 0;
-                agg.result = None;
-                agg.bufs.iter_mut().for_each(|b| *b = None);
+                if let Some(r) = agg.result.take() {
+                    self.pool.put(r);
+                }
+                for b in agg.bufs.iter_mut() {
+                    if let Some((_, p)) = b.take() {
+                        self.pool.put(p);
+                    }
+                }
             }
         }
         if agg.bitmap & (1 << c.rank) != 0 {
             self.stats.duplicates_ignored += 1;
         }
         agg.bitmap |= 1 << c.rank;
-        agg.bufs[c.rank] = Some((repr, payload.to_vec()));
+        let mut held = match agg.bufs[c.rank].take() {
+            Some((_, p)) => p,
+            None => self.pool.take(0),
+        };
+        held.clear();
+        held.extend_from_slice(payload);
+        agg.bufs[c.rank] = Some((repr, held));
         let full = if self.layout.workers == 64 {
             u64::MAX
         } else {
             (1u64 << self.layout.workers) - 1
         };
-        if let Some(result) = agg.result.clone() {
+        if agg.result.is_some() {
             // a retransmission after completion: its destination gets the aggregate again
-            self.emit((c.rank + 1) % self.layout.workers, slot, &result);
+            self.emit((c.rank + 1) % self.layout.workers, slot);
             return;
         }
         if agg.bitmap != full {
@@ -240,25 +270,29 @@ impl Accelerator {
         let start = skip.min(len);
         let values = (len - start) / 4;
         let body = start..start + 4 * values;
-        let mut sum = vec![0u8; len];
+        let mut sum = self.pool.take(len);
         if self.layout.float {
             // float32 in rank order, as the accelerator's adder tree would (one order, so every
             // rank gets the same bits): acc = ((0 + x0) + x1) + ...
-            let mut acc = vec![0f32; values];
+            let acc = &mut self.acc_f32;
+            acc.clear();
+            acc.resize(values, 0.0);
             for (_, p) in agg.bufs.iter().flatten() {
-                kernel::add_be_f32(&mut acc, &p[body.clone()]);
+                kernel::add_be_f32(acc, &p[body.clone()]);
             }
-            kernel::store_be_f32(&mut sum[body], &acc);
+            kernel::store_be_f32(&mut sum[body], acc);
         } else {
-            let mut acc = vec![0i32; values];
+            let acc = &mut self.acc_i32;
+            acc.clear();
+            acc.resize(values, 0);
             for (_, p) in agg.bufs.iter().flatten() {
-                kernel::add_be_i32(&mut acc, &p[body.clone()]);
+                kernel::add_be_i32(acc, &p[body.clone()]);
             }
-            kernel::store_be_i32(&mut sum[body], &acc);
+            kernel::store_be_i32(&mut sum[body], acc);
         }
-        agg.result = Some(sum.clone());
+        agg.result = Some(sum);
         for r in 0..self.layout.workers {
-            self.emit(r, slot, &sum);
+            self.emit(r, slot);
         }
     }
 }
@@ -281,7 +315,7 @@ impl Endpoint for Accelerator {
                     self.stats.packets_out += 1;
                     self.out.push_back(Transmit {
                         to,
-                        bytes: frame.to_vec(),
+                        bytes: self.pool.take_copy(frame),
                     });
                 }
                 None => self.stats.dropped += 1,
@@ -300,6 +334,10 @@ impl Endpoint for Accelerator {
     }
 
     fn handle_timeout(&mut self, _now: Nanos) {}
+
+    fn recycle(&mut self, buf: Vec<u8>) {
+        self.pool.put(buf);
+    }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
         vec![

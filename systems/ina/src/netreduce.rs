@@ -12,7 +12,7 @@
 use crate::common::{AllReduceConfig, HostStats, Setup, SetupError, System, Worker, check_inputs};
 use crate::fpga::Accelerator;
 use crate::roce::{Accept, Addr, RcResponder, RcSender};
-use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use inabench_fabric::{BufPool, Endpoint, Nanos, NodeId, Transmit};
 use inabench_wire::ib::{Syndrome, opcode};
 use inabench_wire::ina::NetReduceHeader;
 use inabench_wire::roce::FrameRepr;
@@ -168,6 +168,10 @@ pub struct Host {
     clock: crate::common::TxClock,
     stats: HostStats,
     started: bool,
+    /// frame buffers: delivered ones come back through `recycle`, sends take from here
+    pool: BufPool,
+    /// the responder's pending ACKs, moved out per delivery (reused: no allocation per frame)
+    ack_scratch: Vec<crate::roce::AckOut>,
 }
 
 impl Host {
@@ -217,6 +221,8 @@ impl Host {
                 ..HostStats::default()
             },
             started: false,
+            pool: BufPool::default(),
+            ack_scratch: Vec::new(),
         }
     }
 }
@@ -259,12 +265,15 @@ impl Endpoint for Host {
                 self.stats.end_ns = now;
             }
         }
-        for a in self.recv.take_acks() {
-            if let Ok(bytes) = self.recv.ack_frame(&a) {
-                self.acks.push_back(Transmit {
+        self.recv.take_acks_into(&mut self.ack_scratch);
+        for a in &self.ack_scratch {
+            let mut bytes = self.pool.take(0);
+            match self.recv.ack_frame_into(&mut bytes, a) {
+                Ok(()) => self.acks.push_back(Transmit {
                     to: self.switch,
                     bytes,
-                });
+                }),
+                Err(_) => self.pool.put(bytes),
             }
         }
     }
@@ -281,10 +290,15 @@ impl Endpoint for Host {
             let i = self.send.next_to_send(now)?;
             let p = self.layout.payload as usize;
             let at = i as usize * p;
-            let bytes = self
+            let mut bytes = self.pool.take(0);
+            if self
                 .send
-                .frame(i, &self.data[at..at + p], self.layout.payload)
-                .ok()?;
+                .frame_into(&mut bytes, i, &self.data[at..at + p], self.layout.payload)
+                .is_err()
+            {
+                self.pool.put(bytes);
+                return None;
+            }
             let m = (i / self.layout.msg_len) as usize;
             if i % self.layout.msg_len == 0 && self.first_sent[m].is_none() {
                 first = Some(m);
@@ -314,6 +328,10 @@ impl Endpoint for Host {
 
     fn is_done(&self) -> bool {
         self.recv.complete()
+    }
+
+    fn recycle(&mut self, buf: Vec<u8>) {
+        self.pool.put(buf);
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {

@@ -177,6 +177,20 @@ impl RcSender {
         payload: &[u8],
         payload_bytes: u32,
     ) -> Result<Vec<u8>, inabench_wire::Error> {
+        let mut f = Vec::new();
+        self.frame_into(&mut f, i, payload, payload_bytes)?;
+        Ok(f)
+    }
+
+    /// As [`RcSender::frame`], written into `buf` (a pooled buffer: no allocation when its
+    /// capacity suffices; the same bytes).
+    pub fn frame_into(
+        &self,
+        buf: &mut Vec<u8>,
+        i: u32,
+        payload: &[u8],
+        payload_bytes: u32,
+    ) -> Result<(), inabench_wire::Error> {
         let op = self.opcode_of(i);
         let first = i.is_multiple_of(self.msg_len);
         let last = i % self.msg_len == self.msg_len - 1;
@@ -186,7 +200,7 @@ impl RcSender {
             rkey: 0x1234,
             dma_len: self.msg_len * payload_bytes,
         });
-        f.build(payload)
+        f.build_into(buf, payload)
     }
 
     /// An ACK or NAK arrived.
@@ -351,8 +365,26 @@ impl RcResponder {
         std::mem::take(&mut self.pending)
     }
 
+    /// The pending acknowledgements moved into `out` (cleared first), in order; both vectors
+    /// keep their capacity, so a caller that reuses `out` allocates nothing per frame.
+    pub fn take_acks_into(&mut self, out: &mut Vec<AckOut>) {
+        out.clear();
+        out.append(&mut self.pending);
+    }
+
     /// Build an ACK/NAK frame.
     pub fn ack_frame(&self, a: &AckOut) -> Result<Vec<u8>, inabench_wire::Error> {
+        let mut f = Vec::new();
+        self.ack_frame_into(&mut f, a)?;
+        Ok(f)
+    }
+
+    /// As [`RcResponder::ack_frame`], written into `buf`.
+    pub fn ack_frame_into(
+        &self,
+        buf: &mut Vec<u8>,
+        a: &AckOut,
+    ) -> Result<(), inabench_wire::Error> {
         let mut f = frame_repr(
             &self.local,
             &self.remote,
@@ -361,7 +393,7 @@ impl RcResponder {
             false,
         );
         f.aeth = Some(a.aeth);
-        f.build(&[])
+        f.build_into(buf, &[])
     }
 }
 
