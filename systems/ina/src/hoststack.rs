@@ -14,7 +14,10 @@
 //!   `num_worker_threads = 4` worker threads, each on its own core; the per-frame work of one
 //!   core is the system's host code as measured here (this suite has no citable per-core rate
 //!   for this code: DPDK's published l3fwd/testpmd rates are for forwarding, not for a client
-//!   that quantises and copies 128-256 B of gradient per packet), split over the cores; and the
+//!   that quantises and copies 128-256 B of gradient per packet; and no per-core packet I/O rate
+//!   to split off was found either: FD.io CSIT's DPDK reports, rls1804/rls1908/rls2009, give
+//!   their testpmd/l3fwd 1t1c NDR/PDR results as graphs, and DPDK's DTS single-core test plans
+//!   leave the expected Mpps to the tester's configuration), split over the cores; and the
 //!   release's transmit path (`dpdk_worker_thread.cc`): after a first batch sent with
 //!   `rte_eth_tx_burst`, every packet goes through an `rte_eth_tx_buffer` of `burst_tx = 64`
 //!   packets that is sent when full, or flushed when the poll loop finds no packet to receive
