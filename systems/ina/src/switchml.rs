@@ -42,15 +42,23 @@ use std::collections::VecDeque;
 pub const UDP_PORT: u16 = 48864;
 const HDR: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN + SwitchMlHeader::LEN;
 
-/// Build a SwitchML frame from `src` to `dst` (node indices) carrying `h` and `values`.
-fn frame(src: usize, dst: usize, h: &SwitchMlHeader, values: &[i32]) -> Vec<u8> {
-    frame_in(vec![0u8; HDR + 4 * values.len()], src, dst, h, values)
+/// Build a SwitchML frame from `src` to `dst` (node indices) carrying `h` and `values` into
+/// `f`, which must hold `HDR + 4 * values.len()` zero bytes (a buffer from a [`BufPool`]).
+fn frame_in(f: Vec<u8>, src: usize, dst: usize, h: &SwitchMlHeader, values: &[i32]) -> Vec<u8> {
+    frame_in_n(f, src, dst, h, values, values.len())
 }
 
-/// [`frame`] written into `f`, which must hold `HDR + 4 * values.len()` zero bytes (a buffer
-/// from a [`BufPool`]).
-fn frame_in(mut f: Vec<u8>, src: usize, dst: usize, h: &SwitchMlHeader, values: &[i32]) -> Vec<u8> {
-    let payload = SwitchMlHeader::LEN + 4 * values.len();
+/// [`frame_in`] carrying `n` values: `values` (at most `n`) then zeros; `f` must hold
+/// `HDR + 4 * n` zero bytes.
+fn frame_in_n(
+    mut f: Vec<u8>,
+    src: usize,
+    dst: usize,
+    h: &SwitchMlHeader,
+    values: &[i32],
+    n: usize,
+) -> Vec<u8> {
+    let payload = SwitchMlHeader::LEN + 4 * n;
     let _ = inabench_wire::node::emit(&mut f, 1, src as u32, dst as u32, UDP_PORT, payload);
     let u = ethernet::HEADER_LEN + ipv4::HEADER_LEN;
     let _ = h.emit(&mut f[u + udp::HEADER_LEN..]);
@@ -77,14 +85,6 @@ fn parse_body(f: &[u8]) -> Option<(u8, SwitchMlHeader, &[u8])> {
     let at = body.as_ptr() as usize - f.as_ptr() as usize;
     let len = body.len();
     Some((ip.src()[3], h, f.get(at..at + len)?))
-}
-
-/// Parse a SwitchML frame: (source IP's last byte, header, values).
-fn parse(f: &[u8]) -> Option<(u8, SwitchMlHeader, Vec<i32>)> {
-    let (src, h, body) = parse_body(f)?;
-    let mut values = vec![0i32; body.len() / 4];
-    kernel::load_be_i32(&mut values, body);
-    Some((src, h, values))
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -151,15 +151,16 @@ pub struct SwitchMlWorker {
     duplicate_results: u64,
     stale_results: u64,
     started: bool,
+    /// frame buffers: delivered results come back through `recycle`, sends take from here
+    pool: BufPool,
 }
 
 impl SwitchMlWorker {
-    fn chunk_values(&self, c: usize) -> Vec<i32> {
-        let a = c * self.layout.per_packet;
+    /// Chunk `c`'s values (the last chunk short: the frame pads it with zeros).
+    fn chunk_values(&self, c: usize) -> &[i32] {
+        let a = (c * self.layout.per_packet).min(self.grad.len());
         let b = (a + self.layout.per_packet).min(self.grad.len());
-        let mut v = self.grad[a..b].to_vec();
-        v.resize(self.layout.per_packet, 0);
-        v
+        &self.grad[a..b]
     }
 
     fn header(&self, c: usize) -> SwitchMlHeader {
@@ -183,10 +184,11 @@ impl Endpoint for SwitchMlWorker {
 
     fn handle_packet(&mut self, now: Nanos, _from: NodeId, f: &[u8]) {
         self.stats.packets_rx += 1;
-        let Some((_, h, values)) = parse(f) else {
+        let Some((_, h, body)) = parse_body(f) else {
             self.stats.malformed_rx += 1;
             return;
         };
+        let n_values = body.len() / 4;
         if !h.is_result {
             return;
         }
@@ -206,17 +208,15 @@ impl Endpoint for SwitchMlWorker {
         if self.current[s] != Some(c)
             || usize::from(h.pool_index) != s
             || h.version != want.version
-            || values.len() != self.layout.per_packet
+            || n_values != self.layout.per_packet
         {
             self.stale_results += 1;
             return;
         }
-        let a = c * self.layout.per_packet;
-        for (k, v) in values.iter().enumerate() {
-            if a + k < self.result.len() {
-                self.result[a + k] = *v;
-            }
-        }
+        // the values that fall inside the result (the last chunk's padding does not)
+        let a = (c * self.layout.per_packet).min(self.result.len());
+        let end = (a + n_values).min(self.result.len());
+        kernel::load_be_i32(&mut self.result[a..end], body);
         if let Some((handed, t0)) = self.sent_at[c] {
             self.stats.rtt_ns.push(now.saturating_sub(t0));
             self.stats.rtt_queue_ns.push(t0 - handed);
@@ -254,11 +254,14 @@ impl Endpoint for SwitchMlWorker {
         };
         let s = c % self.layout.slots;
         self.outstanding[s] = Some((c, now + self.rto_ns));
-        let bytes = frame(
+        let n = self.layout.per_packet;
+        let bytes = frame_in_n(
+            self.pool.take(HDR + 4 * n),
             self.rank,
             self.layout.workers,
             &self.header(c),
-            &self.chunk_values(c),
+            self.chunk_values(c),
+            n,
         );
         let wire = self.clock.start(now, bytes.len());
         if self.sent_at[c].is_some() {
@@ -291,6 +294,10 @@ impl Endpoint for SwitchMlWorker {
 
     fn is_done(&self) -> bool {
         self.received == self.layout.chunks
+    }
+
+    fn recycle(&mut self, buf: Vec<u8>) {
+        self.pool.put(buf);
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
@@ -514,6 +521,7 @@ impl System for SwitchMl {
                     duplicate_results: 0,
                     stale_results: 0,
                     started: false,
+                    pool: BufPool::default(),
                 }) as Box<dyn Worker>
             })
             .collect();

@@ -3,7 +3,8 @@
 //! ACKs, into buffers from a `BufPool` that the fabric refills through `Endpoint::recycle`.
 //! Before (issue #22), every frame sent cost at least one allocation (`FrameRepr::build`'s
 //! `Vec`), and every aggregate several (the held payloads, the sum, its clone, the
-//! accumulator), so this test failed there with over one allocation per event.
+//! accumulator), so this test failed there with over one allocation per event. The same for
+//! SwitchML (its worker built every frame in a new `Vec` and parsed every result into one).
 
 mod support;
 use inabench_fabric::Endpoint;
@@ -12,6 +13,7 @@ use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
 use inabench_fabric::testing::{Counting, allocations};
 use inabench_ina::common::{AllReduceConfig, SetupNode, System};
 use inabench_ina::netreduce::NetReduce;
+use inabench_ina::switchml::SwitchMl;
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
@@ -34,8 +36,8 @@ fn cfg(float: bool) -> AllReduceConfig {
 
 /// Runs NetReduce on sim; `snapshot_at`: the event after which the allocation count is taken.
 /// Returns (events, allocations from the snapshot to the end, the nodes).
-fn run(c: &AllReduceConfig, snapshot_at: u64) -> (u64, u64, Vec<SetupNode>) {
-    let nodes = NetReduce.build(c).expect("build").into_nodes();
+fn run(sys: &dyn System, c: &AllReduceConfig, snapshot_at: u64) -> (u64, u64, Vec<SetupNode>) {
+    let nodes = sys.build(c).expect("build").into_nodes();
     let cfgs = vec![
         NodeConfig {
             rx_cost_ns: 100,
@@ -71,8 +73,8 @@ fn netreduce_on_sim_allocates_nothing_per_frame_in_the_steady_state() {
         let c = cfg(float);
         // the run is deterministic: a first one counts the events, a second takes the
         // allocation count half way through
-        let (events, _, _) = run(&c, 0);
-        let (events2, spent, nodes) = run(&c, events / 2);
+        let (events, _, _) = run(&NetReduce, &c, 0);
+        let (events2, spent, nodes) = run(&NetReduce, &c, events / 2);
         assert_eq!(events, events2, "deterministic");
         if !float {
             support::check(&nodes, &c); // the exact int32 sum
@@ -88,4 +90,27 @@ fn netreduce_on_sim_allocates_nothing_per_frame_in_the_steady_state() {
             events - events / 2
         );
     }
+}
+
+#[test]
+fn switchml_on_sim_allocates_nothing_per_frame_in_the_steady_state() {
+    let c = AllReduceConfig {
+        knobs: Vec::new(),
+        elements: 200_000,
+        ..cfg(false)
+    };
+    let (events, _, _) = run(&SwitchMl, &c, 0);
+    let (events2, spent, nodes) = run(&SwitchMl, &c, events / 2);
+    assert_eq!(events, events2, "deterministic");
+    support::check(&nodes, &c);
+    let per_event = spent as f64 / (events - events / 2) as f64;
+    eprintln!(
+        "switchml: {spent} allocations over the last {} of {events} events",
+        events - events / 2
+    );
+    assert!(
+        per_event < 0.01,
+        "{spent} allocations over the last {} events ({per_event} per event)",
+        events - events / 2
+    );
 }
