@@ -24,6 +24,7 @@ use inabench_fabric::fault::Faults;
 use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
 use inabench_fabric::{Endpoint, NodeId};
 use inabench_ina::common::{AllReduceConfig, SetupNode, System, Worker};
+use inabench_ina::hoststack::{DpdkStack, StackStats, TxBuffered};
 use inabench_ina::switchml::SwitchMl;
 use inabench_ina::tofino::TofinoModel;
 use std::collections::HashMap;
@@ -519,26 +520,107 @@ pub fn run_switchml(
     sim: Option<&SimInputs>,
     timeout_ns: u64,
 ) -> Result<Outcome, RunError> {
+    run_switchml_on(workers, ops, seed, rate_bps, sim, timeout_ns, None).map(|o| o.0)
+}
+
+/// SwitchML on `sim` behind the released DPDK client's host stack (`inabench_ina::hoststack`'s
+/// `dpdk` setting): each worker's per-frame cost (measured here, as [`run_switchml`]) is served
+/// by `stack.cores` cores, and what it sends after its first receive waits in a transmit buffer
+/// of `stack.tx_burst` frames, sent when full or `stack.drain_ns` after the buffer's last flush.
+/// One buffer per worker (`stack.lanes` is not used): the closed loop has one slot, and the
+/// release keeps a slot's packets on one thread. `stack.core_frame_ns` is not used either: the
+/// per-frame cost is the distribution measured here ([`switchml_costs`]), each sample over
+/// `stack.cores`.
+pub fn run_switchml_dpdk(
+    workers: usize,
+    ops: u64,
+    seed: u64,
+    rate_bps: f64,
+    sim: &SimInputs,
+    timeout_ns: u64,
+    stack: &DpdkStack,
+) -> Result<(Outcome, StackStats), RunError> {
+    let out = run_switchml_on(
+        workers,
+        ops,
+        seed,
+        rate_bps,
+        Some(sim),
+        timeout_ns,
+        Some(stack),
+    )?;
+    Ok((out.0, out.1.unwrap_or_default()))
+}
+
+fn run_switchml_on(
+    workers: usize,
+    ops: u64,
+    seed: u64,
+    rate_bps: f64,
+    sim: Option<&SimInputs>,
+    timeout_ns: u64,
+    stack: Option<&DpdkStack>,
+) -> Result<(Outcome, Option<StackStats>), RunError> {
     let cfg = switchml_config(workers, ops, seed, rate_bps, timeout_ns);
-    let setup = SwitchMl.build(&cfg).map_err(err)?;
+    match sim {
+        Some(si) => sim_switchml(&cfg, si, switchml_costs(workers, rate_bps), stack, seed),
+        None => {
+            let setup = SwitchMl.build(&cfg).map_err(err)?;
+            let outcome = |ws: Vec<&dyn Worker>| Outcome {
+                latencies: ws.iter().flat_map(|w| w.stats().rtt_ns).collect(),
+                wrong: ws.iter().filter(|w| w.is_done() && !w.check(&cfg)).count() as u64,
+                unfinished: ws.iter().filter(|w| !w.is_done()).count(),
+                retransmissions: ws.iter().map(|w| w.stats().retransmissions).sum(),
+            };
+            let (nodes, _) = inabench_fabric::mem::run(
+                setup.into_nodes(),
+                9216,
+                Faults::default(),
+                Duration::from_secs(120),
+                |i| i < workers,
+            );
+            Ok((outcome(nodes.iter().filter_map(worker).collect()), None))
+        }
+    }
+}
+
+/// One SwitchML run on `sim` with these per-frame worker costs (one core's), behind `stack`.
+fn sim_switchml(
+    cfg: &AllReduceConfig,
+    si: &SimInputs,
+    mut costs: Vec<u64>,
+    stack: Option<&DpdkStack>,
+    seed: u64,
+) -> Result<(Outcome, Option<StackStats>), RunError> {
+    let workers = cfg.workers;
+    let setup = SwitchMl.build(cfg).map_err(err)?;
     let outcome = |ws: Vec<&dyn Worker>| Outcome {
         latencies: ws.iter().flat_map(|w| w.stats().rtt_ns).collect(),
-        wrong: ws.iter().filter(|w| w.is_done() && !w.check(&cfg)).count() as u64,
+        wrong: ws.iter().filter(|w| w.is_done() && !w.check(cfg)).count() as u64,
         unfinished: ws.iter().filter(|w| !w.is_done()).count(),
         retransmissions: ws.iter().map(|w| w.stats().retransmissions).sum(),
     };
-    match sim {
-        Some(si) => {
-            let costs = switchml_costs(workers, rate_bps);
+    {
+        {
+            if let Some(d) = stack {
+                // one core's measured time per frame, served by the client's cores
+                let cores = u64::from(d.cores.max(1));
+                for c in &mut costs {
+                    *c = c.div_ceil(cores);
+                }
+            }
+            let buffer = stack.map(|d| (d.tx_burst, d.drain_ns));
             let nodes: Vec<_> = setup
                 .into_nodes()
                 .into_iter()
                 .map(|n| {
-                    let t = if matches!(n, SetupNode::Worker(_)) {
+                    let host = matches!(n, SetupNode::Worker(_));
+                    let t = if host {
                         si.cpu(costs.clone())
                     } else {
                         si.switch()
                     };
+                    let n = TxBuffered::new(n, if host { buffer } else { None });
                     Host::new(n, t, seed)
                 })
                 .collect();
@@ -552,19 +634,19 @@ pub fn run_switchml(
             );
             f.run_until(SIM_LIMIT_NS, |n| n.iter().all(Endpoint::is_done));
             let nodes = f.into_nodes();
-            Ok(outcome(
-                nodes.iter().filter_map(|h| worker(&h.inner)).collect(),
+            let stats = stack.map(|_| StackStats {
+                buffered: nodes.iter().map(|h| h.inner.buffered).sum(),
+                waited_ns: nodes.iter().map(|h| h.inner.waited_ns).sum(),
+            });
+            Ok((
+                outcome(
+                    nodes
+                        .iter()
+                        .filter_map(|h| worker(h.inner.inner()))
+                        .collect(),
+                ),
+                stats,
             ))
-        }
-        None => {
-            let (nodes, _) = inabench_fabric::mem::run(
-                setup.into_nodes(),
-                9216,
-                Faults::default(),
-                Duration::from_secs(120),
-                |i| i < workers,
-            );
-            Ok(outcome(nodes.iter().filter_map(worker).collect()))
         }
     }
 }
@@ -617,5 +699,57 @@ mod gpusync_tests {
         assert_eq!(auto.pick(2), (Algo::Ring, 3600, 2700));
         assert_eq!(auto.pick(4), (Algo::Ring, 3600, 2700));
         assert_eq!(auto.pick(8), (Algo::Tree, 4400, 5000));
+    }
+}
+
+#[cfg(test)]
+mod switchml_dpdk_tests {
+    use super::*;
+    use crate::driver::LatencyStats;
+
+    #[test]
+    fn the_released_clients_drain_holds_each_closed_loop_packet() {
+        let si = SimInputs {
+            rate_bps: 100e9,
+            link_latency_ns: 10,
+            switch_latency_ns: 400,
+            fpga_nic_ns: 200,
+            fpga_beat_ns: 4,
+            host_nic_ns: 600,
+            timeout_ns: 1_000_000,
+        };
+        let ops = 200;
+        let cfg = switchml_config(8, ops, 3, 100e9, si.timeout_ns);
+        // a fixed 400 ns per frame and core, so the test does not rest on this host's speed
+        let stack = DpdkStack::switchml_release(400);
+        let (plain, _) = sim_switchml(&cfg, &si, vec![100], None, 3).expect("runs");
+        let (dpdk, st) = sim_switchml(&cfg, &si, vec![400], Some(&stack), 3).expect("runs");
+        let st = st.expect("stack stats");
+        for o in [&plain, &dpdk] {
+            assert_eq!(o.wrong, 0);
+            assert_eq!(o.unfinished, 0);
+        }
+        let p = LatencyStats::of(&plain.latencies).expect("samples");
+        let d = LatencyStats::of(&dpdk.latencies).expect("samples");
+        // every packet after a worker's first waits for the buffer's 10 us drain (one packet
+        // outstanding never fills the 64-packet buffer)
+        assert!(
+            st.buffered >= 8 * (ops - 1),
+            "{} frames buffered",
+            st.buffered
+        );
+        assert!(st.waited_ns > 0);
+        assert!(
+            d.p50_us >= 0.9 * stack.drain_ns as f64 / 1e3,
+            "median {} us under a {} ns drain",
+            d.p50_us,
+            stack.drain_ns
+        );
+        assert!(
+            d.mean_us > p.mean_us + 5.0,
+            "{} vs {}",
+            d.mean_us,
+            p.mean_us
+        );
     }
 }

@@ -87,6 +87,7 @@ impl Workload for Fig8 {
             "cpusync",
             "gpusync",
             "switchml",
+            "switchml_dpdk",
             "cpusync_mpi_tcp",
             "cpusync_mpi_shm",
         ])
@@ -151,6 +152,35 @@ impl Workload for Fig8 {
             "cpusync" => run_cpusync(workers, elements, ops, seed, si.as_ref()).map_err(err)?,
             "switchml" => {
                 run_switchml(workers, ops, seed, rate_bps, si.as_ref(), timeout_ns).map_err(err)?
+            }
+            "switchml_dpdk" => {
+                let Some(si) = si.as_ref() else {
+                    ctx.log(
+                        LogLevel::Info,
+                        "switchml_dpdk is SwitchML behind the modelled DPDK client: simulated class only",
+                    );
+                    return Ok(());
+                };
+                let stack = inabench_ina::hoststack::DpdkStack::switchml_release(0);
+                let (o, st) = inabench_p4sgd::allreduce::run_switchml_dpdk(
+                    workers, ops, seed, rate_bps, si, timeout_ns, &stack,
+                )
+                .map_err(err)?;
+                ctx.log(
+                    LogLevel::Info,
+                    format!(
+                        "switchml_dpdk: released client's {} cores, {}-packet transmit buffer, {} us drain; {} frames buffered, mean wait {:.2} us",
+                        stack.cores,
+                        stack.tx_burst,
+                        stack.drain_ns as f64 / 1e3,
+                        st.buffered,
+                        st.mean_wait_us().unwrap_or(0.0)
+                    ),
+                );
+                if let Some(w) = st.mean_wait_us() {
+                    ctx.record_if_declared("stack_wait_us", w);
+                }
+                o
             }
             "cpusync_mpi_tcp" | "cpusync_mpi_shm" if simulated => {
                 ctx.log(
