@@ -305,7 +305,18 @@ pub fn prepare(sock: &UdpSocket) -> Offload {
     off
 }
 
-fn flush(sock: &UdpSocket, tx: &mut Sender, route: &Route, eg: &mut Egress, rep: &mut NodeReport) {
+/// Send the egress batch; each sent frame's buffer then goes to `recycle` (the sending node's
+/// [`Endpoint::recycle`]: the kernel has copied it, so the node may build its next frame in it
+/// instead of allocating one; on this fabric the frames a node receives are slices of the
+/// receive batch, so its own sent buffers are the ones to reuse).
+fn flush(
+    sock: &UdpSocket,
+    tx: &mut Sender,
+    route: &Route,
+    eg: &mut Egress,
+    rep: &mut NodeReport,
+    mut recycle: impl FnMut(Vec<u8>),
+) {
     if eg.out.is_empty() {
         return;
     }
@@ -315,7 +326,10 @@ fn flush(sock: &UdpSocket, tx: &mut Sender, route: &Route, eg: &mut Egress, rep:
         .filter_map(|(to, b)| route.addr(*to, b).map(|a| (a, &b[..])))
         .collect();
     rep.send_errors += tx.send(sock.as_raw_fd(), &frames);
-    eg.out.clear();
+    drop(frames);
+    for (_, b) in eg.out.drain(..) {
+        recycle(b);
+    }
 }
 
 fn serve_loop<N: Endpoint>(
@@ -353,7 +367,7 @@ fn serve_loop<N: Endpoint>(
             eg.push(t, tx.to, tx.bytes);
         }
         eg.release(t);
-        flush(sock, &mut tx, route, &mut eg, &mut rep);
+        flush(sock, &mut tx, route, &mut eg, &mut rep, |b| node.recycle(b));
         if cfg.counted && !reported && node.is_done() {
             reported = true;
             rep.done_ns = t;
@@ -685,6 +699,8 @@ mod tests {
         n: u32,
         sent: u32,
         got: u32,
+        /// buffers the fabric handed back
+        recycled: u32,
     }
 
     impl Endpoint for Pinger {
@@ -713,9 +729,15 @@ mod tests {
         fn is_done(&self) -> bool {
             self.id == 1 && self.got == self.n
         }
+        fn recycle(&mut self, buf: Vec<u8>) {
+            if buf.len() == 4 {
+                self.recycled += 1;
+            }
+        }
     }
 
-    fn run(io: IoModel, loss: f64) -> (Vec<NodeReport>, u32) {
+    /// (reports, frames node 1 got, buffers node 0 got back)
+    fn run(io: IoModel, loss: f64) -> (Vec<NodeReport>, u32, u32) {
         let coord = Coordinator::new().expect("coordinator");
         let socks: Vec<UdpSocket> = (0..2).map(|_| bind_loopback().expect("bind")).collect();
         let peers: Vec<SocketAddrV4> = socks
@@ -742,6 +764,7 @@ mod tests {
                             n: 2000,
                             sent: 0,
                             got: 0,
+                            recycled: 0,
                         };
                         let cfg = NodeConfig {
                             io,
@@ -755,25 +778,29 @@ mod tests {
                             counted: i == 1,
                         };
                         let r = serve(&mut p, sock, &wiring, &cfg);
-                        (r, p.got)
+                        (r, (p.got, p.recycled))
                     })
                 })
                 .collect();
             let (done, _) = coord.wait_and_stop(1, &peers, start, Duration::from_millis(1500));
-            let out: Vec<(NodeReport, u32)> =
+            let out: Vec<(NodeReport, (u32, u32))> =
                 hs.into_iter().map(|h| h.join().expect("node")).collect();
             let _ = done;
-            let got = out[1].1;
+            let got = (out[1].1.0, out[0].1.1);
             (out.into_iter().map(|(r, _)| r).collect::<Vec<_>>(), got)
         });
-        (reports, got)
+        (reports, got.0, got.1)
     }
 
     #[test]
     fn every_io_model_moves_every_frame_and_stops_on_command() {
         for io in [IoModel::Event, IoModel::BusyPoll, IoModel::Threads] {
-            let (reps, got) = run(io, 0.0);
+            let (reps, got, recycled) = run(io, 0.0);
             assert_eq!(got, 2000, "{io:?}");
+            // the event and busy-poll loops hand every sent buffer back to its sender (the
+            // threads model sends on another thread and drops them)
+            let want = if io == IoModel::Threads { 0 } else { 2000 };
+            assert_eq!(recycled, want, "{io:?}");
             assert_eq!(reps[0].frames_tx, 2000, "{io:?}");
             assert_eq!(reps[1].frames_rx, 2000, "{io:?}");
             assert!(
@@ -846,6 +873,7 @@ mod tests {
                     n: 1000,
                     sent: 0,
                     got: 0,
+                    recycled: 0,
                 };
                 serve_steered(&mut p, &socks[0], w, &c0, Some(st))
             });
@@ -880,7 +908,7 @@ mod tests {
 
     #[test]
     fn loss_really_drops_datagrams() {
-        let (reps, got) = run(IoModel::Event, 0.1);
+        let (reps, got, _) = run(IoModel::Event, 0.1);
         assert!(reps[0].faults.dropped > 100, "{reps:?}");
         assert_eq!(u64::from(got), 2000 - reps[0].faults.dropped);
         assert_eq!(reps[1].done_ns, 0, "node 1 never completes");
