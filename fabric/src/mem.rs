@@ -1,16 +1,20 @@
-//! `mem`: endpoints in one process on real time. Each node runs on its own OS thread; frames
-//! travel over lock-free single-producer single-consumer rings, one per (sender, receiver) pair
-//! (no lock per frame: a sender writes a slot and publishes it with one release store, the
-//! receiver reads it after one acquire load); a receiver drains every ring before it transmits
-//! (one wake-up, many frames) and parks when they are all empty, woken by the next sender. A
-//! sender whose ring is full keeps the frame in its own per-destination backlog (order kept, no
-//! blocking, so two nodes sending to each other cannot deadlock). Timeouts are honoured with
-//! `park_timeout`; each node's CPU is its thread's own CPU time (CLOCK_THREAD_CPUTIME_ID), so
-//! "CPU per worker" is that endpoint's accounting. Link rates are not enforced (it is as fast as
-//! this host); the MTU is. Faults are the same seeded fates as on `sim` and `udp` (one generator
-//! per link direction, drawn by the sender's thread): a reordered frame waits in its sender's
-//! delay line for the fault's extra delay, then goes out. A delivered frame's buffer goes back to
-//! its receiver through [`Endpoint::recycle`].
+//! `mem`: endpoints in one process on real time. The nodes run on a few OS threads (by default
+//! as many as the host has cores, nodes dealt to them round-robin: node i on thread i mod
+//! threads; [`run_with_threads`] sets the count, recorded in [`MemReport::threads`]), each
+//! thread stepping its nodes in turn; frames travel over lock-free single-producer
+//! single-consumer rings, one per (sender, receiver) node pair (no lock per frame: a sender
+//! writes a slot and publishes it with one release store, the receiver reads it after one
+//! acquire load); a node drains every ring before it transmits (one wake-up, many frames), and a
+//! thread whose nodes' rings are all empty spins briefly ([`SPIN`]) and then parks, woken by the
+//! next sender to any of its nodes. A sender whose ring is full keeps the frame in its own
+//! per-destination backlog (order kept, no blocking, so two nodes sending to each other cannot
+//! deadlock). Timeouts are honoured with `park_timeout`; each node's CPU is the thread CPU time
+//! (CLOCK_THREAD_CPUTIME_ID) of its own steps (receive, timers, transmit; a thread's spinning and
+//! parking are no node's), so "CPU per worker" is that endpoint's accounting. Link rates are not
+//! enforced (it is as fast as this host); the MTU is. Faults are the same seeded fates as on
+//! `sim` and `udp` (one generator per link direction, drawn by the sender): a reordered frame
+//! waits in its sender's delay line for the fault's extra delay, then goes out. A delivered
+//! frame's buffer goes back to its receiver through [`Endpoint::recycle`].
 
 use crate::endpoint::{Endpoint, Nanos, NodeId};
 use crate::fault::{Fate, FaultCounters, FaultInjector, Faults};
@@ -111,7 +115,7 @@ impl<T> Consumer<T> {
     }
 }
 
-/// How a receiver is woken: its thread (once it runs) and whether it is about to park.
+/// How a receiving thread is woken: the thread (once it runs) and whether it is about to park.
 #[derive(Default)]
 struct Waker {
     thread: OnceLock<Thread>,
@@ -145,6 +149,8 @@ pub struct MemNodeStats {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MemReport {
     pub wall_ns: u64,
+    /// OS threads the nodes ran on (node i on thread i mod threads).
+    pub threads: usize,
     pub nodes: Vec<MemNodeStats>,
     pub dropped_mtu: u64,
     pub faults: FaultCounters,
@@ -186,6 +192,7 @@ struct Outbox {
     rings: Vec<Producer<Frame>>,
     backlog: Vec<VecDeque<Frame>>,
     backlogged: usize,
+    /// one per thread: node `to` is woken through `wakers[to % wakers.len()]`
     wakers: Arc<Vec<Waker>>,
 }
 
@@ -194,7 +201,7 @@ impl Outbox {
     fn send(&mut self, to: usize, frame: Frame) {
         if self.backlog[to].is_empty() {
             match self.rings[to].push(frame) {
-                Ok(()) => self.wakers[to].wake(),
+                Ok(()) => self.wakers[to % self.wakers.len()].wake(),
                 Err(f) => {
                     self.backlog[to].push_back(f);
                     self.backlogged += 1;
@@ -226,14 +233,234 @@ impl Outbox {
                 }
             }
             if moved {
-                self.wakers[to].wake();
+                self.wakers[to % self.wakers.len()].wake();
             }
         }
     }
 }
 
-/// Run `nodes` (node i has id i) until every node that `counts(i)` is done, or `deadline` passes.
-/// Returns the nodes and the report.
+/// How long a thread whose nodes have nothing to do keeps polling their rings before it parks:
+/// a frame that arrives meanwhile costs no wake-up (a futex call and a reschedule on each
+/// side). A fabric setting, not an input of any result.
+pub const SPIN: Duration = Duration::from_micros(20);
+
+/// The threads [`run`] uses: the host's cores (`available_parallelism`), at least 1.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |c| c.get())
+}
+
+/// One node and its fabric state, stepped by the thread it was dealt to.
+struct Slot<N> {
+    i: usize,
+    node: N,
+    inbox: Vec<Consumer<Frame>>,
+    out: Outbox,
+    /// this sender's links' fates (the same per-link generators as one shared injector)
+    injector: FaultInjector,
+    /// the delay line of reordered frames: (due, sequence, to, frame)
+    held: DelayLine,
+    held_seq: u64,
+    st: MemNodeStats,
+    counted: bool,
+    reported: bool,
+}
+
+/// What every thread shares.
+struct Shared {
+    n: usize,
+    mtu: usize,
+    start: Instant,
+    deadline: Duration,
+    stop: AtomicBool,
+    need: usize,
+    done: AtomicUsize,
+    dropped_mtu: AtomicUsize,
+    wakers: Arc<Vec<Waker>>,
+}
+
+impl Shared {
+    fn now(&self) -> Nanos {
+        self.start.elapsed().as_nanos() as Nanos
+    }
+
+    fn stop_all(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for w in self.wakers.iter() {
+            if let Some(t) = w.thread.get() {
+                t.unpark();
+            }
+        }
+    }
+}
+
+impl<N: Endpoint> Slot<N> {
+    /// Everything the node wants to send now, through the faults, onto the rings.
+    fn send_all(&mut self, sh: &Shared) {
+        while let Some(t) = self.node.poll_transmit(sh.now()) {
+            self.st.frames_tx += 1;
+            self.st.bytes_tx += t.bytes.len() as u64;
+            if t.bytes.len() > sh.mtu || t.to as usize >= sh.n {
+                sh.dropped_mtu.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            if let Fate::Deliver {
+                copies,
+                extra_delay_ns,
+            } = self.injector.fate(self.i as NodeId, t.to)
+            {
+                for _ in 1..copies {
+                    self.out.send(t.to as usize, t.bytes.clone());
+                }
+                if extra_delay_ns > 0 {
+                    self.held_seq += 1;
+                    self.held.push(Reverse((
+                        sh.now() + extra_delay_ns,
+                        self.held_seq,
+                        t.to,
+                        t.bytes,
+                    )));
+                } else {
+                    self.out.send(t.to as usize, t.bytes);
+                }
+            }
+        }
+    }
+
+    /// Send the reordered frames whose delay has passed.
+    fn release(&mut self, sh: &Shared) {
+        let t = sh.now();
+        while self.held.peek().is_some_and(|r| r.0.0 <= t) {
+            if let Some(Reverse((_, _, to, b))) = self.held.pop() {
+                self.out.send(to as usize, b);
+            }
+        }
+    }
+
+    /// Take what is waiting from every sender (at most 256 per sender per round, so no sender
+    /// starves the others); returns how many frames.
+    fn receive(&mut self, sh: &Shared) -> usize {
+        let mut got = 0usize;
+        for (from, ring) in self.inbox.iter_mut().enumerate() {
+            for _ in 0..256 {
+                let Some(frame) = ring.pop() else { break };
+                got += 1;
+                self.st.frames_rx += 1;
+                self.st.bytes_rx += frame.len() as u64;
+                self.node.handle_packet(sh.now(), from as NodeId, &frame);
+                self.node.recycle(frame);
+            }
+        }
+        got
+    }
+
+    /// After receiving: timers, the backlog, transmit, the delay line, the done report.
+    fn after(&mut self, sh: &Shared) {
+        if self.node.poll_timeout().is_some_and(|t| t <= sh.now()) {
+            self.node.handle_timeout(sh.now());
+        }
+        self.out.flush();
+        self.send_all(sh);
+        self.release(sh);
+        if self.counted && !self.reported && self.node.is_done() {
+            self.reported = true;
+            self.st.done_ns = sh.now();
+            if sh.done.fetch_add(1, Ordering::SeqCst) + 1 >= sh.need {
+                sh.stop_all();
+            }
+        }
+    }
+
+    /// How long this node can wait with nothing arriving (its timer, its delay line, its
+    /// backlog: a receiver behind it, so come back soon), at most 5 ms.
+    fn wait(&self, sh: &Shared) -> Duration {
+        let now = sh.now();
+        let mut wait = self
+            .node
+            .poll_timeout()
+            .map(|t| Duration::from_nanos(t.saturating_sub(now)))
+            .unwrap_or(Duration::from_millis(5))
+            .min(Duration::from_millis(5))
+            .min(
+                self.held
+                    .peek()
+                    .map(|r| Duration::from_nanos(r.0.0.saturating_sub(now)))
+                    .unwrap_or(Duration::MAX),
+            );
+        if self.out.backlogged > 0 {
+            wait = wait.min(Duration::from_micros(50));
+        }
+        wait
+    }
+}
+
+/// One thread: step its nodes in turn until the stop; returns them with their stats.
+fn serve_thread<N: Endpoint>(
+    t: usize,
+    mut slots: Vec<Slot<N>>,
+    sh: &Shared,
+) -> Vec<(usize, N, MemNodeStats, FaultCounters)> {
+    let _ = sh.wakers[t].thread.set(std::thread::current());
+    let mut cpu = thread_cpu_ns();
+    // charge the thread CPU since the last mark `cpu` to `st`
+    fn charge(cpu: &mut u64, st: &mut MemNodeStats) {
+        let c = thread_cpu_ns();
+        st.cpu_ns += c.saturating_sub(*cpu);
+        *cpu = c;
+    }
+    for s in slots.iter_mut() {
+        s.send_all(sh);
+        charge(&mut cpu, &mut s.st);
+    }
+    let mut idle_since: Option<Instant> = None;
+    while !sh.stop.load(Ordering::Relaxed) {
+        let mut got = 0usize;
+        for s in slots.iter_mut() {
+            got += s.receive(sh);
+            s.after(sh);
+            charge(&mut cpu, &mut s.st);
+        }
+        if got == 0 {
+            let wait = slots
+                .iter()
+                .map(|s| s.wait(sh))
+                .min()
+                .unwrap_or(Duration::from_millis(5));
+            if !wait.is_zero() {
+                let since = *idle_since.get_or_insert_with(Instant::now);
+                if since.elapsed() < SPIN.min(wait) {
+                    std::hint::spin_loop();
+                } else {
+                    sh.wakers[t].parked.store(true, Ordering::Relaxed);
+                    fence(Ordering::SeqCst);
+                    if slots.iter().all(|s| s.inbox.iter().all(|r| r.is_empty())) {
+                        std::thread::park_timeout(wait);
+                    }
+                    sh.wakers[t].parked.store(false, Ordering::Relaxed);
+                    idle_since = None;
+                }
+            }
+            // spinning and parking are no node's work
+            cpu = thread_cpu_ns();
+        } else {
+            idle_since = None;
+        }
+        if sh.start.elapsed() > sh.deadline {
+            sh.stop.store(true, Ordering::SeqCst);
+        }
+    }
+    slots
+        .into_iter()
+        .map(|mut s| {
+            if s.st.done_ns == 0 {
+                s.st.done_ns = sh.now();
+            }
+            (s.i, s.node, s.st, s.injector.counters)
+        })
+        .collect()
+}
+
+/// Run `nodes` (node i has id i) until every node that `counts(i)` is done, or `deadline` passes,
+/// on [`default_threads`] threads. Returns the nodes and the report.
 pub fn run<N: Endpoint + 'static>(
     nodes: Vec<N>,
     mtu: usize,
@@ -241,7 +468,30 @@ pub fn run<N: Endpoint + 'static>(
     deadline: Duration,
     counts: impl Fn(usize) -> bool,
 ) -> (Vec<N>, MemReport) {
+    run_with_threads(nodes, mtu, faults, deadline, counts, default_threads())
+}
+
+/// [`run`] on `threads` OS threads (at least 1, at most one per node; node i on thread i mod
+/// threads).
+pub fn run_with_threads<N: Endpoint + 'static>(
+    nodes: Vec<N>,
+    mtu: usize,
+    faults: Faults,
+    deadline: Duration,
+    counts: impl Fn(usize) -> bool,
+    threads: usize,
+) -> (Vec<N>, MemReport) {
     let n = nodes.len();
+    if n == 0 {
+        return (
+            Vec::new(),
+            MemReport {
+                finished: true,
+                ..MemReport::default()
+            },
+        );
+    }
+    let threads = threads.clamp(1, n);
     let cap = ring_capacity(n);
     // producers[from][to] and consumers[to][from]
     let mut producers: Vec<Vec<Producer<Frame>>> = (0..n).map(|_| Vec::with_capacity(n)).collect();
@@ -253,184 +503,166 @@ pub fn run<N: Endpoint + 'static>(
             c.push(rx);
         }
     }
-    let wakers: Arc<Vec<Waker>> = Arc::new((0..n).map(|_| Waker::default()).collect());
-    let start = Instant::now();
-    let stop = Arc::new(AtomicBool::new(false));
+    let wakers: Arc<Vec<Waker>> = Arc::new((0..threads).map(|_| Waker::default()).collect());
     let counted: Vec<bool> = (0..n).map(&counts).collect();
-    let need = counted.iter().filter(|c| **c).count();
-    let done = Arc::new(AtomicUsize::new(0));
-    let dropped_mtu = Arc::new(AtomicUsize::new(0));
-    let mut handles = Vec::new();
-    for (((mut node, inbox), rings), i) in nodes.into_iter().zip(consumers).zip(producers).zip(0..)
-    {
-        let (stop, done, dropped_mtu, wakers) = (
-            stop.clone(),
-            done.clone(),
-            dropped_mtu.clone(),
-            wakers.clone(),
-        );
-        let counted = counted[i];
-        let mut inbox = inbox;
-        handles.push(std::thread::spawn(move || {
-            let _ = wakers[i].thread.set(std::thread::current());
-            let cpu0 = thread_cpu_ns();
-            let mut st = MemNodeStats::default();
-            let now = || start.elapsed().as_nanos() as Nanos;
-            let mut reported = false;
-            // this sender's links' fates (the same per-link generators as one shared injector)
-            let mut injector = FaultInjector::new(faults);
-            let mut out = Outbox {
+    let sh = Shared {
+        n,
+        mtu,
+        start: Instant::now(),
+        deadline,
+        stop: AtomicBool::new(false),
+        need: counted.iter().filter(|c| **c).count(),
+        done: AtomicUsize::new(0),
+        dropped_mtu: AtomicUsize::new(0),
+        wakers: wakers.clone(),
+    };
+    let mut per_thread: Vec<Vec<Slot<N>>> = (0..threads).map(|_| Vec::new()).collect();
+    for (((node, inbox), rings), i) in nodes.into_iter().zip(consumers).zip(producers).zip(0..) {
+        per_thread[i % threads].push(Slot {
+            i,
+            node,
+            inbox,
+            out: Outbox {
                 rings,
                 backlog: (0..n).map(|_| VecDeque::new()).collect(),
                 backlogged: 0,
                 wakers: wakers.clone(),
-            };
-            // the delay line of reordered frames: (due, sequence, to, frame)
-            let mut held: DelayLine = BinaryHeap::new();
-            let mut held_seq = 0u64;
-            let release = |held: &mut DelayLine, out: &mut Outbox| {
-                let t = now();
-                while held.peek().is_some_and(|r| r.0.0 <= t) {
-                    if let Some(Reverse((_, _, to, b))) = held.pop() {
-                        out.send(to as usize, b);
-                    }
-                }
-            };
-            let send_all = |node: &mut N,
-                            st: &mut MemNodeStats,
-                            held: &mut DelayLine,
-                            held_seq: &mut u64,
-                            injector: &mut FaultInjector,
-                            out: &mut Outbox| {
-                while let Some(t) = node.poll_transmit(now()) {
-                    st.frames_tx += 1;
-                    st.bytes_tx += t.bytes.len() as u64;
-                    if t.bytes.len() > mtu || t.to as usize >= n {
-                        dropped_mtu.fetch_add(1, Ordering::Relaxed);
-                        continue;
-                    }
-                    if let Fate::Deliver {
-                        copies,
-                        extra_delay_ns,
-                    } = injector.fate(i as NodeId, t.to)
-                    {
-                        for _ in 1..copies {
-                            out.send(t.to as usize, t.bytes.clone());
-                        }
-                        if extra_delay_ns > 0 {
-                            *held_seq += 1;
-                            held.push(Reverse((now() + extra_delay_ns, *held_seq, t.to, t.bytes)));
-                        } else {
-                            out.send(t.to as usize, t.bytes);
-                        }
-                    }
-                }
-            };
-            send_all(
-                &mut node,
-                &mut st,
-                &mut held,
-                &mut held_seq,
-                &mut injector,
-                &mut out,
-            );
-            while !stop.load(Ordering::Relaxed) {
-                // take what is waiting from every sender before transmitting: one wake-up, many
-                // frames (at most 256 per sender per round, so no sender starves the others)
-                let mut got = 0usize;
-                for (from, ring) in inbox.iter_mut().enumerate() {
-                    for _ in 0..256 {
-                        let Some(frame) = ring.pop() else { break };
-                        got += 1;
-                        st.frames_rx += 1;
-                        st.bytes_rx += frame.len() as u64;
-                        node.handle_packet(now(), from as NodeId, &frame);
-                        node.recycle(frame);
-                    }
-                }
-                if got == 0 {
-                    let mut wait = node
-                        .poll_timeout()
-                        .map(|t| Duration::from_nanos(t.saturating_sub(now())))
-                        .unwrap_or(Duration::from_millis(5))
-                        .min(Duration::from_millis(5))
-                        .min(
-                            held.peek()
-                                .map(|r| Duration::from_nanos(r.0.0.saturating_sub(now())))
-                                .unwrap_or(Duration::MAX),
-                        );
-                    if out.backlogged > 0 {
-                        // a receiver is behind: come back soon to move the backlog
-                        wait = wait.min(Duration::from_micros(50));
-                    }
-                    if !wait.is_zero() {
-                        wakers[i].parked.store(true, Ordering::Relaxed);
-                        fence(Ordering::SeqCst);
-                        if inbox.iter().all(|r| r.is_empty()) {
-                            std::thread::park_timeout(wait);
-                        }
-                        wakers[i].parked.store(false, Ordering::Relaxed);
-                    }
-                }
-                if node.poll_timeout().is_some_and(|t| t <= now()) {
-                    node.handle_timeout(now());
-                }
-                out.flush();
-                send_all(
-                    &mut node,
-                    &mut st,
-                    &mut held,
-                    &mut held_seq,
-                    &mut injector,
-                    &mut out,
-                );
-                release(&mut held, &mut out);
-                if counted && !reported && node.is_done() {
-                    reported = true;
-                    st.done_ns = now();
-                    if done.fetch_add(1, Ordering::SeqCst) + 1 >= need {
-                        stop.store(true, Ordering::SeqCst);
-                        for w in wakers.iter() {
-                            if let Some(t) = w.thread.get() {
-                                t.unpark();
-                            }
-                        }
-                    }
-                }
-                if start.elapsed() > deadline {
-                    stop.store(true, Ordering::SeqCst);
-                }
-            }
-            if st.done_ns == 0 {
-                st.done_ns = now();
-            }
-            st.cpu_ns = thread_cpu_ns().saturating_sub(cpu0);
-            (node, st, injector.counters)
-        }));
+            },
+            injector: FaultInjector::new(faults),
+            held: BinaryHeap::new(),
+            held_seq: 0,
+            st: MemNodeStats::default(),
+            counted: counted[i],
+            reported: false,
+        });
     }
-    let mut nodes = Vec::with_capacity(n);
-    let mut report = MemReport::default();
-    for h in handles {
-        match h.join() {
-            Ok((node, st, f)) => {
-                nodes.push(node);
-                report.nodes.push(st);
-                report.faults.dropped += f.dropped;
-                report.faults.duplicated += f.duplicated;
-                report.faults.reordered += f.reordered;
+    let mut out: Vec<(usize, N, MemNodeStats, FaultCounters)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = per_thread
+            .into_iter()
+            .enumerate()
+            .map(|(t, slots)| {
+                let sh = &sh;
+                scope.spawn(move || serve_thread(t, slots, sh))
+            })
+            .collect();
+        let mut all = Vec::with_capacity(n);
+        for h in handles {
+            match h.join() {
+                Ok(v) => all.extend(v),
+                Err(p) => std::panic::resume_unwind(p),
             }
-            Err(p) => std::panic::resume_unwind(p),
         }
+        all
+    });
+    out.sort_by_key(|(i, ..)| *i);
+    let mut nodes = Vec::with_capacity(n);
+    let mut report = MemReport {
+        threads,
+        ..MemReport::default()
+    };
+    for (_, node, st, f) in out {
+        nodes.push(node);
+        report.nodes.push(st);
+        report.faults.dropped += f.dropped;
+        report.faults.duplicated += f.duplicated;
+        report.faults.reordered += f.reordered;
     }
-    report.wall_ns = start.elapsed().as_nanos() as u64;
-    report.dropped_mtu = dropped_mtu.load(Ordering::Relaxed) as u64;
-    report.finished = done.load(Ordering::SeqCst) >= need;
+    report.wall_ns = sh.start.elapsed().as_nanos() as u64;
+    report.dropped_mtu = sh.dropped_mtu.load(Ordering::Relaxed) as u64;
+    report.finished = sh.done.load(Ordering::SeqCst) >= sh.need;
     (nodes, report)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::endpoint::Transmit;
+
+    /// Every node sends `m` numbered frames to every other node; a receiver records, per
+    /// sender, the next number it expects (frames must arrive each in order, once).
+    struct AllToAll {
+        id: usize,
+        n: usize,
+        m: u32,
+        next_to: usize,
+        sent: Vec<u32>,
+        expect: Vec<u32>,
+        out_of_order: u32,
+    }
+
+    impl Endpoint for AllToAll {
+        fn id(&self) -> NodeId {
+            self.id as NodeId
+        }
+        fn handle_packet(&mut self, _now: Nanos, from: NodeId, f: &[u8]) {
+            let k = <[u8; 4]>::try_from(f).map_or(u32::MAX, u32::from_be_bytes);
+            if k == self.expect[from as usize] {
+                self.expect[from as usize] += 1;
+            } else {
+                self.out_of_order += 1;
+            }
+        }
+        fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
+            for _ in 0..self.n {
+                let to = self.next_to;
+                self.next_to = (to + 1) % self.n;
+                if to != self.id && self.sent[to] < self.m {
+                    self.sent[to] += 1;
+                    return Some(Transmit {
+                        to: to as NodeId,
+                        bytes: (self.sent[to] - 1).to_be_bytes().to_vec(),
+                    });
+                }
+            }
+            None
+        }
+        fn poll_timeout(&self) -> Option<Nanos> {
+            None
+        }
+        fn handle_timeout(&mut self, _now: Nanos) {}
+        fn is_done(&self) -> bool {
+            (0..self.n).all(|p| p == self.id || self.expect[p] == self.m)
+        }
+    }
+
+    #[test]
+    fn several_nodes_per_thread_deliver_every_frame_in_order() {
+        let (n, m) = (5usize, 3000u32);
+        for threads in [1, 2, 3, 5, 64] {
+            let nodes: Vec<AllToAll> = (0..n)
+                .map(|id| AllToAll {
+                    id,
+                    n,
+                    m,
+                    next_to: 0,
+                    sent: vec![0; n],
+                    expect: vec![0; n],
+                    out_of_order: 0,
+                })
+                .collect();
+            let (nodes, rep) = run_with_threads(
+                nodes,
+                64,
+                Faults::default(),
+                Duration::from_secs(20),
+                |_| true,
+                threads,
+            );
+            assert!(rep.finished, "{threads} threads: {rep:?}");
+            assert_eq!(
+                rep.threads,
+                threads.min(n),
+                "recorded, at most one per node"
+            );
+            for (i, node) in nodes.iter().enumerate() {
+                assert_eq!(node.id, i, "nodes come back in order");
+                assert_eq!(node.out_of_order, 0, "{threads} threads, node {i}");
+                let st = &rep.nodes[i];
+                assert_eq!(st.frames_rx, u64::from(m) * (n as u64 - 1));
+                assert_eq!(st.frames_tx, u64::from(m) * (n as u64 - 1));
+            }
+        }
+    }
 
     #[test]
     fn a_ring_keeps_order_refuses_when_full_and_drops_what_it_holds() {
