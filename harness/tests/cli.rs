@@ -416,8 +416,8 @@ fn table6_runs_all_four_systems_on_sim() {
         .collect();
     assert_eq!(
         pcaps.len(),
-        24,
-        "three repetitions of four systems with two host stacks"
+        36,
+        "three repetitions of four systems with three host stacks (paper, nic, dpdk)"
     );
     let bytes = std::fs::read(pcaps[0].path()).expect("pcap");
     assert!(bytes.starts_with(&0xa1b2_3c4du32.to_le_bytes()) && bytes.len() > 1_000_000);
