@@ -4,11 +4,12 @@
 //! per-thread counting allocator for bounded-memory checks. Every systems crate's
 //! `tests/arbitrary_frames.rs` uses it.
 
-use crate::endpoint::{Endpoint, Nanos, NodeId, Transmit};
+use crate::endpoint::{BufPool, Endpoint, Nanos, NodeId, Transmit};
 use inabench_rng::SplitMix64;
 use proptest::prelude::*;
 use std::alloc::{GlobalAlloc, Layout, System as Sys};
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 // ---- heap accounting per thread (tests run on several threads at once) ----
@@ -226,5 +227,146 @@ pub fn cases(n: u32) -> ProptestConfig {
         // the same cases on every run: a failure here is a finding to reproduce, not luck
         rng_seed: proptest::test_runner::RngSeed::Fixed(23),
         ..ProptestConfig::default()
+    }
+}
+
+/// A credit ring for measuring a fabric's own cost: `hosts` hosts each send `frames` 1 KB frames
+/// to their successor through a forwarding switch (node `hosts`), `credit` in flight, a 4-byte
+/// credit frame back per frame. Every node draws its frames from a [`BufPool`] fed by
+/// [`Endpoint::recycle`], as the hot endpoints do, so neither the allocator nor the nodes' own work
+/// hides the fabric's. Frames: byte 0 = destination host, byte 1 = kind (0 data, 1 credit),
+/// byte 2 = source host. Used by `fabric/tests/no_alloc.rs` and `bench/benches/fabric.rs`.
+pub enum CreditRing {
+    Switch {
+        hosts: u32,
+        queue: VecDeque<Transmit>,
+        pool: BufPool,
+    },
+    Host {
+        id: NodeId,
+        hosts: u32,
+        frames: u64,
+        sent: u64,
+        received: u64,
+        credit: u32,
+        acks: VecDeque<Transmit>,
+        pool: BufPool,
+    },
+}
+
+impl CreditRing {
+    /// The ring's nodes: `hosts` hosts (ids 0..hosts, fewer than 256) and the switch.
+    pub fn nodes(hosts: u32, frames: u64, credit: u32) -> Vec<CreditRing> {
+        let mut nodes: Vec<CreditRing> = (0..hosts)
+            .map(|id| CreditRing::Host {
+                id,
+                hosts,
+                frames,
+                sent: 0,
+                received: 0,
+                credit,
+                acks: VecDeque::with_capacity(64),
+                pool: BufPool::default(),
+            })
+            .collect();
+        nodes.push(CreditRing::Switch {
+            hosts,
+            queue: VecDeque::with_capacity(64),
+            pool: BufPool::default(),
+        });
+        nodes
+    }
+
+    /// Data frames the hosts received, in all.
+    pub fn received(nodes: &[CreditRing]) -> u64 {
+        nodes
+            .iter()
+            .map(|n| match n {
+                CreditRing::Host { received, .. } => *received,
+                CreditRing::Switch { .. } => 0,
+            })
+            .sum()
+    }
+}
+
+impl Endpoint for CreditRing {
+    fn id(&self) -> NodeId {
+        match self {
+            CreditRing::Switch { hosts, .. } => *hosts,
+            CreditRing::Host { id, .. } => *id,
+        }
+    }
+    fn handle_packet(&mut self, _now: Nanos, _from: NodeId, frame: &[u8]) {
+        match self {
+            CreditRing::Switch { queue, pool, .. } => {
+                if let Some(&d) = frame.first() {
+                    queue.push_back(Transmit {
+                        to: NodeId::from(d),
+                        bytes: pool.take_copy(frame),
+                    });
+                }
+            }
+            CreditRing::Host {
+                hosts,
+                received,
+                credit,
+                acks,
+                pool,
+                ..
+            } => match frame.get(1) {
+                Some(1) => *credit += 1,
+                _ => {
+                    // give the sender its credit back (ACK clocking)
+                    *received += 1;
+                    let mut b = pool.take(4);
+                    b[0] = frame.get(2).copied().unwrap_or(0);
+                    b[1] = 1;
+                    acks.push_back(Transmit {
+                        to: *hosts,
+                        bytes: b,
+                    });
+                }
+            },
+        }
+    }
+    fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
+        match self {
+            CreditRing::Switch { queue, .. } => queue.pop_front(),
+            CreditRing::Host {
+                id,
+                hosts,
+                frames,
+                sent,
+                credit,
+                acks,
+                pool,
+                ..
+            } => {
+                if let Some(a) = acks.pop_front() {
+                    return Some(a);
+                }
+                if *sent < *frames && *credit > 0 {
+                    *credit -= 1;
+                    *sent += 1;
+                    let mut f = pool.take(1024);
+                    f[0] = ((*id + 1) % *hosts) as u8;
+                    f[2] = *id as u8;
+                    return Some(Transmit {
+                        to: *hosts,
+                        bytes: f,
+                    });
+                }
+                None
+            }
+        }
+    }
+    fn poll_timeout(&self) -> Option<Nanos> {
+        None
+    }
+    fn handle_timeout(&mut self, _now: Nanos) {}
+    fn recycle(&mut self, buf: Vec<u8>) {
+        match self {
+            CreditRing::Switch { pool, .. } | CreditRing::Host { pool, .. } => pool.put(buf),
+        }
     }
 }

@@ -170,6 +170,16 @@ pub(super) fn hz() -> f64 {
     if t > 0 { t as f64 } else { 100.0 }
 }
 
+/// A target rate is a positive, finite number of Gbit/s (or none: as fast as the senders can).
+fn check_target(target_gbps: Option<f64>) -> Result<(), TestbedError> {
+    match target_gbps {
+        Some(t) if !(t.is_finite() && t > 0.0) => {
+            Err(TestbedError::Setup(format!("target rate {t} Gbit/s")))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Measure `path` with `cores` cores for about `duration`, the senders offering `target_gbps`
 /// of gradients in all (paced after each batch), or as much as they can (`None`).
 pub fn measure(
@@ -178,11 +188,7 @@ pub fn measure(
     duration: Duration,
     target_gbps: Option<f64>,
 ) -> Result<Measure, TestbedError> {
-    if let Some(t) = target_gbps
-        && !(t.is_finite() && t > 0.0)
-    {
-        return Err(TestbedError::Setup(format!("target rate {t} Gbit/s")));
-    }
+    check_target(target_gbps)?;
     measure_loaded(path, cores, duration, target_gbps, 0.0)
 }
 
@@ -264,11 +270,7 @@ pub fn measure_isolated(
     duration: Duration,
     target_gbps: Option<f64>,
 ) -> Result<Measure, TestbedError> {
-    if let Some(t) = target_gbps
-        && !(t.is_finite() && t > 0.0)
-    {
-        return Err(TestbedError::Setup(format!("target rate {t} Gbit/s")));
-    }
+    check_target(target_gbps)?;
     let (node, other) = isolated_split(cores)?;
     // the harness's own thread (and what it spawns) on the senders' side
     let _aff = Affinity::pin_to(&other)?;
@@ -508,11 +510,7 @@ pub fn program_cost(
 ) -> Result<ProgramCost, TestbedError> {
     const MEMBERS: usize = 2;
     const SEGMENTS: u32 = 1024;
-    if let Some(t) = target_gbps
-        && !(t.is_finite() && t > 0.0)
-    {
-        return Err(TestbedError::Setup(format!("target rate {t} Gbit/s")));
-    }
+    check_target(target_gbps)?;
     if let Some(why) = inabench_xdp::unavailable() {
         return Err(TestbedError::Setup(why));
     }
