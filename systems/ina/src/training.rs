@@ -29,7 +29,8 @@
 
 use crate::collective::{self, Aggregation, Fabric};
 use crate::common::{AllReduceConfig, SetupNode, System};
-use crate::drive::run_sim;
+use crate::drive::run_sim_stack;
+use crate::hoststack::HostStack;
 use crate::stream::RcStream;
 use inabench_fabric::fault::Faults;
 use inabench_netreduce::appendix_a::{self, Inputs};
@@ -53,8 +54,8 @@ impl Fit {
 /// NVLink as the paper states it (B_intra = 150 GB/s).
 pub const B_INTRA: f64 = 150e9;
 
-fn duration_s(sys: &dyn System, cfg: &AllReduceConfig, host_cost: u64) -> Result<f64, String> {
-    let (nodes, rep) = run_sim(sys, cfg, Faults::default(), host_cost, 120_000_000_000)?;
+fn duration_s(sys: &dyn System, cfg: &AllReduceConfig, stack: &HostStack) -> Result<f64, String> {
+    let (nodes, rep, _) = run_sim_stack(sys, cfg, Faults::default(), stack, 120_000_000_000, None)?;
     if !rep.finished {
         return Err(format!("{} did not finish on sim", sys.name()));
     }
@@ -71,12 +72,23 @@ fn duration_s(sys: &dyn System, cfg: &AllReduceConfig, host_cost: u64) -> Result
     Ok(end as f64 / 1e9)
 }
 
-/// Fit `sys` on `workers` machines at `line_rate_bps` from two sizes.
+/// Fit `sys` on `workers` machines at `line_rate_bps` from two sizes, its hosts at this machine's
+/// measured cost per frame (`host_cost`, ns; 0: in the NIC).
 pub fn fit(
     sys: &dyn System,
     workers: usize,
     line_rate_bps: f64,
     host_cost: u64,
+) -> Result<Fit, String> {
+    fit_with(sys, workers, line_rate_bps, &HostStack::Measured(host_cost))
+}
+
+/// [`fit`] with the hosts on any host-stack model ([`crate::hoststack`]).
+pub fn fit_with(
+    sys: &dyn System,
+    workers: usize,
+    line_rate_bps: f64,
+    stack: &HostStack,
 ) -> Result<Fit, String> {
     let cfg = |bytes: f64| AllReduceConfig {
         workers,
@@ -88,8 +100,8 @@ pub fn fit(
         knobs: vec![("window".into(), 2.0), ("msg_packets".into(), 170.0)],
     };
     let (m1, m2) = (1_048_576.0, 8_388_608.0);
-    let t1 = duration_s(sys, &cfg(m1), host_cost)?;
-    let t2 = duration_s(sys, &cfg(m2), host_cost)?;
+    let t1 = duration_s(sys, &cfg(m1), stack)?;
+    let t2 = duration_s(sys, &cfg(m2), stack)?;
     if t2 <= t1 {
         return Err(format!(
             "{}: no growth with size ({t1} s, {t2} s)",
@@ -110,14 +122,29 @@ pub fn fit_cached(
     line_rate_bps: f64,
     host_cost: u64,
 ) -> Result<Fit, String> {
-    type Key = (&'static str, usize, u64, u64);
+    fit_with_cached(sys, workers, line_rate_bps, &HostStack::Measured(host_cost))
+}
+
+/// [`fit_with`], once per process for each (system, machines, rate, host stack).
+pub fn fit_with_cached(
+    sys: &dyn System,
+    workers: usize,
+    line_rate_bps: f64,
+    stack: &HostStack,
+) -> Result<Fit, String> {
+    type Key = (&'static str, usize, u64, String);
     static CACHE: OnceLock<Mutex<HashMap<Key, Fit>>> = OnceLock::new();
-    let key = (sys.name(), workers, line_rate_bps as u64, host_cost);
+    let key = (
+        sys.name(),
+        workers,
+        line_rate_bps as u64,
+        format!("{stack:?}"),
+    );
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     if let Some(f) = cache.lock().ok().and_then(|m| m.get(&key).copied()) {
         return Ok(f);
     }
-    let f = fit(sys, workers, line_rate_bps, host_cost)?;
+    let f = fit_with(sys, workers, line_rate_bps, stack)?;
     if let Ok(mut m) = cache.lock() {
         m.insert(key, f);
     }
@@ -381,7 +408,7 @@ pub fn dilation(fabric: Fabric, line_rate_bps: f64) -> Result<f64, String> {
         timeout_ns: 50_000_000,
         knobs: vec![("window".into(), 2.0), ("msg_packets".into(), 32.0)],
     };
-    let sim = duration_s(&RcStream, &cfg, 0)?;
+    let sim = duration_s(&RcStream, &cfg, &HostStack::Measured(0))?;
     let mut wall = f64::INFINITY;
     for _ in 0..3 {
         wall = wall.min(collective::run_system(&RcStream, &cfg, fabric)? as f64 / 1e9);

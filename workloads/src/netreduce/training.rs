@@ -19,7 +19,9 @@ use inabench_ina::drive::{host_cost_ns, paper_host_stack};
 use inabench_ina::netreduce::NetReduce;
 use inabench_ina::stream::RcStream;
 use inabench_ina::switchml::SwitchMl;
-use inabench_ina::training::{Schemes, dilation, emulated_with, exchange_cached, fit_cached};
+use inabench_ina::training::{
+    Schemes, dilation, emulated_with, exchange_cached, fit_cached, fit_with_cached,
+};
 use inabench_netreduce::training::{self, Compute};
 
 /// The baseline a point's speedup is relative to.
@@ -32,86 +34,6 @@ fn baseline(gpus_per_machine: f64) -> &'static str {
 }
 
 pub struct Training;
-
-/// As [`inabench_ina::training::fit`] (T(M) = a + M / G from all-reduces of 1 MB and 8 MB on
-/// `sim`, NetReduce's window and message, every sum checked), with the hosts on the shared DPDK
-/// client model ([`inabench_ina::hoststack`]): once per process for each (system, machines,
-/// rate).
-fn dpdk_fit_cached(
-    sys: &dyn System,
-    workers: usize,
-    line_rate_bps: f64,
-) -> Result<inabench_ina::training::Fit, WorkloadError> {
-    use inabench_ina::common::{AllReduceConfig, SetupNode};
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
-    type Key = (&'static str, usize, u64);
-    static CACHE: OnceLock<Mutex<HashMap<Key, inabench_ina::training::Fit>>> = OnceLock::new();
-    let key = (sys.name(), workers, line_rate_bps as u64);
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(f) = cache.lock().ok().and_then(|m| m.get(&key).copied()) {
-        return Ok(f);
-    }
-    let stack = inabench_ina::drive::host_stack(sys, Some("dpdk"), None, None, None)
-        .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
-    let duration_s = |bytes: f64| -> Result<f64, WorkloadError> {
-        let cfg = AllReduceConfig {
-            workers,
-            elements: (bytes / 4.0) as usize,
-            seed: 1,
-            line_rate_bps,
-            mtu: 1024,
-            timeout_ns: 100_000,
-            knobs: vec![("window".into(), 2.0), ("msg_packets".into(), 170.0)],
-        };
-        let (nodes, rep, _) = inabench_ina::drive::run_sim_stack(
-            sys,
-            &cfg,
-            inabench_fabric::fault::Faults::default(),
-            &stack,
-            120_000_000_000,
-            None,
-        )
-        .map_err(WorkloadError::Invalid)?;
-        if !rep.finished {
-            return Err(WorkloadError::Invalid(format!(
-                "{} did not finish on sim",
-                sys.name()
-            )));
-        }
-        let mut end = 0u64;
-        for n in &nodes {
-            if let SetupNode::Worker(w) = n {
-                if !w.check(&cfg) {
-                    return Err(WorkloadError::WrongResult(format!(
-                        "{} produced a wrong result",
-                        sys.name()
-                    )));
-                }
-                let s = w.stats();
-                end = end.max(s.end_ns.saturating_sub(s.start_ns));
-            }
-        }
-        Ok(end as f64 / 1e9)
-    };
-    let (m1, m2) = (1_048_576.0, 8_388_608.0);
-    let (t1, t2) = (duration_s(m1)?, duration_s(m2)?);
-    if t2 <= t1 {
-        return Err(WorkloadError::Invalid(format!(
-            "{}: no growth with size ({t1} s, {t2} s)",
-            sys.name()
-        )));
-    }
-    let g = (m2 - m1) / (t2 - t1);
-    let f = inabench_ina::training::Fit {
-        a_s: (t1 - m1 / g).max(0.0),
-        g_bytes_per_s: g,
-    };
-    if let Ok(mut m) = cache.lock() {
-        m.insert(key, f);
-    }
-    Ok(f)
-}
 
 /// The modelled class's numbers for the same point, recorded beside the emulated ones.
 struct Modelled {
@@ -330,7 +252,11 @@ impl Workload for Training {
         };
         let fits = |sys: &dyn System, w: usize| {
             if software == "dpdk" && paper_host_stack(sys.name()) != "nic" {
-                return dpdk_fit_cached(sys, w, rate);
+                // the shared DPDK client model (inabench_ina::hoststack), once per process for
+                // each (system, machines, rate)
+                let stack = inabench_ina::drive::host_stack(sys, Some("dpdk"), None, None, None)
+                    .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+                return fit_with_cached(sys, w, rate, &stack).map_err(WorkloadError::Invalid);
             }
             fit_cached(sys, w, rate, cost_of(sys)).map_err(WorkloadError::Invalid)
         };
