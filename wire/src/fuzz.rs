@@ -237,7 +237,7 @@ pub fn luwu(data: &[u8]) {
     }
 }
 
-/// ALEPH's UDP packet and its TCP service's chunk header.
+/// ALEPH's UDP packet, its control messages and its TCP service's chunk header.
 pub fn aleph(data: &[u8]) {
     if let Ok(p) = ina::aleph::Packet::new_checked(data) {
         let _ = (p.magic(), p.kind_code(), p.grads());
@@ -252,6 +252,17 @@ pub fn aleph(data: &[u8]) {
         c.emit(&mut b[..]).expect("a parsed chunk header emits");
         assert_eq!(&b[..], &data[..ina::aleph::chunk::Repr::LEN]);
         let _ = ina::aleph::chunk::grads(&data[ina::aleph::chunk::Repr::LEN..]).count();
+    }
+    if let Ok(v) = ina::aleph::Control::new_checked(data) {
+        let _ = (v.magic(), v.kind_code(), v.worker(), v.round(), v.segment());
+    }
+    if let Ok(c) = ina::aleph::ControlRepr::parse(data) {
+        assert_eq!(
+            &c.to_bytes()[..],
+            data,
+            "a parsed control message emits the same bytes"
+        );
+        assert!(ina::aleph::Repr::parse(data).is_err());
     }
 }
 

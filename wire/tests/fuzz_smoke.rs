@@ -72,6 +72,17 @@ fn seeds() -> Vec<Vec<u8>> {
     .emit(&mut ab[..])
     .expect("emit");
     s.push(ab);
+    s.push(
+        aleph::ControlRepr {
+            job: 1,
+            kind: aleph::ControlKind::Done,
+            worker: 2,
+            round: 3,
+            segment: 64,
+        }
+        .to_bytes()
+        .to_vec(),
+    );
     s.push(vec![0, 0, 0, 1, 0, 0, 0, 2, 1, 2, 3, 4, 5, 6, 7, 8]);
     let mut nb = vec![0u8; ina::NetReduceHeader::LEN + 8];
     ina::NetReduceHeader {

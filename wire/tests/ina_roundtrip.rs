@@ -174,6 +174,27 @@ proptest! {
     }
 
     #[test]
+    fn aleph_control_round_trips(
+        job: u16,
+        kind in prop::sample::select(aleph::ControlKind::ALL.to_vec()),
+        worker: u8,
+        round: u32,
+        segment: u32,
+    ) {
+        let c = aleph::ControlRepr { job, kind, worker, round, segment };
+        let b = c.to_bytes();
+        prop_assert_eq!(b.len(), c.buffer_len());
+        prop_assert_eq!(aleph::ControlRepr::parse(&b[..]), Ok(c));
+        let v = aleph::Control::new_checked(&b[..]).expect("view");
+        prop_assert_eq!((v.job(), v.kind_code(), v.worker(), v.round(), v.segment()), (job, kind.code(), worker, round, segment));
+        // never taken for a data packet, at its own length or padded to a data packet's
+        prop_assert!(aleph::Repr::parse(&b[..]).is_err());
+        let mut full = vec![0u8; aleph::PACKET_LEN];
+        full[..b.len()].copy_from_slice(&b);
+        prop_assert!(aleph::Repr::parse(&full[..]).is_err());
+    }
+
+    #[test]
     fn arbitrary_bytes_never_panic(d in prop::collection::vec(any::<u8>(), 0..700)) {
         for (_, body) in inabench_wire::fuzz::TARGETS {
             body(&d);
@@ -223,6 +244,9 @@ fn new_checked_views_never_index_past_the_buffer() {
         }
         if let Ok(p) = aleph::Packet::new_checked(&b[..]) {
             let _ = p.grads();
+        }
+        if let Ok(p) = aleph::Control::new_checked(&b[..]) {
+            let _ = (p.job(), p.kind_code(), p.worker(), p.round(), p.segment());
         }
         let short = matches!(libra::Repr::parse(&b[..]), Err(Error::Truncated { .. }));
         assert_eq!(short, n < libra::Repr::LEN, "{n}");

@@ -18,6 +18,22 @@
 //!
 //! Every packet is exactly [`PACKET_LEN`] bytes (a fetch carries zeros).
 //!
+//! The Integrity Check's two other messages (Algorithm 2: a worker's "complete gradients have
+//! been transmitted" to the PS, lines 1-6, and the PS's request to a worker for a lost gradient)
+//! are [`Control`] messages: the same 16-byte header with no gradients after it, kind 3 (done)
+//! or 4 (resend). The paper names these messages but gives no encoding; this one is the suite's
+//! choice, the smallest consistent with the packet above (no new field, no new length but the
+//! header's own). Being shorter than a gradient packet, the XDP program passes them to the
+//! network stack unread (its length check, `aleph.bpf.c`), and [`Repr::parse`] still refuses
+//! kinds 3 and 4 as unknown kinds: the bytes and the parse of the three kinds above are unchanged.
+//!
+//! ```text
+//! bytes 0-15   the header above, kind 3 done   (worker -> PS: worker = the sender's bit,
+//!                                               segment = how many segments it sent this round)
+//!                                   kind 4 resend (PS -> worker: worker = that worker's bit,
+//!                                               segment = the segment whose gradient is lost)
+//! ```
+//!
 //! The TCP service's chunk ([`chunk`]) is `[index u32][count u32][count x i32]`, big-endian.
 
 use crate::{Error, be16, be32, need, put16, put32};
@@ -168,6 +184,132 @@ impl Repr {
     }
 }
 
+/// The [`Control::check_len`] text of a control message of another length.
+pub const E_CONTROL_LEN: &str = "ALEPH control message length (the header alone)";
+/// The [`Error::Malformed`] text of a control message whose kind is not a control kind.
+pub const E_CONTROL_KIND: &str = "ALEPH control kind";
+
+/// What a control message says (the Integrity Check, Algorithm 2 lines 1-6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ControlKind {
+    /// Worker to PS: this round's gradients have all been sent (`segment`: how many).
+    Done,
+    /// PS to worker: send the gradient of `segment` again.
+    Resend,
+}
+
+impl ControlKind {
+    pub const ALL: [ControlKind; 2] = [ControlKind::Done, ControlKind::Resend];
+
+    pub fn code(self) -> u8 {
+        match self {
+            ControlKind::Done => 3,
+            ControlKind::Resend => 4,
+        }
+    }
+
+    pub fn from_code(c: u8) -> Option<ControlKind> {
+        ControlKind::ALL.into_iter().find(|k| k.code() == c)
+    }
+}
+
+view!(
+    /// A view of an ALEPH control message (the UDP payload). `new_checked` requires exactly
+    /// [`Repr::LEN`] bytes.
+    Control
+);
+
+impl<T: AsRef<[u8]>> Control<T> {
+    pub fn check_len(&self) -> Result<(), Error> {
+        let n = self.buffer.as_ref().len();
+        need("ALEPH control message", n, Repr::LEN)?;
+        if n != Repr::LEN {
+            return Err(Error::Malformed(E_CONTROL_LEN));
+        }
+        Ok(())
+    }
+
+    pub fn magic(&self) -> u32 {
+        be32(self.buffer.as_ref(), 0)
+    }
+
+    pub fn job(&self) -> u16 {
+        be16(self.buffer.as_ref(), 4)
+    }
+
+    pub fn kind_code(&self) -> u8 {
+        self.buffer.as_ref()[6]
+    }
+
+    pub fn worker(&self) -> u8 {
+        self.buffer.as_ref()[7]
+    }
+
+    pub fn round(&self) -> u32 {
+        be32(self.buffer.as_ref(), 8)
+    }
+
+    pub fn segment(&self) -> u32 {
+        be32(self.buffer.as_ref(), 12)
+    }
+}
+
+/// An ALEPH control message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ControlRepr {
+    pub job: u16,
+    pub kind: ControlKind,
+    pub worker: u8,
+    pub round: u32,
+    pub segment: u32,
+}
+
+impl ControlRepr {
+    pub const LEN: usize = Repr::LEN;
+
+    /// Parse a UDP payload; a length other than [`Repr::LEN`] or a kind that is not a control
+    /// kind is `Malformed` (`Truncated` when short), another magic `Unsupported`.
+    pub fn parse<B: AsRef<[u8]> + ?Sized>(packet: &B) -> Result<ControlRepr, Error> {
+        let p = Control::new_checked(packet.as_ref())?;
+        if p.magic() != MAGIC {
+            return Err(Error::Unsupported("ALEPH magic"));
+        }
+        let kind = ControlKind::from_code(p.kind_code()).ok_or(Error::Malformed(E_CONTROL_KIND))?;
+        Ok(ControlRepr {
+            job: p.job(),
+            kind,
+            worker: p.worker(),
+            round: p.round(),
+            segment: p.segment(),
+        })
+    }
+
+    pub fn buffer_len(&self) -> usize {
+        Self::LEN
+    }
+
+    /// Write the message.
+    pub fn emit<B: AsRef<[u8]> + AsMut<[u8]> + ?Sized>(&self, packet: &mut B) -> Result<(), Error> {
+        let b = packet.as_mut();
+        need("ALEPH control buffer", b.len(), Self::LEN)?;
+        put32(b, 0, MAGIC);
+        put16(b, 4, self.job);
+        b[6] = self.kind.code();
+        b[7] = self.worker;
+        put32(b, 8, self.round);
+        put32(b, 12, self.segment);
+        Ok(())
+    }
+
+    /// The message's bytes.
+    pub fn to_bytes(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        // cannot fail: the buffer is the message's length
+        let _ = self.emit(&mut b[..]);
+        b
+    }
+}
+
 /// The TCP aggregation service's chunk framing: an 8-byte header (chunk index, gradient count),
 /// then the gradients.
 pub mod chunk {
@@ -271,6 +413,61 @@ mod tests {
         assert_eq!(Repr::parse(&m[..]), Err(Error::Malformed("ALEPH kind")));
         m[0] = 0;
         assert_eq!(Repr::parse(&m[..]), Err(Error::Unsupported("ALEPH magic")));
+    }
+
+    #[test]
+    fn control_layout_and_refusals() {
+        let c = ControlRepr {
+            job: 0x0102,
+            kind: ControlKind::Resend,
+            worker: 3,
+            round: 0x0405_0607,
+            segment: 0x0809_0a0b,
+        };
+        let b = c.to_bytes();
+        assert_eq!(
+            b,
+            [b'A', b'L', b'P', b'H', 1, 2, 4, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+        );
+        assert_eq!(ControlRepr::parse(&b[..]), Ok(c));
+        let done = ControlRepr {
+            kind: ControlKind::Done,
+            ..c
+        };
+        assert_eq!(done.to_bytes()[6], 3);
+        assert_eq!(ControlRepr::parse(&done.to_bytes()[..]), Ok(done));
+        for n in [0, 1, 15] {
+            assert!(matches!(
+                ControlRepr::parse(&b[..n]),
+                Err(Error::Truncated { .. })
+            ));
+        }
+        let mut long = b.to_vec();
+        long.push(0);
+        assert_eq!(
+            ControlRepr::parse(&long[..]),
+            Err(Error::Malformed(E_CONTROL_LEN))
+        );
+        // a data kind in a control message, and a control kind in a gradient-sized packet
+        for k in Kind::ALL {
+            let mut m = b;
+            m[6] = k.code();
+            assert_eq!(
+                ControlRepr::parse(&m[..]),
+                Err(Error::Malformed(E_CONTROL_KIND))
+            );
+        }
+        let mut full = [0u8; PACKET_LEN];
+        full[..16].copy_from_slice(&b);
+        assert_eq!(Repr::parse(&full[..]), Err(Error::Malformed(E_KIND)));
+        // a gradient packet's header is not a control message
+        assert!(ControlRepr::parse(&full[..]).is_err());
+        let mut m = b;
+        m[0] = 0;
+        assert_eq!(
+            ControlRepr::parse(&m[..]),
+            Err(Error::Unsupported("ALEPH magic"))
+        );
     }
 
     #[test]
