@@ -18,9 +18,11 @@
 
 pub mod convergence;
 pub mod flowsim;
+pub mod fuzz_service;
 pub mod motivating;
 pub mod mwcha;
 pub mod scenario;
+pub mod service;
 pub mod testbed;
 pub mod topo;
 
