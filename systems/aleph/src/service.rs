@@ -183,7 +183,8 @@ impl Service {
         }
     }
 
-    /// Algorithm 2, lines 8-13 on the PS's side: answer from the slot or the retained aggregate.
+    /// Algorithm 2, lines 8-13 on the PS's side: answer from the slot or the retained aggregate,
+    /// to the fetch's sender (the XDP program reflects a fetch the same way).
     fn on_fetch(&mut self, from: NodeId, p: &Packet) {
         let Some(slot) = self.slots.get(p.segment as usize) else {
             self.counters.bad += 1;
