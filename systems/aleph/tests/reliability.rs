@@ -364,7 +364,7 @@ impl IcOutcome {
     }
 }
 
-fn run_integrity_check(loss: f64, seed: u64) -> IcOutcome {
+fn run_integrity_check(loss: f64, seed: u64, timeout_ns: Nanos) -> IcOutcome {
     let wrong = Arc::new(AtomicU64::new(0));
     let rounds = Arc::new(AtomicU64::new(0));
     let mut nodes: Vec<Box<dyn Endpoint>> = Vec::new();
@@ -377,7 +377,7 @@ fn run_integrity_check(loss: f64, seed: u64) -> IcOutcome {
                 bit: w as u8,
                 segments: SEGMENTS as u32,
                 rounds: ROUNDS,
-                receive_timeout_ns: DEFAULT_RECEIVE_TIMEOUT_NS,
+                receive_timeout_ns: timeout_ns,
             },
             Check {
                 w,
@@ -455,7 +455,7 @@ fn integrity_check_recovers_every_loss_exactly() {
         let (mut resend_requests, mut resent, mut fetches_served, mut timeouts) = (0, 0, 0, 0);
         let mut last_ns = Vec::new();
         for seed in 1..=8u64 {
-            let o = run_integrity_check(loss, seed);
+            let o = run_integrity_check(loss, seed, DEFAULT_RECEIVE_TIMEOUT_NS);
             if loss > 0.0 {
                 assert!(o.dropped > 0, "loss {loss} seed {seed}: nothing dropped");
             } else {
@@ -507,4 +507,34 @@ fn integrity_check_recovers_every_loss_exactly() {
         "{} of 24 runs failed: {failures:?}",
         failures.len()
     );
+}
+
+/// The receive timeout is a parameter, not a condition of exactness: at 2 us, shorter than a
+/// round's transfer (8 x 64 gradient packets into the service's link), members fetch and send
+/// their "done" again before the aggregates could have arrived; the extra fetches miss, the
+/// extra resends are dropped as duplicates or older rounds, and every sum is still exact.
+#[test]
+fn integrity_check_exact_with_a_timeout_shorter_than_a_round() {
+    let mut failures = Vec::new();
+    let (mut missed, mut dropped_dups, mut timeouts) = (0, 0, 0);
+    for seed in 1..=8u64 {
+        let o = run_integrity_check(0.01, seed, 2_000);
+        assert!(o.dropped > 0);
+        assert_eq!(o.svc("abandoned"), 0, "seed {seed}: {o:?}");
+        missed += o.svc("fetches_missed");
+        dropped_dups += o.svc("duplicates") + o.svc("stale");
+        timeouts += o.mem("timeouts");
+        if o.unfinished > 0
+            || o.wrong > 0
+            || o.rounds_checked != (MEMBERS as u64) * u64::from(ROUNDS)
+        {
+            failures.push(format!("seed {seed}: {o:?}"));
+        }
+    }
+    eprintln!(
+        "timeout 2 us, loss 1%: {timeouts} timeouts, {missed} fetches missed, {dropped_dups} duplicate or stale gradients dropped"
+    );
+    assert!(failures.is_empty(), "{failures:?}");
+    // the premature timers really fired and asked too early
+    assert!(timeouts > 1_000 && missed > 0 && dropped_dups > 0);
 }
