@@ -2,8 +2,8 @@
 # Ours against the OpenMPI peer (MPI_Allreduce, int32 sum) on the same ranks and bytes, in one run:
 #   udp: software NetReduce, a process per node on loopback UDP   vs  MPI over TCP loopback
 #   mem: software NetReduce, a thread per node on the mem fabric   vs  MPI over shared memory (vader)
-#   the udp switch split into 1, 2 and 4 shards: NetReduce's by message (its RC result streams
-#   then interleave: the responders take the reordering for loss), SwitchML's by slot (1/16 of the
+#   the udp switch split into 1, 2 and 4 shards: NetReduce's by QP (S shards: S RC connections
+#   per worker pair, message m on QP m mod S, shard q serves QP q), SwitchML's by slot (1/16 of the
 #   bytes: its 192-byte chunks); and udp without GSO/GRO (mmsg)
 # Every sum is checked (ours against the reference sum, MPI's element 0 against its closed form).
 # usage: bench/peers/run.sh [ranks] [elements] [iterations]

@@ -13,6 +13,10 @@
 //!   aggregator gets the aggregate again (the responder drops what it already has);
 //! - ACK/NAK packets pass through to their destination.
 //!
+//! With several QPs per worker pair ([`Layout::qps`], message `m` on QP `m mod qps`), each QP
+//! has its own 2N messages of aggregators, addressed by the message's number within its QP:
+//! `(q * 2N + (MsgID / qps) % 2N) * MsgLen + (PSN - PSN0)` (with one QP: the paper's address).
+//!
 //! Deallocation: the paper frees the aggregators of message MsgID+N when MsgID's first packet
 //! arrives (Sec. 3.1). After a lost aggregate packet, a rank may still retransmit a message whose
 //! aggregators were freed that way, and could never complete. We therefore free an aggregator
@@ -24,7 +28,7 @@
 //! overhead of Table 6 is the accelerator's share of the switch ports it needs.
 
 use crate::common::{Switch, SwitchStats, kernel};
-use crate::netreduce::{Layout, node_of_ip};
+use crate::netreduce::{Layout, node_of_ip, qp_index};
 use crate::roce::psn_diff;
 use inabench_fabric::{BufPool, Endpoint, Nanos, NodeId, Transmit};
 use inabench_wire::ib::opcode;
@@ -79,7 +83,7 @@ pub struct Accelerator {
 
 impl Accelerator {
     pub fn new(id: NodeId, layout: Layout) -> Accelerator {
-        let slots = (2 * layout.window * layout.msg_len) as usize;
+        let slots = (layout.qps * 2 * layout.window * layout.msg_len) as usize;
         let aggs = (0..slots)
             .map(|_| Aggregator {
                 bufs: vec![None; layout.workers],
@@ -160,7 +164,10 @@ impl Accelerator {
                 self.stats.dropped += 1;
                 return;
             };
-            if h.msg_len != self.layout.msg_len {
+            // a message rides QP `msg_id mod qps`: another QP's message is not this connection's
+            if h.msg_len != self.layout.msg_len
+                || h.msg_id % self.layout.qps != qp_index(repr.bth.dest_qp) % self.layout.qps
+            {
                 self.stats.dropped += 1;
                 return;
             }
@@ -192,15 +199,19 @@ impl Accelerator {
         }
         // d < 0: a go-back-N retransmission of an earlier message of the window (the paper is
         // silent here; with a fixed MsgLen the message and offset follow from the PSN)
+        // (`back` messages of this QP, each `qps` message numbers apart)
         let back = if d < 0 { (-d + ml - 1) / ml } else { 0 };
-        if back > i64::from(2 * self.layout.window) || i64::from(c.msg_id) < back {
+        let qps = self.layout.qps;
+        if back > i64::from(2 * self.layout.window) || i64::from(c.msg_id) < back * i64::from(qps) {
             self.stats.dropped += 1;
             return;
         }
-        let msg_id = c.msg_id - back as u32;
+        let msg_id = c.msg_id - back as u32 * qps;
         let offset = (d + back * ml) as u32;
         let c = Clt { msg_id, ..c };
-        let slot = ((c.msg_id % (2 * self.layout.window)) * self.layout.msg_len + offset) as usize;
+        let window = 2 * self.layout.window;
+        let slot = (((c.msg_id % qps) * window + (c.msg_id / qps) % window) * self.layout.msg_len
+            + offset) as usize;
         let agg = &mut self.aggs[slot];
         match agg.msg_id {
             Some(m) if m == c.msg_id => {}

@@ -5,6 +5,12 @@
 //! predecessor, rebuilt by the accelerator from the predecessor's packets, so the responder
 //! accepts it unchanged.
 //!
+//! Several RC connections per worker pair (the `switch_shards` knob, default 1): message `m` goes
+//! on QP `m mod S`, each QP an RC connection of its own (own QPN, own PSN space, the paper's window
+//! of N messages per QP), so a switch split into S shards steered by QP keeps every QP's packets
+//! in order on one shard (a RoCE NIC spreads work over QPs the same way). With S = 1 the frames are
+//! the paper's (one QP per direction).
+//!
 //! Parameters (Sec. 5.1): N = 2 messages, MsgLen = 170 packets, 1 KB payload. Aggregation is int32
 //! by default (bit-exact against the reference sum); with the `float` knob the accelerator sums
 //! float32, as the paper's does, with the same addressing (training runs use this).
@@ -20,16 +26,31 @@ use std::collections::VecDeque;
 
 /// Addresses of worker `i`: MAC 02:00:00:00:00:i+1, IP 10.0.0.i+1, send QP 0x100+i, receive QP 0x200+i.
 pub fn worker_addr(i: usize, recv: bool) -> Addr {
+    worker_qp_addr(i, recv, 0)
+}
+
+/// The largest number of QPs per connection pair ([`Layout::qps`]).
+pub const MAX_QPS: u32 = 16;
+
+/// Worker `i`'s address on its QP `q` (q = 0: [`worker_addr`]): QPN + `q << 12`.
+pub fn worker_qp_addr(i: usize, recv: bool, q: u32) -> Addr {
     let b = (i + 1) as u8;
     Addr {
         mac: [2, 0, 0, 0, 0, b],
         ip: [10, 0, 0, b],
-        qpn: if recv {
-            0x200 + i as u32
-        } else {
-            0x100 + i as u32
-        },
+        qpn: if recv { 0x200 } else { 0x100 } + i as u32 + (q << 12),
     }
+}
+
+/// The QP index `q` of a QPN written by [`worker_qp_addr`].
+pub fn qp_index(qpn: u32) -> u32 {
+    (qpn >> 12) & 0xfff
+}
+
+/// The first PSN of rank `r`'s sending QP `q` (distinct per connection, which exercises the
+/// accelerator's CLT).
+pub fn psn0(r: usize, q: u32) -> u32 {
+    (r as u32).wrapping_mul(0x0010_0001).wrapping_add(q << 16) & crate::roce::PSN_MASK
 }
 
 /// The node id of a worker address.
@@ -48,6 +69,9 @@ pub struct Layout {
     pub payload: u32,
     pub messages: u32,
     pub elements: usize,
+    /// RC connections (QPs) per worker pair: message `m` rides QP `m mod qps` (1 by default;
+    /// the `switch_shards` knob, at most [`MAX_QPS`] and at most the message count).
+    pub qps: u32,
 }
 
 impl Layout {
@@ -69,6 +93,10 @@ impl Layout {
         }
         let per_msg = Self::values_per_msg(msg_len, payload);
         let messages = cfg.elements.div_ceil(per_msg).max(1) as u32;
+        let qps = match cfg.knob("switch_shards") {
+            Some(k) if k >= 1.0 => (k as u32).min(MAX_QPS).min(messages),
+            _ => 1,
+        };
         Ok(Layout {
             float: cfg.knob("float").is_some_and(|v| v > 0.0),
             workers: cfg.workers,
@@ -77,7 +105,18 @@ impl Layout {
             payload,
             messages,
             elements: cfg.elements,
+            qps,
         })
+    }
+
+    /// The messages QP `q` carries.
+    pub fn qp_messages(&self, q: u32) -> u32 {
+        (self.messages + self.qps - 1 - q) / self.qps
+    }
+
+    /// The gradient's packet number of packet `i` of QP `q`'s stream.
+    pub fn global_packet(&self, q: u32, i: u32) -> u32 {
+        ((i / self.msg_len) * self.qps + q) * self.msg_len + i % self.msg_len
     }
 
     fn values_per_msg(msg_len: u32, payload: u32) -> usize {
@@ -153,13 +192,17 @@ impl Layout {
 }
 
 /// One NetReduce worker: its flow-control module over an RC sender, and an RC responder for the
-/// aggregate.
+/// aggregate (one of each per QP, [`Layout::qps`]).
 pub struct Host {
     id: NodeId,
     switch: NodeId,
     layout: Layout,
-    send: RcSender,
-    recv: RcResponder,
+    /// per QP `q`: the RC sender to the successor's QP `q`
+    send: Vec<RcSender>,
+    /// per QP `q`: the RC responder for the predecessor's QP `q`
+    recv: Vec<RcResponder>,
+    /// the QP whose turn it is to send (round robin over the QPs with a packet to send)
+    turn: usize,
     data: Vec<u8>,
     result: Vec<u8>,
     acks: VecDeque<Transmit>,
@@ -190,27 +233,39 @@ impl Host {
         line_rate_bps: f64,
     ) -> Host {
         let n = layout.workers;
-        let me_send = worker_addr(rank, false);
-        let succ = worker_addr((rank + 1) % n, true);
-        let me_recv = worker_addr(rank, true);
-        let pred = worker_addr((rank + n - 1) % n, false);
-        // distinct starting PSNs per connection exercise the accelerator's CLT
-        let psn0 = |r: usize| (r as u32).wrapping_mul(0x0010_0001) & crate::roce::PSN_MASK;
+        let pred_rank = (rank + n - 1) % n;
         let packets = layout.packets();
+        let send = (0..layout.qps)
+            .map(|q| {
+                RcSender::new(
+                    worker_qp_addr(rank, false, q),
+                    worker_qp_addr((rank + 1) % n, true, q),
+                    psn0(rank, q),
+                    layout.qp_messages(q) * layout.msg_len,
+                    layout.msg_len,
+                    layout.window,
+                    rto_ns,
+                )
+            })
+            .collect();
+        let recv = (0..layout.qps)
+            .map(|q| {
+                RcResponder::new(
+                    worker_qp_addr(rank, true, q),
+                    worker_qp_addr(pred_rank, false, q),
+                    psn0(pred_rank, q),
+                    layout.qp_messages(q) * layout.msg_len,
+                    16,
+                )
+            })
+            .collect();
         Host {
             id: rank as NodeId,
             switch,
             layout,
-            send: RcSender::new(
-                me_send,
-                succ,
-                psn0(rank),
-                packets,
-                layout.msg_len,
-                layout.window,
-                rto_ns,
-            ),
-            recv: RcResponder::new(me_recv, pred, psn0((rank + n - 1) % n), packets, 16),
+            send,
+            recv,
+            turn: 0,
             data: layout.encode(rank, grad),
             result: vec![0u8; (packets * layout.payload) as usize],
             acks: VecDeque::new(),
@@ -227,6 +282,13 @@ impl Host {
     }
 }
 
+impl Host {
+    /// Packets sent again, over every QP.
+    pub fn retransmissions(&self) -> u64 {
+        self.send.iter().map(|s| s.retransmissions).sum()
+    }
+}
+
 impl Endpoint for Host {
     fn id(&self) -> NodeId {
         self.id
@@ -238,37 +300,45 @@ impl Endpoint for Host {
             self.stats.malformed_rx += 1;
             return;
         };
+        let q = qp_index(repr.bth.dest_qp) as usize;
         if repr.bth.opcode == opcode::RC | opcode::ACKNOWLEDGE {
-            if repr.bth.dest_qp == self.send.local.qpn
+            if let Some(send) = self.send.get_mut(q)
+                && repr.bth.dest_qp == send.local.qpn
                 && let Some(a) = repr.aeth
             {
-                self.send.on_aeth(now, repr.bth.psn, &a);
+                send.on_aeth(now, repr.bth.psn, &a);
             }
             return;
         }
-        if repr.bth.dest_qp != self.recv.local.qpn {
+        let Some(recv) = self
+            .recv
+            .get_mut(q)
+            .filter(|r| r.local.qpn == repr.bth.dest_qp)
+        else {
             self.stats.malformed_rx += 1;
             return;
-        }
-        if let Accept::Deliver(i) = self.recv.on_data(repr.bth.psn, repr.bth.ack_req) {
+        };
+        if let Accept::Deliver(k) = recv.on_data(repr.bth.psn, repr.bth.ack_req) {
+            let i = self.layout.global_packet(q as u32, k);
             let at = (i * self.layout.payload) as usize;
             let n = payload.len().min(self.layout.payload as usize);
             self.result[at..at + n].copy_from_slice(&payload[..n]);
-            if i % self.layout.msg_len == 0
+            if i.is_multiple_of(self.layout.msg_len)
                 && let Some(Some((handed, t0))) =
                     self.first_sent.get((i / self.layout.msg_len) as usize)
             {
                 self.stats.rtt_ns.push(now.saturating_sub(*t0));
                 self.stats.rtt_queue_ns.push(t0.saturating_sub(*handed));
             }
-            if self.recv.complete() {
+            if self.recv.iter().all(RcResponder::complete) {
                 self.stats.end_ns = now;
             }
         }
-        self.recv.take_acks_into(&mut self.ack_scratch);
+        let recv = &mut self.recv[q];
+        recv.take_acks_into(&mut self.ack_scratch);
         for a in &self.ack_scratch {
             let mut bytes = self.pool.take(0);
-            match self.recv.ack_frame_into(&mut bytes, a) {
+            match recv.ack_frame_into(&mut bytes, a) {
                 Ok(()) => self.acks.push_back(Transmit {
                     to: self.switch,
                     bytes,
@@ -287,20 +357,26 @@ impl Endpoint for Host {
         let t = if let Some(a) = self.acks.pop_front() {
             a
         } else {
-            let i = self.send.next_to_send(now)?;
+            // the QPs take turns: the first one from `turn` on with a packet to send
+            let qps = self.send.len();
+            let (q, k) = (0..qps).find_map(|j| {
+                let q = (self.turn + j) % qps;
+                self.send[q].next_to_send(now).map(|k| (q, k))
+            })?;
+            self.turn = (q + 1) % qps;
+            let i = self.layout.global_packet(q as u32, k);
             let p = self.layout.payload as usize;
             let at = i as usize * p;
             let mut bytes = self.pool.take(0);
-            if self
-                .send
-                .frame_into(&mut bytes, i, &self.data[at..at + p], self.layout.payload)
+            if self.send[q]
+                .frame_into(&mut bytes, k, &self.data[at..at + p], self.layout.payload)
                 .is_err()
             {
                 self.pool.put(bytes);
                 return None;
             }
             let m = (i / self.layout.msg_len) as usize;
-            if i % self.layout.msg_len == 0 && self.first_sent[m].is_none() {
+            if i.is_multiple_of(self.layout.msg_len) && self.first_sent[m].is_none() {
                 first = Some(m);
             }
             Transmit {
@@ -319,15 +395,17 @@ impl Endpoint for Host {
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {
-        self.send.poll_timeout()
+        self.send.iter().filter_map(RcSender::poll_timeout).min()
     }
 
     fn handle_timeout(&mut self, now: Nanos) {
-        self.send.on_timeout(now);
+        for s in &mut self.send {
+            s.on_timeout(now);
+        }
     }
 
     fn is_done(&self) -> bool {
-        self.recv.complete()
+        self.recv.iter().all(RcResponder::complete)
     }
 
     fn recycle(&mut self, buf: Vec<u8>) {
@@ -337,9 +415,9 @@ impl Endpoint for Host {
     fn counters(&self) -> Vec<(&'static str, u64)> {
         vec![
             ("packets_tx", self.stats.packets_tx),
-            ("retransmissions", self.send.retransmissions),
-            ("naks", self.send.naks),
-            ("timeouts", self.send.timeouts),
+            ("retransmissions", self.retransmissions()),
+            ("naks", self.send.iter().map(|s| s.naks).sum()),
+            ("timeouts", self.send.iter().map(|s| s.timeouts).sum()),
             ("malformed_rx", self.stats.malformed_rx),
         ]
     }
@@ -347,14 +425,12 @@ impl Endpoint for Host {
 
 impl Worker for Host {
     fn result(&self) -> Option<Vec<i32>> {
-        self.recv
-            .complete()
-            .then(|| self.layout.decode(&self.result))
+        self.is_done().then(|| self.layout.decode(&self.result))
     }
 
     fn stats(&self) -> HostStats {
         HostStats {
-            retransmissions: self.send.retransmissions,
+            retransmissions: self.retransmissions(),
             ..self.stats.clone()
         }
     }

@@ -116,7 +116,7 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
     let (wiring, shards) =
         udp::child_handshake_sharded(&sock, input, output).map_err(|e| e.to_string())?;
     let is_worker = matches!(node, SetupNode::Worker(_));
-    let steer = steering(&job, &cfg, shards);
+    let steer = steering(&job, shards);
     let rep = udp::serve_steered(
         &mut node,
         &sock,
@@ -177,19 +177,19 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
 /// - SwitchML by slot (`pool_index` mod shards): slots are independent and a worker takes its
 ///   results in any order; by default one shard per core the workers leave (at least 1, at
 ///   most 16);
-/// - NetReduce by message (its CLT entry and aggregators live on one shard), at most 2N (its
-///   aggregator window); by default 1: the shards' result streams interleave on each RC
-///   connection, whose responder takes an out-of-order PSN for a loss (go-back-N), measured with
-///   `bench/peers/run.sh` (2 shards: 5x slower, most frames resent);
+/// - NetReduce by QP: with S shards each worker opens S RC connections (QPs) to its successor,
+///   message `m` on QP `m mod S` ([`crate::netreduce::Layout::qps`]), and shard `q` serves QP `q`
+///   (its CLT entries and aggregators), so each QP's packets and ACKs stay in order on one shard
+///   (an earlier split by message over one QP interleaved the shards' result streams on each RC
+///   connection, whose responder took an out-of-order PSN for a loss: go-back-N, 5x slower);
+///   by default 1, at most [`crate::netreduce::MAX_QPS`] and the message count;
 /// - other systems: 1.
 pub fn switch_shards(job: &NodeJob) -> usize {
     let cfg = job.config();
     let (default, max) = match job.system.as_str() {
         "netreduce" => {
-            let max = crate::netreduce::Layout::new(&cfg)
-                .map(|l| 2 * l.window as usize)
-                .unwrap_or(1);
-            (1, max.max(1))
+            // the layout's QP count is the shard count (the same knob, the same bounds)
+            return crate::netreduce::Layout::new(&cfg).map_or(1, |l| l.qps as usize);
         }
         "switchml" => {
             let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -203,22 +203,14 @@ pub fn switch_shards(job: &NodeJob) -> usize {
     }
 }
 
-/// NetReduce's shard of a frame from a worker: its message number (from the PSN distance to the
-/// sending connection's first PSN, which [`crate::netreduce::Host`] sets to
-/// `rank * 0x100001`); ACKs (forwarded as they are) go to any shard: the first.
-fn netreduce_shard(frame: &[u8], msg_len: u32) -> usize {
+/// NetReduce's shard of a frame from a worker: the QP index of its destination QP
+/// ([`crate::netreduce::qp_index`]), data and ACKs alike, so every packet of one RC connection
+/// goes through one shard in order.
+fn netreduce_shard(frame: &[u8]) -> usize {
     use inabench_wire::roce::{FrameRepr, IcrcCheck};
-    let Ok((repr, _)) = FrameRepr::parse_with(frame, IcrcCheck::Ignore) else {
-        return 0;
-    };
-    if repr.bth.opcode & 0x1f == inabench_wire::ib::opcode::ACKNOWLEDGE {
-        return 0;
-    }
-    let Some(rank) = crate::netreduce::node_of_ip(repr.src_ip) else {
-        return 0;
-    };
-    let psn0 = rank.wrapping_mul(0x0010_0001) & crate::roce::PSN_MASK;
-    (crate::roce::psn_diff(psn0, repr.bth.psn) / msg_len.max(1)) as usize
+    FrameRepr::parse_with(frame, IcrcCheck::Ignore).map_or(0, |(repr, _)| {
+        crate::netreduce::qp_index(repr.bth.dest_qp) as usize
+    })
 }
 
 /// SwitchML's shard of a frame from a worker: its aggregator slot.
@@ -236,19 +228,12 @@ fn switchml_shard(frame: &[u8]) -> usize {
 }
 
 /// A worker's steering when the switch runs as several shards.
-fn steering(
-    job: &NodeJob,
-    cfg: &AllReduceConfig,
-    shards: Vec<Vec<SocketAddrV4>>,
-) -> Option<Steering> {
+fn steering(job: &NodeJob, shards: Vec<Vec<SocketAddrV4>>) -> Option<Steering> {
     if shards.iter().all(|s| s.len() <= 1) {
         return None;
     }
     let key: udp::ShardKey = match job.system.as_str() {
-        "netreduce" => {
-            let msg_len = crate::netreduce::Layout::new(cfg).ok()?.msg_len;
-            Arc::new(move |f: &[u8]| netreduce_shard(f, msg_len))
-        }
+        "netreduce" => Arc::new(netreduce_shard),
         "switchml" => Arc::new(switchml_shard),
         _ => return None,
     };
@@ -591,9 +576,14 @@ mod tests {
 
     #[test]
     fn a_sharded_netreduce_switch_sums_exactly_with_and_without_loss() {
-        for (shards, loss) in [(2usize, 0.0), (4, 0.01)] {
+        for (shards, loss) in [(2usize, 0.0), (4, 0.0), (4, 0.01)] {
             let mut j = job("netreduce", 200_000, "event", loss);
             j.knobs.push(("switch_shards".into(), shards as f64));
+            if loss == 0.0 {
+                // lossless: an RTO of 1 s, so only a NAK (an out-of-order PSN on a QP) or a
+                // second's scheduling pause could make a worker go back
+                j.timeout_ns = 1_000_000_000;
+            }
             let out = run_udp(&j, &Spawn::Threads).expect("run");
             assert!(out.finished, "{shards} shards");
             assert_eq!(out.switch_shards, shards);
@@ -605,14 +595,21 @@ mod tests {
             let sw: Vec<_> = out.nodes.iter().filter(|n| !n.is_worker).collect();
             assert_eq!(sw.len(), shards);
             assert!(sw.iter().all(|n| n.frames_tx > 0), "{shards}: {sw:?}");
+            let retx: u64 = out.nodes.iter().map(|n| n.retransmissions).sum();
             if loss > 0.0 {
-                let retx: u64 = out.nodes.iter().map(|n| n.retransmissions).sum();
                 assert!(retx > 0);
+            } else {
+                // one RC connection per shard: no shard reorders another's PSNs, no go-back-N
+                assert_eq!(retx, 0, "{shards} shards, lossless");
             }
         }
         // other systems keep one switch; NetReduce's default is one
         assert_eq!(switch_shards(&job("atp", 1000, "event", 0.0)), 1);
         assert_eq!(switch_shards(&job("netreduce", 1000, "event", 0.0)), 1);
+        // as many shards as QPs: at most one per message
+        let mut few = job("netreduce", 1000, "event", 0.0);
+        few.knobs.push(("switch_shards".into(), 4.0));
+        assert_eq!(switch_shards(&few), 1);
     }
 
     #[test]

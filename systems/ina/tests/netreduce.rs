@@ -148,3 +148,129 @@ fn rtt_starts_on_the_wire_and_the_senders_queue_is_reported_apart() {
         "the later messages' first packets wait behind the previous message: {max_queue} ns"
     );
 }
+
+/// `cfg` with `qps` RC connections per worker pair (the `switch_shards` knob).
+fn cfg_qps(workers: usize, elements: usize, msg_packets: f64, qps: usize) -> AllReduceConfig {
+    let mut c = cfg(workers, elements, msg_packets);
+    c.knobs.push(("switch_shards".into(), qps as f64));
+    c
+}
+
+/// No packet sent twice, no NAK and no RTO on any worker: no go-back-N.
+fn assert_no_go_back_n(nodes: &[SetupNode], what: &str) {
+    for n in nodes {
+        if let SetupNode::Worker(w) = n {
+            let c: std::collections::HashMap<_, _> = w.counters().into_iter().collect();
+            assert_eq!(
+                (c["retransmissions"], c["naks"], c["timeouts"]),
+                (0, 0, 0),
+                "{what}: worker {} went back",
+                w.id()
+            );
+        }
+    }
+}
+
+#[test]
+fn several_qps_per_worker_pair_sum_exactly_without_go_back_n() {
+    use inabench_ina::netreduce::Layout;
+    for qps in [2usize, 4] {
+        // 6 workers, 25 messages of 16 packets over `qps` QPs each
+        let c = cfg_qps(6, 100_000, 16.0, qps);
+        let l = Layout::new(&c).expect("layout");
+        assert_eq!((l.qps as usize, l.messages), (qps, 25));
+        let (nodes, rep) = run(&c, Faults::default());
+        assert!(rep.finished, "{qps} QPs: {rep:?}");
+        check(&nodes, &c);
+        assert_no_go_back_n(&nodes, &format!("sim, {qps} QPs"));
+        // every QP carried its messages: the accelerator used aggregators of every QP
+        let SetupNode::Switch(accel) = &nodes[6] else {
+            panic!("node 6 is the accelerator")
+        };
+        assert_eq!(accel.stats().dropped, 0);
+    }
+}
+
+#[test]
+fn several_qps_recover_from_loss_duplication_and_reordering() {
+    for (qps, seed) in [(2usize, 3u64), (4, 4)] {
+        let c = cfg_qps(6, 60_000, 16.0, qps);
+        let faults = Faults {
+            loss: 0.01,
+            duplicate: 0.01,
+            reorder: 0.01,
+            reorder_delay_ns: 5_000,
+            seed,
+        };
+        let (nodes, rep) = run(&c, faults);
+        assert!(rep.finished, "{qps} QPs: {rep:?}");
+        check(&nodes, &c);
+        assert!(total_retransmissions(&nodes) > 0);
+    }
+}
+
+#[test]
+fn several_qps_on_the_mem_fabric_sum_exactly_without_go_back_n() {
+    for qps in [2usize, 4] {
+        // real threads on a shared host: an RTO of 1 s, so that only a NAK (an out-of-order PSN)
+        // or a scheduling pause of a second could make a worker go back
+        let c = AllReduceConfig {
+            timeout_ns: 1_000_000_000,
+            ..cfg_qps(6, 100_000, 16.0, qps)
+        };
+        let nodes = NetReduce.build(&c).expect("build").into_nodes();
+        let (nodes, rep) = inabench_fabric::mem::run(
+            nodes,
+            c.mtu + 128,
+            Faults::default(),
+            std::time::Duration::from_secs(60),
+            |i| i < c.workers,
+        );
+        assert!(rep.finished, "mem, {qps} QPs");
+        check(&nodes, &c);
+        assert_no_go_back_n(&nodes, &format!("mem, {qps} QPs"));
+    }
+}
+
+#[test]
+fn each_message_rides_the_qp_its_number_names() {
+    use inabench_ina::netreduce::{Layout, qp_index};
+    use inabench_wire::roce::FrameRepr;
+    // the QP streams together cover every packet of the gradient once
+    for qps in [1usize, 2, 3, 4] {
+        let l = Layout::new(&cfg_qps(2, 100_000, 16.0, qps)).expect("layout");
+        let mut seen = vec![0u32; l.packets() as usize];
+        for q in 0..l.qps {
+            for i in 0..l.qp_messages(q) * l.msg_len {
+                let g = l.global_packet(q, i);
+                assert_eq!((g / l.msg_len) % l.qps, q, "message of packet {g}");
+                seen[g as usize] += 1;
+            }
+        }
+        assert!(seen.iter().all(|&s| s == 1), "{qps} QPs: {seen:?}");
+    }
+    // worker 0's first frames with 3 QPs: message 0 on QP 0, 1 on QP 1, 2 on QP 2, each QP's
+    // first PSN its own
+    let c = cfg_qps(2, 100_000, 4.0, 3);
+    let mut nodes = NetReduce.build(&c).expect("build").into_nodes();
+    let SetupNode::Worker(w) = &mut nodes[0] else {
+        panic!("node 0 is a worker")
+    };
+    let mut firsts = Vec::new();
+    while let Some(t) = w.poll_transmit(0) {
+        let (repr, payload) = FrameRepr::parse(&t.bytes).expect("a frame");
+        if inabench_wire::ina::NetReduceHeader::is_first(payload) {
+            let h = inabench_wire::ina::NetReduceHeader::parse(payload).expect("header");
+            firsts.push((h.msg_id, qp_index(repr.bth.dest_qp), repr.bth.psn));
+        }
+    }
+    // a window of 2 messages per QP: 6 messages in flight
+    assert_eq!(firsts.len(), 6, "{firsts:?}");
+    for &(m, q, _) in &firsts {
+        assert_eq!(m % 3, q);
+    }
+    let psn = |m: u32| firsts.iter().find(|f| f.0 == m).map(|f| f.2).expect("sent");
+    assert_ne!(psn(0), psn(1));
+    // message 3 is QP 0's second message: its PSN follows message 0's 4 packets
+    assert_eq!(psn(3), psn(0) + 4);
+}
