@@ -1,20 +1,25 @@
-//! `mem`: endpoints in one process on real time. The nodes run on a few OS threads (by default
-//! as many as the host has cores, nodes dealt to them round-robin: node i on thread i mod
-//! threads; [`run_with_threads`] sets the count, recorded in [`MemReport::threads`]), each
-//! thread stepping its nodes in turn; frames travel over lock-free single-producer
-//! single-consumer rings, one per (sender, receiver) node pair (no lock per frame: a sender
-//! writes a slot and publishes it with one release store, the receiver reads it after one
-//! acquire load); a node drains every ring before it transmits (one wake-up, many frames), and a
-//! thread whose nodes' rings are all empty spins briefly ([`SPIN`]) and then parks, woken by the
-//! next sender to any of its nodes. A sender whose ring is full keeps the frame in its own
-//! per-destination backlog (order kept, no blocking, so two nodes sending to each other cannot
-//! deadlock). Timeouts are honoured with `park_timeout`; each node's CPU is the thread CPU time
-//! (CLOCK_THREAD_CPUTIME_ID) of its own steps (receive, timers, transmit; a thread's spinning and
-//! parking are no node's), so "CPU per worker" is that endpoint's accounting. Link rates are not
-//! enforced (it is as fast as this host); the MTU is. Faults are the same seeded fates as on
-//! `sim` and `udp` (one generator per link direction, drawn by the sender): a reordered frame
-//! waits in its sender's delay line for the fault's extra delay, then goes out. A delivered
-//! frame's buffer goes back to its receiver through [`Endpoint::recycle`].
+//! `mem`: endpoints in one process on real time. The nodes run on a few OS threads (by default as
+//! many as the host has cores, nodes dealt to them round-robin: node i's home is thread i mod
+//! threads; [`run_with_threads`] sets the count, recorded in [`MemReport::threads`]), each thread
+//! stepping its home nodes in turn and, between its rounds, any other node that has frames waiting
+//! and that no thread is stepping (a node is stepped by one thread at a time: a claim flag per
+//! node; so one busy node, e.g. a switch, does not leave a thread idle while another has the busy
+//! node and three more to step); frames travel over lock-free single-producer single-consumer
+//! rings, one per (sender, receiver) node pair (no lock per frame: a sender writes a slot and
+//! publishes it with one release store, the receiver reads it after one acquire load); a node
+//! drains every ring before it transmits (one wake-up, many frames), and a thread whose home nodes'
+//! rings are all empty spins briefly ([`SPIN`]) and then parks, woken by the next sender to any of
+//! its nodes. A sender whose ring is full keeps the frame in its own per-destination backlog (order
+//! kept, no blocking, so two nodes sending to each other cannot deadlock). Timeouts are honoured
+//! with `park_timeout`; each node's CPU is the thread CPU time (CLOCK_THREAD_CPUTIME_ID) of its own
+//! steps (receive, timers, transmit; a thread's spinning and parking are no node's), so "CPU per
+//! worker" is that endpoint's accounting. The clock is read once per batch (the frames one sender
+//! has waiting are handed over at one reading, a node's burst of transmissions is polled at one
+//! reading), as the udp fabric's event loop does. Link rates are not enforced (it is as fast as
+//! this host); the MTU is. Faults are the same seeded fates as on `sim` and `udp` (one generator
+//! per link direction, drawn by the sender): a reordered frame waits in its sender's delay line for
+//! the fault's extra delay, then goes out. A delivered frame's buffer goes back to its receiver
+//! through [`Endpoint::recycle`].
 
 use crate::endpoint::{Endpoint, Nanos, NodeId};
 use crate::fault::{Fate, FaultCounters, FaultInjector, Faults};
@@ -109,9 +114,16 @@ impl<T> Consumer<T> {
         Some(v)
     }
 
+    #[cfg(test)]
     fn is_empty(&self) -> bool {
-        let r = &*self.0;
-        r.head.0.load(Ordering::Relaxed) == r.tail.0.load(Ordering::Acquire)
+        self.0.is_empty()
+    }
+}
+
+impl<T> Ring<T> {
+    /// Nothing is waiting (exact for the consumer; for any other thread a glimpse that may lag).
+    fn is_empty(&self) -> bool {
+        self.head.0.load(Ordering::Relaxed) == self.tail.0.load(Ordering::Acquire)
     }
 }
 
@@ -294,9 +306,10 @@ impl Shared {
 }
 
 impl<N: Endpoint> Slot<N> {
-    /// Everything the node wants to send now, through the faults, onto the rings.
-    fn send_all(&mut self, sh: &Shared) {
-        while let Some(t) = self.node.poll_transmit(sh.now()) {
+    /// Everything the node wants to send now, through the faults, onto the rings. `now` is
+    /// read once for the whole burst (as the udp fabric's event loop does).
+    fn send_all(&mut self, sh: &Shared, now: Nanos) {
+        while let Some(t) = self.node.poll_transmit(now) {
             self.st.frames_tx += 1;
             self.st.bytes_tx += t.bytes.len() as u64;
             if t.bytes.len() > sh.mtu || t.to as usize >= sh.n {
@@ -314,7 +327,7 @@ impl<N: Endpoint> Slot<N> {
                 if extra_delay_ns > 0 {
                     self.held_seq += 1;
                     self.held.push(Reverse((
-                        sh.now() + extra_delay_ns,
+                        now + extra_delay_ns,
                         self.held_seq,
                         t.to,
                         t.bytes,
@@ -327,9 +340,8 @@ impl<N: Endpoint> Slot<N> {
     }
 
     /// Send the reordered frames whose delay has passed.
-    fn release(&mut self, sh: &Shared) {
-        let t = sh.now();
-        while self.held.peek().is_some_and(|r| r.0.0 <= t) {
+    fn release(&mut self, now: Nanos) {
+        while self.held.peek().is_some_and(|r| r.0.0 <= now) {
             if let Some(Reverse((_, _, to, b))) = self.held.pop() {
                 self.out.send(to as usize, b);
             }
@@ -337,17 +349,23 @@ impl<N: Endpoint> Slot<N> {
     }
 
     /// Take what is waiting from every sender (at most 256 per sender per round, so no sender
-    /// starves the others); returns how many frames.
+    /// starves the others); returns how many frames. The frames one sender has waiting are
+    /// handed over at one reading of the clock (a receive batch, as udp's `recvmmsg`).
     fn receive(&mut self, sh: &Shared) -> usize {
         let mut got = 0usize;
         for (from, ring) in self.inbox.iter_mut().enumerate() {
-            for _ in 0..256 {
-                let Some(frame) = ring.pop() else { break };
+            let Some(first) = ring.pop() else { continue };
+            let now = sh.now();
+            let mut frame = Some(first);
+            let mut k = 0;
+            while let Some(f) = frame {
                 got += 1;
                 self.st.frames_rx += 1;
-                self.st.bytes_rx += frame.len() as u64;
-                self.node.handle_packet(sh.now(), from as NodeId, &frame);
-                self.node.recycle(frame);
+                self.st.bytes_rx += f.len() as u64;
+                self.node.handle_packet(now, from as NodeId, &f);
+                self.node.recycle(f);
+                k += 1;
+                frame = if k < 256 { ring.pop() } else { None };
             }
         }
         got
@@ -355,12 +373,14 @@ impl<N: Endpoint> Slot<N> {
 
     /// After receiving: timers, the backlog, transmit, the delay line, the done report.
     fn after(&mut self, sh: &Shared) {
-        if self.node.poll_timeout().is_some_and(|t| t <= sh.now()) {
-            self.node.handle_timeout(sh.now());
+        let mut now = sh.now();
+        if self.node.poll_timeout().is_some_and(|t| t <= now) {
+            self.node.handle_timeout(now);
+            now = sh.now();
         }
         self.out.flush();
-        self.send_all(sh);
-        self.release(sh);
+        self.send_all(sh, now);
+        self.release(now);
         if self.counted && !self.reported && self.node.is_done() {
             self.reported = true;
             self.st.done_ns = sh.now();
@@ -393,13 +413,68 @@ impl<N: Endpoint> Slot<N> {
     }
 }
 
-/// One thread: step its nodes in turn until the stop; returns them with their stats.
-fn serve_thread<N: Endpoint>(
-    t: usize,
-    mut slots: Vec<Slot<N>>,
-    sh: &Shared,
-) -> Vec<(usize, N, MemNodeStats, FaultCounters)> {
+/// A node's slot, stepped by one thread at a time: its home thread (node i on thread i mod
+/// threads), or another thread with nothing of its own to do that finds frames waiting for it
+/// (so a node with much work, e.g. a switch, does not leave the other threads idle).
+struct NodeCell<S> {
+    /// Set while a thread steps the node (acquire on taking it, release on handing it back).
+    claimed: Padded<AtomicBool>,
+    /// The node's incoming rings, to look at without taking the node (only `is_empty`).
+    probes: Vec<Arc<Ring<Frame>>>,
+    slot: UnsafeCell<S>,
+}
+
+// SAFETY: `slot` is reached only through a `Claim`, and at most one `Claim` exists at a time (the
+// compare-exchange of `claimed` from false to true); the acquire on taking and the release on
+// handing back order one holder's writes before the next holder's reads. `probes` are rings,
+// whose shared access is atomic. The slot moves between threads, hence S: Send.
+unsafe impl<S: Send> Sync for NodeCell<S> {}
+
+impl<S> NodeCell<S> {
+    fn claim(&self) -> Option<Claim<'_, S>> {
+        self.claimed
+            .0
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            .then(|| Claim(self))
+    }
+
+    /// Frames are waiting for the node.
+    fn has_input(&self) -> bool {
+        self.probes.iter().any(|r| !r.is_empty())
+    }
+}
+
+/// The right to step one node, given back on drop.
+struct Claim<'a, S>(&'a NodeCell<S>);
+
+impl<S> std::ops::Deref for Claim<'_, S> {
+    type Target = S;
+    fn deref(&self) -> &S {
+        // SAFETY: this is the one Claim of the cell (see the Sync impl)
+        unsafe { &*self.0.slot.get() }
+    }
+}
+
+impl<S> std::ops::DerefMut for Claim<'_, S> {
+    fn deref_mut(&mut self) -> &mut S {
+        // SAFETY: this is the one Claim of the cell (see the Sync impl)
+        unsafe { &mut *self.0.slot.get() }
+    }
+}
+
+impl<S> Drop for Claim<'_, S> {
+    fn drop(&mut self) {
+        self.0.claimed.0.store(false, Ordering::Release);
+    }
+}
+
+/// One thread: step its home nodes in turn, and the other threads' nodes that have frames
+/// waiting and are free, until the stop.
+fn serve_thread<N: Endpoint>(t: usize, threads: usize, cells: &[NodeCell<Slot<N>>], sh: &Shared) {
     let _ = sh.wakers[t].thread.set(std::thread::current());
+    let home: Vec<usize> = (t..cells.len()).step_by(threads).collect();
+    let others: Vec<usize> = (0..cells.len()).filter(|i| i % threads != t).collect();
     let mut cpu = thread_cpu_ns();
     // charge the thread CPU since the last mark `cpu` to `st`
     fn charge(cpu: &mut u64, st: &mut MemNodeStats) {
@@ -407,24 +482,35 @@ fn serve_thread<N: Endpoint>(
         st.cpu_ns += c.saturating_sub(*cpu);
         *cpu = c;
     }
-    for s in slots.iter_mut() {
-        s.send_all(sh);
-        charge(&mut cpu, &mut s.st);
+    for &i in &home {
+        if let Some(mut s) = cells[i].claim() {
+            let now = sh.now();
+            s.send_all(sh, now);
+            charge(&mut cpu, &mut s.st);
+        }
     }
     let mut idle_since: Option<Instant> = None;
     while !sh.stop.load(Ordering::Relaxed) {
         let mut got = 0usize;
-        for s in slots.iter_mut() {
-            got += s.receive(sh);
-            s.after(sh);
-            charge(&mut cpu, &mut s.st);
+        let mut wait = Duration::from_millis(5);
+        for &i in &home {
+            if let Some(mut s) = cells[i].claim() {
+                got += s.receive(sh);
+                s.after(sh);
+                charge(&mut cpu, &mut s.st);
+                wait = wait.min(s.wait(sh));
+            }
+        }
+        for &i in &others {
+            if cells[i].has_input()
+                && let Some(mut s) = cells[i].claim()
+            {
+                got += s.receive(sh);
+                s.after(sh);
+                charge(&mut cpu, &mut s.st);
+            }
         }
         if got == 0 {
-            let wait = slots
-                .iter()
-                .map(|s| s.wait(sh))
-                .min()
-                .unwrap_or(Duration::from_millis(5));
             if !wait.is_zero() {
                 let since = *idle_since.get_or_insert_with(Instant::now);
                 if since.elapsed() < SPIN.min(wait) {
@@ -432,7 +518,7 @@ fn serve_thread<N: Endpoint>(
                 } else {
                     sh.wakers[t].parked.store(true, Ordering::Relaxed);
                     fence(Ordering::SeqCst);
-                    if slots.iter().all(|s| s.inbox.iter().all(|r| r.is_empty())) {
+                    if home.iter().all(|&i| !cells[i].has_input()) {
                         std::thread::park_timeout(wait);
                     }
                     sh.wakers[t].parked.store(false, Ordering::Relaxed);
@@ -448,15 +534,6 @@ fn serve_thread<N: Endpoint>(
             sh.stop.store(true, Ordering::SeqCst);
         }
     }
-    slots
-        .into_iter()
-        .map(|mut s| {
-            if s.st.done_ns == 0 {
-                s.st.done_ns = sh.now();
-            }
-            (s.i, s.node, s.st, s.injector.counters)
-        })
-        .collect()
 }
 
 /// Run `nodes` (node i has id i) until every node that `counts(i)` is done, or `deadline` passes,
@@ -516,44 +593,57 @@ pub fn run_with_threads<N: Endpoint + 'static>(
         dropped_mtu: AtomicUsize::new(0),
         wakers: wakers.clone(),
     };
-    let mut per_thread: Vec<Vec<Slot<N>>> = (0..threads).map(|_| Vec::new()).collect();
-    for (((node, inbox), rings), i) in nodes.into_iter().zip(consumers).zip(producers).zip(0..) {
-        per_thread[i % threads].push(Slot {
-            i,
-            node,
-            inbox,
-            out: Outbox {
-                rings,
-                backlog: (0..n).map(|_| VecDeque::new()).collect(),
-                backlogged: 0,
-                wakers: wakers.clone(),
-            },
-            injector: FaultInjector::new(faults),
-            held: BinaryHeap::new(),
-            held_seq: 0,
-            st: MemNodeStats::default(),
-            counted: counted[i],
-            reported: false,
-        });
-    }
-    let mut out: Vec<(usize, N, MemNodeStats, FaultCounters)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = per_thread
-            .into_iter()
-            .enumerate()
-            .map(|(t, slots)| {
-                let sh = &sh;
-                scope.spawn(move || serve_thread(t, slots, sh))
+    let cells: Vec<NodeCell<Slot<N>>> = nodes
+        .into_iter()
+        .zip(consumers)
+        .zip(producers)
+        .zip(0..)
+        .map(|(((node, inbox), rings), i)| NodeCell {
+            claimed: Padded(AtomicBool::new(false)),
+            probes: inbox.iter().map(|c| c.0.clone()).collect(),
+            slot: UnsafeCell::new(Slot {
+                i,
+                node,
+                inbox,
+                out: Outbox {
+                    rings,
+                    backlog: (0..n).map(|_| VecDeque::new()).collect(),
+                    backlogged: 0,
+                    wakers: wakers.clone(),
+                },
+                injector: FaultInjector::new(faults),
+                held: BinaryHeap::new(),
+                held_seq: 0,
+                st: MemNodeStats::default(),
+                counted: counted[i],
+                reported: false,
+            }),
+        })
+        .collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (sh, cells) = (&sh, &cells);
+                scope.spawn(move || serve_thread(t, threads, cells, sh))
             })
             .collect();
-        let mut all = Vec::with_capacity(n);
         for h in handles {
-            match h.join() {
-                Ok(v) => all.extend(v),
-                Err(p) => std::panic::resume_unwind(p),
+            if let Err(p) = h.join() {
+                std::panic::resume_unwind(p);
             }
         }
-        all
     });
+    let end = sh.now();
+    let mut out: Vec<(usize, N, MemNodeStats, FaultCounters)> = cells
+        .into_iter()
+        .map(|c| {
+            let mut s = c.slot.into_inner();
+            if s.st.done_ns == 0 {
+                s.st.done_ns = end;
+            }
+            (s.i, s.node, s.st, s.injector.counters)
+        })
+        .collect();
     out.sort_by_key(|(i, ..)| *i);
     let mut nodes = Vec::with_capacity(n);
     let mut report = MemReport {
@@ -717,6 +807,25 @@ mod tests {
         }
         producer.join().expect("producer");
         assert_eq!(rx.pop(), None);
+    }
+
+    #[test]
+    fn a_node_is_claimed_by_one_thread_at_a_time() {
+        let (_tx, rx) = Ring::<Frame>::pair(4);
+        let cell = NodeCell {
+            claimed: Padded(AtomicBool::new(false)),
+            probes: vec![rx.0.clone()],
+            slot: UnsafeCell::new(7u32),
+        };
+        let held = cell.claim().expect("free at first");
+        assert!(cell.claim().is_none(), "taken while held");
+        // a failed claim must leave the holder's claim in place
+        assert!(cell.claim().is_none(), "still taken after a failed claim");
+        drop(held);
+        let mut again = cell.claim().expect("free once handed back");
+        *again += 1;
+        drop(again);
+        assert_eq!(cell.slot.into_inner(), 8);
     }
 
     #[test]
