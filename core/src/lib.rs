@@ -1,6 +1,7 @@
 //! inabench-core: what every part of the suite shares and nothing heavy.
 //!
 //! - [`spec`]: experiment specs (YAML), validated with file/line/field errors;
+//! - [`testbed`]: the testbed file (hosts, NICs, switch, launcher), read strictly, file/line errors;
 //! - [`catalog`]: all specs of a tree, lookup with nearest-id suggestions;
 //! - [`claims`]: the claim expression language, parsed and evaluated over aggregated results;
 //! - [`plan`]: a spec and a profile expanded into points;
@@ -17,6 +18,7 @@ pub mod plan;
 pub use inabench_rng as rng;
 pub mod spec;
 pub mod store;
+pub mod testbed;
 pub mod units;
 pub mod value;
 pub mod workload;

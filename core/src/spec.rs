@@ -633,7 +633,7 @@ fn join(s: &BTreeSet<String>) -> String {
 
 /// One step of a path through the YAML document: a mapping key or a sequence index.
 #[derive(Debug, Clone, Copy)]
-enum Seg<'a> {
+pub(crate) enum Seg<'a> {
     /// The value under this key.
     Key(&'a str),
     /// The key itself (for an error about what the mapping under it lacks).
@@ -737,8 +737,13 @@ fn line(l: &serde_saphyr::Location) -> Option<usize> {
 /// The line of the node at `path` (the value, or the key for `KeyItself`), following the keys
 /// in order from the top of the document; where the path ends early (a defaulted field), the
 /// line of the deepest node it reaches.
-fn line_of(text: &str, path: &[Seg]) -> Option<usize> {
-    let root: Node = serde_saphyr::from_str(text).ok()?;
+pub(crate) fn line_of(text: &str, path: &[Seg]) -> Option<usize> {
+    // `.nan`/`.inf` read into a typed f64 but the untyped node rejects them by default: pass them
+    // through, or a file with one has no line at all
+    let pass = serde_saphyr::options! {
+        non_finite_float_policy: serde_saphyr::options::NonFiniteFloatPolicy::PassThrough,
+    };
+    let root: Node = serde_saphyr::from_str_with_options(text, pass).ok()?;
     let mut node = &root;
     let mut at = line(&node.0.referenced);
     for seg in path {

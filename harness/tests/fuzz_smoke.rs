@@ -1,6 +1,6 @@
 //! A short fuzz run on the stable toolchain for the two file readers the cargo-fuzz targets
-//! `spec` and `testbed` drive (fuzz/fuzz_targets/): core's `Spec::from_yaml` and the harness's
-//! `Testbed::from_yaml`, over every spec and testbed file of the repository mutated the way a
+//! `spec` and `testbed` drive (fuzz/fuzz_targets/): core's `Spec::from_yaml` and
+//! `Testbed::from_yaml` (re-exported by the harness), over every spec and testbed file of the repository mutated the way a
 //! hand edit goes wrong (bytes changed, lines dropped, repeated or cut, YAML punctuation
 //! inserted) and over seeded random text. Any input must give a value or a typed error, never a
 //! panic; the unmutated files must still read.

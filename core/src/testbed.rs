@@ -1,0 +1,377 @@
+//! The testbed file (`experiments/testbeds/*.yaml`): what exists where. Hosts and their roles,
+//! NICs, the switch (soft, tofino through P4Runtime, fpga through XRT), GPUs, storage for
+//! out-of-core work, and the launcher. Parsed strictly: an unknown or misspelt field, a wrong
+//! type or an inconsistent value is one sentence with the file and line (a check after parsing
+//! follows the offending field's path through the YAML's spans, as the spec reader does, so the
+//! line is the field's own even where an earlier line holds the same key).
+//!
+//! Here in core (not the harness) so the cargo-fuzz target `testbed` builds without the
+//! harness's dependencies; the harness re-exports it as `inabench::testbed`.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::spec::{Seg, line_of};
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Testbed {
+    pub name: String,
+    pub hosts: Vec<Host>,
+    #[serde(default)]
+    pub switch: Switch,
+    #[serde(default)]
+    pub nics: Vec<Nic>,
+    #[serde(default)]
+    pub gpus: Vec<Gpus>,
+    #[serde(default)]
+    pub storage: Vec<Storage>,
+    #[serde(default = "default_launcher")]
+    pub launcher: String,
+}
+
+fn default_launcher() -> String {
+    "local".into()
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Host {
+    pub name: String,
+    #[serde(default)]
+    pub role: Vec<String>,
+    /// Address the launcher reaches it at (ssh/slurm); absent for this machine.
+    #[serde(default)]
+    pub address: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Switch {
+    /// soft | tofino | fpga
+    pub kind: String,
+    #[serde(default)]
+    pub p4runtime: Option<P4Runtime>,
+    #[serde(default)]
+    pub xrt: Option<Xrt>,
+}
+
+impl Default for Switch {
+    fn default() -> Self {
+        Switch {
+            kind: "soft".into(),
+            p4runtime: None,
+            xrt: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct P4Runtime {
+    /// host:port of the P4Runtime server
+    pub address: String,
+    #[serde(default = "one")]
+    pub device_id: u64,
+    /// [high, low] of the 128-bit election id
+    #[serde(default = "election")]
+    pub election_id: [u64; 2],
+    /// Per system: the compiled program and its P4Info (paths); absent: the suite's own
+    /// description of the program (its tables and registers) is pushed as P4Info.
+    #[serde(default)]
+    pub programs: BTreeMap<String, Program>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+fn election() -> [u64; 2] {
+    [0, 1]
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Program {
+    pub p4info: Option<String>,
+    pub device_config: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Xrt {
+    /// device index or PCI BDF
+    pub device: String,
+    /// per system: the xclbin to load
+    #[serde(default)]
+    pub xclbin: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Nic {
+    pub host: String,
+    /// roce | ethernet
+    pub kind: String,
+    pub device: String,
+    #[serde(default)]
+    pub gid_index: u32,
+    pub rate_gbps: f64,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Gpus {
+    pub host: String,
+    pub count: u32,
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Storage {
+    pub host: String,
+    pub path: String,
+}
+
+/// A testbed file error: one sentence with the file and line.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+pub struct TestbedError {
+    pub file: String,
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+impl Testbed {
+    /// The hosts agents run on (workers, or hosts without a role) that have an address: where
+    /// the ssh launcher starts agents, and what `doctor` asks.
+    pub fn agent_hosts(&self) -> Vec<String> {
+        self.hosts
+            .iter()
+            .filter(|h| h.role.is_empty() || h.role.iter().any(|r| r == "worker"))
+            .filter_map(|h| h.address.clone())
+            .collect()
+    }
+
+    pub fn from_yaml(file: &Path, text: &str) -> Result<Testbed, TestbedError> {
+        // The line of a check after parsing is found only once the error is certain: the text
+        // is read again into spanned nodes and the field's path followed from the top.
+        let err = |at: &[Seg], message: String| TestbedError {
+            file: file.display().to_string(),
+            line: line_of(text, at),
+            message,
+        };
+        use Seg::{Index as I, Key as K};
+        let t: Testbed = serde_saphyr::from_str(text).map_err(|e| {
+            let line = e.location().map(|l| l.line() as usize).filter(|l| *l > 0);
+            let m = e.to_string();
+            TestbedError {
+                file: file.display().to_string(),
+                line,
+                message: m.lines().next().unwrap_or("invalid testbed").to_string(),
+            }
+        })?;
+        let kind = [K("switch"), K("kind")];
+        if !["soft", "tofino", "fpga"].contains(&t.switch.kind.as_str()) {
+            return Err(err(
+                &kind,
+                format!(
+                    "switch.kind is soft, tofino or fpga, not `{}`",
+                    t.switch.kind
+                ),
+            ));
+        }
+        if t.switch.kind == "tofino" && t.switch.p4runtime.is_none() {
+            return Err(err(
+                &kind,
+                "a tofino switch needs `p4runtime: {address: host:port}`".into(),
+            ));
+        }
+        if t.switch.kind == "fpga" && t.switch.xrt.is_none() {
+            return Err(err(
+                &kind,
+                "an fpga switch needs `xrt: {device: ...}`".into(),
+            ));
+        }
+        if let Some(p) = &t.switch.p4runtime
+            && !p.address.contains(':')
+        {
+            return Err(err(
+                &[K("switch"), K("p4runtime"), K("address")],
+                format!("p4runtime.address is host:port, not `{}`", p.address),
+            ));
+        }
+        if !["local", "netns", "ssh", "slurm"].contains(&t.launcher.as_str()) {
+            return Err(err(
+                &[K("launcher")],
+                format!(
+                    "launcher is local, netns, ssh or slurm, not `{}`",
+                    t.launcher
+                ),
+            ));
+        }
+        let hosts: Vec<&str> = t.hosts.iter().map(|h| h.name.as_str()).collect();
+        let named = (t.nics.iter().enumerate())
+            .map(|(i, n)| (&n.host, "nics", i))
+            .chain(t.gpus.iter().enumerate().map(|(i, g)| (&g.host, "gpus", i)))
+            .chain(
+                t.storage
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| (&s.host, "storage", i)),
+            );
+        for (h, what, i) in named {
+            if !hosts.contains(&h.as_str()) {
+                return Err(err(
+                    &[K(what), I(i), K("host")],
+                    format!("{what} names host `{h}`, which `hosts` does not list"),
+                ));
+            }
+        }
+        for (i, n) in t.nics.iter().enumerate() {
+            let bad_kind = !["roce", "ethernet"].contains(&n.kind.as_str());
+            // `!(x > 0)`, not `x <= 0`: NaN is not a rate either
+            let bad_rate = !(n.rate_gbps > 0.0 && n.rate_gbps.is_finite());
+            if bad_kind || bad_rate {
+                let field = if bad_kind { "kind" } else { "rate_gbps" };
+                return Err(err(
+                    &[K("nics"), I(i), K(field)],
+                    format!(
+                        "NIC {} needs kind roce or ethernet and a positive rate_gbps",
+                        n.device
+                    ),
+                ));
+            }
+        }
+        Ok(t)
+    }
+
+    pub fn load(file: &Path) -> Result<Testbed, TestbedError> {
+        let text = std::fs::read_to_string(file).map_err(|e| TestbedError {
+            file: file.display().to_string(),
+            line: None,
+            message: format!("cannot read the testbed file: {e}"),
+        })?;
+        Testbed::from_yaml(file, &text)
+    }
+
+    /// Whether the testbed has devices for `hardware` rows.
+    pub fn has_hardware(&self) -> bool {
+        self.switch.kind != "soft"
+            || self.nics.iter().any(|n| n.kind == "roce")
+            || self.gpus.iter().any(|g| g.count > 0)
+    }
+}
+
+/// The cargo-fuzz target `testbed`'s body (fuzz/fuzz_targets/testbed.rs; the stable
+/// harness/tests/fuzz_smoke.rs drives the same reader): arbitrary bytes as a testbed file. Any
+/// input is a testbed or a `TestbedError`, never a panic; an error's line is one of the text's
+/// lines (or one past the last, where the parser reports the end of input), and a testbed that
+/// reads answers its questions.
+pub fn fuzz(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    match Testbed::from_yaml(Path::new("testbed.yaml"), &text) {
+        Ok(t) => {
+            let _ = t.has_hardware();
+            let _ = t.agent_hosts();
+        }
+        Err(e) => {
+            if let Some(l) = e.line {
+                // YAML breaks lines at `\r\n`, `\r` and `\n` (a lone `\r` too: the fuzzer's
+                // first find was "\r\r%", an error on line 3); the parser may also name the
+                // line after the last, for the end of input.
+                let lines = text.replace("\r\n", "\n").split(['\r', '\n']).count() + 1;
+                assert!(
+                    (1..=lines).contains(&l),
+                    "error line {l} outside the text's {lines} lines: {e}"
+                );
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Testbed, TestbedError> {
+        Testbed::from_yaml(Path::new("tb.yaml"), s)
+    }
+
+    #[test]
+    fn the_local_testbed_parses() {
+        let t = parse(include_str!("../../experiments/testbeds/local.yaml")).expect("local.yaml");
+        assert_eq!(t.switch.kind, "soft");
+        assert!(!t.has_hardware());
+    }
+
+    #[test]
+    fn errors_name_the_file_the_line_and_the_field() {
+        let e = parse("name: x\nhosts:\n  - name: a\n    rolle: [worker]\n").expect_err("typo");
+        let s = e.to_string();
+        assert!(s.starts_with("tb.yaml:4: "), "{s}");
+        assert!(s.contains("rolle"), "{s}");
+        let e = parse("name: x\nhosts: [{name: a}]\nswitch:\n  kind: tofino\n")
+            .expect_err("no p4runtime");
+        assert_eq!(
+            e.to_string(),
+            "tb.yaml:4: a tofino switch needs `p4runtime: {address: host:port}`"
+        );
+        let e = parse("name: x\nhosts: [{name: a}]\ngpus:\n  - host: b\n    count: 8\n")
+            .expect_err("unknown host");
+        assert!(e.to_string().contains("`b`"), "{e}");
+        let ok = parse(
+            "name: t\nhosts: [{name: a}]\nswitch:\n  kind: tofino\n  p4runtime: {address: 'sw:9559', device_id: 1}\nnics:\n  - {host: a, kind: roce, device: mlx5_0, rate_gbps: 100}\n",
+        )
+        .expect("tofino testbed");
+        assert!(ok.has_hardware());
+        assert_eq!(ok.switch.p4runtime.map(|p| p.election_id), Some([0, 1]));
+    }
+
+    #[test]
+    fn a_later_check_names_the_offending_fields_own_line() {
+        // the first `kind:` is a NIC's (line 5), the switch's is on line 8
+        let e = parse(
+            "name: x\nhosts: [{name: a}]\nnics:\n  - host: a\n    kind: roce\n    device: m0\n    rate_gbps: 100\nswitch:\n  kind: tofino\n",
+        )
+        .expect_err("tofino without p4runtime");
+        assert_eq!(e.line, Some(9), "{e}");
+        // the second NIC's host, not the first's
+        let e = parse(
+            "name: x\nhosts: [{name: a}]\nnics:\n  - {host: a, kind: roce, device: m0, rate_gbps: 1}\n  - {host: b, kind: roce, device: m1, rate_gbps: 1}\n",
+        )
+        .expect_err("unknown host");
+        assert_eq!(e.line, Some(5), "{e}");
+        // the rate, on its own line, and NaN is not a positive rate
+        let e = parse(
+            "name: x\nhosts: [{name: a}]\nnics:\n  - host: a\n    kind: roce\n    device: m0\n    rate_gbps: .nan\n",
+        )
+        .expect_err("NaN rate");
+        assert_eq!(e.line, Some(7), "{e}");
+        let e = parse(
+            "name: x\nhosts: [{name: a}]\nswitch:\n  kind: tofino\n  p4runtime: {address: sw}\n",
+        )
+        .expect_err("no port");
+        assert_eq!(e.line, Some(5), "{e}");
+        let e = parse("name: x\nlauncher: pbs\nhosts: [{name: a}]\n").expect_err("launcher");
+        assert_eq!(e.line, Some(2), "{e}");
+    }
+
+    #[test]
+    fn the_fuzz_body_takes_what_the_target_gives() {
+        for input in [
+            &b""[..],
+            b"\xff\xfe",
+            // found by the fuzzer: carriage returns break YAML lines (an error on line 3)
+            b"\r\r%",
+            b"name: x\nhosts: [",
+            b"name: x\nhosts: [{name: a}]\nswitch: {kind: fpga}\n",
+            include_bytes!("../../experiments/testbeds/local.yaml"),
+        ] {
+            fuzz(input);
+        }
+    }
+}
