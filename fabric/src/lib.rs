@@ -11,6 +11,7 @@ pub mod batch;
 pub mod driver;
 pub mod endpoint;
 pub mod fault;
+pub mod fuzz;
 pub mod mem;
 pub mod netns;
 pub mod sim;

@@ -18,6 +18,7 @@
 
 pub mod convergence;
 pub mod flowsim;
+pub mod fuzz;
 pub mod fuzz_service;
 pub mod motivating;
 pub mod mwcha;

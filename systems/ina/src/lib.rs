@@ -14,6 +14,7 @@ pub mod collective;
 pub mod common;
 pub mod drive;
 pub mod fpga;
+pub mod fuzz;
 pub mod hoststack;
 pub mod netreduce;
 pub mod ring;

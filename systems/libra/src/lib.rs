@@ -18,6 +18,7 @@
 
 pub mod aggregation;
 pub mod float;
+pub mod fuzz;
 pub mod hot;
 pub mod layout;
 pub mod negotiation;

@@ -16,6 +16,7 @@
 
 pub mod convert;
 pub mod fig16;
+pub mod fuzz;
 pub mod packet;
 pub mod run;
 pub mod switch;

@@ -27,6 +27,7 @@ pub mod curves;
 pub mod driver;
 pub mod emulate;
 pub mod fpga;
+pub mod fuzz;
 pub mod glm;
 pub mod gpusync;
 pub mod host;

@@ -1,0 +1,320 @@
+//! The shared part of the endpoint fuzz bodies (each system crate's `fuzz` module; the
+//! cargo-fuzz targets under `fuzz/` and stable smoke tests call those): a fuzzer's bytes read as
+//! a schedule of hostile frames, and [`Scheduled`], an endpoint wrapper that hands them to its
+//! node among the real frames of a run on the sim fabric.
+//!
+//! No dependency beyond the crate (no proptest): it builds quickly with sanitizers. The
+//! randomised proptest counterparts (drawn junk, `testing::Hostile`) are in `testing`.
+
+use crate::{Endpoint, Nanos, NodeId, Transmit};
+
+/// What a scheduled frame is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    /// The fuzzer's own bytes.
+    Raw,
+    /// A valid frame of a clean run of the same configuration with bytes flipped.
+    Flip,
+    /// A valid frame of a clean run cut short.
+    Cut,
+    /// A valid frame of a clean run, unchanged, at another time.
+    Replay,
+}
+
+/// One hostile frame: to `node`, claiming to come from `from`, handed over just before the
+/// node's `before`-th real frame (after the run when the node gets fewer).
+#[derive(Debug, Clone)]
+pub struct Inject {
+    pub node: usize,
+    pub from: NodeId,
+    pub before: u32,
+    pub kind: Kind,
+    pub bytes: Vec<u8>,
+}
+
+/// The most frames one input schedules (a run with more says nothing new and runs slower).
+pub const MAX_INJECTS: usize = 64;
+
+struct Cursor<'a>(&'a [u8]);
+
+impl Cursor<'_> {
+    fn u8(&mut self) -> Option<u8> {
+        let (&b, rest) = self.0.split_first()?;
+        self.0 = rest;
+        Some(b)
+    }
+    fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_le_bytes([self.u8()?, self.u8()?]))
+    }
+}
+
+/// The schedule the fuzzer's `data` spells for a run of `nodes` nodes whose clean run put the
+/// frames `corpus` on its links. Per frame: a byte (kind: low two bits; target node: the rest,
+/// modulo `nodes`), a byte for the claimed sender (0: `u32::MAX`, 1-3: ids just past the last
+/// node, else an id in range), two bytes for `before`, then by kind: Raw a two-byte length (at
+/// most 2048, cut to what is left) and the bytes; Flip a two-byte corpus index, a count of flips
+/// (1-4) and per flip a two-byte offset and a nonzero xor byte; Cut a two-byte index and a
+/// two-byte length; Replay a two-byte index. Input that ends early ends the schedule.
+pub fn schedule(data: &[u8], nodes: usize, corpus: &[Vec<u8>]) -> Vec<Inject> {
+    let mut c = Cursor(data);
+    let mut out = Vec::new();
+    let nodes = nodes.max(1);
+    while out.len() < MAX_INJECTS {
+        let Some(head) = c.u8() else { break };
+        let Some(f) = c.u8() else { break };
+        let Some(before) = c.u16() else { break };
+        let from = match f {
+            0 => u32::MAX,
+            1..=3 => (nodes + f as usize - 1) as NodeId,
+            _ => (f as usize % nodes) as NodeId,
+        };
+        let node = (head >> 2) as usize % nodes;
+        let corpus_frame = |i: u16| -> Option<&Vec<u8>> {
+            if corpus.is_empty() {
+                None
+            } else {
+                Some(&corpus[i as usize % corpus.len()])
+            }
+        };
+        let (kind, bytes) = match head & 3 {
+            0 => {
+                let Some(len) = c.u16() else { break };
+                let len = (len as usize % 2049).min(c.0.len());
+                let (b, rest) = c.0.split_at(len);
+                c.0 = rest;
+                (Kind::Raw, b.to_vec())
+            }
+            1 => {
+                let Some(i) = c.u16() else { break };
+                let Some(n) = c.u8() else { break };
+                let Some(frame) = corpus_frame(i) else { break };
+                let mut f = frame.clone();
+                for _ in 0..1 + n % 4 {
+                    let (Some(at), Some(x)) = (c.u16(), c.u8()) else {
+                        break;
+                    };
+                    if !f.is_empty() {
+                        let k = at as usize % f.len();
+                        f[k] ^= x.max(1);
+                    }
+                }
+                (Kind::Flip, f)
+            }
+            2 => {
+                let (Some(i), Some(cut)) = (c.u16(), c.u16()) else {
+                    break;
+                };
+                let Some(frame) = corpus_frame(i) else { break };
+                let cut = cut as usize % frame.len().max(1);
+                (Kind::Cut, frame[..cut].to_vec())
+            }
+            _ => {
+                let Some(i) = c.u16() else { break };
+                let Some(frame) = corpus_frame(i) else { break };
+                (Kind::Replay, frame.clone())
+            }
+        };
+        out.push(Inject {
+            node,
+            from,
+            before: before as u32,
+            kind,
+            bytes,
+        });
+    }
+    out
+}
+
+/// An endpoint whose scheduled frames arrive before the given real frames; what is left after
+/// the run goes in with [`Scheduled::finish`].
+pub struct Scheduled<N> {
+    pub inner: N,
+    /// This node's frames, in the order they arrive.
+    pending: std::collections::VecDeque<Inject>,
+    /// Real frames received so far.
+    real: u32,
+    /// Scheduled frames handed over so far.
+    pub injected: u64,
+}
+
+impl<N: Endpoint> Scheduled<N> {
+    /// Wrap `inner` (node `index` of the run) with its share of `schedule`.
+    pub fn new(inner: N, index: usize, schedule: &[Inject]) -> Scheduled<N> {
+        let mut mine: Vec<Inject> = schedule
+            .iter()
+            .filter(|s| s.node == index)
+            .cloned()
+            .collect();
+        mine.sort_by_key(|s| s.before);
+        Scheduled {
+            inner,
+            pending: mine.into(),
+            real: 0,
+            injected: 0,
+        }
+    }
+
+    /// Hand over the frames the run did not reach, at `now` (see [`deliver`]). Returns the
+    /// frames sent.
+    pub fn finish(&mut self, now: Nanos) -> usize {
+        let late: Vec<Inject> = self.pending.drain(..).collect();
+        self.injected += late.len() as u64;
+        deliver(&mut self.inner, now, &late)
+    }
+
+    /// The node, the frames the run did not reach, and the count handed over so far.
+    pub fn into_parts(self) -> (N, Vec<Inject>, u64) {
+        (self.inner, self.pending.into(), self.injected)
+    }
+}
+
+/// Hand `frames` to `ep` at `now`, draining what it sends after each (bounded: one frame may
+/// not start a flood). Returns the frames sent.
+pub fn deliver<E: Endpoint + ?Sized>(ep: &mut E, now: Nanos, frames: &[Inject]) -> usize {
+    let mut sent = 0;
+    for s in frames {
+        ep.handle_packet(now, s.from, &s.bytes);
+        let mut k = 0;
+        while ep.poll_transmit(now).is_some() {
+            k += 1;
+            assert!(k < 100_000, "endpoint {} floods after one frame", ep.id());
+        }
+        sent += k;
+    }
+    sent
+}
+
+impl<N: Endpoint> Endpoint for Scheduled<N> {
+    fn id(&self) -> NodeId {
+        self.inner.id()
+    }
+    fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
+        while self.pending.front().is_some_and(|s| s.before <= self.real) {
+            if let Some(s) = self.pending.pop_front() {
+                self.inner.handle_packet(now, s.from, &s.bytes);
+                self.injected += 1;
+            }
+        }
+        self.real = self.real.saturating_add(1);
+        self.inner.handle_packet(now, from, frame)
+    }
+    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        self.inner.poll_transmit(now)
+    }
+    fn poll_timeout(&self) -> Option<Nanos> {
+        self.inner.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Nanos) {
+        self.inner.handle_timeout(now)
+    }
+    fn is_done(&self) -> bool {
+        self.inner.is_done()
+    }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.inner.counters()
+    }
+    fn recycle(&mut self, buf: Vec<u8>) {
+        self.inner.recycle(buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_schedule_reads_every_kind_and_stops_where_the_input_ends() {
+        let corpus = vec![vec![1u8, 2, 3, 4], vec![9u8; 8]];
+        let data = [
+            // raw, node 1, from u32::MAX, before 2, three bytes
+            (1 << 2),
+            0,
+            2,
+            0,
+            3,
+            0,
+            7,
+            8,
+            9,
+            // flip, node 0, from 1 -> id 3 (3 nodes), before 0, frame 1, two flips
+            1,
+            1,
+            0,
+            0,
+            1,
+            0,
+            1,
+            0,
+            0,
+            0xff,
+            9,
+            0,
+            0,
+            // cut, node 2, from 5 -> 2, before 1, frame 0 to length 2
+            (2 << 2) | 2,
+            5,
+            1,
+            0,
+            0,
+            0,
+            2,
+            0,
+            // replay, cut short: no index
+            3,
+            4,
+            0,
+        ];
+        let s = schedule(&data, 3, &corpus);
+        assert_eq!(s.len(), 3);
+        assert_eq!(
+            (s[0].kind, s[0].node, s[0].from, s[0].before),
+            (Kind::Raw, 1, u32::MAX, 2)
+        );
+        assert_eq!(s[0].bytes, vec![7, 8, 9]);
+        assert_eq!((s[1].kind, s[1].node, s[1].from), (Kind::Flip, 0, 3));
+        // offset 0 xor 0xff, offset 9 % 8 = 1 xor 0 -> 1
+        assert_eq!(s[1].bytes, vec![9 ^ 0xff, 9 ^ 1, 9, 9, 9, 9, 9, 9]);
+        assert_eq!(
+            (s[2].kind, s[2].node, s[2].from, s[2].before),
+            (Kind::Cut, 2, 2, 1)
+        );
+        assert_eq!(s[2].bytes, vec![1, 2]);
+    }
+
+    /// Records what reaches it.
+    struct Log(Vec<(NodeId, Vec<u8>)>);
+    impl Endpoint for Log {
+        fn id(&self) -> NodeId {
+            0
+        }
+        fn handle_packet(&mut self, _: Nanos, from: NodeId, frame: &[u8]) {
+            self.0.push((from, frame.to_vec()))
+        }
+        fn poll_transmit(&mut self, _: Nanos) -> Option<Transmit> {
+            None
+        }
+        fn poll_timeout(&self) -> Option<Nanos> {
+            None
+        }
+        fn handle_timeout(&mut self, _: Nanos) {}
+    }
+
+    #[test]
+    fn scheduled_frames_arrive_before_the_named_real_frame_and_the_rest_at_the_end() {
+        let inj = |before, b: u8| Inject {
+            node: 0,
+            from: 7,
+            before,
+            kind: Kind::Raw,
+            bytes: vec![b],
+        };
+        let mut n = Scheduled::new(Log(vec![]), 0, &[inj(1, 11), inj(0, 10), inj(5, 15)]);
+        n.handle_packet(0, 1, &[1]);
+        n.handle_packet(0, 1, &[2]);
+        assert_eq!(n.injected, 2);
+        n.finish(9);
+        let got: Vec<u8> = n.inner.0.iter().map(|(_, f)| f[0]).collect();
+        assert_eq!(got, vec![10, 1, 11, 2, 15]);
+        assert_eq!(n.injected, 3);
+    }
+}

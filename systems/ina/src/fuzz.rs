@@ -1,0 +1,200 @@
+//! The endpoint fuzz body of the Table 6 systems (NetReduce host and accelerator, SwitchML worker
+//! and switch, SwitchML-RDMA, ATP worker, switch and parameter server, ring all-reduce and its
+//! forwarder): the cargo-fuzz target `ina_endpoints` (fuzz/) and the stable
+//! `tests/fuzz_smoke.rs` call [`endpoints`].
+//!
+//! The fuzzer's first byte picks the system; the rest is a schedule of hostile frames
+//! ([`inabench_fabric::fuzz::schedule`]: its own bytes, or a clean run's frames flipped, cut or
+//! replayed, from any neighbour id, before any real frame of any node or after the run) handed to
+//! the nodes of a run on the sim fabric. Checked: no panic; no flood (a finished node answers a
+//! frame with at most one frame per node of the run: a switch may multicast); and, where the schedule holds no kind of frame the system
+//! has a documented finding about ([`findings`]), every worker finishes with the exact reference
+//! sum and frames after the run do not change it. Memory is bounded by libFuzzer's RSS limit here;
+//! the heap-growth property is `tests/arbitrary_frames.rs`'s.
+
+use crate::common::{AllReduceConfig, SetupNode, reference_sum};
+use crate::drive::{sim_link, system};
+use inabench_fabric::Endpoint;
+use inabench_fabric::fault::Faults;
+use inabench_fabric::fuzz::{Kind, Scheduled, schedule};
+use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The systems the body drives, by the first byte of the input.
+pub const SYSTEMS: [&str; 5] = [
+    "netreduce",
+    "switchml",
+    "switchml_rdma",
+    "atp",
+    "ring_allreduce",
+];
+
+/// The kinds of hostile frame a system is documented to be fooled by (the findings of
+/// `tests/arbitrary_frames.rs`, its ignored properties): with one in the schedule a wrong or
+/// unfinished result is that finding, not a failure of the body. NetReduce cannot tell a replay
+/// from a fresh frame, nor a flip outside the ICRC (Ethernet header, IPv4 TTL/TOS/checksum) from
+/// a replay; SwitchML and ATP carry no payload integrity check; SwitchML-RDMA's workers ignore
+/// the ICRC of results.
+pub fn findings(name: &str) -> &'static [Kind] {
+    match name {
+        "netreduce" => &[Kind::Flip, Kind::Replay],
+        "switchml" | "switchml_rdma" | "atp" => &[Kind::Flip],
+        _ => &[],
+    }
+}
+
+fn cfg() -> AllReduceConfig {
+    AllReduceConfig {
+        workers: 3,
+        elements: 62 * 12 + 5,
+        seed: 1,
+        line_rate_bps: 100e9,
+        mtu: 1024,
+        timeout_ns: 50_000,
+        // small ATP pool so collisions reach the parameter server too
+        knobs: vec![
+            ("window".into(), 2.0),
+            ("msg_packets".into(), 4.0),
+            ("atp_pool".into(), 4.0),
+        ],
+    }
+}
+
+fn nodes(name: &str, c: &AllReduceConfig) -> Vec<SetupNode> {
+    system(name)
+        .unwrap_or_else(|| panic!("{name} is a system of drive::system"))
+        .build(c)
+        .unwrap_or_else(|e| panic!("{name} builds: {e}"))
+        .into_nodes()
+}
+
+fn fabric<N: Endpoint>(nodes: Vec<N>, c: &AllReduceConfig) -> SimFabric<N> {
+    let n = nodes.len();
+    let cfgs = vec![
+        NodeConfig {
+            rx_cost_ns: 0,
+            tx_cost_ns: 0
+        };
+        n
+    ];
+    let link = LinkConfig {
+        mtu: usize::MAX / 2,
+        ..sim_link(c)
+    };
+    SimFabric::new(nodes, cfgs, c.workers as u32, link, Faults::default())
+}
+
+/// Every frame of a clean run of `name`, in the order put on links (made once per process).
+fn corpus(name: &'static str) -> Arc<Vec<Vec<u8>>> {
+    type Corpora = HashMap<&'static str, Arc<Vec<Vec<u8>>>>;
+    static C: OnceLock<Mutex<Corpora>> = OnceLock::new();
+    let m = C.get_or_init(Default::default);
+    let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
+    m.entry(name)
+        .or_insert_with(|| {
+            let c = cfg();
+            let mut f = fabric(nodes(name, &c), &c);
+            let got = Arc::new(Mutex::new(Vec::new()));
+            let g = got.clone();
+            f.set_tap(Box::new(move |_, _, _, frame| {
+                g.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(frame.to_vec())
+            }));
+            let finished = f
+                .run_until(10_000_000_000, |n| n.iter().all(Endpoint::is_done))
+                .finished;
+            assert!(finished, "{name}: the clean run finishes");
+            let frames = std::mem::take(&mut *got.lock().unwrap_or_else(|e| e.into_inner()));
+            Arc::new(frames)
+        })
+        .clone()
+}
+
+fn results(nodes: &[Scheduled<SetupNode>]) -> Vec<Option<Vec<i32>>> {
+    nodes
+        .iter()
+        .filter_map(|n| match &n.inner {
+            SetupNode::Worker(w) => Some(w.result()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What a run beside a schedule came to.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Outcome {
+    /// Workers without a result when the run stopped.
+    pub unfinished: usize,
+    /// Workers whose final result is not the reference sum.
+    pub wrong: usize,
+    /// Finished results that frames after the run changed.
+    pub changed_after: usize,
+    /// Hostile frames handed over (during and after the run).
+    pub injected: u64,
+    /// Whether the schedule holds a kind of frame the system has a documented finding about.
+    pub exempt: bool,
+}
+
+/// Run `name` beside the schedule `data` spells and say what came of it (panics on a flood).
+pub fn run(name: &'static str, data: &[u8]) -> Outcome {
+    let corpus = corpus(name);
+    let c = cfg();
+    let setup = nodes(name, &c);
+    let n = setup.len();
+    let plan = schedule(data, n, &corpus);
+    let wrapped: Vec<Scheduled<SetupNode>> = setup
+        .into_iter()
+        .enumerate()
+        .map(|(i, node)| Scheduled::new(node, i, &plan))
+        .collect();
+    let mut f = fabric(wrapped, &c);
+    f.run_until(5_000_000_000, |n| n.iter().all(Endpoint::is_done));
+    let mut nodes = f.into_nodes();
+    let before = results(&nodes);
+    let mut o = Outcome {
+        exempt: plan.iter().any(|s| findings(name).contains(&s.kind)),
+        ..Outcome::default()
+    };
+    for node in nodes.iter_mut() {
+        let had = node.injected;
+        let sent = node.finish(6_000_000_000);
+        let late = (node.injected - had) as usize;
+        assert!(
+            sent <= late * n,
+            "{name} node {}: {sent} frames sent for {late} frames after the run",
+            node.id()
+        );
+        o.injected += node.injected;
+    }
+    let after = results(&nodes);
+    let want = reference_sum(c.seed, c.workers, c.elements);
+    for (b, a) in before.iter().zip(&after) {
+        match b {
+            None => o.unfinished += 1,
+            Some(r) if *r != want => o.wrong += 1,
+            Some(_) => {}
+        }
+        if b.is_some() && a != b {
+            o.changed_after += 1;
+        }
+    }
+    o
+}
+
+/// The body: the first byte picks the system, the rest is the schedule; a wrong, unfinished or
+/// later changed result fails unless the schedule holds a kind of frame in [`findings`].
+pub fn endpoints(data: &[u8]) {
+    let Some((&pick, data)) = data.split_first() else {
+        return;
+    };
+    let name = SYSTEMS[pick as usize % SYSTEMS.len()];
+    let o = run(name, data);
+    if !o.exempt {
+        assert!(
+            o.unfinished == 0 && o.wrong == 0 && o.changed_after == 0,
+            "{name}: {o:?} beside the schedule {data:?}"
+        );
+    }
+}

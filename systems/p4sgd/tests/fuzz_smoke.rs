@@ -1,0 +1,67 @@
+//! The cargo-fuzz target `p4sgd_endpoints`'s body ([`inabench_p4sgd::fuzz::endpoints`]) on the
+//! stable toolchain: every system with a schedule of each kind of hostile frame, seeded random
+//! inputs, and the body's own sight of a wrong sum.
+
+use inabench_p4sgd::fuzz::{Outcome, SYSTEMS, endpoints, run};
+use inabench_rng::SplitMix64;
+
+/// One scheduled frame in the schedule's encoding (see `inabench_fabric::fuzz::schedule`).
+fn frame(kind: u8, node: u8, from: u8, before: u16, rest: &[u8]) -> Vec<u8> {
+    let mut v = vec![(node << 2) | kind, from];
+    v.extend(before.to_le_bytes());
+    v.extend(rest);
+    v
+}
+
+#[test]
+fn every_system_takes_every_kind_of_hostile_frame() {
+    for s in 0..SYSTEMS.len() {
+        for node in 0..5u8 {
+            let mut input = vec![s as u8];
+            input.extend(frame(0, node, 2, 0, &[5, 0, 1, 2, 3, 4, 5]));
+            input.extend(frame(2, node, 0, 3, &[7, 0, 20, 0]));
+            input.extend(frame(3, node, 5, 8, &[4, 0]));
+            input.extend(frame(1, node, 9, 10, &[11, 0, 1, 14, 0, 0x80, 3, 0, 1]));
+            input.extend(frame(3, node, 7, 60_000, &[2, 0]));
+            endpoints(&input);
+        }
+    }
+}
+
+#[test]
+fn seeded_random_inputs() {
+    let mut g = SplitMix64::new(23);
+    for k in 0..150u64 {
+        let len = (g.next_u64() % 300) as usize;
+        let mut input: Vec<u8> = (0..len).map(|_| g.next_u64() as u8).collect();
+        if let Some(b) = input.first_mut() {
+            *b = (k % SYSTEMS.len() as u64) as u8;
+        }
+        endpoints(&input);
+    }
+}
+
+#[test]
+fn a_clean_schedule_gives_exact_sums_everywhere() {
+    for (s, name) in SYSTEMS.iter().enumerate() {
+        assert_eq!(run(s, &[]), Outcome::default(), "{name}");
+    }
+}
+
+/// The body can see a wrong sum: P4SGD's switch sums a flipped value (no payload checksum: the
+/// documented finding), which `endpoints` lets pass only because the schedule holds a flip.
+#[test]
+fn the_body_sees_the_documented_flip_finding() {
+    let mut wrong = 0;
+    for i in 0..12u16 {
+        for at in (14..120u16).step_by(5) {
+            let [lo, hi] = i.to_le_bytes();
+            let [a0, a1] = at.to_le_bytes();
+            // frame i of the clean run, byte `at` flipped, to the switch (node 4) first
+            let o = run(0, &frame(1, 4, 5, 0, &[lo, hi, 0, a0, a1, 0x01]));
+            assert!(o.exempt && o.injected == 1, "{o:?}");
+            wrong += o.wrong;
+        }
+    }
+    assert!(wrong > 0, "no flipped value changed a sum");
+}
