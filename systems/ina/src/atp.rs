@@ -35,9 +35,10 @@
 
 use crate::common::{
     AllReduceConfig, HostStats, Setup, SetupError, Switch, SwitchStats, System, Worker, gradient,
+    kernel,
 };
 use crate::tofino::{Pipeline, Recirculation, TofinoModel};
-use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use inabench_fabric::{BufPool, Endpoint, Nanos, NodeId, Transmit};
 use inabench_wire::ina::atp::{self as hdr, LAYER_LEN, Trailer, VALUES_PER_PACKET};
 use inabench_wire::{ethernet, ipv4};
 use std::collections::{HashMap, VecDeque};
@@ -53,7 +54,22 @@ fn ip_of(node: usize) -> [u8; 4] {
 }
 
 fn frame(src: usize, dst: usize, h: &hdr::Repr, values: &[i32], t: &Trailer) -> Vec<u8> {
-    let mut f = vec![0u8; FRAME_LEN];
+    frame_into(vec![0u8; FRAME_LEN], src, dst, h, t, |v| {
+        let n = values.len().min(VALUES_PER_PACKET);
+        kernel::store_be_i32(&mut v[..4 * n], &values[..n]);
+    })
+}
+
+/// [`frame`] into `f` (FRAME_LEN zero bytes, a pooled buffer), the values written by `values`
+/// into the frame's value bytes (zero beyond what it writes).
+fn frame_into(
+    mut f: Vec<u8>,
+    src: usize,
+    dst: usize,
+    h: &hdr::Repr,
+    t: &Trailer,
+    values: impl FnOnce(&mut [u8]),
+) -> Vec<u8> {
     ethernet::Repr {
         dst: [2, 0, 0, 2, 0, (dst + 1) as u8],
         src: [2, 0, 0, 2, 0, (src + 1) as u8],
@@ -75,15 +91,23 @@ fn frame(src: usize, dst: usize, h: &hdr::Repr, values: &[i32], t: &Trailer) -> 
     let at = ethernet::HEADER_LEN + ipv4::HEADER_LEN;
     let _ = h.emit(&mut f[at..]);
     let v = at + hdr::Repr::LEN;
-    for (k, x) in values.iter().take(VALUES_PER_PACKET).enumerate() {
-        f[v + 4 * k..v + 4 * k + 4].copy_from_slice(&x.to_be_bytes());
-    }
+    values(&mut f[v..v + hdr::VALUES_LEN]);
     let _ = t.emit(&mut f[v + hdr::VALUES_LEN..]);
     f
 }
 
 /// Parse an ATP frame into its header and values.
 fn parse(f: &[u8]) -> Option<(hdr::Repr, Vec<i32>)> {
+    let (h, be) = parse_be(f)?;
+    let values = be
+        .chunks_exact(4)
+        .map(|c| i32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    Some((h, values))
+}
+
+/// [`parse`] with the values as the frame's big-endian bytes (no copy).
+fn parse_be(f: &[u8]) -> Option<(hdr::Repr, &[u8])> {
     let eth = ethernet::Packet::new_checked(f).ok()?;
     if eth.ethertype() != hdr::ETHERTYPE {
         return None;
@@ -98,11 +122,9 @@ fn parse(f: &[u8]) -> Option<(hdr::Repr, Vec<i32>)> {
         return None;
     }
     let h = hdr::Repr::parse(p).ok()?;
-    let values = p[hdr::Repr::LEN..hdr::Repr::LEN + hdr::VALUES_LEN]
-        .chunks_exact(4)
-        .map(|c| i32::from_be_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    Some((h, values))
+    // the same bytes, borrowed from `f` rather than from the packet views
+    let at = p.as_ptr() as usize - f.as_ptr() as usize + hdr::Repr::LEN;
+    Some((h, f.get(at..at + hdr::VALUES_LEN)?))
 }
 
 /// The aggregator a (job, sequence) hashes to (FNV-1a over the four bytes).
@@ -376,10 +398,9 @@ impl Aggregator {
         self.complete = false;
     }
 
-    fn add(&mut self, bit: u32, values: &[i32]) {
-        for (a, x) in self.sum.iter_mut().zip(values) {
-            *a = a.wrapping_add(*x);
-        }
+    /// Add a packet's values (big-endian int32 bytes), wrapping.
+    fn add(&mut self, bit: u32, values: &[u8]) {
+        kernel::add_be_i32(&mut self.sum, values);
         self.bitmap |= bit;
         self.count += 1;
     }
@@ -396,19 +417,39 @@ pub struct AtpSwitch {
     stats: SwitchStats,
     collisions: u64,
     flushes: u64,
+    /// frame buffers: delivered frames come back through `recycle`, sends take from here
+    pool: BufPool,
+}
+
+/// What goes to the PS: a packet's own value bytes or an aggregator's sum.
+enum ToPs<'a> {
+    Bytes(&'a [u8]),
+    Sum(usize),
 }
 
 impl AtpSwitch {
-    fn send_to_ps(&mut self, h: &hdr::Repr, values: &[i32]) {
+    fn send_to_ps(&mut self, h: &hdr::Repr, values: ToPs<'_>) {
         let t = Trailer {
             key: u64::from(h.sequence),
             tensor_len: self.layout.elements as u32,
         };
         self.stats.packets_out += 1;
-        self.out.push_back(Transmit {
-            to: self.ps,
-            bytes: frame(self.id as usize, self.ps as usize, h, values, &t),
-        });
+        let buf = self.pool.take(FRAME_LEN);
+        let (id, ps) = (self.id as usize, self.ps as usize);
+        let bytes = match values {
+            ToPs::Bytes(be) => frame_into(buf, id, ps, h, &t, |v| {
+                let n = be.len().min(v.len());
+                v[..n].copy_from_slice(&be[..n]);
+            }),
+            ToPs::Sum(idx) => {
+                let sum = &self.aggs[idx].sum;
+                frame_into(buf, id, ps, h, &t, |v| {
+                    let n = sum.len().min(VALUES_PER_PACKET);
+                    kernel::store_be_i32(&mut v[..4 * n], &sum[..n]);
+                })
+            }
+        };
+        self.out.push_back(Transmit { to: self.ps, bytes });
     }
 }
 
@@ -420,7 +461,7 @@ impl Endpoint for AtpSwitch {
     fn handle_packet(&mut self, _now: Nanos, from: NodeId, f: &[u8]) {
         self.stats.packets_in += 1;
         self.stats.bytes_in += f.len() as u64;
-        let Some((h, values)) = parse(f) else {
+        let Some((h, values)) = parse_be(f) else {
             self.stats.dropped += 1;
             return;
         };
@@ -429,8 +470,7 @@ impl Endpoint for AtpSwitch {
             self.stats.dropped += 1;
             return;
         }
-        self.pipeline
-            .process(f.len() as u32, (4 * values.len()) as u32);
+        self.pipeline.process(f.len() as u32, values.len() as u32);
         let key = (h.job, h.sequence);
         if h.is_ack {
             if from != self.ps {
@@ -443,7 +483,7 @@ impl Endpoint for AtpSwitch {
             for w in 0..self.layout.workers {
                 if h.bitmap & (1 << w) != 0 {
                     self.stats.packets_out += 1;
-                    let mut b = f.to_vec();
+                    let mut b = self.pool.take_copy(f);
                     // rewrite the destination MAC and IP for this worker
                     ethernet::Packet::new_unchecked(&mut b[..]).set_dst([
                         2,
@@ -474,33 +514,32 @@ impl Endpoint for AtpSwitch {
         if h.resend {
             if agg.owner == Some(key) && !agg.complete {
                 if agg.bitmap & bit == 0 {
-                    agg.add(bit, &values);
+                    agg.add(bit, values);
                 }
                 let partial = hdr::Repr {
                     bitmap: agg.bitmap,
                     resend: true,
                     ..h
                 };
-                let sum = agg.sum.clone();
-                agg.free();
                 self.flushes += 1;
-                self.send_to_ps(&partial, &sum);
+                self.send_to_ps(&partial, ToPs::Sum(idx));
+                self.aggs[idx].free();
             } else {
-                self.send_to_ps(&h, &values);
+                self.send_to_ps(&h, ToPs::Bytes(values));
             }
             return;
         }
         match agg.owner {
             None => {
                 agg.owner = Some(key);
-                agg.add(bit, &values);
+                agg.add(bit, values);
             }
             Some(k) if k == key => {
                 if agg.bitmap & bit != 0 || agg.complete {
                     self.stats.duplicates_ignored += 1;
                     return;
                 }
-                agg.add(bit, &values);
+                agg.add(bit, values);
             }
             Some(_) => {
                 self.collisions += 1;
@@ -508,7 +547,7 @@ impl Endpoint for AtpSwitch {
                     collision: true,
                     ..h
                 };
-                self.send_to_ps(&c, &values);
+                self.send_to_ps(&c, ToPs::Bytes(values));
                 return;
             }
         }
@@ -518,8 +557,7 @@ impl Endpoint for AtpSwitch {
                 bitmap: agg.bitmap,
                 ..h
             };
-            let sum = agg.sum.clone();
-            self.send_to_ps(&full, &sum);
+            self.send_to_ps(&full, ToPs::Sum(idx));
         }
     }
 
@@ -532,6 +570,10 @@ impl Endpoint for AtpSwitch {
     }
 
     fn handle_timeout(&mut self, _now: Nanos) {}
+
+    fn recycle(&mut self, buf: Vec<u8>) {
+        self.pool.put(buf);
+    }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
         vec![
@@ -759,6 +801,7 @@ impl System for Atp {
             },
             collisions: 0,
             flushes: 0,
+            pool: BufPool::default(),
         };
         let server = AtpPs {
             id: ps,

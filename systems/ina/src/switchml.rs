@@ -374,6 +374,37 @@ impl SwitchMlSwitch {
             bytes,
         });
     }
+
+    /// A completed slot's result to every worker, as the switch's multicast does: the result
+    /// frame is built once (to worker 0) and each further copy rewrites its destination (MAC,
+    /// IP and IP checksum) and the header's worker field; the bytes are those of
+    /// [`SwitchMlSwitch::result_to`] for each worker.
+    fn result_to_all(&mut self, s: usize, v: bool, chunk: u32) {
+        let n = self.layout.workers;
+        self.result_to(0, s, v, chunk);
+        for r in 1..n {
+            let Some(src) = self.out.back() else { return };
+            let mut f = self.pool.take_copy(&src.bytes);
+            if f.len() < HDR {
+                self.pool.put(f);
+                return;
+            }
+            ethernet::Packet::new_unchecked(&mut f[..])
+                .set_dst(inabench_wire::node::mac_of(1, r as u32));
+            let mut ip = ipv4::Packet::new_unchecked(&mut f[ethernet::HEADER_LEN..]);
+            ip.set_dst(inabench_wire::node::ip_of(1, r as u32));
+            ip.fill_checksum();
+            inabench_wire::ina::switchml::Packet::new_unchecked(
+                &mut f[ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN..],
+            )
+            .set_worker(r as u16);
+            self.stats.packets_out += 1;
+            self.out.push_back(Transmit {
+                to: r as NodeId,
+                bytes: f,
+            });
+        }
+    }
 }
 
 impl Endpoint for SwitchMlSwitch {
@@ -427,9 +458,7 @@ impl Endpoint for SwitchMlSwitch {
             kernel::add_be_i32(&mut copy.sum, body);
         }
         if copy.count == 0 {
-            for r in 0..n {
-                self.result_to(r, s, v, h.chunk);
-            }
+            self.result_to_all(s, v, h.chunk);
         }
     }
 
@@ -554,5 +583,71 @@ impl System for SwitchMl {
             switch: Box::new(sw),
             others: Vec::new(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::common::SetupNode;
+
+    /// The multicast copies of a result (built once, destination and worker field rewritten)
+    /// are byte for byte the frames built for each worker on its own.
+    #[test]
+    fn multicast_copies_are_the_frames_built_per_worker() {
+        let cfg = AllReduceConfig {
+            workers: 6,
+            elements: 48 * 62 * 8,
+            seed: 1,
+            line_rate_bps: 100e9,
+            mtu: 1024,
+            timeout_ns: 1_000_000,
+            knobs: vec![],
+        };
+        let n = cfg.workers;
+        let mut nodes = SwitchMl.build(&cfg).expect("build").into_nodes();
+        let mut input = Vec::new();
+        for node in &mut nodes {
+            if let SetupNode::Worker(w) = node {
+                let id = w.id();
+                while let Some(t) = w.poll_transmit(0) {
+                    input.push((id, t.bytes));
+                }
+            }
+        }
+        let SetupNode::Switch(sw) = &mut nodes[n] else {
+            panic!("node {n} is the switch")
+        };
+        let mut results = 0;
+        for (from, f) in &input {
+            sw.handle_packet(0, *from, f);
+            let mut copies = Vec::new();
+            while let Some(t) = sw.poll_transmit(0) {
+                copies.push(t);
+            }
+            if copies.is_empty() {
+                continue;
+            }
+            assert_eq!(copies.len(), n, "one result per worker");
+            let (_, h0, v0) = parse_body(&copies[0].bytes).expect("a result");
+            for (r, t) in copies.iter().enumerate() {
+                assert_eq!(t.to as usize, r);
+                let (_, h, v) = parse_body(&t.bytes).expect("a result");
+                assert_eq!(
+                    h,
+                    SwitchMlHeader {
+                        worker: r as u16,
+                        ..h0
+                    }
+                );
+                assert_eq!(v, v0);
+                let mut sum = vec![0i32; v.len() / 4];
+                kernel::load_be_i32(&mut sum, v);
+                let want = frame_in(vec![0; t.bytes.len()], n, r, &h, &sum);
+                assert_eq!(t.bytes, want, "result {results} to worker {r}");
+            }
+            results += 1;
+        }
+        assert!(results > 0, "slots completed");
     }
 }
