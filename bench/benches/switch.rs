@@ -1,5 +1,6 @@
 //! The switch programs on the Tofino pipeline model: cost per packet of SwitchML's and ATP's
-//! switch (parse, pipeline accounting, aggregation, result frames), fed pre-built worker frames.
+//! switch (parse, pipeline accounting, aggregation, result frames), and of NetReduce's FPGA
+//! accelerator model, fed pre-built worker frames.
 //! Each result frame's buffer goes back to the switch through `Endpoint::recycle`, as a fabric
 //! hands a node the buffers of the frames it receives (the steady state: a switch receives as
 //! many frames as it sends), so the switches with a buffer pool write results without
@@ -37,9 +38,11 @@ fn switch_of(sys: &dyn System, cfg: &AllReduceConfig) -> SetupNode {
 
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("tofino_model");
-    let cases: [(&str, &dyn System); 2] = [
+    let cases: [(&str, &dyn System); 3] = [
         ("switchml", &inabench_ina::switchml::SwitchMl),
         ("atp", &inabench_ina::atp::Atp),
+        // NetReduce's FPGA accelerator model (RoCE frames of 1 KB: ICRC checked and recomputed)
+        ("netreduce", &inabench_ina::netreduce::NetReduce),
     ];
     for (name, sys) in cases {
         let cfg = AllReduceConfig {
