@@ -161,7 +161,8 @@ pub struct MemNodeStats {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MemReport {
     pub wall_ns: u64,
-    /// OS threads the nodes ran on (node i on thread i mod threads).
+    /// OS threads the nodes ran on (node i's home thread is i mod threads; a thread with nothing
+    /// of its own to do also steps other nodes that have frames waiting).
     pub threads: usize,
     pub nodes: Vec<MemNodeStats>,
     pub dropped_mtu: u64,
@@ -548,8 +549,8 @@ pub fn run<N: Endpoint + 'static>(
     run_with_threads(nodes, mtu, faults, deadline, counts, default_threads())
 }
 
-/// [`run`] on `threads` OS threads (at least 1, at most one per node; node i on thread i mod
-/// threads).
+/// [`run`] on `threads` OS threads (at least 1, at most one per node; node i's home thread is i
+/// mod threads).
 pub fn run_with_threads<N: Endpoint + 'static>(
     nodes: Vec<N>,
     mtu: usize,
