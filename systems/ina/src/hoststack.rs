@@ -7,8 +7,12 @@
 //! Three settings ([`HostStack`]):
 //! - `nic`: the transport runs in the NIC (RoCE): no host CPU per frame, no stack wait.
 //! - `measured`: the system's own host code, its cost per frame measured on this machine
-//!   ([`crate::drive::host_cost_ns`]), one thread, no stack wait. This is what the suite used
-//!   before this model; it measures this VM, not the paper's servers.
+//!   ([`crate::drive::host_cost_ns_rep`]), one thread, no stack wait. This is what the suite used
+//!   before this model; it measures this VM, not the paper's servers. The cost is the CPU time
+//!   the code's thread spent, by the one calibration rule of `inabench_fabric::wrap` (the wall
+//!   time inside the calls times the on-CPU share of the batch of events they ran in, less the
+//!   clock's own cost per call),
+//!   calibrated once per repetition so that the engine judges within its spread.
 //! - `dpdk`: a DPDK client as the released SwitchML client runs it (p4lang/p4app-switchML,
 //!   `dev_root/client_lib/src/configs/general.cfg` and `dpdk.cfg`, read at commit b5c74a0):
 //!   `num_worker_threads = 4` worker threads, each on its own core; the per-frame work of one

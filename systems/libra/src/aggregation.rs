@@ -7,16 +7,18 @@
 //!
 //! Host costs: a worker's and the server's per-frame cost is the CPU time our endpoint code
 //! takes per frame on this machine, measured by [`calibrate`] in a run of the same point with
-//! zero charged cost (a Timed wrapper, as `netreduce.table6` does), then charged on the fabric
+//! zero charged cost (`inabench_fabric::wrap::Timed` and the suite's one calibration rule, as
+//! `netreduce.table6` does), then charged on the fabric
 //! by [`run_sim`]; the switch costs no CPU per frame (a pipeline: its time is the pass occupancy
 //! above). [`run_sim`] checks every worker's result against the exact sums.
 
 use crate::LibraError;
 use crate::proto::{self, Config, Inputs, Node};
 use crate::sparse::SparseGen;
+use inabench_fabric::Endpoint;
 use inabench_fabric::fault::Faults;
 use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
-use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use inabench_fabric::wrap::{CpuMeter, Timed};
 use std::collections::HashMap;
 
 /// The inputs of one point: each worker's hot and cold pairs. With `float`, the hot values are
@@ -53,58 +55,6 @@ pub fn inputs(
             Ok((h, c))
         })
         .collect()
-}
-
-/// This thread's CPU time (CLOCK_THREAD_CPUTIME_ID), ns: what the calibration charges, so
-/// that time the thread spends preempted on a busy shared host does not count as the code's
-/// cost (the wall clock did: calibrations of the same point varied 2x under load).
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-struct Timed {
-    inner: Node,
-    ns: u64,
-    frames: u64,
-}
-
-impl Endpoint for Timed {
-    fn id(&self) -> NodeId {
-        self.inner.id()
-    }
-    fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
-        let t = thread_cpu_ns();
-        self.inner.handle_packet(now, from, frame);
-        self.ns += thread_cpu_ns().saturating_sub(t);
-        self.frames += 1;
-    }
-    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
-        let t = thread_cpu_ns();
-        let r = self.inner.poll_transmit(now);
-        self.ns += thread_cpu_ns().saturating_sub(t);
-        if r.is_some() {
-            self.frames += 1;
-        }
-        r
-    }
-    fn poll_timeout(&self) -> Option<Nanos> {
-        self.inner.poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Nanos) {
-        self.inner.handle_timeout(now)
-    }
-    fn is_done(&self) -> bool {
-        self.inner.is_done()
-    }
 }
 
 fn link() -> LinkConfig {
@@ -194,16 +144,16 @@ pub fn run_sim(
 }
 
 /// Measure the per-frame CPU cost of our worker and server code on this machine: one lossless
-/// run with zero charged cost, the thread CPU time spent inside the endpoints over the frames
-/// they handled.
+/// run with zero charged cost, the CPU time spent inside the endpoints over the frames they
+/// handled, by the suite's one calibration rule ([`inabench_fabric::wrap`]: the wall time inside
+/// the calls times the thread's on-CPU share of the batch of events they ran in, less the
+/// monotonic clock's own cost per call; this crate read the thread's CPU clock around every call before, a syscall whose
+/// own cost, about 540 ns a pair on this VM, was charged to every call). Returns (worker,
+/// server) ns per frame.
 pub fn calibrate(cfg: &Config, inputs: &Inputs, hot_params: usize) -> (u64, u64) {
-    let nodes: Vec<Timed> = proto::build(cfg, inputs, hot_params, None)
+    let nodes: Vec<Timed<Node>> = proto::build(cfg, inputs, hot_params, None)
         .into_iter()
-        .map(|inner| Timed {
-            inner,
-            ns: 0,
-            frames: 0,
-        })
+        .map(|inner| Timed::new(inner, true))
         .collect();
     let n = nodes.len();
     let w = cfg.workers;
@@ -218,16 +168,23 @@ pub fn calibrate(cfg: &Config, inputs: &Inputs, hot_params: usize) -> (u64, u64)
         link(),
         Faults::default(),
     );
-    f.run_until(120_000_000_000, |ns| ns[..w].iter().all(Endpoint::is_done));
+    let view = |t: &Timed<Node>| Some(t.stats());
+    let mut meter = CpuMeter::new(256);
+    f.run_until_at(120_000_000_000, |_, ns| {
+        meter.observe(ns, view);
+        ns[..w].iter().all(Endpoint::is_done)
+    });
+    meter.finish(f.nodes(), view);
     let nodes = f.into_nodes();
     let (mut wns, mut wf) = (0u64, 0u64);
-    for t in &nodes[..w] {
-        wns += t.ns;
+    for (i, t) in nodes[..w].iter().enumerate() {
+        wns += meter.cpu_ns(i);
         wf += t.frames;
     }
     let s = &nodes[w + 1];
+    let sns = meter.cpu_ns(w + 1);
     (
         wns.checked_div(wf).unwrap_or(0),
-        s.ns.checked_div(s.frames).unwrap_or(0),
+        sns.checked_div(s.frames).unwrap_or(0),
     )
 }

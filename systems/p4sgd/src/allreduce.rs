@@ -14,14 +14,17 @@
 //! only): NCCL's ring or tree with the LL protocol as real messages ([`crate::gpusync`]), each
 //! operation starting NCCL's base latency after it is issued, each hop costing NCCL's per-hop
 //! latency (its tuning model's) with the shape of this host's measured host-stack costs
-//! ([`gpusync_costs`]), so it has a distribution and grows with the node count.
+//! ([`gpusync_costs`]), so it has a distribution and grows with the node count. The host costs
+//! follow the suite's one calibration rule (`inabench_fabric::wrap`, see [`run_samples`]); each
+//! repetition of a point runs on its own calibration ([`SimInputs::calibration`]).
 
 use crate::cpusync::{CpuSyncWorker, Forwarder};
-use crate::driver::{Either, LoopWorker, Timed};
+use crate::driver::{Either, LoopWorker};
 use crate::host::{Cost, Host, Timing};
 use crate::protocol::{P4sgdSwitch, P4sgdWorker, PAPER_SLOTS, SwitchConfig, WorkerConfig};
 use inabench_fabric::fault::Faults;
 use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
+use inabench_fabric::wrap::{CpuMeter, Timed};
 use inabench_fabric::{Endpoint, NodeId};
 use inabench_ina::common::{AllReduceConfig, SetupNode, System, Worker};
 use inabench_ina::hoststack::{DpdkStack, StackStats, TxBuffered};
@@ -61,6 +64,10 @@ pub struct SimInputs {
     /// A host NIC's pipeline and PCIe, one way (Mellanox ConnectX-5 EN brief: "sub-600ns").
     pub host_nic_ns: u64,
     pub timeout_ns: u64,
+    /// Which calibration of this host's per-frame costs the CPU systems pay (a workload passes
+    /// its repetition: repetition r runs on calibration r, each an independent measurement,
+    /// see [`cpusync_costs`]).
+    pub calibration: u32,
 }
 
 impl SimInputs {
@@ -212,47 +219,80 @@ fn cpusync_nodes(
         .collect()
 }
 
-/// Per-frame costs of a host stack measured on this machine, cached per system and process.
-fn calibrated(system: &'static str, measure: impl FnOnce() -> Vec<u64>) -> Vec<u64> {
-    static CACHE: OnceLock<Mutex<HashMap<&'static str, Vec<u64>>>> = OnceLock::new();
+/// Per-frame costs of a host stack measured on this machine, cached per (system, calibration)
+/// and process: calibration r is an independent run, made when first asked for.
+fn calibrated(system: &'static str, rep: u32, measure: impl FnOnce() -> Vec<u64>) -> Vec<u64> {
+    type Cache = Mutex<HashMap<(&'static str, u32), Vec<u64>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(v) = cache.lock().ok().and_then(|m| m.get(system).cloned()) {
+    if let Some(v) = cache
+        .lock()
+        .ok()
+        .and_then(|m| m.get(&(system, rep)).cloned())
+    {
         return v;
     }
     let v = measure();
     if let Ok(mut m) = cache.lock() {
-        m.insert(system, v.clone());
+        m.insert((system, rep), v.clone());
     }
     v
 }
 
-/// CPUSync's costs: 2,000 all-reduces on `sim` with no timing, every worker call timed.
-pub fn cpusync_costs(workers: usize, elements: usize) -> Vec<u64> {
-    calibrated("cpusync", || {
+/// The per-frame samples of the timed workers of a calibration run, by the suite's one
+/// calibration rule (`inabench_fabric::wrap`): each frame's wall time inside the calls (an
+/// empty poll charged to the next frame) times the thread's on-CPU share of the batch of
+/// events it was recorded in, less the clock's own cost per call. No sample is cut, for
+/// CPUSync and GPUSync alike: the batch share already takes the off-CPU time out where it
+/// fell, so cutting the longest samples as well (the 99th-percentile cut GPUSync had) would
+/// take the preemptions out twice, and cut the code's own slow frames with them; which
+/// samples inside a preempted batch the preemption hit cannot be told without reading the CPU
+/// clock around every call, whose syscall (about 540 ns a pair on this VM) would cost more than
+/// many calls, so a preempted batch keeps one longer sample, scaled by its batch's share.
+fn run_samples<E: Endpoint, S: Endpoint>(mut f: SimFabric<Either<Timed<E>, S>>) -> Vec<u64> {
+    let view = |n: &Either<Timed<E>, S>| match n {
+        Either::A(t) => Some(t.stats()),
+        Either::B(_) => None,
+    };
+    let mut meter = CpuMeter::new(256);
+    f.run_until_at(SIM_LIMIT_NS, |_, n| {
+        meter.observe(n, view);
+        n.iter().all(Endpoint::is_done)
+    });
+    meter.finish(f.nodes(), view);
+    f.into_nodes()
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, n)| match n {
+            Either::A(t) => Some(meter.samples(i, t.samples.as_deref().unwrap_or(&[]))),
+            Either::B(_) => None,
+        })
+        .flatten()
+        .collect()
+}
+
+/// CPUSync's costs, calibration `rep`: 2,000 all-reduces on `sim` with no timing, every
+/// worker frame timed ([`run_samples`]).
+pub fn cpusync_costs(workers: usize, elements: usize, rep: u32) -> Vec<u64> {
+    calibrated("cpusync", rep, || {
         let Ok(ws) = cpusync_nodes(workers, elements, 2000, 7) else {
             return Vec::new();
         };
-        let mut nodes: Vec<_> = ws.into_iter().map(|l| Either::A(Timed::new(l))).collect();
+        let mut nodes: Vec<_> = ws
+            .into_iter()
+            .map(|l| Either::A(Timed::with_samples(l)))
+            .collect();
         nodes.push(Either::B(Forwarder::new(
             workers as NodeId,
             workers as u32 + 1,
         )));
-        let mut f = SimFabric::new(
+        run_samples(SimFabric::new(
             nodes,
             zero_costs(workers + 1),
             workers as NodeId,
             LinkConfig::gbps100(),
             Faults::default(),
-        );
-        f.run_until(SIM_LIMIT_NS, |n| n.iter().all(Endpoint::is_done));
-        f.into_nodes()
-            .into_iter()
-            .filter_map(|n| match n {
-                Either::A(t) => Some(t.samples),
-                Either::B(_) => None,
-            })
-            .flatten()
-            .collect()
+        ))
     })
 }
 
@@ -272,7 +312,7 @@ pub fn run_cpusync(
     };
     match sim {
         Some(si) => {
-            let costs = cpusync_costs(workers, elements);
+            let costs = cpusync_costs(workers, elements, si.calibration);
             let ws = cpusync_nodes(workers, elements, ops, seed)?;
             let mut nodes: Vec<_> = ws
                 .into_iter()
@@ -358,19 +398,16 @@ fn fabric_hop_ns(si: &SimInputs) -> u64 {
 }
 
 /// GPUSync's per-frame cost samples: the shape of this host's measured per-frame costs of a
-/// host stack (CPUSync's, [`cpusync_costs`]) up to their 99th percentile (the samples beyond it
-/// are this shared 2-core host's preemptions, not code), scaled so that their mean, a hop (one
-/// frame sent, one received), costs NCCL's per-hop latency minus what the fabric adds; fixed
-/// at that mean if no sample was measured.
+/// host stack (CPUSync's, [`cpusync_costs`] of the same calibration, uncut as CPUSync's: see
+/// [`run_samples`]), scaled so that their mean, a hop (one frame sent, one received), costs
+/// NCCL's per-hop latency minus what the fabric adds; fixed at that mean if no sample was
+/// measured.
 pub fn gpusync_costs(workers: usize, elements: usize, si: &SimInputs, hop_ns: u64) -> Cost {
     let per_frame = hop_ns.saturating_sub(fabric_hop_ns(si)) as f64 / 2.0;
-    let mut samples = cpusync_costs(workers, elements);
+    let samples = cpusync_costs(workers, elements, si.calibration);
     if samples.is_empty() {
         return Cost::Fixed(per_frame.round() as u64);
     }
-    samples.sort_unstable();
-    let p99 = samples[(samples.len() * 99 / 100).min(samples.len() - 1)];
-    samples.retain(|x| *x <= p99);
     let mean = samples.iter().map(|x| *x as f64).sum::<f64>() / samples.len() as f64;
     if mean <= 0.0 {
         return Cost::Fixed(per_frame.round() as u64);
@@ -478,8 +515,10 @@ pub fn switchml_config(
     }
 }
 
-pub fn switchml_costs(workers: usize, rate_bps: f64) -> Vec<u64> {
-    calibrated("switchml", || {
+/// SwitchML's worker costs, calibration `rep`: 2,000 all-reduces on `sim`, every worker frame
+/// timed ([`run_samples`]).
+pub fn switchml_costs(workers: usize, rate_bps: f64, rep: u32) -> Vec<u64> {
+    calibrated("switchml", rep, || {
         let cfg = switchml_config(workers, 2000, 7, rate_bps, 1_000_000);
         let Ok(setup) = SwitchMl.build(&cfg) else {
             return Vec::new();
@@ -488,27 +527,18 @@ pub fn switchml_costs(workers: usize, rate_bps: f64) -> Vec<u64> {
             .into_nodes()
             .into_iter()
             .map(|n| match n {
-                SetupNode::Worker(_) => Either::A(Timed::new(n)),
+                SetupNode::Worker(_) => Either::A(Timed::with_samples(n)),
                 other => Either::B(other),
             })
             .collect();
         let k = nodes.len();
-        let mut f = SimFabric::new(
+        run_samples(SimFabric::new(
             nodes,
             zero_costs(k),
             workers as NodeId,
             LinkConfig::gbps100(),
             Faults::default(),
-        );
-        f.run_until(SIM_LIMIT_NS, |n| n.iter().all(Endpoint::is_done));
-        f.into_nodes()
-            .into_iter()
-            .filter_map(|n| match n {
-                Either::A(t) => Some(t.samples),
-                Either::B(_) => None,
-            })
-            .flatten()
-            .collect()
+        ))
     })
 }
 
@@ -563,7 +593,13 @@ fn run_switchml_on(
 ) -> Result<(Outcome, Option<StackStats>), RunError> {
     let cfg = switchml_config(workers, ops, seed, rate_bps, timeout_ns);
     match sim {
-        Some(si) => sim_switchml(&cfg, si, switchml_costs(workers, rate_bps), stack, seed),
+        Some(si) => sim_switchml(
+            &cfg,
+            si,
+            switchml_costs(workers, rate_bps, si.calibration),
+            stack,
+            seed,
+        ),
         None => {
             let setup = SwitchMl.build(&cfg).map_err(err)?;
             let outcome = |ws: Vec<&dyn Worker>| Outcome {
@@ -665,6 +701,7 @@ mod gpusync_tests {
             fpga_beat_ns: 4,
             host_nic_ns: 600,
             timeout_ns: 10_000,
+            calibration: 0,
         }
     }
 
@@ -717,6 +754,7 @@ mod switchml_dpdk_tests {
             fpga_beat_ns: 4,
             host_nic_ns: 600,
             timeout_ns: 1_000_000,
+            calibration: 0,
         };
         let ops = 200;
         let cfg = switchml_config(8, ops, 3, 100e9, si.timeout_ns);

@@ -500,6 +500,7 @@ mod tests {
             fpga_beat_ns: 4,
             host_nic_ns: 600,
             timeout_ns: 10_000,
+            calibration: 0,
         }
     }
 

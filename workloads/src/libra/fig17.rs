@@ -5,7 +5,7 @@
 use super::aggregation::switchml_time_ns;
 use super::common::{opt, task_of};
 use inabench_core::{Fidelity, LogLevel, PointCtx, Workload, WorkloadError};
-use inabench_ina::drive::host_stack;
+use inabench_ina::drive::host_stack_rep;
 use inabench_ina::switchml::SwitchMl;
 use inabench_libra::negotiation::{config, exponents, run_mem, run_sim_stack, scan_ns};
 use inabench_libra::sparse::SparseGen;
@@ -53,12 +53,14 @@ impl Workload for Fig17 {
         // over the released client's 4 cores, and its 64-packet transmit buffer drained every
         // 10 us)
         let stack_name = ctx.text("host_stack").ok();
-        let stack = host_stack(
+        // calibration r of SwitchML's per-frame cost for repetition r
+        let stack = host_stack_rep(
             &SwitchMl,
             Some(stack_name.as_deref().unwrap_or("measured")),
             None,
             None,
             None,
+            ctx.repetition,
         )
         .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
         let cost = stack.frame_ns();
@@ -86,7 +88,13 @@ impl Workload for Fig17 {
         // the data round is only simulated (its rate on sim, see `aggregation`): comparing it
         // with a wall time on `mem` would mix classes
         if !emulated && (ctx.declares("data_round_ms") || ctx.declares("negotiation_share")) {
-            let data = switchml_time_ns(workers, task.params, memory_mb, stack_name.as_deref())?;
+            let data = switchml_time_ns(
+                workers,
+                task.params,
+                memory_mb,
+                stack_name.as_deref(),
+                ctx.repetition,
+            )?;
             ctx.record_if_declared("data_round_ms", data / 1e6);
             ctx.record_if_declared("negotiation_share", ns as f64 / data * 100.0);
         }

@@ -15,7 +15,7 @@ use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
 use inabench_ina::atp::Atp;
 use inabench_ina::collective::{Aggregation, Fabric};
 use inabench_ina::common::System;
-use inabench_ina::drive::{host_cost_ns, paper_host_stack};
+use inabench_ina::drive::{host_cost_ns_rep, paper_host_stack};
 use inabench_ina::netreduce::NetReduce;
 use inabench_ina::stream::RcStream;
 use inabench_ina::switchml::SwitchMl;
@@ -247,15 +247,23 @@ impl Workload for Training {
             if software == "nic" || paper_host_stack(sys.name()) == "nic" {
                 0
             } else {
-                host_cost_ns(sys)
+                // calibration r for repetition r (inabench_fabric::wrap's rule)
+                host_cost_ns_rep(sys, ctx.repetition)
             }
         };
         let fits = |sys: &dyn System, w: usize| {
             if software == "dpdk" && paper_host_stack(sys.name()) != "nic" {
                 // the shared DPDK client model (inabench_ina::hoststack), once per process for
                 // each (system, machines, rate)
-                let stack = inabench_ina::drive::host_stack(sys, Some("dpdk"), None, None, None)
-                    .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+                let stack = inabench_ina::drive::host_stack_rep(
+                    sys,
+                    Some("dpdk"),
+                    None,
+                    None,
+                    None,
+                    ctx.repetition,
+                )
+                .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
                 return fit_with_cached(sys, w, rate, &stack).map_err(WorkloadError::Invalid);
             }
             fit_cached(sys, w, rate, cost_of(sys)).map_err(WorkloadError::Invalid)

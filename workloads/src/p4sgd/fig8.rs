@@ -114,6 +114,10 @@ impl Workload for Fig8 {
                 fpga_beat_ns: (1e3 / ctx.param("fpga_clock_mhz")?).round() as u64,
                 host_nic_ns: ctx.count("host_nic_ns")? as u64,
                 timeout_ns: (ctx.param("timeout_us")? * 1e3) as u64,
+                // repetition r runs on calibration r of this host's per-frame costs (each an
+                // independent measurement), so the engine's bootstrap over repetitions judges
+                // within their spread
+                calibration: ctx.repetition,
             })
         } else {
             None
@@ -257,8 +261,8 @@ impl Workload for Fig8 {
         };
         if simulated && system != "p4sgd" && system != "gpusync" {
             let costs = match system.as_str() {
-                "cpusync" => cpusync_costs(workers, elements),
-                _ => switchml_costs(workers, rate_bps),
+                "cpusync" => cpusync_costs(workers, elements, ctx.repetition),
+                _ => switchml_costs(workers, rate_bps, ctx.repetition),
             };
             if let Some(c) = LatencyStats::of(&costs) {
                 ctx.log(
