@@ -101,6 +101,7 @@ pub enum Error {
 }
 
 /// `Err(Truncated)` unless `have >= need`.
+#[inline]
 pub(crate) fn need(what: &'static str, have: usize, need: usize) -> Result<(), Error> {
     if have < need {
         Err(Error::Truncated { what, need, have })
@@ -111,34 +112,42 @@ pub(crate) fn need(what: &'static str, have: usize, need: usize) -> Result<(), E
 
 // Big-endian field access. Callers index only after `need`/`check_len`.
 
+#[inline]
 pub(crate) fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
 
+#[inline]
 pub(crate) fn be24(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([0, b[at], b[at + 1], b[at + 2]])
 }
 
+#[inline]
 pub(crate) fn be32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
+#[inline]
 pub(crate) fn be64(b: &[u8], at: usize) -> u64 {
     (u64::from(be32(b, at)) << 32) | u64::from(be32(b, at + 4))
 }
 
+#[inline]
 pub(crate) fn put16(b: &mut [u8], at: usize, v: u16) {
     b[at..at + 2].copy_from_slice(&v.to_be_bytes());
 }
 
+#[inline]
 pub(crate) fn put24(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 3].copy_from_slice(&v.to_be_bytes()[1..]);
 }
 
+#[inline]
 pub(crate) fn put32(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_be_bytes());
 }
 
+#[inline]
 pub(crate) fn put64(b: &mut [u8], at: usize, v: u64) {
     b[at..at + 8].copy_from_slice(&v.to_be_bytes());
 }
