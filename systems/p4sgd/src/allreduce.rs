@@ -668,7 +668,17 @@ fn sim_switchml(
                 si.link(),
                 Faults::default(),
             );
-            f.run_until(SIM_LIMIT_NS, |n| n.iter().all(Endpoint::is_done));
+            // A worker that never completes retransmits every timeout until the virtual limit
+            // (600 s at a 10 us timeout: ~10^8 frames, hours of wall time). Stop once the
+            // buffered frames pass 100 per worker and operation (a lossless run buffers about
+            // one per worker and operation, plus its spurious retransmissions): the run then
+            // reports its unfinished workers instead of hanging.
+            let ops = cfg.elements / (TofinoModel::PAPER.bytes_per_pass() / 4).max(1) as usize;
+            let cap = 100 * (workers * ops.max(1)) as u64;
+            f.run_until(SIM_LIMIT_NS, |n| {
+                n.iter().all(Endpoint::is_done)
+                    || n.iter().map(|h| h.inner.buffered).sum::<u64>() > cap
+            });
             let nodes = f.into_nodes();
             let stats = stack.map(|_| StackStats {
                 buffered: nodes.iter().map(|h| h.inner.buffered).sum(),
