@@ -6,7 +6,12 @@
 //! No dependency beyond the crate (no proptest): it builds quickly with sanitizers. The
 //! randomised proptest counterparts (drawn junk, `testing::Hostile`) are in `testing`.
 
+use crate::fault::Faults;
+use crate::sim::{LinkConfig, NodeConfig, SimFabric};
 use crate::{Endpoint, Nanos, NodeId, Transmit};
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// What a scheduled frame is made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -215,6 +220,121 @@ impl<N: Endpoint> Endpoint for Scheduled<N> {
     }
     fn recycle(&mut self, buf: Vec<u8>) {
         self.inner.recycle(buf)
+    }
+}
+
+/// A sim fabric for a fuzz run: `nodes` with no host costs, `switch` the switch's id, links as
+/// `link`, no faults beyond the schedule's frames.
+pub fn sim_fabric<N: Endpoint>(nodes: Vec<N>, switch: NodeId, link: LinkConfig) -> SimFabric<N> {
+    let n = nodes.len();
+    let cfgs = vec![
+        NodeConfig {
+            rx_cost_ns: 0,
+            tx_cost_ns: 0
+        };
+        n
+    ];
+    SimFabric::new(nodes, cfgs, switch, link, Faults::default())
+}
+
+/// Frames of a clean run, in the order put on links.
+pub type Corpus = Arc<Vec<Vec<u8>>>;
+
+/// A per-process cache of clean runs' frames, by a body's own key (system, variant).
+pub type Corpora<K> = OnceLock<Mutex<HashMap<K, Corpus>>>;
+
+/// The frames `cache` holds for `key`, made by `make` the first time (under the cache's lock).
+pub fn cached<K: Hash + Eq>(
+    cache: &Corpora<K>,
+    key: K,
+    make: impl FnOnce() -> Vec<Vec<u8>>,
+) -> Corpus {
+    let m = cache.get_or_init(Default::default);
+    let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
+    m.entry(key).or_insert_with(|| Arc::new(make())).clone()
+}
+
+/// Run `f` until `done` holds or `max_ns` passes, recording every frame put on its links.
+/// Returns whether `done` held and the frames, in order.
+pub fn tapped_run<N: Endpoint>(
+    f: &mut SimFabric<N>,
+    max_ns: Nanos,
+    done: impl Fn(&[N]) -> bool,
+) -> (bool, Vec<Vec<u8>>) {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = got.clone();
+    f.set_tap(Box::new(move |_, _, _, frame| {
+        g.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(frame.to_vec())
+    }));
+    let finished = f.run_until(max_ns, done).finished;
+    let frames = std::mem::take(&mut *got.lock().unwrap_or_else(|e| e.into_inner()));
+    (finished, frames)
+}
+
+/// Each of `nodes` (node `i` of the run) wrapped with its share of `plan`.
+pub fn scheduled<N: Endpoint>(nodes: Vec<N>, plan: &[Inject]) -> Vec<Scheduled<N>> {
+    nodes
+        .into_iter()
+        .enumerate()
+        .map(|(i, node)| Scheduled::new(node, i, plan))
+        .collect()
+}
+
+/// [`Scheduled::finish`] on every node at `now`, panicking (a flood) where a node answers its
+/// late frames with more than one frame per node of the run (`name` names the run in the
+/// message). Returns the hostile frames handed over in all, during and after the run.
+pub fn finish_all<N: Endpoint>(nodes: &mut [Scheduled<N>], now: Nanos, name: &str) -> u64 {
+    let n = nodes.len();
+    let mut injected = 0;
+    for node in nodes.iter_mut() {
+        let had = node.injected;
+        let sent = node.finish(now);
+        let late = (node.injected - had) as usize;
+        assert!(
+            sent <= late * n,
+            "{name} node {}: {sent} frames sent for {late} frames after the run",
+            node.id()
+        );
+        injected += node.injected;
+    }
+    injected
+}
+
+/// One scheduled frame in [`schedule`]'s encoding: `kind` (0 raw, 1 flip, 2 cut, 3 replay) to
+/// `node` from the sender byte `from`, before real frame `before`, then the kind's `rest`.
+pub fn frame(kind: u8, node: u8, from: u8, before: u16, rest: &[u8]) -> Vec<u8> {
+    let mut v = vec![(node << 2) | kind, from];
+    v.extend(before.to_le_bytes());
+    v.extend(rest);
+    v
+}
+
+/// The stable smoke tests' schedule of every kind: for each of `picks` systems (the input's
+/// first byte) and each target node below `nodes`, `body` gets the pick followed by the frames
+/// `frames(node)` spells.
+pub fn every_kind(body: impl Fn(&[u8]), picks: usize, nodes: u8, frames: impl Fn(u8) -> Vec<u8>) {
+    for s in 0..picks {
+        for node in 0..nodes {
+            let mut input = vec![s as u8];
+            input.extend(frames(node));
+            body(&input);
+        }
+    }
+}
+
+/// The stable smoke tests' seeded random inputs: `count` inputs of 0-299 bytes from SplitMix64
+/// seed 23, the first byte of the `k`-th set to `k` modulo `picks` (the system it picks).
+pub fn seeded(body: impl Fn(&[u8]), picks: usize, count: u64) {
+    let mut g = inabench_rng::SplitMix64::new(23);
+    for k in 0..count {
+        let len = (g.next_u64() % 300) as usize;
+        let mut input: Vec<u8> = (0..len).map(|_| g.next_u64() as u8).collect();
+        if let Some(b) = input.first_mut() {
+            *b = (k % picks as u64) as u8;
+        }
+        body(&input);
     }
 }
 

@@ -15,11 +15,11 @@
 use crate::common::{AllReduceConfig, SetupNode, reference_sum};
 use crate::drive::{sim_link, system};
 use inabench_fabric::Endpoint;
-use inabench_fabric::fault::Faults;
-use inabench_fabric::fuzz::{Kind, Scheduled, schedule};
-use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use inabench_fabric::fuzz::{
+    Corpora, Corpus, Kind, Scheduled, cached, finish_all, schedule, scheduled, sim_fabric,
+    tapped_run,
+};
+use inabench_fabric::sim::{LinkConfig, SimFabric};
 
 /// The systems the body drives, by the first byte of the input.
 pub const SYSTEMS: [&str; 5] = [
@@ -70,46 +70,24 @@ fn nodes(name: &str, c: &AllReduceConfig) -> Vec<SetupNode> {
 }
 
 fn fabric<N: Endpoint>(nodes: Vec<N>, c: &AllReduceConfig) -> SimFabric<N> {
-    let n = nodes.len();
-    let cfgs = vec![
-        NodeConfig {
-            rx_cost_ns: 0,
-            tx_cost_ns: 0
-        };
-        n
-    ];
     let link = LinkConfig {
         mtu: usize::MAX / 2,
         ..sim_link(c)
     };
-    SimFabric::new(nodes, cfgs, c.workers as u32, link, Faults::default())
+    sim_fabric(nodes, c.workers as u32, link)
 }
 
 /// Every frame of a clean run of `name`, in the order put on links (made once per process).
-fn corpus(name: &'static str) -> Arc<Vec<Vec<u8>>> {
-    type Corpora = HashMap<&'static str, Arc<Vec<Vec<u8>>>>;
-    static C: OnceLock<Mutex<Corpora>> = OnceLock::new();
-    let m = C.get_or_init(Default::default);
-    let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
-    m.entry(name)
-        .or_insert_with(|| {
-            let c = cfg();
-            let mut f = fabric(nodes(name, &c), &c);
-            let got = Arc::new(Mutex::new(Vec::new()));
-            let g = got.clone();
-            f.set_tap(Box::new(move |_, _, _, frame| {
-                g.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(frame.to_vec())
-            }));
-            let finished = f
-                .run_until(10_000_000_000, |n| n.iter().all(Endpoint::is_done))
-                .finished;
-            assert!(finished, "{name}: the clean run finishes");
-            let frames = std::mem::take(&mut *got.lock().unwrap_or_else(|e| e.into_inner()));
-            Arc::new(frames)
-        })
-        .clone()
+fn corpus(name: &'static str) -> Corpus {
+    static C: Corpora<&'static str> = Corpora::new();
+    cached(&C, name, || {
+        let c = cfg();
+        let mut f = fabric(nodes(name, &c), &c);
+        let (finished, frames) =
+            tapped_run(&mut f, 10_000_000_000, |n| n.iter().all(Endpoint::is_done));
+        assert!(finished, "{name}: the clean run finishes");
+        frames
+    })
 }
 
 fn results(nodes: &[Scheduled<SetupNode>]) -> Vec<Option<Vec<i32>>> {
@@ -142,32 +120,16 @@ pub fn run(name: &'static str, data: &[u8]) -> Outcome {
     let corpus = corpus(name);
     let c = cfg();
     let setup = nodes(name, &c);
-    let n = setup.len();
-    let plan = schedule(data, n, &corpus);
-    let wrapped: Vec<Scheduled<SetupNode>> = setup
-        .into_iter()
-        .enumerate()
-        .map(|(i, node)| Scheduled::new(node, i, &plan))
-        .collect();
-    let mut f = fabric(wrapped, &c);
+    let plan = schedule(data, setup.len(), &corpus);
+    let mut f = fabric(scheduled(setup, &plan), &c);
     f.run_until(5_000_000_000, |n| n.iter().all(Endpoint::is_done));
     let mut nodes = f.into_nodes();
     let before = results(&nodes);
     let mut o = Outcome {
         exempt: plan.iter().any(|s| findings(name).contains(&s.kind)),
+        injected: finish_all(&mut nodes, 6_000_000_000, name),
         ..Outcome::default()
     };
-    for node in nodes.iter_mut() {
-        let had = node.injected;
-        let sent = node.finish(6_000_000_000);
-        let late = (node.injected - had) as usize;
-        assert!(
-            sent <= late * n,
-            "{name} node {}: {sent} frames sent for {late} frames after the run",
-            node.id()
-        );
-        o.injected += node.injected;
-    }
     let after = results(&nodes);
     let want = reference_sum(c.seed, c.workers, c.elements);
     for (b, a) in before.iter().zip(&after) {

@@ -3,45 +3,28 @@
 //! random inputs. The body panics on a wrong or unfinished sum where no documented finding
 //! applies, on a flood, or on any panic of an endpoint.
 
+use inabench_fabric::fuzz::{every_kind, frame, seeded};
 use inabench_ina::fuzz::{SYSTEMS, endpoints};
-use inabench_rng::SplitMix64;
-
-/// One scheduled frame in the schedule's encoding (see `inabench_fabric::fuzz::schedule`).
-fn frame(kind: u8, node: u8, from: u8, before: u16, rest: &[u8]) -> Vec<u8> {
-    let mut v = vec![(node << 2) | kind, from];
-    v.extend(before.to_le_bytes());
-    v.extend(rest);
-    v
-}
 
 #[test]
 fn every_system_takes_every_kind_of_hostile_frame() {
-    for (s, _) in SYSTEMS.iter().enumerate() {
-        for node in 0..6u8 {
-            let mut input = vec![s as u8];
+    every_kind(endpoints, SYSTEMS.len(), 6, |node| {
+        [
             // raw bytes before the first real frame, from an id past the last node
-            input.extend(frame(0, node, 2, 0, &[5, 0, 1, 2, 3, 4, 5]));
+            frame(0, node, 2, 0, &[5, 0, 1, 2, 3, 4, 5]),
             // a cut frame mid-run, from u32::MAX
-            input.extend(frame(2, node, 0, 3, &[7, 0, 20, 0]));
+            frame(2, node, 0, 3, &[7, 0, 20, 0]),
             // a flipped frame and a replay, late in the run and after it
-            input.extend(frame(1, node, 9, 40, &[11, 0, 1, 14, 0, 0x80, 3, 0, 1]));
-            input.extend(frame(3, node, 7, 60_000, &[2, 0]));
-            endpoints(&input);
-        }
-    }
+            frame(1, node, 9, 40, &[11, 0, 1, 14, 0, 0x80, 3, 0, 1]),
+            frame(3, node, 7, 60_000, &[2, 0]),
+        ]
+        .concat()
+    });
 }
 
 #[test]
 fn seeded_random_inputs() {
-    let mut g = SplitMix64::new(23);
-    for k in 0..200u64 {
-        let len = (g.next_u64() % 300) as usize;
-        let mut input: Vec<u8> = (0..len).map(|_| g.next_u64() as u8).collect();
-        if let Some(b) = input.first_mut() {
-            *b = (k % SYSTEMS.len() as u64) as u8;
-        }
-        endpoints(&input);
-    }
+    seeded(endpoints, SYSTEMS.len(), 200);
 }
 
 /// The body can see a wrong sum: a flipped payload byte of a SwitchML contribution (no payload

@@ -14,13 +14,13 @@
 
 use crate::layout::Placement;
 use crate::proto::{self, Config, Inputs, Node};
-use inabench_fabric::fault::Faults;
-use inabench_fabric::fuzz::{Kind, Scheduled, schedule};
-use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
+use inabench_fabric::fuzz::{
+    Corpora, Corpus, Kind, cached, finish_all, schedule, scheduled, sim_fabric, tapped_run,
+};
+use inabench_fabric::sim::{LinkConfig, SimFabric};
 use inabench_fabric::{Endpoint, NodeId};
 use inabench_rng::SplitMix64;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
 
 const WORKERS: usize = 3;
 const HOT: usize = 96;
@@ -85,49 +85,26 @@ fn nodes(variant: usize) -> (Vec<Node>, Inputs) {
 }
 
 fn fabric<N: Endpoint>(nodes: Vec<N>) -> SimFabric<N> {
-    let n = nodes.len();
-    let nc = vec![
-        NodeConfig {
-            rx_cost_ns: 0,
-            tx_cost_ns: 0
-        };
-        n
-    ];
     let link = LinkConfig {
         mtu: usize::MAX / 2,
         ..LinkConfig::gbps100()
     };
-    SimFabric::new(nodes, nc, WORKERS as NodeId, link, Faults::default())
+    sim_fabric(nodes, WORKERS as NodeId, link)
 }
 
 /// Every frame of a clean run of `variant`, in the order put on links (made once per process).
-fn corpus(variant: usize) -> Arc<Vec<Vec<u8>>> {
-    type Corpora = HashMap<usize, Arc<Vec<Vec<u8>>>>;
-    static C: OnceLock<Mutex<Corpora>> = OnceLock::new();
-    let m = C.get_or_init(Default::default);
-    let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
-    m.entry(variant)
-        .or_insert_with(|| {
-            let (ns, inp) = nodes(variant);
-            let mut f = fabric(ns);
-            let got = Arc::new(Mutex::new(Vec::new()));
-            let g = got.clone();
-            f.set_tap(Box::new(move |_, _, _, frame| {
-                g.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(frame.to_vec())
-            }));
-            let finished = f
-                .run_until(10_000_000_000, |n| {
-                    n[..WORKERS].iter().all(Endpoint::is_done)
-                })
-                .finished;
-            assert!(finished, "{}: the clean run finishes", VARIANTS[variant]);
-            assert_eq!(proto::check(f.nodes(), &inp), 0, "the clean run is exact");
-            let frames = std::mem::take(&mut *got.lock().unwrap_or_else(|e| e.into_inner()));
-            Arc::new(frames)
-        })
-        .clone()
+fn corpus(variant: usize) -> Corpus {
+    static C: Corpora<usize> = Corpora::new();
+    cached(&C, variant, || {
+        let (ns, inp) = nodes(variant);
+        let mut f = fabric(ns);
+        let (finished, frames) = tapped_run(&mut f, 10_000_000_000, |n| {
+            n[..WORKERS].iter().all(Endpoint::is_done)
+        });
+        assert!(finished, "{}: the clean run finishes", VARIANTS[variant]);
+        assert_eq!(proto::check(f.nodes(), &inp), 0, "the clean run is exact");
+        frames
+    })
 }
 
 type Results = Vec<(HashMap<u32, i32>, HashMap<u32, i32>)>;
@@ -159,14 +136,8 @@ pub struct Outcome {
 pub fn run(variant: usize, data: &[u8]) -> Outcome {
     let corpus = corpus(variant);
     let (ns, inp) = nodes(variant);
-    let n = ns.len();
-    let plan = schedule(data, n, &corpus);
-    let wrapped: Vec<Scheduled<Node>> = ns
-        .into_iter()
-        .enumerate()
-        .map(|(i, n)| Scheduled::new(n, i, &plan))
-        .collect();
-    let mut f = fabric(wrapped);
+    let plan = schedule(data, ns.len(), &corpus);
+    let mut f = fabric(scheduled(ns, &plan));
     f.run_until(5_000_000_000, |n| {
         n[..WORKERS].iter().all(Endpoint::is_done)
     });
@@ -175,20 +146,9 @@ pub fn run(variant: usize, data: &[u8]) -> Outcome {
     let done: Vec<bool> = wrapped[..WORKERS].iter().map(Endpoint::is_done).collect();
     let mut o = Outcome {
         exempt: plan.iter().any(|s| findings(variant).contains(&s.kind)),
+        injected: finish_all(&mut wrapped, 6_000_000_000, VARIANTS[variant]),
         ..Outcome::default()
     };
-    for node in wrapped.iter_mut() {
-        let had = node.injected;
-        let sent = node.finish(6_000_000_000);
-        let late = (node.injected - had) as usize;
-        assert!(
-            sent <= late * n,
-            "{} node {}: {sent} frames sent for {late} frames after the run",
-            VARIANTS[variant],
-            node.id()
-        );
-        o.injected += node.injected;
-    }
     let ns: Vec<Node> = wrapped.into_iter().map(|s| s.inner).collect();
     o.changed_after = (before.iter().zip(&results(ns.iter())).zip(&done))
         .filter(|((b, a), done)| **done && b != a)

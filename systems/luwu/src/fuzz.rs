@@ -13,15 +13,14 @@
 //! result. Memory is bounded by libFuzzer's RSS limit here; the heap-growth property is
 //! `tests/arbitrary_frames.rs`'s.
 
-use crate::run::{self, Job, Node};
+use crate::run::{self, Job};
 use crate::transport::Config;
 use inabench_fabric::Endpoint;
-use inabench_fabric::fault::Faults;
-use inabench_fabric::fuzz::{Kind, Scheduled, deliver, schedule};
-use inabench_fabric::sim::{NodeConfig, SimFabric};
+use inabench_fabric::fuzz::{
+    Corpora, Corpus, Kind, cached, deliver, schedule, scheduled, sim_fabric, tapped_run,
+};
+use inabench_fabric::sim::SimFabric;
 use inabench_rng::SplitMix64;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
 
 const WORKERS: usize = 3;
 const VALUES: usize = 48;
@@ -64,22 +63,8 @@ fn job(sys: usize) -> Job {
 }
 
 fn fabric<N: Endpoint>(nodes: Vec<N>) -> SimFabric<N> {
-    let n = nodes.len();
-    let nc = vec![
-        NodeConfig {
-            rx_cost_ns: 0,
-            tx_cost_ns: 0
-        };
-        n
-    ];
     let c = cfg();
-    SimFabric::new(
-        nodes,
-        nc,
-        c.switch_id(),
-        run::sim_link(&c),
-        Faults::default(),
-    )
+    sim_fabric(nodes, c.switch_id(), run::sim_link(&c))
 }
 
 fn all_done<N: Endpoint>(n: &[N]) -> bool {
@@ -87,29 +72,16 @@ fn all_done<N: Endpoint>(n: &[N]) -> bool {
 }
 
 /// Every frame of a clean run of `sys`, in the order put on links (made once per process).
-fn corpus(sys: usize) -> Arc<Vec<Vec<u8>>> {
-    type Corpora = HashMap<usize, Arc<Vec<Vec<u8>>>>;
-    static C: OnceLock<Mutex<Corpora>> = OnceLock::new();
-    let m = C.get_or_init(Default::default);
-    let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
-    m.entry(sys)
-        .or_insert_with(|| {
-            let j = job(sys);
-            let mut f = fabric(run::build(&cfg(), &j));
-            let got = Arc::new(Mutex::new(Vec::new()));
-            let g = got.clone();
-            f.set_tap(Box::new(move |_, _, _, frame| {
-                g.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(frame.to_vec())
-            }));
-            let finished = f.run_until(10_000_000_000, all_done).finished;
-            let o = run::outcome(&cfg(), &j, f.nodes(), finished, 0);
-            assert!(o.exact, "{}: the clean run is exact", SYSTEMS[sys]);
-            let frames = std::mem::take(&mut *got.lock().unwrap_or_else(|e| e.into_inner()));
-            Arc::new(frames)
-        })
-        .clone()
+fn corpus(sys: usize) -> Corpus {
+    static C: Corpora<usize> = Corpora::new();
+    cached(&C, sys, || {
+        let j = job(sys);
+        let mut f = fabric(run::build(&cfg(), &j));
+        let (finished, frames) = tapped_run(&mut f, 10_000_000_000, all_done);
+        let o = run::outcome(&cfg(), &j, f.nodes(), finished, 0);
+        assert!(o.exact, "{}: the clean run is exact", SYSTEMS[sys]);
+        frames
+    })
 }
 
 /// What a job beside a schedule came to.
@@ -141,12 +113,7 @@ pub fn run(sys: usize, data: &[u8]) -> Outcome {
     let ns = run::build(&c, &j);
     let n = ns.len();
     let plan = schedule(data, n, &corpus);
-    let wrapped: Vec<Scheduled<Node>> = ns
-        .into_iter()
-        .enumerate()
-        .map(|(i, x)| Scheduled::new(x, i, &plan))
-        .collect();
-    let mut f = fabric(wrapped);
+    let mut f = fabric(scheduled(ns, &plan));
     let finished = f.run_until(20_000_000, all_done).finished;
     let mut o = Outcome {
         finished,

@@ -2,43 +2,26 @@
 //! stable toolchain: both push/pull jobs with a schedule of each kind of hostile frame, seeded
 //! random inputs, and the body's own sight of an inexact job.
 
+use inabench_fabric::fuzz::{every_kind, frame, seeded};
 use inabench_luwu::fuzz::{SYSTEMS, endpoints, run};
-use inabench_rng::SplitMix64;
-
-/// One scheduled frame in the schedule's encoding (see `inabench_fabric::fuzz::schedule`).
-fn frame(kind: u8, node: u8, from: u8, before: u16, rest: &[u8]) -> Vec<u8> {
-    let mut v = vec![(node << 2) | kind, from];
-    v.extend(before.to_le_bytes());
-    v.extend(rest);
-    v
-}
 
 #[test]
 fn both_jobs_take_every_kind_of_hostile_frame() {
-    for s in 0..SYSTEMS.len() {
-        for node in 0..5u8 {
-            let mut input = vec![s as u8];
-            input.extend(frame(0, node, 2, 0, &[5, 0, 1, 2, 3, 4, 5]));
-            input.extend(frame(0, node, 0, 9, &[0, 0]));
-            input.extend(frame(2, node, 0, 3, &[7, 0, 20, 0]));
-            input.extend(frame(1, node, 9, 10, &[11, 0, 1, 14, 0, 0x80, 3, 0, 1]));
-            input.extend(frame(3, node, 7, 60_000, &[2, 0]));
-            endpoints(&input);
-        }
-    }
+    every_kind(endpoints, SYSTEMS.len(), 5, |node| {
+        [
+            frame(0, node, 2, 0, &[5, 0, 1, 2, 3, 4, 5]),
+            frame(0, node, 0, 9, &[0, 0]),
+            frame(2, node, 0, 3, &[7, 0, 20, 0]),
+            frame(1, node, 9, 10, &[11, 0, 1, 14, 0, 0x80, 3, 0, 1]),
+            frame(3, node, 7, 60_000, &[2, 0]),
+        ]
+        .concat()
+    });
 }
 
 #[test]
 fn seeded_random_inputs() {
-    let mut g = SplitMix64::new(23);
-    for k in 0..100u64 {
-        let len = (g.next_u64() % 300) as usize;
-        let mut input: Vec<u8> = (0..len).map(|_| g.next_u64() as u8).collect();
-        if let Some(b) = input.first_mut() {
-            *b = (k % SYSTEMS.len() as u64) as u8;
-        }
-        endpoints(&input);
-    }
+    seeded(endpoints, SYSTEMS.len(), 100);
 }
 
 #[test]

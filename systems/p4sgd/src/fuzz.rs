@@ -18,12 +18,11 @@ use crate::cpusync::{CpuSyncWorker, Forwarder};
 use crate::driver::{Collective, LoopWorker};
 use crate::gpusync::{Algo, GpuSyncConfig, GpuSyncWorker};
 use crate::protocol::{P4sgdSwitch, P4sgdWorker, SwitchConfig, WorkerConfig};
-use inabench_fabric::fault::Faults;
-use inabench_fabric::fuzz::{Kind, Scheduled, schedule};
-use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
+use inabench_fabric::fuzz::{
+    Corpora, Corpus, Kind, cached, finish_all, schedule, scheduled, sim_fabric, tapped_run,
+};
+use inabench_fabric::sim::{LinkConfig, SimFabric};
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
 
 const WORKERS: usize = 4;
 const ELEMENTS: usize = 8;
@@ -136,20 +135,12 @@ fn nodes(sys: usize) -> Vec<Node> {
 }
 
 fn fabric<N: Endpoint>(nodes: Vec<N>) -> SimFabric<N> {
-    let n = nodes.len();
-    let nc = vec![
-        NodeConfig {
-            rx_cost_ns: 0,
-            tx_cost_ns: 0
-        };
-        n
-    ];
     let link = LinkConfig {
         latency_ns: 500,
         mtu: usize::MAX / 2,
         ..LinkConfig::gbps100()
     };
-    SimFabric::new(nodes, nc, WORKERS as NodeId, link, Faults::default())
+    sim_fabric(nodes, WORKERS as NodeId, link)
 }
 
 fn all_done<N: Endpoint>(n: &[N]) -> bool {
@@ -157,35 +148,19 @@ fn all_done<N: Endpoint>(n: &[N]) -> bool {
 }
 
 /// Every frame of a clean run of `sys`, in the order put on links (made once per process).
-fn corpus(sys: usize) -> Arc<Vec<Vec<u8>>> {
-    type Corpora = HashMap<usize, Arc<Vec<Vec<u8>>>>;
-    static C: OnceLock<Mutex<Corpora>> = OnceLock::new();
-    let m = C.get_or_init(Default::default);
-    let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
-    m.entry(sys)
-        .or_insert_with(|| {
-            let mut f = fabric(nodes(sys));
-            let got = Arc::new(Mutex::new(Vec::new()));
-            let g = got.clone();
-            f.set_tap(Box::new(move |_, _, _, frame| {
-                g.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push(frame.to_vec())
-            }));
-            assert!(
-                f.run_until(10_000_000_000, all_done).finished,
-                "{}: the clean run finishes",
-                SYSTEMS[sys]
-            );
-            for n in f.nodes() {
-                if let Some(o) = n.0.outcome() {
-                    assert_eq!(o, (OPS, 0, 0), "{}: the clean run is exact", SYSTEMS[sys]);
-                }
+fn corpus(sys: usize) -> Corpus {
+    static C: Corpora<usize> = Corpora::new();
+    cached(&C, sys, || {
+        let mut f = fabric(nodes(sys));
+        let (finished, frames) = tapped_run(&mut f, 10_000_000_000, all_done);
+        assert!(finished, "{}: the clean run finishes", SYSTEMS[sys]);
+        for n in f.nodes() {
+            if let Some(o) = n.0.outcome() {
+                assert_eq!(o, (OPS, 0, 0), "{}: the clean run is exact", SYSTEMS[sys]);
             }
-            let frames = std::mem::take(&mut *got.lock().unwrap_or_else(|e| e.into_inner()));
-            Arc::new(frames)
-        })
-        .clone()
+        }
+        frames
+    })
 }
 
 /// What a run beside a schedule came to.
@@ -221,14 +196,8 @@ fn totals<'a>(ns: impl Iterator<Item = &'a Node>) -> (usize, u64, u64) {
 pub fn run(sys: usize, data: &[u8]) -> Outcome {
     let corpus = corpus(sys);
     let ns = nodes(sys);
-    let n = ns.len();
-    let plan = schedule(data, n, &corpus);
-    let wrapped: Vec<Scheduled<Node>> = ns
-        .into_iter()
-        .enumerate()
-        .map(|(i, n)| Scheduled::new(n, i, &plan))
-        .collect();
-    let mut f = fabric(wrapped);
+    let plan = schedule(data, ns.len(), &corpus);
+    let mut f = fabric(scheduled(ns, &plan));
     f.run_until(5_000_000_000, all_done);
     let mut wrapped = f.into_nodes();
     let mut o = Outcome {
@@ -236,18 +205,7 @@ pub fn run(sys: usize, data: &[u8]) -> Outcome {
         ..Outcome::default()
     };
     (o.unfinished, o.wrong, o.duplicates) = totals(wrapped.iter().map(|s| &s.inner));
-    for node in wrapped.iter_mut() {
-        let had = node.injected;
-        let sent = node.finish(6_000_000_000);
-        let late = (node.injected - had) as usize;
-        assert!(
-            sent <= late * n,
-            "{} node {}: {sent} frames sent for {late} frames after the run",
-            SYSTEMS[sys],
-            node.id()
-        );
-        o.injected += node.injected;
-    }
+    o.injected = finish_all(&mut wrapped, 6_000_000_000, SYSTEMS[sys]);
     let after = totals(wrapped.iter().map(|s| &s.inner));
     o.changed_after = (after.1 + after.2).saturating_sub(o.wrong + o.duplicates);
     o
