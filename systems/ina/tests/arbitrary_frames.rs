@@ -14,16 +14,14 @@
 //! The valid frames that get mutated are captured from a clean run of the same configuration,
 //! so a mutation keeps the right sequence numbers and slots and only the flipped bytes differ.
 
-use inabench_fabric::fault::Faults;
-use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
+use inabench_fabric::fuzz::{Corpora, Corpus, cached, sim_fabric, tapped_run};
+use inabench_fabric::sim::{LinkConfig, SimFabric};
 use inabench_fabric::testing::*;
 use inabench_fabric::{Endpoint, NodeId};
 use inabench_ina::common::{AllReduceConfig, SetupNode, reference_sum};
 use inabench_ina::drive::{sim_link, system};
 use inabench_rng::SplitMix64;
 use proptest::prelude::*;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
@@ -56,51 +54,30 @@ fn cfg(seed: u64) -> AllReduceConfig {
 }
 
 /// Every frame of a clean run of `name` with `seed`, in the order put on links.
-fn corpus(name: &'static str, seed: u64) -> Arc<Vec<Vec<u8>>> {
-    type Corpora = HashMap<(&'static str, u64), Arc<Vec<Vec<u8>>>>;
-    static C: OnceLock<Mutex<Corpora>> = OnceLock::new();
-    let m = C.get_or_init(Default::default);
-    if let Some(c) = m.lock().expect("corpus lock").get(&(name, seed)) {
-        return c.clone();
-    }
-    let c = cfg(seed);
-    let nodes = system(name)
-        .expect("system")
-        .build(&c)
-        .expect("build")
-        .into_nodes();
-    let mut f = fabric(nodes, &c);
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let g = got.clone();
-    f.set_tap(Box::new(move |_, _, _, frame| {
-        g.lock().expect("tap").push(frame.to_vec())
-    }));
-    assert!(
-        f.run_until(10_000_000_000, |n| n.iter().all(Endpoint::is_done))
-            .finished
-    );
-    let frames = Arc::new(std::mem::take(&mut *got.lock().expect("tap")));
-    assert!(frames.len() > 100, "{name}: {} frames", frames.len());
-    m.lock()
-        .expect("corpus lock")
-        .insert((name, seed), frames.clone());
-    frames
+fn corpus(name: &'static str, seed: u64) -> Corpus {
+    static C: Corpora<(&'static str, u64)> = Corpora::new();
+    cached(&C, (name, seed), || {
+        let c = cfg(seed);
+        let nodes = system(name)
+            .expect("system")
+            .build(&c)
+            .expect("build")
+            .into_nodes();
+        let mut f = fabric(nodes, &c);
+        let (finished, frames) =
+            tapped_run(&mut f, 10_000_000_000, |n| n.iter().all(Endpoint::is_done));
+        assert!(finished);
+        assert!(frames.len() > 100, "{name}: {} frames", frames.len());
+        frames
+    })
 }
 
 fn fabric<N: Endpoint>(nodes: Vec<N>, c: &AllReduceConfig) -> SimFabric<N> {
-    let n = nodes.len();
-    let cfgs = vec![
-        NodeConfig {
-            rx_cost_ns: 0,
-            tx_cost_ns: 0
-        };
-        n
-    ];
     let link = LinkConfig {
         mtu: usize::MAX / 2,
         ..sim_link(c)
     };
-    SimFabric::new(nodes, cfgs, c.workers as NodeId, link, Faults::default())
+    sim_fabric(nodes, c.workers as NodeId, link)
 }
 
 // ---- property 1: fresh endpoints and arbitrary frames ----

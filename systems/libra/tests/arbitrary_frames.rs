@@ -13,8 +13,8 @@
 //!
 //! The valid frames that get mutated are captured from a clean run with the same inputs.
 
-use inabench_fabric::fault::Faults;
-use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
+use inabench_fabric::fuzz::{Corpora, Corpus, cached, sim_fabric, tapped_run};
+use inabench_fabric::sim::{LinkConfig, SimFabric};
 use inabench_fabric::testing::*;
 use inabench_fabric::{Endpoint, NodeId};
 use inabench_libra::layout::Placement;
@@ -22,7 +22,6 @@ use inabench_libra::proto::{self, Config, Inputs, Node};
 use inabench_rng::SplitMix64;
 use proptest::prelude::*;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
@@ -81,54 +80,32 @@ fn nodes(variant: usize, seed: u64) -> (Vec<Node>, Inputs) {
 }
 
 fn fabric<N: Endpoint>(nodes: Vec<N>) -> SimFabric<N> {
-    let n = nodes.len();
-    let nc = vec![
-        NodeConfig {
-            rx_cost_ns: 0,
-            tx_cost_ns: 0
-        };
-        n
-    ];
     let link = LinkConfig {
         mtu: usize::MAX / 2,
         ..LinkConfig::gbps100()
     };
-    SimFabric::new(nodes, nc, WORKERS as NodeId, link, Faults::default())
+    sim_fabric(nodes, WORKERS as NodeId, link)
 }
 
 /// Every frame of a clean run of `variant` with `seed`, in the order put on links.
-fn corpus(variant: usize, seed: u64) -> Arc<Vec<Vec<u8>>> {
-    type Corpora = HashMap<(usize, u64), Arc<Vec<Vec<u8>>>>;
-    static C: OnceLock<Mutex<Corpora>> = OnceLock::new();
-    let m = C.get_or_init(Default::default);
-    if let Some(c) = m.lock().expect("corpus lock").get(&(variant, seed)) {
-        return c.clone();
-    }
-    let (ns, inp) = nodes(variant, seed);
-    let mut f = fabric(ns);
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let g = got.clone();
-    f.set_tap(Box::new(move |_, _, _, frame| {
-        g.lock().expect("tap").push(frame.to_vec())
-    }));
-    assert!(
-        f.run_until(10_000_000_000, |n| n[..WORKERS]
-            .iter()
-            .all(Endpoint::is_done))
-            .finished
-    );
-    assert_eq!(proto::check(f.nodes(), &inp), 0, "the clean run is exact");
-    let frames = Arc::new(std::mem::take(&mut *got.lock().expect("tap")));
-    assert!(
-        frames.len() > 20,
-        "{}: {} frames",
-        VARIANTS[variant],
-        frames.len()
-    );
-    m.lock()
-        .expect("corpus lock")
-        .insert((variant, seed), frames.clone());
-    frames
+fn corpus(variant: usize, seed: u64) -> Corpus {
+    static C: Corpora<(usize, u64)> = Corpora::new();
+    cached(&C, (variant, seed), || {
+        let (ns, inp) = nodes(variant, seed);
+        let mut f = fabric(ns);
+        let (finished, frames) = tapped_run(&mut f, 10_000_000_000, |n| {
+            n[..WORKERS].iter().all(Endpoint::is_done)
+        });
+        assert!(finished);
+        assert_eq!(proto::check(f.nodes(), &inp), 0, "the clean run is exact");
+        assert!(
+            frames.len() > 20,
+            "{}: {} frames",
+            VARIANTS[variant],
+            frames.len()
+        );
+        frames
+    })
 }
 
 // ---- property 1: fresh endpoints and arbitrary frames ----

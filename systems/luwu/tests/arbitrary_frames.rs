@@ -16,8 +16,8 @@
 //! ring runs through a stand-in IPv4 forwarder (`zero3`'s own has no public constructor), so
 //! its switch is not under test here.
 
-use inabench_fabric::fault::Faults;
-use inabench_fabric::sim::{NodeConfig, SimFabric};
+use inabench_fabric::fuzz::{Corpora, Corpus, cached, sim_fabric, tapped_run};
+use inabench_fabric::sim::SimFabric;
 use inabench_fabric::testing::*;
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
 use inabench_luwu::run::{self, Job};
@@ -26,7 +26,7 @@ use inabench_luwu::zero3::{Op, RingNode};
 use inabench_rng::SplitMix64;
 use proptest::prelude::*;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
@@ -174,17 +174,9 @@ fn nodes(sys: usize, seed: u64) -> Vec<Node> {
 }
 
 fn fabric<N: Endpoint>(nodes: Vec<N>) -> SimFabric<N> {
-    let n = nodes.len();
-    let nc = vec![
-        NodeConfig {
-            rx_cost_ns: 0,
-            tx_cost_ns: 0
-        };
-        n
-    ];
     let c = cfg();
     let link = run::sim_link(&c);
-    SimFabric::new(nodes, nc, c.switch_id(), link, Faults::default())
+    sim_fabric(nodes, c.switch_id(), link)
 }
 
 /// What a run ended with: whether it is exact, and every result vector. A push/pull job is
@@ -252,36 +244,25 @@ fn all_done<N: Endpoint>(n: &[N]) -> bool {
 }
 
 /// Every frame of a clean run of `sys` with `seed`, in the order put on links.
-fn corpus(sys: usize, seed: u64) -> Arc<Vec<Vec<u8>>> {
-    type Corpora = HashMap<(usize, u64), Arc<Vec<Vec<u8>>>>;
-    static C: OnceLock<Mutex<Corpora>> = OnceLock::new();
-    let m = C.get_or_init(Default::default);
-    if let Some(c) = m.lock().expect("corpus lock").get(&(sys, seed)) {
-        return c.clone();
-    }
-    let mut f = fabric(nodes(sys, seed));
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let g = got.clone();
-    f.set_tap(Box::new(move |_, _, _, frame| {
-        g.lock().expect("tap").push(frame.to_vec())
-    }));
-    assert!(f.run_until(10_000_000_000, all_done).finished);
-    let mut ns = f.into_nodes();
-    assert!(
-        results(sys, seed, &mut ns, true).0,
-        "the clean run is exact"
-    );
-    let frames = Arc::new(std::mem::take(&mut *got.lock().expect("tap")));
-    assert!(
-        frames.len() > 20,
-        "{}: {} frames",
-        SYSTEMS[sys],
-        frames.len()
-    );
-    m.lock()
-        .expect("corpus lock")
-        .insert((sys, seed), frames.clone());
-    frames
+fn corpus(sys: usize, seed: u64) -> Corpus {
+    static C: Corpora<(usize, u64)> = Corpora::new();
+    cached(&C, (sys, seed), || {
+        let mut f = fabric(nodes(sys, seed));
+        let (finished, frames) = tapped_run(&mut f, 10_000_000_000, all_done);
+        assert!(finished);
+        let mut ns = f.into_nodes();
+        assert!(
+            results(sys, seed, &mut ns, true).0,
+            "the clean run is exact"
+        );
+        assert!(
+            frames.len() > 20,
+            "{}: {} frames",
+            SYSTEMS[sys],
+            frames.len()
+        );
+        frames
+    })
 }
 
 // ---- property 1: fresh endpoints and arbitrary frames ----

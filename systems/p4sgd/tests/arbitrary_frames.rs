@@ -14,8 +14,8 @@
 //!
 //! The valid frames that get mutated are captured from a clean run of the same configuration.
 
-use inabench_fabric::fault::Faults;
-use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
+use inabench_fabric::fuzz::{Corpora, Corpus, cached, sim_fabric, tapped_run};
+use inabench_fabric::sim::{LinkConfig, SimFabric};
 use inabench_fabric::testing::*;
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
 use inabench_p4sgd::cpusync::{CpuSyncWorker, Forwarder};
@@ -24,8 +24,6 @@ use inabench_p4sgd::gpusync::{Algo, GpuSyncConfig, GpuSyncWorker};
 use inabench_p4sgd::protocol::{P4sgdSwitch, P4sgdWorker, SwitchConfig, WorkerConfig};
 use inabench_rng::SplitMix64;
 use proptest::prelude::*;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
@@ -175,20 +173,12 @@ fn nodes(sys: usize, seed: u64) -> Vec<Node> {
 }
 
 fn fabric<N: Endpoint>(nodes: Vec<N>) -> SimFabric<N> {
-    let n = nodes.len();
-    let nc = vec![
-        NodeConfig {
-            rx_cost_ns: 0,
-            tx_cost_ns: 0
-        };
-        n
-    ];
     let link = LinkConfig {
         latency_ns: 500,
         mtu: usize::MAX / 2,
         ..LinkConfig::gbps100()
     };
-    SimFabric::new(nodes, nc, WORKERS as NodeId, link, Faults::default())
+    sim_fabric(nodes, WORKERS as NodeId, link)
 }
 
 fn all_done<N: Endpoint>(n: &[N]) -> bool {
@@ -196,36 +186,25 @@ fn all_done<N: Endpoint>(n: &[N]) -> bool {
 }
 
 /// Every frame of a clean run of `sys` with `seed`, in the order put on links.
-fn corpus(sys: usize, seed: u64) -> Arc<Vec<Vec<u8>>> {
-    type Corpora = HashMap<(usize, u64), Arc<Vec<Vec<u8>>>>;
-    static C: OnceLock<Mutex<Corpora>> = OnceLock::new();
-    let m = C.get_or_init(Default::default);
-    if let Some(c) = m.lock().expect("corpus lock").get(&(sys, seed)) {
-        return c.clone();
-    }
-    let mut f = fabric(nodes(sys, seed));
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let g = got.clone();
-    f.set_tap(Box::new(move |_, _, _, frame| {
-        g.lock().expect("tap").push(frame.to_vec())
-    }));
-    assert!(f.run_until(10_000_000_000, all_done).finished);
-    for n in f.nodes() {
-        if let Some((done, wrong, dup)) = n.0.outcome() {
-            assert_eq!((done, wrong, dup), (OPS, 0, 0), "the clean run is exact");
+fn corpus(sys: usize, seed: u64) -> Corpus {
+    static C: Corpora<(usize, u64)> = Corpora::new();
+    cached(&C, (sys, seed), || {
+        let mut f = fabric(nodes(sys, seed));
+        let (finished, frames) = tapped_run(&mut f, 10_000_000_000, all_done);
+        assert!(finished);
+        for n in f.nodes() {
+            if let Some((done, wrong, dup)) = n.0.outcome() {
+                assert_eq!((done, wrong, dup), (OPS, 0, 0), "the clean run is exact");
+            }
         }
-    }
-    let frames = Arc::new(std::mem::take(&mut *got.lock().expect("tap")));
-    assert!(
-        frames.len() > 100,
-        "{}: {} frames",
-        SYSTEMS[sys],
-        frames.len()
-    );
-    m.lock()
-        .expect("corpus lock")
-        .insert((sys, seed), frames.clone());
-    frames
+        assert!(
+            frames.len() > 100,
+            "{}: {} frames",
+            SYSTEMS[sys],
+            frames.len()
+        );
+        frames
+    })
 }
 
 // ---- property 1: fresh endpoints and arbitrary frames ----
