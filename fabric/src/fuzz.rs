@@ -176,15 +176,21 @@ impl<N: Endpoint> Scheduled<N> {
 /// Hand `frames` to `ep` at `now`, draining what it sends after each (bounded: one frame may
 /// not start a flood). Returns the frames sent.
 pub fn deliver<E: Endpoint + ?Sized>(ep: &mut E, now: Nanos, frames: &[Inject]) -> usize {
+    frames.iter().map(|s| feed(ep, now, s.from, &s.bytes)).sum()
+}
+
+/// Hand `frame` to `ep` and drain what it sends (bounded: one frame may not start a flood).
+/// Returns the frames sent.
+pub fn feed<E: Endpoint + ?Sized>(ep: &mut E, now: Nanos, from: NodeId, frame: &[u8]) -> usize {
+    ep.handle_packet(now, from, frame);
     let mut sent = 0;
-    for s in frames {
-        ep.handle_packet(now, s.from, &s.bytes);
-        let mut k = 0;
-        while ep.poll_transmit(now).is_some() {
-            k += 1;
-            assert!(k < 100_000, "endpoint {} floods after one frame", ep.id());
-        }
-        sent += k;
+    while ep.poll_transmit(now).is_some() {
+        sent += 1;
+        assert!(
+            sent < 100_000,
+            "endpoint {} floods after one frame",
+            ep.id()
+        );
     }
     sent
 }

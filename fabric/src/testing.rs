@@ -113,20 +113,9 @@ pub fn from_id(g: &mut SplitMix64, nodes: usize) -> NodeId {
     }
 }
 
-/// Hand `frame` to `ep` and drain what it sends (bounded: one frame may not start a flood).
-pub fn feed<E: Endpoint + ?Sized>(ep: &mut E, now: Nanos, from: NodeId, frame: &[u8]) -> usize {
-    ep.handle_packet(now, from, frame);
-    let mut sent = 0;
-    while ep.poll_transmit(now).is_some() {
-        sent += 1;
-        assert!(
-            sent < 100_000,
-            "endpoint {} floods after one frame",
-            ep.id()
-        );
-    }
-    sent
-}
+/// Hand `frame` to `ep` and drain what it sends (bounded: one frame may not start a flood);
+/// the fuzz bodies' [`crate::fuzz::feed`].
+pub use crate::fuzz::feed;
 
 /// An endpoint with a hostile source beside it: before a share of the real frames, 1..3 junk
 /// frames arrive from arbitrary neighbour ids.
