@@ -40,15 +40,18 @@ pub struct Inject {
 /// The most frames one input schedules (a run with more says nothing new and runs slower).
 pub const MAX_INJECTS: usize = 64;
 
-struct Cursor<'a>(&'a [u8]);
+/// A fuzzer's bytes read from the front; the field is what is left.
+pub struct Cursor<'a>(pub &'a [u8]);
 
 impl Cursor<'_> {
-    fn u8(&mut self) -> Option<u8> {
+    /// The next byte, or none when the input has ended.
+    pub fn u8(&mut self) -> Option<u8> {
         let (&b, rest) = self.0.split_first()?;
         self.0 = rest;
         Some(b)
     }
-    fn u16(&mut self) -> Option<u16> {
+    /// The next two bytes, little-endian, or none when fewer are left.
+    pub fn u16(&mut self) -> Option<u16> {
         Some(u16::from_le_bytes([self.u8()?, self.u8()?]))
     }
 }

@@ -20,6 +20,7 @@
 //! has no authentication (the design's, as in `fuzz_service`), and exactness is not asserted then.
 
 use crate::testbed::udp::{Offer, SlotTable};
+use inabench_fabric::fuzz::Cursor;
 use inabench_xdp::proto::{GRADS, Kind, PACKET_LEN, Packet, Receiver};
 
 const MEMBERS: u8 = 3;
@@ -65,19 +66,6 @@ fn clean() -> Vec<Packet> {
         }
     }
     v
-}
-
-struct Cursor<'a>(&'a [u8]);
-
-impl Cursor<'_> {
-    fn u8(&mut self) -> Option<u8> {
-        let (&b, rest) = self.0.split_first()?;
-        self.0 = rest;
-        Some(b)
-    }
-    fn u16(&mut self) -> Option<u16> {
-        Some(u16::from_le_bytes([self.u8()?, self.u8()?]))
-    }
 }
 
 /// The hostile frames `data` spells: (place, bytes).
