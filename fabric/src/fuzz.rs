@@ -232,6 +232,13 @@ impl<N: Endpoint> Endpoint for Scheduled<N> {
     }
 }
 
+/// A body's input split into its first byte, read as an index below `n` (modulo `n`: the system
+/// or variant it drives), and the rest; none for an empty input.
+pub fn pick(data: &[u8], n: usize) -> Option<(usize, &[u8])> {
+    let (&first, rest) = data.split_first()?;
+    Some((first as usize % n, rest))
+}
+
 /// A sim fabric for a fuzz run: `nodes` with no host costs, `switch` the switch's id, links as
 /// `link`, no faults beyond the schedule's frames.
 pub fn sim_fabric<N: Endpoint>(nodes: Vec<N>, switch: NodeId, link: LinkConfig) -> SimFabric<N> {

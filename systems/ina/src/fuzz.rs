@@ -16,7 +16,7 @@ use crate::common::{AllReduceConfig, SetupNode, reference_sum};
 use crate::drive::{sim_link, system};
 use inabench_fabric::Endpoint;
 use inabench_fabric::fuzz::{
-    Corpora, Corpus, Kind, Scheduled, cached, finish_all, schedule, scheduled, sim_fabric,
+    Corpora, Corpus, Kind, Scheduled, cached, finish_all, pick, schedule, scheduled, sim_fabric,
     tapped_run,
 };
 use inabench_fabric::sim::{LinkConfig, SimFabric};
@@ -148,10 +148,10 @@ pub fn run(name: &'static str, data: &[u8]) -> Outcome {
 /// The body: the first byte picks the system, the rest is the schedule; a wrong, unfinished or
 /// later changed result fails unless the schedule holds a kind of frame in [`findings`].
 pub fn endpoints(data: &[u8]) {
-    let Some((&pick, data)) = data.split_first() else {
+    let Some((sys, data)) = pick(data, SYSTEMS.len()) else {
         return;
     };
-    let name = SYSTEMS[pick as usize % SYSTEMS.len()];
+    let name = SYSTEMS[sys];
     let o = run(name, data);
     if !o.exempt {
         assert!(

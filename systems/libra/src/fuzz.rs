@@ -15,7 +15,7 @@
 use crate::layout::Placement;
 use crate::proto::{self, Config, Inputs, Node};
 use inabench_fabric::fuzz::{
-    Corpora, Corpus, Kind, cached, finish_all, schedule, scheduled, sim_fabric, tapped_run,
+    Corpora, Corpus, Kind, cached, finish_all, pick, schedule, scheduled, sim_fabric, tapped_run,
 };
 use inabench_fabric::sim::{LinkConfig, SimFabric};
 use inabench_fabric::{Endpoint, NodeId};
@@ -162,10 +162,9 @@ pub fn run(variant: usize, data: &[u8]) -> Outcome {
 /// The body: the first byte picks the variant, the rest is the schedule; a wrong or unfinished
 /// result fails unless the schedule holds a kind of frame in [`findings`].
 pub fn endpoints(data: &[u8]) {
-    let Some((&pick, data)) = data.split_first() else {
+    let Some((variant, data)) = pick(data, VARIANTS.len()) else {
         return;
     };
-    let variant = pick as usize % VARIANTS.len();
     let o = run(variant, data);
     if !o.exempt {
         assert!(

@@ -17,7 +17,7 @@ use crate::run::{self, Job};
 use crate::transport::Config;
 use inabench_fabric::Endpoint;
 use inabench_fabric::fuzz::{
-    Corpora, Corpus, Kind, cached, deliver, schedule, scheduled, sim_fabric, tapped_run,
+    Corpora, Corpus, Kind, cached, deliver, pick, schedule, scheduled, sim_fabric, tapped_run,
 };
 use inabench_fabric::sim::SimFabric;
 use inabench_rng::SplitMix64;
@@ -150,10 +150,9 @@ pub fn run(sys: usize, data: &[u8]) -> Outcome {
 /// job, or a result changed after the run, fails unless the schedule holds a kind of frame in
 /// [`FINDINGS`].
 pub fn endpoints(data: &[u8]) {
-    let Some((&pick, data)) = data.split_first() else {
+    let Some((sys, data)) = pick(data, SYSTEMS.len()) else {
         return;
     };
-    let sys = pick as usize % SYSTEMS.len();
     let o = run(sys, data);
     if !o.exempt {
         assert!(

@@ -19,7 +19,7 @@ use crate::driver::{Collective, LoopWorker};
 use crate::gpusync::{Algo, GpuSyncConfig, GpuSyncWorker};
 use crate::protocol::{P4sgdSwitch, P4sgdWorker, SwitchConfig, WorkerConfig};
 use inabench_fabric::fuzz::{
-    Corpora, Corpus, Kind, cached, finish_all, schedule, scheduled, sim_fabric, tapped_run,
+    Corpora, Corpus, Kind, cached, finish_all, pick, schedule, scheduled, sim_fabric, tapped_run,
 };
 use inabench_fabric::sim::{LinkConfig, SimFabric};
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
@@ -214,10 +214,9 @@ pub fn run(sys: usize, data: &[u8]) -> Outcome {
 /// The body: the first byte picks the system, the rest is the schedule; a wrong, duplicate or
 /// missing aggregate fails unless the schedule holds a flipped frame.
 pub fn endpoints(data: &[u8]) {
-    let Some((&pick, data)) = data.split_first() else {
+    let Some((sys, data)) = pick(data, SYSTEMS.len()) else {
         return;
     };
-    let sys = pick as usize % SYSTEMS.len();
     let o = run(sys, data);
     if !o.exempt {
         assert!(
