@@ -25,6 +25,11 @@ const LRH_CRC: u32 = 0x2144_df1c;
 /// The ICRC of a RoCEv2 packet: `ip` runs from the IPv4 header to the end of the pad, without the
 /// ICRC. Only IPv4 is spoken (`Unsupported` otherwise).
 pub fn compute(ip: &[u8]) -> Result<u32, Error> {
+    head_crc(ip)
+}
+
+/// The CRC state after the masked LRH, the masked headers of `ip` and the rest of `ip`.
+fn head_crc(ip: &[u8]) -> Result<u32, Error> {
     need("RoCEv2 packet", ip.len(), ipv4::HEADER_LEN)?;
     if ip[0] >> 4 != 4 {
         return Err(Error::Unsupported("IP version for the ICRC (only IPv4)"));
@@ -49,6 +54,129 @@ pub fn compute(ip: &[u8]) -> Result<u32, Error> {
     hasher.update(h);
     hasher.update(&ip[masked..]);
     Ok(hasher.finalize())
+}
+
+/// The reflected Ethernet polynomial.
+const POLY: u32 = 0xedb8_8320;
+
+/// `a(x) * b(x) mod p(x)` in the reflected bit order of the CRC (zlib's `multmodp`).
+fn multiply(a: u32, mut b: u32) -> u32 {
+    let mut p = 0u32;
+    for i in 0..32 {
+        p ^= b & ((a >> (31 - i)) & 1).wrapping_neg();
+        b = (b >> 1) ^ ((b & 1).wrapping_neg() & POLY);
+    }
+    p
+}
+
+/// `x^(8 len) mod p(x)`, reflected: multiplying a CRC by it appends `len` zero bytes.
+fn x8n(len: usize) -> u32 {
+    let mut p = 0x8000_0000; // x^0
+    let mut sq = 0x0080_0000; // x^8
+    let mut n = len;
+    while n != 0 {
+        if n & 1 != 0 {
+            p = multiply(sq, p);
+        }
+        sq = multiply(sq, sq);
+        n >>= 1;
+    }
+    p
+}
+
+/// The bytes at the end of several packets that differ only before them (an aggregate sent to
+/// every worker under each one's headers): their CRC, computed once with [`SharedTail::new`].
+/// CRC-32 is linear, so `crc(A ‖ B) = crc(A) · x^(8|B|) mod p ⊕ crc(B)` (zlib's `crc32_combine`),
+/// and each packet's ICRC needs only its own head hashed ([`compute_with_tail`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SharedTail {
+    /// CRC-32 of the tail bytes then `pad` zero bytes
+    crc: u32,
+    len: usize,
+}
+
+impl SharedTail {
+    /// The tail `bytes` followed by `pad` zero bytes (the packet's pad, when the tail ends the
+    /// payload).
+    pub fn new(bytes: &[u8], pad: usize) -> SharedTail {
+        let mut h = crc32fast::Hasher::new();
+        h.update(bytes);
+        for _ in 0..pad {
+            h.update(&[0]);
+        }
+        SharedTail {
+            crc: h.finalize(),
+            len: bytes.len() + pad,
+        }
+    }
+
+    /// Bytes covered (tail and pad).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Appending a fixed number of bytes to a CRC: `x^(8 len) mod p` as four byte-indexed tables
+/// (the product is linear in the CRC, so it is the XOR of one entry per byte of it).
+#[derive(Clone)]
+pub struct Shift {
+    len: usize,
+    table: Box<[[u32; 256]; 4]>,
+}
+
+impl std::fmt::Debug for Shift {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shift").field("len", &self.len).finish()
+    }
+}
+
+impl Shift {
+    /// The shift past `len` bytes (32 multiplies to build: every other entry is an XOR of those).
+    pub fn new(len: usize) -> Shift {
+        let x = x8n(len);
+        let mut table = Box::new([[0u32; 256]; 4]);
+        for (k, t) in table.iter_mut().enumerate() {
+            for bit in 0..8 {
+                let v = 1usize << bit;
+                t[v] = multiply(x, 1u32 << (8 * k + bit));
+                for low in 1..v {
+                    t[v | low] = t[v] ^ t[low];
+                }
+            }
+        }
+        Shift { len, table }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// `crc · x^(8 len) mod p`.
+    fn apply(&self, crc: u32) -> u32 {
+        let t = &self.table;
+        t[0][(crc & 0xff) as usize]
+            ^ t[1][((crc >> 8) & 0xff) as usize]
+            ^ t[2][((crc >> 16) & 0xff) as usize]
+            ^ t[3][(crc >> 24) as usize]
+    }
+}
+
+/// The ICRC of a packet whose bytes after `head` (which runs from the IPv4 header, and holds at
+/// least the masked headers) are those `tail` was made from: the same value [`compute`] gives on
+/// the whole packet, with only `head` hashed. `shift` must be for `tail.len()` bytes.
+pub fn compute_with_tail(head: &[u8], tail: &SharedTail, shift: &Shift) -> Result<u32, Error> {
+    if shift.len != tail.len {
+        return Err(Error::Malformed("ICRC shift not for the tail's length"));
+    }
+    Ok(shift.apply(head_crc(head)?) ^ tail.crc)
 }
 
 /// The ICRC at the end of `ip` (the IPv4 packet including its trailing ICRC), as sent.
@@ -117,6 +245,92 @@ mod tests {
         let mut again = CAPTURED_CNP[..CAPTURED_CNP.len() - 4].to_vec();
         append(&mut again, 14).expect("append");
         assert_eq!(again, CAPTURED_CNP);
+    }
+
+    /// Bytes from a xorshift generator (any bytes do: the CRC identities hold for all).
+    fn noise(seed: u64, n: usize) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 24) as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn shift_appends_zero_bytes_and_combines_like_crc32fast() {
+        for (seed, len) in [
+            (1, 0),
+            (2, 1),
+            (3, 3),
+            (4, 4),
+            (5, 255),
+            (6, 1008),
+            (7, 1027),
+            (8, 4100),
+        ] {
+            let a = noise(seed, 37);
+            let b = noise(seed + 100, len);
+            let shift = Shift::new(len);
+            // crc(a ‖ zeros) = shift(crc(a)) ^ crc(zeros) ... and with any b:
+            let mut whole = crc32fast::Hasher::new();
+            whole.update(&a);
+            whole.update(&b);
+            let (ca, cb) = (crc32fast::hash(&a), crc32fast::hash(&b));
+            assert_eq!(shift.apply(ca) ^ cb, whole.finalize(), "{len} bytes");
+            // and as crc32fast's own combine
+            let mut ha = crc32fast::Hasher::new();
+            ha.update(&a);
+            let mut hb = crc32fast::Hasher::new();
+            hb.update(&b);
+            ha.combine(&hb);
+            assert_eq!(shift.apply(ca) ^ cb, ha.finalize());
+        }
+    }
+
+    #[test]
+    fn a_shared_tail_gives_the_icrc_of_the_whole_packet() {
+        let ip = &CAPTURED_CNP[14..CAPTURED_CNP.len() - 4];
+        // the masked prefix is the 40 bytes of IPv4, UDP and BTH: split anywhere after it
+        for split in 40..=ip.len() {
+            let (head, tail) = ip.split_at(split);
+            let shared = SharedTail::new(tail, 0);
+            let shift = Shift::new(shared.len());
+            assert_eq!(
+                compute_with_tail(head, &shared, &shift),
+                Ok(0x2a00_fd82),
+                "at {split}"
+            );
+        }
+        // random packets behind the CNP's headers, with a pad of zeros after the tail
+        for (seed, n, pad) in [
+            (11, 1024, 0),
+            (12, 1008, 0),
+            (13, 61, 3),
+            (14, 2, 2),
+            (15, 0, 0),
+        ] {
+            let mut pkt = ip[..40].to_vec();
+            let head = noise(seed, 16);
+            let tail = noise(seed + 7, n);
+            pkt.extend_from_slice(&head);
+            pkt.extend_from_slice(&tail);
+            pkt.extend(std::iter::repeat_n(0u8, pad));
+            let shared = SharedTail::new(&tail, pad);
+            assert_eq!(shared.len(), n + pad);
+            let shift = Shift::new(n + pad);
+            assert_eq!(
+                compute_with_tail(&pkt[..56], &shared, &shift),
+                compute(&pkt),
+                "{n} bytes + {pad}"
+            );
+            // a shift for another length is refused, a head without its headers too
+            assert!(compute_with_tail(&pkt[..56], &shared, &Shift::new(n + pad + 1)).is_err());
+            assert!(compute_with_tail(&pkt[..39], &shared, &shift).is_err());
+        }
     }
 
     #[test]

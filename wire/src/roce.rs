@@ -133,11 +133,10 @@ impl FrameRepr {
         }
     }
 
-    /// Write the frame carrying `parts` (concatenated: an INA header, then the payload) into
-    /// `frame`, which must be exactly `buffer_len` long.
-    fn emit_parts(&self, frame: &mut [u8], parts: &[&[u8]]) -> Result<(), Error> {
+    /// Check that a payload of `payload_len` bytes may ride this frame (the opcode's layout,
+    /// no payload in an ACK, a pad only on a message's last packet); returns the pad length.
+    fn check_payload(&self, payload_len: usize) -> Result<usize, Error> {
         let l = self.layout()?;
-        let payload_len: usize = parts.iter().map(|p| p.len()).sum();
         if !l.payload && payload_len > 0 {
             return Err(Error::Malformed("payload in an ACKNOWLEDGE"));
         }
@@ -147,11 +146,14 @@ impl FrameRepr {
                 "first and middle packets carry a multiple of 4 bytes",
             ));
         }
-        let total = self.buffer_len(payload_len);
-        if frame.len() != total {
-            return Err(Error::Malformed("frame buffer is not buffer_len() long"));
-        }
+        Ok(pad)
+    }
+
+    /// Write the headers (Ethernet to the last extension header, [`FrameRepr::header_len`]
+    /// bytes) of a frame carrying `payload_len` bytes into the start of `frame`.
+    fn emit_headers(&self, frame: &mut [u8], payload_len: usize) -> Result<(), Error> {
         let layers = self.layers(payload_len);
+        need("RoCEv2 headers", frame.len(), self.header_len())?;
         layers.ethernet.emit(&mut frame[..]);
         layers.ipv4.emit(&mut frame[IP_OFFSET..])?;
         layers
@@ -170,14 +172,49 @@ impl FrameRepr {
         }
         if let Some(i) = layers.immdt {
             i.emit(&mut frame[at..])?;
-            at += ib::IMMDT_LEN;
         }
+        Ok(())
+    }
+
+    /// Write the frame carrying `parts` (concatenated: an INA header, then the payload) into
+    /// `frame`, which must be exactly `buffer_len` long.
+    fn emit_parts(&self, frame: &mut [u8], parts: &[&[u8]]) -> Result<(), Error> {
+        let payload_len: usize = parts.iter().map(|p| p.len()).sum();
+        let pad = self.check_payload(payload_len)?;
+        let total = self.buffer_len(payload_len);
+        if frame.len() != total {
+            return Err(Error::Malformed("frame buffer is not buffer_len() long"));
+        }
+        self.emit_headers(frame, payload_len)?;
+        let mut at = self.header_len();
         for p in parts {
             frame[at..at + p.len()].copy_from_slice(p);
             at += p.len();
         }
         frame[at..at + pad].fill(0);
         icrc::fill(&mut frame[IP_OFFSET..])
+    }
+
+    /// Headers then `parts` then the pad, appended to `buf` (cleared first): every byte but the
+    /// ICRC, each written once (no zeroing first).
+    fn push_headers_and_parts(
+        &self,
+        buf: &mut Vec<u8>,
+        parts: &[&[u8]],
+        payload_len: usize,
+    ) -> Result<usize, Error> {
+        let pad = self.check_payload(payload_len)?;
+        let hl = self.header_len();
+        buf.clear();
+        buf.reserve(self.buffer_len(payload_len));
+        let mut head =
+            [0u8; BTH_OFFSET + ib::BTH_LEN + ib::RETH_LEN + ib::AETH_LEN + ib::IMMDT_LEN];
+        self.emit_headers(&mut head[..hl], payload_len)?;
+        buf.extend_from_slice(&head[..hl]);
+        for p in parts {
+            buf.extend_from_slice(p);
+        }
+        Ok(pad)
     }
 
     /// Write the frame carrying `payload` into `frame` (exactly [`FrameRepr::buffer_len`] long):
@@ -206,9 +243,37 @@ impl FrameRepr {
     /// not copy them into one slice first.
     pub fn build_parts_into(&self, buf: &mut Vec<u8>, parts: &[&[u8]]) -> Result<(), Error> {
         let payload_len: usize = parts.iter().map(|p| p.len()).sum();
-        buf.clear();
-        buf.resize(self.buffer_len(payload_len), 0);
-        self.emit_parts(buf, parts)
+        let pad = self.push_headers_and_parts(buf, parts, payload_len)?;
+        buf.extend_from_slice(&[0u8; 3][..pad]);
+        let crc = icrc::compute(&buf[IP_OFFSET..])?;
+        buf.extend_from_slice(&crc.to_le_bytes());
+        Ok(())
+    }
+
+    /// As [`FrameRepr::build_parts_into`] with the payload `head` then `tail`, where `shared`
+    /// was made from `tail` and this frame's pad ([`icrc::SharedTail::new`]`(tail,
+    /// pad_len(head + tail))`) and `shift` is for its length: the same bytes, with only the
+    /// headers and `head` hashed for the ICRC (the switch that sends one aggregate to several
+    /// receivers hashes the aggregate once).
+    pub fn build_shared_tail_into(
+        &self,
+        buf: &mut Vec<u8>,
+        head: &[&[u8]],
+        tail: &[u8],
+        shared: &icrc::SharedTail,
+        shift: &icrc::Shift,
+    ) -> Result<(), Error> {
+        let head_len: usize = head.iter().map(|p| p.len()).sum();
+        let payload_len = head_len + tail.len();
+        if shared.len() != tail.len() + Self::pad_len(payload_len) {
+            return Err(Error::Malformed("shared ICRC tail not this frame's tail"));
+        }
+        let pad = self.push_headers_and_parts(buf, head, payload_len)?;
+        let crc = icrc::compute_with_tail(&buf[IP_OFFSET..], shared, shift)?;
+        buf.extend_from_slice(tail);
+        buf.extend_from_slice(&[0u8; 3][..pad]);
+        buf.extend_from_slice(&crc.to_le_bytes());
+        Ok(())
     }
 
     /// Parse a frame, verifying the ICRC; returns the headers and the payload (without pad and
@@ -337,6 +402,12 @@ impl<'a> RoceV2Packet<'a> {
     /// Write the frame into `frame` (exactly [`RoceV2Packet::buffer_len`] long). A NetReduce
     /// header goes only at the start of a message (a first or only packet).
     pub fn emit(&self, frame: &mut [u8]) -> Result<(), Error> {
+        let (ina, n) = self.ina_bytes()?;
+        self.headers.emit_parts(frame, &[&ina[..n], self.payload])
+    }
+
+    /// The INA header's bytes (checked against the opcode and payload) and their count.
+    fn ina_bytes(&self) -> Result<([u8; 16], usize), Error> {
         let mut ina = [0u8; 16];
         let n = match self.ina {
             Some(h) => {
@@ -360,7 +431,7 @@ impl<'a> RoceV2Packet<'a> {
             }
             None => 0,
         };
-        self.headers.emit_parts(frame, &[&ina[..n], self.payload])
+        Ok((ina, n))
     }
 
     /// Build the frame (a new buffer; [`RoceV2Packet::build_into`] writes into the caller's).
@@ -373,9 +444,9 @@ impl<'a> RoceV2Packet<'a> {
     /// Build the frame into `buf`, whatever it held: resized to [`RoceV2Packet::buffer_len`]
     /// (no allocation when its capacity suffices) and every byte written.
     pub fn build_into(&self, buf: &mut Vec<u8>) -> Result<(), Error> {
-        buf.clear();
-        buf.resize(self.buffer_len(), 0);
-        self.emit(buf)
+        let (ina, n) = self.ina_bytes()?;
+        self.headers
+            .build_parts_into(buf, &[&ina[..n], self.payload])
     }
 
     /// Parse a frame (verifying the ICRC) whose payload starts with an INA header of `ina`'s
@@ -509,6 +580,56 @@ mod tests {
         let mut buf = vec![0xabu8; 9000];
         p.build_into(&mut buf).expect("build_into");
         assert_eq!(buf, p.build().expect("build"));
+    }
+
+    #[test]
+    fn a_shared_tail_builds_the_same_bytes() {
+        let values: Vec<u8> = (0..1031u32).map(|i| (i * 7 + 3) as u8).collect();
+        for op in [
+            opcode::RC_RDMA_WRITE_FIRST,
+            opcode::RC_RDMA_WRITE_MIDDLE,
+            opcode::RC_RDMA_WRITE_LAST,
+            opcode::RC_SEND_ONLY,
+        ] {
+            // whole words on first and middle packets, any length on the last
+            let lens: &[usize] = if opcode::ends_message(op) {
+                &[16, 17, 18, 19, 1024, 1031]
+            } else {
+                &[16, 1024]
+            };
+            for &n in lens {
+                let payload = &values[..n];
+                let (head, tail) = payload.split_at(16);
+                let pad = FrameRepr::pad_len(n);
+                let shared = icrc::SharedTail::new(tail, pad);
+                let shift = icrc::Shift::new(shared.len());
+                for qp in [0x12, 0x345] {
+                    let mut repr = headers(op);
+                    repr.bth.dest_qp = qp;
+                    repr.bth.psn = qp * 3;
+                    let plain = repr.build(payload).expect("build");
+                    let mut buf = vec![0xeeu8; 5];
+                    repr.build_shared_tail_into(
+                        &mut buf,
+                        &[&head[..4], &head[4..]],
+                        tail,
+                        &shared,
+                        &shift,
+                    )
+                    .expect("shared tail");
+                    assert_eq!(buf, plain, "opcode {op:#x}, {n} bytes");
+                    FrameRepr::parse(&buf).expect("the ICRC verifies");
+                }
+                // a tail that is not the one the CRC was made from: refused when its length
+                // differs (the same length is the caller's promise)
+                let mut buf = Vec::new();
+                assert!(
+                    headers(op)
+                        .build_shared_tail_into(&mut buf, &[head], &values[12..n], &shared, &shift)
+                        .is_err()
+                );
+            }
+        }
     }
 
     #[test]

@@ -32,9 +32,10 @@ use crate::netreduce::{Layout, node_of_ip, qp_index};
 use crate::roce::psn_diff;
 use inabench_fabric::{BufPool, Endpoint, Nanos, NodeId, Transmit};
 use inabench_wire::ib::opcode;
+use inabench_wire::icrc::{SharedTail, Shift};
 use inabench_wire::ina::NetReduceHeader;
 use inabench_wire::roce::FrameRepr;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 /// The FPGA board of Sec. 4.
 #[derive(Debug, Clone, Copy)]
@@ -63,13 +64,26 @@ struct Aggregator {
     bitmap: u64,
     bufs: Vec<Option<(FrameRepr, Vec<u8>)>>,
     result: Option<Vec<u8>>,
+    /// the CRC of the result's bytes after [`RESULT_HEAD`] (and the pad), which every copy of
+    /// the result ends in: set with `result`
+    tail: Option<SharedTail>,
 }
+
+/// The bytes of a result frame's payload whose source differs between copies: a first packet
+/// keeps its own INA header there, the others the aggregate's first bytes. The rest of the
+/// payload is the same in every copy, so its ICRC contribution is computed once per aggregate.
+const RESULT_HEAD: usize = NetReduceHeader::LEN;
+
+/// A CLT key: (SrcIP, DstIP, DstQP).
+type CltKey = ([u8; 4], [u8; 4], u32);
 
 pub struct Accelerator {
     id: NodeId,
     layout: Layout,
     model: FpgaModel,
-    clt: HashMap<([u8; 4], [u8; 4], u32), Clt>,
+    /// the Connection Lookup Table, by the sender's rank (every entry's SrcIP is a worker's):
+    /// each rank's connections (one per QP), searched by the whole key
+    clt: Vec<Vec<(CltKey, Clt)>>,
     aggs: Vec<Aggregator>,
     out: VecDeque<Transmit>,
     stats: SwitchStats,
@@ -79,6 +93,9 @@ pub struct Accelerator {
     /// the adder's accumulators, reused for every aggregation
     acc_f32: Vec<f32>,
     acc_i32: Vec<i32>,
+    /// appends a result's shared tail to each copy's ICRC (built for the first result's tail
+    /// length, rebuilt if it changes)
+    shift: Option<Shift>,
 }
 
 impl Accelerator {
@@ -105,7 +122,7 @@ impl Accelerator {
             id,
             layout,
             model,
-            clt: HashMap::new(),
+            clt: vec![Vec::new(); layout.workers],
             aggs,
             out: VecDeque::new(),
             stats,
@@ -113,6 +130,7 @@ impl Accelerator {
             pool: BufPool::new(64 + 4 * layout.workers),
             acc_f32: Vec::new(),
             acc_i32: Vec::new(),
+            shift: None,
         }
     }
 
@@ -129,14 +147,23 @@ impl Accelerator {
         let (Some(result), Some((repr, orig))) = (&agg.result, &agg.bufs[from]) else {
             return;
         };
-        // the first packet keeps its own INA header in front of the aggregated values
-        let k = if NetReduceHeader::is_first(orig) {
-            NetReduceHeader::LEN.min(result.len())
+        // the first packet keeps its own INA header in front of the aggregated values (every
+        // held payload is at least the result long)
+        let k = RESULT_HEAD.min(result.len());
+        let head = if NetReduceHeader::is_first(orig) {
+            &orig[..k]
         } else {
-            0
+            &result[..k]
         };
         let mut bytes = self.pool.take(0);
-        match repr.build_parts_into(&mut bytes, &[&orig[..k], &result[k..]]) {
+        let built = match (&agg.tail, &self.shift) {
+            (Some(tail), Some(shift)) if shift.len() == tail.len() => {
+                repr.build_shared_tail_into(&mut bytes, &[head], &result[k..], tail, shift)
+            }
+            // a late retransmission of a result of another length than the latest: hashed whole
+            _ => repr.build_parts_into(&mut bytes, &[head, &result[k..]]),
+        };
+        match built {
             Ok(()) => {
                 self.stats.packets_out += 1;
                 self.out.push_back(Transmit {
@@ -171,16 +198,21 @@ impl Accelerator {
                 self.stats.dropped += 1;
                 return;
             }
-            self.clt.insert(
-                key,
-                Clt {
-                    rank,
-                    msg_id: h.msg_id,
-                    psn0: repr.bth.psn,
-                },
-            );
+            let entry = Clt {
+                rank,
+                msg_id: h.msg_id,
+                psn0: repr.bth.psn,
+            };
+            let conns = &mut self.clt[rank];
+            match conns.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, c)) => *c = entry,
+                None => conns.push((key, entry)),
+            }
         }
-        let Some(c) = self.clt.get(&key).copied() else {
+        let found = node_of_ip(repr.src_ip)
+            .and_then(|r| self.clt.get(r as usize))
+            .and_then(|conns| conns.iter().find(|(k, _)| *k == key));
+        let Some(&(_, c)) = found else {
             self.stats.dropped += 1;
             return;
         };
@@ -224,6 +256,7 @@ impl Accelerator {
                 // lazy deallocation: the aggregator now serves this message
                 agg.msg_id = Some(c.msg_id);
                 agg.bitmap = 0;
+                agg.tail = None;
                 if let Some(r) = agg.result.take() {
                     self.pool.put(r);
                 }
@@ -301,7 +334,13 @@ impl Accelerator {
             }
             kernel::store_be_i32(&mut sum[body], acc);
         }
+        let k = RESULT_HEAD.min(len);
+        let tail = SharedTail::new(&sum[k..], FrameRepr::pad_len(len));
+        if self.shift.as_ref().map(Shift::len) != Some(tail.len()) {
+            self.shift = Some(Shift::new(tail.len()));
+        }
         agg.result = Some(sum);
+        agg.tail = Some(tail);
         for r in 0..self.layout.workers {
             self.emit(r, slot);
         }
@@ -362,5 +401,101 @@ impl Endpoint for Accelerator {
 impl Switch for Accelerator {
     fn stats(&self) -> SwitchStats {
         self.stats.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::common::{AllReduceConfig, SetupNode, System};
+    use crate::netreduce::{NetReduce, psn0};
+    use inabench_wire::roce::FrameRepr;
+
+    /// Every worker's first window of frames, by worker, in sending order.
+    fn windows(cfg: &AllReduceConfig) -> (Vec<Vec<Vec<u8>>>, Accelerator) {
+        let layout = Layout::new(cfg).expect("layout");
+        let mut frames = Vec::new();
+        for n in NetReduce.build(cfg).expect("build").into_nodes() {
+            if let SetupNode::Worker(mut w) = n {
+                let mut mine = Vec::new();
+                while let Some(t) = w.poll_transmit(0) {
+                    mine.push(t.bytes);
+                }
+                frames.push(mine);
+            }
+        }
+        (frames, Accelerator::new(cfg.workers as NodeId, layout))
+    }
+
+    /// Each result copy (its aggregate's tail hashed once for the ICRC of every copy) is the
+    /// frame the plain builder makes of its headers and payload, its ICRC verifies, and its
+    /// values are the exact int32 sums of the workers' packets at its PSN, the INA header of a
+    /// first packet kept from the predecessor's packet.
+    #[test]
+    fn result_copies_are_the_frames_built_the_plain_way_and_sum_exactly() {
+        for (workers, elements, mtu, msg) in [
+            (4, 3000, 1024, 3.0),
+            (3, 500, 36, 5.0),
+            (6, 4000, 256, 170.0),
+        ] {
+            let cfg = AllReduceConfig {
+                workers,
+                elements,
+                seed: 7,
+                line_rate_bps: 100e9,
+                mtu,
+                timeout_ns: 1_000_000,
+                knobs: vec![("msg_packets".into(), msg)],
+            };
+            let (frames, mut acc) = windows(&cfg);
+            let packets = frames[0].len();
+            assert!(frames.iter().all(|f| f.len() == packets) && packets > 0);
+            let mut out = Vec::new();
+            for i in 0..packets {
+                for (w, f) in frames.iter().enumerate() {
+                    acc.handle_packet(0, w as NodeId, &f[i]);
+                    while let Some(t) = acc.poll_transmit(0) {
+                        out.push(t);
+                    }
+                }
+            }
+            // a retransmission after completion gets its destination the aggregate again
+            acc.handle_packet(0, 0, &frames[0][0]);
+            while let Some(t) = acc.poll_transmit(0) {
+                out.push(t);
+            }
+            assert_eq!(
+                out.len(),
+                packets * workers + 1,
+                "{workers} workers, mtu {mtu}"
+            );
+            for t in &out {
+                let (repr, payload) = FrameRepr::parse(&t.bytes).expect("the ICRC verifies");
+                assert_eq!(repr.build(payload).expect("build"), t.bytes);
+                // the packet of the predecessor whose headers it wears
+                let to = t.to as usize;
+                let from = (to + workers - 1) % workers;
+                let i = crate::roce::psn_diff(psn0(from, 0), repr.bth.psn) as usize;
+                let mine = |w: usize| FrameRepr::parse(&frames[w][i]).expect("parse").1;
+                let skip = if i.is_multiple_of(msg as usize) {
+                    NetReduceHeader::LEN
+                } else {
+                    0
+                };
+                assert_eq!(&payload[..skip], &mine(from)[..skip]);
+                for (v, at) in (skip..payload.len()).step_by(4).enumerate() {
+                    let want = (0..workers).fold(0i32, |s, w| {
+                        let b = &mine(w)[at..at + 4];
+                        s.wrapping_add(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+                    });
+                    let got = &payload[at..at + 4];
+                    assert_eq!(
+                        i32::from_be_bytes([got[0], got[1], got[2], got[3]]),
+                        want,
+                        "packet {i} value {v}"
+                    );
+                }
+            }
+        }
     }
 }
