@@ -7,8 +7,7 @@
 
 use crate::endpoint::{Endpoint, Nanos, NodeId};
 use crate::fault::{Fate, FaultCounters, FaultInjector, Faults};
-use std::collections::binary_heap::PeekMut;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LinkConfig {
@@ -68,121 +67,250 @@ pub struct SimReport {
 /// A frame tap: (time, from, to, frame) for every frame put on a link.
 pub type Tap = Box<dyn FnMut(Nanos, NodeId, NodeId, &[u8]) + Send>;
 
-/// One scheduled event, ordered by (time, sequence) only, earliest first: the sequence number is unique, so the
-/// order is total and the same as a heap of whole events would give. A frame's bytes wait in the
-/// fabric's slab (`frames[slot]`), so the queue moves small keys, not frames.
+/// The key of a scheduled event: (time, sequence) in one integer, earliest first. The sequence
+/// number is unique (one per scheduled event, in scheduling order), so the order is total.
+#[inline(always)]
+fn key(at: Nanos, seq: u64) -> u128 {
+    (u128::from(at) << 64) | u128::from(seq)
+}
+
+/// One entry of the queue's heap: an event, or the first event of a directed link's FIFO.
 #[derive(Debug, Clone, Copy)]
-struct Event {
+struct Head {
     at: Nanos,
     seq: u64,
     /// The node that receives the frame, or whose timer fires.
     node: NodeId,
-    /// The frame's slot in the slab; [`TIMER`] for a timer.
-    slot: u32,
-    /// The directed link whose queue this event heads ([`Queue`]); [`NO_LINK`] when none.
-    link: u32,
+    /// What the entry stands for: a directed link `k < LOOSE` (its FIFO's first frame),
+    /// `LOOSE + slot` (a frame in the queue's `loose` slab) or [`TIMER`].
+    what: u32,
 }
 
-/// `Event::slot` of a timer.
+/// `Head::what` from this value up: a frame held in the `loose` slab, at slot `what - LOOSE`.
+const LOOSE: u32 = 1 << 31;
+/// `Head::what` of a timer.
 const TIMER: u32 = u32::MAX;
-/// `Event::link` of an event that heads no link's queue.
-const NO_LINK: u32 = u32::MAX;
+
+impl Head {
+    /// Earlier than `o` in (time, sequence) order.
+    #[inline(always)]
+    fn before(&self, o: &Head) -> bool {
+        key(self.at, self.seq) < key(o.at, o.seq)
+    }
+}
+
+/// A binary min-heap of [`Head`]s by (time, sequence). Each operation carries the entry it
+/// places in registers down (or up) the tree and writes it once where it belongs, rather than
+/// writing it at the top and then swapping it down as std's `PeekMut` does.
+#[derive(Debug, Default)]
+struct Heap {
+    v: Vec<Head>,
+}
+
+impl Heap {
+    #[inline(always)]
+    fn peek(&self) -> Option<&Head> {
+        self.v.first()
+    }
+
+    fn push(&mut self, h: Head) {
+        let mut i = self.v.len();
+        self.v.push(h);
+        while i > 0 {
+            let p = (i - 1) / 2;
+            if !h.before(&self.v[p]) {
+                break;
+            }
+            self.v[i] = self.v[p];
+            i = p;
+        }
+        self.v[i] = h;
+    }
+
+    /// Replace the earliest entry with `h`.
+    #[inline]
+    fn replace_top(&mut self, h: Head) {
+        let n = self.v.len();
+        let mut i = 0;
+        loop {
+            let l = 2 * i + 1;
+            if l >= n {
+                break;
+            }
+            let r = l + 1;
+            let c = if r < n && self.v[r].before(&self.v[l]) {
+                r
+            } else {
+                l
+            };
+            if !self.v[c].before(&h) {
+                break;
+            }
+            self.v[i] = self.v[c];
+            i = c;
+        }
+        self.v[i] = h;
+    }
+
+    /// Remove the earliest entry.
+    #[inline]
+    fn pop_top(&mut self) {
+        if let Some(last) = self.v.pop()
+            && !self.v.is_empty()
+        {
+            self.replace_top(last);
+        }
+    }
+}
+
+/// A frame waiting in its directed link's FIFO.
+#[derive(Debug)]
+struct Queued {
+    at: Nanos,
+    seq: u64,
+    frame: Vec<u8>,
+}
+
+/// A directed link's frames in flight, in key order.
+#[derive(Debug)]
+struct Link {
+    fifo: VecDeque<Queued>,
+    /// The time of the FIFO's last frame (while it holds one).
+    last_at: Nanos,
+    from: NodeId,
+    to: NodeId,
+}
+
+/// What [`Queue::pop`] gives.
+enum Popped {
+    Frame { from: NodeId, frame: Vec<u8> },
+    Timer,
+}
 
 /// The pending events, popped in (time, sequence) order: exactly the order one binary heap of
 /// all events gives (the test `the_queue_pops_what_one_heap_pops` checks it against one), with a
 /// much smaller heap. The frames of one directed link mostly arrive in the order they were sent
-/// (the link is FIFO: each frame is scheduled at or after the one before it), so they wait in
-/// that link's FIFO and only the link's earliest frame is in the heap. An event that would not
-/// keep its link's FIFO sorted (a reordered frame's extra delay, a duplicate) and every timer go
-/// into the heap on their own.
+/// (the link is FIFO: each frame is scheduled at or after the one before it), so they wait, bytes
+/// and all, in that link's FIFO and only the link's first frame has an entry in the heap. A frame
+/// that would not keep its link's FIFO sorted (a reordered frame's extra delay, a duplicate) waits
+/// in the `loose` slab with an entry of its own, as does every timer.
 struct Queue {
-    heap: BinaryHeap<Event>,
-    /// Per directed link: the events behind the one that heads it in `heap`, in key order.
-    fifo: Vec<VecDeque<Event>>,
-    /// Per directed link: the key of the last event queued on it, while it heads in `heap`.
-    last: Vec<Option<u128>>,
+    heap: Heap,
+    /// Per directed link (from * nodes + to).
+    links: Vec<Link>,
+    /// Frames outside their link's FIFO: (sender, bytes) per slot; `free` lists the empty slots.
+    loose: Vec<(NodeId, Vec<u8>)>,
+    free: Vec<u32>,
 }
 
 impl Queue {
-    fn new(links: usize) -> Queue {
+    fn new(nodes: usize) -> Queue {
         Queue {
-            heap: BinaryHeap::new(),
-            fifo: (0..links).map(|_| VecDeque::new()).collect(),
-            last: vec![None; links],
+            heap: Heap::default(),
+            links: (0..nodes * nodes)
+                .map(|k| Link {
+                    fifo: VecDeque::new(),
+                    last_at: 0,
+                    from: (k / nodes) as NodeId,
+                    to: (k % nodes) as NodeId,
+                })
+                .collect(),
+            loose: Vec::new(),
+            free: Vec::new(),
         }
     }
 
-    /// Add `ev`, a frame on directed link `link` or (None) a timer.
-    #[inline]
-    fn push(&mut self, mut ev: Event, link: Option<usize>) {
-        if let Some(k) = link
-            && k < NO_LINK as usize
-        {
-            match self.last[k] {
+    /// Add a frame on directed link `k`, to arrive at `at`; `seq` is larger than every earlier
+    /// event's.
+    #[inline(always)]
+    fn push_frame(&mut self, at: Nanos, seq: u64, k: usize, frame: Vec<u8>) {
+        let link = &mut self.links[k];
+        if link.fifo.is_empty() {
+            self.heap.push(Head {
+                at,
+                seq,
+                node: link.to,
+                what: k as u32,
+            });
+            link.last_at = at;
+            link.fifo.push_back(Queued { at, seq, frame });
+        } else if at >= link.last_at {
+            // (at, seq) is after the last frame's key: `seq` is larger, so a time no earlier will do
+            link.last_at = at;
+            link.fifo.push_back(Queued { at, seq, frame });
+        } else {
+            let (from, to) = (link.from, link.to);
+            let slot = match self.free.pop() {
+                Some(s) => {
+                    self.loose[s as usize] = (from, frame);
+                    s
+                }
                 None => {
-                    self.last[k] = Some(ev.key());
-                    ev.link = k as u32;
-                    self.heap.push(ev);
-                    return;
+                    self.loose.push((from, frame));
+                    (self.loose.len() - 1) as u32
                 }
-                Some(l) if ev.key() > l => {
-                    self.last[k] = Some(ev.key());
-                    ev.link = k as u32;
-                    self.fifo[k].push_back(ev);
-                    return;
-                }
-                Some(_) => {}
-            }
+            };
+            assert!(slot < TIMER - LOOSE, "too many reordered frames in flight");
+            self.heap.push(Head {
+                at,
+                seq,
+                node: to,
+                what: LOOSE + slot,
+            });
         }
-        ev.link = NO_LINK;
-        self.heap.push(ev);
     }
 
-    /// The earliest event.
+    /// Add a timer of `node` at `at`.
     #[inline]
-    fn pop(&mut self) -> Option<Event> {
-        let mut top = self.heap.peek_mut()?;
-        let ev = *top;
-        if ev.link != NO_LINK {
-            let k = ev.link as usize;
-            if let Some(next) = self.fifo[k].pop_front() {
-                // the link's next event takes its place (one sift down when `top` drops)
-                *top = next;
-                return Some(ev);
+    fn push_timer(&mut self, at: Nanos, seq: u64, node: NodeId) {
+        self.heap.push(Head {
+            at,
+            seq,
+            node,
+            what: TIMER,
+        });
+    }
+
+    /// The time of the earliest event.
+    #[inline(always)]
+    fn peek_at(&self) -> Option<Nanos> {
+        self.heap.peek().map(|h| h.at)
+    }
+
+    /// The earliest event: its time, its node and what it is.
+    #[inline(always)]
+    fn pop(&mut self) -> Option<(Nanos, NodeId, Popped)> {
+        let h = *self.heap.peek()?;
+        let popped = if h.what < LOOSE {
+            let link = &mut self.links[h.what as usize];
+            let q = link
+                .fifo
+                .pop_front()
+                .expect("a link has a heap entry only while its FIFO holds a frame");
+            match link.fifo.front() {
+                // the link's next frame takes its place
+                Some(next) => self.heap.replace_top(Head {
+                    at: next.at,
+                    seq: next.seq,
+                    ..h
+                }),
+                None => self.heap.pop_top(),
             }
-            self.last[k] = None;
-        }
-        PeekMut::pop(top);
-        Some(ev)
-    }
-}
-
-impl Event {
-    /// The order key: time, then sequence, in one integer compare.
-    #[inline(always)]
-    fn key(&self) -> u128 {
-        (u128::from(self.at) << 64) | u128::from(self.seq)
-    }
-}
-
-// Reversed, so that std's max-heap pops the earliest event first.
-impl PartialEq for Event {
-    #[inline(always)]
-    fn eq(&self, o: &Self) -> bool {
-        self.key() == o.key()
-    }
-}
-impl Eq for Event {}
-impl PartialOrd for Event {
-    #[inline(always)]
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Event {
-    #[inline(always)]
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        o.key().cmp(&self.key())
+            Popped::Frame {
+                from: link.from,
+                frame: q.frame,
+            }
+        } else if h.what == TIMER {
+            self.heap.pop_top();
+            Popped::Timer
+        } else {
+            self.heap.pop_top();
+            let slot = h.what - LOOSE;
+            let (from, frame) = std::mem::take(&mut self.loose[slot as usize]);
+            self.free.push(slot);
+            Popped::Frame { from, frame }
+        };
+        Some((h.at, h.node, popped))
     }
 }
 
@@ -198,9 +326,6 @@ pub struct SimFabric<N: Endpoint> {
     no_faults: bool,
     queue: Queue,
     seq: u64,
-    /// Frames in flight: (sender, bytes) per slot; `free` lists the empty slots.
-    frames: Vec<(NodeId, Vec<u8>)>,
-    free: Vec<u32>,
     /// The serialization time of the last frame length seen (most frames share a length).
     ser_cache: (usize, u64),
     /// When each directed link (from * nodes + to) is free again.
@@ -228,10 +353,8 @@ impl<N: Endpoint> SimFabric<N> {
             link,
             faults: FaultInjector::new(faults),
             no_faults: faults.loss == 0.0 && faults.duplicate == 0.0 && faults.reorder == 0.0,
-            queue: Queue::new(n * n),
+            queue: Queue::new(n),
             seq: 0,
-            frames: Vec::new(),
-            free: Vec::new(),
             ser_cache: (usize::MAX, 0),
             link_free: vec![0; n * n],
             cpu_free: vec![0; n],
@@ -247,37 +370,6 @@ impl<N: Endpoint> SimFabric<N> {
     /// Call `tap(time, from, to, frame)` for every frame put on a link (e.g. a pcap writer).
     pub fn set_tap(&mut self, tap: Tap) {
         self.tap = Some(tap);
-    }
-
-    /// Schedule an event: a frame on directed link `link`, or (None) a timer.
-    fn push(&mut self, at: Nanos, node: NodeId, slot: u32, link: Option<usize>) {
-        self.seq += 1;
-        self.queue.push(
-            Event {
-                at,
-                seq: self.seq,
-                node,
-                slot,
-                link: NO_LINK,
-            },
-            link,
-        );
-    }
-
-    /// Schedule `frame` from `from` to arrive at `to` at `at`.
-    fn push_frame(&mut self, at: Nanos, to: NodeId, from: NodeId, frame: Vec<u8>) {
-        let slot = match self.free.pop() {
-            Some(s) => {
-                self.frames[s as usize] = (from, frame);
-                s
-            }
-            None => {
-                self.frames.push((from, frame));
-                (self.frames.len() - 1) as u32
-            }
-        };
-        let link = from as usize * self.nodes.len() + to as usize;
-        self.push(at, to, slot, Some(link));
     }
 
     /// Drain a node's transmissions starting at `now` (its CPU pays tx_cost per frame).
@@ -299,11 +391,13 @@ impl<N: Endpoint> SimFabric<N> {
         if want != self.timer_at[i] {
             self.timer_at[i] = want;
             if let Some(at) = want {
-                self.push(at, id, TIMER, None);
+                self.seq += 1;
+                self.queue.push_timer(at, self.seq, id);
             }
         }
     }
 
+    #[inline]
     fn send(&mut self, from: NodeId, to: NodeId, frame: Vec<u8>, t: Nanos) {
         let len = frame.len();
         let st = &mut self.report.nodes[from as usize];
@@ -358,9 +452,12 @@ impl<N: Endpoint> SimFabric<N> {
             } => {
                 let at = done + self.link.latency_ns + extra_delay_ns;
                 if copies > 1 {
-                    self.push_frame(at + ser, to, from, frame.clone());
+                    self.seq += 1;
+                    self.queue
+                        .push_frame(at + ser, self.seq, link, frame.clone());
                 }
-                self.push_frame(at, to, from, frame);
+                self.seq += 1;
+                self.queue.push_frame(at, self.seq, link, frame);
             }
         }
     }
@@ -380,41 +477,44 @@ impl<N: Endpoint> SimFabric<N> {
         for id in 0..self.nodes.len() as NodeId {
             self.drain(id, 0);
         }
-        while let Some(Event {
-            at: now,
-            node,
-            slot,
-            ..
-        }) = self.queue.pop()
-        {
-            if now > max_ns {
-                self.report.end_ns = max_ns;
-                break;
+        loop {
+            match self.queue.peek_at() {
+                None => break,
+                Some(at) if at > max_ns => {
+                    // (the event stays queued)
+                    self.report.end_ns = max_ns;
+                    break;
+                }
+                Some(_) => {}
             }
+            let Some((now, node, popped)) = self.queue.pop() else {
+                break;
+            };
             self.report.events += 1;
             self.report.end_ns = now;
             let i = node as usize;
-            if slot == TIMER {
-                if self.timer_at[i] != Some(now) {
-                    continue; // superseded
+            match popped {
+                Popped::Timer => {
+                    if self.timer_at[i] != Some(now) {
+                        continue; // superseded
+                    }
+                    self.timer_at[i] = None;
+                    let t = now.max(self.cpu_free[i]);
+                    self.nodes[i].handle_timeout(t);
+                    self.drain(node, t);
                 }
-                self.timer_at[i] = None;
-                let t = now.max(self.cpu_free[i]);
-                self.nodes[i].handle_timeout(t);
-                self.drain(node, t);
-            } else {
-                let (from, frame) = std::mem::take(&mut self.frames[slot as usize]);
-                self.free.push(slot);
-                let st = &mut self.report.nodes[i];
-                st.frames_rx += 1;
-                st.bytes_rx += frame.len() as u64;
-                st.busy_ns += self.cfg[i].rx_cost_ns;
-                let t = now.max(self.cpu_free[i]) + self.cfg[i].rx_cost_ns;
-                self.cpu_free[i] = t;
-                self.nodes[i].handle_packet(t, from, &frame);
-                // the buffer goes back to the receiver, which may reuse it for a frame it sends
-                self.nodes[i].recycle(frame);
-                self.drain(node, t);
+                Popped::Frame { from, frame } => {
+                    let st = &mut self.report.nodes[i];
+                    st.frames_rx += 1;
+                    st.bytes_rx += frame.len() as u64;
+                    st.busy_ns += self.cfg[i].rx_cost_ns;
+                    let t = now.max(self.cpu_free[i]) + self.cfg[i].rx_cost_ns;
+                    self.cpu_free[i] = t;
+                    self.nodes[i].handle_packet(t, from, &frame);
+                    // the buffer goes back to the receiver, which may reuse it for a frame it sends
+                    self.nodes[i].recycle(frame);
+                    self.drain(node, t);
+                }
             }
             if done(now, &self.nodes) {
                 self.report.finished = true;
@@ -438,69 +538,90 @@ impl<N: Endpoint> SimFabric<N> {
 mod tests {
     use super::*;
     use inabench_rng::SplitMix64;
+    use std::collections::BinaryHeap;
 
-    /// Random pushes (frames on a few links, mostly in time order per link, some earlier than
-    /// their link's last one as a reordered frame or a duplicate would be, and timers),
-    /// interleaved with pops: the queue pops exactly what one binary heap of the same events pops.
+    /// What the reference heap holds: an event's key and what it should pop as.
+    #[derive(PartialEq, Eq, PartialOrd, Ord)]
+    struct Ref(
+        std::cmp::Reverse<(Nanos, u64)>,
+        NodeId,
+        Option<(NodeId, Vec<u8>)>,
+    );
+
+    /// Random pushes (frames on the links of 3 nodes, mostly in time order per link, some
+    /// earlier than their link's last one as a reordered frame or a duplicate would be, and
+    /// timers), interleaved with pops: the queue pops exactly what one binary heap of the same
+    /// events pops, each frame with its own sender and bytes.
     #[test]
     fn the_queue_pops_what_one_heap_pops() {
         for seed in 0..20u64 {
             let mut g = SplitMix64::new(seed);
-            let links = 6;
-            let mut q = Queue::new(links);
-            let mut reference: BinaryHeap<Event> = BinaryHeap::new();
+            let nodes = 3;
+            let links = nodes * nodes;
+            let mut q = Queue::new(nodes);
+            let mut reference: BinaryHeap<Ref> = BinaryHeap::new();
             let mut last_at = vec![0u64; links];
             let (mut seq, mut now) = (0u64, 0u64);
-            let (mut popped, mut off_order) = (0usize, 0usize);
+            let (mut popped, mut off_order, mut timers) = (0usize, 0usize, 0usize);
+            let popped_as = |p: Option<(Nanos, NodeId, Popped)>| {
+                p.map(|(at, node, what)| {
+                    let frame = match what {
+                        Popped::Frame { from, frame } => Some((from, frame)),
+                        Popped::Timer => None,
+                    };
+                    (at, node, frame)
+                })
+            };
             for _ in 0..20_000 {
                 if g.next_u64() % 5 < 3 {
                     seq += 1;
                     let r = g.next_u64();
-                    let (at, link) = match r % 10 {
-                        0 => (now + r % 300, None), // a timer
+                    let k = (r >> 8) as usize % links;
+                    let (from, to) = ((k / nodes) as NodeId, (k % nodes) as NodeId);
+                    let frame = seq.to_le_bytes().to_vec();
+                    match r % 10 {
+                        0 => {
+                            let (at, node) = (now + r % 300, (r >> 16) as NodeId % 7);
+                            q.push_timer(at, seq, node);
+                            reference.push(Ref(std::cmp::Reverse((at, seq)), node, None));
+                            timers += 1;
+                        }
                         1 => {
                             // a frame earlier than its link's last one
-                            let k = (r >> 8) as usize % links;
                             off_order += 1;
-                            (now.max(last_at[k].saturating_sub(r % 50)), Some(k))
+                            let at = now.max(last_at[k].saturating_sub(r % 50));
+                            q.push_frame(at, seq, k, frame.clone());
+                            let ev = Some((from, frame));
+                            reference.push(Ref(std::cmp::Reverse((at, seq)), to, ev));
                         }
                         _ => {
-                            let k = (r >> 8) as usize % links;
                             last_at[k] = last_at[k].max(now) + r % 40;
-                            (last_at[k], Some(k))
+                            let at = last_at[k];
+                            q.push_frame(at, seq, k, frame.clone());
+                            let ev = Some((from, frame));
+                            reference.push(Ref(std::cmp::Reverse((at, seq)), to, ev));
                         }
-                    };
-                    let ev = Event {
-                        at,
-                        seq,
-                        node: (r % 7) as NodeId,
-                        slot: (r >> 20) as u32 % 1000,
-                        link: NO_LINK,
-                    };
-                    q.push(ev, link);
-                    reference.push(ev);
+                    }
                 } else {
-                    let (a, b) = (q.pop(), reference.pop());
-                    assert_eq!(
-                        a.map(|e| (e.at, e.seq, e.node, e.slot)),
-                        b.map(|e| (e.at, e.seq, e.node, e.slot)),
-                        "seed {seed}"
-                    );
-                    if let Some(e) = b {
-                        now = e.at;
+                    let want = reference
+                        .pop()
+                        .map(|Ref(std::cmp::Reverse((at, _)), n, f)| (at, n, f));
+                    assert_eq!(q.peek_at(), want.as_ref().map(|w| w.0), "seed {seed}");
+                    assert_eq!(popped_as(q.pop()), want, "seed {seed}");
+                    if let Some(w) = want {
+                        now = w.0;
                         popped += 1;
                     }
                 }
             }
-            while let Some(b) = reference.pop() {
-                let a = q.pop().map(|e| (e.at, e.seq));
-                assert_eq!(a, Some((b.at, b.seq)), "seed {seed}");
+            while let Some(Ref(std::cmp::Reverse((at, _)), n, f)) = reference.pop() {
+                assert_eq!(popped_as(q.pop()), Some((at, n, f)), "seed {seed}");
                 popped += 1;
             }
             assert!(q.pop().is_none());
             assert!(
-                popped > 10_000 && off_order > 500,
-                "the test exercised both paths"
+                popped > 10_000 && off_order > 500 && timers > 500,
+                "the test exercised every path"
             );
         }
     }
