@@ -51,6 +51,11 @@ pub trait Endpoint: Send {
 /// [`BufPool::take`] (a recycled one when there is one, else a new allocation) and
 /// [`Endpoint::recycle`] puts delivered ones back, so a steady stream of frames allocates
 /// nothing. It keeps at most `cap` buffers (the rest are dropped), so memory stays bounded.
+///
+/// The cap has to hold what a node gets back between two of its transmit bursts, or a steady
+/// stream frees buffers on receive and allocates them again on transmit: the `mem` fabric hands a
+/// node up to 256 frames per sender per step before the node transmits, and a protocol's window
+/// keeps as many frames in flight. [`BufPool::default`] keeps [`BufPool::DEFAULT_CAP`].
 #[derive(Debug, Clone)]
 pub struct BufPool {
     bufs: Vec<Vec<u8>>,
@@ -59,11 +64,15 @@ pub struct BufPool {
 
 impl Default for BufPool {
     fn default() -> Self {
-        BufPool::new(64)
+        BufPool::new(BufPool::DEFAULT_CAP)
     }
 }
 
 impl BufPool {
+    /// The default cap: 1024 buffers (about 1 MiB of 1 KB frames), a receive batch of several
+    /// senders (a fabric setting, not an input of any result).
+    pub const DEFAULT_CAP: usize = 1024;
+
     pub fn new(cap: usize) -> BufPool {
         BufPool {
             bufs: Vec::new(),
@@ -76,6 +85,21 @@ impl BufPool {
         match self.bufs.pop() {
             Some(mut b) => {
                 b.clear();
+                b.resize(len, 0);
+                b
+            }
+            None => vec![0; len],
+        }
+    }
+
+    /// A buffer of exactly `len` bytes for a caller that overwrites every one of them: a
+    /// recycled buffer keeps its old bytes (a stale frame's, never uninitialised memory) up to
+    /// `len` and is zero-filled beyond its old length; a new one is all zero. Saves the zeroing
+    /// of [`BufPool::take`] where it would be overwritten anyway; a caller that leaves any byte
+    /// unwritten must use [`BufPool::take`].
+    pub fn take_for_overwrite(&mut self, len: usize) -> Vec<u8> {
+        match self.bufs.pop() {
+            Some(mut b) => {
                 b.resize(len, 0);
                 b
             }
@@ -138,5 +162,45 @@ impl Endpoint for Box<dyn Endpoint> {
     }
     fn recycle(&mut self, buf: Vec<u8>) {
         (**self).recycle(buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn take_for_overwrite_keeps_old_bytes_zero_fills_beyond_and_take_zeroes() {
+        let mut p = BufPool::new(4);
+        p.put(vec![7u8; 8]);
+        let b = p.take_for_overwrite(5);
+        assert_eq!(
+            b,
+            vec![7u8; 5],
+            "a recycled buffer keeps its bytes up to len"
+        );
+        p.put(b);
+        let b = p.take_for_overwrite(9);
+        assert_eq!(b, [7, 7, 7, 7, 7, 0, 0, 0, 0], "zero beyond its old length");
+        p.put(b);
+        assert_eq!(p.take(6), vec![0u8; 6], "take zeroes");
+        assert_eq!(
+            p.take_for_overwrite(3),
+            vec![0u8; 3],
+            "a new buffer is zero"
+        );
+    }
+
+    #[test]
+    fn a_pool_keeps_at_most_its_cap() {
+        let mut p = BufPool::new(2);
+        for _ in 0..3 {
+            p.put(vec![1u8; 4]);
+        }
+        assert_eq!(p.len(), 2);
+        let mut q = BufPool::new(2);
+        q.put(Vec::new());
+        assert!(q.is_empty(), "a buffer with no capacity is not kept");
+        assert_eq!(BufPool::default().cap, BufPool::DEFAULT_CAP);
     }
 }

@@ -4,22 +4,29 @@
 //! stepping its home nodes in turn and, between its rounds, any other node that has frames waiting
 //! and that no thread is stepping (a node is stepped by one thread at a time: a claim flag per
 //! node; so one busy node, e.g. a switch, does not leave a thread idle while another has the busy
-//! node and three more to step); frames travel over lock-free single-producer single-consumer
-//! rings, one per (sender, receiver) node pair (no lock per frame: a sender writes a slot and
-//! publishes it with one release store, the receiver reads it after one acquire load); a node
-//! drains every ring before it transmits (one wake-up, many frames), and a thread whose home nodes'
-//! rings are all empty spins briefly ([`SPIN`]) and then parks, woken by the next sender to any of
-//! its nodes. A sender whose ring is full keeps the frame in its own per-destination backlog (order
-//! kept, no blocking, so two nodes sending to each other cannot deadlock). Timeouts are honoured
-//! with `park_timeout`; each node's CPU is the thread CPU time (CLOCK_THREAD_CPUTIME_ID) of its own
-//! steps (receive, timers, transmit; a thread's spinning and parking are no node's), so "CPU per
-//! worker" is that endpoint's accounting. The clock is read once per batch (the frames one sender
-//! has waiting are handed over at one reading, a node's burst of transmissions is polled at one
-//! reading), as the udp fabric's event loop does. Link rates are not enforced (it is as fast as
-//! this host); the MTU is. Faults are the same seeded fates as on `sim` and `udp` (one generator
-//! per link direction, drawn by the sender): a reordered frame waits in its sender's delay line for
-//! the fault's extra delay, then goes out. A delivered frame's buffer goes back to its receiver
-//! through [`Endpoint::recycle`].
+//! node and three more to step). A home node with no frames waiting and nothing due (no timer,
+//! delay line or backlog: `Slot::due`) is not stepped, since an endpoint sends only after a
+//! frame or a timeout (the [`Endpoint`] contract). Frames travel over lock-free single-producer
+//! single-consumer rings, one per (sender, receiver) node pair (no lock per frame: a sender writes
+//! a slot and publishes it with one release store, the receiver reads it after one acquire load,
+//! each side re-reading the other's index only when its copy says full or empty); a node takes
+//! what its rings hold, one frame from each sender in turn (as a switch's ports interleave), before
+//! it transmits (one wake-up, many frames), and a thread whose home nodes' rings are all empty
+//! spins briefly ([`SPIN`]) and then parks, woken by the next sender to any of its nodes. A sender
+//! whose ring is full keeps the frame in its own per-destination backlog (order kept, no blocking,
+//! so two nodes sending to each other cannot deadlock). Timeouts are honoured with
+//! `park_timeout`. Each node's CPU is the thread CPU time (CLOCK_THREAD_CPUTIME_ID) of its own
+//! steps that did work (receive, timers, transmit; a thread's spinning, parking and steps that
+//! found nothing to do are no node's), read once per round of steps and split among the round's
+//! working steps by their wall time (`Meter`), so "CPU per worker" is that endpoint's
+//! accounting; [`MemReport::thread_cpu_ns`] has the threads' own CPU, so the time in no node is
+//! seen too. The clock is read once per batch (the frames a node takes in one step are handed
+//! over at one reading, a node's burst of transmissions is polled at one reading), as the udp
+//! fabric's event loop does. Link rates are not enforced (it is as fast as this host); the MTU
+//! is. Faults are the same seeded fates as on `sim` and `udp` (one generator per link direction,
+//! drawn by the sender): a reordered frame waits in its sender's delay line for the fault's extra
+//! delay, then goes out. A delivered frame's buffer goes back to its receiver through
+//! [`Endpoint::recycle`].
 
 use crate::endpoint::{Endpoint, Nanos, NodeId};
 use crate::fault::{Fate, FaultCounters, FaultInjector, Faults};
@@ -27,7 +34,7 @@ use std::cell::UnsafeCell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -47,9 +54,11 @@ struct Ring<T> {
 struct Padded<T>(T);
 
 // SAFETY: a slot is accessed by one side at a time: the producer writes slot `tail` only while
-// `tail - head < capacity` (the consumer has released it) and publishes it with a release store
-// of `tail`; the consumer reads slot `head` only after an acquire load saw `tail > head`, and
-// hands it back with a release store of `head`. Values of type T cross threads, hence T: Send.
+// `tail - head < capacity` for a `head` it read with an acquire load (then or earlier: `head`
+// only grows, so an old reading is a lower bound; the consumer has released the slot) and
+// publishes it with a release store of `tail`; the consumer reads slot `head` only after an
+// acquire load (then or earlier: `tail` only grows) saw `tail > head`, and hands it back with a
+// release store of `head`. Values of type T cross threads, hence T: Send.
 unsafe impl<T: Send> Sync for Ring<T> {}
 
 impl<T> Ring<T> {
@@ -64,7 +73,13 @@ impl<T> Ring<T> {
             head: Padded(AtomicUsize::new(0)),
             tail: Padded(AtomicUsize::new(0)),
         });
-        (Producer(ring.clone()), Consumer(ring))
+        (
+            Producer {
+                ring: ring.clone(),
+                head: 0,
+            },
+            Consumer { ring, tail: 0 },
+        )
     }
 }
 
@@ -80,15 +95,24 @@ impl<T> Drop for Ring<T> {
 }
 
 /// The one writing side of a ring (not `Clone`: one producer by construction).
-struct Producer<T>(Arc<Ring<T>>);
+struct Producer<T> {
+    ring: Arc<Ring<T>>,
+    /// The consumer's `head` as last seen: the ring has room while `tail - head` is below its
+    /// capacity, so the shared `head` (a cache line the consumer writes) is read only when this
+    /// copy says the ring is full.
+    head: usize,
+}
 
 impl<T> Producer<T> {
     /// Append `v`, or give it back when the ring is full.
     fn push(&mut self, v: T) -> Result<(), T> {
-        let r = &*self.0;
+        let r = &*self.ring;
         let t = r.tail.0.load(Ordering::Relaxed);
-        if t.wrapping_sub(r.head.0.load(Ordering::Acquire)) > r.mask {
-            return Err(v);
+        if t.wrapping_sub(self.head) > r.mask {
+            self.head = r.head.0.load(Ordering::Acquire);
+            if t.wrapping_sub(self.head) > r.mask {
+                return Err(v);
+            }
         }
         // SAFETY: slot t is free (see the Sync impl) and only this producer writes slots
         unsafe { (*r.slots[t & r.mask].get()).write(v) };
@@ -98,14 +122,22 @@ impl<T> Producer<T> {
 }
 
 /// The one reading side of a ring (not `Clone`: one consumer by construction).
-struct Consumer<T>(Arc<Ring<T>>);
+struct Consumer<T> {
+    ring: Arc<Ring<T>>,
+    /// The producer's `tail` as last seen: slots before it are published, so the shared `tail`
+    /// (a cache line the producer writes) is read only when this copy is used up.
+    tail: usize,
+}
 
 impl<T> Consumer<T> {
     fn pop(&mut self) -> Option<T> {
-        let r = &*self.0;
+        let r = &*self.ring;
         let h = r.head.0.load(Ordering::Relaxed);
-        if h == r.tail.0.load(Ordering::Acquire) {
-            return None;
+        if h == self.tail {
+            self.tail = r.tail.0.load(Ordering::Acquire);
+            if h == self.tail {
+                return None;
+            }
         }
         // SAFETY: slot h was published by the producer's release store and only this consumer
         // reads it; after the read the slot is handed back with the release store below
@@ -116,7 +148,7 @@ impl<T> Consumer<T> {
 
     #[cfg(test)]
     fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.ring.is_empty()
     }
 }
 
@@ -154,6 +186,10 @@ pub struct MemNodeStats {
     pub frames_rx: u64,
     pub bytes_rx: u64,
     pub cpu_ns: u64,
+    /// Wall time of the node's steps that did work (a thread had it and it had something to
+    /// do; [`MemNodeStats::cpu_ns`] is the thread CPU of those steps): against the run's wall
+    /// time, how busy the node was.
+    pub busy_ns: u64,
     /// Wall time from the start to when the node reported done (or the end).
     pub done_ns: u64,
 }
@@ -165,6 +201,12 @@ pub struct MemReport {
     /// of its own to do also steps other nodes that have frames waiting).
     pub threads: usize,
     pub nodes: Vec<MemNodeStats>,
+    /// Each serving thread's own CPU time over the run (CLOCK_THREAD_CPUTIME_ID from its start to
+    /// its end): their sum less the nodes' `cpu_ns` is the time in no node (spinning, parking,
+    /// waking, looking for work).
+    pub thread_cpu_ns: Vec<u64>,
+    /// Times each serving thread parked (a futex wait; each one the next sender's wake-up call).
+    pub parks: Vec<u64>,
     pub dropped_mtu: u64,
     pub faults: FaultCounters,
     pub finished: bool,
@@ -257,6 +299,9 @@ impl Outbox {
 /// side). A fabric setting, not an input of any result.
 pub const SPIN: Duration = Duration::from_micros(20);
 
+/// The most frames a node takes from one sender in one step (then it transmits).
+const BATCH: usize = 256;
+
 /// The threads [`run`] uses: the host's cores (`available_parallelism`), at least 1.
 pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |c| c.get())
@@ -276,6 +321,8 @@ struct Slot<N> {
     st: MemNodeStats,
     counted: bool,
     reported: bool,
+    /// scratch of [`Slot::receive`]: the senders with frames still waiting this step
+    live: Vec<usize>,
 }
 
 /// What every thread shares.
@@ -309,8 +356,10 @@ impl Shared {
 impl<N: Endpoint> Slot<N> {
     /// Everything the node wants to send now, through the faults, onto the rings. `now` is
     /// read once for the whole burst (as the udp fabric's event loop does).
-    fn send_all(&mut self, sh: &Shared, now: Nanos) {
+    fn send_all(&mut self, sh: &Shared, now: Nanos) -> usize {
+        let mut sent = 0;
         while let Some(t) = self.node.poll_transmit(now) {
+            sent += 1;
             self.st.frames_tx += 1;
             self.st.bytes_tx += t.bytes.len() as u64;
             if t.bytes.len() > sh.mtu || t.to as usize >= sh.n {
@@ -338,6 +387,7 @@ impl<N: Endpoint> Slot<N> {
                 }
             }
         }
+        sent
     }
 
     /// Send the reordered frames whose delay has passed.
@@ -349,38 +399,64 @@ impl<N: Endpoint> Slot<N> {
         }
     }
 
-    /// Take what is waiting from every sender (at most 256 per sender per round, so no sender
-    /// starves the others); returns how many frames. The frames one sender has waiting are
-    /// handed over at one reading of the clock (a receive batch, as udp's `recvmmsg`).
+    /// Take what is waiting from every sender, one frame from each in turn (as a switch's ports
+    /// interleave; at most [`BATCH`] per sender per step, so no sender starves the others);
+    /// returns how many frames. The step's frames are handed over at one reading of the clock
+    /// (a receive batch, as udp's `recvmmsg`).
     fn receive(&mut self, sh: &Shared) -> usize {
+        let mut now = None;
+        let mut live = std::mem::take(&mut self.live);
+        live.clear();
         let mut got = 0usize;
-        for (from, ring) in self.inbox.iter_mut().enumerate() {
-            let Some(first) = ring.pop() else { continue };
-            let now = sh.now();
-            let mut frame = Some(first);
-            let mut k = 0;
-            while let Some(f) = frame {
+        // the first pass finds the senders with frames waiting; later passes take one more
+        // frame from each until it has none or has given BATCH
+        for from in 0..self.inbox.len() {
+            if let Some(f) = self.inbox[from].pop() {
+                let now = *now.get_or_insert_with(|| sh.now());
+                self.deliver(now, from, f);
                 got += 1;
-                self.st.frames_rx += 1;
-                self.st.bytes_rx += f.len() as u64;
-                self.node.handle_packet(now, from as NodeId, &f);
-                self.node.recycle(f);
-                k += 1;
-                frame = if k < 256 { ring.pop() } else { None };
+                live.push(from);
             }
         }
+        if let Some(now) = now {
+            for _ in 1..BATCH {
+                if live.is_empty() {
+                    break;
+                }
+                live.retain(|&from| match self.inbox[from].pop() {
+                    Some(f) => {
+                        self.deliver(now, from, f);
+                        got += 1;
+                        true
+                    }
+                    None => false,
+                });
+            }
+        }
+        self.live = live;
         got
     }
 
+    /// Hand one frame to the node and its buffer back to it.
+    fn deliver(&mut self, now: Nanos, from: usize, f: Frame) {
+        self.st.frames_rx += 1;
+        self.st.bytes_rx += f.len() as u64;
+        self.node.handle_packet(now, from as NodeId, &f);
+        self.node.recycle(f);
+    }
+
     /// After receiving: timers, the backlog, transmit, the delay line, the done report.
-    fn after(&mut self, sh: &Shared) {
+    /// Returns whether the node did anything (a timeout, a frame polled).
+    fn after(&mut self, sh: &Shared) -> bool {
         let mut now = sh.now();
+        let mut worked = false;
         if self.node.poll_timeout().is_some_and(|t| t <= now) {
             self.node.handle_timeout(now);
             now = sh.now();
+            worked = true;
         }
         self.out.flush();
-        self.send_all(sh, now);
+        worked |= self.send_all(sh, now) > 0;
         self.release(now);
         if self.counted && !self.reported && self.node.is_done() {
             self.reported = true;
@@ -389,28 +465,31 @@ impl<N: Endpoint> Slot<N> {
                 sh.stop_all();
             }
         }
+        worked
     }
 
-    /// How long this node can wait with nothing arriving (its timer, its delay line, its
-    /// backlog: a receiver behind it, so come back soon), at most 5 ms.
-    fn wait(&self, sh: &Shared) -> Duration {
-        let now = sh.now();
-        let mut wait = self
-            .node
-            .poll_timeout()
-            .map(|t| Duration::from_nanos(t.saturating_sub(now)))
-            .unwrap_or(Duration::from_millis(5))
-            .min(Duration::from_millis(5))
-            .min(
-                self.held
-                    .peek()
-                    .map(|r| Duration::from_nanos(r.0.0.saturating_sub(now)))
-                    .unwrap_or(Duration::MAX),
-            );
+    /// When the node next needs a step with nothing arriving (fabric time, ns): its timer, its
+    /// delay line; 0 (every round) while it has a backlog (a receiver behind it: come back
+    /// soon); `Nanos::MAX` when only a frame can give it work (an endpoint sends only after a
+    /// frame or a timeout: the [`Endpoint`] contract).
+    fn due(&self) -> Nanos {
         if self.out.backlogged > 0 {
-            wait = wait.min(Duration::from_micros(50));
+            return 0;
         }
-        wait
+        let timer = self.node.poll_timeout().unwrap_or(Nanos::MAX);
+        let held = self.held.peek().map_or(Nanos::MAX, |r| r.0.0);
+        timer.min(held)
+    }
+}
+
+/// How long a thread may park for a home node that is due at `due` (see [`Slot::due`]) at
+/// fabric time `now`: at most 5 ms, 50 us while it has a backlog.
+fn wait_for(due: Nanos, now: Nanos) -> Duration {
+    let cap = Duration::from_millis(5);
+    match due {
+        0 => Duration::from_micros(50),
+        Nanos::MAX => cap,
+        d => Duration::from_nanos(d.saturating_sub(now)).min(cap),
     }
 }
 
@@ -420,6 +499,13 @@ impl<N: Endpoint> Slot<N> {
 struct NodeCell<S> {
     /// Set while a thread steps the node (acquire on taking it, release on handing it back).
     claimed: Padded<AtomicBool>,
+    /// The node's CPU so far (ns), charged by the threads that stepped it (see [`Meter`]), and
+    /// the wall time of those steps.
+    cpu_ns: AtomicU64,
+    busy_ns: AtomicU64,
+    /// When the node next needs a step with no frame arriving ([`Slot::due`]), written by the
+    /// thread that stepped it last: its home thread skips it until then unless frames arrive.
+    due: AtomicU64,
     /// The node's incoming rings, to look at without taking the node (only `is_empty`).
     probes: Vec<Arc<Ring<Frame>>>,
     slot: UnsafeCell<S>,
@@ -470,48 +556,167 @@ impl<S> Drop for Claim<'_, S> {
     }
 }
 
+/// A thread's CPU accounting. The thread CPU clock (CLOCK_THREAD_CPUTIME_ID, a system call) is
+/// read once per round (one pass over the nodes the thread steps) and after each park; the
+/// monotonic clock (read in user space) once per step. The thread CPU since the last reading is
+/// split among the round's steps that did work (received a frame, fired a timer or sent one) in
+/// proportion to their wall time; the rest (steps that found nothing to do, the moments between
+/// rounds, spinning, parking) is no node's. So the accounting stays whole: the nodes' CPU plus
+/// the time in no node is the threads' CPU ([`MemReport::thread_cpu_ns`]); within a round a node
+/// is charged by its share of the round's wall time (a round is a few microseconds to a
+/// millisecond; a thread descheduled in the middle of a step charges that step's share).
+struct Meter {
+    /// thread CPU at the last reading, and the wall time then
+    cpu: u64,
+    at: Instant,
+    /// the end of the last step
+    last: Instant,
+    /// this round's steps that did work: (node, wall ns)
+    steps: Vec<(usize, u64)>,
+    /// rounds with no step have passed since the last reading (spinning: no node's, and not
+    /// worth a reading each): take one before the next step
+    stale: bool,
+}
+
+impl Meter {
+    fn new() -> Meter {
+        let at = Instant::now();
+        Meter {
+            cpu: thread_cpu_ns(),
+            at,
+            last: at,
+            steps: Vec::new(),
+            stale: false,
+        }
+    }
+
+    /// A round starts (the wall time before it, since the last reading, is no node's).
+    fn begin(&mut self) {
+        self.last = Instant::now();
+    }
+
+    /// A node is about to be stepped.
+    fn before_step(&mut self) {
+        if self.stale {
+            self.skip();
+            self.last = self.at;
+        }
+    }
+
+    /// Node `i` was stepped; `worked`: it had something to do.
+    fn step(&mut self, i: usize, worked: bool) {
+        let t = Instant::now();
+        if worked {
+            let w = t.saturating_duration_since(self.last).as_nanos() as u64;
+            self.steps.push((i, w));
+        }
+        self.last = t;
+    }
+
+    /// The round is over: read the thread CPU and charge its working steps their shares.
+    fn end<S>(&mut self, cells: &[NodeCell<S>]) {
+        let c = thread_cpu_ns();
+        let d = c.saturating_sub(self.cpu);
+        let now = Instant::now();
+        let wall = now.saturating_duration_since(self.at).as_nanos() as u64;
+        self.cpu = c;
+        self.at = now;
+        let worked: u64 = self.steps.iter().map(|s| s.1).sum();
+        let whole = wall.max(worked).max(1);
+        for &(i, w) in &self.steps {
+            let share = (u128::from(d) * u128::from(w) / u128::from(whole)) as u64;
+            cells[i].cpu_ns.fetch_add(share, Ordering::Relaxed);
+            cells[i].busy_ns.fetch_add(w, Ordering::Relaxed);
+        }
+        self.steps.clear();
+    }
+
+    /// Spinning or parking happened: nobody's; take a fresh reading.
+    fn skip(&mut self) {
+        self.cpu = thread_cpu_ns();
+        self.at = Instant::now();
+        self.steps.clear();
+        self.stale = false;
+    }
+
+    /// A round passed without a step: no reading now (see `stale`).
+    fn idle(&mut self) {
+        self.stale = true;
+    }
+}
+
 /// One thread: step its home nodes in turn, and the other threads' nodes that have frames
 /// waiting and are free, until the stop.
-fn serve_thread<N: Endpoint>(t: usize, threads: usize, cells: &[NodeCell<Slot<N>>], sh: &Shared) {
+/// Returns the thread's CPU time over the run and how often it parked.
+fn serve_thread<N: Endpoint>(
+    t: usize,
+    threads: usize,
+    cells: &[NodeCell<Slot<N>>],
+    sh: &Shared,
+) -> (u64, u64) {
     let _ = sh.wakers[t].thread.set(std::thread::current());
+    let cpu0 = thread_cpu_ns();
+    let mut parks = 0u64;
     let home: Vec<usize> = (t..cells.len()).step_by(threads).collect();
     let others: Vec<usize> = (0..cells.len()).filter(|i| i % threads != t).collect();
-    let mut cpu = thread_cpu_ns();
-    // charge the thread CPU since the last mark `cpu` to `st`
-    fn charge(cpu: &mut u64, st: &mut MemNodeStats) {
-        let c = thread_cpu_ns();
-        st.cpu_ns += c.saturating_sub(*cpu);
-        *cpu = c;
-    }
+    let mut meter = Meter::new();
+    meter.begin();
     for &i in &home {
         if let Some(mut s) = cells[i].claim() {
             let now = sh.now();
-            s.send_all(sh, now);
-            charge(&mut cpu, &mut s.st);
+            let sent = s.send_all(sh, now);
+            drop(s);
+            meter.step(i, sent > 0);
         }
     }
+    meter.end(cells);
     let mut idle_since: Option<Instant> = None;
+    // one step of node `i` (claimed as `s`): receive, timers, transmit; its next due time
+    let step = |i: usize, s: &mut Slot<N>, meter: &mut Meter| -> usize {
+        let k = s.receive(sh);
+        let worked = s.after(sh) || k > 0;
+        cells[i].due.store(s.due(), Ordering::Relaxed);
+        meter.step(i, worked);
+        k
+    };
     while !sh.stop.load(Ordering::Relaxed) {
         let mut got = 0usize;
-        let mut wait = Duration::from_millis(5);
+        let mut stepped = false;
+        meter.begin();
+        let now = sh.now();
         for &i in &home {
+            // a home node with no frames waiting and no timer, delay line or backlog due is
+            // not stepped: it has nothing to do
+            if cells[i].due.load(Ordering::Relaxed) > now && !cells[i].has_input() {
+                continue;
+            }
             if let Some(mut s) = cells[i].claim() {
-                got += s.receive(sh);
-                s.after(sh);
-                charge(&mut cpu, &mut s.st);
-                wait = wait.min(s.wait(sh));
+                meter.before_step();
+                got += step(i, &mut s, &mut meter);
+                stepped = true;
             }
         }
         for &i in &others {
             if cells[i].has_input()
                 && let Some(mut s) = cells[i].claim()
             {
-                got += s.receive(sh);
-                s.after(sh);
-                charge(&mut cpu, &mut s.st);
+                meter.before_step();
+                got += step(i, &mut s, &mut meter);
+                stepped = true;
             }
         }
+        if stepped {
+            meter.end(cells);
+        } else {
+            meter.idle();
+        }
         if got == 0 {
+            let now = sh.now();
+            let wait = home
+                .iter()
+                .map(|&i| wait_for(cells[i].due.load(Ordering::Relaxed), now))
+                .min()
+                .unwrap_or(Duration::from_millis(5));
             if !wait.is_zero() {
                 let since = *idle_since.get_or_insert_with(Instant::now);
                 if since.elapsed() < SPIN.min(wait) {
@@ -520,14 +725,15 @@ fn serve_thread<N: Endpoint>(t: usize, threads: usize, cells: &[NodeCell<Slot<N>
                     sh.wakers[t].parked.store(true, Ordering::Relaxed);
                     fence(Ordering::SeqCst);
                     if home.iter().all(|&i| !cells[i].has_input()) {
+                        parks += 1;
                         std::thread::park_timeout(wait);
                     }
                     sh.wakers[t].parked.store(false, Ordering::Relaxed);
                     idle_since = None;
+                    // parking is no node's work
+                    meter.skip();
                 }
             }
-            // spinning and parking are no node's work
-            cpu = thread_cpu_ns();
         } else {
             idle_since = None;
         }
@@ -535,6 +741,7 @@ fn serve_thread<N: Endpoint>(t: usize, threads: usize, cells: &[NodeCell<Slot<N>
             sh.stop.store(true, Ordering::SeqCst);
         }
     }
+    (thread_cpu_ns().saturating_sub(cpu0), parks)
 }
 
 /// Run `nodes` (node i has id i) until every node that `counts(i)` is done, or `deadline` passes,
@@ -601,7 +808,10 @@ pub fn run_with_threads<N: Endpoint + 'static>(
         .zip(0..)
         .map(|(((node, inbox), rings), i)| NodeCell {
             claimed: Padded(AtomicBool::new(false)),
-            probes: inbox.iter().map(|c| c.0.clone()).collect(),
+            cpu_ns: AtomicU64::new(0),
+            busy_ns: AtomicU64::new(0),
+            due: AtomicU64::new(0),
+            probes: inbox.iter().map(|c| c.ring.clone()).collect(),
             slot: UnsafeCell::new(Slot {
                 i,
                 node,
@@ -618,9 +828,12 @@ pub fn run_with_threads<N: Endpoint + 'static>(
                 st: MemNodeStats::default(),
                 counted: counted[i],
                 reported: false,
+                live: Vec::with_capacity(n),
             }),
         })
         .collect();
+    let mut thread_cpu = Vec::with_capacity(threads);
+    let mut parks = Vec::with_capacity(threads);
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
@@ -629,8 +842,12 @@ pub fn run_with_threads<N: Endpoint + 'static>(
             })
             .collect();
         for h in handles {
-            if let Err(p) = h.join() {
-                std::panic::resume_unwind(p);
+            match h.join() {
+                Ok((cpu, p)) => {
+                    thread_cpu.push(cpu);
+                    parks.push(p);
+                }
+                Err(p) => std::panic::resume_unwind(p),
             }
         }
     });
@@ -639,6 +856,8 @@ pub fn run_with_threads<N: Endpoint + 'static>(
         .into_iter()
         .map(|c| {
             let mut s = c.slot.into_inner();
+            s.st.cpu_ns = c.cpu_ns.into_inner();
+            s.st.busy_ns = c.busy_ns.into_inner();
             if s.st.done_ns == 0 {
                 s.st.done_ns = end;
             }
@@ -649,6 +868,8 @@ pub fn run_with_threads<N: Endpoint + 'static>(
     let mut nodes = Vec::with_capacity(n);
     let mut report = MemReport {
         threads,
+        thread_cpu_ns: thread_cpu,
+        parks,
         ..MemReport::default()
     };
     for (_, node, st, f) in out {
@@ -755,6 +976,97 @@ mod tests {
         }
     }
 
+    /// Sends one numbered frame to its peer per timeout (every `gap` ns), `m` in all, and
+    /// nothing else: only its timer gives it work, so its home thread must step it when due
+    /// although no frame arrives for it.
+    struct Ticker {
+        id: usize,
+        peer: usize,
+        gap: Nanos,
+        m: u32,
+        next_at: Nanos,
+        sent: u32,
+        armed: bool,
+        got: u32,
+    }
+
+    impl Endpoint for Ticker {
+        fn id(&self) -> NodeId {
+            self.id as NodeId
+        }
+        fn handle_packet(&mut self, _now: Nanos, _from: NodeId, f: &[u8]) {
+            if <[u8; 4]>::try_from(f).map_or(u32::MAX, u32::from_be_bytes) == self.got {
+                self.got += 1;
+            }
+        }
+        fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
+            if !self.armed {
+                return None;
+            }
+            self.armed = false;
+            self.sent += 1;
+            Some(Transmit {
+                to: self.peer as NodeId,
+                bytes: (self.sent - 1).to_be_bytes().to_vec(),
+            })
+        }
+        fn poll_timeout(&self) -> Option<Nanos> {
+            (self.sent < self.m).then_some(self.next_at)
+        }
+        fn handle_timeout(&mut self, now: Nanos) {
+            self.armed = true;
+            self.next_at = now + self.gap;
+        }
+        fn is_done(&self) -> bool {
+            self.got == self.m
+        }
+    }
+
+    #[test]
+    fn a_node_with_only_a_timer_is_stepped_when_due_and_the_cpu_accounting_is_whole() {
+        let m = 200u32;
+        for threads in [1, 2] {
+            let nodes: Vec<Ticker> = (0..4)
+                .map(|id| Ticker {
+                    id,
+                    peer: id ^ 1,
+                    gap: 20_000,
+                    m,
+                    next_at: 0,
+                    sent: 0,
+                    armed: false,
+                    got: 0,
+                })
+                .collect();
+            let (nodes, rep) = run_with_threads(
+                nodes,
+                64,
+                Faults::default(),
+                Duration::from_secs(20),
+                |_| true,
+                threads,
+            );
+            assert!(rep.finished, "{threads} threads: {rep:?}");
+            for (i, n) in nodes.iter().enumerate() {
+                assert_eq!((n.sent, n.got), (m, m), "{threads} threads, node {i}");
+                // 200 frames 20 us apart: at least 4 ms from the first to the last
+                assert!(rep.nodes[i].done_ns >= u64::from(m - 1) * 20_000);
+                assert_eq!(rep.nodes[i].frames_tx, u64::from(m));
+            }
+            assert_eq!(rep.thread_cpu_ns.len(), threads);
+            assert_eq!(rep.parks.len(), threads);
+            let nodes_cpu: u64 = rep.nodes.iter().map(|n| n.cpu_ns).sum();
+            let threads_cpu: u64 = rep.thread_cpu_ns.iter().sum();
+            assert!(
+                nodes_cpu <= threads_cpu,
+                "the nodes' CPU {nodes_cpu} is a part of the threads' {threads_cpu}"
+            );
+            for (i, n) in rep.nodes.iter().enumerate() {
+                assert!(n.busy_ns > 0, "node {i} worked: {n:?}");
+            }
+        }
+    }
+
     #[test]
     fn a_ring_keeps_order_refuses_when_full_and_drops_what_it_holds() {
         let (mut tx, mut rx) = Ring::pair(4);
@@ -815,7 +1127,10 @@ mod tests {
         let (_tx, rx) = Ring::<Frame>::pair(4);
         let cell = NodeCell {
             claimed: Padded(AtomicBool::new(false)),
-            probes: vec![rx.0.clone()],
+            cpu_ns: AtomicU64::new(0),
+            busy_ns: AtomicU64::new(0),
+            due: AtomicU64::new(0),
+            probes: vec![rx.ring.clone()],
             slot: UnsafeCell::new(7u32),
         };
         let held = cell.claim().expect("free at first");

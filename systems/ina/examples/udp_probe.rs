@@ -4,7 +4,8 @@
 //! [switch shards]`
 //! Set INABENCH_NODE_EXE to the inabench binary for a process per node (threads otherwise);
 //! INABENCH_UDP_OFFLOAD=mmsg turns UDP GSO/GRO off. With `mem` for the I/O model the nodes run
-//! on the in-process `mem` fabric instead (every sum checked against the reference).
+//! on the in-process `mem` fabric instead (every sum checked against the reference), and each
+//! run's per-node CPU, per-thread CPU and the threads' time in no node go to stderr.
 use inabench_ina::udp_node::{NodeJob, Spawn, run_udp};
 
 fn main() {
@@ -17,6 +18,14 @@ fn main() {
     let mut knobs = vec![("window".into(), 2.0), ("msg_packets".into(), 170.0)];
     if let Some(k) = a.get(6).and_then(|s| s.parse::<f64>().ok()) {
         knobs.push(("switch_shards".into(), k));
+    }
+    // INABENCH_SWITCH_NICE=-10: the switch's processes at that nice value (the knob
+    // `switch_nice`; needs CAP_SYS_NICE)
+    if let Some(n) = std::env::var("INABENCH_SWITCH_NICE")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+    {
+        knobs.push(("switch_nice".into(), n));
     }
     let job = NodeJob {
         system: sys.clone(),
@@ -39,14 +48,44 @@ fn main() {
     };
     let mut secs = Vec::new();
     if job.io == "mem" {
-        use inabench_ina::collective::{Fabric, run_system};
+        use inabench_ina::collective::run_system_mem;
         let Some(system) = inabench_ina::drive::system(&sys) else {
             eprintln!("error: no system `{sys}`");
             std::process::exit(1);
         };
         for _ in 0..reps {
-            match run_system(system, &job.config(), Fabric::Mem) {
-                Ok(ns) => secs.push(ns as f64 / 1e9),
+            match run_system_mem(system, &job.config()) {
+                Ok((ns, rep)) => {
+                    // the fabric's own accounting: each node's CPU, each thread's CPU, and the
+                    // threads' time in no node (spinning, parking, waking, looking for work)
+                    let node_cpu: u64 = rep.nodes.iter().map(|n| n.cpu_ns).sum();
+                    let thread_cpu: u64 = rep.thread_cpu_ns.iter().sum();
+                    eprintln!(
+                        "finished in {:.1} ms (wall {:.1} ms) on {} threads: thread cpu {:.1} ms {:?}, nodes {:.1} ms, in no node {:.1} ms, parks {:?}",
+                        ns as f64 / 1e6,
+                        rep.wall_ns as f64 / 1e6,
+                        rep.threads,
+                        thread_cpu as f64 / 1e6,
+                        rep.thread_cpu_ns
+                            .iter()
+                            .map(|c| format!("{:.1}", *c as f64 / 1e6))
+                            .collect::<Vec<_>>(),
+                        node_cpu as f64 / 1e6,
+                        thread_cpu.saturating_sub(node_cpu) as f64 / 1e6,
+                        rep.parks
+                    );
+                    for (i, n) in rep.nodes.iter().enumerate() {
+                        eprintln!(
+                            "  node {i} tx {} rx {} cpu {:.1} ms busy {:.1} ms done {:.1} ms",
+                            n.frames_tx,
+                            n.frames_rx,
+                            n.cpu_ns as f64 / 1e6,
+                            n.busy_ns as f64 / 1e6,
+                            n.done_ns as f64 / 1e6
+                        );
+                    }
+                    secs.push(ns as f64 / 1e9);
+                }
                 Err(e) => {
                     eprintln!("error: {e}");
                     std::process::exit(1);
@@ -75,7 +114,7 @@ fn main() {
                     let mut r = n.rtt_ns.clone();
                     r.sort_unstable();
                     eprintln!(
-                        "  node {} worker {} correct {} tx {} rx {} retx {} cpu {:.1} ms wall {:.1} ms done {:.1} ms rtt_med {:?} send_err {}",
+                        "  node {} worker {} correct {} tx {} rx {} retx {} cpu {:.1} ms wall {:.1} ms done {:.1} ms rtt_med {:?} send_err {} run_delay {:.1} ms sock_drops {} nice {:?}",
                         n.node,
                         n.is_worker,
                         n.correct,
@@ -86,7 +125,10 @@ fn main() {
                         n.wall_ns as f64 / 1e6,
                         n.done_ns as f64 / 1e6,
                         r.get(r.len() / 2),
-                        n.send_errors
+                        n.send_errors,
+                        n.run_delay_ns as f64 / 1e6,
+                        n.socket_drops,
+                        n.nice
                     );
                 }
                 let ok = o.finished && o.nodes.iter().filter(|n| n.is_worker).all(|n| n.correct);

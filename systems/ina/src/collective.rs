@@ -170,6 +170,35 @@ pub fn run_system(sys: &dyn System, cfg: &AllReduceConfig, fabric: Fabric) -> Re
     Ok(d)
 }
 
+/// [`run_system`] on the `mem` fabric, with that fabric's own report (each node's CPU, each
+/// serving thread's CPU and parks): for diagnostics of the fabric's overhead (the probe prints
+/// it). The time is the same as [`run_system`]'s: when the last worker was done.
+pub fn run_system_mem(
+    sys: &dyn System,
+    cfg: &AllReduceConfig,
+) -> Result<(u64, inabench_fabric::mem::MemReport), String> {
+    let setup = sys.build(cfg).map_err(|e| e.to_string())?;
+    let workers = cfg.workers;
+    let (nodes, rep) = inabench_fabric::mem::run(
+        setup.into_nodes(),
+        cfg.mtu + 128,
+        Faults::default(),
+        std::time::Duration::from_secs(120),
+        |i| i < workers,
+    );
+    if !rep.finished {
+        return Err("the all-reduce did not finish".into());
+    }
+    if nodes
+        .iter()
+        .any(|n| matches!(n, SetupNode::Worker(w) if !w.check(cfg)))
+    {
+        return Err(format!("{} produced a wrong result", sys.name()));
+    }
+    let done = rep.nodes.iter().take(workers).map(|n| n.done_ns).max();
+    Ok((done.unwrap_or(rep.wall_ns), rep))
+}
+
 fn through(
     sys: &dyn System,
     inputs: Vec<Vec<i32>>,
