@@ -60,6 +60,9 @@ fn frame(src: usize, dst: usize, h: &hdr::Repr, values: &[i32], t: &Trailer) -> 
     })
 }
 
+/// Ethernet and IPv4 headers.
+const OUTER: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN;
+
 /// [`frame`] into `f` (FRAME_LEN zero bytes, a pooled buffer), the values written by `values`
 /// into the frame's value bytes (zero beyond what it writes).
 fn frame_into(
@@ -70,6 +73,12 @@ fn frame_into(
     t: &Trailer,
     values: impl FnOnce(&mut [u8]),
 ) -> Vec<u8> {
+    outer_into(&mut f, src, dst);
+    layer_into(f, h, t, values)
+}
+
+/// The Ethernet and IPv4 headers of a frame from `src` to `dst` into `f[..OUTER]`.
+fn outer_into(f: &mut [u8], src: usize, dst: usize) {
     ethernet::Repr {
         dst: [2, 0, 0, 2, 0, (dst + 1) as u8],
         src: [2, 0, 0, 2, 0, (src + 1) as u8],
@@ -88,7 +97,16 @@ fn frame_into(
     let _ = ip.emit(&mut ipv4::Packet::new_unchecked(
         &mut f[ethernet::HEADER_LEN..],
     ));
-    let at = ethernet::HEADER_LEN + ipv4::HEADER_LEN;
+}
+
+/// The ATP layer (header, values, trailer) after `f`'s outer headers.
+fn layer_into(
+    mut f: Vec<u8>,
+    h: &hdr::Repr,
+    t: &Trailer,
+    values: impl FnOnce(&mut [u8]),
+) -> Vec<u8> {
+    let at = OUTER;
     let _ = h.emit(&mut f[at..]);
     let v = at + hdr::Repr::LEN;
     values(&mut f[v..v + hdr::VALUES_LEN]);
@@ -106,7 +124,10 @@ fn parse(f: &[u8]) -> Option<(hdr::Repr, Vec<i32>)> {
     Some((h, values))
 }
 
-/// [`parse`] with the values as the frame's big-endian bytes (no copy).
+/// [`parse`] with the values as the frame's big-endian bytes (no copy). Inlined: returned
+/// through memory, the header's fields were stored and reloaded at mismatched widths per packet
+/// (the profile's store-forwarding stalls).
+#[inline(always)]
 fn parse_be(f: &[u8]) -> Option<(hdr::Repr, &[u8])> {
     let eth = ethernet::Packet::new_checked(f).ok()?;
     if eth.ethertype() != hdr::ETHERTYPE {
@@ -419,6 +440,28 @@ pub struct AtpSwitch {
     flushes: u64,
     /// frame buffers: delivered frames come back through `recycle`, sends take from here
     pool: BufPool,
+    /// the Ethernet and IPv4 headers of every frame from the switch to the PS (the same bytes
+    /// each time: written once)
+    ps_outer: [u8; OUTER],
+    /// per worker: the ones' complement sum of its IPv4 address's two 16-bit words (the part
+    /// of an ACK copy's header checksum that its destination gives)
+    worker_ip_sum: Vec<u32>,
+}
+
+/// The 16-bit big-endian words of `b` summed as integers: RFC 1071's sum before folding (what
+/// [`ipv4::checksum`] folds and complements; `b` of even length, at most 2^16 words).
+fn word_sum(b: &[u8]) -> u32 {
+    b.chunks_exact(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+        .sum()
+}
+
+/// Fold a sum of 16-bit words to 16 bits (ones' complement), as [`ipv4::checksum`] does.
+fn fold(mut s: u32) -> u16 {
+    while s >> 16 != 0 {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
 }
 
 /// What goes to the PS: a packet's own value bytes or an aggregator's sum.
@@ -434,16 +477,16 @@ impl AtpSwitch {
             tensor_len: self.layout.elements as u32,
         };
         self.stats.packets_out += 1;
-        let buf = self.pool.take(FRAME_LEN);
-        let (id, ps) = (self.id as usize, self.ps as usize);
+        let mut buf = self.pool.take(FRAME_LEN);
+        buf[..OUTER].copy_from_slice(&self.ps_outer);
         let bytes = match values {
-            ToPs::Bytes(be) => frame_into(buf, id, ps, h, &t, |v| {
+            ToPs::Bytes(be) => layer_into(buf, h, &t, |v| {
                 let n = be.len().min(v.len());
                 v[..n].copy_from_slice(&be[..n]);
             }),
             ToPs::Sum(idx) => {
                 let sum = &self.aggs[idx].sum;
-                frame_into(buf, id, ps, h, &t, |v| {
+                layer_into(buf, h, &t, |v| {
                     let n = sum.len().min(VALUES_PER_PACKET);
                     kernel::store_be_i32(&mut v[..4 * n], &sum[..n]);
                 })
@@ -480,6 +523,15 @@ impl Endpoint for AtpSwitch {
             if self.aggs[idx].owner == Some(key) {
                 self.aggs[idx].free();
             }
+            // the ACK's IPv4 header summed once without its checksum and destination; each
+            // copy's checksum adds its worker's address (the bytes of `fill_checksum`)
+            let ip = ipv4::Packet::new_unchecked(&f[ethernet::HEADER_LEN..]);
+            let Some(ip) = f.get(ethernet::HEADER_LEN..ethernet::HEADER_LEN + ip.header_len())
+            else {
+                self.stats.dropped += 1;
+                return;
+            };
+            let rest = word_sum(&ip[..10]) + word_sum(&ip[12..16]) + word_sum(&ip[20..]);
             for w in 0..self.layout.workers {
                 if h.bitmap & (1 << w) != 0 {
                     self.stats.packets_out += 1;
@@ -495,7 +547,7 @@ impl Endpoint for AtpSwitch {
                     ]);
                     let mut ip = ipv4::Packet::new_unchecked(&mut b[ethernet::HEADER_LEN..]);
                     ip.set_dst(ip_of(w));
-                    ip.fill_checksum();
+                    ip.set_header_checksum(!fold(rest + self.worker_ip_sum[w]));
                     self.out.push_back(Transmit {
                         to: w as NodeId,
                         bytes: b,
@@ -802,6 +854,12 @@ impl System for Atp {
             collisions: 0,
             flushes: 0,
             pool: BufPool::default(),
+            ps_outer: {
+                let mut o = [0u8; OUTER];
+                outer_into(&mut o, switch as usize, ps as usize);
+                o
+            },
+            worker_ip_sum: (0..cfg.workers).map(|w| word_sum(&ip_of(w))).collect(),
         };
         let server = AtpPs {
             id: ps,
@@ -873,6 +931,85 @@ mod tests {
         );
         let (_, got) = parse(&f).expect("parses");
         assert_eq!(&got[..3], &[5, 6, 0]);
+    }
+
+    /// The switch's frames (to the PS from its header template; ACK copies with the checksum
+    /// from the ACK's partial sum) are byte for byte the frames built and rewritten the plain
+    /// way.
+    #[test]
+    fn switch_frames_are_the_plainly_built_ones() {
+        let cfg = AllReduceConfig {
+            workers: 6,
+            elements: 62 * 4,
+            seed: 1,
+            line_rate_bps: 100e9,
+            mtu: 1024,
+            timeout_ns: 1_000_000,
+            knobs: vec![],
+        };
+        let n = cfg.workers;
+        let mut nodes = Atp.build(&cfg).expect("build").into_nodes();
+        let ps_id = n as NodeId + 1;
+        let mut worker_frames = Vec::new();
+        for node in nodes.iter_mut().take(n) {
+            let id = node.id();
+            while let Some(t) = node.poll_transmit(0) {
+                worker_frames.push((id, t.bytes));
+            }
+        }
+        let crate::common::SetupNode::Switch(sw) = &mut nodes[n] else {
+            panic!("node {n} is the switch")
+        };
+        let mut to_ps = Vec::new();
+        for (from, f) in &worker_frames {
+            sw.handle_packet(0, *from, f);
+            while let Some(t) = sw.poll_transmit(0) {
+                assert_eq!(t.to, ps_id);
+                to_ps.push(t.bytes);
+            }
+        }
+        assert_eq!(to_ps.len(), 4, "one aggregate per sequence");
+        for f in &to_ps {
+            let (h, v) = parse(f).expect("parses");
+            assert_eq!(h.bitmap, (1 << n) - 1);
+            let t = Trailer {
+                key: u64::from(h.sequence),
+                tensor_len: cfg.elements as u32,
+            };
+            assert_eq!(*f, frame(n, n + 1, &h, &v, &t), "to the PS");
+            // the PS's ACK for it (to workers 1, 3 and 4 only) passes back through the switch
+            let ack = hdr::Repr {
+                is_ack: true,
+                bitmap: 0b11010,
+                ..h
+            };
+            let ack = frame(n + 1, n, &ack, &v, &t);
+            sw.handle_packet(0, ps_id, &ack);
+            let mut copies = Vec::new();
+            while let Some(t) = sw.poll_transmit(0) {
+                copies.push(t);
+            }
+            assert_eq!(
+                copies.iter().map(|t| t.to).collect::<Vec<_>>(),
+                vec![1, 3, 4]
+            );
+            for c in copies {
+                let w = c.to as usize;
+                let mut want = ack.clone();
+                ethernet::Packet::new_unchecked(&mut want[..]).set_dst([
+                    2,
+                    0,
+                    0,
+                    2,
+                    0,
+                    (w + 1) as u8,
+                ]);
+                let mut ip = ipv4::Packet::new_unchecked(&mut want[ethernet::HEADER_LEN..]);
+                ip.set_dst(ip_of(w));
+                ip.fill_checksum();
+                assert_eq!(c.bytes, want, "ACK copy to worker {w}");
+            }
+        }
     }
 
     #[test]

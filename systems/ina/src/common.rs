@@ -295,68 +295,95 @@ impl Endpoint for SetupNode {
 /// loops over `chunks_exact` that LLVM vectorises (byte swap and add/max on whole vector
 /// registers; no intrinsics). The semantics are the scalar ones exactly: int32 sums wrap, f32
 /// sums add in the order the calls are made (one rounding per add, as the scalar fold).
+///
+/// On x86-64 each loop is compiled twice: for the build's baseline target (SSE2, where the byte
+/// swap takes unpacks and word shuffles: `objdump -d` showed `punpcklbw`/`pshuflw`/`packuswb`
+/// per 4 values) and with AVX2 (`vpshufb` and `vpaddd` on 8 values), the second picked at run
+/// time when the CPU has AVX2 (`is_x86_feature_detected!`, cached by std). The same source
+/// loop, so the same results; the test runs both.
 pub mod kernel {
-    /// `acc[i] = acc[i].wrapping_add(x)` for the `i`-th big-endian int32 of `be`.
-    #[inline]
-    pub fn add_be_i32(acc: &mut [i32], be: &[u8]) {
-        for (a, c) in acc.iter_mut().zip(be.chunks_exact(4)) {
-            *a = a.wrapping_add(i32::from_be_bytes([c[0], c[1], c[2], c[3]]));
-        }
+    macro_rules! kernels {
+        ($( $(#[$m:meta])* fn $name:ident($a:ident: $at:ty, $b:ident: $bt:ty) $body:block )*) => {
+            /// The kernels for the build's baseline target.
+            pub(crate) mod portable {
+                $( $(#[$m])* #[inline] pub fn $name($a: $at, $b: $bt) $body )*
+            }
+            /// The same loops compiled with AVX2 (callers check the CPU first).
+            #[cfg(target_arch = "x86_64")]
+            mod avx2 {
+                $( #[target_feature(enable = "avx2")] pub fn $name($a: $at, $b: $bt) $body )*
+            }
+            $(
+                $(#[$m])*
+                #[inline]
+                pub fn $name($a: $at, $b: $bt) {
+                    #[cfg(target_arch = "x86_64")]
+                    if std::arch::is_x86_feature_detected!("avx2") {
+                        // SAFETY: the CPU has AVX2, checked just above; the function is the
+                        // portable one's source compiled for it (no other requirement).
+                        return unsafe { avx2::$name($a, $b) };
+                    }
+                    portable::$name($a, $b)
+                }
+            )*
+        };
     }
 
-    /// `acc[i] = acc[i].max(x)` for the `i`-th big-endian int32 of `be`.
-    #[inline]
-    pub fn max_be_i32(acc: &mut [i32], be: &[u8]) {
-        for (a, c) in acc.iter_mut().zip(be.chunks_exact(4)) {
-            *a = (*a).max(i32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+    kernels! {
+        /// `acc[i] = acc[i].wrapping_add(x)` for the `i`-th big-endian int32 of `be`.
+        fn add_be_i32(acc: &mut [i32], be: &[u8]) {
+            for (a, c) in acc.iter_mut().zip(be.chunks_exact(4)) {
+                *a = a.wrapping_add(i32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+            }
         }
-    }
 
-    /// `acc[i] = acc[i] + x` for the `i`-th big-endian float32 of `be`.
-    #[inline]
-    pub fn add_be_f32(acc: &mut [f32], be: &[u8]) {
-        for (a, c) in acc.iter_mut().zip(be.chunks_exact(4)) {
-            *a += f32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+        /// `acc[i] = acc[i].max(x)` for the `i`-th big-endian int32 of `be`.
+        fn max_be_i32(acc: &mut [i32], be: &[u8]) {
+            for (a, c) in acc.iter_mut().zip(be.chunks_exact(4)) {
+                *a = (*a).max(i32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+            }
         }
-    }
 
-    /// `acc[i] = x` for the `i`-th big-endian int32 of `be`.
-    #[inline]
-    pub fn load_be_i32(acc: &mut [i32], be: &[u8]) {
-        for (a, c) in acc.iter_mut().zip(be.chunks_exact(4)) {
-            *a = i32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+        /// `acc[i] = acc[i] + x` for the `i`-th big-endian float32 of `be`.
+        fn add_be_f32(acc: &mut [f32], be: &[u8]) {
+            for (a, c) in acc.iter_mut().zip(be.chunks_exact(4)) {
+                *a += f32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+            }
         }
-    }
 
-    /// Write `vals` as big-endian int32s into `out` (4 bytes each).
-    #[inline]
-    pub fn store_be_i32(out: &mut [u8], vals: &[i32]) {
-        for (c, v) in out.chunks_exact_mut(4).zip(vals) {
-            c.copy_from_slice(&v.to_be_bytes());
+        /// `acc[i] = x` for the `i`-th big-endian int32 of `be`.
+        fn load_be_i32(acc: &mut [i32], be: &[u8]) {
+            for (a, c) in acc.iter_mut().zip(be.chunks_exact(4)) {
+                *a = i32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+            }
         }
-    }
 
-    /// Write `vals` as big-endian float32s into `out` (4 bytes each).
-    #[inline]
-    pub fn store_be_f32(out: &mut [u8], vals: &[f32]) {
-        for (c, v) in out.chunks_exact_mut(4).zip(vals) {
-            c.copy_from_slice(&v.to_bits().to_be_bytes());
+        /// Write `vals` as big-endian int32s into `out` (4 bytes each).
+        fn store_be_i32(out: &mut [u8], vals: &[i32]) {
+            for (c, v) in out.chunks_exact_mut(4).zip(vals) {
+                c.copy_from_slice(&v.to_be_bytes());
+            }
         }
-    }
 
-    /// `acc[i] = acc[i].wrapping_add(x[i])`.
-    #[inline]
-    pub fn add_i32(acc: &mut [i32], x: &[i32]) {
-        for (a, v) in acc.iter_mut().zip(x) {
-            *a = a.wrapping_add(*v);
+        /// Write `vals` as big-endian float32s into `out` (4 bytes each).
+        fn store_be_f32(out: &mut [u8], vals: &[f32]) {
+            for (c, v) in out.chunks_exact_mut(4).zip(vals) {
+                c.copy_from_slice(&v.to_bits().to_be_bytes());
+            }
         }
-    }
 
-    /// `acc[i] = acc[i].max(x[i])`.
-    #[inline]
-    pub fn max_i32(acc: &mut [i32], x: &[i32]) {
-        for (a, v) in acc.iter_mut().zip(x) {
-            *a = (*a).max(*v);
+        /// `acc[i] = acc[i].wrapping_add(x[i])`.
+        fn add_i32(acc: &mut [i32], x: &[i32]) {
+            for (a, v) in acc.iter_mut().zip(x) {
+                *a = a.wrapping_add(*v);
+            }
+        }
+
+        /// `acc[i] = acc[i].max(x[i])`.
+        fn max_i32(acc: &mut [i32], x: &[i32]) {
+            for (a, v) in acc.iter_mut().zip(x) {
+                *a = (*a).max(*v);
+            }
         }
     }
 }
@@ -370,6 +397,50 @@ mod tests {
     /// multiple of a vector register.
     #[test]
     fn kernels_match_the_scalar_reference() {
+        for (which, k) in [
+            ("dispatched", Kernels::DISPATCHED),
+            ("portable", Kernels::PORTABLE),
+        ] {
+            kernels_match(which, &k);
+        }
+    }
+
+    /// The kernels of one implementation (the dispatched ones use AVX2 on a CPU that has it).
+    struct Kernels {
+        add_be_i32: fn(&mut [i32], &[u8]),
+        max_be_i32: fn(&mut [i32], &[u8]),
+        add_be_f32: fn(&mut [f32], &[u8]),
+        load_be_i32: fn(&mut [i32], &[u8]),
+        store_be_i32: fn(&mut [u8], &[i32]),
+        store_be_f32: fn(&mut [u8], &[f32]),
+        add_i32: fn(&mut [i32], &[i32]),
+        max_i32: fn(&mut [i32], &[i32]),
+    }
+
+    impl Kernels {
+        const DISPATCHED: Kernels = Kernels {
+            add_be_i32: kernel::add_be_i32,
+            max_be_i32: kernel::max_be_i32,
+            add_be_f32: kernel::add_be_f32,
+            load_be_i32: kernel::load_be_i32,
+            store_be_i32: kernel::store_be_i32,
+            store_be_f32: kernel::store_be_f32,
+            add_i32: kernel::add_i32,
+            max_i32: kernel::max_i32,
+        };
+        const PORTABLE: Kernels = Kernels {
+            add_be_i32: kernel::portable::add_be_i32,
+            max_be_i32: kernel::portable::max_be_i32,
+            add_be_f32: kernel::portable::add_be_f32,
+            load_be_i32: kernel::portable::load_be_i32,
+            store_be_i32: kernel::portable::store_be_i32,
+            store_be_f32: kernel::portable::store_be_f32,
+            add_i32: kernel::portable::add_i32,
+            max_i32: kernel::portable::max_i32,
+        };
+    }
+
+    fn kernels_match(which: &str, k: &Kernels) {
         use inabench_rng::SplitMix64;
         let edges_i = [i32::MIN, i32::MAX, -1, 0, 1, i32::MIN + 1, i32::MAX - 1];
         let edges_f = [
@@ -405,37 +476,37 @@ mod tests {
             let x: Vec<i32> = (0..len).map(|_| draw_i(&mut g)).collect();
             let be: Vec<u8> = x.iter().flat_map(|v| v.to_be_bytes()).collect();
             let mut got = a.clone();
-            kernel::add_be_i32(&mut got, &be);
+            (k.add_be_i32)(&mut got, &be);
             let want: Vec<i32> = a.iter().zip(&x).map(|(p, q)| p.wrapping_add(*q)).collect();
-            assert_eq!(got, want, "add_be_i32 len {len}");
+            assert_eq!(got, want, "add_be_i32 len {len} ({which})");
             let mut got = a.clone();
-            kernel::add_i32(&mut got, &x);
-            assert_eq!(got, want, "add_i32 len {len}");
+            (k.add_i32)(&mut got, &x);
+            assert_eq!(got, want, "add_i32 len {len} ({which})");
             let want: Vec<i32> = a.iter().zip(&x).map(|(p, q)| *p.max(q)).collect();
             let mut got = a.clone();
-            kernel::max_be_i32(&mut got, &be);
-            assert_eq!(got, want, "max_be_i32 len {len}");
+            (k.max_be_i32)(&mut got, &be);
+            assert_eq!(got, want, "max_be_i32 len {len} ({which})");
             let mut got = a.clone();
-            kernel::max_i32(&mut got, &x);
-            assert_eq!(got, want, "max_i32 len {len}");
+            (k.max_i32)(&mut got, &x);
+            assert_eq!(got, want, "max_i32 len {len} ({which})");
             let mut got = a.clone();
-            kernel::load_be_i32(&mut got, &be);
-            assert_eq!(got, x, "load_be_i32 len {len}");
+            (k.load_be_i32)(&mut got, &be);
+            assert_eq!(got, x, "load_be_i32 len {len} ({which})");
             let mut out = vec![0u8; 4 * len];
-            kernel::store_be_i32(&mut out, &x);
-            assert_eq!(out, be, "store_be_i32 len {len}");
+            (k.store_be_i32)(&mut out, &x);
+            assert_eq!(out, be, "store_be_i32 len {len} ({which})");
 
             let af: Vec<f32> = (0..len).map(|_| draw_f(&mut g)).collect();
             let xf: Vec<f32> = (0..len).map(|_| draw_f(&mut g)).collect();
             let bef: Vec<u8> = xf.iter().flat_map(|v| v.to_bits().to_be_bytes()).collect();
             let mut got = af.clone();
-            kernel::add_be_f32(&mut got, &bef);
+            (k.add_be_f32)(&mut got, &bef);
             let want: Vec<u32> = af.iter().zip(&xf).map(|(p, q)| (p + q).to_bits()).collect();
             let got: Vec<u32> = got.iter().map(|v| v.to_bits()).collect();
-            assert_eq!(got, want, "add_be_f32 len {len}");
+            assert_eq!(got, want, "add_be_f32 len {len} ({which})");
             let mut out = vec![0u8; 4 * len];
-            kernel::store_be_f32(&mut out, &xf);
-            assert_eq!(out, bef, "store_be_f32 len {len}");
+            (k.store_be_f32)(&mut out, &xf);
+            assert_eq!(out, bef, "store_be_f32 len {len} ({which})");
         }
     }
 

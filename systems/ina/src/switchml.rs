@@ -40,10 +40,14 @@ use inabench_wire::{ethernet, ipv4, udp};
 use std::collections::VecDeque;
 
 pub const UDP_PORT: u16 = 48864;
-const HDR: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN + SwitchMlHeader::LEN;
+/// Ethernet, IPv4 and UDP headers.
+const OUTER: usize = inabench_wire::node::OUTER_LEN;
+const HDR: usize = OUTER + SwitchMlHeader::LEN;
 
 /// Build a SwitchML frame from `src` to `dst` (node indices) carrying `h` and `values` into
 /// `f`, which must hold `HDR + 4 * values.len()` zero bytes (a buffer from a [`BufPool`]).
+/// (The switch writes its results from per-worker headers; the tests compare them with this.)
+#[cfg(test)]
 fn frame_in(f: Vec<u8>, src: usize, dst: usize, h: &SwitchMlHeader, values: &[i32]) -> Vec<u8> {
     frame_in_n(f, src, dst, h, values, values.len())
 }
@@ -67,6 +71,9 @@ fn frame_in_n(
 }
 
 /// Parse a SwitchML frame: (source IP's last byte, header, values as big-endian bytes).
+/// Inlined: returned through memory, the header's fields were stored and reloaded at
+/// mismatched widths per packet (the profile's store-forwarding stalls).
+#[inline(always)]
 fn parse_body(f: &[u8]) -> Option<(u8, SwitchMlHeader, &[u8])> {
     let eth = ethernet::Packet::new_checked(f).ok()?;
     let ip = ipv4::Packet::new_checked(eth.payload()).ok()?;
@@ -352,9 +359,35 @@ pub struct SwitchMlSwitch {
     mixed: u64,
     /// result frames are written into delivered frames' buffers (no allocation per frame)
     pool: BufPool,
+    /// per worker: the Ethernet, IPv4 and UDP headers of a result frame to it (the switch's
+    /// addresses and the fixed length: the same bytes for every result, written once, as a
+    /// replication engine's per-port rewrite table holds them)
+    outer: Vec<[u8; OUTER]>,
 }
 
 impl SwitchMlSwitch {
+    /// The outer headers of a result frame from the switch (node `workers`) to each worker.
+    fn outer_headers(layout: &Layout) -> Result<Vec<[u8; OUTER]>, SetupError> {
+        let payload = SwitchMlHeader::LEN + 4 * layout.per_packet;
+        (0..layout.workers)
+            .map(|r| {
+                let mut o = [0u8; OUTER];
+                inabench_wire::node::emit(
+                    &mut o,
+                    1,
+                    layout.workers as u32,
+                    r as u32,
+                    UDP_PORT,
+                    payload,
+                )
+                .map_err(|e| SetupError::Config(format!("SwitchML result headers: {e}")))?;
+                Ok(o)
+            })
+            .collect()
+    }
+
+    /// A result frame to worker `to`: its outer headers, then the header and the sum; the
+    /// bytes of [`frame_in`] for that worker.
     fn result_to(&mut self, to: usize, s: usize, v: bool, chunk: u32) {
         let h = SwitchMlHeader {
             worker: to as u16,
@@ -366,8 +399,16 @@ impl SwitchMlSwitch {
             chunk,
         };
         let sum = &self.copies[s][usize::from(v)].sum;
-        let buf = self.pool.take(HDR + 4 * sum.len());
-        let bytes = frame_in(buf, self.layout.workers, to, &h, sum);
+        let Some(outer) = self.outer.get(to) else {
+            return;
+        };
+        let mut head = [0u8; SwitchMlHeader::LEN];
+        let _ = h.emit(&mut head[..]);
+        let mut bytes = self.pool.take(0);
+        bytes.extend_from_slice(outer);
+        bytes.extend_from_slice(&head);
+        bytes.resize(HDR + 4 * sum.len(), 0);
+        kernel::store_be_i32(&mut bytes[HDR..], sum);
         self.stats.packets_out += 1;
         self.out.push_back(Transmit {
             to: to as NodeId,
@@ -376,28 +417,24 @@ impl SwitchMlSwitch {
     }
 
     /// A completed slot's result to every worker, as the switch's multicast does: the result
-    /// frame is built once (to worker 0) and each further copy rewrites its destination (MAC,
-    /// IP and IP checksum) and the header's worker field; the bytes are those of
-    /// [`SwitchMlSwitch::result_to`] for each worker.
+    /// frame is built once (to worker 0) and each further copy takes that worker's outer headers
+    /// (destination MAC and IP, IP checksum) and rewrites the header's worker field; the bytes
+    /// are those of [`SwitchMlSwitch::result_to`] for each worker.
     fn result_to_all(&mut self, s: usize, v: bool, chunk: u32) {
         let n = self.layout.workers;
         self.result_to(0, s, v, chunk);
         for r in 1..n {
-            let Some(src) = self.out.back() else { return };
-            let mut f = self.pool.take_copy(&src.bytes);
-            if f.len() < HDR {
-                self.pool.put(f);
+            let (Some(src), Some(outer)) = (self.out.back(), self.outer.get(r)) else {
+                return;
+            };
+            if src.bytes.len() < HDR {
                 return;
             }
-            ethernet::Packet::new_unchecked(&mut f[..])
-                .set_dst(inabench_wire::node::mac_of(1, r as u32));
-            let mut ip = ipv4::Packet::new_unchecked(&mut f[ethernet::HEADER_LEN..]);
-            ip.set_dst(inabench_wire::node::ip_of(1, r as u32));
-            ip.fill_checksum();
-            inabench_wire::ina::switchml::Packet::new_unchecked(
-                &mut f[ethernet::HEADER_LEN + ipv4::HEADER_LEN + udp::HEADER_LEN..],
-            )
-            .set_worker(r as u16);
+            let mut f = self.pool.take(0);
+            f.extend_from_slice(outer);
+            f.extend_from_slice(&src.bytes[OUTER..]);
+            inabench_wire::ina::switchml::Packet::new_unchecked(&mut f[OUTER..])
+                .set_worker(r as u16);
             self.stats.packets_out += 1;
             self.out.push_back(Transmit {
                 to: r as NodeId,
@@ -444,7 +481,12 @@ impl Endpoint for SwitchMlSwitch {
         copy.seen |= bit;
         // this worker has moved on to this copy: its bit in the other copy is cleared
         other.seen &= !bit;
-        copy.count = (copy.count + 1) % n;
+        // (count + 1) mod n, without a division: count < n
+        copy.count = if copy.count + 1 >= n {
+            0
+        } else {
+            copy.count + 1
+        };
         if copy.count == 1 {
             copy.round_chunk = h.chunk;
         } else if copy.round_chunk != h.chunk {
@@ -577,6 +619,7 @@ impl System for SwitchMl {
             stats: SwitchStats::default(),
             mixed: 0,
             pool: BufPool::default(),
+            outer: SwitchMlSwitch::outer_headers(&layout)?,
         };
         Ok(Setup {
             workers,
@@ -649,5 +692,20 @@ mod tests {
             results += 1;
         }
         assert!(results > 0, "slots completed");
+        // a resend for a completed slot is answered (unicast) with the frame built for its
+        // worker
+        let (from, f) = input
+            .iter()
+            .find(|(from, _)| *from == 3)
+            .expect("worker 3 sent");
+        sw.handle_packet(0, *from, f);
+        let t = sw.poll_transmit(0).expect("the answer to a resend");
+        assert!(sw.poll_transmit(0).is_none(), "one answer");
+        assert_eq!(t.to, 3);
+        let (_, h, v) = parse_body(&t.bytes).expect("a result");
+        assert_eq!((h.worker, h.is_result), (3, true));
+        let mut sum = vec![0i32; v.len() / 4];
+        kernel::load_be_i32(&mut sum, v);
+        assert_eq!(t.bytes, frame_in(vec![0; t.bytes.len()], n, 3, &h, &sum));
     }
 }

@@ -35,8 +35,15 @@ impl TofinoModel {
     }
 
     /// Passes a packet needs to aggregate `payload` bytes of values (at least one).
+    #[inline]
     pub fn passes(&self, payload: u32) -> u32 {
-        payload.div_ceil(self.bytes_per_pass()).max(1)
+        let per_pass = self.bytes_per_pass();
+        // one pass without a division (the common case, per packet); the same count
+        if payload <= per_pass {
+            1
+        } else {
+            payload.div_ceil(per_pass)
+        }
     }
 }
 
@@ -77,6 +84,7 @@ impl Pipeline {
     }
 
     /// Account one packet of `frame_bytes` carrying `payload` bytes of values; returns its passes.
+    #[inline]
     pub fn process(&mut self, frame_bytes: u32, payload: u32) -> u32 {
         let p = self.model.passes(payload);
         self.stats.packets += 1;

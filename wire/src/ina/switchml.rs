@@ -169,6 +169,7 @@ impl Repr {
     pub const LEN: usize = 12;
 
     /// Parse; the values must follow, and reserved flags must be zero.
+    #[inline]
     pub fn parse<B: AsRef<[u8]> + ?Sized>(packet: &B) -> Result<Repr, Error> {
         let p = Packet::new_checked(packet.as_ref())?;
         if p.flags() & !1 != 0 {
