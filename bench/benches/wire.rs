@@ -53,6 +53,33 @@ fn wire(c: &mut Criterion) {
         b.iter(|| FrameRepr::parse(black_box(&bytes)).map(|(r, p)| (r.bth.psn, p.len())))
     });
     g.finish();
+    // NetReduce's 1 KB frames: the plain build into a reused buffer (headers, payload, ICRC over
+    // all of it) against the accelerator's build of one result copy, whose last 1008 payload
+    // bytes (shared by every copy) were hashed once beforehand (`build_shared_tail_into`)
+    let payload = vec![0x5au8; 1024];
+    let bytes = frame().build(&payload).expect("build");
+    let ip = bytes[inabench_wire::roce::IP_OFFSET..bytes.len() - 4].to_vec();
+    let (head, tail) = payload.split_at(16);
+    let shared = inabench_wire::icrc::SharedTail::new(tail, 0);
+    let shift = inabench_wire::icrc::Shift::new(shared.len());
+    let mut buf = Vec::new();
+    let mut g = c.benchmark_group("wire_1k");
+    g.throughput(Throughput::Bytes(ip.len() as u64));
+    g.bench_function("icrc_1k", |b| {
+        b.iter(|| inabench_wire::icrc::compute(black_box(&ip)))
+    });
+    g.bench_function("build_1k_into", |b| {
+        b.iter(|| frame().build_into(&mut buf, black_box(&payload)))
+    });
+    g.bench_function("build_1k_shared_tail_into", |b| {
+        b.iter(|| {
+            frame().build_shared_tail_into(&mut buf, &[black_box(head)], tail, &shared, &shift)
+        })
+    });
+    g.bench_function("parse_1k_frame", |b| {
+        b.iter(|| FrameRepr::parse(black_box(&bytes)).map(|(r, p)| (r.bth.psn, p.len())))
+    });
+    g.finish();
 }
 
 fn aggregation(c: &mut Criterion) {
