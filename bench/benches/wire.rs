@@ -63,23 +63,49 @@ fn wire(c: &mut Criterion) {
     let shared = inabench_wire::icrc::SharedTail::new(tail, 0);
     let shift = inabench_wire::icrc::Shift::new(shared.len());
     let mut buf = Vec::new();
+    // in this thread's CPU time, so other processes on a shared host do not count
     let mut g = c.benchmark_group("wire_1k");
     g.throughput(Throughput::Bytes(ip.len() as u64));
     g.bench_function("icrc_1k", |b| {
-        b.iter(|| inabench_wire::icrc::compute(black_box(&ip)))
+        cpu_iter(b, || inabench_wire::icrc::compute(black_box(&ip)))
     });
     g.bench_function("build_1k_into", |b| {
-        b.iter(|| frame().build_into(&mut buf, black_box(&payload)))
+        cpu_iter(b, || frame().build_into(&mut buf, black_box(&payload)))
     });
     g.bench_function("build_1k_shared_tail_into", |b| {
-        b.iter(|| {
+        cpu_iter(b, || {
             frame().build_shared_tail_into(&mut buf, &[black_box(head)], tail, &shared, &shift)
         })
     });
     g.bench_function("parse_1k_frame", |b| {
-        b.iter(|| FrameRepr::parse(black_box(&bytes)).map(|(r, p)| (r.bth.psn, p.len())))
+        cpu_iter(b, || {
+            FrameRepr::parse(black_box(&bytes)).map(|(r, p)| (r.bth.psn, p.len()))
+        })
     });
     g.finish();
+}
+
+/// This thread's CPU time (ns).
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and a timespec to fill
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Criterion's `iter` timed in this thread's CPU time.
+fn cpu_iter<O>(b: &mut criterion::Bencher<'_>, mut f: impl FnMut() -> O) {
+    b.iter_custom(|iters| {
+        let t0 = thread_cpu_ns();
+        for _ in 0..iters {
+            black_box(f());
+        }
+        std::time::Duration::from_nanos(thread_cpu_ns() - t0)
+    })
 }
 
 fn aggregation(c: &mut Criterion) {
