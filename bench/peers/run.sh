@@ -4,7 +4,10 @@
 #   mem: software NetReduce, a thread per node on the mem fabric   vs  MPI over shared memory (vader)
 #   the udp switch split into 1, 2 and 4 shards: NetReduce's by QP (S shards: S RC connections
 #   per worker pair, message m on QP m mod S, shard q serves QP q), SwitchML's by slot (1/16 of the
-#   bytes: its 192-byte chunks); and udp without GSO/GRO (mmsg)
+#   bytes: its 192-byte chunks); udp without GSO/GRO (mmsg); and udp with the switch's process
+#   at nice -10 (the knob `switch_nice`, as root: on a host with fewer cores than nodes the switch,
+#   which every frame crosses, then runs when it has input instead of queueing behind the
+#   workers; a real switch does not share cores with the workers)
 # Every sum is checked (ours against the reference sum, MPI's element 0 against its closed form).
 # usage: bench/peers/run.sh [ranks] [elements] [iterations]
 # Targets (issue #22): udp >= 1.0x MPI-TCP, mem >= 2x MPI-shm (x = MPI's time over ours).
@@ -18,7 +21,9 @@ out=${TMPDIR:-/tmp}/inabench-mpi-allreduce
 mpicc -O2 -o "$out" mpi_allreduce.c
 mpirun=(mpirun --allow-run-as-root --oversubscribe -np "$ranks")
 root=$(cd ../.. && pwd)
-(cd "$root" && cargo build --release -q -p inabench -p inabench-ina --example udp_probe)
+# two builds: with `--example`, cargo builds only examples, so `-p inabench` in the same command
+# left the node binary (bin `inabench`) as it was
+(cd "$root" && cargo build --release -q -p inabench && cargo build --release -q -p inabench-ina --example udp_probe)
 target=${CARGO_TARGET_DIR:-$root/target}
 probe() { INABENCH_NODE_EXE="$target/release/inabench" "$target/release/examples/udp_probe" "$@" 2>/dev/null; }
 median() { sed -n 's/.*"median_s":\([0-9.e-]*\).*/\1/p'; }
@@ -36,6 +41,8 @@ for s in 1 2 4; do
 done
 ours_mmsg=$(INABENCH_UDP_OFFLOAD=mmsg probe netreduce "$elements" event "$ranks" "$iters" 1)
 echo "$ours_mmsg"
+ours_nice=$(INABENCH_SWITCH_NICE=-10 probe netreduce "$elements" event "$ranks" "$iters" 1)
+echo "$ours_nice"
 declare -A sml
 for s in 1 2 4; do
   sml[$s]=$(probe switchml $((elements / 16)) event "$ranks" "$iters" "$s"); echo "${sml[$s]}"
@@ -46,6 +53,7 @@ ratio() { awk -v mpi="$(echo "$1" | median)" -v ours="$(echo "$2" | median)" \
 echo
 echo "side by side (x = MPI's time / ours; above 1 is faster than MPI):"
 echo "  udp mmsg only  vs MPI tcp: $(ratio "$mpi_tcp" "$ours_mmsg")   (GSO/GRO off)"
+echo "  udp switch at nice -10 vs MPI tcp: $(ratio "$mpi_tcp" "$ours_nice")   (1 shard)"
 echo "  mem            vs MPI shm: $(ratio "$mpi_shm" "$ours_mem")   target >= 2.0x"
 for s in 1 2 4; do
   note=""; [ $((ranks + s)) -gt "$cores" ] && note="   (contended: $ranks workers + $s shards on $cores cores)"

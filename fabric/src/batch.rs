@@ -146,6 +146,31 @@ pub fn bind_udp(ip: Ipv4Addr, buf: usize) -> io::Result<UdpSocket> {
     Ok(s.into())
 }
 
+/// `SO_MEMINFO` (`include/uapi/asm-generic/socket.h`; libc does not export it): the socket's
+/// memory counters, `SK_MEMINFO_DROPS` among them.
+const SO_MEMINFO: libc::c_int = 55;
+
+/// Datagrams the kernel dropped at `sock` (its receive buffer was full, or a filter dropped
+/// them): `SK_MEMINFO_DROPS` of `SO_MEMINFO` (Linux 3.9+); `None` where the kernel has no such
+/// counter.
+pub fn socket_drops(sock: &impl AsRawFd) -> Option<u64> {
+    let mut v = [0u32; libc::SK_MEMINFO_DROPS as usize + 1];
+    let mut len = std::mem::size_of_val(&v) as libc::socklen_t;
+    // SAFETY: a valid socket and a u32 array of `len` bytes for the kernel to fill
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_MEMINFO,
+            v.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    let filled = len as usize / std::mem::size_of::<u32>();
+    (rc == 0 && filled > libc::SK_MEMINFO_DROPS as usize)
+        .then(|| u64::from(v[libc::SK_MEMINFO_DROPS as usize]))
+}
+
 fn to_sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
     libc::sockaddr_in {
         sin_family: libc::AF_INET as libc::sa_family_t,
@@ -180,6 +205,10 @@ struct Msg {
 pub struct Sender {
     off: Offload,
     order: Vec<usize>,
+    /// The batch's destinations (address key, datagrams, first slot in `order`) and each
+    /// datagram's index into it: the grouping's scratch, reused.
+    dests: Vec<(u64, usize, usize)>,
+    dest_of: Vec<u32>,
     plan: Vec<Msg>,
     addrs: Vec<libc::sockaddr_in>,
     iovs: Vec<libc::iovec>,
@@ -199,6 +228,8 @@ impl Sender {
         Sender {
             off,
             order: Vec::new(),
+            dests: Vec::new(),
+            dest_of: Vec::new(),
             plan: Vec::new(),
             addrs: Vec::new(),
             iovs: Vec::new(),
@@ -219,7 +250,7 @@ impl Sender {
     /// Send `frames` (destination, bytes): with GSO, grouped by destination; with as few
     /// system calls as it takes. Returns how many datagrams the kernel did not take (a full
     /// buffer: lost, as on a wire).
-    pub fn send(&mut self, fd: RawFd, frames: &[(SocketAddrV4, &[u8])]) -> u64 {
+    pub fn send<B: AsRef<[u8]>>(&mut self, fd: RawFd, frames: &[(SocketAddrV4, B)]) -> u64 {
         let gso = self.off.gso && !self.gso_refused;
         self.plan_msgs(frames, gso);
         let (failed, refused) = self.transmit(fd, frames);
@@ -228,7 +259,10 @@ impl Sender {
         }
         // the kernel refused GSO (EIO/EINVAL on a path without it): these again one by one
         self.gso_refused = true;
-        let again: Vec<(SocketAddrV4, &[u8])> = refused.iter().map(|&i| frames[i]).collect();
+        let again: Vec<(SocketAddrV4, &[u8])> = refused
+            .iter()
+            .map(|&i| (frames[i].0, frames[i].1.as_ref()))
+            .collect();
         self.plan_msgs(&again, false);
         failed + self.transmit(fd, &again).0
     }
@@ -240,7 +274,7 @@ impl Sender {
         failed == 0 && refused.is_empty()
     }
 
-    fn plan_msgs(&mut self, frames: &[(SocketAddrV4, &[u8])], gso: bool) {
+    fn plan_msgs<B: AsRef<[u8]>>(&mut self, frames: &[(SocketAddrV4, B)], gso: bool) {
         self.order.clear();
         self.order.extend(0..frames.len());
         self.plan.clear();
@@ -252,19 +286,20 @@ impl Sender {
             }));
             return;
         }
-        // stable: each destination's datagrams keep their order
-        self.order
-            .sort_by_key(|&i| (u32::from(*frames[i].0.ip()), frames[i].0.port()));
+        self.group(frames);
         let mut i = 0;
         while i < self.order.len() {
-            let (dst, first) = frames[self.order[i]];
+            let (dst, first) = (frames[self.order[i]].0, frames[self.order[i]].1.as_ref());
             let seg = first.len();
             let mut count = 1;
             let mut bytes = seg;
             // GSO: one destination, one size, the last one may be shorter
             if seg > 0 && seg <= usize::from(u16::MAX) {
                 while i + count < self.order.len() && count < GSO_MAX_SEGMENTS {
-                    let (d, b) = frames[self.order[i + count]];
+                    let (d, b) = (
+                        frames[self.order[i + count]].0,
+                        frames[self.order[i + count]].1.as_ref(),
+                    );
                     if d != dst || b.len() > seg || b.is_empty() || bytes + b.len() > GSO_MAX_BYTES
                     {
                         break;
@@ -285,16 +320,65 @@ impl Sender {
         }
     }
 
+    /// `order`: the batch's datagrams grouped by destination (destinations in address order),
+    /// each destination's in the order given. A batch goes to a few destinations (a switch's
+    /// workers, a worker's switch shards): a counting sort over them, found by a linear search;
+    /// past 32 destinations a sort by (address, index), which orders the same.
+    fn group<B: AsRef<[u8]>>(&mut self, frames: &[(SocketAddrV4, B)]) {
+        const FEW: usize = 32;
+        let key = |a: &SocketAddrV4| (u64::from(u32::from(*a.ip())) << 16) | u64::from(a.port());
+        self.dests.clear();
+        self.dest_of.clear();
+        for (a, _) in frames {
+            let k = key(a);
+            let d = match self.dests.iter().position(|e| e.0 == k) {
+                Some(d) => d,
+                None if self.dests.len() < FEW => {
+                    self.dests.push((k, 0, 0));
+                    self.dests.len() - 1
+                }
+                None => {
+                    self.order.sort_unstable_by_key(|&i| (key(&frames[i].0), i));
+                    return;
+                }
+            };
+            self.dests[d].1 += 1;
+            self.dest_of.push(d as u32);
+        }
+        // each destination's first slot, destinations in address order
+        let mut by_addr: [u8; FEW] = [0; FEW];
+        let n = self.dests.len();
+        for (j, b) in by_addr.iter_mut().enumerate().take(n) {
+            *b = j as u8;
+        }
+        by_addr[..n].sort_unstable_by_key(|&j| self.dests[usize::from(j)].0);
+        let mut at = 0;
+        for &j in &by_addr[..n] {
+            let e = &mut self.dests[usize::from(j)];
+            e.2 = at;
+            at += e.1;
+        }
+        for (i, &d) in self.dest_of.iter().enumerate() {
+            let e = &mut self.dests[d as usize];
+            self.order[e.2] = i;
+            e.2 += 1;
+        }
+    }
+
     /// Send the planned messages; (datagrams lost, datagrams of GSO messages the kernel refused
     /// as such, by index into `frames`).
-    fn transmit(&mut self, fd: RawFd, frames: &[(SocketAddrV4, &[u8])]) -> (u64, Vec<usize>) {
+    fn transmit<B: AsRef<[u8]>>(
+        &mut self,
+        fd: RawFd,
+        frames: &[(SocketAddrV4, B)],
+    ) -> (u64, Vec<usize>) {
         let n = self.plan.len();
         self.addrs.clear();
         self.iovs.clear();
         self.ctrl.clear();
         self.msgs.clear();
         for &i in &self.order {
-            let b = frames[i].1;
+            let b = frames[i].1.as_ref();
             self.iovs.push(libc::iovec {
                 iov_base: b.as_ptr() as *mut libc::c_void,
                 iov_len: b.len(),
@@ -389,11 +473,12 @@ impl Receiver {
     /// have had [`enable_gro`] when `off.gro`.
     pub fn new(mtu: usize, off: Offload) -> Receiver {
         let size = if off.gro { mtu.max(GRO_BUF) } else { mtu };
-        let mut bufs: Vec<Vec<u8>> = (0..BATCH).map(|_| vec![0u8; size]).collect();
+        let batch = BATCH;
+        let mut bufs: Vec<Vec<u8>> = (0..batch).map(|_| vec![0u8; size]).collect();
         // SAFETY: all-zero sockaddr_in, control buffers and mmsghdr are valid values
         let mut addrs: Vec<libc::sockaddr_in> =
-            (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
-        let mut ctrl: Vec<Ctrl> = vec![[0; 8]; BATCH];
+            (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect();
+        let mut ctrl: Vec<Ctrl> = vec![[0; 8]; batch];
         let mut iovs: Vec<libc::iovec> = bufs
             .iter_mut()
             .map(|b| libc::iovec {
@@ -402,8 +487,8 @@ impl Receiver {
             })
             .collect();
         let mut msgs: Vec<libc::mmsghdr> =
-            (0..BATCH).map(|_| unsafe { std::mem::zeroed() }).collect();
-        for i in 0..BATCH {
+            (0..batch).map(|_| unsafe { std::mem::zeroed() }).collect();
+        for i in 0..batch {
             msgs[i].msg_hdr.msg_name = (&mut addrs[i] as *mut libc::sockaddr_in).cast();
             msgs[i].msg_hdr.msg_iov = &mut iovs[i];
             msgs[i].msg_hdr.msg_iovlen = 1;
@@ -418,7 +503,7 @@ impl Receiver {
             iovs,
             _ctrl: ctrl,
             msgs,
-            seg: vec![0; BATCH],
+            seg: vec![0; batch],
             n: 0,
         }
     }
@@ -430,7 +515,7 @@ impl Receiver {
     /// One `recvmmsg` (non-blocking unless `block`: then it waits for the first); returns how
     /// many messages (datagrams, or GRO runs) arrived.
     pub fn recv(&mut self, fd: RawFd, block: bool) -> usize {
-        for i in 0..BATCH {
+        for i in 0..self.msgs.len() {
             let h = &mut self.msgs[i].msg_hdr;
             h.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
             if self.off.gro {
@@ -444,12 +529,12 @@ impl Receiver {
         } else {
             libc::MSG_DONTWAIT
         };
-        // SAFETY: the headers point at this struct's buffers, BATCH of them
+        // SAFETY: the headers point at this struct's buffers, `msgs.len()` of them
         let rc = unsafe {
             libc::recvmmsg(
                 fd,
                 self.msgs.as_mut_ptr(),
-                BATCH as libc::c_uint,
+                self.msgs.len() as libc::c_uint,
                 flags,
                 std::ptr::null_mut(),
             )
@@ -672,6 +757,36 @@ mod tests {
         eprintln!("offload on this host: {}", host.label());
         if host.gso || host.gro {
             assert_eq!(round_trip(host), host, "GSO was refused after the probe");
+        }
+    }
+
+    /// The grouping equals a stable sort by destination address, with few destinations (the
+    /// counting sort) and with more than 32 (the sort).
+    #[test]
+    fn grouping_is_a_stable_sort_by_destination() {
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut s = Sender::new(Offload::NONE);
+        for dests in [1u64, 2, 6, 31, 32, 33, 100] {
+            let frames: Vec<(SocketAddrV4, [u8; 1])> = (0..500)
+                .map(|_| {
+                    let d = next() % dests;
+                    // addresses not in the order they first appear
+                    let ip = Ipv4Addr::new(127, 0, (d % 3) as u8, 1);
+                    (SocketAddrV4::new(ip, 9000 - d as u16), [0u8])
+                })
+                .collect();
+            s.order.clear();
+            s.order.extend(0..frames.len());
+            s.group(&frames);
+            let mut want: Vec<usize> = (0..frames.len()).collect();
+            want.sort_by_key(|&i| (u32::from(*frames[i].0.ip()), frames[i].0.port()));
+            assert_eq!(s.order, want, "{dests} destinations");
         }
     }
 

@@ -88,6 +88,17 @@ pub struct NodeOutcome {
     /// The batched socket layer's offload on this node (`gso+gro`, `gso`, `gro`, `mmsg`).
     #[serde(default)]
     pub offload: String,
+    /// Time this node was ready to run but waited for a CPU (ns; see
+    /// [`udp::NodeReport::run_delay_ns`]).
+    #[serde(default)]
+    pub run_delay_ns: u64,
+    /// Datagrams the kernel dropped at this node's socket (a full receive buffer).
+    #[serde(default)]
+    pub socket_drops: u64,
+    /// The nice value this node ran at when the `switch_nice` knob asked for one and the
+    /// kernel granted it (switch nodes only).
+    #[serde(default)]
+    pub nice: Option<i32>,
 }
 
 /// The child side: run one node with the job from `input`, report on `output`.
@@ -117,6 +128,17 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
         udp::child_handshake_sharded(&sock, input, output).map_err(|e| e.to_string())?;
     let is_worker = matches!(node, SetupNode::Worker(_));
     let steer = steering(&job, shards);
+    // the `switch_nice` knob: the switch's processes at this nice value (e.g. -10), so that on
+    // a host with fewer cores than nodes the switch, which every frame crosses, runs when it
+    // has input instead of waiting its turn behind the workers (a real switch has its own
+    // silicon); refused without CAP_SYS_NICE, then recorded as not applied
+    let nice = match cfg.knob("switch_nice") {
+        Some(n) if !is_worker => {
+            let n = n as i32;
+            udp::set_thread_nice(n).ok().map(|()| n)
+        }
+        _ => None,
+    };
     let rep = udp::serve_steered(
         &mut node,
         &sock,
@@ -150,6 +172,9 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
         send_errors: rep.send_errors,
         stopped: rep.stopped,
         offload: rep.offload.to_string(),
+        run_delay_ns: rep.run_delay_ns,
+        socket_drops: rep.socket_drops,
+        nice,
         ..NodeOutcome::default()
     };
     match &node {
