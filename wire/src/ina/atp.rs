@@ -174,7 +174,9 @@ impl Repr {
     pub const MAX_FAN_IN: u8 = 32;
 
     /// Parse; a fan-in of 0 or over 32 is `Malformed`.
-    #[inline]
+    // always inlined: returned through memory, the fields were stored and reloaded at
+    // mismatched widths (store-forwarding stalls in the switch models' profiles)
+    #[inline(always)]
     pub fn parse<B: AsRef<[u8]> + ?Sized>(packet: &B) -> Result<Repr, Error> {
         let p = Packet::new_checked(packet.as_ref())?;
         if p.fan_in() == 0 || p.fan_in() > Self::MAX_FAN_IN {
