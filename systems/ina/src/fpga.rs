@@ -126,8 +126,12 @@ impl Accelerator {
             aggs,
             out: VecDeque::new(),
             stats,
-            // enough for every worker's frame of a window in flight through the accelerator
-            pool: BufPool::new(64 + 4 * layout.workers),
+            // every buffer that can circulate through the accelerator: each aggregator holds one
+            // payload per worker and a result, and a fabric hands over a burst of frames before
+            // the accelerator transmits (a smaller cap freed buffers on receive and allocated
+            // them again on transmit: ~150k mallocs per 64 MiB mem run); the pool only keeps
+            // buffers that already exist, so memory stays what the run circulates
+            pool: BufPool::new(BufPool::DEFAULT_CAP + slots * (layout.workers + 1)),
             acc_f32: Vec::new(),
             acc_i32: Vec::new(),
             shift: None,
