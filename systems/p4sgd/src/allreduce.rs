@@ -801,3 +801,69 @@ mod switchml_dpdk_tests {
         );
     }
 }
+
+#[cfg(test)]
+mod host_order_tests {
+    use crate::host::{Cost, Host, Timing};
+    use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+    use std::collections::VecDeque;
+
+    /// Answers every frame with a frame carrying the same first byte.
+    struct Echo(VecDeque<u8>);
+    impl Endpoint for Echo {
+        fn id(&self) -> NodeId {
+            0
+        }
+        fn handle_packet(&mut self, _: Nanos, _: NodeId, f: &[u8]) {
+            self.0.push_back(f[0]);
+        }
+        fn poll_transmit(&mut self, _: Nanos) -> Option<Transmit> {
+            self.0.pop_front().map(|b| Transmit {
+                to: 1,
+                bytes: vec![b],
+            })
+        }
+        fn poll_timeout(&self) -> Option<Nanos> {
+            None
+        }
+        fn handle_timeout(&mut self, _: Nanos) {}
+    }
+
+    /// One CPU serves a node's frames one after another, so what it sends leaves in the order
+    /// it was produced, whatever each frame costs. A drawn cost of 0 ns (the calibration rounds
+    /// a preempted batch's samples down to 0) must not let a frame overtake the frames still
+    /// queued on the CPU. Suspected cause of p4sgd-fig8's occasional wrong simulated SwitchML
+    /// sum (not yet reproduced on SwitchML with fixed costs): the reorder lets a worker's
+    /// next-chunk packet overtake its own queued resend, which the switch's one-bit version then
+    /// counts into a later round of that shadow copy.
+    #[test]
+    #[ignore = "fails until Host::occupy queues a zero-cost frame behind busy_until (systems/p4sgd/src/host.rs)"]
+    fn a_zero_cost_frame_does_not_overtake_queued_frames() {
+        let timing = Timing {
+            rx_delay_ns: 0,
+            tx_delay_ns: 0,
+            cost: Cost::Samples(vec![0, 20_000]),
+        };
+        let mut h = Host::new(Echo(VecDeque::new()), timing, 3);
+        let mut out = Vec::new();
+        for k in 0..64u8 {
+            let t = u64::from(k) * 100;
+            h.handle_packet(t, 1, &[k]);
+            while let Some(tx) = h.poll_transmit(t) {
+                out.push(tx.bytes[0]);
+            }
+        }
+        let mut t = 64 * 100;
+        while out.len() < 64 && t < 10_000_000_000 {
+            if let Some(d) = h.poll_timeout() {
+                t = t.max(d);
+                h.handle_timeout(t);
+            }
+            while let Some(tx) = h.poll_transmit(t) {
+                out.push(tx.bytes[0]);
+            }
+            t += 1;
+        }
+        assert_eq!(out, (0..64u8).collect::<Vec<_>>());
+    }
+}
