@@ -837,7 +837,6 @@ mod host_order_tests {
     /// next-chunk packet overtake its own queued resend, which the switch's one-bit version then
     /// counts into a later round of that shadow copy.
     #[test]
-    #[ignore = "fails until Host::occupy queues a zero-cost frame behind busy_until (systems/p4sgd/src/host.rs)"]
     fn a_zero_cost_frame_does_not_overtake_queued_frames() {
         let timing = Timing {
             rx_delay_ns: 0,

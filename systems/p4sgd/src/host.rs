@@ -71,7 +71,11 @@ impl<E: Endpoint> Host<E> {
     fn occupy(&mut self, t: Nanos) -> Nanos {
         let c = self.cost();
         if c == 0 {
-            return t;
+            // a free frame still waits for the frames queued before it: one CPU is FIFO (a
+            // zero-cost sample, which a preempted calibration batch can round down to, let a
+            // frame overtake its node's queue: a resend behind its next chunk, SwitchML's
+            // one-bit shadow copy then counted it into a later round, p4sgd-fig8)
+            return t.max(self.busy_until);
         }
         let done = t.max(self.busy_until) + c;
         self.busy_until = done;
