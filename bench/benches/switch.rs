@@ -93,28 +93,9 @@ fn replay(sw: &mut SetupNode, stream: &[(NodeId, Vec<u8>)], keep: bool) -> (usiz
     (bytes, kept)
 }
 
-/// This thread's CPU time (ns): what the `tofino_model` group measures, so that the other
-/// processes on a shared host (their builds) do not count, only their cache traffic.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and a timespec to fill
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Criterion's `iter` timed in this thread's CPU time.
 fn cpu_iter<O>(b: &mut criterion::Bencher<'_>, mut f: impl FnMut() -> O) {
-    b.iter_custom(|iters| {
-        let t0 = thread_cpu_ns();
-        for _ in 0..iters {
-            std::hint::black_box(f());
-        }
-        std::time::Duration::from_nanos(thread_cpu_ns() - t0)
-    })
+    b.iter_custom(|iters| inabench_bench::cpu_time(iters, &mut f))
 }
 
 /// SwitchML's and ATP's switch programs on the Tofino model, per packet the switch receives,
@@ -125,7 +106,7 @@ fn cpu_iter<O>(b: &mut criterion::Bencher<'_>, mut f: impl FnMut() -> O) {
 /// used shadow copy 1 and the next stream's first round, copy 0, finds its bits cleared; ATP:
 /// every aggregator freed by its ACK), checked below by a second replay emitting the first's
 /// bytes. Throughput is the values (payload) of the frames received; times are CPU time
-/// ([`thread_cpu_ns`]).
+/// ([`inabench_bench::thread_cpu_ns`]).
 ///
 /// The yardsticks (the "0.5x of memcpy bandwidth on the payload"), same bytes per
 /// iteration:
@@ -265,7 +246,7 @@ fn bench(c: &mut Criterion) {
                 let mut spent = 0;
                 for _ in 0..iters {
                     let mut sw = switch_of(sys, &cfg);
-                    let t0 = thread_cpu_ns();
+                    let t0 = inabench_bench::thread_cpu_ns();
                     let mut out = 0usize;
                     for (from, f) in &input {
                         sw.handle_packet(0, *from, f);
@@ -274,7 +255,7 @@ fn bench(c: &mut Criterion) {
                             sw.recycle(t.bytes);
                         }
                     }
-                    spent += thread_cpu_ns() - t0;
+                    spent += inabench_bench::thread_cpu_ns() - t0;
                     std::hint::black_box(out);
                 }
                 std::time::Duration::from_nanos(spent)

@@ -85,27 +85,9 @@ fn wire(c: &mut Criterion) {
     g.finish();
 }
 
-/// This thread's CPU time (ns).
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and a timespec to fill
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// Criterion's `iter` timed in this thread's CPU time.
 fn cpu_iter<O>(b: &mut criterion::Bencher<'_>, mut f: impl FnMut() -> O) {
-    b.iter_custom(|iters| {
-        let t0 = thread_cpu_ns();
-        for _ in 0..iters {
-            black_box(f());
-        }
-        std::time::Duration::from_nanos(thread_cpu_ns() - t0)
-    })
+    b.iter_custom(|iters| inabench_bench::cpu_time(iters, &mut f))
 }
 
 fn aggregation(c: &mut Criterion) {
