@@ -76,16 +76,10 @@ pub fn run_direct(points: &[inabench_core::Point]) -> u64 {
 }
 
 /// This thread's CPU time (ns): what the CPU-time benches measure, so that the other processes
-/// on a shared host (their builds) do not count, only their cache traffic.
+/// on a shared host (their builds) do not count, only their cache traffic
+/// ([`inabench_fabric::wrap::thread_cpu_ns`]; a bench cannot go on without it).
 pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and a timespec to fill
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
-    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+    inabench_fabric::wrap::thread_cpu_ns().expect("clock_gettime(CLOCK_THREAD_CPUTIME_ID)")
 }
 
 /// `iters` calls of `f` timed in this thread's CPU time (for criterion's `iter_custom`).
