@@ -212,17 +212,9 @@ pub struct MemReport {
     pub finished: bool,
 }
 
+/// This thread's CPU time (ns); 0 where the clock is refused.
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+    crate::wrap::thread_cpu_ns().unwrap_or(0)
 }
 
 type Frame = Vec<u8>;

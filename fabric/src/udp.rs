@@ -113,17 +113,9 @@ pub fn bind(ip: Ipv4Addr) -> io::Result<UdpSocket> {
     bind_udp(ip, 8 << 20)
 }
 
+/// This thread's CPU time (ns); 0 where the clock is refused.
 fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and a timespec to fill
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+    crate::wrap::thread_cpu_ns().unwrap_or(0)
 }
 
 /// This thread's scheduler run delay (ns spent runnable, waiting for a CPU):
