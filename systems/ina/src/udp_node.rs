@@ -9,7 +9,7 @@
 //! and prints its [`NodeOutcome`] as one JSON line. A worker checks its own result against the
 //! reference sum before it reports, so a wrong aggregate is known without shipping it back.
 
-use crate::common::{AllReduceConfig, SetupNode};
+use crate::common::{AllReduceConfig, SetupNode, System, gradient, switch_id};
 use crate::drive::system;
 use inabench_fabric::fault::Faults;
 use inabench_fabric::udp::{self, Coordinator, IoModel, NodeConfig, Steering};
@@ -112,12 +112,7 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
     let sys = system(&job.system).ok_or_else(|| format!("no system `{}`", job.system))?;
     let io = IoModel::parse(&job.io).ok_or_else(|| format!("no I/O model `{}`", job.io))?;
     let cfg = job.config();
-    let mut nodes = sys.build(&cfg).map_err(|e| e.to_string())?.into_nodes();
-    if job.node >= nodes.len() {
-        return Err(format!("node {} of a {}-node setup", job.node, nodes.len()));
-    }
-    let mut node: SetupNode = nodes.swap_remove(job.node);
-    drop(nodes);
+    let mut node = build_node(sys, &job.system, &cfg, job.node)?;
     let sock = if job.bind_any {
         udp::bind(Ipv4Addr::UNSPECIFIED)
     } else {
@@ -193,6 +188,44 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
     let json = serde_json::to_string(&out).map_err(|e| e.to_string())?;
     writeln!(output, "{json}").map_err(|e| e.to_string())?;
     output.flush().map_err(|e| e.to_string())
+}
+
+/// Node `node` of `sys`'s setup for `cfg`, built alone where the system's nodes can be
+/// (NetReduce: a worker from its own gradient, the accelerator from the layout), from the whole
+/// setup otherwise. A node process used to build every node (for NetReduce at 64 MiB and six
+/// workers: six gradients, six encoded 64 MiB send buffers, six registered result buffers, about
+/// 1.5 s of CPU and 1 GiB per process, seven processes at once) and keep one; what it keeps is
+/// the same node ([`tests::a_netreduce_node_built_alone_is_the_node_of_the_whole_setup`]).
+pub fn build_node(
+    sys: &dyn System,
+    name: &str,
+    cfg: &AllReduceConfig,
+    node: usize,
+) -> Result<SetupNode, String> {
+    if name == "netreduce" && node <= cfg.workers {
+        use crate::netreduce::{Host, Layout};
+        let layout = Layout::new(cfg).map_err(|e| e.to_string())?;
+        let switch = switch_id(cfg);
+        if node == cfg.workers {
+            return Ok(SetupNode::Switch(Box::new(crate::fpga::Accelerator::new(
+                switch, layout,
+            ))));
+        }
+        let grad = gradient(cfg.seed, node, cfg.elements);
+        return Ok(SetupNode::Worker(Box::new(Host::with_line_rate(
+            node,
+            layout,
+            &grad,
+            switch,
+            cfg.timeout_ns,
+            cfg.line_rate_bps,
+        ))));
+    }
+    let mut nodes = sys.build(cfg).map_err(|e| e.to_string())?.into_nodes();
+    if node >= nodes.len() {
+        return Err(format!("node {node} of a {}-node setup", nodes.len()));
+    }
+    Ok(nodes.swap_remove(node))
 }
 
 /// The switch's shards a run uses (the knob `switch_shards`; each shard an identical switch
@@ -562,6 +595,72 @@ mod tests {
             deadline_ms: 20_000,
             bind_any: false,
         }
+    }
+
+    /// Every frame of one all-reduce of `nodes` run in lockstep (each round: every node's
+    /// frames, then their delivery), as (sender, destination, bytes).
+    fn lockstep_trace(nodes: &mut [SetupNode]) -> Vec<(usize, inabench_fabric::NodeId, Vec<u8>)> {
+        use inabench_fabric::{Endpoint, NodeId};
+        let mut trace = Vec::new();
+        for round in 0..100_000u64 {
+            let t = round * 1_000;
+            let mut out: Vec<(usize, NodeId, Vec<u8>)> = Vec::new();
+            for (i, n) in nodes.iter_mut().enumerate() {
+                while let Some(tx) = n.poll_transmit(t) {
+                    out.push((i, tx.to, tx.bytes));
+                }
+            }
+            if out.is_empty() {
+                break;
+            }
+            for (i, to, b) in &out {
+                nodes[*to as usize].handle_packet(t, *i as NodeId, b);
+            }
+            trace.extend(out);
+        }
+        trace
+    }
+
+    #[test]
+    fn a_netreduce_node_built_alone_is_the_node_of_the_whole_setup() {
+        use crate::common::SetupNode;
+        for shards in [1.0, 2.0] {
+            let mut j = job("netreduce", 50_000, "event", 0.0);
+            j.timeout_ns = 1_000_000_000_000;
+            j.knobs.push(("switch_shards".into(), shards));
+            let cfg = j.config();
+            let sys = system("netreduce").expect("netreduce");
+            let mut whole = sys.build(&cfg).expect("build").into_nodes();
+            let mut alone: Vec<SetupNode> = (0..whole.len())
+                .map(|i| build_node(sys, "netreduce", &cfg, i).expect("node"))
+                .collect();
+            for (a, w) in alone.iter().zip(&whole) {
+                assert_eq!(
+                    std::mem::discriminant(a),
+                    std::mem::discriminant(w),
+                    "worker/switch"
+                );
+            }
+            let (tw, ta) = (lockstep_trace(&mut whole), lockstep_trace(&mut alone));
+            assert!(tw.len() > 100, "{}", tw.len());
+            assert!(tw == ta, "{shards} QPs: the frames differ");
+            for n in &alone {
+                if let SetupNode::Worker(w) = n {
+                    assert!(w.check(&cfg), "{shards} QPs: a wrong sum");
+                }
+            }
+        }
+        // a node the setup does not have
+        let cfg = job("netreduce", 1_000, "event", 0.0).config();
+        let sys = system("netreduce").expect("netreduce");
+        assert!(build_node(sys, "netreduce", &cfg, 4).is_err());
+        // other systems: the node of the whole setup
+        let sys = system("atp").expect("atp");
+        let cfg = job("atp", 1_000, "event", 0.0).config();
+        assert!(matches!(
+            build_node(sys, "atp", &cfg, 3),
+            Ok(SetupNode::Switch(_))
+        ));
     }
 
     #[test]
