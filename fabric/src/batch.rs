@@ -512,6 +512,16 @@ impl Receiver {
         self.off
     }
 
+    /// Fault in every page of the receive buffers now (one write per page; the kernel would
+    /// fault them in on the first receives that fill them).
+    pub fn prefault(&mut self) {
+        for b in &mut self.bufs {
+            for i in (0..b.len()).step_by(4096) {
+                b[i] = std::hint::black_box(0);
+            }
+        }
+    }
+
     /// One `recvmmsg` (non-blocking unless `block`: then it waits for the first); returns how
     /// many messages (datagrams, or GRO runs) arrived.
     pub fn recv(&mut self, fd: RawFd, block: bool) -> usize {

