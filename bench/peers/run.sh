@@ -50,14 +50,19 @@ done
 
 ratio() { awk -v mpi="$(echo "$1" | median)" -v ours="$(echo "$2" | median)" \
   'BEGIN { printf "%.3f s vs %.3f s: %.2fx", ours, mpi, mpi / ours }'; }
+# a udp run's CPU time in the run (medians over the iterations, ms): the switch (all shards),
+# the workers (summed), the switch's wait for a CPU while runnable
+cpu() { local f; for f in switch_cpu_ms workers_cpu_ms switch_run_delay_ms; do
+  printf '%s ' "$(echo "$1" | sed -n "s/.*\"$f\":\([0-9.e-]*\).*/\1/p")"; done; }
+cpus() { read -r s w d <<<"$(cpu "$1")"; echo "   [cpu ms: switch $s, workers $w; switch run delay $d]"; }
 echo
 echo "side by side (x = MPI's time / ours; above 1 is faster than MPI):"
-echo "  udp mmsg only  vs MPI tcp: $(ratio "$mpi_tcp" "$ours_mmsg")   (GSO/GRO off)"
-echo "  udp switch at nice -10 vs MPI tcp: $(ratio "$mpi_tcp" "$ours_nice")   (1 shard)"
+echo "  udp mmsg only  vs MPI tcp: $(ratio "$mpi_tcp" "$ours_mmsg")   (GSO/GRO off)$(cpus "$ours_mmsg")"
+echo "  udp switch at nice -10 vs MPI tcp: $(ratio "$mpi_tcp" "$ours_nice")   (1 shard)$(cpus "$ours_nice")"
 echo "  mem            vs MPI shm: $(ratio "$mpi_shm" "$ours_mem")   target >= 2.0x"
 for s in 1 2 4; do
   note=""; [ $((ranks + s)) -gt "$cores" ] && note="   (contended: $ranks workers + $s shards on $cores cores)"
-  echo "  udp $s shard(s) vs MPI tcp: $(ratio "$mpi_tcp" "${udp[$s]}")$note"
+  echo "  udp $s shard(s) vs MPI tcp: $(ratio "$mpi_tcp" "${udp[$s]}")$note$(cpus "${udp[$s]}")"
 done
 for s in 2 4; do
   echo "  switchml $s shards vs 1 shard ($((elements / 16)) int32): $(ratio "${sml[1]}" "${sml[$s]}")"

@@ -5,8 +5,10 @@
 //! Set INABENCH_NODE_EXE to the inabench binary for a process per node (threads otherwise);
 //! INABENCH_UDP_OFFLOAD=mmsg turns UDP GSO/GRO off. With `mem` for the I/O model the nodes run
 //! on the in-process `mem` fabric instead (every sum checked against the reference), and each
-//! run's per-node CPU, per-thread CPU and the threads' time in no node go to stderr.
-use inabench_ina::udp_node::{NodeJob, Spawn, run_udp};
+//! run's per-node CPU, per-thread CPU and the threads' time in no node go to stderr. On `udp`
+//! the JSON line also carries the medians over the reps of the switch's CPU time in the run
+//! (all its shards), the workers' (all six, summed) and the switch's scheduler run delay, in ms.
+use inabench_ina::udp_node::{NodeJob, NodeOutcome, Spawn, run_udp};
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
@@ -101,6 +103,9 @@ fn main() {
         return;
     }
     let (mut offload, mut shards) = (String::new(), 0);
+    // per rep, CPU time in the run (ms): the switch's nodes (all shards), the workers (all),
+    // and the switch's wait for a CPU while runnable
+    let (mut sw_cpu, mut wk_cpu, mut sw_delay) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..reps {
         match run_udp(&job, &Spawn::detect()) {
             Ok(o) => {
@@ -137,6 +142,17 @@ fn main() {
                     std::process::exit(1);
                 }
                 secs.push(o.duration.as_secs_f64());
+                let ms = |worker: bool, f: fn(&NodeOutcome) -> u64| {
+                    o.nodes
+                        .iter()
+                        .filter(|n| n.is_worker == worker)
+                        .map(f)
+                        .sum::<u64>() as f64
+                        / 1e6
+                };
+                sw_cpu.push(ms(false, |n| n.cpu_ns));
+                wk_cpu.push(ms(true, |n| n.cpu_ns));
+                sw_delay.push(ms(false, |n| n.run_delay_ns));
             }
             Err(e) => {
                 eprintln!("error: {e}");
@@ -146,8 +162,15 @@ fn main() {
     }
     secs.sort_by(f64::total_cmp);
     let med = secs[secs.len() / 2];
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
     println!(
-        "{{\"peer\":\"inabench-{sys}-udp\",\"offload\":\"{offload}\",\"switch_shards\":{shards},\"ranks\":{workers},\"elements\":{elements},\"iterations\":{reps},\"median_s\":{med:.6},\"algbw_gbps\":{:.4},\"correct\":true}}",
-        4.0 * elements as f64 * 8.0 / med / 1e9
+        "{{\"peer\":\"inabench-{sys}-udp\",\"offload\":\"{offload}\",\"switch_shards\":{shards},\"ranks\":{workers},\"elements\":{elements},\"iterations\":{reps},\"median_s\":{med:.6},\"algbw_gbps\":{:.4},\"switch_cpu_ms\":{:.1},\"workers_cpu_ms\":{:.1},\"switch_run_delay_ms\":{:.1},\"correct\":true}}",
+        4.0 * elements as f64 * 8.0 / med / 1e9,
+        median(sw_cpu),
+        median(wk_cpu),
+        median(sw_delay)
     );
 }
