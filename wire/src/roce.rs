@@ -276,6 +276,85 @@ impl FrameRepr {
         Ok(())
     }
 
+    /// [`FrameRepr::push_headers_and_parts`] through `cache`: when this frame's headers are
+    /// those `cache` last wrote but for the PSN (the same `FrameRepr` otherwise, the same
+    /// payload length), its header bytes are copied and the PSN written in (no field is
+    /// checksummed over the PSN: IPv4's checksum covers its own header, RoCEv2 sends UDP's as
+    /// 0); otherwise they are emitted as usual and kept in `cache`. The same bytes and errors.
+    fn push_headers_and_parts_cached(
+        &self,
+        cache: &mut EmitCache,
+        buf: &mut Vec<u8>,
+        parts: &[&[u8]],
+        payload_len: usize,
+    ) -> Result<usize, Error> {
+        let mut key = *self;
+        key.bth.psn = 0;
+        if self.bth.psn <= ib::PSN_MASK
+            && cache.repr == Some(key)
+            && cache.payload_len == payload_len
+        {
+            let hl = cache.len;
+            buf.clear();
+            buf.reserve(self.buffer_len(payload_len));
+            buf.extend_from_slice(&cache.head[..hl]);
+            let at = BTH_OFFSET + PSN_AT;
+            buf[at..at + 3].copy_from_slice(&self.bth.psn.to_be_bytes()[1..]);
+            for p in parts {
+                buf.extend_from_slice(p);
+            }
+            return Ok(Self::pad_len(payload_len));
+        }
+        cache.repr = None;
+        let pad = self.push_headers_and_parts(buf, parts, payload_len)?;
+        let hl = self.header_len();
+        cache.head[..hl].copy_from_slice(&buf[..hl]);
+        cache.len = hl;
+        cache.payload_len = payload_len;
+        cache.repr = Some(key);
+        Ok(pad)
+    }
+
+    /// [`FrameRepr::build_parts_into`] with the headers through `cache` (see [`EmitCache`]):
+    /// the same bytes.
+    pub fn build_parts_cached(
+        &self,
+        cache: &mut EmitCache,
+        buf: &mut Vec<u8>,
+        parts: &[&[u8]],
+    ) -> Result<(), Error> {
+        let payload_len: usize = parts.iter().map(|p| p.len()).sum();
+        let pad = self.push_headers_and_parts_cached(cache, buf, parts, payload_len)?;
+        buf.extend_from_slice(&[0u8; 3][..pad]);
+        let crc = icrc::compute(&buf[IP_OFFSET..])?;
+        buf.extend_from_slice(&crc.to_le_bytes());
+        Ok(())
+    }
+
+    /// [`FrameRepr::build_shared_tail_into`] with the headers through `cache` (see
+    /// [`EmitCache`]): the same bytes.
+    pub fn build_shared_tail_cached(
+        &self,
+        cache: &mut EmitCache,
+        buf: &mut Vec<u8>,
+        head: &[&[u8]],
+        tail: &[u8],
+        shared: &icrc::SharedTail,
+        shift: &icrc::Shift,
+    ) -> Result<(), Error> {
+        let head_len: usize = head.iter().map(|p| p.len()).sum();
+        let payload_len = head_len + tail.len();
+        if shared.len() != tail.len() + Self::pad_len(payload_len) {
+            return Err(Error::Malformed("shared ICRC tail not this frame's tail"));
+        }
+        let pad = self.push_headers_and_parts_cached(cache, buf, head, payload_len)?;
+        let crc = icrc::compute_with_tail(&buf[IP_OFFSET..], shared, shift)?;
+        buf.extend_from_slice(tail);
+        buf.extend_from_slice(&[0u8; 3][..pad]);
+        buf.extend_from_slice(&crc.to_le_bytes());
+        Ok(())
+    }
+
     /// Parse a frame, verifying the ICRC; returns the headers and the payload (without pad and
     /// ICRC).
     pub fn parse(frame: &[u8]) -> Result<(FrameRepr, &[u8]), Error> {
@@ -370,6 +449,180 @@ impl FrameRepr {
             aeth,
             immdt,
         };
+        Ok((repr, payload))
+    }
+}
+
+/// The longest headers a [`ParseTemplate`] holds: Ethernet, IPv4 with options, UDP, BTH and
+/// every extension header.
+const TEMPLATE_MAX: usize = IP_OFFSET
+    + ipv4::MAX_HEADER_LEN
+    + udp::HEADER_LEN
+    + ib::BTH_LEN
+    + ib::RETH_LEN
+    + ib::AETH_LEN
+    + ib::IMMDT_LEN;
+
+/// The offset of the PSN in the BTH (bytes 9-11).
+const PSN_AT: usize = 9;
+
+/// A frame's headers as [`FrameRepr::parse_with`] accepted them, to parse later frames of the
+/// same flow by comparing bytes instead of parsing each layer again.
+///
+/// What `parse_with` checks and returns is a function of the frame's length, its header bytes
+/// (Ethernet to the last extension header) and, for the ICRC, the IPv4 packet's bytes; of the
+/// header bytes only the BTH's PSN and the RETH (virtual address, R_Key, DMA length) are read
+/// without being checked. So a frame of the template's length whose header bytes equal the
+/// template's everywhere but those gives `parse_with`'s result: the template's `FrameRepr` with
+/// this frame's PSN and RETH, the payload at the same offset, and the ICRC verified over the same
+/// span. Any other frame is not matched ([`ParseTemplate::parse`] returns `None`) and must be
+/// parsed in full, so malformed and foreign frames are rejected exactly as by `parse_with`.
+/// Frames with an AETH (ACKs, whose syndrome is checked) are not templated.
+#[derive(Debug, Clone)]
+pub struct ParseTemplate {
+    frame_len: usize,
+    /// the payload's offset: the headers' length
+    header_len: usize,
+    /// the BTH's offset
+    bth: usize,
+    /// the end of the IPv4 packet (its total length after [`IP_OFFSET`])
+    ip_end: usize,
+    payload_len: usize,
+    /// the header bytes, PSN and RETH included (not compared)
+    head: [u8; TEMPLATE_MAX],
+    repr: FrameRepr,
+}
+
+impl ParseTemplate {
+    /// The template of `frame`, which [`FrameRepr::parse_with`] returned `repr` and `payload`
+    /// for (`None` for a frame with an AETH, or one whose payload is not a part of it).
+    pub fn new(frame: &[u8], repr: &FrameRepr, payload: &[u8]) -> Option<ParseTemplate> {
+        if repr.aeth.is_some() {
+            return None;
+        }
+        let header_len = (payload.as_ptr() as usize).checked_sub(frame.as_ptr() as usize)?;
+        let ip = frame.get(IP_OFFSET..)?;
+        let ihl = usize::from(ip.first()? & 0x0f) * 4;
+        let total = usize::from(u16::from_be_bytes([*ip.get(2)?, *ip.get(3)?]));
+        let bth = IP_OFFSET + ihl + udp::HEADER_LEN;
+        if header_len != bth + repr.transport_len()
+            || header_len > TEMPLATE_MAX
+            || header_len + payload.len() > frame.len()
+            || IP_OFFSET + total > frame.len()
+        {
+            return None;
+        }
+        let mut head = [0u8; TEMPLATE_MAX];
+        head[..header_len].copy_from_slice(&frame[..header_len]);
+        Some(ParseTemplate {
+            frame_len: frame.len(),
+            header_len,
+            bth,
+            ip_end: IP_OFFSET + total,
+            payload_len: payload.len(),
+            head,
+            repr: *repr,
+        })
+    }
+
+    /// What [`FrameRepr::parse_with`] returns for `frame`, if it matches this template (`None`
+    /// otherwise: parse it in full).
+    #[inline]
+    pub fn parse<'a>(
+        &self,
+        frame: &'a [u8],
+        check: IcrcCheck,
+    ) -> Option<Result<(FrameRepr, &'a [u8]), Error>> {
+        if frame.len() != self.frame_len {
+            return None;
+        }
+        let (hl, psn) = (self.header_len, self.bth + PSN_AT);
+        // the compared spans: up to the PSN, then after the PSN and RETH
+        let rest = psn + 3 + self.repr.reth.map_or(0, |_| ib::RETH_LEN);
+        if frame[..psn] != self.head[..psn] || frame[rest..hl] != self.head[rest..hl] {
+            return None;
+        }
+        if check == IcrcCheck::Verify
+            && let Err(e) = icrc::verify(&frame[IP_OFFSET..self.ip_end])
+        {
+            return Some(Err(e));
+        }
+        let mut repr = self.repr;
+        repr.bth.psn = u32::from_be_bytes([0, frame[psn], frame[psn + 1], frame[psn + 2]]);
+        if repr.reth.is_some() {
+            repr.reth = RethRepr::parse(&frame[psn + 3..rest]).ok();
+        }
+        Some(Ok((repr, &frame[hl..hl + self.payload_len])))
+    }
+}
+
+/// The header bytes a builder last emitted and the `FrameRepr` (PSN aside) and payload length
+/// they were emitted for: a sender whose consecutive frames differ only in the PSN (a QP's
+/// middle packets) copies them instead of emitting each layer again
+/// ([`FrameRepr::build_parts_cached`], [`FrameRepr::build_shared_tail_cached`]).
+#[derive(Debug, Clone)]
+pub struct EmitCache {
+    /// with PSN 0
+    repr: Option<FrameRepr>,
+    payload_len: usize,
+    len: usize,
+    head: [u8; TEMPLATE_MAX],
+}
+
+impl Default for EmitCache {
+    fn default() -> Self {
+        EmitCache {
+            repr: None,
+            payload_len: 0,
+            len: 0,
+            head: [0; TEMPLATE_MAX],
+        }
+    }
+}
+
+/// [`FrameRepr::parse_with`] through a few [`ParseTemplate`]s of the frames it last parsed in
+/// full (one flow's first, middle and last packets): the same results, each frame that matches
+/// a template parsed by a compare of its header bytes.
+#[derive(Debug, Clone)]
+pub struct ParseCache {
+    templates: Vec<ParseTemplate>,
+    cap: usize,
+    /// the template replaced next when the cache is full
+    next: usize,
+}
+
+impl ParseCache {
+    /// A cache of up to `cap` templates.
+    pub fn new(cap: usize) -> ParseCache {
+        ParseCache {
+            templates: Vec::with_capacity(cap),
+            cap,
+            next: 0,
+        }
+    }
+
+    /// As [`FrameRepr::parse_with`].
+    pub fn parse<'a>(
+        &mut self,
+        frame: &'a [u8],
+        check: IcrcCheck,
+    ) -> Result<(FrameRepr, &'a [u8]), Error> {
+        for t in &self.templates {
+            if let Some(r) = t.parse(frame, check) {
+                return r;
+            }
+        }
+        let (repr, payload) = FrameRepr::parse_with(frame, check)?;
+        if self.cap > 0
+            && let Some(t) = ParseTemplate::new(frame, &repr, payload)
+        {
+            if self.templates.len() < self.cap {
+                self.templates.push(t);
+            } else {
+                self.templates[self.next] = t;
+                self.next = (self.next + 1) % self.cap;
+            }
+        }
         Ok((repr, payload))
     }
 }
@@ -580,6 +833,146 @@ mod tests {
         let mut buf = vec![0xabu8; 9000];
         p.build_into(&mut buf).expect("build_into");
         assert_eq!(buf, p.build().expect("build"));
+    }
+
+    /// A template parses exactly as `parse_with` does: frames of its flow with another PSN and
+    /// RETH are matched and give `parse_with`'s result; every frame with one byte changed,
+    /// cut short or lengthened gives `parse_with`'s result too (matched or not), for both ICRC
+    /// settings; an ACK is not templated.
+    #[test]
+    fn a_parse_template_gives_what_parse_with_gives() {
+        let values: Vec<u8> = (0..1030u32).map(|i| (i * 13 + 5) as u8).collect();
+        for (op, n) in [
+            (opcode::RC_RDMA_WRITE_FIRST, 1024),
+            (opcode::RC_RDMA_WRITE_MIDDLE, 1024),
+            (opcode::RC_RDMA_WRITE_LAST, 1030),
+            (opcode::RC_RDMA_WRITE_ONLY, 61),
+            (opcode::RC_RDMA_WRITE_LAST_IMM, 8),
+        ] {
+            let repr = headers(op);
+            let base = repr.build(&values[..n]).expect("build");
+            let (r0, p0) = FrameRepr::parse(&base).expect("parse");
+            let t = ParseTemplate::new(&base, &r0, p0).expect("a data frame is templated");
+            // the same flow, another PSN and RETH: matched, and parse_with's result
+            let mut other = repr;
+            other.bth.psn = 0xab_cdef;
+            other.reth = other.reth.map(|r| RethRepr {
+                va: r.va ^ 0x1234_5678_9abc,
+                rkey: r.rkey ^ 7,
+                dma_len: r.dma_len + 4096,
+            });
+            let f = other.build(&values[..n]).expect("build");
+            for check in [IcrcCheck::Verify, IcrcCheck::Ignore] {
+                let got = t.parse(&f, check).expect("matched");
+                assert_eq!(got, FrameRepr::parse_with(&f, check));
+                assert_eq!(got.expect("parses").0, other);
+            }
+            // every single-byte change, cut and extension: what parse_with says
+            let mut cache = ParseCache::new(2);
+            cache.parse(&base, IcrcCheck::Verify).expect("learn");
+            let mut matched = 0;
+            for i in 0..base.len() {
+                for x in [0x01u8, 0x80, 0xff] {
+                    let mut m = base.clone();
+                    m[i] ^= x;
+                    for check in [IcrcCheck::Verify, IcrcCheck::Ignore] {
+                        let want = FrameRepr::parse_with(&m, check);
+                        if let Some(got) = t.parse(&m, check) {
+                            matched += 1;
+                            assert_eq!(got, want, "byte {i} ^ {x:#x}, {check:?}");
+                        }
+                        // a fresh cache each time: a mutated frame may be learned
+                        let mut c = cache.clone();
+                        assert_eq!(c.parse(&m, check), want, "byte {i} ^ {x:#x}");
+                    }
+                }
+            }
+            assert!(matched > 0, "the PSN's bytes and the payload's are matched");
+            for len in [0, 14, 50, base.len() - 1, base.len() + 1, base.len() + 4] {
+                let mut m = base.clone();
+                m.resize(len, 0);
+                assert!(t.parse(&m, IcrcCheck::Ignore).is_none());
+                let mut c = cache.clone();
+                assert_eq!(
+                    c.parse(&m, IcrcCheck::Ignore),
+                    FrameRepr::parse_with(&m, IcrcCheck::Ignore)
+                );
+            }
+        }
+        let ack = headers(opcode::RC_ACKNOWLEDGE).build(&[]).expect("ack");
+        let (r, p) = FrameRepr::parse(&ack).expect("parse");
+        assert!(ParseTemplate::new(&ack, &r, p).is_none());
+    }
+
+    /// Frames built through an [`EmitCache`] are those the plain builders make, and fail
+    /// as they do, over a sequence whose neighbours differ in the PSN only (copied headers)
+    /// or in anything else (emitted again).
+    #[test]
+    fn cached_headers_build_the_same_bytes() {
+        let values: Vec<u8> = (0..1031u32).map(|i| (i * 11 + 1) as u8).collect();
+        let mut cache = EmitCache::default();
+        let mut copied = 0;
+        let mut seq = Vec::new();
+        for op in [
+            opcode::RC_RDMA_WRITE_FIRST,
+            opcode::RC_RDMA_WRITE_MIDDLE,
+            opcode::RC_RDMA_WRITE_MIDDLE,
+            opcode::RC_RDMA_WRITE_LAST,
+            opcode::RC_RDMA_WRITE_MIDDLE,
+            opcode::RC_ACKNOWLEDGE,
+        ] {
+            for (psn, n) in [
+                (5u32, 1024),
+                (6, 1024),
+                (0xff_ffff, 1024),
+                (1 << 24, 1024),
+                (7, 1028),
+            ] {
+                let mut r = headers(op);
+                r.bth.psn = psn;
+                let n = if op == opcode::RC_ACKNOWLEDGE { 0 } else { n };
+                seq.push((r, n));
+            }
+            let mut r = headers(op);
+            r.dst_ip = [10, 0, 0, 9];
+            seq.push((
+                r,
+                if op == opcode::RC_ACKNOWLEDGE {
+                    0
+                } else {
+                    1024
+                },
+            ));
+        }
+        for (r, n) in seq {
+            let hit = r.bth.psn <= ib::PSN_MASK
+                && cache.repr
+                    == Some(FrameRepr {
+                        bth: BthRepr { psn: 0, ..r.bth },
+                        ..r
+                    })
+                && cache.payload_len == n;
+            copied += usize::from(hit);
+            let (a, b) = values[..n].split_at(n.min(16));
+            let plain = {
+                let mut f = vec![0xee; 7];
+                r.build_parts_into(&mut f, &[a, b]).map(|()| f)
+            };
+            let mut f = vec![0xdd; 3000];
+            let got = r
+                .build_parts_cached(&mut cache, &mut f, &[a, b])
+                .map(|()| f);
+            assert_eq!(got, plain, "{r:?} {n}");
+            let pad = FrameRepr::pad_len(n);
+            let shared = icrc::SharedTail::new(b, pad);
+            let shift = icrc::Shift::new(shared.len());
+            let mut f = vec![0xcc; 5];
+            let got = r
+                .build_shared_tail_cached(&mut cache, &mut f, &[a], b, &shared, &shift)
+                .map(|()| f);
+            assert_eq!(got, plain, "{r:?} {n}, shared tail");
+        }
+        assert!(copied >= 6, "PSN-only neighbours copied headers ({copied})");
     }
 
     #[test]

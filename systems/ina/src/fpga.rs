@@ -34,7 +34,7 @@ use inabench_fabric::{BufPool, Endpoint, Nanos, NodeId, Transmit};
 use inabench_wire::ib::opcode;
 use inabench_wire::icrc::{SharedTail, Shift};
 use inabench_wire::ina::NetReduceHeader;
-use inabench_wire::roce::FrameRepr;
+use inabench_wire::roce::{EmitCache, FrameRepr, IcrcCheck, ParseCache};
 use std::collections::VecDeque;
 
 /// The FPGA board of Sec. 4.
@@ -58,11 +58,30 @@ struct Clt {
     psn0: u32,
 }
 
+/// What an aggregator keeps of a rank's packet: its headers (a result copy to its successor
+/// wears them), its payload's length and first bytes (a first packet's INA header, which that
+/// copy keeps), and, for float32 only, the whole payload (summed in rank order at completion).
+#[derive(Debug, Clone)]
+struct Held {
+    repr: FrameRepr,
+    len: usize,
+    /// the payload starts with a NetReduce header (InetTag)
+    first: bool,
+    /// the payload's first `min(len, RESULT_HEAD)` bytes
+    head: [u8; RESULT_HEAD],
+    /// float32: the payload, summed at completion; int32: `None` (summed on arrival)
+    payload: Option<Vec<u8>>,
+}
+
 #[derive(Debug, Default)]
 struct Aggregator {
     msg_id: Option<u32>,
     bitmap: u64,
-    bufs: Vec<Option<(FrameRepr, Vec<u8>)>>,
+    bufs: Vec<Option<Held>>,
+    /// int32: the running sums of every big-endian word of the payloads in so far (from the
+    /// payload's first byte, a first packet's INA header words included and never sent), each
+    /// payload added straight from its frame as it arrives
+    acc: Vec<i32>,
     result: Option<Vec<u8>>,
     /// the CRC of the result's bytes after [`RESULT_HEAD`] (and the pad), which every copy of
     /// the result ends in: set with `result`
@@ -90,12 +109,19 @@ pub struct Accelerator {
     /// frame and payload buffers: delivered frames come back through `recycle`, an
     /// aggregator's held payloads and result go back here when it is reused
     pool: BufPool,
-    /// the adder's accumulators, reused for every aggregation
+    /// the float32 adder's accumulators, reused for every aggregation
     acc_f32: Vec<f32>,
-    acc_i32: Vec<i32>,
     /// appends a result's shared tail to each copy's ICRC (built for the first result's tail
     /// length, rebuilt if it changes)
     shift: Option<Shift>,
+    /// per sending node (a worker): templates of its last fully parsed frames (a QP's first,
+    /// middle and last packets), which parse its next frames by a compare of their headers
+    /// with the same result as a full parse (malformed and foreign frames are parsed in full)
+    parse: Vec<ParseCache>,
+    /// per destination rank and QP (`rank * qps + q`): the headers of the last result copy
+    /// built for it (the next copy's are those with another PSN when both are the QP's middle
+    /// packets: copied)
+    emit_cache: Vec<EmitCache>,
 }
 
 impl Accelerator {
@@ -133,8 +159,10 @@ impl Accelerator {
             // buffers that already exist, so memory stays what the run circulates
             pool: BufPool::new(BufPool::DEFAULT_CAP + slots * (layout.workers + 1)),
             acc_f32: Vec::new(),
-            acc_i32: Vec::new(),
             shift: None,
+            // a first, a middle and a last packet per QP (and one spare)
+            parse: vec![ParseCache::new(3 * layout.qps as usize + 1); layout.workers],
+            emit_cache: vec![EmitCache::default(); layout.workers * layout.qps as usize],
         }
     }
 
@@ -146,24 +174,32 @@ impl Accelerator {
     /// sent (built into a pooled buffer).
     fn emit(&mut self, to_rank: usize, slot: usize) {
         let n = self.layout.workers;
+        let qps = self.layout.qps as usize;
         let from = (to_rank + n - 1) % n;
         let agg = &self.aggs[slot];
-        let (Some(result), Some((repr, orig))) = (&agg.result, &agg.bufs[from]) else {
+        let (Some(result), Some(orig)) = (&agg.result, &agg.bufs[from]) else {
             return;
         };
+        let repr = &orig.repr;
         // the first packet keeps its own INA header in front of the aggregated values (every
         // held payload is at least the result long)
         let k = RESULT_HEAD.min(result.len());
-        let head = if NetReduceHeader::is_first(orig) {
-            &orig[..k]
+        let head = if orig.first {
+            &orig.head[..k]
         } else {
             &result[..k]
         };
         let mut bytes = self.pool.take(0);
         let built = match (&agg.tail, &self.shift) {
-            (Some(tail), Some(shift)) if shift.len() == tail.len() => {
-                repr.build_shared_tail_into(&mut bytes, &[head], &result[k..], tail, shift)
-            }
+            (Some(tail), Some(shift)) if shift.len() == tail.len() => repr
+                .build_shared_tail_cached(
+                    &mut self.emit_cache[to_rank * qps + qp_index(repr.bth.dest_qp) as usize % qps],
+                    &mut bytes,
+                    &[head],
+                    &result[k..],
+                    tail,
+                    shift,
+                ),
             // a late retransmission of a result of another length than the latest: hashed whole
             _ => repr.build_parts_into(&mut bytes, &[head, &result[k..]]),
         };
@@ -265,23 +301,59 @@ impl Accelerator {
                     self.pool.put(r);
                 }
                 for b in agg.bufs.iter_mut() {
-                    if let Some((_, p)) = b.take() {
+                    if let Some(p) = b.take().and_then(|h| h.payload) {
                         self.pool.put(p);
                     }
                 }
             }
         }
-        if agg.bitmap & (1 << c.rank) != 0 {
+        let bit = 1u64 << c.rank;
+        let seen = agg.bitmap & bit != 0;
+        if seen {
             self.stats.duplicates_ignored += 1;
         }
-        agg.bitmap |= 1 << c.rank;
-        let mut held = match agg.bufs[c.rank].take() {
-            Some((_, p)) => p,
-            None => self.pool.take(0),
+        let mut head = [0u8; RESULT_HEAD];
+        let h = RESULT_HEAD.min(payload.len());
+        head[..h].copy_from_slice(&payload[..h]);
+        let first = NetReduceHeader::is_first(payload);
+        let held_payload = if self.layout.float {
+            // float32 sums depend on the order: the payloads are kept and summed in rank order
+            let mut held = match agg.bufs[c.rank].take().and_then(|h| h.payload) {
+                Some(p) => p,
+                None => self.pool.take(0),
+            };
+            held.clear();
+            held.extend_from_slice(payload);
+            Some(held)
+        } else {
+            // int32 sums do not depend on the order: added now, straight from the frame. A
+            // retransmission of a packet already in (`seen`) carries the same bytes (the RC
+            // sender resends from the same memory at the same PSN), so the paper's overwrite
+            // of its slot leaves the sum as it is: it is not added again.
+            if !seen {
+                let words = payload.len() / 4;
+                let be = &payload[..4 * words];
+                if agg.bitmap == 0 {
+                    agg.acc.clear();
+                    agg.acc.resize(words, 0);
+                    kernel::load_be_i32(&mut agg.acc, be);
+                } else {
+                    if agg.acc.len() < words {
+                        agg.acc.resize(words, 0);
+                    }
+                    kernel::add_be_i32(&mut agg.acc, be);
+                }
+            }
+            None
         };
-        held.clear();
-        held.extend_from_slice(payload);
-        agg.bufs[c.rank] = Some((repr, held));
+        agg.bitmap |= bit;
+        agg.bufs[c.rank] = Some(Held {
+            repr,
+            len: payload.len(),
+            first,
+            head,
+            payload: held_payload,
+        });
         let full = if self.layout.workers == 64 {
             u64::MAX
         } else {
@@ -296,47 +368,33 @@ impl Accelerator {
             return;
         }
         // aggregate: int32 sums; the INA header bytes of a first packet are not values
-        let skip = if is_first
-            || agg
-                .bufs
-                .iter()
-                .flatten()
-                .any(|(_, p)| NetReduceHeader::is_first(p))
-        {
+        let skip = if is_first || agg.bufs.iter().flatten().any(|h| h.first) {
             NetReduceHeader::LEN
         } else {
             0
         };
-        let len = agg
-            .bufs
-            .iter()
-            .flatten()
-            .map(|(_, p)| p.len())
-            .min()
-            .unwrap_or(0);
+        let len = agg.bufs.iter().flatten().map(|h| h.len).min().unwrap_or(0);
         // whole values after the header; trailing bytes (len - skip not a multiple of 4) stay 0
         let start = skip.min(len);
         let values = (len - start) / 4;
         let body = start..start + 4 * values;
-        let mut sum = self.pool.take(len);
+        let mut sum = self.pool.take_for_overwrite(len);
+        sum[..start].fill(0);
+        sum[body.end..].fill(0);
         if self.layout.float {
             // float32 in rank order, as the accelerator's adder tree would (one order, so every
             // rank gets the same bits): acc = ((0 + x0) + x1) + ...
             let acc = &mut self.acc_f32;
             acc.clear();
             acc.resize(values, 0.0);
-            for (_, p) in agg.bufs.iter().flatten() {
+            for p in agg.bufs.iter().flatten().filter_map(|h| h.payload.as_ref()) {
                 kernel::add_be_f32(acc, &p[body.clone()]);
             }
             kernel::store_be_f32(&mut sum[body], acc);
         } else {
-            let acc = &mut self.acc_i32;
-            acc.clear();
-            acc.resize(values, 0);
-            for (_, p) in agg.bufs.iter().flatten() {
-                kernel::add_be_i32(acc, &p[body.clone()]);
-            }
-            kernel::store_be_i32(&mut sum[body], acc);
+            // the words of the body (`start` is a multiple of 4 whenever `values` > 0)
+            let w = start / 4;
+            kernel::store_be_i32(&mut sum[body], &agg.acc[w..w + values]);
         }
         let k = RESULT_HEAD.min(len);
         let tail = SharedTail::new(&sum[k..], FrameRepr::pad_len(len));
@@ -356,10 +414,14 @@ impl Endpoint for Accelerator {
         self.id
     }
 
-    fn handle_packet(&mut self, _now: Nanos, _from: NodeId, frame: &[u8]) {
+    fn handle_packet(&mut self, _now: Nanos, from: NodeId, frame: &[u8]) {
         self.stats.packets_in += 1;
         self.stats.bytes_in += frame.len() as u64;
-        let Ok((repr, payload)) = FrameRepr::parse(frame) else {
+        let parsed = match self.parse.get_mut(from as usize) {
+            Some(cache) => cache.parse(frame, IcrcCheck::Verify),
+            None => FrameRepr::parse(frame),
+        };
+        let Ok((repr, payload)) = parsed else {
             self.stats.dropped += 1;
             return;
         };
@@ -458,11 +520,17 @@ mod tests {
             for i in 0..packets {
                 for (w, f) in frames.iter().enumerate() {
                     acc.handle_packet(0, w as NodeId, &f[i]);
+                    // a go-back-N retransmission before the aggregate completes: the same
+                    // bytes again, not summed twice
+                    if w == 1 && i % 3 == 0 {
+                        acc.handle_packet(0, w as NodeId, &f[i]);
+                    }
                     while let Some(t) = acc.poll_transmit(0) {
                         out.push(t);
                     }
                 }
             }
+            assert_eq!(acc.stats.duplicates_ignored, packets.div_ceil(3) as u64);
             // a retransmission after completion gets its destination the aggregate again
             acc.handle_packet(0, 0, &frames[0][0]);
             while let Some(t) = acc.poll_transmit(0) {
@@ -498,6 +566,61 @@ mod tests {
                         want,
                         "packet {i} value {v}"
                     );
+                }
+            }
+        }
+    }
+
+    /// With the `float` knob the payloads are summed as float32 in rank order: each value of
+    /// every copy is `((0 + x0) + x1) + ...` of the workers' values at its PSN, bit for bit
+    /// (NaN where that is NaN).
+    #[test]
+    fn float_results_are_the_rank_order_sums() {
+        let workers = 4;
+        let cfg = AllReduceConfig {
+            workers,
+            elements: 2000,
+            seed: 3,
+            line_rate_bps: 100e9,
+            mtu: 256,
+            timeout_ns: 1_000_000,
+            knobs: vec![("msg_packets".into(), 4.0), ("float".into(), 1.0)],
+        };
+        let (frames, mut acc) = windows(&cfg);
+        let packets = frames[0].len();
+        let mut out = Vec::new();
+        // the workers' packets in reverse rank order: the sum's order is the ranks', not
+        // the arrivals'
+        for i in 0..packets {
+            for (w, f) in frames.iter().enumerate().rev() {
+                acc.handle_packet(0, w as NodeId, &f[i]);
+                while let Some(t) = acc.poll_transmit(0) {
+                    out.push(t);
+                }
+            }
+        }
+        assert_eq!(out.len(), packets * workers);
+        for t in &out {
+            let (repr, payload) = FrameRepr::parse(&t.bytes).expect("the ICRC verifies");
+            let from = (t.to as usize + workers - 1) % workers;
+            let i = crate::roce::psn_diff(psn0(from, 0), repr.bth.psn) as usize;
+            let mine = |w: usize| FrameRepr::parse(&frames[w][i]).expect("parse").1;
+            let skip = if i.is_multiple_of(4) {
+                NetReduceHeader::LEN
+            } else {
+                0
+            };
+            for at in (skip..payload.len()).step_by(4) {
+                let want = (0..workers).fold(0f32, |s, w| {
+                    let b = &mine(w)[at..at + 4];
+                    s + f32::from_be_bytes([b[0], b[1], b[2], b[3]])
+                });
+                let got = f32::from_be_bytes(payload[at..at + 4].try_into().expect("4 bytes"));
+                // (a NaN's payload bits are not specified by Rust's float addition)
+                if want.is_nan() {
+                    assert!(got.is_nan(), "packet {i} at {at}");
+                } else {
+                    assert_eq!(got.to_bits(), want.to_bits(), "packet {i} at {at}");
                 }
             }
         }

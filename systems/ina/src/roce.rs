@@ -9,7 +9,7 @@
 
 use inabench_fabric::Nanos;
 use inabench_wire::ib::{AethRepr, BthRepr, NakCode, RethRepr, Syndrome, opcode};
-use inabench_wire::roce::FrameRepr;
+use inabench_wire::roce::{EmitCache, FrameRepr};
 
 pub const PSN_MASK: u32 = 0x00ff_ffff;
 
@@ -191,6 +191,25 @@ impl RcSender {
         payload: &[u8],
         payload_bytes: u32,
     ) -> Result<(), inabench_wire::Error> {
+        self.repr_of(i, payload_bytes).build_into(buf, payload)
+    }
+
+    /// As [`RcSender::frame_into`], the headers through `cache` (this QP's: a middle packet's
+    /// differ from the last one's only in the PSN, and are copied; the same bytes).
+    pub fn frame_cached_into(
+        &self,
+        cache: &mut EmitCache,
+        buf: &mut Vec<u8>,
+        i: u32,
+        payload: &[u8],
+        payload_bytes: u32,
+    ) -> Result<(), inabench_wire::Error> {
+        self.repr_of(i, payload_bytes)
+            .build_parts_cached(cache, buf, &[payload])
+    }
+
+    /// The headers of packet `i`.
+    fn repr_of(&self, i: u32, payload_bytes: u32) -> FrameRepr {
         let op = self.opcode_of(i);
         let first = i.is_multiple_of(self.msg_len);
         let last = i % self.msg_len == self.msg_len - 1;
@@ -200,7 +219,7 @@ impl RcSender {
             rkey: 0x1234,
             dma_len: self.msg_len * payload_bytes,
         });
-        f.build_into(buf, payload)
+        f
     }
 
     /// An ACK or NAK arrived.
