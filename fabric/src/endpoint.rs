@@ -81,6 +81,7 @@ impl BufPool {
     }
 
     /// A buffer of exactly `len` bytes, all zero.
+    #[inline]
     pub fn take(&mut self, len: usize) -> Vec<u8> {
         match self.bufs.pop() {
             Some(mut b) => {
@@ -97,6 +98,7 @@ impl BufPool {
     /// `len` and is zero-filled beyond its old length; a new one is all zero. Saves the zeroing
     /// of [`BufPool::take`] where it would be overwritten anyway; a caller that leaves any byte
     /// unwritten must use [`BufPool::take`].
+    #[inline]
     pub fn take_for_overwrite(&mut self, len: usize) -> Vec<u8> {
         match self.bufs.pop() {
             Some(mut b) => {
@@ -108,6 +110,7 @@ impl BufPool {
     }
 
     /// A buffer holding a copy of `bytes`.
+    #[inline]
     pub fn take_copy(&mut self, bytes: &[u8]) -> Vec<u8> {
         match self.bufs.pop() {
             Some(mut b) => {
@@ -120,6 +123,7 @@ impl BufPool {
     }
 
     /// Keep `buf` for a later [`BufPool::take`] (dropped when the pool is full).
+    #[inline]
     pub fn put(&mut self, buf: Vec<u8>) {
         if self.bufs.len() < self.cap && buf.capacity() > 0 {
             self.bufs.push(buf);

@@ -303,27 +303,27 @@ impl Endpoint for SetupNode {
 /// loop, so the same results; the test runs both.
 pub mod kernel {
     macro_rules! kernels {
-        ($( $(#[$m:meta])* fn $name:ident($a:ident: $at:ty, $b:ident: $bt:ty) $body:block )*) => {
+        ($( $(#[$m:meta])* fn $name:ident($($a:ident: $at:ty),*) $body:block )*) => {
             /// The kernels for the build's baseline target.
             pub(crate) mod portable {
-                $( $(#[$m])* #[inline] pub fn $name($a: $at, $b: $bt) $body )*
+                $( $(#[$m])* #[inline] pub fn $name($($a: $at),*) $body )*
             }
             /// The same loops compiled with AVX2 (callers check the CPU first).
             #[cfg(target_arch = "x86_64")]
             mod avx2 {
-                $( #[target_feature(enable = "avx2")] pub fn $name($a: $at, $b: $bt) $body )*
+                $( #[target_feature(enable = "avx2")] pub fn $name($($a: $at),*) $body )*
             }
             $(
                 $(#[$m])*
                 #[inline]
-                pub fn $name($a: $at, $b: $bt) {
+                pub fn $name($($a: $at),*) {
                     #[cfg(target_arch = "x86_64")]
                     if std::arch::is_x86_feature_detected!("avx2") {
                         // SAFETY: the CPU has AVX2, checked just above; the function is the
                         // portable one's source compiled for it (no other requirement).
-                        return unsafe { avx2::$name($a, $b) };
+                        return unsafe { avx2::$name($($a),*) };
                     }
-                    portable::$name($a, $b)
+                    portable::$name($($a),*)
                 }
             )*
         };
@@ -334,6 +334,23 @@ pub mod kernel {
         fn add_be_i32(acc: &mut [i32], be: &[u8]) {
             for (a, c) in acc.iter_mut().zip(be.chunks_exact(4)) {
                 *a = a.wrapping_add(i32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+            }
+        }
+
+        /// [`add_be_i32`] that also writes the new `acc` as big-endian int32s into `out` (a
+        /// completed aggregate's result row, in the same pass over the values).
+        fn add_be_i32_store(acc: &mut [i32], be: &[u8], out: &mut [u8]) {
+            for ((a, c), o) in acc.iter_mut().zip(be.chunks_exact(4)).zip(out.chunks_exact_mut(4)) {
+                *a = a.wrapping_add(i32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+                o.copy_from_slice(&a.to_be_bytes());
+            }
+        }
+
+        /// [`max_be_i32`] that also writes the new `acc` as big-endian int32s into `out`.
+        fn max_be_i32_store(acc: &mut [i32], be: &[u8], out: &mut [u8]) {
+            for ((a, c), o) in acc.iter_mut().zip(be.chunks_exact(4)).zip(out.chunks_exact_mut(4)) {
+                *a = (*a).max(i32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+                o.copy_from_slice(&a.to_be_bytes());
             }
         }
 
@@ -386,6 +403,42 @@ pub mod kernel {
             }
         }
     }
+
+    /// Whether an IPv4 header (`h`: the header's bytes, as IHL makes them) verifies: its RFC 1071
+    /// checksum over the header is zero, as `ipv4::Packet::verify_checksum` computes it. A
+    /// header's length is a multiple of 4: one pass of 32-bit words summed in 64 bits (the ones'
+    /// complement sum is the same over 32-bit words as over 16-bit ones, 2^16 = 1 mod 2^16 - 1,
+    /// and the byte order of the loads does not change whether it folds to 0xffff: RFC 1071
+    /// Sec. 2(B), a byte-swapped sum is the swapped sum, and 0xffff swaps to itself). Any other
+    /// length takes 16-bit words, the odd byte padded with zero, as the wire crate does.
+    #[inline]
+    pub fn ipv4_header_ok(h: &[u8]) -> bool {
+        let mut s: u64 = 0;
+        if let Ok(h) = <&[u8; 20]>::try_from(h) {
+            // the header without options (every frame of this suite): a fixed, unrolled loop
+            for w in h.chunks_exact(4) {
+                s += u64::from(u32::from_ne_bytes([w[0], w[1], w[2], w[3]]));
+            }
+        } else if h.len().is_multiple_of(4) {
+            for w in h.chunks_exact(4) {
+                s += u64::from(u32::from_ne_bytes([w[0], w[1], w[2], w[3]]));
+            }
+        } else {
+            let mut c = h.chunks_exact(2);
+            for w in &mut c {
+                s += u64::from(u16::from_be_bytes([w[0], w[1]]));
+            }
+            if let [last] = c.remainder() {
+                s += u64::from(*last) << 8;
+            }
+        }
+        let s = (s & 0xffff_ffff) + (s >> 32);
+        let s = (s & 0xffff_ffff) + (s >> 32);
+        let s = (s & 0xffff) + (s >> 16);
+        let s = (s & 0xffff) + (s >> 16);
+        let s = (s & 0xffff) + (s >> 16);
+        s == 0xffff
+    }
 }
 
 #[cfg(test)]
@@ -415,6 +468,8 @@ mod tests {
         store_be_f32: fn(&mut [u8], &[f32]),
         add_i32: fn(&mut [i32], &[i32]),
         max_i32: fn(&mut [i32], &[i32]),
+        add_be_i32_store: fn(&mut [i32], &[u8], &mut [u8]),
+        max_be_i32_store: fn(&mut [i32], &[u8], &mut [u8]),
     }
 
     impl Kernels {
@@ -427,6 +482,8 @@ mod tests {
             store_be_f32: kernel::store_be_f32,
             add_i32: kernel::add_i32,
             max_i32: kernel::max_i32,
+            add_be_i32_store: kernel::add_be_i32_store,
+            max_be_i32_store: kernel::max_be_i32_store,
         };
         const PORTABLE: Kernels = Kernels {
             add_be_i32: kernel::portable::add_be_i32,
@@ -437,6 +494,8 @@ mod tests {
             store_be_f32: kernel::portable::store_be_f32,
             add_i32: kernel::portable::add_i32,
             max_i32: kernel::portable::max_i32,
+            add_be_i32_store: kernel::portable::add_be_i32_store,
+            max_be_i32_store: kernel::portable::max_be_i32_store,
         };
     }
 
@@ -482,7 +541,19 @@ mod tests {
             let mut got = a.clone();
             (k.add_i32)(&mut got, &x);
             assert_eq!(got, want, "add_i32 len {len} ({which})");
+            let mut got = a.clone();
+            let mut row = vec![0xa5u8; 4 * len];
+            (k.add_be_i32_store)(&mut got, &be, &mut row);
+            assert_eq!(got, want, "add_be_i32_store len {len} ({which})");
+            let want_be: Vec<u8> = want.iter().flat_map(|v| v.to_be_bytes()).collect();
+            assert_eq!(row, want_be, "add_be_i32_store's row len {len} ({which})");
             let want: Vec<i32> = a.iter().zip(&x).map(|(p, q)| *p.max(q)).collect();
+            let mut got = a.clone();
+            let mut row = vec![0xa5u8; 4 * len];
+            (k.max_be_i32_store)(&mut got, &be, &mut row);
+            assert_eq!(got, want, "max_be_i32_store len {len} ({which})");
+            let want_be: Vec<u8> = want.iter().flat_map(|v| v.to_be_bytes()).collect();
+            assert_eq!(row, want_be, "max_be_i32_store's row len {len} ({which})");
             let mut got = a.clone();
             (k.max_be_i32)(&mut got, &be);
             assert_eq!(got, want, "max_be_i32 len {len} ({which})");
@@ -508,6 +579,43 @@ mod tests {
             (k.store_be_f32)(&mut out, &xf);
             assert_eq!(out, bef, "store_be_f32 len {len} ({which})");
         }
+    }
+
+    /// The one-pass IPv4 header check against the wire crate's checksum (zero over the header
+    /// means it verifies) on random headers of every length 0 to 60, each with its checksum
+    /// field filled in (valid) and then one bit changed (invalid), and on the all-ones and
+    /// all-zero edge cases.
+    #[test]
+    fn ipv4_header_ok_is_the_wire_checksum_check() {
+        use inabench_rng::SplitMix64;
+        let mut g = SplitMix64::new(1071);
+        let (mut ok, mut bad) = (0, 0);
+        for len in 0..=60usize {
+            for _ in 0..200 {
+                let mut h: Vec<u8> = (0..len).map(|_| g.next_u64() as u8).collect();
+                if len >= 12 && !g.next_u64().is_multiple_of(4) {
+                    h[10..12].fill(0);
+                    let c = inabench_wire::ipv4::checksum(&h);
+                    h[10..12].copy_from_slice(&c.to_be_bytes());
+                }
+                let want = inabench_wire::ipv4::checksum(&h) == 0;
+                assert_eq!(kernel::ipv4_header_ok(&h), want, "{h:02x?}");
+                ok += usize::from(want);
+                bad += usize::from(!want);
+                if len > 0 {
+                    let i = (g.next_u64() % len as u64) as usize;
+                    h[i] ^= 1 << (g.next_u64() % 8);
+                    let want = inabench_wire::ipv4::checksum(&h) == 0;
+                    assert_eq!(kernel::ipv4_header_ok(&h), want, "{h:02x?}");
+                }
+            }
+            for b in [0x00u8, 0xff] {
+                let h = vec![b; len];
+                let want = inabench_wire::ipv4::checksum(&h) == 0;
+                assert_eq!(kernel::ipv4_header_ok(&h), want, "{len} bytes of {b:#x}");
+            }
+        }
+        assert!(ok > 1000 && bad > 1000, "{ok} valid, {bad} invalid");
     }
 
     #[test]

@@ -71,10 +71,54 @@ fn frame_in_n(
 }
 
 /// Parse a SwitchML frame: (source IP's last byte, header, values as big-endian bytes).
-/// Inlined: returned through memory, the header's fields were stored and reloaded at
-/// mismatched widths per packet (the profile's store-forwarding stalls).
+/// The checks of `ethernet::Packet::new_checked`, `ipv4::Repr::parse` (IPv4 structure, header
+/// checksum, no fragment), `udp::Packet::new_checked` and [`SwitchMlHeader::parse`], in one
+/// pass over fixed offsets (the same frames accepted and the same fields read; the
+/// `parse_body_accepts_what_the_wire_parsers_accept` test compares them). Inlined: returned
+/// through memory, the header's fields were stored and reloaded at mismatched widths per packet
+/// (the profile's store-forwarding stalls).
 #[inline(always)]
 fn parse_body(f: &[u8]) -> Option<(u8, SwitchMlHeader, &[u8])> {
+    let ip = f.get(ethernet::HEADER_LEN..)?;
+    let (v_ihl, ihl) = match ip {
+        [b, ..] => (*b, usize::from(*b & 0x0f) * 4),
+        [] => return None,
+    };
+    let total = match ip {
+        [_, _, a, b, ..] => usize::from(u16::from_be_bytes([*a, *b])),
+        _ => return None,
+    };
+    if ip.len() < ipv4::HEADER_LEN || v_ihl >> 4 != 4 || ihl < ipv4::HEADER_LEN || total < ihl {
+        return None;
+    }
+    let ip = ip.get(..total)?;
+    // the header checksum; then no fragment (more-fragments flag and offset: bits 13-0 of
+    // bytes 6-7)
+    if !kernel::ipv4_header_ok(ip.get(..ihl)?) || u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0 {
+        return None;
+    }
+    let src = ip[15];
+    let u = ip.get(ihl..)?;
+    let [_, _, p0, p1, l0, l1, _, _, ..] = *u else {
+        return None;
+    };
+    let ulen = usize::from(u16::from_be_bytes([l0, l1]));
+    if ulen < udp::HEADER_LEN || u16::from_be_bytes([p0, p1]) != UDP_PORT {
+        return None;
+    }
+    let p = u.get(udp::HEADER_LEN..ulen)?;
+    let h = SwitchMlHeader::parse(p).ok()?;
+    let body = p.get(SwitchMlHeader::LEN..)?;
+    if body.len() != 4 * usize::from(h.elements) {
+        return None;
+    }
+    Some((src, h, body))
+}
+
+/// [`parse_body`] as the wire crate's parsers do it, step by step (the reference the fast
+/// one is tested against).
+#[cfg(test)]
+fn parse_body_reference(f: &[u8]) -> Option<(u8, SwitchMlHeader, &[u8])> {
     let eth = ethernet::Packet::new_checked(f).ok()?;
     let ip = ipv4::Packet::new_checked(eth.payload()).ok()?;
     ipv4::Repr::parse(&ip).ok()?;
@@ -88,7 +132,6 @@ fn parse_body(f: &[u8]) -> Option<(u8, SwitchMlHeader, &[u8])> {
     if body.len() != 4 * usize::from(h.elements) {
         return None;
     }
-    // the same bytes, borrowed from `f` rather than from the packet views
     let at = body.as_ptr() as usize - f.as_ptr() as usize;
     let len = body.len();
     Some((ip.src()[3], h, f.get(at..at + len)?))
@@ -332,25 +375,30 @@ impl Worker for SwitchMlWorker {
     }
 }
 
-/// One shadow copy of a slot (Algorithm 2's `pool[ver][idx]`, `count[ver][idx]` and
-/// `seen[ver][idx][*]`).
-#[derive(Debug, Clone, Default)]
-struct Shadow {
-    sum: Vec<i32>,
-    /// workers whose packet for this copy's current round arrived
-    seen: u64,
-    /// contributions so far, modulo n: 0 means complete (or never used)
-    count: usize,
-    /// diagnostics only (the switch program does not read it): the chunk index of the round's
-    /// first contribution
-    round_chunk: u32,
+/// A slot's state but its values: both shadow copies' worker bitmaps, contribution counters
+/// and round chunks (Algorithm 2's `seen[ver][idx][*]` and `count[ver][idx]`), 32 bytes, so a
+/// packet finds its slot's state in one cache line (a packet reads its copy and clears its bit
+/// in the other). The copies' values are [`SwitchMlSwitch::sums`].
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(32))]
+struct SlotState {
+    /// per copy: workers whose packet for the copy's current round arrived
+    seen: [u64; 2],
+    /// per copy: contributions so far, modulo n: 0 means complete (or never used)
+    count: [u32; 2],
+    /// per copy, diagnostics only (the switch program does not read it): the chunk index of the
+    /// round's first contribution
+    round_chunk: [u32; 2],
 }
 
 /// The SwitchML switch program on the Tofino model.
 pub struct SwitchMlSwitch {
     id: NodeId,
     layout: Layout,
-    copies: Vec<[Shadow; 2]>,
+    slots: Vec<SlotState>,
+    /// every slot's two copies' values (Algorithm 2's `pool[ver][idx]`), `per_packet` each:
+    /// copy `v` of slot `s` at `(2 s + v) per_packet`, both copies of a slot side by side
+    sums: Vec<i32>,
     pipeline: Pipeline,
     out: VecDeque<Transmit>,
     stats: SwitchStats,
@@ -363,6 +411,9 @@ pub struct SwitchMlSwitch {
     /// addresses and the fixed length: the same bytes for every result, written once, as a
     /// replication engine's per-port rewrite table holds them)
     outer: Vec<[u8; OUTER]>,
+    /// the SwitchML header and big-endian values of the result being sent (to worker 0: each
+    /// copy rewrites the worker field), written once per completed round
+    row: Vec<u8>,
 }
 
 impl SwitchMlSwitch {
@@ -386,11 +437,10 @@ impl SwitchMlSwitch {
             .collect()
     }
 
-    /// A result frame to worker `to`: its outer headers, then the header and the sum; the
-    /// bytes of [`frame_in`] for that worker.
-    fn result_to(&mut self, to: usize, s: usize, v: bool, chunk: u32) {
+    /// Write the result row's SwitchML header (to worker 0; the values are the caller's).
+    fn row_header(&mut self, s: usize, v: bool, chunk: u32) {
         let h = SwitchMlHeader {
-            worker: to as u16,
+            worker: 0,
             pool_index: s as u16,
             version: v,
             exponent: 0,
@@ -398,49 +448,38 @@ impl SwitchMlSwitch {
             elements: self.layout.per_packet as u16,
             chunk,
         };
-        let sum = &self.copies[s][usize::from(v)].sum;
+        let _ = h.emit(&mut self.row[..]);
+    }
+
+    /// The result row to worker `to`: its outer headers, then the row with its worker field;
+    /// the bytes of [`frame_in`] for that worker.
+    fn send_row(&mut self, to: usize) {
         let Some(outer) = self.outer.get(to) else {
             return;
         };
-        let mut head = [0u8; SwitchMlHeader::LEN];
-        let _ = h.emit(&mut head[..]);
-        let mut bytes = self.pool.take(0);
-        bytes.extend_from_slice(outer);
-        bytes.extend_from_slice(&head);
-        bytes.resize(HDR + 4 * sum.len(), 0);
-        kernel::store_be_i32(&mut bytes[HDR..], sum);
+        // every byte written below: outer headers, then the row
+        let mut f = self.pool.take_for_overwrite(OUTER + self.row.len());
+        let (o, r) = f.split_at_mut(OUTER);
+        o.copy_from_slice(outer);
+        r.copy_from_slice(&self.row);
+        r[..2].copy_from_slice(&(to as u16).to_be_bytes());
         self.stats.packets_out += 1;
         self.out.push_back(Transmit {
             to: to as NodeId,
-            bytes,
+            bytes: f,
         });
     }
 
-    /// A completed slot's result to every worker, as the switch's multicast does: the result
-    /// frame is built once (to worker 0) and each further copy takes that worker's outer headers
-    /// (destination MAC and IP, IP checksum) and rewrites the header's worker field; the bytes
-    /// are those of [`SwitchMlSwitch::result_to`] for each worker.
-    fn result_to_all(&mut self, s: usize, v: bool, chunk: u32) {
-        let n = self.layout.workers;
-        self.result_to(0, s, v, chunk);
-        for r in 1..n {
-            let (Some(src), Some(outer)) = (self.out.back(), self.outer.get(r)) else {
-                return;
-            };
-            if src.bytes.len() < HDR {
-                return;
-            }
-            let mut f = self.pool.take(0);
-            f.extend_from_slice(outer);
-            f.extend_from_slice(&src.bytes[OUTER..]);
-            inabench_wire::ina::switchml::Packet::new_unchecked(&mut f[OUTER..])
-                .set_worker(r as u16);
-            self.stats.packets_out += 1;
-            self.out.push_back(Transmit {
-                to: r as NodeId,
-                bytes: f,
-            });
-        }
+    /// A result frame to worker `to` (the answer to a resend): copy `v` of slot `s`'s values.
+    fn result_to(&mut self, to: usize, s: usize, v: bool, chunk: u32) {
+        let pp = self.layout.per_packet;
+        let at = (2 * s + usize::from(v)) * pp;
+        self.row_header(s, v, chunk);
+        kernel::store_be_i32(
+            &mut self.row[SwitchMlHeader::LEN..],
+            &self.sums[at..at + pp],
+        );
+        self.send_row(to);
     }
 }
 
@@ -457,50 +496,67 @@ impl Endpoint for SwitchMlSwitch {
             return;
         };
         let (w, s, v) = (usize::from(h.worker), usize::from(h.pool_index), h.version);
-        if h.is_result
-            || w >= self.layout.workers
-            || s >= self.layout.slots
-            || body.len() != 4 * self.layout.per_packet
+        let pp = self.layout.per_packet;
+        if h.is_result || w >= self.layout.workers || s >= self.layout.slots || body.len() != 4 * pp
         {
             self.stats.dropped += 1;
             return;
         }
         self.pipeline.process(f.len() as u32, body.len() as u32);
-        let n = self.layout.workers;
+        let n = self.layout.workers as u32;
         let bit = 1u64 << w;
-        let [c0, c1] = &mut self.copies[s];
-        let (copy, other) = if v { (c1, c0) } else { (c0, c1) };
-        if copy.seen & bit != 0 {
+        let (c, o) = (usize::from(v), usize::from(!v));
+        let Some(st) = self.slots.get_mut(s) else {
+            return;
+        };
+        if st.seen[c] & bit != 0 {
             // a retransmission: answer it if the round is complete, drop it otherwise
             self.stats.duplicates_ignored += 1;
-            if copy.count == 0 {
+            if st.count[c] == 0 {
                 self.result_to(w, s, v, h.chunk);
             }
             return;
         }
-        copy.seen |= bit;
+        st.seen[c] |= bit;
         // this worker has moved on to this copy: its bit in the other copy is cleared
-        other.seen &= !bit;
+        st.seen[o] &= !bit;
         // (count + 1) mod n, without a division: count < n
-        copy.count = if copy.count + 1 >= n {
+        let count = if st.count[c] + 1 >= n {
             0
         } else {
-            copy.count + 1
+            st.count[c] + 1
         };
-        if copy.count == 1 {
-            copy.round_chunk = h.chunk;
-        } else if copy.round_chunk != h.chunk {
+        st.count[c] = count;
+        if count == 1 {
+            st.round_chunk[c] = h.chunk;
+        } else if st.round_chunk[c] != h.chunk {
             self.mixed += 1;
         }
-        if copy.count == 1 {
-            kernel::load_be_i32(&mut copy.sum, body);
-        } else if self.layout.max {
-            kernel::max_be_i32(&mut copy.sum, body);
+        let at = (2 * s + c) * pp;
+        let Some(sum) = self.sums.get_mut(at..at + pp) else {
+            return;
+        };
+        if count == 1 {
+            kernel::load_be_i32(sum, body);
+        } else if count != 0 {
+            if self.layout.max {
+                kernel::max_be_i32(sum, body);
+            } else {
+                kernel::add_be_i32(sum, body);
+            }
         } else {
-            kernel::add_be_i32(&mut copy.sum, body);
-        }
-        if copy.count == 0 {
-            self.result_to_all(s, v, h.chunk);
+            // the round completes: the last contribution added and the result row written in
+            // one pass, then one frame per worker from the row (the multicast's copies)
+            let row = &mut self.row[SwitchMlHeader::LEN..];
+            if self.layout.max {
+                kernel::max_be_i32_store(sum, body, row);
+            } else {
+                kernel::add_be_i32_store(sum, body, row);
+            }
+            self.row_header(s, v, h.chunk);
+            for r in 0..self.layout.workers {
+                self.send_row(r);
+            }
         }
     }
 
@@ -519,7 +575,12 @@ impl Endpoint for SwitchMlSwitch {
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        let partial = self.copies.iter().flatten().filter(|c| c.count > 0).count();
+        let partial = self
+            .slots
+            .iter()
+            .flat_map(|st| st.count)
+            .filter(|c| *c > 0)
+            .count();
         vec![
             ("switch_in", self.stats.packets_in),
             ("partial_copies", partial as u64),
@@ -596,30 +657,18 @@ impl System for SwitchMl {
                 }) as Box<dyn Worker>
             })
             .collect();
-        let copies = (0..layout.slots)
-            .map(|_| {
-                [
-                    Shadow {
-                        sum: vec![0; layout.per_packet],
-                        ..Shadow::default()
-                    },
-                    Shadow {
-                        sum: vec![0; layout.per_packet],
-                        ..Shadow::default()
-                    },
-                ]
-            })
-            .collect();
         let sw = SwitchMlSwitch {
             id: switch,
             layout,
-            copies,
+            slots: vec![SlotState::default(); layout.slots],
+            sums: vec![0; 2 * layout.slots * layout.per_packet],
             pipeline: Pipeline::new(model, Recirculation::SamePipeline),
             out: VecDeque::new(),
             stats: SwitchStats::default(),
             mixed: 0,
             pool: BufPool::default(),
             outer: SwitchMlSwitch::outer_headers(&layout)?,
+            row: vec![0; SwitchMlHeader::LEN + 4 * layout.per_packet],
         };
         Ok(Setup {
             workers,
@@ -633,6 +682,80 @@ impl System for SwitchMl {
 mod tests {
     use super::*;
     use crate::common::SetupNode;
+
+    /// The one-pass parse accepts exactly the frames the wire crate's parsers accept, with the
+    /// same fields: valid frames, each byte of the headers changed (with the IPv4 checksum
+    /// left wrong and recomputed), every truncation, and random length fields.
+    #[test]
+    fn parse_body_accepts_what_the_wire_parsers_accept() {
+        use inabench_rng::SplitMix64;
+        let f0 = frame_in(
+            vec![0; HDR + 4 * 48],
+            2,
+            6,
+            &SwitchMlHeader {
+                worker: 2,
+                pool_index: 17,
+                version: true,
+                exponent: 0,
+                is_result: false,
+                elements: 48,
+                chunk: 145,
+            },
+            &(0..48).map(|i| i * 1_000_003 - 7).collect::<Vec<i32>>(),
+        );
+        assert!(parse_body(&f0).is_some(), "a valid frame parses");
+        let fix = |f: &mut Vec<u8>| {
+            let e = ethernet::HEADER_LEN;
+            if f.len() >= e + ipv4::HEADER_LEN {
+                let ihl = (usize::from(f[e] & 0x0f) * 4).clamp(ipv4::HEADER_LEN, f.len() - e);
+                f[e + 10..e + 12].fill(0);
+                let c = ipv4::checksum(&f[e..e + ihl]);
+                f[e + 10..e + 12].copy_from_slice(&c.to_be_bytes());
+            }
+        };
+        let mut g = SplitMix64::new(22);
+        let (mut accepted, mut tried) = (0, 0);
+        let mut check = |f: &[u8]| {
+            let (a, b) = (parse_body(f), parse_body_reference(f));
+            assert_eq!(a, b, "frame {f:02x?}");
+            tried += 1;
+            accepted += usize::from(a.is_some());
+        };
+        for at in 0..HDR {
+            for x in [0x01u8, 0x80, 0xff, 0x0f, 0x40] {
+                let mut f = f0.clone();
+                f[at] ^= x;
+                check(&f);
+                fix(&mut f);
+                check(&f);
+            }
+        }
+        for len in 0..f0.len() {
+            check(&f0[..len]);
+        }
+        let e = ethernet::HEADER_LEN;
+        for _ in 0..20_000 {
+            let mut f = f0.clone();
+            let r = g.next_u64();
+            match r % 5 {
+                // IPv4 total length, UDP length, SwitchML element count, IHL, flags/fragment
+                0 => f[e + 2..e + 4].copy_from_slice(&((r >> 8) as u16 % 400).to_be_bytes()),
+                1 => f[e + 24..e + 26].copy_from_slice(&((r >> 8) as u16 % 400).to_be_bytes()),
+                2 => f[HDR - 6..HDR - 4].copy_from_slice(&((r >> 8) as u16 % 70).to_be_bytes()),
+                3 => f[e] = (r >> 8) as u8,
+                _ => f[e + 6] = (r >> 8) as u8,
+            }
+            if r >> 40 & 1 == 1 {
+                f.truncate(((r >> 41) as usize) % (f0.len() + 1));
+            }
+            if r >> 50 & 3 != 0 {
+                fix(&mut f);
+            }
+            check(&f);
+        }
+        assert!(accepted > 100 && accepted < tried, "{accepted} of {tried}");
+    }
 
     /// The multicast copies of a result (built once, destination and worker field rewritten)
     /// are byte for byte the frames built for each worker on its own.
