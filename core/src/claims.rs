@@ -612,12 +612,36 @@ enum Val {
     Bools(BTreeMap<Key, (bool, String)>),
 }
 
+/// The point keys of a class's observations: each observation's key (in observation order) and
+/// every point's parameters by key. Only the observations' parameters go into it, so one index
+/// serves every claim of the class and every bootstrap resample (which redraw values only).
+#[derive(Debug, Clone, Default)]
+struct PointIndex {
+    /// `params_key` of each observation, in observation order
+    keys: Vec<Key>,
+    /// point key -> parameters (the last observation with a key gives its parameters)
+    points: BTreeMap<Key, Params>,
+}
+
+impl PointIndex {
+    fn new<'p>(params: impl Iterator<Item = &'p Params>) -> Self {
+        let mut keys = Vec::new();
+        let mut points = BTreeMap::new();
+        for p in params {
+            let k = params_key(p);
+            points.insert(k.clone(), p.clone());
+            keys.push(k);
+        }
+        PointIndex { keys, points }
+    }
+}
+
 /// Evaluation context: the observations of one fidelity class and the paper's values.
 pub struct Context<'a> {
     obs: &'a [Obs],
     paper: &'a [PaperValue],
-    /// point key -> parameters
-    points: BTreeMap<Key, Params>,
+    /// the observations' point keys (`index.keys[i]` is `obs[i]`'s)
+    index: std::borrow::Cow<'a, PointIndex>,
     /// The class's planned (system, point)s; empty when the plan is unknown (then only the
     /// observations are judged).
     planned: &'a [Planned],
@@ -626,14 +650,24 @@ pub struct Context<'a> {
 
 impl<'a> Context<'a> {
     pub fn new(obs: &'a [Obs], paper: &'a [PaperValue]) -> Self {
-        let points = obs
-            .iter()
-            .map(|o| (params_key(&o.params), o.params.clone()))
-            .collect();
+        let index = PointIndex::new(obs.iter().map(|o| &o.params));
         Context {
             obs,
             paper,
-            points,
+            index: std::borrow::Cow::Owned(index),
+            planned: &[],
+            touched: Default::default(),
+        }
+    }
+
+    /// A context over observations whose parameters are, in order, those `index` was built
+    /// from (only the values may differ).
+    fn with_index(obs: &'a [Obs], paper: &'a [PaperValue], index: &'a PointIndex) -> Self {
+        debug_assert_eq!(obs.len(), index.keys.len());
+        Context {
+            obs,
+            paper,
+            index: std::borrow::Cow::Borrowed(index),
             planned: &[],
             touched: Default::default(),
         }
@@ -788,7 +822,7 @@ impl<'a> Context<'a> {
             Expr::Num(v) => Val::Num(*v),
             Expr::Param(p) => {
                 let mut m = BTreeMap::new();
-                for (k, params) in &self.points {
+                for (k, params) in &self.index.points {
                     if self.visible(params, cond)?
                         && let Some(v) = params.get(p).and_then(Scalar::as_f64)
                     {
@@ -807,14 +841,14 @@ impl<'a> Context<'a> {
             } => {
                 let mut single = BTreeMap::new();
                 let mut multi: BTreeMap<Key, BTreeMap<String, f64>> = BTreeMap::new();
-                for o in self.obs {
+                for (o, k) in self.obs.iter().zip(&self.index.keys) {
                     if &o.metric != metric || (system != "*" && &o.system != system) {
                         continue;
                     }
                     if !params_match(&o.params, filter) || !self.visible(&o.params, cond)? {
                         continue;
                     }
-                    let k = params_key(&o.params);
+                    let k = k.clone();
                     if system == "*" {
                         multi
                             .entry(k)
@@ -955,7 +989,7 @@ impl<'a> Context<'a> {
                 };
                 let mut m = BTreeMap::new();
                 for k in ours.keys() {
-                    let params = &self.points[k];
+                    let params = &self.index.points[k];
                     if let Some(pv) = self.paper.iter().find(|pv| {
                         &pv.metric == metric
                             && &pv.system == system
@@ -1071,7 +1105,7 @@ impl<'a> Context<'a> {
     ) -> Result<Val, EvalError> {
         let mut groups: BTreeMap<String, Vec<(Scalar, f64)>> = BTreeMap::new();
         for (k, v) in s {
-            let params = &self.points[k];
+            let params = &self.index.points[k];
             let Some(x) = params.get(param) else { continue };
             let mut rest = params.clone();
             rest.remove(param);
@@ -1427,20 +1461,60 @@ pub fn judge(
     planned: &[Planned],
     seed: u64,
 ) -> Verdict {
-    let medians: Vec<Obs> = obs
-        .iter()
-        .map(|o| Obs {
-            system: o.system.clone(),
-            params: o.params.clone(),
-            metric: o.metric.clone(),
-            value: if o.reps.is_empty() {
-                f64::NAN
-            } else {
-                reduce("median", o.reps.clone())
-            },
-        })
-        .collect();
-    let ctx = Context::new(&medians, paper).with_plan(planned);
+    Class::new(obs, paper, planned).judge(e, seed)
+}
+
+/// One fidelity class's observations, made ready once for judging all of its claims: the
+/// medians of the repetitions and the point keys (which depend on the observations alone).
+/// `Class::new(obs, paper, planned).judge(e, seed)` is `judge(e, obs, paper, planned, seed)`.
+pub struct Class<'a> {
+    obs: &'a [RepObs],
+    paper: &'a [PaperValue],
+    planned: &'a [Planned],
+    medians: Vec<Obs>,
+    index: PointIndex,
+}
+
+impl<'a> Class<'a> {
+    pub fn new(obs: &'a [RepObs], paper: &'a [PaperValue], planned: &'a [Planned]) -> Self {
+        let medians: Vec<Obs> = obs
+            .iter()
+            .map(|o| Obs {
+                system: o.system.clone(),
+                params: o.params.clone(),
+                metric: o.metric.clone(),
+                value: if o.reps.is_empty() {
+                    f64::NAN
+                } else {
+                    reduce("median", o.reps.clone())
+                },
+            })
+            .collect();
+        let index = PointIndex::new(obs.iter().map(|o| &o.params));
+        Class {
+            obs,
+            paper,
+            planned,
+            medians,
+            index,
+        }
+    }
+
+    /// Judge one claim over the class (see [`judge`]).
+    pub fn judge(&self, e: &Expr, seed: u64) -> Verdict {
+        judge_class(self, e, seed)
+    }
+}
+
+fn judge_class(class: &Class<'_>, e: &Expr, seed: u64) -> Verdict {
+    let (obs, paper, planned, medians, index) = (
+        class.obs,
+        class.paper,
+        class.planned,
+        &class.medians,
+        &class.index,
+    );
+    let ctx = Context::with_index(medians, paper, index).with_plan(planned);
     let v0 = ctx.verdict(e);
     {
         let t = ctx.touched.borrow();
@@ -1479,7 +1553,7 @@ pub fn judge(
                 .collect();
             d.value = reduce("median", r);
         }
-        let c = Context::new(&draw, paper);
+        let c = Context::with_index(&draw, paper, index);
         if matches!(c.raw_verdict(e), Verdict::Holds(_)) {
             holds += 1;
         }
@@ -1512,7 +1586,10 @@ pub fn judge(
             for (d, o) in draw.iter_mut().zip(obs) {
                 d.value = o.reps[r];
             }
-            if matches!(Context::new(&draw, paper).raw_verdict(e), Verdict::Holds(_)) {
+            if matches!(
+                Context::with_index(&draw, paper, index).raw_verdict(e),
+                Verdict::Holds(_)
+            ) {
                 k += 1;
             }
         }
@@ -1572,6 +1649,186 @@ mod tests {
             params: p(params),
             reps: reps.to_vec(),
         }
+    }
+
+    /// `judge` before the point index was shared: every context (the medians' and each
+    /// bootstrap resample's) builds its own key map from the observations.
+    fn judge_reference(
+        e: &Expr,
+        obs: &[RepObs],
+        paper: &[PaperValue],
+        planned: &[Planned],
+        seed: u64,
+    ) -> Verdict {
+        let medians: Vec<Obs> = obs
+            .iter()
+            .map(|o| Obs {
+                system: o.system.clone(),
+                params: o.params.clone(),
+                metric: o.metric.clone(),
+                value: if o.reps.is_empty() {
+                    f64::NAN
+                } else {
+                    reduce("median", o.reps.clone())
+                },
+            })
+            .collect();
+        let ctx = Context::new(&medians, paper).with_plan(planned);
+        let v0 = ctx.verdict(e);
+        {
+            let t = ctx.touched.borrow();
+            if !t.wrong.is_empty() || !t.missing.is_empty() || !t.ties.is_empty() {
+                return v0;
+            }
+        }
+        if matches!(v0, Verdict::NotCheckable(_)) {
+            return v0;
+        }
+        let noisy = obs.iter().any(|o| {
+            o.reps.len() >= 2 && o.reps.iter().any(|x| x.to_bits() != o.reps[0].to_bits())
+        });
+        if !noisy {
+            let single = obs.iter().any(|o| o.reps.len() == 1);
+            return if single {
+                v0.with_detail(format!(
+                    "{}; one repetition per point: no interval",
+                    v0.detail()
+                ))
+            } else {
+                v0
+            };
+        }
+        let mut rng = crate::rng::SplitMix64::new(seed);
+        let mut holds = 0usize;
+        let mut ratios = Vec::with_capacity(RESAMPLES);
+        let mut ratio_label = None;
+        // the observations stay; only their values are redrawn
+        let mut draw = medians.clone();
+        for _ in 0..RESAMPLES {
+            for (d, o) in draw.iter_mut().zip(obs) {
+                let n = o.reps.len();
+                let r: Vec<f64> = (0..n)
+                    .map(|_| o.reps[(rng.next_u64() % n as u64) as usize])
+                    .collect();
+                d.value = reduce("median", r);
+            }
+            let c = Context::new(&draw, paper);
+            if matches!(c.raw_verdict(e), Verdict::Holds(_)) {
+                holds += 1;
+            }
+            if let Some((r, label)) = c.tightest_ratio(e) {
+                ratios.push(r);
+                ratio_label.get_or_insert(label);
+            }
+        }
+        let share = holds as f64 / RESAMPLES as f64;
+        let mut detail = format!(
+            "{}; holds in {:.1}% of {RESAMPLES} bootstrap resamples of the repetitions",
+            v0.detail(),
+            share * 100.0
+        );
+        if ratios.len() >= RESAMPLES / 2
+            && let Some(label) = ratio_label
+        {
+            ratios.sort_by(f64::total_cmp);
+            let q = |p: f64| ratios[((ratios.len() - 1) as f64 * p).round() as usize];
+            detail.push_str(&format!(
+                ", 95% interval of {label}: [{}, {}]",
+                fmt_num(q(0.025)),
+                fmt_num(q(0.975))
+            ));
+        }
+        let reps = obs.iter().map(|o| o.reps.len()).min().unwrap_or(0);
+        if reps >= 2 && obs.iter().all(|o| o.reps.len() == reps) {
+            let mut k = 0;
+            for r in 0..reps {
+                for (d, o) in draw.iter_mut().zip(obs) {
+                    d.value = o.reps[r];
+                }
+                if matches!(Context::new(&draw, paper).raw_verdict(e), Verdict::Holds(_)) {
+                    k += 1;
+                }
+            }
+            detail.push_str(&format!("; holds in {k} of {reps} repetitions"));
+        }
+        if share >= CONFIDENCE {
+            Verdict::Holds(detail)
+        } else if share <= 1.0 - CONFIDENCE {
+            Verdict::Fails(detail)
+        } else {
+            Verdict::Inconclusive(detail)
+        }
+    }
+
+    #[test]
+    fn shared_point_index_judges_as_a_fresh_one() {
+        // two systems over a sweep of two parameters, noisy repetitions, one planned point
+        // missing, and observations listed out of key order
+        let mut obs = Vec::new();
+        for (i, w) in [8.0, 2.0, 4.0].into_iter().enumerate() {
+            for s in [1.0, 64.0] {
+                let base = 10.0 * w + s / 8.0;
+                let jit = [0.0, 0.3 * (i as f64 + 1.0), -0.2, 0.1];
+                obs.push(rep(
+                    "a",
+                    "g",
+                    &[("workers", w), ("size", s)],
+                    &jit.map(|j| base + j),
+                ));
+                obs.push(rep(
+                    "b",
+                    "g",
+                    &[("workers", w), ("size", s)],
+                    &jit.map(|j| 0.55 * base - j),
+                ));
+            }
+        }
+        let paper = vec![PaperValue {
+            system: "a".into(),
+            metric: "g".into(),
+            value: 81.0,
+            params: p(&[("workers", 8.0), ("size", 64.0)]),
+            note: None,
+        }];
+        let mut plan: Vec<Planned> = obs
+            .iter()
+            .map(|o| Planned {
+                system: o.system.clone(),
+                params: o.params.clone(),
+                state: PointState::Done,
+            })
+            .collect();
+        plan.push(Planned {
+            system: "a".into(),
+            params: p(&[("workers", 16.0), ("size", 1.0)]),
+            state: PointState::Missing("interrupted".into()),
+        });
+        let claims = [
+            "g(a) >= 1.8 * g(b)",
+            "g(a) > g(b)",
+            "g(a) > 1.9 * g(b) where workers >= 4",
+            "g(a)[size=64] > 0.9 * g(b)[size=64]",
+            "increasing(g(a), workers)",
+            "decreasing(g(b), workers) or flat(g(b), size, 5%)",
+            "g(a) == max(g(*))",
+            "within(g(a), paper(g(a)), 2%)",
+            "ratio(g(a), g(b)) < 1.85 and g(a) > 0",
+        ];
+        let class = Class::new(&obs, &paper, &[]);
+        let planned = Class::new(&obs, &paper, &plan);
+        let mut kinds = BTreeSet::new();
+        for (i, src) in claims.iter().enumerate() {
+            let e = parse(src).expect("parses");
+            let seed = 7 + i as u64;
+            let v = class.judge(&e, seed);
+            assert_eq!(v, judge_reference(&e, &obs, &paper, &[], seed), "{src}");
+            kinds.insert(v.label());
+            let v = planned.judge(&e, seed);
+            assert_eq!(v, judge_reference(&e, &obs, &paper, &plan, seed), "{src}");
+            kinds.insert(v.label());
+        }
+        // the claims reach every kind of verdict, so the comparison covers each path
+        assert_eq!(kinds.len(), 4, "{kinds:?}");
     }
 
     #[test]
