@@ -59,6 +59,17 @@ fn head_crc(ip: &[u8]) -> Result<u32, Error> {
     Ok(hasher.finalize())
 }
 
+/// The CRC that continues from the masked LRH over `ip` as it is, its variant fields not
+/// masked. CRC-32 is affine in its input, so for packets of one length whose variant fields
+/// (TOS, TTL, IPv4 and UDP checksums, BTH byte 4) hold the same values, `compute(ip) ^
+/// unmasked(ip)` is the same constant: a receiver that knows it from one such packet gets
+/// the ICRC of the next with this one pass and no masked copy ([`crate::roce::ParseTemplate`]).
+pub fn unmasked(ip: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new_with_initial(LRH_CRC);
+    hasher.update(ip);
+    hasher.finalize()
+}
+
 /// Packets up to this long are hashed from one masked copy (it holds the longest masked
 /// prefix, 60 + 8 + 12 bytes).
 const SHORT: usize = 128;
@@ -338,6 +349,21 @@ mod tests {
             assert!(compute_with_tail(&pkt[..56], &shared, &Shift::new(n + pad + 1)).is_err());
             assert!(compute_with_tail(&pkt[..39], &shared, &shift).is_err());
         }
+    }
+
+    /// `compute ^ unmasked` depends only on the masked fields' values and the length: the
+    /// same for the CNP with another PSN and payload, another for another TTL.
+    #[test]
+    fn the_masking_correction_is_constant_per_masked_fields_and_length() {
+        let ip = &CAPTURED_CNP[14..CAPTURED_CNP.len() - 4];
+        let fix = compute(ip).expect("icrc") ^ unmasked(ip);
+        let mut other = ip.to_vec();
+        other[20 + 8 + 9] ^= 0x5a; // PSN
+        other[50] ^= 0xff; // payload
+        assert_ne!(compute(&other), compute(ip));
+        assert_eq!(compute(&other).expect("icrc") ^ unmasked(&other), fix);
+        other[8] ^= 1; // TTL: masked, so the correction changes
+        assert_ne!(compute(&other).expect("icrc") ^ unmasked(&other), fix);
     }
 
     #[test]
