@@ -1,11 +1,12 @@
 //! `mem`: endpoints in one process on real time. The nodes run on a few OS threads (by default as
-//! many as the host has cores, nodes dealt to them round-robin: node i's home is thread i mod
-//! threads; [`run_with_threads`] sets the count, recorded in [`MemReport::threads`]), each thread
-//! stepping its home nodes in turn and, between its rounds, any other node that has frames waiting
-//! and that no thread is stepping (a node is stepped by one thread at a time: a claim flag per
-//! node; so one busy node, e.g. a switch, does not leave a thread idle while another has the busy
-//! node and three more to step). A home node with no frames waiting and nothing due (no timer,
-//! delay line or backlog: `Slot::due`) is not stepped, since an endpoint sends only after a
+//! many as the host has cores; [`run_with_threads`] sets the count, recorded in
+//! [`MemReport::threads`]); each node has a home thread (`placement`: the nodes that do not
+//! count towards the end, the switches, get threads of their own, the workers share the others),
+//! each thread stepping its home nodes in turn and, after a round in which its home nodes had no
+//! frame, any other node that has frames waiting and that no thread is stepping (a node is
+//! stepped by one thread at a time: a claim flag per node; so a thread with nothing of its own
+//! to do helps, and a switch never waits behind a worker its thread borrowed). A home node with
+//! no frames waiting and nothing due (no timer, delay line or backlog: `Slot::due`) is not stepped, since an endpoint sends only after a
 //! frame or a timeout (the [`Endpoint`] contract). Frames travel over lock-free single-producer
 //! single-consumer rings, one per (sender, receiver) node pair (no lock per frame: a sender writes
 //! a slot and publishes it with one release store, the receiver reads it after one acquire load,
@@ -17,8 +18,9 @@
 //! so two nodes sending to each other cannot deadlock). Timeouts are honoured with
 //! `park_timeout`. Each node's CPU is the thread CPU time (CLOCK_THREAD_CPUTIME_ID) of its own
 //! steps that did work (receive, timers, transmit; a thread's spinning, parking and steps that
-//! found nothing to do are no node's), read once per round of steps and split among the round's
-//! working steps by their wall time (`Meter`), so "CPU per worker" is that endpoint's
+//! found nothing to do are no node's), read at a step boundary once `READ_EVERY` of wall has
+//! passed and around every spin or park, and split among the interval's working steps by their
+//! wall time (`Meter`), so "CPU per worker" is that endpoint's
 //! accounting; [`MemReport::thread_cpu_ns`] has the threads' own CPU, so the time in no node is
 //! seen too. The clock is read once per batch (the frames a node takes in one step are handed
 //! over at one reading, a node's burst of transmissions is polled at one reading), as the udp
@@ -197,8 +199,9 @@ pub struct MemNodeStats {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct MemReport {
     pub wall_ns: u64,
-    /// OS threads the nodes ran on (node i's home thread is i mod threads; a thread with nothing
-    /// of its own to do also steps other nodes that have frames waiting).
+    /// OS threads the nodes ran on (each node's home thread as `placement` deals them: the
+    /// switches, the nodes that do not count, on threads of their own; a thread whose home nodes
+    /// had no frame in a round also steps other nodes that have frames waiting).
     pub threads: usize,
     pub nodes: Vec<MemNodeStats>,
     /// Each serving thread's own CPU time over the run (CLOCK_THREAD_CPUTIME_ID from its start to
@@ -239,8 +242,9 @@ struct Outbox {
     rings: Vec<Producer<Frame>>,
     backlog: Vec<VecDeque<Frame>>,
     backlogged: usize,
-    /// one per thread: node `to` is woken through `wakers[to % wakers.len()]`
+    /// one per thread: node `to` is woken through its home thread's, `wakers[homes[to]]`
     wakers: Arc<Vec<Waker>>,
+    homes: Arc<[usize]>,
 }
 
 impl Outbox {
@@ -248,7 +252,7 @@ impl Outbox {
     fn send(&mut self, to: usize, frame: Frame) {
         if self.backlog[to].is_empty() {
             match self.rings[to].push(frame) {
-                Ok(()) => self.wakers[to % self.wakers.len()].wake(),
+                Ok(()) => self.wakers[self.homes[to]].wake(),
                 Err(f) => {
                     self.backlog[to].push_back(f);
                     self.backlogged += 1;
@@ -280,7 +284,7 @@ impl Outbox {
                 }
             }
             if moved {
-                self.wakers[to % self.wakers.len()].wake();
+                self.wakers[self.homes[to]].wake();
             }
         }
     }
@@ -474,6 +478,35 @@ impl<N: Endpoint> Slot<N> {
     }
 }
 
+/// Each node's home thread. With more than one thread and both kinds of node, the nodes that do
+/// not count towards the end (`counted[i]` false: the switches and accelerators every worker's
+/// traffic crosses, in every caller) get threads of their own, as many as there are of them but
+/// at most `threads - 1` (dealt round-robin over those), and the counted nodes share the other
+/// threads (round-robin): so a serial switch, the critical path of an all-reduce, is stepped
+/// without waiting behind workers on its thread while the workers are stepped beside it.
+/// Otherwise node i's home is thread i mod threads.
+fn placement(counted: &[bool], threads: usize) -> Vec<usize> {
+    let n = counted.len();
+    let switches = counted.iter().filter(|c| !**c).count();
+    if threads < 2 || switches == 0 || switches == n {
+        return (0..n).map(|i| i % threads.max(1)).collect();
+    }
+    let st = switches.min(threads - 1);
+    let (mut s, mut w) = (0usize, 0usize);
+    counted
+        .iter()
+        .map(|&c| {
+            if c {
+                w += 1;
+                st + (w - 1) % (threads - st)
+            } else {
+                s += 1;
+                (s - 1) % st
+            }
+        })
+        .collect()
+}
+
 /// How long a thread may park for a home node that is due at `due` (see [`Slot::due`]) at
 /// fabric time `now`: at most 5 ms, 50 us while it has a backlog.
 fn wait_for(due: Nanos, now: Nanos) -> Duration {
@@ -549,26 +582,35 @@ impl<S> Drop for Claim<'_, S> {
 }
 
 /// A thread's CPU accounting. The thread CPU clock (CLOCK_THREAD_CPUTIME_ID, a system call) is
-/// read once per round (one pass over the nodes the thread steps) and after each park; the
-/// monotonic clock (read in user space) once per step. The thread CPU since the last reading is
-/// split among the round's steps that did work (received a frame, fired a timer or sent one) in
-/// proportion to their wall time; the rest (steps that found nothing to do, the moments between
-/// rounds, spinning, parking) is no node's. So the accounting stays whole: the nodes' CPU plus
-/// the time in no node is the threads' CPU ([`MemReport::thread_cpu_ns`]); within a round a node
-/// is charged by its share of the round's wall time (a round is a few microseconds to a
-/// millisecond; a thread descheduled in the middle of a step charges that step's share).
+/// read at a step's start or end when [`READ_EVERY`] of wall time or more has passed since the
+/// last reading, before the thread spins or parks, and after; the monotonic clock (read in user
+/// space) at each step's start and end. The thread CPU between two readings is split among the
+/// steps that did work (received a frame, fired a timer or sent one) in that interval in
+/// proportion to their wall time; the rest of the interval (steps that found nothing to do,
+/// looking at the nodes between steps) and the CPU of spinning and parking are no node's. So the
+/// accounting stays whole: the nodes' CPU plus the time in no node is the threads' CPU
+/// ([`MemReport::thread_cpu_ns`]). A step that takes [`READ_EVERY`] or more (the batched steps of
+/// a busy node) is charged from readings at its own start and end, give or take the steps of
+/// the interval before it (each interval holds under [`READ_EVERY`] of wall besides its last
+/// step), so a thread descheduled between steps (a loaded host) does not move its nodes' CPU
+/// into no node's, as a split of whole rounds by wall time did; a host of short steps pays one
+/// reading per [`READ_EVERY`] at most.
 struct Meter {
     /// thread CPU at the last reading, and the wall time then
     cpu: u64,
     at: Instant,
-    /// the end of the last step
+    /// when the current step started
     last: Instant,
-    /// this round's steps that did work: (node, wall ns)
+    /// the steps that did work since the last reading: (node, wall ns)
     steps: Vec<(usize, u64)>,
-    /// rounds with no step have passed since the last reading (spinning: no node's, and not
-    /// worth a reading each): take one before the next step
+    /// rounds with no step have passed since the last reading (spinning: no node's): take a
+    /// fresh one before the next step
     stale: bool,
 }
+
+/// The wall time after which [`Meter`] takes a reading of the thread CPU clock at the next step
+/// boundary (a fabric setting: it bounds the clock's cost and the split's blur, not a result).
+const READ_EVERY: Duration = Duration::from_micros(50);
 
 impl Meter {
     fn new() -> Meter {
@@ -582,34 +624,38 @@ impl Meter {
         }
     }
 
-    /// A round starts (the wall time before it, since the last reading, is no node's).
-    fn begin(&mut self) {
-        self.last = Instant::now();
-    }
-
     /// A node is about to be stepped.
-    fn before_step(&mut self) {
+    fn before_step<S>(&mut self, cells: &[NodeCell<S>]) {
         if self.stale {
             self.skip();
             self.last = self.at;
+            return;
         }
+        let now = Instant::now();
+        if now.saturating_duration_since(self.at) >= READ_EVERY {
+            self.read(now, cells);
+        }
+        self.last = now;
     }
 
     /// Node `i` was stepped; `worked`: it had something to do.
-    fn step(&mut self, i: usize, worked: bool) {
+    fn step<S>(&mut self, i: usize, worked: bool, cells: &[NodeCell<S>]) {
         let t = Instant::now();
         if worked {
             let w = t.saturating_duration_since(self.last).as_nanos() as u64;
             self.steps.push((i, w));
         }
         self.last = t;
+        if t.saturating_duration_since(self.at) >= READ_EVERY {
+            self.read(t, cells);
+        }
     }
 
-    /// The round is over: read the thread CPU and charge its working steps their shares.
-    fn end<S>(&mut self, cells: &[NodeCell<S>]) {
+    /// Read the thread CPU at wall time `now` and charge the interval's working steps their
+    /// shares.
+    fn read<S>(&mut self, now: Instant, cells: &[NodeCell<S>]) {
         let c = thread_cpu_ns();
         let d = c.saturating_sub(self.cpu);
-        let now = Instant::now();
         let wall = now.saturating_duration_since(self.at).as_nanos() as u64;
         self.cpu = c;
         self.at = now;
@@ -623,7 +669,15 @@ impl Meter {
         self.steps.clear();
     }
 
-    /// Spinning or parking happened: nobody's; take a fresh reading.
+    /// The thread is about to spin or park (or stop): charge the steps not yet charged, so
+    /// that the wait is no part of their interval.
+    fn flush<S>(&mut self, cells: &[NodeCell<S>]) {
+        if !self.steps.is_empty() {
+            self.read(Instant::now(), cells);
+        }
+    }
+
+    /// Spinning or parking happened (after a [`Meter::flush`]): nobody's; take a fresh reading.
     fn skip(&mut self) {
         self.cpu = thread_cpu_ns();
         self.at = Instant::now();
@@ -642,39 +696,38 @@ impl Meter {
 /// Returns the thread's CPU time over the run and how often it parked.
 fn serve_thread<N: Endpoint>(
     t: usize,
-    threads: usize,
+    homes: &[usize],
     cells: &[NodeCell<Slot<N>>],
     sh: &Shared,
 ) -> (u64, u64) {
     let _ = sh.wakers[t].thread.set(std::thread::current());
     let cpu0 = thread_cpu_ns();
     let mut parks = 0u64;
-    let home: Vec<usize> = (t..cells.len()).step_by(threads).collect();
-    let others: Vec<usize> = (0..cells.len()).filter(|i| i % threads != t).collect();
+    let home: Vec<usize> = (0..cells.len()).filter(|&i| homes[i] == t).collect();
+    let others: Vec<usize> = (0..cells.len()).filter(|&i| homes[i] != t).collect();
     let mut meter = Meter::new();
-    meter.begin();
     for &i in &home {
         if let Some(mut s) = cells[i].claim() {
+            meter.before_step(cells);
             let now = sh.now();
             let sent = s.send_all(sh, now);
             drop(s);
-            meter.step(i, sent > 0);
+            meter.step(i, sent > 0, cells);
         }
     }
-    meter.end(cells);
+    meter.flush(cells);
     let mut idle_since: Option<Instant> = None;
     // one step of node `i` (claimed as `s`): receive, timers, transmit; its next due time
     let step = |i: usize, s: &mut Slot<N>, meter: &mut Meter| -> usize {
         let k = s.receive(sh);
         let worked = s.after(sh) || k > 0;
         cells[i].due.store(s.due(), Ordering::Relaxed);
-        meter.step(i, worked);
+        meter.step(i, worked, cells);
         k
     };
     while !sh.stop.load(Ordering::Relaxed) {
         let mut got = 0usize;
         let mut stepped = false;
-        meter.begin();
         let now = sh.now();
         for &i in &home {
             // a home node with no frames waiting and no timer, delay line or backlog due is
@@ -683,26 +736,29 @@ fn serve_thread<N: Endpoint>(
                 continue;
             }
             if let Some(mut s) = cells[i].claim() {
-                meter.before_step();
+                meter.before_step(cells);
                 got += step(i, &mut s, &mut meter);
                 stepped = true;
             }
         }
-        for &i in &others {
-            if cells[i].has_input()
-                && let Some(mut s) = cells[i].claim()
-            {
-                meter.before_step();
-                got += step(i, &mut s, &mut meter);
-                stepped = true;
+        // the other threads' nodes only when the home nodes had no frame: a home node (e.g. a
+        // switch with a thread of its own) never waits behind a node this thread borrowed
+        if got == 0 {
+            for &i in &others {
+                if cells[i].has_input()
+                    && let Some(mut s) = cells[i].claim()
+                {
+                    meter.before_step(cells);
+                    got += step(i, &mut s, &mut meter);
+                    stepped = true;
+                }
             }
         }
-        if stepped {
-            meter.end(cells);
-        } else {
+        if !stepped {
             meter.idle();
         }
         if got == 0 {
+            meter.flush(cells);
             let now = sh.now();
             let wait = home
                 .iter()
@@ -729,10 +785,11 @@ fn serve_thread<N: Endpoint>(
         } else {
             idle_since = None;
         }
-        if sh.start.elapsed() > sh.deadline {
+        if Duration::from_nanos(now) > sh.deadline {
             sh.stop.store(true, Ordering::SeqCst);
         }
     }
+    meter.flush(cells);
     (thread_cpu_ns().saturating_sub(cpu0), parks)
 }
 
@@ -748,8 +805,10 @@ pub fn run<N: Endpoint + 'static>(
     run_with_threads(nodes, mtu, faults, deadline, counts, default_threads())
 }
 
-/// [`run`] on `threads` OS threads (at least 1, at most one per node; node i's home thread is i
-/// mod threads).
+/// [`run`] on `threads` OS threads (at least 1, at most one per node). Each node's home thread
+/// is dealt by `placement`: with 2 threads or more, the nodes for which `counts` is false (the
+/// switches) get up to `threads - 1` threads of their own and the others share the rest
+/// round-robin; otherwise node i's home is thread i mod threads.
 pub fn run_with_threads<N: Endpoint + 'static>(
     nodes: Vec<N>,
     mtu: usize,
@@ -782,6 +841,7 @@ pub fn run_with_threads<N: Endpoint + 'static>(
     }
     let wakers: Arc<Vec<Waker>> = Arc::new((0..threads).map(|_| Waker::default()).collect());
     let counted: Vec<bool> = (0..n).map(&counts).collect();
+    let homes: Arc<[usize]> = placement(&counted, threads).into();
     let sh = Shared {
         n,
         mtu,
@@ -813,6 +873,7 @@ pub fn run_with_threads<N: Endpoint + 'static>(
                     backlog: (0..n).map(|_| VecDeque::new()).collect(),
                     backlogged: 0,
                     wakers: wakers.clone(),
+                    homes: homes.clone(),
                 },
                 injector: FaultInjector::new(faults),
                 held: BinaryHeap::new(),
@@ -829,8 +890,8 @@ pub fn run_with_threads<N: Endpoint + 'static>(
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let (sh, cells) = (&sh, &cells);
-                scope.spawn(move || serve_thread(t, threads, cells, sh))
+                let (sh, cells, homes) = (&sh, &cells, &homes);
+                scope.spawn(move || serve_thread(t, homes, cells, sh))
             })
             .collect();
         for h in handles {
@@ -1134,6 +1195,78 @@ mod tests {
         *again += 1;
         drop(again);
         assert_eq!(cell.slot.into_inner(), 8);
+    }
+
+    #[test]
+    fn the_switches_get_threads_of_their_own_and_the_workers_share_the_rest() {
+        // six workers and a switch (node 6) on 2 threads: the switch alone on thread 0
+        let star = [true, true, true, true, true, true, false];
+        assert_eq!(placement(&star, 2), vec![1, 1, 1, 1, 1, 1, 0]);
+        // on 4 threads: the switch alone, the workers round-robin on threads 1..4
+        assert_eq!(placement(&star, 4), vec![1, 2, 3, 1, 2, 3, 0]);
+        // two switches on 2 threads share thread 0; on 3 threads one each
+        let two = [false, true, true, false, true];
+        assert_eq!(placement(&two, 2), vec![0, 1, 1, 0, 1]);
+        assert_eq!(placement(&two, 3), vec![0, 2, 2, 1, 2]);
+        // one thread, or only one kind of node: i mod threads
+        assert_eq!(placement(&star, 1), vec![0; 7]);
+        assert_eq!(placement(&[true; 5], 2), vec![0, 1, 0, 1, 0]);
+        assert_eq!(placement(&[false; 3], 2), vec![0, 1, 0]);
+        for threads in 1..9 {
+            let h = placement(&star, threads);
+            assert!(h.iter().all(|&t| t < threads), "{threads}: {h:?}");
+            if threads > 1 {
+                assert!(
+                    (0..6).all(|w| h[w] != h[6]),
+                    "{threads}: no worker shares the switch's thread: {h:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn with_a_node_that_does_not_count_every_frame_still_arrives_in_order() {
+        // the last node does not count (a switch's place): it gets a thread of its own, and the
+        // senders wake its thread, not thread i mod threads
+        let (n, m) = (5usize, 3000u32);
+        for threads in [2, 3, 5] {
+            let nodes: Vec<AllToAll> = (0..n)
+                .map(|id| AllToAll {
+                    id,
+                    n,
+                    m,
+                    next_to: 0,
+                    sent: vec![0; n],
+                    expect: vec![0; n],
+                    out_of_order: 0,
+                })
+                .collect();
+            let (nodes, rep) = run_with_threads(
+                nodes,
+                64,
+                Faults::default(),
+                Duration::from_secs(20),
+                |i| i + 1 < n,
+                threads,
+            );
+            assert!(rep.finished, "{threads} threads: {rep:?}");
+            for (i, node) in nodes.iter().enumerate().take(n - 1) {
+                assert_eq!(node.out_of_order, 0, "{threads} threads, node {i}");
+                assert!(
+                    node.expect
+                        .iter()
+                        .enumerate()
+                        .all(|(p, &e)| p == i || e == m),
+                    "{threads} threads, node {i}: {:?}",
+                    node.expect
+                );
+            }
+            assert_eq!(
+                nodes[n - 1].out_of_order,
+                0,
+                "{threads} threads, the last node"
+            );
+        }
     }
 
     #[test]
