@@ -421,23 +421,6 @@ fn flush(
     }
 }
 
-/// Egress frames at which a node sends its batch while still handling a receive batch
-/// (`INABENCH_UDP_FLUSH=N`, read once; 0, the default: after the whole receive batch). An
-/// experiment's knob: the frames and their order per destination are the same either way.
-/// Measured (2026-11-26, udp_probe netreduce 64 MiB, 6 workers, one binary, settings
-/// alternated, load 5-16): N = 360, 720, 1440 within the runs' noise of 0 in the switch's and
-/// the workers' CPU; N = 128 cost the switch ~+20% and the workers ~+45% (medians of 4).
-/// Default left at 0.
-fn mid_batch_flush() -> usize {
-    static AT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *AT.get_or_init(|| {
-        std::env::var("INABENCH_UDP_FLUSH")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    })
-}
-
 /// Every frame the node has to send now, into the egress batch. The batch goes out after the
 /// whole receive batch was handled: sends flushed every 64 frames while handling it (GSO runs
 /// of ~11 datagrams at a switch of 6 workers) cost the switch ~60% more CPU and the workers
@@ -471,7 +454,6 @@ fn serve_loop<N: Endpoint>(
     let mut eg = Egress::new(node.id(), cfg.faults, route.clone());
     let mut reported = false;
     let busy = cfg.io == IoModel::BusyPoll;
-    let flush_at = mid_batch_flush();
     loop {
         let t = now();
         drain(node, &mut eg, &mut rep, t);
@@ -524,12 +506,6 @@ fn serve_loop<N: Endpoint>(
             rep.frames_rx += 1;
             rep.bytes_rx += bytes.len() as u64;
             node.handle_packet(t, id, bytes);
-            if flush_at > 0 {
-                drain(node, &mut eg, &mut rep, t);
-                if eg.out.len() >= flush_at {
-                    flush(sock, &mut tx, &mut eg, &mut rep, |b| node.recycle(b));
-                }
-            }
         });
         if stop {
             rep.stopped = true;
