@@ -8,6 +8,8 @@
 #   at nice -10 (the knob `switch_nice`, as root: on a host with fewer cores than nodes the switch,
 #   which every frame crosses, then runs when it has input instead of queueing behind the
 #   workers; a real switch does not share cores with the workers)
+# With the floors (bench/examples/mem_floor.rs, udp_floor.rs): the same bytes moved with no
+# endpoint or fabric bookkeeping, the least any run of this traffic costs on this host.
 # Every sum is checked (ours against the reference sum, MPI's element 0 against its closed form).
 # usage: bench/peers/run.sh [ranks] [elements] [iterations]
 # Targets (issue #22): udp >= 1.0x MPI-TCP, mem >= 2x MPI-shm (x = MPI's time over ours).
@@ -23,7 +25,8 @@ mpirun=(mpirun --allow-run-as-root --oversubscribe -np "$ranks")
 root=$(cd ../.. && pwd)
 # two builds: with `--example`, cargo builds only examples, so `-p inabench` in the same command
 # left the node binary (bin `inabench`) as it was
-(cd "$root" && cargo build --release -q -p inabench && cargo build --release -q -p inabench-ina --example udp_probe)
+(cd "$root" && cargo build --release -q -p inabench && cargo build --release -q -p inabench-ina --example udp_probe \
+  && cargo build --release -q -p inabench-bench --example mem_floor --example udp_floor)
 target=${CARGO_TARGET_DIR:-$root/target}
 probe() { INABENCH_NODE_EXE="$target/release/inabench" "$target/release/examples/udp_probe" "$@" 2>/dev/null; }
 median() { sed -n 's/.*"median_s":\([0-9.e-]*\).*/\1/p'; }
@@ -35,6 +38,11 @@ mpi_tcp=$("${mpirun[@]}" --mca btl tcp,self --mca btl_tcp_if_include lo --mca pm
 mpi_shm=$("${mpirun[@]}" --mca btl self,vader --mca pml ob1 "$out" "$elements" "$iters" shm)
 echo "$mpi_tcp"; echo "$mpi_shm"
 ours_mem=$(probe netreduce "$elements" mem "$ranks" "$iters"); echo "$ours_mem"
+# the floors: the same bytes with no endpoint or fabric bookkeeping (bench/examples/*_floor.rs)
+floors=$("$target/release/examples/mem_floor" "$ranks" "$elements" "$iters" 2>/dev/null)
+floor_copies=$(echo "$floors" | grep floor-copies); floor_shared=$(echo "$floors" | grep floor-shared)
+floor_udp=$("$target/release/examples/udp_floor" "$ranks" "$elements" "$iters" 2>/dev/null)
+echo "$floors"; echo "$floor_udp"
 declare -A udp
 for s in 1 2 4; do
   udp[$s]=$(probe netreduce "$elements" event "$ranks" "$iters" "$s"); echo "${udp[$s]}"
@@ -60,6 +68,9 @@ echo "side by side (x = MPI's time / ours; above 1 is faster than MPI):"
 echo "  udp mmsg only  vs MPI tcp: $(ratio "$mpi_tcp" "$ours_mmsg")   (GSO/GRO off)$(cpus "$ours_mmsg")"
 echo "  udp switch at nice -10 vs MPI tcp: $(ratio "$mpi_tcp" "$ours_nice")   (1 shard)$(cpus "$ours_nice")"
 echo "  mem            vs MPI shm: $(ratio "$mpi_shm" "$ours_mem")   target >= 2.0x"
+echo "  mem floor, a copy per receiver, 2 threads, vs MPI shm: $(ratio "$mpi_shm" "$floor_copies")   (byte work only)"
+echo "  mem floor, one shared result buffer, vs MPI shm: $(ratio "$mpi_shm" "$floor_shared")   (byte work only)"
+echo "  udp floor (kernel only, thread per node) vs MPI tcp: $(ratio "$mpi_tcp" "$floor_udp")"
 for s in 1 2 4; do
   note=""; [ $((ranks + s)) -gt "$cores" ] && note="   (contended: $ranks workers + $s shards on $cores cores)"
   echo "  udp $s shard(s) vs MPI tcp: $(ratio "$mpi_tcp" "${udp[$s]}")$note$(cpus "${udp[$s]}")"
