@@ -22,6 +22,7 @@
 //! no real run has, since the accelerator is one serial node). Times are medians of `reps` runs.
 //!
 //! `cargo run --release -p inabench-bench --example mem_floor -- [workers] [elements] [reps]`
+use inabench_bench::median;
 use inabench_ina::common::kernel::{add_be_i32, load_be_i32, store_be_i32};
 use inabench_wire::icrc;
 
@@ -158,20 +159,8 @@ fn outputs(workers: usize, elements: usize) -> Vec<Vec<i32>> {
     (0..workers).map(|_| vec![-1i32; elements]).collect()
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() {
-    let a: Vec<String> = std::env::args().collect();
-    let workers: usize = a.get(1).and_then(|s| s.parse().ok()).unwrap_or(6);
-    let elements: usize = a.get(2).and_then(|s| s.parse().ok()).unwrap_or(16_777_216);
-    let reps: usize = a.get(3).and_then(|s| s.parse().ok()).unwrap_or(5);
-    if workers < 1 || elements < 1 || reps < 1 {
-        eprintln!("error: workers, elements and reps must be at least 1");
-        std::process::exit(2);
-    }
+    let (workers, elements, reps) = inabench_bench::floor_args(usize::MAX);
     let grads: Vec<Vec<i32>> = (0..workers)
         .map(|w| inabench_ina::common::gradient(1, w, elements))
         .collect();

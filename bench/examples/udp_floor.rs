@@ -7,10 +7,12 @@
 //! timers. A thread per node (the fabric runs a process per node). Not a strict bound: its
 //! waits (a blocking receive whenever the window is full) are not the fabric's, and at small
 //! sizes their wake-ups dominate (1 MiB, 6 workers: 0.023 s here against the fabric's 0.018 s);
-//! at 64 MiB it is the kernel's cost of the traffic. Printed: the wall time of the whole exchange (median of `reps`)
-//! and each thread's CPU, to set beside MPI over TCP loopback (`bench/peers/run.sh`).
+//! at 64 MiB it is the kernel's cost of the traffic. Printed: the wall time of the whole
+//! exchange (median of `reps`) and each thread's CPU, to set beside MPI over TCP loopback
+//! (`bench/peers/run.sh`).
 //!
 //! `cargo run --release -p inabench-bench --example udp_floor -- [workers] [elements] [reps]`
+use inabench_bench::median;
 use inabench_fabric::batch::{Offload, Receiver, Sender, bind_udp, enable_gro};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -116,20 +118,8 @@ fn switch(sock: UdpSocket, to: Vec<SocketAddrV4>, n: usize, off: Offload) -> Res
     Ok(cpu() - t0)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() {
-    let a: Vec<String> = std::env::args().collect();
-    let workers: usize = a.get(1).and_then(|s| s.parse().ok()).unwrap_or(6);
-    let elements: usize = a.get(2).and_then(|s| s.parse().ok()).unwrap_or(16_777_216);
-    let reps: usize = a.get(3).and_then(|s| s.parse().ok()).unwrap_or(5);
-    if !(1..=255).contains(&workers) || elements < 1 || reps < 1 {
-        eprintln!("error: workers must be 1 to 255, elements and reps at least 1");
-        std::process::exit(2);
-    }
+    let (workers, elements, reps) = inabench_bench::floor_args(255);
     let n = elements.div_ceil(VALUES);
     let off = Offload::probe();
     let (mut walls, mut sw_cpu, mut w_cpu) = (Vec::new(), Vec::new(), Vec::new());

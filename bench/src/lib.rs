@@ -90,3 +90,42 @@ pub fn cpu_time<O>(iters: u64, mut f: impl FnMut() -> O) -> std::time::Duration 
     }
     std::time::Duration::from_nanos(thread_cpu_ns() - t0)
 }
+
+/// The floor examples' arguments: `[workers] [elements] [reps]` (defaults 6, 16,777,216 and 5:
+/// bench/peers/run.sh's 64 MiB), each at least 1 and workers at most `max_workers`. A value that
+/// does not parse or is out of range ends the process with a one-sentence error (exit 2).
+pub fn floor_args(max_workers: usize) -> (usize, usize, usize) {
+    let a: Vec<String> = std::env::args().collect();
+    let arg = |i: usize, name: &str, default: usize, max: usize| -> usize {
+        let v = match a.get(i) {
+            None => default,
+            Some(s) => match s.parse::<usize>() {
+                Ok(v) => v,
+                Err(_) => {
+                    eprintln!("error: {name} must be a whole number, not `{s}`");
+                    std::process::exit(2);
+                }
+            },
+        };
+        if !(1..=max).contains(&v) {
+            if max == usize::MAX {
+                eprintln!("error: {name} must be at least 1, not {v}");
+            } else {
+                eprintln!("error: {name} must be from 1 to {max}, not {v}");
+            }
+            std::process::exit(2);
+        }
+        v
+    };
+    (
+        arg(1, "workers", 6, max_workers),
+        arg(2, "elements", 16_777_216, usize::MAX),
+        arg(3, "reps", 5, usize::MAX),
+    )
+}
+
+/// The median of `v` (the upper one of an even count); `v` must not be empty.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}

@@ -955,6 +955,21 @@ mod tests {
         out_of_order: u32,
     }
 
+    /// `n` nodes each sending `m` frames to every other.
+    fn all_to_all(n: usize, m: u32) -> Vec<AllToAll> {
+        (0..n)
+            .map(|id| AllToAll {
+                id,
+                n,
+                m,
+                next_to: 0,
+                sent: vec![0; n],
+                expect: vec![0; n],
+                out_of_order: 0,
+            })
+            .collect()
+    }
+
     impl Endpoint for AllToAll {
         fn id(&self) -> NodeId {
             self.id as NodeId
@@ -994,17 +1009,7 @@ mod tests {
     fn several_nodes_per_thread_deliver_every_frame_in_order() {
         let (n, m) = (5usize, 3000u32);
         for threads in [1, 2, 3, 5, 64] {
-            let nodes: Vec<AllToAll> = (0..n)
-                .map(|id| AllToAll {
-                    id,
-                    n,
-                    m,
-                    next_to: 0,
-                    sent: vec![0; n],
-                    expect: vec![0; n],
-                    out_of_order: 0,
-                })
-                .collect();
+            let nodes = all_to_all(n, m);
             let (nodes, rep) = run_with_threads(
                 nodes,
                 64,
@@ -1230,17 +1235,7 @@ mod tests {
         // senders wake its thread, not thread i mod threads
         let (n, m) = (5usize, 3000u32);
         for threads in [2, 3, 5] {
-            let nodes: Vec<AllToAll> = (0..n)
-                .map(|id| AllToAll {
-                    id,
-                    n,
-                    m,
-                    next_to: 0,
-                    sent: vec![0; n],
-                    expect: vec![0; n],
-                    out_of_order: 0,
-                })
-                .collect();
+            let nodes = all_to_all(n, m);
             let (nodes, rep) = run_with_threads(
                 nodes,
                 64,
