@@ -38,21 +38,32 @@ pub fn switch_id(cfg: &AllReduceConfig) -> NodeId {
 /// The generated gradient of worker `w`: seeded int32 values in a range that cannot overflow
 /// when summed over up to 1024 workers.
 pub fn gradient(seed: u64, w: usize, elements: usize) -> Vec<i32> {
-    let mut g = inabench_rng::SplitMix64::derive(seed, &format!("gradient/{w}"));
-    (0..elements)
-        .map(|_| ((g.next_u64() >> 40) as i32) - (1 << 23))
-        .collect()
+    let mut g = gradient_stream(seed, w);
+    (0..elements).map(|_| gradient_value(&mut g)).collect()
 }
 
-/// The reference all-reduce result: the exact element-wise sum over workers.
+/// Worker `w`'s gradient generator (its values come from [`gradient_value`]).
+fn gradient_stream(seed: u64, w: usize) -> inabench_rng::SplitMix64 {
+    inabench_rng::SplitMix64::derive(seed, &format!("gradient/{w}"))
+}
+
+#[inline]
+fn gradient_value(g: &mut inabench_rng::SplitMix64) -> i32 {
+    ((g.next_u64() >> 40) as i32) - (1 << 23)
+}
+
+/// The reference all-reduce result: the exact element-wise sum over workers, wrapped to int32
+/// as the workers' int32 sums wrap. Each worker's values are drawn and added in place (no
+/// gradient held: a check of a 64 MiB all-reduce does not map six more 64 MiB vectors).
 pub fn reference_sum(seed: u64, workers: usize, elements: usize) -> Vec<i32> {
-    let mut acc = vec![0i64; elements];
+    let mut acc = vec![0i32; elements];
     for w in 0..workers {
-        for (a, x) in acc.iter_mut().zip(gradient(seed, w, elements)) {
-            *a += i64::from(x);
+        let mut g = gradient_stream(seed, w);
+        for a in acc.iter_mut() {
+            *a = a.wrapping_add(gradient_value(&mut g));
         }
     }
-    acc.into_iter().map(|v| v as i32).collect()
+    acc
 }
 
 /// What a worker measured.
@@ -625,6 +636,17 @@ mod tests {
             .map(|i| (0..4).map(|w| gradient(3, w, 100)[i]).sum())
             .collect();
         assert_eq!(r, manual);
+        // many workers: the same as a 64-bit sum cast to int32 (what the reference was before
+        // it summed in place; int32 wrapping addition is that sum modulo 2^32)
+        let (workers, n) = (300, 64);
+        let wide: Vec<i32> = (0..n)
+            .map(|i| {
+                (0..workers)
+                    .map(|w| i64::from(gradient(5, w, n)[i]))
+                    .sum::<i64>() as i32
+            })
+            .collect();
+        assert_eq!(reference_sum(5, workers, n), wide);
         assert_ne!(gradient(3, 0, 10), gradient(3, 1, 10));
         assert!(gradient(3, 0, 1000).iter().all(|x| x.abs() <= 1 << 23));
     }
