@@ -242,8 +242,18 @@ impl FrameRepr {
     /// wire: e.g. an INA header kept from one frame and values from another), so a caller need
     /// not copy them into one slice first.
     pub fn build_parts_into(&self, buf: &mut Vec<u8>, parts: &[&[u8]]) -> Result<(), Error> {
+        self.build_parts_with(None, buf, parts)
+    }
+
+    /// [`FrameRepr::build_parts_into`] with the headers through `cache` when one is given.
+    fn build_parts_with(
+        &self,
+        cache: Option<&mut EmitCache>,
+        buf: &mut Vec<u8>,
+        parts: &[&[u8]],
+    ) -> Result<(), Error> {
         let payload_len: usize = parts.iter().map(|p| p.len()).sum();
-        let pad = self.push_headers_and_parts(buf, parts, payload_len)?;
+        let pad = self.push_headers_maybe_cached(cache, buf, parts, payload_len)?;
         buf.extend_from_slice(&[0u8; 3][..pad]);
         let crc = icrc::compute(&buf[IP_OFFSET..])?;
         buf.extend_from_slice(&crc.to_le_bytes());
@@ -263,17 +273,44 @@ impl FrameRepr {
         shared: &icrc::SharedTail,
         shift: &icrc::Shift,
     ) -> Result<(), Error> {
+        self.build_shared_tail_with(None, buf, head, tail, shared, shift)
+    }
+
+    /// [`FrameRepr::build_shared_tail_into`] with the headers through `cache` when one is given.
+    fn build_shared_tail_with(
+        &self,
+        cache: Option<&mut EmitCache>,
+        buf: &mut Vec<u8>,
+        head: &[&[u8]],
+        tail: &[u8],
+        shared: &icrc::SharedTail,
+        shift: &icrc::Shift,
+    ) -> Result<(), Error> {
         let head_len: usize = head.iter().map(|p| p.len()).sum();
         let payload_len = head_len + tail.len();
         if shared.len() != tail.len() + Self::pad_len(payload_len) {
             return Err(Error::Malformed("shared ICRC tail not this frame's tail"));
         }
-        let pad = self.push_headers_and_parts(buf, head, payload_len)?;
+        let pad = self.push_headers_maybe_cached(cache, buf, head, payload_len)?;
         let crc = icrc::compute_with_tail(&buf[IP_OFFSET..], shared, shift)?;
         buf.extend_from_slice(tail);
         buf.extend_from_slice(&[0u8; 3][..pad]);
         buf.extend_from_slice(&crc.to_le_bytes());
         Ok(())
+    }
+
+    /// The headers then `parts` into `buf`, through `cache` when one is given; the pad length.
+    fn push_headers_maybe_cached(
+        &self,
+        cache: Option<&mut EmitCache>,
+        buf: &mut Vec<u8>,
+        parts: &[&[u8]],
+        payload_len: usize,
+    ) -> Result<usize, Error> {
+        match cache {
+            Some(c) => self.push_headers_and_parts_cached(c, buf, parts, payload_len),
+            None => self.push_headers_and_parts(buf, parts, payload_len),
+        }
     }
 
     /// [`FrameRepr::push_headers_and_parts`] through `cache`: when this frame's headers are
@@ -323,12 +360,7 @@ impl FrameRepr {
         buf: &mut Vec<u8>,
         parts: &[&[u8]],
     ) -> Result<(), Error> {
-        let payload_len: usize = parts.iter().map(|p| p.len()).sum();
-        let pad = self.push_headers_and_parts_cached(cache, buf, parts, payload_len)?;
-        buf.extend_from_slice(&[0u8; 3][..pad]);
-        let crc = icrc::compute(&buf[IP_OFFSET..])?;
-        buf.extend_from_slice(&crc.to_le_bytes());
-        Ok(())
+        self.build_parts_with(Some(cache), buf, parts)
     }
 
     /// [`FrameRepr::build_shared_tail_into`] with the headers through `cache` (see
@@ -342,17 +374,7 @@ impl FrameRepr {
         shared: &icrc::SharedTail,
         shift: &icrc::Shift,
     ) -> Result<(), Error> {
-        let head_len: usize = head.iter().map(|p| p.len()).sum();
-        let payload_len = head_len + tail.len();
-        if shared.len() != tail.len() + Self::pad_len(payload_len) {
-            return Err(Error::Malformed("shared ICRC tail not this frame's tail"));
-        }
-        let pad = self.push_headers_and_parts_cached(cache, buf, head, payload_len)?;
-        let crc = icrc::compute_with_tail(&buf[IP_OFFSET..], shared, shift)?;
-        buf.extend_from_slice(tail);
-        buf.extend_from_slice(&[0u8; 3][..pad]);
-        buf.extend_from_slice(&crc.to_le_bytes());
-        Ok(())
+        self.build_shared_tail_with(Some(cache), buf, head, tail, shared, shift)
     }
 
     /// Parse a frame, verifying the ICRC; returns the headers and the payload (without pad and
