@@ -15,7 +15,10 @@
 //! by default (bit-exact against the reference sum); with the `float` knob the accelerator sums
 //! float32, as the paper's does, with the same addressing (training runs use this).
 
-use crate::common::{AllReduceConfig, HostStats, Setup, SetupError, System, Worker, check_inputs};
+use crate::common::{
+    AllReduceConfig, HostStats, Setup, SetupError, SetupNode, System, Worker, check_inputs,
+    gradient, switch_id,
+};
 use crate::fpga::Accelerator;
 use crate::roce::{Accept, Addr, RcResponder, RcSender};
 use inabench_fabric::{BufPool, Endpoint, Nanos, NodeId, Transmit};
@@ -480,27 +483,49 @@ impl System for NetReduce {
     ) -> Result<Setup, SetupError> {
         let layout = Layout::new(cfg)?;
         check_inputs(cfg, &inputs)?;
-        let switch = cfg.workers as NodeId;
         let workers = inputs
             .iter()
             .enumerate()
-            .map(|(r, g)| {
-                Box::new(Host::with_line_rate(
-                    r,
-                    layout,
-                    g,
-                    switch,
-                    cfg.timeout_ns,
-                    cfg.line_rate_bps,
-                )) as Box<dyn Worker>
-            })
+            .map(|(r, g)| Box::new(host(cfg, layout, r, g)) as Box<dyn Worker>)
             .collect();
         Ok(Setup {
             workers,
-            switch: Box::new(Accelerator::new(switch, layout)),
+            switch: Box::new(Accelerator::new(switch_id(cfg), layout)),
             others: Vec::new(),
         })
     }
+
+    /// A worker from its own generated gradient, the accelerator from the layout: the node
+    /// [`System::build`]'s setup has at that index, without the others.
+    fn build_node(&self, cfg: &AllReduceConfig, node: usize) -> Result<SetupNode, SetupError> {
+        let layout = Layout::new(cfg)?;
+        if node < cfg.workers {
+            let grad = gradient(cfg.seed, node, cfg.elements);
+            Ok(SetupNode::Worker(Box::new(host(cfg, layout, node, &grad))))
+        } else if node == cfg.workers {
+            Ok(SetupNode::Switch(Box::new(Accelerator::new(
+                switch_id(cfg),
+                layout,
+            ))))
+        } else {
+            Err(SetupError::Config(format!(
+                "node {node} of a {}-node setup",
+                cfg.workers + 1
+            )))
+        }
+    }
+}
+
+/// Worker `rank` of `cfg` with its gradient `grad`.
+fn host(cfg: &AllReduceConfig, layout: Layout, rank: usize, grad: &[i32]) -> Host {
+    Host::with_line_rate(
+        rank,
+        layout,
+        grad,
+        switch_id(cfg),
+        cfg.timeout_ns,
+        cfg.line_rate_bps,
+    )
 }
 
 /// `Syndrome` is re-exported for tests that build ACKs by hand.

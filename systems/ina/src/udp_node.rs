@@ -9,7 +9,7 @@
 //! and prints its [`NodeOutcome`] as one JSON line. A worker checks its own result against the
 //! reference sum before it reports, so a wrong aggregate is known without shipping it back.
 
-use crate::common::{AllReduceConfig, SetupNode, System, gradient, switch_id};
+use crate::common::{AllReduceConfig, SetupNode};
 use crate::drive::system;
 use inabench_fabric::fault::Faults;
 use inabench_fabric::udp::{self, Coordinator, IoModel, NodeConfig, Steering};
@@ -112,7 +112,8 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
     let sys = system(&job.system).ok_or_else(|| format!("no system `{}`", job.system))?;
     let io = IoModel::parse(&job.io).ok_or_else(|| format!("no I/O model `{}`", job.io))?;
     let cfg = job.config();
-    let mut node = build_node(sys, &job.system, &cfg, job.node)?;
+    // only this process's node ([`System::build_node`])
+    let mut node = sys.build_node(&cfg, job.node).map_err(|e| e.to_string())?;
     let sock = if job.bind_any {
         udp::bind(Ipv4Addr::UNSPECIFIED)
     } else {
@@ -191,44 +192,6 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
     let json = serde_json::to_string(&out).map_err(|e| e.to_string())?;
     writeln!(output, "{json}").map_err(|e| e.to_string())?;
     output.flush().map_err(|e| e.to_string())
-}
-
-/// Node `node` of `sys`'s setup for `cfg`, built alone where the system's nodes can be
-/// (NetReduce: a worker from its own gradient, the accelerator from the layout), from the whole
-/// setup otherwise. A node process used to build every node (for NetReduce at 64 MiB and six
-/// workers: six gradients, six encoded 64 MiB send buffers, six registered result buffers, about
-/// 1.5 s of CPU and 1 GiB per process, seven processes at once) and keep one; what it keeps is
-/// the same node ([`tests::a_netreduce_node_built_alone_is_the_node_of_the_whole_setup`]).
-pub fn build_node(
-    sys: &dyn System,
-    name: &str,
-    cfg: &AllReduceConfig,
-    node: usize,
-) -> Result<SetupNode, String> {
-    if name == "netreduce" && node <= cfg.workers {
-        use crate::netreduce::{Host, Layout};
-        let layout = Layout::new(cfg).map_err(|e| e.to_string())?;
-        let switch = switch_id(cfg);
-        if node == cfg.workers {
-            return Ok(SetupNode::Switch(Box::new(crate::fpga::Accelerator::new(
-                switch, layout,
-            ))));
-        }
-        let grad = gradient(cfg.seed, node, cfg.elements);
-        return Ok(SetupNode::Worker(Box::new(Host::with_line_rate(
-            node,
-            layout,
-            &grad,
-            switch,
-            cfg.timeout_ns,
-            cfg.line_rate_bps,
-        ))));
-    }
-    let mut nodes = sys.build(cfg).map_err(|e| e.to_string())?.into_nodes();
-    if node >= nodes.len() {
-        return Err(format!("node {node} of a {}-node setup", nodes.len()));
-    }
-    Ok(nodes.swap_remove(node))
 }
 
 /// The switch's shards a run uses (the knob `switch_shards`; each shard an identical switch
@@ -635,7 +598,7 @@ mod tests {
             let sys = system("netreduce").expect("netreduce");
             let mut whole = sys.build(&cfg).expect("build").into_nodes();
             let mut alone: Vec<SetupNode> = (0..whole.len())
-                .map(|i| build_node(sys, "netreduce", &cfg, i).expect("node"))
+                .map(|i| sys.build_node(&cfg, i).expect("node"))
                 .collect();
             for (a, w) in alone.iter().zip(&whole) {
                 assert_eq!(
@@ -656,14 +619,11 @@ mod tests {
         // a node the setup does not have
         let cfg = job("netreduce", 1_000, "event", 0.0).config();
         let sys = system("netreduce").expect("netreduce");
-        assert!(build_node(sys, "netreduce", &cfg, 4).is_err());
+        assert!(sys.build_node(&cfg, 4).is_err());
         // other systems: the node of the whole setup
         let sys = system("atp").expect("atp");
         let cfg = job("atp", 1_000, "event", 0.0).config();
-        assert!(matches!(
-            build_node(sys, "atp", &cfg, 3),
-            Ok(SetupNode::Switch(_))
-        ));
+        assert!(matches!(sys.build_node(&cfg, 3), Ok(SetupNode::Switch(_))));
     }
 
     #[test]
