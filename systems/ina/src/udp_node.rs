@@ -121,7 +121,10 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
     }
     .map_err(|e| format!("cannot bind a UDP socket: {e}"))?;
     // the socket layer before `ready`: nothing of it in the timed run
-    let layer = udp::SocketLayer::new(&sock, job.mtu + 256);
+    // the datagram size the node serves with, and its socket layer made for it (a layer made
+    // for another size would be made again inside the timed run)
+    let mtu = job.mtu + 256;
+    let layer = udp::SocketLayer::new(&sock, mtu);
     let (wiring, shards) =
         udp::child_handshake_sharded(&sock, input, output).map_err(|e| e.to_string())?;
     let is_worker = matches!(node, SetupNode::Worker(_));
@@ -151,7 +154,7 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
                 reorder_delay_ns: job.reorder_delay_ns,
                 seed: job.fault_seed,
             },
-            mtu: job.mtu + 256,
+            mtu,
             deadline: Duration::from_millis(job.deadline_ms),
             counted: is_worker,
         },
