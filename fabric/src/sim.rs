@@ -4,6 +4,14 @@
 //! frames; each host pays a per-frame CPU cost to receive and to send (its host stack's cost,
 //! measured elsewhere and passed in), and is busy meanwhile. Faults come from [`FaultInjector`].
 //! The same `Endpoint` state machines run here unchanged.
+//!
+//! Transmit is pull-based at the hosts, as a NIC sends: a host's link takes the host's next frame
+//! when it is free, so the host is asked for a frame (`poll_transmit`) only when the frame it
+//! makes (its `tx_cost_ns`) would not wait behind the one on the wire; a frame the host decides
+//! to send first (a RoCE NIC's scheduler puts ACK/NAK/CNP before data) leaves next, not behind
+//! a whole window pushed ahead of it. The switch node still pushes: its frames wait in the
+//! drop-tail egress queue of the port they leave by, as in an output-queued switch.
+//! [`SimFabric::set_push_transmit`] restores the old push at the hosts (tests compare the two).
 
 use crate::endpoint::{Endpoint, Nanos, NodeId};
 use crate::fault::{Fate, FaultCounters, FaultInjector, Faults};
@@ -90,6 +98,8 @@ struct Head {
 const LOOSE: u32 = 1 << 31;
 /// `Head::what` of a timer.
 const TIMER: u32 = u32::MAX;
+/// `Head::what` of a host's transmit wake-up: its link is (about to be) free for its next frame.
+const TX_WAKE: u32 = u32::MAX - 1;
 
 impl Head {
     /// Earlier than `o` in (time, sequence) order.
@@ -184,6 +194,7 @@ struct Link {
 enum Popped {
     Frame { from: NodeId, frame: Vec<u8> },
     Timer,
+    TxWake,
 }
 
 /// The pending events, popped in (time, sequence) order: exactly the order one binary heap of
@@ -249,7 +260,10 @@ impl Queue {
                     (self.loose.len() - 1) as u32
                 }
             };
-            assert!(slot < TIMER - LOOSE, "too many reordered frames in flight");
+            assert!(
+                slot < TX_WAKE - LOOSE,
+                "too many reordered frames in flight"
+            );
             self.heap.push(Head {
                 at,
                 seq,
@@ -267,6 +281,17 @@ impl Queue {
             seq,
             node,
             what: TIMER,
+        });
+    }
+
+    /// Add a transmit wake-up of `node` at `at`.
+    #[inline]
+    fn push_tx_wake(&mut self, at: Nanos, seq: u64, node: NodeId) {
+        self.heap.push(Head {
+            at,
+            seq,
+            node,
+            what: TX_WAKE,
         });
     }
 
@@ -302,6 +327,9 @@ impl Queue {
         } else if h.what == TIMER {
             self.heap.pop_top();
             Popped::Timer
+        } else if h.what == TX_WAKE {
+            self.heap.pop_top();
+            Popped::TxWake
         } else {
             self.heap.pop_top();
             let slot = h.what - LOOSE;
@@ -331,6 +359,11 @@ pub struct SimFabric<N: Endpoint> {
     link_free: Vec<Nanos>,
     cpu_free: Vec<Nanos>,
     timer_at: Vec<Option<Nanos>>,
+    /// Each host's pending transmit wake-up (pull-based transmit).
+    tx_wake_at: Vec<Option<Nanos>>,
+    /// Hosts push every frame they have onto their link at once (the old model) instead of
+    /// their link pulling the next frame when free.
+    push_transmit: bool,
     report: SimReport,
     tap: Option<Tap>,
 }
@@ -358,6 +391,8 @@ impl<N: Endpoint> SimFabric<N> {
             link_free: vec![0; n * n],
             cpu_free: vec![0; n],
             timer_at: vec![None; n],
+            tx_wake_at: vec![None; n],
+            push_transmit: false,
             report: SimReport {
                 nodes: vec![NodeStats::default(); n],
                 ..Default::default()
@@ -371,17 +406,58 @@ impl<N: Endpoint> SimFabric<N> {
         self.tap = Some(tap);
     }
 
-    /// Drain a node's transmissions starting at `now` (its CPU pays tx_cost per frame).
+    /// Hosts hand their link every frame they have at once, each queued behind the ones before
+    /// it (the model before pull-based transmit: an ACK made while a window is queued leaves
+    /// after the window). Off by default.
+    pub fn set_push_transmit(&mut self, on: bool) {
+        self.push_transmit = on;
+    }
+
+    /// Take a node's transmissions starting at `now` (its CPU pays tx_cost per frame). The
+    /// switch hands over every frame it has (each waits in its egress port's queue); a host is
+    /// asked for its next frame only while its link will be free by the time the frame is made,
+    /// and otherwise woken when it will be.
     fn drain(&mut self, id: NodeId, now: Nanos) {
         let i = id as usize;
         let mut t = now.max(self.cpu_free[i]);
-        while let Some(tx) = self.nodes[i].poll_transmit(t) {
-            t += self.cfg[i].tx_cost_ns;
-            self.report.nodes[i].busy_ns += self.cfg[i].tx_cost_ns;
-            self.send(id, tx.to, tx.bytes, t);
+        let cost = self.cfg[i].tx_cost_ns;
+        if id == self.switch || self.push_transmit || (self.switch as usize) >= self.nodes.len() {
+            while let Some(tx) = self.nodes[i].poll_transmit(t) {
+                t += cost;
+                self.report.nodes[i].busy_ns += cost;
+                self.send(id, tx.to, tx.bytes, t);
+            }
+        } else {
+            let uplink = i * self.nodes.len() + self.switch as usize;
+            loop {
+                let free = self.link_free[uplink];
+                if free > t + cost {
+                    // the link is busy: ask again when a frame made from then on meets it free
+                    self.wake_tx(id, free - cost);
+                    break;
+                }
+                let Some(tx) = self.nodes[i].poll_transmit(t) else {
+                    break;
+                };
+                t += cost;
+                self.report.nodes[i].busy_ns += cost;
+                self.send(id, tx.to, tx.bytes, t);
+            }
         }
         self.cpu_free[i] = t;
         self.rearm(id);
+    }
+
+    /// Wake host `id` at `at` to take its next frame (one pending wake-up per host: an earlier
+    /// one stands, as the link is free by then too).
+    fn wake_tx(&mut self, id: NodeId, at: Nanos) {
+        let i = id as usize;
+        if self.tx_wake_at[i].is_some_and(|w| w <= at) {
+            return;
+        }
+        self.tx_wake_at[i] = Some(at);
+        self.seq += 1;
+        self.queue.push_tx_wake(at, self.seq, id);
     }
 
     fn rearm(&mut self, id: NodeId) {
@@ -502,6 +578,13 @@ impl<N: Endpoint> SimFabric<N> {
                     self.nodes[i].handle_timeout(t);
                     self.drain(node, t);
                 }
+                Popped::TxWake => {
+                    if self.tx_wake_at[i] != Some(now) {
+                        continue; // superseded by an earlier one
+                    }
+                    self.tx_wake_at[i] = None;
+                    self.drain(node, now);
+                }
                 Popped::Frame { from, frame } => {
                     let st = &mut self.report.nodes[i];
                     st.frames_rx += 1;
@@ -537,7 +620,167 @@ impl<N: Endpoint> SimFabric<N> {
 mod tests {
     use super::*;
     use inabench_rng::SplitMix64;
-    use std::collections::BinaryHeap;
+    use std::collections::{BinaryHeap, VecDeque};
+
+    /// A toy node of a 3-node star (0, 1 hosts; 2 the switch, which forwards on byte 0): host 0
+    /// has `data` frames of `size` bytes for host 1 from the start and answers each frame it
+    /// receives with an ACK that it sends before its data (as a RoCE NIC's scheduler does);
+    /// host 1 sends one 64-byte frame to host 0 at the start.
+    struct Toy {
+        id: NodeId,
+        data: u32,
+        size: usize,
+        acks: VecDeque<Vec<u8>>,
+        out: VecDeque<(NodeId, Vec<u8>)>,
+        got: u32,
+    }
+
+    impl Endpoint for Toy {
+        fn id(&self) -> NodeId {
+            self.id
+        }
+        fn handle_packet(&mut self, _now: Nanos, _from: NodeId, frame: &[u8]) {
+            match self.id {
+                2 => self.out.push_back((NodeId::from(frame[0]), frame.to_vec())),
+                0 => self.acks.push_back(vec![1, b'A']),
+                _ => self.got += u32::from(frame.get(1) == Some(&b'D')),
+            }
+        }
+        fn poll_transmit(&mut self, _now: Nanos) -> Option<crate::Transmit> {
+            let (to, bytes) = match self.id {
+                2 => self.out.pop_front()?,
+                0 => match self.acks.pop_front() {
+                    Some(a) => (2, a),
+                    None if self.data > 0 => {
+                        self.data -= 1;
+                        let mut f = vec![0u8; self.size];
+                        f[0] = 1;
+                        f[1] = b'D';
+                        (2, f)
+                    }
+                    None => return None,
+                },
+                _ if self.data > 0 => {
+                    self.data = 0;
+                    let mut f = vec![0u8; 64];
+                    f[0] = 0;
+                    (2, f)
+                }
+                _ => return None,
+            };
+            Some(crate::Transmit { to, bytes })
+        }
+        fn poll_timeout(&self) -> Option<Nanos> {
+            None
+        }
+        fn handle_timeout(&mut self, _now: Nanos) {}
+        fn is_done(&self) -> bool {
+            true
+        }
+    }
+
+    /// Host 0's departures (time, kind byte) as the tap saw them, and the frames host 1 got.
+    fn toy_run(push: bool, tx_cost_ns: u64, data: u32) -> (Vec<(Nanos, u8)>, u32) {
+        let size = 1000;
+        let toy = |id, data| Toy {
+            id,
+            data,
+            size,
+            acks: VecDeque::new(),
+            out: VecDeque::new(),
+            got: 0,
+        };
+        let cost = NodeConfig {
+            rx_cost_ns: 0,
+            tx_cost_ns,
+        };
+        let zero = NodeConfig {
+            rx_cost_ns: 0,
+            tx_cost_ns: 0,
+        };
+        let mut f = SimFabric::new(
+            vec![toy(0, data), toy(1, 1), toy(2, 0)],
+            vec![cost, zero, zero],
+            2,
+            LinkConfig::gbps100(),
+            Faults::default(),
+        );
+        f.set_push_transmit(push);
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let s2 = seen.clone();
+        f.set_tap(Box::new(move |t, from, _to, frame| {
+            if from == 0 {
+                s2.lock().expect("tap lock").push((t, frame[1]));
+            }
+        }));
+        f.run_until(1_000_000_000, |_| false);
+        let got = f.nodes()[1].got;
+        let v = seen.lock().expect("tap lock").clone();
+        (v, got)
+    }
+
+    /// An ACK made while host 0's window is on its way leaves next (pull), not behind the whole
+    /// window (push); the data still go back to back at line rate either way.
+    #[test]
+    fn an_ack_queued_behind_a_window_leaves_before_the_data() {
+        let ser_of = |len: usize| ((len + 24) as f64 * 8.0 / 100e9 * 1e9).ceil() as u64;
+        let ser = ser_of(1000); // 82 ns
+        for push in [false, true] {
+            let (dep, got) = toy_run(push, 0, 100);
+            assert_eq!(got, 100, "push {push}: every data frame arrives");
+            let ack = dep.iter().position(|d| d.1 == b'A').expect("an ACK left");
+            let ack_t = dep[ack].0;
+            let last_data = dep.iter().filter(|d| d.1 == b'D').map(|d| d.0).max();
+            // host 1's frame reaches host 0 after two links: (64 + 24) B and 1 us each
+            let arrives = 2 * (ser_of(64) + 1000);
+            if push {
+                assert_eq!(ack, 100, "push: the ACK waits behind all 100 data frames");
+                assert!(ack_t >= last_data.unwrap_or(0) + ser);
+            } else {
+                assert!(
+                    ack_t >= arrives && ack_t < arrives + ser,
+                    "pull: the ACK leaves when the frame on the wire is done ({ack_t} ns, arrival {arrives})"
+                );
+                assert!(
+                    ack < 30,
+                    "pull: the ACK leaves among the first frames, not at {ack}"
+                );
+            }
+            // back to back on the link: every frame starts when the one before it ends
+            let mut prev = None;
+            for (t, kind) in &dep {
+                if let Some(p) = prev {
+                    assert_eq!(*t, p, "push {push}: the link is never idle between frames");
+                }
+                prev = Some(t + if *kind == b'A' { ser_of(2) } else { ser });
+            }
+        }
+    }
+
+    /// With a host cost per frame, the host makes its next frame while the link sends the one
+    /// before: frames leave every max(cost, serialization) ns, never cost + serialization.
+    #[test]
+    fn a_host_makes_its_next_frame_while_the_link_sends() {
+        let ser = ((1000 + 24) as f64 * 8.0 / 100e9 * 1e9).ceil() as u64;
+        for cost in [0, 50, 82, 200] {
+            let (dep, got) = toy_run(false, cost, 40);
+            assert_eq!(got, 40);
+            let data: Vec<Nanos> = dep.iter().filter(|d| d.1 == b'D').map(|d| d.0).collect();
+            // (the ACK goes in between once; leave it out of the spacing)
+            let gaps: Vec<u64> = data.windows(2).map(|w| w[1] - w[0]).collect();
+            let step = cost.max(ser);
+            let regular = gaps.iter().filter(|g| **g == step).count();
+            assert!(
+                regular >= gaps.len() - 2,
+                "cost {cost}: {regular} of {} gaps are {step} ns: {gaps:?}",
+                gaps.len()
+            );
+            assert_eq!(
+                data[0], cost,
+                "cost {cost}: the first frame leaves once made"
+            );
+        }
+    }
 
     /// What the reference heap holds: an event's key and what it should pop as.
     #[derive(PartialEq, Eq, PartialOrd, Ord)]
@@ -566,7 +809,7 @@ mod tests {
                 p.map(|(at, node, what)| {
                     let frame = match what {
                         Popped::Frame { from, frame } => Some((from, frame)),
-                        Popped::Timer => None,
+                        Popped::Timer | Popped::TxWake => None,
                     };
                     (at, node, frame)
                 })
