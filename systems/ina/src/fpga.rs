@@ -17,18 +17,22 @@
 //! has its own 2N messages of aggregators, addressed by the message's number within its QP:
 //! `(q * 2N + (MsgID / qps) % 2N) * MsgLen + (PSN - PSN0)` (with one QP: the paper's address).
 //!
-//! Deallocation: the paper frees the aggregators of message MsgID+N when MsgID's first packet
-//! arrives (Sec. 3.1). After a lost aggregate packet, a rank may still retransmit a message whose
-//! aggregators were freed that way, and could never complete. We therefore free an aggregator
-//! lazily, when the next message that maps to it (MsgID + 2N) arrives: with a window of N no rank
-//! can still need MsgID by then, so the memory is the same 2N messages and no result is lost.
+//! Deallocation ([`Release`], the `aggregator_release` knob): the paper makes every gradient
+//! packet of message MsgID free the aggregator "one window away", `(MsgID + N) % 2N x MsgLen +
+//! (PSN - PSN0)`, the one message MsgID - N used (Sec. 3.1; `Release::OneWindowAway`). After a
+//! lost aggregate packet, a rank may still retransmit a message whose aggregators were freed
+//! that way (another rank, whose successor got the result, has moved N messages on), and that
+//! message could never complete again. By default we therefore free an aggregator lazily, when
+//! the next message that maps to it (MsgID + 2N) arrives (`Release::Lazy`): with a window of N no
+//! rank can still need MsgID by then, so the memory is the same 2N messages and no result is
+//! lost. The reliability spec runs both (`aggregator_release`).
 //!
 //! The FPGA model: six 100G ports (Sec. 4), attached to six ports of the Ethernet switch that the
 //! workers use, so the deployment occupies 6 host ports + 6 accelerator ports; the "switch ports"
 //! overhead of Table 6 is the accelerator's share of the switch ports it needs.
 
 use crate::common::{Switch, SwitchStats, kernel};
-use crate::netreduce::{Layout, node_of_ip, qp_index};
+use crate::netreduce::{Layout, Release, node_of_ip, qp_index};
 use crate::roce::psn_diff;
 use inabench_fabric::{BufPool, Endpoint, Nanos, NodeId, Transmit};
 use inabench_wire::ib::opcode;
@@ -122,6 +126,8 @@ pub struct Accelerator {
     /// built for it (the next copy's are those with another PSN when both are the QP's middle
     /// packets: copied)
     emit_cache: Vec<EmitCache>,
+    /// aggregators freed by the paper's one-window-away rule ([`Release::OneWindowAway`])
+    released_early: u64,
 }
 
 impl Accelerator {
@@ -163,6 +169,7 @@ impl Accelerator {
             // a first, a middle and a last packet per QP (and one spare)
             parse: vec![ParseCache::new(3 * layout.qps as usize + 1); layout.workers],
             emit_cache: vec![EmitCache::default(); layout.workers * layout.qps as usize],
+            released_early: 0,
         }
     }
 
@@ -212,6 +219,22 @@ impl Accelerator {
                 });
             }
             Err(_) => self.pool.put(bytes),
+        }
+    }
+
+    /// Free aggregator `slot`: no message, no packets, no result (its buffers back to the pool).
+    fn free(&mut self, slot: usize) {
+        let agg = &mut self.aggs[slot];
+        agg.msg_id = None;
+        agg.bitmap = 0;
+        agg.tail = None;
+        if let Some(r) = agg.result.take() {
+            self.pool.put(r);
+        }
+        for b in agg.bufs.iter_mut() {
+            if let Some(p) = b.take().and_then(|h| h.payload) {
+                self.pool.put(p);
+            }
         }
     }
 
@@ -284,6 +307,18 @@ impl Accelerator {
         let window = 2 * self.layout.window;
         let slot = (((c.msg_id % qps) * window + (c.msg_id / qps) % window) * self.layout.msg_len
             + offset) as usize;
+        if self.layout.release == Release::OneWindowAway {
+            // the paper's rule: this packet frees the aggregator one window away, which holds
+            // message MsgID - N of this QP (if it still holds an earlier message than this one)
+            let away = (((c.msg_id % qps) * window
+                + (c.msg_id / qps + self.layout.window) % window)
+                * self.layout.msg_len
+                + offset) as usize;
+            if away != slot && self.aggs[away].msg_id.is_some_and(|m| m < c.msg_id) {
+                self.free(away);
+                self.released_early += 1;
+            }
+        }
         let agg = &mut self.aggs[slot];
         match agg.msg_id {
             Some(m) if m == c.msg_id => {}
@@ -293,20 +328,12 @@ impl Accelerator {
                 return;
             }
             _ => {
-                // lazy deallocation: the aggregator now serves this message
-                agg.msg_id = Some(c.msg_id);
-                agg.bitmap = 0;
-                agg.tail = None;
-                if let Some(r) = agg.result.take() {
-                    self.pool.put(r);
-                }
-                for b in agg.bufs.iter_mut() {
-                    if let Some(p) = b.take().and_then(|h| h.payload) {
-                        self.pool.put(p);
-                    }
-                }
+                // lazy deallocation (or a freed aggregator): it now serves this message
+                self.free(slot);
+                self.aggs[slot].msg_id = Some(c.msg_id);
             }
         }
+        let agg = &mut self.aggs[slot];
         let bit = 1u64 << c.rank;
         let seen = agg.bitmap & bit != 0;
         if seen {
@@ -460,6 +487,7 @@ impl Endpoint for Accelerator {
             ("switch_in", self.stats.packets_in),
             ("switch_out", self.stats.packets_out),
             ("switch_dropped", self.stats.dropped),
+            ("released_early", self.released_early),
         ]
     }
 }

@@ -75,6 +75,23 @@ pub struct Layout {
     /// RC connections (QPs) per worker pair: message `m` rides QP `m mod qps` (1 by default;
     /// the `switch_shards` knob, at most [`MAX_QPS`] and at most the message count).
     pub qps: u32,
+    /// When the accelerator frees an aggregator (the `aggregator_release` knob; see
+    /// [`Release`]).
+    pub release: Release,
+}
+
+/// When NetReduce's accelerator frees an aggregator for reuse (Sec. 3.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Release {
+    /// The suite's rule (knob `aggregator_release` 0, the default): an aggregator is freed
+    /// when the next message that maps to it (MsgID + 2N) arrives, so a rank that lost a result
+    /// packet can still fetch it by retransmitting.
+    #[default]
+    Lazy,
+    /// The paper's rule (knob 1): every gradient packet of message MsgID frees the aggregator
+    /// "one window away", `(MsgID + N) % 2N x MsgLen + (PSN - PSN0)` (Sec. 3.1), i.e. the one
+    /// message MsgID - N used.
+    OneWindowAway,
 }
 
 impl Layout {
@@ -96,6 +113,16 @@ impl Layout {
         }
         let per_msg = Self::values_per_msg(msg_len, payload);
         let messages = cfg.elements.div_ceil(per_msg).max(1) as u32;
+        let release = match cfg.knob("aggregator_release") {
+            None => Release::Lazy,
+            Some(k) if k == 0.0 => Release::Lazy,
+            Some(k) if k == 1.0 => Release::OneWindowAway,
+            Some(k) => {
+                return Err(SetupError::Config(format!(
+                    "aggregator_release is 0 (free an aggregator when MsgID + 2N arrives) or 1 (the paper's one window away), not {k}"
+                )));
+            }
+        };
         let qps = match cfg.knob("switch_shards") {
             Some(k) if k >= 1.0 => (k as u32).min(MAX_QPS).min(messages),
             _ => 1,
@@ -109,6 +136,7 @@ impl Layout {
             messages,
             elements: cfg.elements,
             qps,
+            release,
         })
     }
 
