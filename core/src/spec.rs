@@ -310,6 +310,106 @@ pub const PAPERS: [&str; 5] = ["netreduce", "libra", "aleph", "p4sgd", "luwu"];
 pub const TESTBED_DEVICES: [&str; 4] = ["tofino", "fpga", "rdma", "gpu"];
 
 impl Spec {
+/// The range a parameter's value must lie in, decided by its name alone (see [`param_range`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamRange {
+    /// A number in [0, 1]: a fault probability or a fraction.
+    Probability,
+    /// A whole number of at least 1: workers, GPUs, cores, packets per window, ...
+    PositiveCount,
+    /// A whole number of 0 or more: seeds.
+    Count,
+    /// A finite number of 0 or more: a time, rate, size or power (its unit is the name's suffix).
+    NonNegative,
+}
+
+/// The range of parameter `name`, or `None` when its name says nothing about one.
+///
+/// The rules, by name: `loss`, `duplicate`, `reorder`, `sampling_rate` and names ending in
+/// `_fraction` or `_efficiency` are probabilities (not `_frac`: ALEPH's `time_frac` runs past 1); the counts of things a run builds
+/// (`workers`, `gpus`, `cores`, `engines`, ...) are whole numbers of at least 1; `seed` and
+/// `fault_seed` are whole numbers; names ending in a unit of time, rate, size or power (`_us`,
+/// `_ns`, `_ms`, `_s`, `_gbps`, `_GBps`, `_MBps`, `_mbit`, `_mhz`, `_pct`, `_bytes`, `_kb`, `_mb`,
+/// `_MB`, `_gb`, `_w`, `_tflops`) are not negative when they are numbers (a text value there, such
+/// as a table written out, is left to the workload).
+pub fn param_range(name: &str) -> Option<ParamRange> {
+    const PROBABILITIES: [&str; 4] = ["loss", "duplicate", "reorder", "sampling_rate"];
+    const POSITIVE_COUNTS: [&str; 22] = [
+        "workers",
+        "gpus",
+        "gpus_per_machine",
+        "cores",
+        "engines",
+        "senders",
+        "receivers",
+        "ssds",
+        "batch",
+        "micro_batch",
+        "elements",
+        "mtu",
+        "window",
+        "window_packets",
+        "pairs_per_packet",
+        "gradients_per_packet",
+        "dp_values_per_frame",
+        "registers",
+        "iterations",
+        "epochs",
+        "pushes",
+        "repetitions",
+    ];
+    const COUNTS: [&str; 2] = ["seed", "fault_seed"];
+    const PROBABILITY_SUFFIXES: [&str; 2] = ["_fraction", "_efficiency"];
+    const NON_NEGATIVE_SUFFIXES: [&str; 17] = [
+        "_us", "_ns", "_ms", "_s", "_gbps", "_GBps", "_MBps", "_mbit", "_mhz", "_pct", "_bytes",
+        "_kb", "_mb", "_MB", "_gb", "_w", "_tflops",
+    ];
+    if PROBABILITIES.contains(&name) || PROBABILITY_SUFFIXES.iter().any(|s| name.ends_with(s)) {
+        Some(ParamRange::Probability)
+    } else if POSITIVE_COUNTS.contains(&name) {
+        Some(ParamRange::PositiveCount)
+    } else if COUNTS.contains(&name) {
+        Some(ParamRange::Count)
+    } else if NON_NEGATIVE_SUFFIXES.iter().any(|s| name.ends_with(s)) {
+        Some(ParamRange::NonNegative)
+    } else {
+        None
+    }
+}
+
+/// Check one parameter value against the range its name implies ([`param_range`]); the error
+/// is one sentence naming the parameter and the value (no file or line: the caller adds where
+/// the value came from). `Spec::from_yaml` runs it on every fixed, profile and grid value, and
+/// command-line overrides (`--set name=value`) are checked with the same function.
+pub fn check_param(name: &str, value: &Scalar) -> Result<(), String> {
+    let Some(range) = param_range(name) else {
+        return Ok(());
+    };
+    let v = match value.as_f64() {
+        Some(v) if v.is_finite() => v,
+        None if range == ParamRange::NonNegative && matches!(value, Scalar::Str(_)) => {
+            return Ok(());
+        }
+        _ => return Err(format!("`{name}` must be a finite number, not `{value}`")),
+    };
+    let whole = v.fract() == 0.0 && v <= 1e9;
+    match range {
+        ParamRange::Probability if !(0.0..=1.0).contains(&v) => {
+            Err(format!("`{name}` is a probability in [0, 1], not {value}"))
+        }
+        ParamRange::PositiveCount if !(whole && v >= 1.0) => Err(format!(
+            "`{name}` is a whole number of at least 1, not {value}"
+        )),
+        ParamRange::Count if !(whole && v >= 0.0) => Err(format!(
+            "`{name}` is a whole number of 0 or more, not {value}"
+        )),
+        ParamRange::NonNegative if v < 0.0 => Err(format!(
+            "`{name}` is a time, rate or size of 0 or more, not {value}"
+        )),
+        _ => Ok(()),
+    }
+}
+
     /// Parse and validate a spec from its text; `file` is used in error messages.
     pub fn from_yaml(file: &Path, text: &str) -> Result<Spec, SpecError> {
         let spec: Spec = serde_saphyr::from_str(text).map_err(|e| {
@@ -461,6 +561,34 @@ impl Spec {
                 return Err(err(
                     &[K("metrics"), I(j), K("name")],
                     "metrics",
+        for (k, v) in &self.parameters {
+            check_param(k, v)
+                .map_err(|m| err(&[K("parameters"), K(k)], &format!("parameters.{k}"), m))?;
+        }
+        for (name, p) in &self.profiles {
+            for (k, v) in &p.parameters {
+                check_param(k, v).map_err(|m| {
+                    err(
+                        &[K("profiles"), K(name), K("parameters"), K(k)],
+                        &format!("profiles.{name}.parameters.{k}"),
+                        m,
+                    )
+                })?;
+            }
+            for (i, block) in p.grid.iter().enumerate() {
+                for (k, vals) in block {
+                    for (j, v) in vals.iter().enumerate() {
+                        check_param(k, v).map_err(|m| {
+                            err(
+                                &[K("profiles"), K(name), K("grid"), I(i), K(k), I(j)],
+                                &format!("profiles.{name}.grid[{i}].{k}"),
+                                m,
+                            )
+                        })?;
+                    }
+                }
+            }
+        }
                     format!("metric `{}` is declared twice", m.name),
                 ));
             }
@@ -824,6 +952,88 @@ mod tests {
     fn wrong_type_names_line() {
         let text = fig7().replace(
             "repetitions: 1\n    warmup: 0\n    estimated_seconds: 2",
+    /// Out-of-range parameter values are refused when the spec is read, with the value's line and
+    /// field: a negative delay in a grid, a probability above 1, zero workers, a negative delay,
+    /// a profile's fractional count, a word where a probability goes.
+    #[test]
+    fn out_of_range_parameters_name_file_line_and_field() {
+        let base = fig7();
+        load(&base).expect("the shipped spec is in range");
+        let grid = "        alpha_us: [0.1, 0.3, 1, 3, 10, 30, 100]";
+        let cases = [
+            (
+                grid,
+                "        alpha_us: [0.1, -0.3, 1, 3, 10, 30, 100]",
+                "alpha_us: [0.1, -0.3",
+                "profiles.quick.grid[2].alpha_us",
+                "`alpha_us` is a time, rate or size of 0 or more, not -0.3",
+            ),
+            (
+                "  n: 8\n",
+                "  n: 8\n  loss: 1.5\n",
+                "  loss: 1.5",
+                "parameters.loss",
+                "`loss` is a probability in [0, 1], not 1.5",
+            ),
+            (
+                "  n: 8\n",
+                "  n: 8\n  workers: 0\n",
+                "  workers: 0",
+                "parameters.workers",
+                "`workers` is a whole number of at least 1, not 0",
+            ),
+            (
+                "  n: 8\n",
+                "  n: 8\n  reorder_delay_us: -5\n",
+                "  reorder_delay_us: -5",
+                "parameters.reorder_delay_us",
+                "`reorder_delay_us` is a time, rate or size of 0 or more, not -5",
+            ),
+            (
+                "    estimated_seconds: 2\n",
+                "    estimated_seconds: 2\n    parameters: {workers: 2.5}\n",
+                "parameters: {workers: 2.5}",
+                "profiles.quick.parameters.workers",
+                "`workers` is a whole number of at least 1, not 2.5",
+            ),
+            (
+                "  n: 8\n",
+                "  n: 8\n  duplicate: \"often\"\n",
+                "  duplicate: \"often\"",
+                "parameters.duplicate",
+                "`duplicate` must be a finite number, not `often`",
+            ),
+        ];
+        for (from, to, at, field, message) in cases {
+            assert!(base.contains(from), "{from}");
+            let text = base.replacen(from, to, 1);
+            let e = load(&text).expect_err(to);
+            assert_eq!(e.line, locate(&text, at), "{e}");
+            assert_eq!(e.field.as_deref(), Some(field), "{e}");
+            assert_eq!(e.message, message, "{e}");
+        }
+    }
+
+    #[test]
+    fn check_param_by_name() {
+        let ok = |n: &str, v: Scalar| check_param(n, &v).is_ok();
+        assert!(ok("loss", Scalar::Float(0.0)) && ok("loss", Scalar::Int(1)));
+        assert!(!ok("loss", Scalar::Float(-0.01)) && !ok("loss", Scalar::Str("high".into())));
+        assert!(ok("workers", Scalar::Int(1)) && !ok("workers", Scalar::Int(-3)));
+        assert!(ok("fault_seed", Scalar::Int(0)) && !ok("fault_seed", Scalar::Float(0.5)));
+        assert!(ok("timeout_us", Scalar::Int(0)) && !ok("timeout_us", Scalar::Float(-1e-9)));
+        assert!(!ok("line_rate_gbps", Scalar::Float(f64::INFINITY)));
+        assert!(!ok("loss", Scalar::Float(f64::NAN)));
+        // a text value under a unit suffix is not a quantity (a table written out)
+        assert!(ok("mpi_allreduce_us", Scalar::Str("2: 32=1.22".into())));
+        assert!(!ok("mpi_allreduce_us", Scalar::Bool(true)));
+        assert!(ok("time_frac", Scalar::Float(1.4)));
+        assert!(ok("gemm_efficiency", Scalar::Float(0.9)));
+        assert!(!ok("gemm_efficiency", Scalar::Float(1.2)));
+        // a name that implies no range takes any scalar
+        assert!(ok("fixed_scale", Scalar::Float(-1e300)) && ok("model", Scalar::Str("x".into())));
+    }
+
             "repetitions: many\n    warmup: 0\n    estimated_seconds: 2",
         );
         let e = load(&text).expect_err("bad type");
