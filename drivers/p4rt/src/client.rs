@@ -6,6 +6,7 @@ use crate::P4rtError;
 use crate::pb::p4::config::v1::P4Info;
 use crate::pb::p4::v1 as p4;
 use crate::pb::p4::v1::p4_runtime_client::P4RuntimeClient;
+use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
@@ -17,6 +18,12 @@ fn rpc(rpc: &'static str) -> impl Fn(tonic::Status) -> P4rtError {
         status: Box::new(status),
     }
 }
+
+/// How long [`Controller::connect`] waits for the TCP connection, and then for the switch to
+/// open the stream channel and answer the arbitration.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one request (a pipeline push, a write, a read) may take once connected.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A controller session with one device.
 pub struct Controller {
@@ -35,18 +42,54 @@ impl Controller {
         device_id: u64,
         election_id: (u64, u64),
     ) -> Result<Controller, P4rtError> {
+        Self::connect_within(addr, device_id, election_id, CONNECT_TIMEOUT).await
+    }
+
+    /// [`Controller::connect`] with another deadline for connecting and arbitrating (a switch
+    /// that accepts the connection and never answers is an error naming its address, never a
+    /// wait without end).
+    pub async fn connect_within(
+        addr: &str,
+        device_id: u64,
+        election_id: (u64, u64),
+        deadline: Duration,
+    ) -> Result<Controller, P4rtError> {
+        let timed_out = || P4rtError::Timeout {
+            addr: addr.to_string(),
+            what: "open the stream channel and answer the arbitration",
+            after: deadline,
+        };
+        tokio::time::timeout(deadline, Self::open(addr, device_id, election_id, deadline))
+            .await
+            .map_err(|_| timed_out())?
+    }
+
+    async fn open(
+        addr: &str,
+        device_id: u64,
+        election_id: (u64, u64),
+        deadline: Duration,
+    ) -> Result<Controller, P4rtError> {
         let uri = if addr.contains("://") {
             addr.to_string()
         } else {
             format!("http://{addr}")
         };
-        let mut client =
-            P4RuntimeClient::connect(uri)
-                .await
-                .map_err(|source| P4rtError::Connect {
-                    addr: addr.to_string(),
-                    source,
-                })?;
+        let connect_error = |source| P4rtError::Connect {
+            addr: addr.to_string(),
+            source,
+        };
+        let channel = tonic::transport::Endpoint::from_shared(uri)
+            .map_err(connect_error)?
+            .connect_timeout(deadline)
+            .timeout(REQUEST_TIMEOUT)
+            .connect()
+            .await
+            .map_err(connect_error)?;
+        let mut client = P4RuntimeClient::new(channel);
+        let closed = || P4rtError::Closed {
+            addr: addr.to_string(),
+        };
         let (stream_tx, rx) = mpsc::channel(64);
         let mut inbound = client
             .stream_channel(ReceiverStream::new(rx))
@@ -68,13 +111,13 @@ impl Controller {
                 )),
             })
             .await
-            .map_err(|_| P4rtError::StreamClosed)?;
+            .map_err(|_| closed())?;
         // the switch answers with the arbitration result
         loop {
             let msg = inbound
                 .next()
                 .await
-                .ok_or(P4rtError::StreamClosed)?
+                .ok_or_else(closed)?
                 .map_err(rpc("StreamChannel"))?;
             if let Some(p4::stream_message_response::Update::Arbitration(a)) = msg.update {
                 let status = a.status.unwrap_or_default();

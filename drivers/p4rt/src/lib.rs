@@ -54,6 +54,14 @@ pub enum P4rtError {
     NotPrimary(String),
     #[error("the stream channel closed")]
     StreamClosed,
+    #[error("the P4Runtime server at {addr} closed the stream channel")]
+    Closed { addr: String },
+    #[error("the P4Runtime server at {addr} did not {what} within {} s", after.as_secs_f64())]
+    Timeout {
+        addr: String,
+        what: &'static str,
+        after: std::time::Duration,
+    },
     #[error("{0}")]
     Program(String),
 }

@@ -25,13 +25,29 @@ pub struct PacketOut {
     pub metadata: Vec<(u32, Vec<u8>)>,
 }
 
+/// A register's written cells by index (cells never written read as 0): memory follows the
+/// writes, never the declared size.
+type Cells = BTreeMap<i64, Vec<u8>>;
+
 /// A switch's contents: pipeline config, tables, registers, multicast groups.
 pub(crate) type Contents = (
     Option<p4::ForwardingPipelineConfig>,
     HashMap<u32, BTreeMap<Vec<u8>, p4::TableEntry>>,
-    HashMap<u32, Vec<Vec<u8>>>,
+    HashMap<u32, Cells>,
     BTreeMap<u32, p4::MulticastGroupEntry>,
 );
+
+/// The most register cells a pipeline may declare, all registers together (1 Mi cells: a
+/// Tofino's register memory is a few MB). A larger P4Info is refused with RESOURCE_EXHAUSTED.
+pub const MAX_REGISTER_CELLS: i64 = 1 << 20;
+
+/// The most entries a table holds: its P4Info `size`, and never more than this (nor more than
+/// this for a table that declares no size). A full table answers RESOURCE_EXHAUSTED.
+pub const MAX_TABLE_ENTRIES: i64 = 1 << 16;
+
+/// The most multicast groups, and the most replicas in one group.
+pub const MAX_MULTICAST_GROUPS: usize = 1 << 12;
+pub const MAX_REPLICAS: usize = 1 << 10;
 
 /// A stream channel's outbound queue.
 type Outbound = mpsc::Sender<Result<p4::StreamMessageResponse, Status>>;
@@ -42,8 +58,8 @@ struct State {
     config: Option<p4::ForwardingPipelineConfig>,
     /// table id -> entries keyed by (match, priority) encoding
     tables: HashMap<u32, BTreeMap<Vec<u8>, p4::TableEntry>>,
-    /// register id -> cells
-    registers: HashMap<u32, Vec<Vec<u8>>>,
+    /// register id -> written cells
+    registers: HashMap<u32, Cells>,
     groups: BTreeMap<u32, p4::MulticastGroupEntry>,
     /// stream id -> (its election id once it arbitrated, its outbound queue)
     streams: HashMap<u64, (Option<(u64, u64)>, Outbound)>,
@@ -161,11 +177,21 @@ impl State {
                     key.extend(prost::Message::encode_to_vec(m));
                 }
                 key.extend(t.priority.to_be_bytes());
+                let capacity = match table.size {
+                    s if s > 0 => s.min(MAX_TABLE_ENTRIES),
+                    _ => MAX_TABLE_ENTRIES,
+                } as usize;
                 let entries = self.tables.entry(t.table_id).or_default();
                 match ty {
                     p4::update::Type::Insert => {
                         if entries.contains_key(&key) {
                             return Err(Status::already_exists("the entry exists"));
+                        }
+                        if entries.len() >= capacity {
+                            return Err(Status::resource_exhausted(format!(
+                                "table {:#x} is full ({capacity} entries)",
+                                t.table_id
+                            )));
                         }
                         entries.insert(key, t.clone());
                     }
@@ -222,11 +248,10 @@ impl State {
                         b.len()
                     )));
                 }
-                let cells = self
-                    .registers
+                self.registers
                     .entry(r.register_id)
-                    .or_insert_with(|| vec![vec![0]; reg.size as usize]);
-                cells[index as usize] = b.clone();
+                    .or_default()
+                    .insert(index, b.clone());
             }
             p4::entity::Entity::PacketReplicationEngineEntry(p) => {
                 let Some(p4::packet_replication_engine_entry::Type::MulticastGroupEntry(g)) =
@@ -244,6 +269,17 @@ impl State {
                     p4::update::Type::Insert | p4::update::Type::Modify => {
                         if ty == p4::update::Type::Modify && !exists {
                             return Err(Status::not_found("no such group"));
+                        }
+                        if !exists && self.groups.len() >= MAX_MULTICAST_GROUPS {
+                            return Err(Status::resource_exhausted(format!(
+                                "the switch holds at most {MAX_MULTICAST_GROUPS} multicast groups"
+                            )));
+                        }
+                        if g.replicas.len() > MAX_REPLICAS {
+                            return Err(Status::resource_exhausted(format!(
+                                "a multicast group holds at most {MAX_REPLICAS} replicas, not {}",
+                                g.replicas.len()
+                            )));
                         }
                         self.groups.insert(g.multicast_group_id, g.clone());
                     }
@@ -295,7 +331,7 @@ impl State {
                             )));
                         }
                         let v = cells
-                            .and_then(|c| c.get(i as usize))
+                            .and_then(|c| c.get(&i))
                             .cloned()
                             .unwrap_or_else(|| vec![0]);
                         out.push(wrap(p4::entity::Entity::RegisterEntry(p4::RegisterEntry {
@@ -337,6 +373,35 @@ impl State {
     }
 }
 
+/// A pipeline's declared sizes within the switch's stated caps: register sizes 1 or more and
+/// [`MAX_REGISTER_CELLS`] in all, table sizes not negative.
+fn check_sizes(info: &P4Info) -> Result<(), Status> {
+    let mut cells = 0i64;
+    for r in &info.registers {
+        let name = r.preamble.as_ref().map_or("", |p| p.name.as_str());
+        if r.size < 1 {
+            return Err(Status::invalid_argument(format!(
+                "register `{name}` has {} cells",
+                r.size
+            )));
+        }
+        cells += i64::from(r.size);
+    }
+    if cells > MAX_REGISTER_CELLS {
+        return Err(Status::resource_exhausted(format!(
+            "the pipeline declares {cells} register cells; this switch holds at most {MAX_REGISTER_CELLS}"
+        )));
+    }
+    if let Some(t) = info.tables.iter().find(|t| t.size < 0) {
+        return Err(Status::invalid_argument(format!(
+            "table `{}` has size {}",
+            t.preamble.as_ref().map_or("", |p| p.name.as_str()),
+            t.size
+        )));
+    }
+    Ok(())
+}
+
 fn register_bits(r: &crate::pb::p4::config::v1::Register) -> i32 {
     use crate::pb::p4::config::v1::{p4_bitstring_like_type_spec, p4_data_type_spec};
     match r.type_spec.as_ref().and_then(|t| t.type_spec.as_ref()) {
@@ -371,10 +436,14 @@ impl SoftSwitch {
         )
     }
 
+    /// The switch state. No request handler panics while holding it; should one ever, the
+    /// poison is cleared here so that one request's failure does not outlive it (every later
+    /// request, from any client, would otherwise fail).
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, State>, Status> {
-        self.state
-            .lock()
-            .map_err(|_| Status::internal("the switch state is poisoned"))
+        Ok(self.state.lock().unwrap_or_else(|poisoned| {
+            self.state.clear_poison();
+            poisoned.into_inner()
+        }))
     }
 
     fn check_device(&self, id: u64) -> Result<(), Status> {
@@ -427,9 +496,15 @@ impl SoftSwitch {
         s.streams.insert(id, (Some(e), tx));
     }
 
-    /// A register cell as the data plane sees it.
+    /// The primary controller's election id (the fuzz target's sequences follow it).
+    pub(crate) fn primary_election(&self) -> Option<(u64, u64)> {
+        self.lock().ok()?.primary()
+    }
+
+    /// A register cell as the data plane sees it (None: never written).
     pub fn register(&self, id: u32, index: usize) -> Option<Vec<u8>> {
-        self.lock().ok()?.registers.get(&id)?.get(index).cloned()
+        let index = i64::try_from(index).ok()?;
+        self.lock().ok()?.registers.get(&id)?.get(&index).cloned()
     }
 
     /// Serve on `listener` until the future is dropped.
@@ -519,15 +594,37 @@ impl P4Runtime for SoftSwitch {
                 )));
             }
         }
+        check_sizes(info)?;
         match action {
             A::Verify => {}
-            A::VerifyAndSave | A::VerifyAndCommit | A::ReconcileAndCommit => {
+            A::VerifyAndSave | A::VerifyAndCommit => {
                 s.config = Some(config);
-                if action != A::ReconcileAndCommit {
-                    s.tables.clear();
-                    s.registers.clear();
-                    s.groups.clear();
-                }
+                s.tables.clear();
+                s.registers.clear();
+                s.groups.clear();
+            }
+            A::ReconcileAndCommit => {
+                // keep what the new pipeline still has: tables and registers by id, cells
+                // below the register's new size
+                let sizes: HashMap<u32, i64> = info
+                    .registers
+                    .iter()
+                    .filter_map(|r| Some((r.preamble.as_ref()?.id, i64::from(r.size))))
+                    .collect();
+                let tables: std::collections::HashSet<u32> = info
+                    .tables
+                    .iter()
+                    .filter_map(|t| Some(t.preamble.as_ref()?.id))
+                    .collect();
+                s.registers.retain(|id, cells| {
+                    let Some(&size) = sizes.get(id) else {
+                        return false;
+                    };
+                    cells.retain(|i, _| *i < size);
+                    true
+                });
+                s.tables.retain(|id, _| tables.contains(id));
+                s.config = Some(config);
             }
             A::Commit | A::Unspecified => {
                 return Err(Status::invalid_argument("unsupported pipeline action"));

@@ -123,3 +123,88 @@ fn the_p4runtime_handlers_survive_seeded_random_and_mutated_requests() {
         p4rt(&input);
     }
 }
+
+/// The audit's two sequences (issue #40, item 2) as inputs of the `p4rt_sequence` target, which
+/// the fuzz campaign's seed corpus starts from: a register grown by RECONCILE_AND_COMMIT and
+/// written past its old size, and a register of 2^31-1 cells written and read whole. Then
+/// mutations of them. None may panic or leave the switch answering INTERNAL.
+#[test]
+fn request_sequences_reach_reconcile_and_huge_registers() {
+    use inabench_p4rt::fuzz::{
+        SEQ_READ, SEQ_SET_PIPELINE, SEQ_WRITE, encode_sequence, p4rt_sequence,
+    };
+    use p4::set_forwarding_pipeline_config_request::Action as A;
+    let reg = inabench_p4rt::program::id(inabench_p4rt::program::REGISTER, 0);
+    let set = |action: A, size: i32| {
+        let mut info = inabench_p4rt::program::switchml(4).p4info();
+        info.registers[0].size = size;
+        p4::SetForwardingPipelineConfigRequest {
+            action: action as i32,
+            config: Some(p4::ForwardingPipelineConfig {
+                p4info: Some(info),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+        .encode_to_vec()
+    };
+    let write = |index: i64| {
+        p4::WriteRequest {
+            updates: vec![p4::Update {
+                r#type: p4::update::Type::Modify as i32,
+                entity: Some(p4::Entity {
+                    entity: Some(p4::entity::Entity::RegisterEntry(p4::RegisterEntry {
+                        register_id: reg,
+                        index: Some(p4::Index { index }),
+                        data: Some(p4::P4Data {
+                            data: Some(p4::p4_data::Data::Bitstring(vec![1])),
+                        }),
+                    })),
+                }),
+            }],
+            ..Default::default()
+        }
+        .encode_to_vec()
+    };
+    let read_all = p4::ReadRequest {
+        entities: vec![p4::Entity {
+            entity: Some(p4::entity::Entity::RegisterEntry(p4::RegisterEntry {
+                register_id: reg,
+                ..Default::default()
+            })),
+        }],
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let grown = encode_sequence(&[
+        (SEQ_SET_PIPELINE, set(A::VerifyAndCommit, 4)),
+        (SEQ_WRITE, write(1)),
+        (SEQ_SET_PIPELINE, set(A::ReconcileAndCommit, 1000)),
+        (SEQ_WRITE, write(500)),
+        (SEQ_READ, read_all.clone()),
+    ]);
+    let huge = encode_sequence(&[
+        (SEQ_SET_PIPELINE, set(A::VerifyAndCommit, i32::MAX)),
+        (SEQ_WRITE, write(0)),
+        (SEQ_READ, read_all),
+    ]);
+    p4rt_sequence(&grown);
+    p4rt_sequence(&huge);
+    let mut r = Rng(0x5eed_0f94_7201);
+    for _ in 0..300 {
+        let mut b = if r.below(2) == 0 {
+            grown.clone()
+        } else {
+            huge.clone()
+        };
+        for _ in 0..1 + r.below(3) {
+            let at = r.below(b.len());
+            match r.below(3) {
+                0 => b[at] ^= 1 << r.below(8),
+                1 => b[at] = r.next() as u8,
+                _ => b.truncate(at.max(1)),
+            }
+        }
+        p4rt_sequence(&b);
+    }
+}
