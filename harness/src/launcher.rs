@@ -33,6 +33,8 @@ pub enum LaunchError {
     Spawn { cmd: String, source: std::io::Error },
     #[error("the control channel failed: {0}")]
     Io(#[from] std::io::Error),
+    #[error("cannot draw the run's token from the OS's random source (/dev/urandom): {0}")]
+    Token(std::io::Error),
     #[error("{0} of {1} agents connected within {2:?}; the others did not")]
     Timeout(usize, usize, Duration),
     #[error("agent {index} exited during the job ({status})")]
@@ -58,6 +60,10 @@ pub enum LaunchError {
 pub const MAX_FRAME: usize = 64 << 20;
 /// Most bytes of the hello, the first line of a connection not yet proven to carry the token.
 pub const MAX_HELLO: usize = 4096;
+/// How long a new connection has to send its whole hello; past it, the runner closes it.
+pub const HELLO_DEADLINE: Duration = Duration::from_secs(5);
+/// The most connections whose hellos are read at once; more are closed unread.
+pub const MAX_PENDING_HELLOS: usize = 64;
 
 /// Why a message on the control channel was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -120,6 +126,10 @@ pub enum Msg {
     Job(Box<Job>),
     Event {
         event: Event,
+        /// A row's value as its IEEE-754 bits (JSON text read back by serde_json may round it
+        /// to a neighbouring double): the runner stores exactly what the agent measured.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bits: Option<u64>,
     },
     Done {
         ok: bool,
@@ -312,19 +322,15 @@ impl LocalLauncher {
     }
 }
 
-/// 128 random bits from the kernel, as hex.
-pub fn new_token() -> String {
+/// 128 random bits from the kernel's random source (`/dev/urandom`), as hex. Without it the run
+/// does not start: ssh and slurm agents connect across hosts, so a token made of the time and
+/// the pid would be guessable.
+pub fn new_token() -> Result<String, LaunchError> {
     let mut buf = [0u8; 16];
-    let ok = std::fs::File::open("/dev/urandom")
+    std::fs::File::open("/dev/urandom")
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut buf))
-        .is_ok();
-    if !ok {
-        // fall back to time and pid (still unguessable enough for a loopback channel of one run)
-        let t =
-            inabench_core::store::now_s().to_bits() ^ u64::from(std::process::id()).rotate_left(32);
-        buf[..8].copy_from_slice(&t.to_le_bytes());
-    }
-    buf.iter().map(|b| format!("{b:02x}")).collect()
+        .map_err(LaunchError::Token)?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// This host's name (as agents report it in their hello).
@@ -351,7 +357,7 @@ impl ControlListener {
         })?;
         Ok(ControlListener {
             listener,
-            token: new_token(),
+            token: new_token()?,
         })
     }
 
@@ -378,70 +384,118 @@ impl ControlListener {
         let mut agents: Vec<Option<Agent>> = (0..n).map(|_| None).collect();
         let mut connected = 0;
         let mut last_watch = Instant::now();
-        while connected < n {
+        // Hellos are read concurrently, one thread per new connection, each with its own
+        // deadline: a silent or slowly dripping connection cannot hold up the agents behind
+        // it (past HELLO_DEADLINE the runner shuts it down, which ends the thread's read).
+        let (tx, rx) = std::sync::mpsc::channel::<(u64, TcpStream, Option<Hello>)>();
+        let mut pending: BTreeMap<u64, (Instant, TcpStream)> = BTreeMap::new();
+        let mut next_id = 0u64;
+        let result = loop {
+            if connected == n {
+                break Ok(());
+            }
+            let mut idle = true;
             match self.listener.accept() {
                 Ok((stream, _)) => {
-                    let Some((index, pid, host, reader)) = self.hello(&stream, n) else {
-                        continue; // refused: dropping the stream closes it
-                    };
-                    if agents[index].is_some() {
-                        continue;
-                    }
-                    stream.set_read_timeout(None)?;
-                    agents[index] = Some(Agent {
-                        index,
-                        pid,
-                        host,
-                        proc: owner(index),
-                        reader,
-                        writer: BufWriter::new(stream),
-                    });
-                    connected += 1;
+                    idle = false;
+                    if pending.len() < MAX_PENDING_HELLOS
+                        && let Ok(handle) = stream.try_clone()
+                    {
+                        next_id += 1;
+                        let (id, tx, token) = (next_id, tx.clone(), self.token.clone());
+                        pending.insert(id, (Instant::now(), handle));
+                        std::thread::spawn(move || {
+                            let hello = read_hello(&stream, n, &token);
+                            let _ = tx.send((id, stream, hello));
+                        });
+                    } // else: dropping the stream closes it unread
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if last_watch.elapsed() >= Duration::from_millis(50) {
-                        last_watch = Instant::now();
-                        let have: Vec<bool> = agents.iter().map(Option::is_some).collect();
-                        watch(&have)?;
-                    }
-                    if Instant::now() > deadline {
-                        return Err(LaunchError::Timeout(connected, n, timeout));
-                    }
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                Err(e) => return Err(e.into()),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => break Err(e.into()),
             }
+            while let Ok((id, stream, hello)) = rx.try_recv() {
+                idle = false;
+                pending.remove(&id);
+                // refused (no hello, a wrong token, an index taken): dropping closes it
+                let Some((index, pid, host, reader)) = hello else {
+                    continue;
+                };
+                if agents[index].is_some() {
+                    continue;
+                }
+                if stream.set_read_timeout(None).is_err() {
+                    continue;
+                }
+                agents[index] = Some(Agent {
+                    index,
+                    pid,
+                    host,
+                    proc: owner(index),
+                    reader,
+                    writer: BufWriter::new(stream),
+                });
+                connected += 1;
+            }
+            pending.retain(|_, (since, handle)| {
+                let keep = since.elapsed() < HELLO_DEADLINE;
+                if !keep {
+                    let _ = handle.shutdown(std::net::Shutdown::Both);
+                }
+                keep
+            });
+            if connected == n {
+                continue;
+            }
+            if last_watch.elapsed() >= Duration::from_millis(50) {
+                last_watch = Instant::now();
+                let have: Vec<bool> = agents.iter().map(Option::is_some).collect();
+                if let Err(e) = watch(&have) {
+                    break Err(e);
+                }
+            }
+            if Instant::now() > deadline {
+                break Err(LaunchError::Timeout(connected, n, timeout));
+            }
+            if idle {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        };
+        // hellos still being read are cut off; their threads end on the closed stream
+        for (_, handle) in pending.values() {
+            let _ = handle.shutdown(std::net::Shutdown::Both);
         }
+        result?;
         Ok(agents.into_iter().flatten().collect())
     }
+}
 
-    /// Read and check the first line of a new connection.
-    fn hello(
-        &self,
-        stream: &TcpStream,
-        n: usize,
-    ) -> Option<(usize, u32, String, BufReader<TcpStream>)> {
-        stream.set_nonblocking(false).ok()?;
-        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-        let mut reader = BufReader::new(stream.try_clone().ok()?);
-        // a bounded read: a client that never sends a newline cannot grow the buffer, and a
-        // hello cut short by the end of the stream is refused, not parsed
-        let line = read_frame(&mut reader, MAX_HELLO).ok()??;
-        // Refuse anything that does not present this run's token.
-        let Ok(Msg::Hello {
-            token,
-            index,
-            pid,
-            host,
-        }) = serde_json::from_str::<Msg>(&line)
-        else {
-            return None;
-        };
-        if !constant_time_eq(token.as_bytes(), self.token.as_bytes()) || index >= n {
-            return None;
-        }
-        Some((index, pid, host, reader))
+/// A hello that passed: the agent's index, pid, host and its reader.
+type Hello = (usize, u32, String, BufReader<TcpStream>);
+
+/// Read and check the first line of a new connection (at most [`MAX_HELLO`] bytes, each read
+/// waiting at most [`HELLO_DEADLINE`]; the caller shuts the stream down when the whole hello
+/// takes longer).
+fn read_hello(stream: &TcpStream, n: usize, expected: &str) -> Option<Hello> {
+    stream.set_nonblocking(false).ok()?;
+    stream.set_read_timeout(Some(HELLO_DEADLINE)).ok()?;
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    // a bounded read: a client that never sends a newline cannot grow the buffer, and a
+    // hello cut short by the end of the stream is refused, not parsed
+    let line = read_frame(&mut reader, MAX_HELLO).ok()??;
+    // Refuse anything that does not present this run's token.
+    let Ok(Msg::Hello {
+        token,
+        index,
+        pid,
+        host,
+    }) = serde_json::from_str::<Msg>(&line)
+    else {
+        return None;
+    };
+    if !constant_time_eq(token.as_bytes(), expected.as_bytes()) || index >= n {
+        return None;
     }
+    Some((index, pid, host, reader))
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -523,7 +577,12 @@ impl Agent {
                 });
             };
             match serde_json::from_str::<Msg>(&line) {
-                Ok(Msg::Event { event }) => on_event(event),
+                Ok(Msg::Event { mut event, bits }) => {
+                    if let (Event::Row(r), Some(b)) = (&mut event, bits) {
+                        r.value = f64::from_bits(b);
+                    }
+                    on_event(event)
+                }
                 Ok(Msg::Done { ok, error }) => {
                     return Ok(if ok {
                         Ok(())
@@ -590,7 +649,11 @@ pub fn agent_main(
             if io_err.is_some() {
                 return;
             }
-            let r = serde_json::to_writer(&mut writer, &Msg::Event { event })
+            let bits = match &event {
+                Event::Row(r) => Some(r.value.to_bits()),
+                _ => None,
+            };
+            let r = serde_json::to_writer(&mut writer, &Msg::Event { event, bits })
                 .map_err(std::io::Error::from)
                 .and_then(|_| writer.write_all(b"\n"));
             if let Err(e) = r {
@@ -670,6 +733,63 @@ mod tests {
             if last {
                 return out;
             }
+        }
+    }
+
+    /// Issue #40, item 5: silent connections and one that drips a byte at a time do not hold up
+    /// an agent that connects after them; the dripper is cut off at its hello deadline.
+    #[test]
+    fn stalled_hellos_do_not_hold_up_the_agent_behind_them() {
+        use std::io::Read;
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let control = ControlListener::bind("127.0.0.1:0").expect("bind");
+        let addr = control.local_addr().expect("addr");
+        let silent: Vec<TcpStream> = (0..3)
+            .map(|_| TcpStream::connect(addr).expect("silent"))
+            .collect();
+        // a byte every 100 ms for up to 30 s, never a newline
+        let dripping = Arc::new(AtomicBool::new(true));
+        let mut dripper = TcpStream::connect(addr).expect("dripper");
+        let drip = {
+            let dripping = dripping.clone();
+            std::thread::spawn(move || {
+                let start = Instant::now();
+                while start.elapsed() < Duration::from_secs(30) {
+                    if dripper.write_all(b"{").is_err() {
+                        break; // the runner closed it
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                dripping.store(false, Ordering::SeqCst);
+                start.elapsed()
+            })
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        let mut agent = TcpStream::connect(addr).expect("agent");
+        let hello = Msg::Hello {
+            token: control.token().to_string(),
+            index: 0,
+            pid: 42,
+            host: "h".into(),
+        };
+        let mut line = serde_json::to_vec(&hello).expect("json");
+        line.push(b'\n');
+        agent.write_all(&line).expect("hello");
+        let got = control
+            .accept(1, Duration::from_secs(60), &|_| None, &mut |_| Ok(()))
+            .expect("the agent is accepted");
+        assert_eq!((got[0].index, got[0].pid), (0, 42));
+        assert!(
+            dripping.load(Ordering::SeqCst),
+            "the agent was accepted only after the dripping connection ended"
+        );
+        // the dripper is closed by the runner once its hello deadline passed, not at its own end
+        let dripped = drip.join().expect("dripper");
+        assert!(dripped < Duration::from_secs(30), "{dripped:?}");
+        for mut s in silent {
+            let mut b = [0u8; 1];
+            assert_eq!(s.read(&mut b).unwrap_or(0), 0, "closed without an answer");
         }
     }
 

@@ -340,8 +340,12 @@ fn run(cli: Cli) -> Result<i32> {
                     .context("the agent reads its token from stdin")?;
                 line.trim().to_string()
             } else {
-                std::env::var("INABENCH_AGENT_TOKEN")
-                    .context("the agent needs INABENCH_AGENT_TOKEN from its launcher")?
+                let t = std::env::var("INABENCH_AGENT_TOKEN")
+                    .context("the agent needs INABENCH_AGENT_TOKEN from its launcher")?;
+                // not inherited by the processes the agent starts (fabric nodes, ip netns exec)
+                // SAFETY: no other thread runs yet that reads the environment.
+                unsafe { std::env::remove_var("INABENCH_AGENT_TOKEN") };
+                t
             };
             let index = match index {
                 Some(i) => i,

@@ -87,6 +87,9 @@ pub enum RunError {
     },
     #[error("run {0} is already complete; nothing to resume")]
     AlreadyComplete(String),
+    /// Writing the run's rows failed (a full or read-only disk): the run stopped at once.
+    #[error("{0}")]
+    StoreWrite(String),
 }
 
 /// What `reproduce` asks for.
@@ -123,6 +126,8 @@ pub struct Prepared {
     /// The workers a testbed's P4 switch is programmed for (the spec's fixed `workers`, else 2).
     pub switch_workers: usize,
     started: Instant,
+    /// The run folder's lock, held until the run ends: a second runner on it is refused.
+    _lock: store::RunLock,
 }
 
 /// Plan the run, create (or reopen) its folder and write the manifest as `running`.
@@ -145,41 +150,46 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
             });
         }
     };
-    let (profile, asked, seed, run_dir, mut resumed_from, done) = if let Some(dir) = &req.resume {
-        let m = store::read_manifest(dir)?;
-        if m.experiment != spec.id {
-            return Err(RunError::ResumeMismatch {
-                run: m.run_id,
-                found: m.experiment,
-                expected: spec.id.clone(),
-            });
-        }
-        if m.status == RunStatus::Complete {
-            return Err(RunError::AlreadyComplete(m.run_id));
-        }
-        let st = store::read_rows(dir)?;
-        store::rewrite_rows(dir, &st)?;
-        let mut from = m.resumed_from.clone();
-        from.push(m.started.clone());
-        (
-            m.profile.clone(),
-            m.classes(),
-            m.seed,
-            dir.clone(),
-            from,
-            st.done,
-        )
-    } else {
-        let id = store::new_run_id(&req.results, &spec.id);
-        (
-            req.profile.clone(),
-            req.fidelities.clone(),
-            req.seed,
-            req.results.join(id),
-            Vec::new(),
-            BTreeSet::new(),
-        )
-    };
+    let (profile, asked, seed, run_dir, mut resumed_from, done, lock) =
+        if let Some(dir) = &req.resume {
+            // before anything is read or rewritten: a runner still writing this run keeps it
+            let lock = store::lock_run(dir)?;
+            let m = store::read_manifest(dir)?;
+            if m.experiment != spec.id {
+                return Err(RunError::ResumeMismatch {
+                    run: m.run_id,
+                    found: m.experiment,
+                    expected: spec.id.clone(),
+                });
+            }
+            if m.status == RunStatus::Complete {
+                return Err(RunError::AlreadyComplete(m.run_id));
+            }
+            let st = store::read_rows(dir)?;
+            store::rewrite_rows(dir, &st)?;
+            let mut from = m.resumed_from.clone();
+            from.push(m.started.clone());
+            (
+                m.profile.clone(),
+                m.classes(),
+                m.seed,
+                dir.clone(),
+                from,
+                st.done,
+                Some(lock),
+            )
+        } else {
+            let id = store::new_run_id(&req.results, &spec.id);
+            (
+                req.profile.clone(),
+                req.fidelities.clone(),
+                req.seed,
+                req.results.join(id),
+                Vec::new(),
+                BTreeSet::new(),
+                None,
+            )
+        };
     // the testbed, parsed once for the whole run
     let tb = crate::testbed::Testbed::from_yaml(
         std::path::Path::new(&req.testbed_name),
@@ -255,13 +265,27 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
     };
     std::fs::create_dir_all(&run_dir).map_err(|e| StoreError::Io {
         path: run_dir.clone(),
-        source: e,
+        error: e,
     })?;
+    let lock = match lock {
+        Some(l) => l,
+        None => store::lock_run(&run_dir)?,
+    };
+    // a new run whose folder cannot be filled (a full disk) leaves no folder behind
+    let fresh = req.resume.is_none();
+    let discard = |e: StoreError| {
+        if fresh {
+            let _ = std::fs::remove_dir_all(&run_dir);
+        }
+        e
+    };
     let spec_path = run_dir.join(store::SPEC_FILE);
-    std::fs::write(&spec_path, &req.entry.text).map_err(|e| StoreError::Io {
-        path: spec_path,
-        source: e,
-    })?;
+    std::fs::write(&spec_path, &req.entry.text)
+        .map_err(|e| StoreError::Io {
+            path: spec_path,
+            error: e,
+        })
+        .map_err(discard)?;
     let run_id = run_dir
         .file_name()
         .map(|s| s.to_string_lossy().to_string())
@@ -319,7 +343,7 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         systems_not_built: not_built,
         launcher: req.placement.launcher_name().map(str::to_string),
     };
-    store::write_manifest(&run_dir, &manifest)?;
+    store::write_manifest(&run_dir, &manifest).map_err(discard)?;
     let units = spec
         .metrics
         .iter()
@@ -341,6 +365,7 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
             .and_then(|v| v.as_f64())
             .unwrap_or(2.0) as usize,
         started: Instant::now(),
+        _lock: lock,
     })
 }
 
@@ -485,12 +510,12 @@ pub fn execute_with(
         });
     }
 
-    // CPU sampler: this process and the agents, every 500 ms.
-    let sampler_stop = Arc::new(AtomicBool::new(false));
-    let sampler = {
-        let (pids, stop_flag, tx) = (pids.clone(), sampler_stop.clone(), tx.clone());
-        std::thread::spawn(move || cpu_sampler(pids, stop_flag, tx))
-    };
+    // CPU sampler: this process and the agents, every 500 ms. It holds a sender of the event
+    // channel, so it is stopped and joined on every way out of this function (the guard's
+    // drop): the views wait for the channel to close.
+    let sampler = Sampler::start(pids.clone(), tx.clone());
+    // The first error writing rows.jsonl: the run stops after the job in flight.
+    let mut store_err: Option<StoreError> = None;
 
     let mut failed = 0usize;
     let mut wrong = 0usize;
@@ -543,13 +568,10 @@ pub fn execute_with(
             let repetition = if warmup { k } else { k - point.warmup };
             let mut sink = |e: Event| {
                 if let Event::Row(r) = &e
+                    && store_err.is_none()
                     && let Err(err) = writer.append_row(r)
                 {
-                    batch.push(Event::Log {
-                        level: LogLevel::Error,
-                        source: "store".into(),
-                        message: err.to_string(),
-                    });
+                    store_err = Some(err);
                 }
                 batch.push(e);
             };
@@ -575,6 +597,9 @@ pub fn execute_with(
                 p.manifest.drivers.push(line);
             }
             launch_failed = executor.gave_up();
+            if store_err.is_some() {
+                break 'points;
+            }
             if let Err(e) = result {
                 if let JobFailure::WrongResult { message } = &e {
                     point_wrong = Some(message.clone());
@@ -590,12 +615,15 @@ pub fn execute_with(
         }
         let ok = error.is_none();
         if ok {
-            writer.append(&Record::PointDone {
+            if let Err(e) = writer.append(&Record::PointDone {
                 point_id: key.clone(),
                 ok: true,
                 error: None,
                 wrong: false,
-            })?;
+            }) {
+                store_err = Some(e);
+                break 'points;
+            }
             p.done.insert(key.clone());
         } else if let Some(m) = &point_wrong {
             // A wrong result is a measured outcome: the point's rows stay, the point counts as
@@ -603,12 +631,15 @@ pub fn execute_with(
             // status and exit code say that results were wrong.
             wrong += 1;
             wrong_result.get_or_insert_with(|| format!("[{fidelity}] {}: {m}", point.label()));
-            writer.append(&Record::PointDone {
+            if let Err(e) = writer.append(&Record::PointDone {
                 point_id: key.clone(),
                 ok: false,
                 error: Some(m.clone()),
                 wrong: true,
-            })?;
+            }) {
+                store_err = Some(e);
+                break 'points;
+            }
             p.done.insert(key.clone());
             batch.push(Event::Log {
                 level: LogLevel::Error,
@@ -617,12 +648,15 @@ pub fn execute_with(
             });
         } else if !interrupted {
             failed += 1;
-            writer.append(&Record::PointDone {
+            if let Err(e) = writer.append(&Record::PointDone {
                 point_id: key.clone(),
                 ok: false,
                 error: error.clone(),
                 wrong: false,
-            })?;
+            }) {
+                store_err = Some(e);
+                break 'points;
+            }
             batch.push(Event::Log {
                 level: LogLevel::Error,
                 source: point.system.clone(),
@@ -630,7 +664,10 @@ pub fn execute_with(
             });
         }
         if last_flush.elapsed() >= Duration::from_millis(100) {
-            writer.flush()?;
+            if let Err(e) = writer.flush() {
+                store_err = Some(e);
+                break 'points;
+            }
             last_flush = Instant::now();
         }
         batch.push(Event::PointDone {
@@ -645,10 +682,16 @@ pub fn execute_with(
         }
     }
     batch.flush();
-    writer.flush()?;
+    if store_err.is_none()
+        && let Err(e) = writer.flush()
+    {
+        store_err = Some(e);
+    }
     executor.shutdown();
-    sampler_stop.store(true, Ordering::Relaxed);
-    let _ = sampler.join();
+    drop(sampler);
+    if let Some(e) = store_err {
+        return Err(stopped_by_store_error(p, writer, e));
+    }
 
     p.manifest.points_wrong += wrong;
     let status = if p.manifest.points_wrong > 0 {
@@ -674,6 +717,70 @@ pub fn execute_with(
         manifest: p.manifest,
         wrong_result,
     })
+}
+
+/// End a run whose rows could not be written: cut `rows.jsonl` back to its last whole flush,
+/// mark the manifest `incomplete` with the points that are on disk, and say so in one sentence.
+fn stopped_by_store_error(mut p: Prepared, writer: RunWriter, e: StoreError) -> RunError {
+    let cut = writer.abandon();
+    let kept = store::read_rows(&p.run_dir).map(|st| st.done.len());
+    p.manifest.status = RunStatus::Incomplete;
+    p.manifest.points_done = kept.as_ref().copied().unwrap_or(0);
+    p.manifest.finished =
+        Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    p.manifest.elapsed_s += p.started.elapsed().as_secs_f64();
+    let marked = match (cut, store::write_manifest(&p.run_dir, &p.manifest)) {
+        (Ok(()), Ok(())) => format!(
+            "run {} is marked incomplete with {} of {} points kept; make room and finish it with: inabench reproduce {} --resume {}",
+            p.manifest.run_id,
+            p.manifest.points_done,
+            p.manifest.points_total,
+            p.manifest.experiment,
+            p.manifest.run_id
+        ),
+        (_, Err(m)) => format!(
+            "the manifest of run {} could not be marked either ({})",
+            p.manifest.run_id,
+            store::io_reason(&m)
+        ),
+        (Err(c), Ok(())) => format!(
+            "run {} is marked incomplete, but its last line may be torn ({})",
+            p.manifest.run_id,
+            store::io_reason(&c)
+        ),
+    };
+    RunError::StoreWrite(format!(
+        "the run stopped: cannot write {} ({}); {marked}",
+        store::io_path(&e).display(),
+        store::io_reason(&e)
+    ))
+}
+
+/// Stops and joins the CPU sampler thread when dropped.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Sampler {
+    fn start(pids: Arc<Mutex<Vec<(u32, String)>>>, tx: Sender<Event>) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || cpu_sampler(pids, flag, tx));
+        Sampler {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// Events on their way to the views, sent in batches.
