@@ -172,7 +172,11 @@ pub fn spec_files(dir: &Path) -> Result<Vec<(PathBuf, String)>, CatalogError> {
         .collect();
     subdirs.sort();
     for sub in subdirs {
-        if sub.file_name().is_some_and(|n| n == "testbeds") {
+        // testbeds and host profiles are not specs
+        if sub
+            .file_name()
+            .is_some_and(|n| n == "testbeds" || n == "hosts")
+        {
             continue;
         }
         let mut files: Vec<PathBuf> = std::fs::read_dir(&sub)

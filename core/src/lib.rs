@@ -1,6 +1,7 @@
 //! inabench-core: what every part of the suite shares and nothing heavy.
 //!
 //! - [`spec`]: experiment specs (YAML), validated with file/line/field errors;
+//! - [`hostprofile`]: the host profile (declared host costs with provenance), same errors;
 //! - [`testbed`]: the testbed file (hosts, NICs, switch, launcher), read strictly, file/line errors;
 //! - [`catalog`]: all specs of a tree, lookup with nearest-id suggestions;
 //! - [`claims`]: the claim expression language, parsed and evaluated over aggregated results;
@@ -16,6 +17,7 @@ pub mod claims;
 pub mod event;
 pub mod plan;
 pub use inabench_rng as rng;
+pub mod hostprofile;
 pub mod spec;
 pub mod store;
 pub mod testbed;

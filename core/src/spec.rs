@@ -304,12 +304,6 @@ pub struct SpecError {
     pub message: String,
 }
 
-pub const PAPERS: [&str; 5] = ["netreduce", "libra", "aleph", "p4sgd", "luwu"];
-
-/// The device kinds a spec's `testbed_devices` may name.
-pub const TESTBED_DEVICES: [&str; 4] = ["tofino", "fpga", "rdma", "gpu"];
-
-impl Spec {
 /// The range a parameter's value must lie in, decided by its name alone (see [`param_range`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ParamRange {
@@ -410,6 +404,12 @@ pub fn check_param(name: &str, value: &Scalar) -> Result<(), String> {
     }
 }
 
+pub const PAPERS: [&str; 5] = ["netreduce", "libra", "aleph", "p4sgd", "luwu"];
+
+/// The device kinds a spec's `testbed_devices` may name.
+pub const TESTBED_DEVICES: [&str; 4] = ["tofino", "fpga", "rdma", "gpu"];
+
+impl Spec {
     /// Parse and validate a spec from its text; `file` is used in error messages.
     pub fn from_yaml(file: &Path, text: &str) -> Result<Spec, SpecError> {
         let spec: Spec = serde_saphyr::from_str(text).map_err(|e| {
@@ -555,12 +555,6 @@ pub fn check_param(name: &str, value: &Scalar) -> Result<(), String> {
                 }
             }
         }
-        let mut seen = BTreeSet::new();
-        for (j, m) in self.metrics.iter().enumerate() {
-            if !seen.insert(m.name.as_str()) {
-                return Err(err(
-                    &[K("metrics"), I(j), K("name")],
-                    "metrics",
         for (k, v) in &self.parameters {
             check_param(k, v)
                 .map_err(|m| err(&[K("parameters"), K(k)], &format!("parameters.{k}"), m))?;
@@ -589,6 +583,12 @@ pub fn check_param(name: &str, value: &Scalar) -> Result<(), String> {
                 }
             }
         }
+        let mut seen = BTreeSet::new();
+        for (j, m) in self.metrics.iter().enumerate() {
+            if !seen.insert(m.name.as_str()) {
+                return Err(err(
+                    &[K("metrics"), I(j), K("name")],
+                    "metrics",
                     format!("metric `{}` is declared twice", m.name),
                 ));
             }
@@ -929,29 +929,6 @@ mod tests {
         Spec::from_yaml(Path::new("experiments/netreduce/fig7.yaml"), text)
     }
 
-    #[test]
-    fn fig7_loads() {
-        let s = load(&fig7()).expect("valid");
-        assert_eq!(s.id, "netreduce-fig7");
-        assert_eq!(s.fidelity[0], Fidelity::Modelled);
-        assert!(s.profiles["quick"].grid.len() == 3);
-    }
-
-    #[test]
-    fn unknown_field_names_file_line_and_field() {
-        let text = fig7().replace("artifact: ", "artefact: ");
-        let e = load(&text).expect_err("unknown field");
-        let msg = e.to_string();
-        assert!(msg.starts_with("experiments/netreduce/fig7.yaml:"), "{msg}");
-        assert!(msg.contains("artefact"), "{msg}");
-        assert_eq!(e.line, locate(&text, "artefact:"), "{msg}");
-        assert!(!msg.contains('\n'), "one sentence: {msg}");
-    }
-
-    #[test]
-    fn wrong_type_names_line() {
-        let text = fig7().replace(
-            "repetitions: 1\n    warmup: 0\n    estimated_seconds: 2",
     /// Out-of-range parameter values are refused when the spec is read, with the value's line and
     /// field: a negative delay in a grid, a probability above 1, zero workers, a negative delay,
     /// a profile's fractional count, a word where a probability goes.
@@ -1034,6 +1011,29 @@ mod tests {
         assert!(ok("fixed_scale", Scalar::Float(-1e300)) && ok("model", Scalar::Str("x".into())));
     }
 
+    #[test]
+    fn fig7_loads() {
+        let s = load(&fig7()).expect("valid");
+        assert_eq!(s.id, "netreduce-fig7");
+        assert_eq!(s.fidelity[0], Fidelity::Modelled);
+        assert!(s.profiles["quick"].grid.len() == 3);
+    }
+
+    #[test]
+    fn unknown_field_names_file_line_and_field() {
+        let text = fig7().replace("artifact: ", "artefact: ");
+        let e = load(&text).expect_err("unknown field");
+        let msg = e.to_string();
+        assert!(msg.starts_with("experiments/netreduce/fig7.yaml:"), "{msg}");
+        assert!(msg.contains("artefact"), "{msg}");
+        assert_eq!(e.line, locate(&text, "artefact:"), "{msg}");
+        assert!(!msg.contains('\n'), "one sentence: {msg}");
+    }
+
+    #[test]
+    fn wrong_type_names_line() {
+        let text = fig7().replace(
+            "repetitions: 1\n    warmup: 0\n    estimated_seconds: 2",
             "repetitions: many\n    warmup: 0\n    estimated_seconds: 2",
         );
         let e = load(&text).expect_err("bad type");

@@ -173,14 +173,6 @@ pub enum StoreError {
     NoRun(String),
     #[error("the results folder has no runs yet")]
     NoRuns,
-}
-
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
-    move |error| StoreError::Io {
-        path: path.to_path_buf(),
-        error,
-    }
-}
     #[error(
         "run {0} is being written by another inabench process; let it finish (or stop it) before resuming it"
     )]
@@ -201,6 +193,14 @@ pub fn io_reason(e: &StoreError) -> String {
         StoreError::Io { error, .. } => error.to_string(),
         other => other.to_string(),
     }
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |error| StoreError::Io {
+        path: path.to_path_buf(),
+        error,
+    }
+}
 
 /// One line of `rows.jsonl`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -218,14 +218,6 @@ pub enum Record {
     },
 }
 
-pub const ROWS_FILE: &str = "rows.jsonl";
-pub const MANIFEST_FILE: &str = "manifest.json";
-pub const PARQUET_FILE: &str = "measurements.parquet";
-pub const SPEC_FILE: &str = "spec.yaml";
-
-/// A run folder being written.
-pub struct RunWriter {
-    pub dir: PathBuf,
 /// An advisory lock on a run folder (`flock` on the folder itself), held by the one process
 /// that writes the run; released when dropped or when the process ends, however it ends.
 #[derive(Debug)]
@@ -252,7 +244,17 @@ pub fn lock_run(dir: &Path) -> Result<RunLock, StoreError> {
     Ok(RunLock { _dir: f })
 }
 
+pub const ROWS_FILE: &str = "rows.jsonl";
+pub const MANIFEST_FILE: &str = "manifest.json";
+pub const PARQUET_FILE: &str = "measurements.parquet";
+pub const SPEC_FILE: &str = "spec.yaml";
+
+/// A run folder being written.
+pub struct RunWriter {
+    pub dir: PathBuf,
     rows: BufWriter<File>,
+    /// The file's length after the last successful [`RunWriter::flush`]: whole lines only.
+    flushed: u64,
 }
 
 impl RunWriter {
@@ -261,25 +263,23 @@ impl RunWriter {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let path = dir.join(ROWS_FILE);
         let f = OpenOptions::new()
-    /// The file's length after the last successful [`RunWriter::flush`]: whole lines only.
-    flushed: u64,
             .create(true)
             .append(true)
             .open(&path)
             .map_err(io(&path))?;
+        let flushed = f.metadata().map_err(io(&path))?.len();
         Ok(RunWriter {
             dir: dir.to_path_buf(),
             rows: BufWriter::with_capacity(1 << 16, f),
+            flushed,
         })
     }
 
     pub fn append(&mut self, rec: &Record) -> Result<(), StoreError> {
         let path = || self.dir.join(ROWS_FILE);
-        let flushed = f.metadata().map_err(io(&path))?.len();
         serde_json::to_writer(&mut self.rows, rec).map_err(|e| StoreError::Io {
             path: path(),
             error: e.into(),
-            flushed,
         })?;
         self.rows.write_all(b"\n").map_err(|e| StoreError::Io {
             path: path(),
@@ -372,14 +372,6 @@ pub fn write_manifest(dir: &Path, m: &Manifest) -> Result<(), StoreError> {
     std::fs::rename(&tmp, &path).map_err(io(&path))
 }
 
-pub fn read_manifest(dir: &Path) -> Result<Manifest, StoreError> {
-    let path = dir.join(MANIFEST_FILE);
-    let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-    serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
-        path,
-        line: e.line(),
-        message: e.to_string(),
-    })
 fn overwrite_in_place(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut f = OpenOptions::new().write(true).open(path)?;
     f.write_all(bytes)?;
@@ -402,6 +394,14 @@ pub fn settle_if_ownerless(dir: &Path, m: &mut Manifest) {
     let _ = write_manifest(dir, m);
 }
 
+pub fn read_manifest(dir: &Path) -> Result<Manifest, StoreError> {
+    let path = dir.join(MANIFEST_FILE);
+    let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+    serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+        path,
+        line: e.line(),
+        message: e.to_string(),
+    })
 }
 
 /// What `rows.jsonl` holds: the rows of finished points, and which points finished.
@@ -498,14 +498,6 @@ pub fn read_rows(dir: &Path) -> Result<Stored, StoreError> {
     Ok(st)
 }
 
-/// Rewrite `rows.jsonl` with only finished points (before a resume appends to it).
-pub fn rewrite_rows(dir: &Path, st: &Stored) -> Result<(), StoreError> {
-    let path = dir.join(ROWS_FILE);
-    let tmp = dir.join(".rows.jsonl.tmp");
-    {
-        let f = File::create(&tmp).map_err(io(&tmp))?;
-        let mut w = BufWriter::new(f);
-        for r in &st.rows {
 /// The number under `key` in the top level of the JSON object `line`, parsed by Rust's correctly
 /// rounded `f64::from_str`, so that every stored value reads back bit for bit (serde_json's
 /// default parser rounds about one 17-digit number in seven to a neighbouring double). None when
@@ -543,6 +535,14 @@ pub fn exact_number(line: &str, key: &str) -> Option<f64> {
     None
 }
 
+/// Rewrite `rows.jsonl` with only finished points (before a resume appends to it).
+pub fn rewrite_rows(dir: &Path, st: &Stored) -> Result<(), StoreError> {
+    let path = dir.join(ROWS_FILE);
+    let tmp = dir.join(".rows.jsonl.tmp");
+    {
+        let f = File::create(&tmp).map_err(io(&tmp))?;
+        let mut w = BufWriter::new(f);
+        for r in &st.rows {
             serde_json::to_writer(&mut w, &Record::Row(r.clone())).map_err(|e| StoreError::Io {
                 path: tmp.clone(),
                 error: e.into(),
@@ -601,6 +601,7 @@ pub fn list_runs(results: &Path) -> Result<Vec<Manifest>, StoreError> {
         if dir.join(MANIFEST_FILE).exists()
             && let Ok(mut m) = read_manifest(&dir)
         {
+            settle_if_ownerless(&dir, &mut m);
             out.push(m);
         }
     }
@@ -609,7 +610,6 @@ pub fn list_runs(results: &Path) -> Result<Vec<Manifest>, StoreError> {
 }
 
 /// Resolve `latest` or a run id (or a unique prefix of one) to its folder.
-            settle_if_ownerless(&dir, &mut m);
 pub fn resolve_run(results: &Path, which: &str) -> Result<PathBuf, StoreError> {
     let runs = list_runs(results)?;
     if which == "latest" {
@@ -670,14 +670,6 @@ mod tests {
         }
     }
 
-    fn manifest(id: &str, started: &str) -> Manifest {
-        Manifest {
-            run_id: id.into(),
-            experiment: "x".into(),
-            title: String::new(),
-            spec_file: String::new(),
-            spec_sha256: String::new(),
-            profile: "quick".into(),
     /// Every stored value reads back bit for bit (issue #40, item 7): the audit's examples, and
     /// 20000 seeded doubles spread over magnitudes, written by `append_row` and read by
     /// `read_rows` (what resume and the report see), and again after `rewrite_rows`.
@@ -727,6 +719,14 @@ mod tests {
         check(&read_rows(dir.path()).expect("read again"));
     }
 
+    fn manifest(id: &str, started: &str) -> Manifest {
+        Manifest {
+            run_id: id.into(),
+            experiment: "x".into(),
+            title: String::new(),
+            spec_file: String::new(),
+            spec_sha256: String::new(),
+            profile: "quick".into(),
             fidelity: Fidelity::Modelled,
             fidelities: vec![],
             fabric: "model".into(),

@@ -47,7 +47,7 @@ pub fn catalog() -> Result<Catalog, CatalogError> {
     Catalog::from_texts_lenient(
         crate::embedded::EMBEDDED
             .iter()
-            .filter(|(p, _)| !p.contains("/testbeds/"))
+            .filter(|(p, _)| !p.contains("/testbeds/") && !p.contains("/hosts/"))
             .map(|(p, t)| (PathBuf::from(p), t.to_string())),
     )
 }

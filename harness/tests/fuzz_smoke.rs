@@ -99,6 +99,8 @@ fn the_spec_and_testbed_readers_survive_mutated_files_and_random_text() {
         p.strip_prefix(&experiments)
             .is_ok_and(|r| r.components().count() == 2)
     });
+    // host profiles (experiments/hosts/*.yaml) have their own reader and tests (core::hostprofile)
+    files.retain(|p| !p.components().any(|c| c.as_os_str() == "hosts"));
     files.sort();
     let (testbeds, specs): (Vec<_>, Vec<_>) = files
         .into_iter()
