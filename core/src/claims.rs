@@ -24,6 +24,10 @@ pub struct ParseError {
 pub enum EvalError {
     #[error("no results for {0} in this run")]
     NoData(String),
+    /// A metric series the run recorded no value of (a workload that did not measure it here):
+    /// inconclusive, "not measured in this run", never a host limit.
+    #[error("no results for {0} in this run")]
+    NotMeasured(String),
     #[error("the paper gives no value for {0}")]
     NoPaperValue(String),
     #[error("{0}")]
@@ -733,9 +737,14 @@ impl<'a> Context<'a> {
         v
     }
 
-    /// The verdict on the observations alone (no plan, no tie handling).
+    /// The verdict on the observations alone (no plan, no tie handling). A metric the run did
+    /// not record is "not measured in this run", inconclusive: `not checkable here` is kept for
+    /// what the host lacks (a claim's declared `needs:`, judged by the report before this).
     fn raw_verdict(&self, e: &Expr) -> Verdict {
         match self.eval(e, None) {
+            Err(EvalError::NotMeasured(m)) => {
+                Verdict::Inconclusive(format!("not measured in this run: no results for {m}"))
+            }
             Err(EvalError::Type(m)) => {
                 Verdict::NotCheckable(format!("the expression cannot be evaluated: {m}"))
             }
@@ -861,12 +870,12 @@ impl<'a> Context<'a> {
                 self.touch(system, filter, cond);
                 if system == "*" {
                     if multi.is_empty() {
-                        return Err(EvalError::NoData(e.to_string()));
+                        return Err(EvalError::NotMeasured(e.to_string()));
                     }
                     Val::Multi(multi)
                 } else {
                     if single.is_empty() {
-                        return Err(EvalError::NoData(e.to_string()));
+                        return Err(EvalError::NotMeasured(e.to_string()));
                     }
                     Val::Series(single)
                 }
@@ -2018,11 +2027,13 @@ mod tests {
     }
 
     #[test]
-    fn missing_data_is_not_checkable() {
+    fn a_metric_not_measured_is_inconclusive_not_a_host_limit() {
         let v = check(&table6(), "gput(switchml_rdma) > gput(atp)");
         assert_eq!(
             v,
-            Verdict::NotCheckable("no results for gput(switchml_rdma) in this run".into())
+            Verdict::Inconclusive(
+                "not measured in this run: no results for gput(switchml_rdma)".into()
+            )
         );
     }
 

@@ -162,6 +162,12 @@ pub struct Claim {
     /// here`, naming what is missing and the classes where the claim is checked instead.
     #[serde(default)]
     pub needs: Option<Needs>,
+    /// Host profile inputs the verdict can depend on (`systems.<system>.<path>.<quantity>` or
+    /// `costs.<name>`, see `crate::hostprofile`): the harness reruns the claim's points with the
+    /// first one moved (the others set to the same value) to find where the verdict flips, and a
+    /// break-even inside the input's band makes the verdict `host-dependent`.
+    #[serde(default)]
+    pub rests_on: Vec<String>,
 }
 
 /// A host requirement of a claim (see `Claim::needs`).
@@ -636,6 +642,23 @@ impl Spec {
                         format!(
                             "`{f}` is not one of the spec's classes ({})",
                             fid_list(&self.fidelity)
+                        ),
+                    ));
+                }
+            }
+            for (j, k) in c.rests_on.iter().enumerate() {
+                let parts: Vec<&str> = k.split('.').collect();
+                let ok = match parts.as_slice() {
+                    ["systems", a, b, q] => [a, b, q].iter().all(|x| !x.is_empty()),
+                    ["costs", n] => !n.is_empty(),
+                    _ => false,
+                };
+                if !ok {
+                    return Err(err(
+                        &[K("claims"), I(i), K("rests_on"), I(j)],
+                        &format!("claims[{i}].rests_on"),
+                        format!(
+                            "`{k}` is not a host profile key (`systems.<system>.<path>.<quantity>` or `costs.<name>`)"
                         ),
                     ));
                 }

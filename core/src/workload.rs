@@ -54,6 +54,10 @@ pub struct PointCtx<'a> {
     /// Where a workload that can capture its frames writes pcap files (`reproduce --pcap DIR`);
     /// `None`: no capture.
     pub capture_dir: Option<&'a Path>,
+    /// The host profile the run charges host costs from (`reproduce --host-profile`, default
+    /// the reference profile); `None` where no harness attached one (a workload that needs a
+    /// host cost then fails with [`PointCtx::host_cost`]'s error).
+    pub host_profile: Option<&'a crate::hostprofile::HostProfile>,
     sink: &'a mut dyn FnMut(Event),
     units: &'a dyn Fn(&str) -> String,
 }
@@ -86,9 +90,31 @@ impl<'a> PointCtx<'a> {
             experiment,
             cancel,
             capture_dir: None,
+            host_profile: None,
             sink,
             units,
         }
+    }
+
+    /// The same context, charging host costs from `profile` (see [`PointCtx::host_profile`]).
+    pub fn with_host_profile(
+        mut self,
+        profile: Option<&'a crate::hostprofile::HostProfile>,
+    ) -> Self {
+        self.host_profile = profile;
+        self
+    }
+
+    /// The host profile's value at a dotted key (`systems.atp.worker.frame`, `costs.<name>`);
+    /// an error names the key and the profile.
+    pub fn host_cost(&self, key: &str) -> Result<f64, WorkloadError> {
+        let p = self.host_profile.ok_or_else(|| {
+            WorkloadError::Invalid(format!(
+                "this run has no host profile, and `{key}` is a host cost (reproduce reads experiments/hosts/reference.yaml unless --host-profile names another)"
+            ))
+        })?;
+        p.value(key)
+            .map_err(|e| WorkloadError::Invalid(e.to_string()))
     }
 
     /// The same context, capturing frames into `dir` (see [`PointCtx::capture_dir`]).

@@ -467,6 +467,32 @@ fn claims_seed(experiment: &str, claim: &str, class: Fidelity) -> u64 {
         .next_u64()
 }
 
+/// The claims with the break-evens the harness solved for the run (`breakeven.json`, written
+/// after the run for claims that declare `rests_on:`); a file that does not read is ignored.
+fn with_breakevens(
+    run_dir: &Path,
+    claims: Vec<crate::types::ClaimResult>,
+) -> Vec<crate::types::ClaimResult> {
+    let Ok(text) = std::fs::read_to_string(run_dir.join(crate::types::BREAKEVEN_FILE)) else {
+        return claims;
+    };
+    let Ok(bes) = serde_json::from_str::<Vec<crate::types::BreakEven>>(&text) else {
+        return claims;
+    };
+    claims
+        .into_iter()
+        .map(|c| {
+            match bes
+                .iter()
+                .find(|b| b.claim == c.id && b.fidelity == c.fidelity)
+            {
+                Some(b) => c.with_breakeven(b),
+                None => c,
+            }
+        })
+        .collect()
+}
+
 /// Analyse a run folder against its spec.
 pub fn analyse(run_dir: &Path, spec: &Spec, manifest: Manifest) -> Result<Analysis, ReportError> {
     let df = load_frame(run_dir)?;
@@ -480,6 +506,7 @@ pub fn analyse(run_dir: &Path, spec: &Spec, manifest: Manifest) -> Result<Analys
     let comparisons = compare(spec, &agg, &fidelities);
     let planned = PlanStates::of_run(run_dir, spec, &manifest)?;
     let claims = check_claims_planned(spec, &agg, &fidelities, &planned, Some(&manifest.host));
+    let claims = with_breakevens(run_dir, claims);
     Ok(Analysis {
         manifest,
         spec: spec.clone(),

@@ -62,6 +62,34 @@ pub struct ClaimResult {
     /// The spec's explanation of a finding (shown beside the numbers; never changes a verdict).
     #[serde(default)]
     pub finding: Option<String>,
+    /// Where the verdict flips along the host profile input the claim rests on (`rests_on:`),
+    /// solved by the harness after the run (`breakeven.json`); a break-even inside the input's
+    /// band makes the verdict `host-dependent`.
+    #[serde(default)]
+    pub breakeven: Option<BreakEven>,
+}
+
+/// The file in a run folder that holds the break-evens the harness solved.
+pub const BREAKEVEN_FILE: &str = "breakeven.json";
+
+/// One claim's break-even in one class: the host profile input, its value, band and where the
+/// verdict flips along it.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct BreakEven {
+    pub claim: String,
+    pub fidelity: Fidelity,
+    /// The profile key (`systems.atp.worker.frame`).
+    pub key: String,
+    pub unit: String,
+    /// The profile's value.
+    pub value: f64,
+    pub band: Option<[f64; 2]>,
+    /// The input values where the verdict flips, ascending.
+    pub flips: Vec<f64>,
+    /// `host-dependent`, `does not test the input`, ...
+    pub status: String,
+    /// The sentence reports print beside the verdict.
+    pub sentence: String,
 }
 
 impl ClaimResult {
@@ -88,7 +116,21 @@ impl ClaimResult {
             detail: v.detail().to_string(),
             consistency: None,
             finding: None,
+            breakeven: None,
         }
+    }
+
+    /// The verdict with its break-even beside it: the sentence in the detail, and
+    /// `host-dependent` where the break-even lies inside the input's band.
+    pub fn with_breakeven(mut self, b: &BreakEven) -> Self {
+        if b.status == "host-dependent" {
+            self.detail = format!("{} (was {}: {})", b.sentence, self.verdict, self.detail);
+            self.verdict = "host-dependent".into();
+        } else {
+            self.detail = format!("{}; {}", self.detail, b.sentence);
+        }
+        self.breakeven = Some(b.clone());
+        self
     }
 }
 

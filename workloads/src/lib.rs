@@ -13,6 +13,7 @@ use inabench_core::Workload;
 #[cfg(feature = "aleph")]
 pub mod aleph;
 pub mod fabric;
+pub mod hostcost;
 #[cfg(feature = "libra")]
 pub mod libra;
 #[cfg(feature = "luwu")]

@@ -179,6 +179,7 @@ pub fn render_markdown(a: &Analysis) -> String {
             "holds" => "HOLDS",
             "fails" => "FAILS",
             "inconclusive" => "INCONCLUSIVE",
+            "host-dependent" => "HOST-DEPENDENT",
             _ => "NOT CHECKABLE",
         };
         let _ = writeln!(
@@ -210,10 +211,11 @@ pub fn render_markdown(a: &Analysis) -> String {
     let fails = count("fails");
     let inc = count("inconclusive");
     let nc = count("not checkable here");
+    let hd = count("host-dependent");
     let cons = a.claims.iter().filter(|c| !c.is_evidence()).count();
     let _ = writeln!(
         s,
-        "\nEvidence: {holds} hold, {fails} fail, {inc} inconclusive, {nc} not checkable here; {cons} consistency checks apart; {} rows, {} aggregated values.",
+        "\nEvidence: {holds} hold, {fails} fail, {inc} inconclusive, {hd} host-dependent, {nc} not checkable here; {cons} consistency checks apart; {} rows, {} aggregated values.",
         a.rows_total,
         a.agg.len()
     );

@@ -1,10 +1,11 @@
 //! Driving the all-reduce systems on the `sim` fabric, and measuring a software host stack's
-//! cost per frame on this machine (what the simulated class charges per host frame). Shared by
-//! the workloads of every paper that runs these systems (NetReduce's Table 6, Libra, LuWu); no
+//! cost per frame on this machine ([`measure_frame_ns`]: what `inabench calibrate` writes into a
+//! host profile; a run never measures, it charges the profile's declared costs). Shared by the
+//! workloads of every paper that runs these systems (NetReduce's Table 6, Libra, LuWu); no
 //! harness types here.
 
 use crate::common::{AllReduceConfig, SetupNode, System};
-use crate::hoststack::{HostStack, StackStats, TxBuffered};
+use crate::hoststack::{CoreCosts, HostStack, StackError, StackStats, TxBuffered};
 use crate::netreduce::NetReduce;
 use inabench_fabric::Endpoint;
 use inabench_fabric::fault::Faults;
@@ -194,22 +195,47 @@ pub fn run_setup_sim_stack(
 
 /// The host stack a spec names for a system (`host_stack`: `nic`, `measured` (or its older
 /// name `software`), `dpdk`, or `paper`: what the system had in the paper's testbed, see
-/// [`paper_host_stack`]); `measured` and `dpdk` use this machine's measured cost per frame of
-/// the system's code ([`host_cost_ns`]); `dpdk`'s cores, buffer and drain period default to
-/// the system's released client ([`crate::hoststack::DpdkStack::release`]: ATP's for `atp`,
-/// SwitchML's for every other system).
-pub fn host_stack(
+/// [`paper_host_stack`]), priced by `costs`, the host profile's cost per frame and core and
+/// thread count for the system's software client (needed by every stack but `nic`):
+/// `measured` runs it on one thread, `dpdk` on the released client's threads with its
+/// transmit buffer ([`crate::hoststack::DpdkStack::from_costs`]: ATP's release for `atp`,
+/// SwitchML's for every other system), `cores`, `tx_burst` and `drain_us` override those.
+pub fn host_stack_for(
     sys: &dyn System,
     name: Option<&str>,
+    costs: Option<CoreCosts>,
     cores: Option<f64>,
     tx_burst: Option<f64>,
     drain_us: Option<f64>,
-) -> Result<HostStack, crate::hoststack::StackError> {
-    host_stack_rep(sys, name, cores, tx_burst, drain_us, 0)
+) -> Result<HostStack, StackError> {
+    let name = match name {
+        None | Some("paper") => paper_host_stack(sys.name()),
+        Some(n) => n,
+    };
+    let need = |stack: &str| {
+        costs.ok_or_else(|| StackError::NoCosts {
+            system: sys.name().to_string(),
+            stack: stack.to_string(),
+        })
+    };
+    match name {
+        "nic" => Ok(HostStack::Nic),
+        "measured" | "software" => Ok(HostStack::Measured(need(name)?.core_ns())),
+        "dpdk" => Ok(HostStack::Dpdk(crate::hoststack::DpdkStack::with_costs(
+            sys.name(),
+            need(name)?,
+            cores,
+            tx_burst,
+            drain_us,
+        )?)),
+        other => Err(StackError::Unknown(other.to_string())),
+    }
 }
 
-/// [`host_stack`] with the per-frame cost of calibration `rep` ([`host_cost_ns_rep`]): a
-/// workload passes its repetition, so that repetition r runs on calibration r.
+/// The host stack a spec names, at this machine's measured cost per frame on one core and the
+/// release's threads: the old run-time calibration, kept only for the Libra workloads until
+/// they read the host profile (`workloads/src/libra`); NetReduce's experiments use
+/// [`host_stack_for`]. Calibration `rep`, once per (system, rep) and process.
 pub fn host_stack_rep(
     sys: &dyn System,
     name: Option<&str>,
@@ -217,9 +243,12 @@ pub fn host_stack_rep(
     tx_burst: Option<f64>,
     drain_us: Option<f64>,
     rep: u32,
-) -> Result<HostStack, crate::hoststack::StackError> {
+) -> Result<HostStack, StackError> {
     let name = match name {
-        None | Some("paper") => paper_host_stack(sys.name()),
+        None | Some("paper") => match paper_host_stack(sys.name()) {
+            "nic" => "nic",
+            _ => "measured",
+        },
         Some(n) => n,
     };
     match name {
@@ -232,25 +261,12 @@ pub fn host_stack_rep(
             tx_burst,
             drain_us,
         )?)),
-        other => Err(crate::hoststack::StackError::Unknown(other.to_string())),
+        other => Err(StackError::Unknown(other.to_string())),
     }
 }
 
-/// A system's host stack cost per frame on this machine (ns): calibration 0 of
-/// [`host_cost_ns_rep`].
-pub fn host_cost_ns(sys: &dyn System) -> u64 {
-    host_cost_ns_rep(sys, 0)
-}
-
-/// Calibration `rep` of a system's host stack cost per frame on this machine (ns), measured
-/// once per (system, rep) and process, each an independent run: a lossless all-reduce
-/// (6 workers, 800 KB each) on `sim` with zero charged cost, the CPU time the workers'
-/// `handle_packet` and `poll_transmit` took by the suite's calibration rule
-/// ([`inabench_fabric::wrap`]: wall time inside the calls times the on-CPU share of the
-/// batch of events they ran in, less the clock's own cost per call) divided by the frames the
-/// workers received and sent.
-/// Repetition r of a point uses calibration r, so the spread of the calibrations reaches the
-/// verdict engine's bootstrap over repetitions; [`calibrations`] lists those made.
+/// Calibration `rep` of a system's cost per frame on this machine (ns), once per (system, rep)
+/// and process: the Libra workloads' path only (see [`host_stack_rep`]).
 pub fn host_cost_ns_rep(sys: &dyn System, rep: u32) -> u64 {
     let cache = COST.get_or_init(|| Mutex::new(HashMap::new()));
     if let Some(c) = cache
@@ -260,7 +276,7 @@ pub fn host_cost_ns_rep(sys: &dyn System, rep: u32) -> u64 {
     {
         return c;
     }
-    let c = calibrate(sys);
+    let c = measure_frame_ns(sys);
     if let Ok(mut m) = cache.lock() {
         m.insert((sys.name(), rep), c);
     }
@@ -270,28 +286,17 @@ pub fn host_cost_ns_rep(sys: &dyn System, rep: u32) -> u64 {
 type CostCache = Mutex<HashMap<(&'static str, u32), u64>>;
 static COST: OnceLock<CostCache> = OnceLock::new();
 
-/// Every calibration this process made of a system (ns per frame, in repetition order).
-pub fn calibrations(system: &str) -> Vec<u64> {
-    let Some(cache) = COST.get() else {
-        return Vec::new();
-    };
-    let Ok(m) = cache.lock() else {
-        return Vec::new();
-    };
-    let mut v: Vec<(u32, u64)> = m
-        .iter()
-        .filter(|((s, _), _)| *s == system)
-        .map(|((_, r), c)| (*r, *c))
-        .collect();
-    v.sort_unstable();
-    v.into_iter().map(|(_, c)| c).collect()
-}
-
 /// Driver events per batch of the calibration rule's CPU meter (tens of microseconds of the
 /// endpoints' code: a preemption's error is bounded by one batch's CPU time).
 const METER_EVERY: u64 = 256;
 
-fn calibrate(sys: &dyn System) -> u64 {
+/// One measurement of a system's host code on this machine: a lossless all-reduce (6 workers,
+/// 800 KB each) on `sim` with zero charged cost, the CPU time the workers' `handle_packet` and
+/// `poll_transmit` took by the suite's measuring rule ([`inabench_fabric::wrap`]: wall time
+/// inside the calls times the on-CPU share of the batch of events they ran in, less the clock's
+/// own cost per call) divided by the frames the workers received and sent (ns per frame on one
+/// core). `inabench calibrate` calls it, interleaved over systems and repeated; no run does.
+pub fn measure_frame_ns(sys: &dyn System) -> u64 {
     let cfg = AllReduceConfig {
         workers: 6,
         elements: 200_000,
@@ -351,10 +356,12 @@ fn calibrate(sys: &dyn System) -> u64 {
 }
 
 /// Which host stack a system has in the paper's testbed: NetReduce's and SwitchML-RDMA's
-/// transports run in the RoCE NIC; ATP's and SwitchML's are software (DPDK) on the host CPU.
+/// transports run in the RoCE NIC; ATP's and SwitchML's are their released software clients
+/// ("software multi-thread mode", Sec. 5.2): `dpdk`, the release's threads and transmit path
+/// ([`crate::hoststack`]).
 pub fn paper_host_stack(system: &str) -> &'static str {
     match system {
         "netreduce" | "switchml_rdma" => "nic",
-        _ => "software",
+        _ => "dpdk",
     }
 }

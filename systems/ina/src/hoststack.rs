@@ -4,24 +4,19 @@
 //! clock of its own (it acts on the `now` the fabric passes and asks for a timer through
 //! `poll_timeout`).
 //!
-//! Three settings ([`HostStack`]):
+//! Three settings ([`HostStack`]), all priced by declared inputs, never by a measurement taken
+//! while a run runs: the caller passes a software stack's [`CoreCosts`] (a host profile's entries,
+//! `experiments/hosts/*.yaml`, read by inabench-core; this crate knows nothing of the file), so a
+//! simulated run is a function of its spec, the profile and its seed:
 //! - `nic`: the transport runs in the NIC (RoCE): no host CPU per frame, no stack wait.
-//! - `measured`: the system's own host code, its cost per frame measured on this machine
-//!   ([`crate::drive::host_cost_ns_rep`]), one thread, no stack wait. This is what the suite used
-//!   before this model; it measures this VM, not the paper's servers. The cost is the CPU time
-//!   the code's thread spent, by the one calibration rule of `inabench_fabric::wrap` (the wall
-//!   time inside the calls times the on-CPU share of the batch of events they ran in, less the
-//!   clock's own cost per call),
-//!   calibrated once per repetition so that the engine judges within its spread.
+//! - `measured` (older name `software`): the system's host code on one thread at the profile's
+//!   cost per frame and core, no stack wait (the suite's one-thread model of the past; the
+//!   profile's cost may itself be a measurement of this code, `inabench calibrate`,
+//!   [`crate::drive::measure_frame_ns`]).
 //! - `dpdk`: a DPDK client as the released SwitchML client runs it (p4lang/p4app-switchML,
 //!   `dev_root/client_lib/src/configs/general.cfg` and `dpdk.cfg`, read at commit b5c74a0):
-//!   `num_worker_threads = 4` worker threads, each on its own core; the per-frame work of one
-//!   core is the system's host code as measured here (this suite has no citable per-core rate
-//!   for this code: DPDK's published l3fwd/testpmd rates are for forwarding, not for a client
-//!   that quantises and copies 128-256 B of gradient per packet; and no per-core packet I/O rate
-//!   to split off was found either: FD.io CSIT's DPDK reports, rls1804/rls1908/rls2009, give
-//!   their testpmd/l3fwd 1t1c NDR/PDR results as graphs, and DPDK's DTS single-core test plans
-//!   leave the expected Mpps to the tester's configuration), split over the cores; and the
+//!   `num_worker_threads = 4` worker threads, each on its own core (the profile's `threads`,
+//!   which cites it); the profile's cost per frame and core split over the cores; and the
 //!   release's transmit path (`dpdk_worker_thread.cc`): after a first batch sent with
 //!   `rte_eth_tx_burst`, every packet goes through an `rte_eth_tx_buffer` of `burst_tx = 64`
 //!   packets that is sent when full, or flushed when the poll loop finds no packet to receive
@@ -76,6 +71,41 @@ pub enum StackError {
     NoCores(f64),
     #[error("a DPDK transmit buffer holds at least one packet, not {0}")]
     NoBurst(f64),
+    #[error(
+        "host_stack `{stack}` of `{system}` runs its software client, whose cost per frame the host profile must give"
+    )]
+    NoCosts { system: String, stack: String },
+    #[error(
+        "a host cost per frame is a finite number of at least 0 ns and a client at least one thread, not {frame_ns} ns on {threads} threads"
+    )]
+    BadCosts { frame_ns: f64, threads: f64 },
+}
+
+/// A software client's costs as a host profile declares them (`systems.<system>.worker.frame`
+/// and `.threads`): the time one core spends on one frame received or one frame sent, and the
+/// worker threads (cores) the released client runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CoreCosts {
+    pub frame_ns: f64,
+    pub threads: u32,
+}
+
+impl CoreCosts {
+    /// Checked: a finite cost of at least 0 and at least one whole thread.
+    pub fn new(frame_ns: f64, threads: f64) -> Result<CoreCosts, StackError> {
+        if !(frame_ns.is_finite() && frame_ns >= 0.0 && threads >= 1.0 && threads.fract() == 0.0) {
+            return Err(StackError::BadCosts { frame_ns, threads });
+        }
+        Ok(CoreCosts {
+            frame_ns,
+            threads: threads as u32,
+        })
+    }
+
+    /// The cost per frame and core in whole ns (the fabric charges whole ns), rounded.
+    pub fn core_ns(&self) -> u64 {
+        self.frame_ns.round() as u64
+    }
 }
 
 /// A DPDK client: `cores` cores, each taking `core_frame_ns` per frame; a transmit buffer of
@@ -132,6 +162,17 @@ impl DpdkStack {
         s
     }
 
+    /// The released client of `system` with a host profile's costs: its cost per frame and
+    /// core, and its thread count (the profile's `threads`, which cites the release).
+    pub fn from_costs(system: &str, costs: CoreCosts) -> Self {
+        let mut s = Self::release(system, costs.core_ns());
+        s.cores = costs.threads.max(1);
+        if s.lanes > 1 {
+            s.lanes = s.cores;
+        }
+        s
+    }
+
     /// As [`DpdkStack::release`] of `system` with the spec's overrides (`cores`, `tx_burst`,
     /// `drain_us`), checked.
     pub fn with(
@@ -141,7 +182,28 @@ impl DpdkStack {
         tx_burst: Option<f64>,
         drain_us: Option<f64>,
     ) -> Result<Self, StackError> {
-        let mut s = Self::release(system, core_frame_ns);
+        Self::release(system, core_frame_ns).overridden(cores, tx_burst, drain_us)
+    }
+
+    /// As [`DpdkStack::from_costs`] with the spec's overrides (`cores`, `tx_burst`,
+    /// `drain_us`), checked.
+    pub fn with_costs(
+        system: &str,
+        costs: CoreCosts,
+        cores: Option<f64>,
+        tx_burst: Option<f64>,
+        drain_us: Option<f64>,
+    ) -> Result<Self, StackError> {
+        Self::from_costs(system, costs).overridden(cores, tx_burst, drain_us)
+    }
+
+    fn overridden(
+        mut self,
+        cores: Option<f64>,
+        tx_burst: Option<f64>,
+        drain_us: Option<f64>,
+    ) -> Result<Self, StackError> {
+        let s = &mut self;
         if let Some(c) = cores {
             if !(c >= 1.0 && c.is_finite()) {
                 return Err(StackError::NoCores(c));
@@ -160,7 +222,7 @@ impl DpdkStack {
         if let Some(d) = drain_us {
             s.drain_ns = (d.max(0.0) * 1000.0) as u64;
         }
-        Ok(s)
+        Ok(self)
     }
 
     /// The host's service time per frame: one core's time over the cores serving the host.
@@ -197,7 +259,8 @@ impl StackStats {
 pub enum HostStack {
     /// The transport runs in the NIC.
     Nic,
-    /// The system's own code, this many ns per frame on one thread of this machine.
+    /// The system's own code on one thread, this many ns per frame (the profile's cost per
+    /// frame and core).
     Measured(u64),
     /// A DPDK client.
     Dpdk(DpdkStack),
@@ -593,6 +656,65 @@ mod tests {
             "a 16-frame buffer asked for"
         );
         assert_eq!(o.frame_ns(), 200);
+    }
+
+    #[test]
+    fn the_stack_is_priced_by_the_declared_costs_and_never_measured() {
+        use crate::drive::host_stack_for;
+        let atp = CoreCosts::new(21.0, 12.0).unwrap();
+        // `paper` for ATP is its released client: the profile's threads, no buffer
+        let s =
+            host_stack_for(&crate::atp::Atp, Some("paper"), Some(atp), None, None, None).unwrap();
+        let HostStack::Dpdk(d) = s else {
+            panic!("{s:?}")
+        };
+        assert_eq!((d.cores, d.core_frame_ns, d.frame_ns()), (12, 21, 2));
+        assert_eq!(s.tx_buffer(), None);
+        // the same inputs give the same stack (nothing measured between calls)
+        assert_eq!(
+            host_stack_for(&crate::atp::Atp, Some("paper"), Some(atp), None, None, None).unwrap(),
+            s
+        );
+        // the profile's thread count is the one used, not the release constant
+        let six = CoreCosts::new(21.0, 6.0).unwrap();
+        let HostStack::Dpdk(d) =
+            host_stack_for(&crate::atp::Atp, Some("dpdk"), Some(six), None, None, None).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((d.cores, d.lanes, d.frame_ns()), (6, 6, 4));
+        // one thread at the profile's cost
+        assert_eq!(
+            host_stack_for(
+                &crate::atp::Atp,
+                Some("measured"),
+                Some(atp),
+                None,
+                None,
+                None
+            )
+            .unwrap(),
+            HostStack::Measured(21)
+        );
+        // NetReduce's paper stack is its NIC and needs no cost; a software stack without one is
+        // an error naming the system
+        assert_eq!(
+            host_stack_for(&crate::netreduce::NetReduce, None, None, None, None, None).unwrap(),
+            HostStack::Nic
+        );
+        let e = host_stack_for(
+            &crate::switchml::SwitchMl,
+            Some("paper"),
+            None,
+            None,
+            None,
+            None,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("`switchml`"), "{e}");
+        assert!(CoreCosts::new(-1.0, 4.0).is_err());
+        assert!(CoreCosts::new(10.0, 0.0).is_err());
+        assert!(CoreCosts::new(10.0, 2.5).is_err());
     }
 
     /// A whole SwitchML all-reduce on `sim` through the DPDK stack: every worker's sum exact,

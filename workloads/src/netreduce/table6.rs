@@ -5,9 +5,10 @@
 //! and `switchml-shadow.yaml`.
 //!
 //! Classes: `simulated` runs on the `sim` fabric at the spec's line rate with its MTU and window;
-//! a software host stack's cost per frame is measured on this machine once per system and process
-//! (the time spent in that system's worker state machines during a calibration all-reduce, per
-//! frame; see [`host_cost_ns`]) and charged to every host frame.
+//! a software host stack's cost per frame and core and its client's threads are the run's host
+//! profile's (`experiments/hosts/reference.yaml` unless `--host-profile` names another; see
+//! [`crate::hostcost`]), charged to every host frame: a simulated point is a function of the
+//! spec, the profile and the seed, nothing measured while it runs.
 //! `emulated` runs the same endpoints on the `udp` fabric, a process per node (see
 //! [`inabench_ina::udp_node`]; CPU is each worker's own threads' time), or with
 //! `emulated_fabric: mem` on the `mem` fabric (a thread per node).
@@ -87,24 +88,21 @@ impl Workload for Table6 {
         // otherwise); `fault_seed` (a grid dimension) draws other faults for the same gradients
         let faults = crate::fabric::faults(ctx)?;
         // host_stack: `nic` (the transport runs in a NIC: no host CPU per frame on the data
-        // path), `measured` (older name `software`: the system's host code, its cost per frame
-        // measured on this host, one thread), `dpdk` (the shared DPDK client model of
-        // inabench_ina::hoststack: that cost split over the system's released client's cores
-        // with its transmit buffer: SwitchML's 4 cores and 64-packet buffer drained every
-        // 10 us, ATP's 12 cores and no buffer; `stack_cores`,
-        // `stack_tx_burst`, `stack_drain_us` override them), or `paper` (what each system had
-        // in the paper: see `paper_host_stack`)
+        // path), `measured` (older name `software`: the system's host code on one thread at the
+        // host profile's cost per frame and core), `dpdk` (the shared DPDK client model of
+        // inabench_ina::hoststack: that cost split over the profile's client threads, the
+        // released clients' (SwitchML 4 with its 64-packet buffer drained every 10 us, ATP 12
+        // and no buffer); `stack_cores`, `stack_tx_burst`, `stack_drain_us` override them), or
+        // `paper` (what each system had in the paper: the RoCE NIC for NetReduce and
+        // SwitchML-RDMA, the released client (`dpdk`) for ATP and SwitchML; `paper_host_stack`)
         let text = ctx.text("host_stack").ok();
-        // repetition r pays calibration r of this host's per-frame cost (independent runs, by
-        // the suite's one calibration rule, inabench_fabric::wrap), so the engine's bootstrap
-        // over repetitions judges the claims that rest on it within the calibrations' spread
-        let stack = inabench_ina::drive::host_stack_rep(
+        let stack = inabench_ina::drive::host_stack_for(
             sys,
             text.as_deref(),
+            crate::hostcost::core_costs(ctx, sys.name())?,
             ctx.param("stack_cores").ok(),
             ctx.param("stack_tx_burst").ok(),
             ctx.param("stack_drain_us").ok(),
-            ctx.repetition,
         )
         .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
         let cost = stack.frame_ns();
@@ -240,17 +238,6 @@ impl Workload for Table6 {
         ctx.counter("retransmissions", retx);
         ctx.counter("frames_dropped", dropped);
         ctx.counter("host_cost_ns", cost);
-        if cost > 0 {
-            // every calibration of this system so far (repetition order), for the spread
-            let cals = inabench_ina::drive::calibrations(sys.name());
-            ctx.log(
-                inabench_core::LogLevel::Info,
-                format!(
-                    "{}: host cost calibrations so far (ns a frame, repetition r -> calibration r): {cals:?}",
-                    sys.name()
-                ),
-            );
-        }
         // which host stack ran (0 nic, 1 measured, 2 dpdk) and the frames' wait in its buffer
         ctx.record_if_declared(
             "stack_setting",

@@ -15,13 +15,11 @@ use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
 use inabench_ina::atp::Atp;
 use inabench_ina::collective::{Aggregation, Fabric};
 use inabench_ina::common::System;
-use inabench_ina::drive::{host_cost_ns_rep, paper_host_stack};
+use inabench_ina::drive::paper_host_stack;
 use inabench_ina::netreduce::NetReduce;
 use inabench_ina::stream::RcStream;
 use inabench_ina::switchml::SwitchMl;
-use inabench_ina::training::{
-    Schemes, dilation, emulated_with, exchange_cached, fit_cached, fit_with_cached,
-};
+use inabench_ina::training::{Schemes, dilation, emulated_with, exchange_cached, fit_with_cached};
 use inabench_netreduce::training::{self, Compute};
 
 /// The baseline a point's speedup is relative to.
@@ -237,36 +235,24 @@ impl Workload for Training {
             utilisation: scale * if fp16 { 0.25 } else { 0.6 },
         };
         let bytes_per_value = if fp16 { 2.0 } else { 4.0 };
-        // host_stack: `nic` (every system's transport in the NIC), `dpdk` (the systems whose
-        // paper stack is software, SwitchML and ATP, on the shared DPDK client model of
-        // inabench_ina::hoststack; NetReduce and the RC ring stay in the NIC), anything else
-        // (`paper`, `measured`, `software`): the software systems at this machine's measured
-        // cost per frame, one thread
+        // host_stack: `nic` (every system's transport in the NIC); otherwise NetReduce and the
+        // RC ring stay in the NIC and the software systems (SwitchML, ATP) run their host code at
+        // the run's host profile's cost per frame and core (crate::hostcost): `paper` and
+        // `dpdk` on the released client's threads with its transmit path (the shared DPDK
+        // client model of inabench_ina::hoststack), `measured`/`software` on one thread.
+        // The fit is a function of the stack, memoised per (system, machines, rate, stack).
         let software = text(ctx, "host_stack", "paper");
-        let cost_of = |sys: &dyn System| -> u64 {
-            if software == "nic" || paper_host_stack(sys.name()) == "nic" {
-                0
-            } else {
-                // calibration r for repetition r (inabench_fabric::wrap's rule)
-                host_cost_ns_rep(sys, ctx.repetition)
-            }
-        };
         let fits = |sys: &dyn System, w: usize| {
-            if software == "dpdk" && paper_host_stack(sys.name()) != "nic" {
-                // the shared DPDK client model (inabench_ina::hoststack), once per process for
-                // each (system, machines, rate)
-                let stack = inabench_ina::drive::host_stack_rep(
-                    sys,
-                    Some("dpdk"),
-                    None,
-                    None,
-                    None,
-                    ctx.repetition,
-                )
-                .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
-                return fit_with_cached(sys, w, rate, &stack).map_err(WorkloadError::Invalid);
-            }
-            fit_cached(sys, w, rate, cost_of(sys)).map_err(WorkloadError::Invalid)
+            let name = if software == "nic" || paper_host_stack(sys.name()) == "nic" {
+                "nic"
+            } else {
+                software.as_str()
+            };
+            let costs = crate::hostcost::core_costs(ctx, sys.name())?;
+            let stack =
+                inabench_ina::drive::host_stack_for(sys, Some(name), costs, None, None, None)
+                    .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+            fit_with_cached(sys, w, rate, &stack).map_err(WorkloadError::Invalid)
         };
         let system = ctx.system().to_string();
         let schemes = Schemes {
