@@ -33,6 +33,7 @@ pub fn probe_request(entry: Entry, results: &Path) -> inabench::runner::RunReque
         testbed_name: "local".into(),
         testbed_text: inabench::testbed::local_text(),
         capture_dir: None,
+        host_profile: None,
     }
 }
 

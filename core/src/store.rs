@@ -142,6 +142,10 @@ pub struct Manifest {
     /// points ran in the runner's process.
     #[serde(default)]
     pub launcher: Option<String>,
+    /// The host profile the run charged host costs from: its name, file and SHA-256 prefix
+    /// (`reproduce --host-profile`; absent in runs made before profiles existed).
+    #[serde(default)]
+    pub host_profile: Option<String>,
 }
 
 impl Manifest {
@@ -750,6 +754,7 @@ mod tests {
             resumed_from: vec![],
             systems_not_built: vec![],
             launcher: None,
+            host_profile: None,
         }
     }
 

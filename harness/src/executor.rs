@@ -62,7 +62,8 @@ pub fn run_here(
         sink,
         &units,
     )
-    .with_capture_dir(job.capture_dir.as_deref());
+    .with_capture_dir(job.capture_dir.as_deref())
+    .with_host_profile(job.host_profile.as_ref());
     w.run(&mut ctx).map_err(JobFailure::from)
 }
 

@@ -181,6 +181,9 @@ pub struct Job {
     /// `--pcap DIR` (a path on the agent's host).
     #[serde(default)]
     pub capture_dir: Option<std::path::PathBuf>,
+    /// The host profile the run charges host costs from (`--host-profile`; travels to agents).
+    #[serde(default)]
+    pub host_profile: Option<inabench_core::hostprofile::HostProfile>,
 }
 
 /// A process a launcher started: an agent (`local`), an ssh client running one agent (`ssh`), or

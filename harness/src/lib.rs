@@ -2,10 +2,12 @@
 //! (in process or in agent processes started by a launcher), streams one event stream to the
 //! live dashboard or the headless view and to the results store, and builds the reports.
 
+pub mod breakeven;
 pub mod dashboard;
 pub mod doctor;
 pub mod executor;
 pub mod headless;
+pub mod hostprofile;
 pub mod launcher;
 pub mod p4switch;
 pub mod paths;

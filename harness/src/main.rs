@@ -94,6 +94,20 @@ enum Cmd {
         /// Write the frames of every all-reduce to pcap files in this folder (sim fabric)
         #[arg(long)]
         pcap: Option<PathBuf>,
+        /// The host costs the simulated and modelled classes charge (default: the reference
+        /// profile, experiments/hosts/reference.yaml; `inabench calibrate` writes this machine's)
+        #[arg(long, value_name = "FILE")]
+        host_profile: Option<PathBuf>,
+    },
+    /// Measure this machine's host costs (each software client's cost per frame, interleaved
+    /// over the systems) and write them as a host profile for `reproduce --host-profile`
+    Calibrate {
+        /// Where to write the profile (default: <results>/host-<machine>.yaml)
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Measurements per system
+        #[arg(long, default_value_t = 9)]
+        reps: u32,
     },
     /// List past runs
     Runs,
@@ -194,7 +208,11 @@ fn run(cli: Cli) -> Result<i32> {
             agents,
             format,
             pcap,
+            host_profile,
         } => {
+            // read and checked against the reference before anything runs (one sentence with
+            // file, line and field); handed to the workloads through their point context
+            let host_profile = inabench::hostprofile::load(host_profile.as_deref())?;
             // handed to the workloads through their point context (and to agents in each job)
             let capture_dir = match pcap {
                 Some(dir) => {
@@ -248,6 +266,7 @@ fn run(cli: Cli) -> Result<i32> {
                 &formats,
                 &results,
                 capture_dir,
+                &host_profile,
             )?;
             if all {
                 println!();
@@ -258,6 +277,10 @@ fn run(cli: Cli) -> Result<i32> {
                 println!("scoreboard: {}", html.display());
             }
             Ok(code)
+        }
+        Cmd::Calibrate { out, reps } => {
+            inabench::hostprofile::calibrate(out.as_deref(), reps, &results)?;
+            Ok(0)
         }
         Cmd::Runs => runs(&results),
         Cmd::Scoreboard {
@@ -665,6 +688,7 @@ fn reproduce(
     formats: &[Format],
     results: &Path,
     capture_dir: Option<PathBuf>,
+    host_profile: &inabench_core::hostprofile::HostProfile,
 ) -> Result<i32> {
     let cat = load_catalog()?;
     // resolve every id first, so a typo in the third id fails before the first runs
@@ -712,6 +736,7 @@ fn reproduce(
             testbed_name: testbed_name.clone(),
             testbed_text: testbed_text.clone(),
             capture_dir: capture_dir.clone(),
+            host_profile: Some(host_profile.clone()),
         };
         let prepared = runner::prepare(&req, &registry)?;
         let run_dir = prepared.run_dir.clone();
@@ -743,6 +768,13 @@ fn reproduce(
                 m.experiment, m.points_wrong
             );
             exit = 1;
+        }
+        // where the verdicts of claims that rest on a host profile input flip (reruns of their
+        // points with the input moved; harness/src/breakeven.rs); the report shows them
+        if let Err(e) =
+            inabench::breakeven::solve(&run_dir, &registry, host_profile, &mut |l| eprintln!("{l}"))
+        {
+            eprintln!("warning: no break-even values: {e:#}");
         }
         report(&run_dir, formats, true)?;
         match m.status {

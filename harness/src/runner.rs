@@ -109,6 +109,8 @@ pub struct RunRequest {
     pub testbed_text: String,
     /// `--pcap DIR`: workloads that can capture their frames write pcap files here.
     pub capture_dir: Option<PathBuf>,
+    /// `--host-profile FILE` (default the reference profile): the host costs workloads charge.
+    pub host_profile: Option<inabench_core::hostprofile::HostProfile>,
 }
 
 /// A planned run with its folder and manifest, ready to execute.
@@ -121,6 +123,7 @@ pub struct Prepared {
     pub placement: Placement,
     pub units: BTreeMap<String, String>,
     pub capture_dir: Option<PathBuf>,
+    pub host_profile: Option<inabench_core::hostprofile::HostProfile>,
     /// The testbed, parsed once.
     pub testbed: crate::testbed::Testbed,
     /// The workers a testbed's P4 switch is programmed for (the spec's fixed `workers`, else 2).
@@ -342,6 +345,7 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         resumed_from,
         systems_not_built: not_built,
         launcher: req.placement.launcher_name().map(str::to_string),
+        host_profile: req.host_profile.as_ref().map(|h| h.label()),
     };
     store::write_manifest(&run_dir, &manifest).map_err(discard)?;
     let units = spec
@@ -358,6 +362,7 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         placement: req.placement.clone(),
         units,
         capture_dir: req.capture_dir.clone(),
+        host_profile: req.host_profile.clone(),
         testbed: tb,
         switch_workers: spec
             .parameters
@@ -587,6 +592,7 @@ pub fn execute_with(
                 experiment: experiment.clone(),
                 units: p.units.clone(),
                 capture_dir: p.capture_dir.clone(),
+                host_profile: p.host_profile.clone(),
             };
             let result = executor.run_job(&job, &mut sink);
             if let Some(line) = executor.take_driver_line() {

@@ -317,6 +317,7 @@ fn the_control_channel_refuses_clients_without_the_token() {
         experiment: "netreduce-probe".into(),
         units: Default::default(),
         capture_dir: None,
+        host_profile: None,
     };
     let mut values = Vec::new();
     let r = agents[0]

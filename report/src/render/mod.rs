@@ -69,6 +69,12 @@ pub fn manifest_rows(m: &inabench_core::Manifest) -> Vec<(&'static str, String)>
             "testbed",
             format!("{} (sha256 {})", m.testbed, m.testbed_sha256),
         ),
+        (
+            "host profile",
+            m.host_profile
+                .clone()
+                .unwrap_or_else(|| "none recorded (a run from before host profiles)".into()),
+        ),
         ("drivers", m.drivers.join(", ")),
         (
             "fidelity",
@@ -381,4 +387,4 @@ pub fn verdict_label(verdict: &str, finding: bool) -> String {
 }
 
 /// How the verdicts are computed, in one paragraph (every report says it).
-pub const METHOD: &str = "A claim is judged per class on the median of the repetitions at each planned point. When the repetitions vary, the verdict is statistical: a percentile bootstrap (1000 resamples of each point's repetitions, with replacement, seeded) re-evaluates the claim; it holds when it holds in at least 95% of the resamples, fails when it holds in at most 5%, and is inconclusive otherwise; the 95% interval of the tightest ratio of a comparison is shown. A point with a wrong result makes every claim over it fail; planned points that never finished make a claim not checkable (k of n missing). `x == min(x(*))` on a tie is inconclusive: a tie is not a win. A claim that needs what this host lacks (cores, a line rate, devices) is not checkable here, with where it is checked instead. Consistency checks (arithmetic on the paper's own inputs, or true by construction of a model) are shown apart from evidence.";
+pub const METHOD: &str = "A claim is judged per class on the median of the repetitions at each planned point. When the repetitions vary, the verdict is statistical: a percentile bootstrap (1000 resamples of each point's repetitions, with replacement, seeded) re-evaluates the claim; it holds when it holds in at least 95% of the resamples, fails when it holds in at most 5%, and is inconclusive otherwise; the 95% interval of the tightest ratio of a comparison is shown. A point with a wrong result makes every claim over it fail; planned points that never finished make a claim not checkable (k of n missing). `x == min(x(*))` on a tie is inconclusive: a tie is not a win. A claim that needs what this host lacks (cores, a line rate, devices) is not checkable here, with where it is checked instead. Consistency checks (arithmetic on the paper's own inputs, or true by construction of a model) are shown apart from evidence. A metric the run did not record is inconclusive (not measured in this run). Host costs are the run's host profile (declared inputs with provenance); a claim that declares the profile input it rests on shows where its verdict flips along that input (reruns of its points), and reads host-dependent when the flip lies inside the input's stated band.";
