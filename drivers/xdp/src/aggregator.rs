@@ -155,6 +155,27 @@ impl ProgramTime {
     }
 }
 
+/// Which of the object's programs a [`Aggregator::test_run`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Program {
+    /// The Aggregation Service (`aleph_aggregate`).
+    Aggregate,
+    /// The Gradient Receiver (`aleph_receive`).
+    Receive,
+    /// The empty program (`xdp_pass`): what a test run costs with no work in it.
+    Pass,
+}
+
+/// One `BPF_PROG_TEST_RUN`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TestRun {
+    /// The program's return value (`XDP_DROP` 1, `XDP_PASS` 2, `XDP_TX` 3, `XDP_REDIRECT` 4).
+    pub retval: u32,
+    /// Mean time per repetition (ns) between the kernel's two timer reads around the runs: the
+    /// program plus the test-run loop's own cost (bottom halves off and on, the timer reads).
+    pub duration_ns: u32,
+}
+
 /// BPF run-time statistics switched on for as long as this guard lives (the kernel counts them
 /// only while some holder keeps them on: `bpf_enable_stats(BPF_STATS_RUN_TIME)`). They cost a
 /// clock read per program run, so measurements that compare throughput leave them off.
@@ -545,6 +566,20 @@ impl Aggregator {
         Self::fds_run_time(&[self.aggregate_fd, self.egress_fd])
     }
 
+    /// [`Self::run_time`] of one program.
+    pub fn program_run_time(&self, prog: Program) -> Result<ProgramTime, XdpError> {
+        Self::fds_run_time(&[match prog {
+            Program::Aggregate => self.aggregate_fd,
+            Program::Receive => self.receive_fd,
+            Program::Pass => self.pass_fd,
+        }])
+    }
+
+    /// [`Self::run_time`] of the egress rewrite alone (it runs on every broadcast copy).
+    pub fn egress_run_time(&self) -> Result<ProgramTime, XdpError> {
+        Self::fds_run_time(&[self.egress_fd])
+    }
+
     fn fds_run_time(fds: &[i32]) -> Result<ProgramTime, XdpError> {
         let mut t = ProgramTime::default();
         for &fd in fds {
@@ -561,6 +596,49 @@ impl Aggregator {
             t.runs += field("run_cnt:").unwrap_or(0);
         }
         Ok(t)
+    }
+
+    /// Run one of this object's programs on `frame` (a whole Ethernet frame) `repeat` times in
+    /// the kernel (`BPF_PROG_TEST_RUN` without live frames: a redirect or transmit is only a
+    /// return value, nothing leaves). The maps are this object's, so an aggregation run changes
+    /// its slots and counters as a received packet would. The kernel does not restore the
+    /// frame's bytes between repetitions, and the program's state carries over: a repeat of a
+    /// gradient packet is a duplicate of itself.
+    pub fn test_run(&self, prog: Program, frame: &[u8], repeat: u32) -> Result<TestRun, XdpError> {
+        let fd = match prog {
+            Program::Aggregate => self.aggregate_fd,
+            Program::Receive => self.receive_fd,
+            Program::Pass => self.pass_fd,
+        };
+        let len = u32::try_from(frame.len())
+            .map_err(|_| XdpError::Config(format!("a frame of {} bytes", frame.len())))?;
+        let repeat = std::os::raw::c_int::try_from(repeat.max(1))
+            .map_err(|_| XdpError::Config(format!("{repeat} repetitions")))?;
+        let mut o = libbpf::TestRunOpts {
+            sz: std::mem::size_of::<libbpf::TestRunOpts>(),
+            data_in: frame.as_ptr().cast(),
+            data_out: std::ptr::null_mut(),
+            data_size_in: len,
+            data_size_out: 0,
+            ctx_in: std::ptr::null(),
+            ctx_out: std::ptr::null_mut(),
+            ctx_size_in: 0,
+            ctx_size_out: 0,
+            retval: 0,
+            repeat,
+            duration: 0,
+            flags: 0,
+            cpu: 0,
+            batch_size: 0,
+        };
+        // SAFETY: a program fd of this object; the options struct is libbpf's layout with its
+        // size in `sz`, `data_in` points at `len` readable bytes and no output buffer is given
+        let rc = unsafe { (self.lib.prog_test_run_opts)(fd, &mut o) };
+        libbpf::check("bpf_prog_test_run_opts", rc)?;
+        Ok(TestRun {
+            retval: o.retval,
+            duration_ns: o.duration,
+        })
     }
 
     /// Algorithm 2, lines 1-6, on the live map: the segments of `round` that lack `worker`.

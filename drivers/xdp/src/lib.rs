@@ -34,10 +34,11 @@ pub mod group;
 pub mod libbpf;
 pub mod netns;
 pub mod proto;
+pub mod testrun;
 
 pub use aggregator::{
-    Aggregator, AttachMode, Attachment, Config, Forward, ProgramTime, ReceiverConfig, Route,
-    RunStats, Stats,
+    Aggregator, AttachMode, Attachment, Config, Forward, Program, ProgramTime, ReceiverConfig,
+    Route, RunStats, Stats, TestRun,
 };
 
 #[derive(Debug, thiserror::Error)]

@@ -41,6 +41,33 @@ pub struct Libbpf {
     pub get_error: unsafe extern "C" fn(*const c_void) -> c_long,
     /// `bpf_enable_stats(BPF_STATS_RUN_TIME)`: an fd that keeps run-time stats on while open.
     pub enable_stats: unsafe extern "C" fn(c_int) -> c_int,
+    /// `bpf_prog_test_run_opts`: run a loaded program on a given packet in the kernel
+    /// (`BPF_PROG_TEST_RUN`), its return value and run time (ns per repetition) in the options.
+    pub prog_test_run_opts: unsafe extern "C" fn(c_int, *mut TestRunOpts) -> c_int,
+}
+
+/// `struct bpf_test_run_opts` (libbpf's bpf.h, 1.x; `sz` is the struct's size, which libbpf
+/// checks against the fields it knows).
+#[repr(C)]
+#[derive(Debug)]
+pub struct TestRunOpts {
+    pub sz: usize,
+    pub data_in: *const c_void,
+    pub data_out: *mut c_void,
+    pub data_size_in: u32,
+    pub data_size_out: u32,
+    pub ctx_in: *const c_void,
+    pub ctx_out: *mut c_void,
+    pub ctx_size_in: u32,
+    pub ctx_size_out: u32,
+    /// Out: the program's return value.
+    pub retval: u32,
+    pub repeat: c_int,
+    /// Out: the mean run time per repetition (ns), as the kernel's test-run timer reads it.
+    pub duration: u32,
+    pub flags: u32,
+    pub cpu: u32,
+    pub batch_size: u32,
 }
 
 // SAFETY: the struct holds only a library handle and function pointers into it, which libbpf
@@ -93,6 +120,7 @@ impl Libbpf {
             xdp_query_id: sym!("bpf_xdp_query_id"),
             get_error: sym!("libbpf_get_error"),
             enable_stats: sym!("bpf_enable_stats"),
+            prog_test_run_opts: sym!("bpf_prog_test_run_opts"),
             name: name.clone(),
             _lib: lib,
         })

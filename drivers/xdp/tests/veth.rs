@@ -810,3 +810,69 @@ fn generic_run_time_counts_every_packet() {
         run_time_counts_every_packet(AttachMode::Generic);
     }
 }
+
+/// `BPF_PROG_TEST_RUN` of the aggregation program (aleph-xdp-scale's cross-check of the program's
+/// cost): the frames handed in are aggregated as received ones would be (the slot holds the
+/// exact wrapping sum, the last member's frame is redirected and the others dropped), the empty
+/// program passes, and the timing helper checks its own counters over many rounds.
+#[test]
+fn test_run_aggregates_like_a_received_packet() {
+    use inabench_xdp::Program;
+    use inabench_xdp::testrun::{aggregation_cost, frame};
+    if !ready() {
+        return;
+    }
+    const S: u32 = 4;
+    let agg = Aggregator::load(S).unwrap();
+    agg.configure(&Config {
+        job: JOB,
+        full_mask: 0b111,
+        forward: Forward::Multicast,
+        port: PORT,
+    })
+    .unwrap();
+    for s in 0..S {
+        for w in 0..3u32 {
+            let f = frame(
+                PORT,
+                &Packet::gradient(JOB, w as u8, 1, s, grads(w, s, 9)).emit(),
+            );
+            let r = agg.test_run(Program::Aggregate, &f, 1).unwrap();
+            // XDP_DROP (absorbed) for the first two, XDP_REDIRECT (the broadcast) for the last
+            assert_eq!(
+                r.retval,
+                if w == 2 { 4 } else { 1 },
+                "member {w} segment {s}"
+            );
+            // the empty program passes whatever it is given
+            assert_eq!(agg.test_run(Program::Pass, &f, 1).unwrap().retval, 2);
+        }
+        let slot = agg.slot(s).unwrap();
+        let want = reference_sum((0..3).map(|w| grads(w, s, 9)).collect::<Vec<_>>().iter());
+        assert_eq!(slot.grads, want, "segment {s}");
+        assert_eq!(slot.bitmap, 0b111);
+    }
+    // a repeated run of one frame is a duplicate of itself after the first repetition
+    let f = frame(PORT, &Packet::gradient(JOB, 0, 2, 0, grads(0, 0, 1)).emit());
+    let before = agg.stats().unwrap();
+    assert_eq!(agg.test_run(Program::Aggregate, &f, 5).unwrap().retval, 1);
+    let after = agg.stats().unwrap();
+    assert_eq!(after.aggregated - before.aggregated, 1);
+    assert_eq!(after.duplicate - before.duplicate, 4);
+    // a frame to another port is not ALEPH traffic: passed to the stack untouched
+    let other = frame(
+        PORT + 9,
+        &Packet::gradient(JOB, 1, 2, 0, grads(1, 0, 1)).emit(),
+    );
+    assert_eq!(
+        agg.test_run(Program::Aggregate, &other, 1).unwrap().retval,
+        2
+    );
+    let c = aggregation_cost(3, 16, 300).unwrap();
+    assert_eq!((c.rounds, c.members), (300, 3));
+    assert!(c.floor_ns.is_finite() && c.net_ns.is_finite(), "{c:?}");
+    assert!(
+        c.net_p10_ns <= c.net_ns && c.net_ns <= c.net_p90_ns,
+        "{c:?}"
+    );
+}

@@ -482,28 +482,114 @@ fn xdp(
     })
 }
 
-/// The kernel-measured run time of ALEPH's XDP programs per aggregated gradient packet.
+/// The run time of ALEPH's XDP programs per aggregated gradient packet, measured two ways in one
+/// call: in place (the kernel's BPF statistics while a veth group aggregates) and by
+/// `BPF_PROG_TEST_RUN` right after (no statistics, no veth).
 #[derive(Debug, Clone, Copy)]
 pub struct ProgramCost {
-    /// Run time of the aggregator's programs (the aggregation program and the egress rewrite of
+    /// In place: the aggregator's programs (the aggregation program and the egress rewrite of
     /// every broadcast copy; not the members' pass-through programs) per gradient packet
-    /// aggregated (ns), as the kernel's BPF statistics count it.
+    /// aggregated, less the statistics' own share of each counted run (ns); the median over
+    /// the measurement's windows.
     pub ns_per_packet: f64,
-    /// Gradient packets aggregated while measuring.
+    /// 10th and 90th percentiles of the same over the windows (ns).
+    pub p10_ns: f64,
+    pub p90_ns: f64,
+    /// The aggregation program alone, in place, net as above (ns per packet; median of windows):
+    /// the same program the test runs time.
+    pub aggregate_ns: f64,
+    /// The egress rewrite's net run time per gradient packet, in place (ns).
+    pub egress_ns: f64,
+    /// What the statistics count per run of the empty program (`xdp_pass`, on the members'
+    /// receive path in the same run): the clock reads the statistics add inside every counted
+    /// run (ns per run; subtracted per run above).
+    pub noop_ns_per_run: f64,
+    /// The aggregator's programs' counted run time per gradient packet as the statistics read
+    /// it, nothing subtracted (ns): what this measurement reported before the subtraction.
+    pub raw_ns_per_packet: f64,
+    /// Gradient packets aggregated while measuring in place.
     pub packets: u64,
-    /// Program runs counted.
+    /// Program runs counted (aggregation and egress).
     pub runs: u64,
+    /// Windows the in-place measurement was read in.
+    pub windows: usize,
+    /// The aggregation program timed by test runs on the aggregator's core.
+    pub test_run: inabench_xdp::testrun::TestRunCost,
 }
 
-/// The per-packet cost of ALEPH's Aggregation Service program on this host: a drivers/xdp
-/// `Group` (2 members, native mode on veth, 128 gradients per packet) aggregates traffic offered
-/// at `target_gbps` (`None`: as fast as the senders can, the regime of a throughput maximum)
-/// for `duration` with the kernel's BPF run-time statistics on (they add two clock reads per
-/// run, counted in the result); the aggregator's programs' run time divided by the packets
-/// aggregated. Placement as [`measure_isolated`] (the aggregator's receive path alone on the
-/// first allowed core at real-time priority, the senders on the others). This is the program
-/// alone: the driver's or veth's receive and transmit are not in it (aleph-xdp-scale composes
-/// it with cited NIC figures).
+/// The counters one window of the in-place measurement reads.
+#[derive(Debug, Clone, Copy)]
+struct Reading {
+    aggregate: inabench_xdp::ProgramTime,
+    egress: inabench_xdp::ProgramTime,
+    noop: inabench_xdp::ProgramTime,
+    packets: u64,
+}
+
+impl Reading {
+    fn take(a: &inabench_xdp::Aggregator) -> Result<Reading, TestbedError> {
+        use inabench_xdp::Program;
+        Ok(Reading {
+            aggregate: a.program_run_time(Program::Aggregate)?,
+            egress: a.egress_run_time()?,
+            noop: a.program_run_time(Program::Pass)?,
+            packets: a.stats()?.aggregated,
+        })
+    }
+
+    /// Net ns per packet of (aggregation, egress) between `earlier` and `self`, with the empty
+    /// program's counted ns per run `noop` (this window's own when it counted any runs, else
+    /// `fallback`) taken off every counted run; `None` when no packet was aggregated.
+    fn net_since(&self, earlier: &Reading, fallback: f64) -> Option<(f64, f64, f64)> {
+        let packets = self.packets.saturating_sub(earlier.packets);
+        if packets == 0 {
+            return None;
+        }
+        let (a, e, n) = (
+            self.aggregate.since(earlier.aggregate),
+            self.egress.since(earlier.egress),
+            self.noop.since(earlier.noop),
+        );
+        let noop = if n.runs > 0 {
+            n.nanos as f64 / n.runs as f64
+        } else {
+            fallback
+        };
+        let p = packets as f64;
+        Some((
+            (a.nanos as f64 - a.runs as f64 * noop) / p,
+            (e.nanos as f64 - e.runs as f64 * noop) / p,
+            noop,
+        ))
+    }
+}
+
+/// Read windows of the in-place measurement this long.
+const WINDOW: Duration = Duration::from_millis(200);
+
+/// Test-run rounds per measurement (each round is `members` aggregation runs and as many runs of
+/// the empty program, a few microseconds each with the syscall).
+pub const TEST_RUN_ROUNDS: u32 = 20_000;
+
+/// The per-packet cost of ALEPH's Aggregation Service program on this host, two ways.
+///
+/// In place: a drivers/xdp `Group` (2 members, native mode on veth, 128 gradients per packet)
+/// aggregates traffic offered at `target_gbps` (`None`: as fast as the senders can, the regime
+/// of a throughput maximum) for `duration` with the kernel's BPF run-time statistics on. The
+/// statistics count, per run, the time between two clock reads around the program, so part of
+/// a clock read is in every counted run; the empty program attached on the members' side counts
+/// that share alone (its body is one instruction), and it is taken off every counted run of the
+/// aggregator's programs. The counters are read every [`WINDOW`]; the cost is the median of the
+/// windows' net ns per packet aggregated, the 10th and 90th percentiles its spread. Placement
+/// as [`measure_isolated`] (the aggregator's receive path alone on the first allowed core at
+/// real-time priority, the senders on the others).
+///
+/// By test run: with the statistics off again, [`inabench_xdp::testrun::aggregation_cost`] on
+/// the aggregator's core ([`TEST_RUN_ROUNDS`] rounds of 2 members over the same 1024 slots).
+/// Any statistics still on (another process's) are reported in its `stats_counted_runs`.
+///
+/// This is the program alone: the driver's or veth's receive and transmit are not in it
+/// (aleph-xdp-scale composes it with cited NIC figures).
 pub fn program_cost(
     duration: Duration,
     target_gbps: Option<f64>,
@@ -527,8 +613,9 @@ pub fn program_cost(
                 .ok_or_else(|| TestbedError::Setup(format!("member {i}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let _stats = inabench_xdp::RunStats::enable()?;
-    let (t0, a0) = (g.agg.aggregator_run_time()?, g.agg.stats()?.aggregated);
+    let stats = inabench_xdp::RunStats::enable()?;
+    let first = Reading::take(&g.agg)?;
+    let mut readings = vec![first];
     let rounds = Rounds::new(1, MEMBERS, SEGMENTS, Instant::now(), duration, target_gbps);
     std::thread::scope(|s| -> Result<(), TestbedError> {
         let hs: Vec<_> = g
@@ -545,6 +632,10 @@ pub fn program_cost(
                 })
             })
             .collect();
+        while !hs.iter().all(|h| h.is_finished()) {
+            std::thread::sleep(WINDOW);
+            readings.push(Reading::take(&g.agg)?);
+        }
         for h in hs {
             h.join()
                 .map_err(|_| TestbedError::Io("a sender panicked".into()))??;
@@ -561,19 +652,57 @@ pub fn program_cost(
         }
         last = now;
     }
-    let t = g.agg.aggregator_run_time()?.since(t0);
-    let packets = last.aggregated.saturating_sub(a0);
-    if packets == 0 || t.runs == 0 {
+    let end = Reading::take(&g.agg)?;
+    drop(stats);
+    let (a, e) = (
+        end.aggregate.since(first.aggregate),
+        end.egress.since(first.egress),
+    );
+    let noop = end.noop.since(first.noop);
+    let packets = end.packets.saturating_sub(first.packets);
+    if packets == 0 || a.runs == 0 || noop.runs == 0 {
         return Err(TestbedError::Setup(format!(
-            "no program run time counted ({packets} packets aggregated, {} runs): this kernel \
-             may not report run_time_ns",
-            t.runs
+            "no program run time counted ({packets} packets aggregated, {} runs, {} runs of \
+             the empty program): this kernel may not report run_time_ns",
+            a.runs, noop.runs
         )));
     }
+    let noop_ns = noop.nanos as f64 / noop.runs as f64;
+    readings.push(end);
+    let windows: Vec<(f64, f64, f64)> = readings
+        .windows(2)
+        .filter_map(|w| w[1].net_since(&w[0], noop_ns))
+        .collect();
+    let q = |v: &[f64], p: f64| inabench_xdp::testrun::quantile(v, p).unwrap_or(f64::NAN);
+    let total: Vec<f64> = windows.iter().map(|w| w.0 + w.1).collect();
+    let agg: Vec<f64> = windows.iter().map(|w| w.0).collect();
+    let egress: Vec<f64> = windows.iter().map(|w| w.1).collect();
+    drop(g);
+    // the test runs on the aggregator's own core, with the statistics off
+    let test_run = std::thread::scope(|s| {
+        s.spawn(|| -> Result<_, TestbedError> {
+            let _pin = Affinity::pin_to(&node)?;
+            Ok(inabench_xdp::testrun::aggregation_cost(
+                MEMBERS,
+                SEGMENTS,
+                TEST_RUN_ROUNDS,
+            )?)
+        })
+        .join()
+        .map_err(|_| TestbedError::Io("the test-run thread panicked".into()))
+    })??;
     Ok(ProgramCost {
-        ns_per_packet: t.nanos as f64 / packets as f64,
+        ns_per_packet: q(&total, 0.5),
+        p10_ns: q(&total, 0.1),
+        p90_ns: q(&total, 0.9),
+        aggregate_ns: q(&agg, 0.5),
+        egress_ns: q(&egress, 0.5),
+        noop_ns_per_run: noop_ns,
+        raw_ns_per_packet: (a.nanos + e.nanos) as f64 / packets as f64,
         packets,
-        runs: t.runs,
+        runs: a.runs + e.runs,
+        windows: windows.len(),
+        test_run,
     })
 }
 
