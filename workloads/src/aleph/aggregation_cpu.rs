@@ -114,6 +114,10 @@ impl Workload for AggregationCpu {
             // the measured cores' busy share: in the isolated placement the aggregator's core
             // only (the senders' core is in host_cores), otherwise the `cores` shared cores
             ctx.record("cpu_usage", m.node_busy / cores as f64 * 100.0);
+            // the aggregator's own share of it: its receive path's CPU (isolated: the NAPI
+            // threads where the program runs; shared: the NET_RX softirq time), the load the
+            // paper's loss comes from
+            ctx.record_if_declared("agg_cpu_pct", m.cpu_cores / cores as f64 * 100.0);
         } else if ctx.declares("agg_throughput") {
             // aleph-fig5: the maximum with `cores` cores
             let cores = ctx.count("cores")?;
