@@ -163,6 +163,7 @@ fn serde_json_manifest() -> inabench_core::Manifest {
         resumed_from: vec![],
         systems_not_built: vec![],
         launcher: None,
+        overrides: vec![],
         host_profile: None,
     }
 }

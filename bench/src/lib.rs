@@ -33,6 +33,7 @@ pub fn probe_request(entry: Entry, results: &Path) -> inabench::runner::RunReque
         testbed_name: "local".into(),
         testbed_text: inabench::testbed::local_text(),
         capture_dir: None,
+        overrides: vec![],
         host_profile: None,
     }
 }
@@ -125,8 +126,8 @@ pub fn floor_args(max_workers: usize) -> (usize, usize, usize) {
     )
 }
 
-/// The median of `v` (the upper one of an even count); `v` must not be empty.
-pub fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+/// The median of `v` (`inabench_rng::stats::median`: the mean of the two middle values of an even
+/// count); NaN for no values.
+pub fn median(v: Vec<f64>) -> f64 {
+    inabench_core::rng::stats::median(&v).unwrap_or(f64::NAN)
 }

@@ -1229,15 +1229,7 @@ fn reduce(name: &str, mut v: Vec<f64>) -> f64 {
         "min" => v.iter().copied().fold(f64::INFINITY, f64::min),
         "max" => v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
         "mean" => v.iter().sum::<f64>() / v.len() as f64,
-        _ => {
-            v.sort_by(|a, b| a.total_cmp(b));
-            let n = v.len();
-            if n % 2 == 1 {
-                v[n / 2]
-            } else {
-                (v[n / 2 - 1] + v[n / 2]) / 2.0
-            }
-        }
+        _ => crate::rng::stats::median_in_place(&mut v).unwrap_or(f64::NAN),
     }
 }
 

@@ -6,6 +6,7 @@
 //! - [`catalog`]: all specs of a tree, lookup with nearest-id suggestions;
 //! - [`claims`]: the claim expression language, parsed and evaluated over aggregated results;
 //! - [`plan`]: a spec and a profile expanded into points;
+//! - [`overrides`]: `--set`, `--repetitions` and `--warmup` applied to a spec and checked like one;
 //! - [`event`]: the one event stream that feeds the views and the store;
 //! - [`store`]: run folders (manifest, append-only rows, resume);
 //! - [`workload`]: the trait systems implement so the harness can run them without knowing them;
@@ -15,6 +16,7 @@
 pub mod catalog;
 pub mod claims;
 pub mod event;
+pub mod overrides;
 pub mod plan;
 pub use inabench_rng as rng;
 pub mod hostprofile;

@@ -142,6 +142,10 @@ pub struct Manifest {
     /// points ran in the runner's process.
     #[serde(default)]
     pub launcher: Option<String>,
+    /// What the command line changed in the spec (`--set key=v1,v2`, `--repetitions N`,
+    /// `--warmup N`), as given; the run folder's `spec.yaml` is the changed spec.
+    #[serde(default)]
+    pub overrides: Vec<String>,
     /// The host profile the run charged host costs from: its name, file and SHA-256 prefix
     /// (`reproduce --host-profile`; absent in runs made before profiles existed).
     #[serde(default)]
@@ -754,6 +758,7 @@ mod tests {
             resumed_from: vec![],
             systems_not_built: vec![],
             launcher: None,
+            overrides: vec![],
             host_profile: None,
         }
     }

@@ -16,6 +16,19 @@ pub struct Seen {
     pub errors: Vec<String>,
 }
 
+/// Info lines already printed: a workload logs the same line on every repetition of a point
+/// (Table 6's "udp fabric: ..." three times in the quick profile), printed once. Warnings and
+/// errors always print.
+#[derive(Debug, Default)]
+pub struct InfoOnce(std::collections::HashSet<(String, String)>);
+
+impl InfoOnce {
+    /// True the first time this source says this message.
+    pub fn first(&mut self, source: &str, message: &str) -> bool {
+        self.0.insert((source.to_string(), message.to_string()))
+    }
+}
+
 /// Consume events until the runner drops its sender.
 pub fn run(rx: Receiver<Event>, quiet: bool) -> Seen {
     let tty = std::io::stderr().is_terminal();
@@ -26,6 +39,7 @@ pub fn run(rx: Receiver<Event>, quiet: bool) -> Seen {
     let start = Instant::now();
     let mut last_line = Instant::now();
     let mut err = std::io::stderr();
+    let mut info_once = InfoOnce::default();
     for ev in rx {
         match ev {
             Event::RunStarted {
@@ -115,7 +129,7 @@ pub fn run(rx: Receiver<Event>, quiet: bool) -> Seen {
                 source,
                 message,
             } => {
-                if level == LogLevel::Info && quiet {
+                if level == LogLevel::Info && (quiet || !info_once.first(&source, &message)) {
                     continue;
                 }
                 let line = format!(
@@ -158,4 +172,24 @@ pub fn run(rx: Receiver<Event>, quiet: bool) -> Seen {
         pb.finish_and_clear();
     }
     seen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::InfoOnce;
+
+    #[test]
+    fn an_info_line_repeated_by_repetitions_prints_once() {
+        let mut once = InfoOnce::default();
+        let line = "udp fabric: socket offload gso, switch shards 1";
+        assert!(once.first("netreduce", line));
+        assert!(!once.first("netreduce", line));
+        assert!(!once.first("netreduce", line));
+        // another message, or the same from another source, is new
+        assert!(once.first(
+            "netreduce",
+            "udp fabric: socket offload gso, switch shards 2"
+        ));
+        assert!(once.first("runner", line));
+    }
 }

@@ -1,11 +1,13 @@
 //! `inabench`: rerun the experiments of in-network aggregation papers.
 
 use anyhow::{Context, Result, anyhow, bail};
-use clap::{Parser, Subcommand};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use inabench::registry::Registry;
 use inabench::runner::{self, Placement, RunRequest};
 use inabench::{doctor, headless, launcher, paths, scoreboard};
-use inabench_core::catalog::Catalog;
+use inabench_core::catalog::{Catalog, Entry};
+use inabench_core::overrides::{Overrides, SetParam};
 use inabench_core::spec::{Fidelity, Status};
 use inabench_core::store::{self, RunStatus};
 use inabench_report::{Format, write_reports};
@@ -21,8 +23,8 @@ use std::sync::atomic::AtomicBool;
     about = "Rerun the experiments of in-network aggregation papers and check their claims"
 )]
 struct Cli {
-    /// Results folder (default: <repo>/results, or $INABENCH_RESULTS)
-    #[arg(long, global = true)]
+    /// Results folder (default: <repo>/results)
+    #[arg(long, global = true, env = "INABENCH_RESULTS")]
     results: Option<PathBuf>,
     #[command(subcommand)]
     cmd: Cmd,
@@ -34,17 +36,33 @@ struct Cli {
 enum Cmd {
     /// List every experiment of the catalogue
     List {
-        /// Only this paper's (netreduce, libra, aleph, p4sgd, luwu)
-        #[arg(long)]
+        /// Only this paper's
+        #[arg(long, value_parser = PossibleValuesParser::new(inabench_core::spec::PAPERS))]
         paper: Option<String>,
+        /// Print the experiments as JSON (one object per experiment)
+        #[arg(long)]
+        json: bool,
     },
     /// Describe an experiment: what it measures, parameters, the paper's values, claims
-    Show { id: String },
+    Show {
+        /// An experiment id (see `inabench list`)
+        id: String,
+        /// Print the spec as JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// Check every spec (or the given files) against the schema
-    Validate { files: Vec<PathBuf> },
+    Validate {
+        /// Spec files (default: every spec of the catalogue)
+        files: Vec<PathBuf>,
+        /// Print one JSON object per spec: file, id, ok, error
+        #[arg(long)]
+        json: bool,
+    },
     /// Plan, run, store, analyse and report experiments
     Reproduce {
-        /// Experiment ids (see `inabench list`)
+        /// Experiment ids (see `inabench list`), or spec files outside the catalogue
+        /// (path/to/spec.yaml)
         #[arg(required_unless_present = "all")]
         ids: Vec<String>,
         /// Every implemented experiment of the catalogue, one after the other, ending with the
@@ -52,15 +70,16 @@ enum Cmd {
         #[arg(long, conflicts_with = "ids")]
         all: bool,
         /// quick (CI scale) or full (the paper's scale)
-        #[arg(long, default_value = "quick")]
-        profile: String,
-        /// Classes to run, comma-separated: hardware, emulated, simulated, modelled, functional
-        /// (default: every class the spec declares that this machine and testbed can run)
-        #[arg(long)]
-        fidelity: Option<String>,
+        #[arg(long, value_enum, default_value_t = ProfileArg::Quick)]
+        profile: ProfileArg,
+        /// Classes to run, comma-separated (default: every class the spec declares that this
+        /// machine and testbed can run)
+        #[arg(long, value_delimiter = ',', value_parser = fidelity_parser())]
+        fidelity: Vec<Fidelity>,
         /// Testbed file (default: the embedded software testbed, experiments/testbeds/local.yaml)
         #[arg(long)]
         testbed: Option<PathBuf>,
+        /// The run's seed: every random draw of every point derives from it
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// Log lines and progress on stderr instead of the dashboard
@@ -72,8 +91,8 @@ enum Cmd {
         /// Where points run: inproc (the runner's thread), local (an agent process), ssh (agents on
         /// the hostfile's hosts) or slurm (agents as srun tasks); default: the testbed's launcher
         /// when it is ssh or slurm, else inproc
-        #[arg(long)]
-        launcher: Option<String>,
+        #[arg(long, value_enum)]
+        launcher: Option<LauncherArg>,
         /// ssh launcher: hosts, one a line, optionally `slots=N` (default: the testbed's hosts
         /// with an address)
         #[arg(long)]
@@ -88,16 +107,27 @@ enum Cmd {
         /// slurm launcher: how many agents (tasks); default one per node of the allocation
         #[arg(long)]
         agents: Option<usize>,
-        /// Report formats to write
-        #[arg(long, default_value = "html,pdf,md,json")]
-        format: String,
-        /// Write the frames of every all-reduce to pcap files in this folder (sim fabric)
+        /// Report formats to write, comma-separated (csv: the aggregates, report.csv)
+        #[arg(long, value_delimiter = ',', default_value = "html,pdf,md,json", value_parser = format_parser())]
+        format: Vec<Format>,
+        /// Write the frames of NetReduce Table 6's simulated all-reduces to pcap files in this
+        /// folder (other workloads ignore it)
         #[arg(long)]
         pcap: Option<PathBuf>,
         /// The host costs the simulated and modelled classes charge (default: the reference
         /// profile, experiments/hosts/reference.yaml; `inabench calibrate` writes this machine's)
         #[arg(long, value_name = "FILE")]
         host_profile: Option<PathBuf>,
+        /// Give a parameter these values at every point of the profile, replacing the spec's
+        /// (repeatable; `inabench show ID` lists the parameters): --set workers=4,8
+        #[arg(long = "set", value_name = "KEY=V1,V2", conflicts_with = "all")]
+        set: Vec<String>,
+        /// Measured repetitions per point, replacing the profile's
+        #[arg(long, value_name = "N")]
+        repetitions: Option<u32>,
+        /// Unmeasured warm-up repetitions before them, replacing the profile's
+        #[arg(long, value_name = "N")]
+        warmup: Option<u32>,
     },
     /// Measure this machine's host costs (each software client's cost per frame, interleaved
     /// over the systems) and write them as a host profile for `reproduce --host-profile`
@@ -110,9 +140,17 @@ enum Cmd {
         reps: u32,
     },
     /// List past runs
-    Runs,
+    Runs {
+        /// Print the runs' manifests as JSON (an array)
+        #[arg(long)]
+        json: bool,
+    },
     /// Every claim of every experiment, from the latest run of each, per class
     Scoreboard {
+        /// Print the scoreboard as JSON: each claim with its verdict per class, and the
+        /// experiments never run
+        #[arg(long)]
+        json: bool,
         /// Also write an HTML page with links to each run's report (default:
         /// <results>/scoreboard.html)
         #[arg(long)]
@@ -129,9 +167,19 @@ enum Cmd {
     Report {
         /// A run id, a unique prefix of one, or `latest`
         run: String,
-        #[arg(long, default_value = "html,pdf,md,json")]
-        format: String,
+        /// Report formats to write, comma-separated
+        #[arg(long, value_delimiter = ',', default_value = "html,pdf,md,json", value_parser = format_parser())]
+        format: Vec<Format>,
     },
+    /// Print a completion script for a shell (e.g. `inabench completions bash >
+    /// ~/.local/share/bash-completion/completions/inabench`)
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), generated from the same definitions as --help (`inabench man
+    /// > inabench.1; man ./inabench.1`)
+    Man,
     /// This machine and what each fidelity class needs
     Doctor {
         /// Testbed file to probe (its P4Runtime switch, ...); default: the software testbed
@@ -175,6 +223,64 @@ enum Cmd {
     },
 }
 
+/// `--profile`: the two profiles every spec has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ProfileArg {
+    /// CI scale: seconds to a minute
+    Quick,
+    /// the paper's scale
+    Full,
+}
+
+impl ProfileArg {
+    fn as_str(self) -> &'static str {
+        match self {
+            ProfileArg::Quick => "quick",
+            ProfileArg::Full => "full",
+        }
+    }
+}
+
+/// `--launcher`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LauncherArg {
+    /// the runner's thread
+    Inproc,
+    /// an agent process on this host
+    Local,
+    /// agents on the hostfile's hosts
+    Ssh,
+    /// agents as srun tasks
+    Slurm,
+}
+
+impl LauncherArg {
+    fn as_str(self) -> &'static str {
+        match self {
+            LauncherArg::Inproc => "inproc",
+            LauncherArg::Local => "local",
+            LauncherArg::Ssh => "ssh",
+            LauncherArg::Slurm => "slurm",
+        }
+    }
+}
+
+/// The fidelity classes as clap's possible values (listed in --help and the completions).
+fn fidelity_parser() -> impl TypedValueParser<Value = Fidelity> {
+    PossibleValuesParser::new(Fidelity::ALL.map(Fidelity::as_str))
+        .try_map(|s| Fidelity::parse(&s).ok_or("not a fidelity class"))
+}
+
+/// The report formats as clap's possible values.
+fn format_parser() -> impl TypedValueParser<Value = Format> {
+    PossibleValuesParser::new(Format::ALL.map(Format::as_str)).try_map(|s| {
+        Format::ALL
+            .into_iter()
+            .find(|f| f.as_str() == s)
+            .ok_or("not a report format")
+    })
+}
+
 fn main() {
     let cli = Cli::parse();
     match run(cli) {
@@ -189,9 +295,24 @@ fn main() {
 fn run(cli: Cli) -> Result<i32> {
     let results = paths::results_dir(cli.results.as_deref());
     match cli.cmd {
-        Cmd::List { paper } => list(paper.as_deref()),
-        Cmd::Show { id } => show(&id),
-        Cmd::Validate { files } => validate(&files),
+        Cmd::List { paper, json } => list(paper.as_deref(), json),
+        Cmd::Show { id, json } => show(&id, json),
+        Cmd::Validate { files, json } => validate(&files, json),
+        Cmd::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "inabench",
+                &mut std::io::stdout(),
+            );
+            Ok(0)
+        }
+        Cmd::Man => {
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut std::io::stdout())
+                .context("cannot write the man page")?;
+            Ok(0)
+        }
         Cmd::Reproduce {
             ids,
             all,
@@ -209,7 +330,19 @@ fn run(cli: Cli) -> Result<i32> {
             format,
             pcap,
             host_profile,
+            set,
+            repetitions,
+            warmup,
         } => {
+            // parsed before anything runs: a bad override is one sentence and nothing starts
+            let overrides = Overrides {
+                set: set
+                    .iter()
+                    .map(|s| SetParam::parse(s))
+                    .collect::<Result<_, _>>()?,
+                repetitions,
+                warmup,
+            };
             // read and checked against the reference before anything runs (one sentence with
             // file, line and field); handed to the workloads through their point context
             let host_profile = inabench::hostprofile::load(host_profile.as_deref())?;
@@ -223,15 +356,7 @@ fn run(cli: Cli) -> Result<i32> {
                 }
                 None => None,
             };
-            let fidelity: Vec<Fidelity> = match fidelity {
-                None => Vec::new(),
-                Some(list) => list
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|f| !f.is_empty())
-                    .map(|f| Fidelity::parse(f).ok_or_else(|| anyhow!("`{f}` is not a fidelity class (hardware, emulated, simulated, modelled, functional)")))
-                    .collect::<Result<_>>()?,
-            };
+            let fidelity = uniq(fidelity);
             let ids = if all {
                 let cat = load_catalog()?;
                 for e in &cat.invalid {
@@ -246,17 +371,17 @@ fn run(cli: Cli) -> Result<i32> {
                 ids
             };
             let placement = placement(
-                launcher.as_deref(),
+                launcher.map(LauncherArg::as_str),
                 testbed.as_deref(),
                 hostfile.as_deref(),
                 ssh_config,
                 listen,
                 agents,
             )?;
-            let formats = Format::parse_list(&format).map_err(|e| anyhow!("{e}"))?;
+            let formats = uniq(format);
             let code = reproduce(
                 &ids,
-                &profile,
+                profile.as_str(),
                 &fidelity,
                 testbed.as_deref(),
                 seed,
@@ -266,6 +391,7 @@ fn run(cli: Cli) -> Result<i32> {
                 &formats,
                 &results,
                 capture_dir,
+                &overrides,
                 &host_profile,
             )?;
             if all {
@@ -282,17 +408,24 @@ fn run(cli: Cli) -> Result<i32> {
             inabench::hostprofile::calibrate(out.as_deref(), reps, &results)?;
             Ok(0)
         }
-        Cmd::Runs => runs(&results),
+        Cmd::Runs { json } => runs(&results, json),
         Cmd::Scoreboard {
+            json,
             html,
             paper,
             ledger,
         } => {
             let board = scoreboard::collect(&results, paper.as_deref())?;
-            if let Some(path) = ledger {
-                std::fs::write(&path, scoreboard::ledger(&board))
+            if let Some(path) = &ledger {
+                std::fs::write(path, scoreboard::ledger(&board))
                     .with_context(|| format!("cannot write the ledger {}", path.display()))?;
-                println!("ledger: {}", path.display());
+                if !json {
+                    println!("ledger: {}", path.display());
+                }
+            }
+            if json {
+                println!("{}", serde_json::to_string_pretty(&board)?);
+                return Ok(0);
             }
             print!("{}", scoreboard::terminal(&board));
             let html = html.unwrap_or_else(|| results.join("scoreboard.html"));
@@ -301,7 +434,7 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Cmd::Report { run, format } => {
-            let formats = Format::parse_list(&format).map_err(|e| anyhow!("{e}"))?;
+            let formats = uniq(format);
             let dir = store::resolve_run(&results, &run)?;
             report(&dir, &formats, true)?;
             Ok(0)
@@ -448,14 +581,51 @@ fn placement(
     })
 }
 
+/// The values in their first order, each once (`--format md,md` writes one report.md).
+fn uniq<T: PartialEq>(v: Vec<T>) -> Vec<T> {
+    let mut out: Vec<T> = Vec::with_capacity(v.len());
+    for x in v {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
+}
+
+/// An argument of `reproduce` that names a spec file rather than an experiment id.
+fn is_spec_file(id: &str) -> bool {
+    id.ends_with(".yaml") || id.ends_with(".yml") || id.contains('/')
+}
+
 fn load_catalog() -> Result<Catalog> {
     Ok(paths::catalog()?)
 }
 
-fn list(paper: Option<&str>) -> Result<i32> {
+fn list(paper: Option<&str>, json: bool) -> Result<i32> {
     let cat = load_catalog()?;
     for e in &cat.invalid {
         eprintln!("warning: an invalid spec is left out: {e}");
+    }
+    if json {
+        let items: Vec<serde_json::Value> = cat
+            .entries
+            .iter()
+            .filter(|e| paper.is_none_or(|p| p == e.spec.paper_id))
+            .map(|e| {
+                let s = &e.spec;
+                serde_json::json!({
+                    "id": s.id,
+                    "paper": s.paper_id,
+                    "artifact": s.artifact,
+                    "status": s.status,
+                    "fidelity": s.fidelity,
+                    "title": s.title,
+                    "file": e.file,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&items)?);
+        return Ok(0);
     }
     if let Some(p) = paper
         && !inabench_core::spec::PAPERS.contains(&p)
@@ -517,10 +687,25 @@ fn truncate(s: &str, n: usize) -> String {
     }
 }
 
-fn show(id: &str) -> Result<i32> {
+fn show(id: &str, json: bool) -> Result<i32> {
     let cat = load_catalog()?;
     let e = cat.get(id)?;
     let s = &e.spec;
+    if json {
+        let points: std::collections::BTreeMap<&String, usize> = s
+            .profiles
+            .keys()
+            .map(|name| {
+                let n = inabench_core::plan::expand(s, name)
+                    .map(|v| v.len())
+                    .unwrap_or(0);
+                (name, n)
+            })
+            .collect();
+        let v = serde_json::json!({ "file": e.file, "points": points, "spec": s });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(0);
+    }
     let mut o = String::new();
     o.push_str(&format!(
         "{}: {}\n{}\n{}\n\n",
@@ -645,7 +830,30 @@ fn human_secs(s: f64) -> String {
     }
 }
 
-fn validate(files: &[PathBuf]) -> Result<i32> {
+fn validate(files: &[PathBuf], json: bool) -> Result<i32> {
+    if json {
+        // one object per spec: the catalogue's, or the files given
+        let mut out: Vec<serde_json::Value> = Vec::new();
+        if files.is_empty() {
+            let cat = load_catalog()?;
+            for e in &cat.entries {
+                out.push(serde_json::json!({"file": e.file, "id": e.spec.id, "ok": true}));
+            }
+            for e in &cat.invalid {
+                out.push(serde_json::json!({"file": e.file, "ok": false, "error": e.to_string()}));
+            }
+        } else {
+            for f in files {
+                out.push(match inabench_core::spec::Spec::load(f) {
+                    Ok(s) => serde_json::json!({"file": f, "id": s.id, "ok": true}),
+                    Err(e) => serde_json::json!({"file": f, "ok": false, "error": e.to_string()}),
+                });
+            }
+        }
+        let bad = out.iter().any(|v| v["ok"] == false);
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(if bad { 2 } else { 0 });
+    }
     if files.is_empty() {
         let cat = load_catalog()?;
         for e in &cat.invalid {
@@ -688,16 +896,34 @@ fn reproduce(
     formats: &[Format],
     results: &Path,
     capture_dir: Option<PathBuf>,
+    overrides: &Overrides,
     host_profile: &inabench_core::hostprofile::HostProfile,
 ) -> Result<i32> {
     let cat = load_catalog()?;
-    // resolve every id first, so a typo in the third id fails before the first runs
+    // resolve every id (or spec file) and apply the overrides first, so a typo in the third id
+    // or a bad --set fails before the first runs
     let entries = ids
         .iter()
-        .map(|id| cat.get(id).cloned())
-        .collect::<Result<Vec<_>, _>>()?;
+        .map(|id| -> Result<Entry> {
+            let entry = if is_spec_file(id) {
+                let file = PathBuf::from(id);
+                let text = std::fs::read_to_string(&file)
+                    .with_context(|| format!("cannot read the spec {id}"))?;
+                let spec = inabench_core::spec::Spec::from_yaml(&file, &text)?;
+                Entry { spec, file, text }
+            } else {
+                cat.get(id).cloned()?
+            };
+            Ok(overrides.apply(&entry, profile)?)
+        })
+        .collect::<Result<Vec<_>>>()?;
     if resume.is_some() && entries.len() > 1 {
         bail!("--resume continues one run; give one experiment id");
+    }
+    if resume.is_some() && !overrides.is_empty() {
+        bail!(
+            "--resume finishes a run as it was planned; --set, --repetitions and --warmup cannot change it"
+        );
     }
     let (testbed_name, testbed_text) = match testbed {
         None => (
@@ -724,6 +950,23 @@ fn reproduce(
             Some(r) => Some(store::resolve_run(results, r)?),
             None => None,
         };
+        // a run made with overrides resumes with the changed spec it keeps
+        let (entry, recorded) = match &resume_dir {
+            Some(dir) => {
+                let m = store::read_manifest(dir)?;
+                if m.overrides.is_empty() {
+                    (entry, Vec::new())
+                } else {
+                    let kept = dir.join(store::SPEC_FILE);
+                    let text = std::fs::read_to_string(&kept)
+                        .with_context(|| format!("cannot read {}", kept.display()))?;
+                    let file = PathBuf::from(&m.spec_file);
+                    let spec = inabench_core::spec::Spec::from_yaml(&file, &text)?;
+                    (Entry { spec, file, text }, m.overrides)
+                }
+            }
+            None => (entry, overrides.describe()),
+        };
         let req = RunRequest {
             entry: entry.clone(),
             profile: profile.to_string(),
@@ -736,6 +979,7 @@ fn reproduce(
             testbed_name: testbed_name.clone(),
             testbed_text: testbed_text.clone(),
             capture_dir: capture_dir.clone(),
+            overrides: recorded,
             host_profile: Some(host_profile.clone()),
         };
         let prepared = runner::prepare(&req, &registry)?;
@@ -825,8 +1069,12 @@ fn report(dir: &Path, formats: &[Format], print: bool) -> Result<()> {
     Ok(())
 }
 
-fn runs(results: &Path) -> Result<i32> {
+fn runs(results: &Path, json: bool) -> Result<i32> {
     let runs = store::list_runs(results)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&runs)?);
+        return Ok(0);
+    }
     if runs.is_empty() {
         println!("no runs yet in {}", results.display());
         return Ok(0);

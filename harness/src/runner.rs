@@ -111,6 +111,8 @@ pub struct RunRequest {
     pub capture_dir: Option<PathBuf>,
     /// `--host-profile FILE` (default the reference profile): the host costs workloads charge.
     pub host_profile: Option<inabench_core::hostprofile::HostProfile>,
+    /// The command line's changes to the spec (already applied to `entry`), for the manifest.
+    pub overrides: Vec<String>,
 }
 
 /// A planned run with its folder and manifest, ready to execute.
@@ -346,6 +348,7 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         systems_not_built: not_built,
         launcher: req.placement.launcher_name().map(str::to_string),
         host_profile: req.host_profile.as_ref().map(|h| h.label()),
+        overrides: req.overrides.clone(),
     };
     store::write_manifest(&run_dir, &manifest).map_err(discard)?;
     let units = spec

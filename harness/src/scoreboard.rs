@@ -6,6 +6,8 @@ use inabench_core::catalog::Catalog;
 use inabench_core::spec::{Fidelity, Spec, Status};
 use inabench_core::store::{self, Manifest};
 use inabench_report::ClaimResult;
+// the report's escaper (one definition: it also escapes `'`)
+use inabench_report::render::html::esc;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -269,13 +271,6 @@ pub fn terminal(board: &Board) -> String {
     let _ = writeln!(out, "evidence: {}", fmt_totals(&ev));
     let _ = writeln!(out, "consistency checks: {}", fmt_totals(&co));
     out
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// The board as a self-contained HTML page linking each run's report.

@@ -54,6 +54,7 @@ fn wrong_result_is_kept_as_data_and_a_failure_fails_only_its_point() {
         testbed_name: "local".into(),
         testbed_text: inabench::testbed::local_text(),
         capture_dir: None,
+        overrides: vec![],
         host_profile: None,
     };
     let prepared = runner::prepare(&req, &reg).expect("prepare");

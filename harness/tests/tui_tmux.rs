@@ -19,7 +19,7 @@ fn capture(session: &str) -> String {
 
 #[test]
 fn dashboard_runs_under_tmux_and_q_stops_cleanly() {
-    if std::env::var_os("INABENCH_SKIP_TMUX").is_some() {
+    if !inabench_testkit::need_tool("tmux", "tmux") {
         return;
     }
     let home = tempfile::tempdir().expect("tmp");

@@ -1,5 +1,7 @@
-//! Analysis of a run with polars: rows compacted to parquet, repetitions aggregated (median, mean,
-//! min, max, a 95% confidence interval of the mean), paper values joined, claims evaluated.
+//! Analysis of a run: rows exported to parquet (polars: typed parameter columns, a UTC
+//! timestamp, the run's constants in the file's metadata) and CSV, repetitions aggregated
+//! (median, mean, min, max, a 95% confidence interval of the mean), paper values joined, claims
+//! evaluated.
 //!
 //! Statistics: the point estimate shown everywhere is the median of the repetitions (robust to a
 //! slow outlier on a shared machine); the interval is Student's t interval of the mean,
@@ -34,8 +36,8 @@ pub enum ReportError {
     },
     #[error("{0}")]
     Render(String),
-    #[error("the run's parameters are not valid JSON: {0}")]
-    Params(#[from] serde_json::Error),
+    #[error("json: {0}")]
+    Json(#[from] serde_json::Error),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ReportError + '_ {
@@ -45,31 +47,172 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ReportError + '_ {
     }
 }
 
-/// Rows as a polars frame in the long format (params as canonical JSON text).
-pub fn rows_to_frame(rows: &[Row]) -> Result<DataFrame, ReportError> {
-    let mut params = Vec::with_capacity(rows.len());
-    for r in rows {
-        params.push(serde_json::to_string(&r.params)?);
-    }
-    let df = df!(
-        "run_id" => rows.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(),
-        "experiment" => rows.iter().map(|r| r.experiment.as_str()).collect::<Vec<_>>(),
-        "point_id" => rows.iter().map(|r| r.point_id.as_str()).collect::<Vec<_>>(),
-        "system" => rows.iter().map(|r| r.system.as_str()).collect::<Vec<_>>(),
-        "fidelity" => rows.iter().map(|r| r.fidelity.as_str()).collect::<Vec<_>>(),
-        "fabric" => rows.iter().map(|r| r.fabric.as_str()).collect::<Vec<_>>(),
-        "params" => params,
-        "repetition" => rows.iter().map(|r| r.repetition).collect::<Vec<_>>(),
-        "metric" => rows.iter().map(|r| r.metric.as_str()).collect::<Vec<_>>(),
-        "value" => rows.iter().map(|r| r.value).collect::<Vec<_>>(),
-        "unit" => rows.iter().map(|r| r.unit.as_str()).collect::<Vec<_>>(),
-        "timestamp" => rows.iter().map(|r| r.timestamp).collect::<Vec<_>>(),
-    )?;
-    Ok(df)
+/// The type a parameter gets in `measurements.parquet`: the narrowest that holds every value
+/// the run gave it (integers stay integers; integers mixed with decimals are decimals; anything
+/// mixed with a string is text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ParamType {
+    Int,
+    Float,
+    Bool,
+    Text,
 }
 
-/// Compact `rows.jsonl` into `measurements.parquet` (written to a temp file, then renamed).
-/// Returns the number of rows.
+fn param_types(rows: &[Row]) -> BTreeMap<&str, ParamType> {
+    use inabench_core::value::Scalar;
+    let mut types: BTreeMap<&str, ParamType> = BTreeMap::new();
+    for r in rows {
+        for (k, v) in &r.params {
+            let t = match v {
+                Scalar::Int(_) => ParamType::Int,
+                Scalar::Float(_) => ParamType::Float,
+                Scalar::Bool(_) => ParamType::Bool,
+                Scalar::Str(_) => ParamType::Text,
+            };
+            let merged = match (types.get(k.as_str()).copied(), t) {
+                (None, t) => t,
+                (Some(a), b) if a == b => a,
+                (Some(ParamType::Int | ParamType::Float), ParamType::Int | ParamType::Float) => {
+                    ParamType::Float
+                }
+                _ => ParamType::Text,
+            };
+            types.insert(k.as_str(), merged);
+        }
+    }
+    types
+}
+
+/// The rows as the frame `measurements.parquet` holds: one row per measurement, `params` a
+/// struct column with one typed field per parameter (null where a point has no such
+/// parameter), `timestamp` a UTC timestamp in microseconds.
+pub fn rows_to_frame(rows: &[Row]) -> Result<DataFrame, ReportError> {
+    use inabench_core::value::Scalar;
+    let n = rows.len();
+    let mut fields: Vec<Series> = Vec::new();
+    for (name, t) in param_types(rows) {
+        let get = |r: &Row| r.params.get(name);
+        let s = match t {
+            ParamType::Int => Series::new(
+                name.into(),
+                rows.iter()
+                    .map(|r| match get(r) {
+                        Some(Scalar::Int(i)) => Some(*i),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>(),
+            ),
+            ParamType::Float => Series::new(
+                name.into(),
+                rows.iter()
+                    .map(|r| get(r).and_then(Scalar::as_f64))
+                    .collect::<Vec<_>>(),
+            ),
+            ParamType::Bool => Series::new(
+                name.into(),
+                rows.iter()
+                    .map(|r| match get(r) {
+                        Some(Scalar::Bool(b)) => Some(*b),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>(),
+            ),
+            ParamType::Text => Series::new(
+                name.into(),
+                rows.iter()
+                    .map(|r| get(r).map(|v| v.to_string()))
+                    .collect::<Vec<_>>(),
+            ),
+        };
+        fields.push(s);
+    }
+    let mut columns: Vec<Column> = vec![
+        Column::new(
+            "run_id".into(),
+            rows.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "experiment".into(),
+            rows.iter()
+                .map(|r| r.experiment.as_str())
+                .collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "point_id".into(),
+            rows.iter().map(|r| r.point_id.as_str()).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "system".into(),
+            rows.iter().map(|r| r.system.as_str()).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "fidelity".into(),
+            rows.iter().map(|r| r.fidelity.as_str()).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "fabric".into(),
+            rows.iter().map(|r| r.fabric.as_str()).collect::<Vec<_>>(),
+        ),
+    ];
+    if !fields.is_empty() {
+        columns.push(
+            StructChunked::from_series("params".into(), n, fields.iter())?
+                .into_series()
+                .into(),
+        );
+    }
+    columns.extend([
+        Column::new(
+            "repetition".into(),
+            rows.iter().map(|r| r.repetition).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "metric".into(),
+            rows.iter().map(|r| r.metric.as_str()).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "value".into(),
+            rows.iter().map(|r| r.value).collect::<Vec<_>>(),
+        ),
+        Column::new(
+            "unit".into(),
+            rows.iter().map(|r| r.unit.as_str()).collect::<Vec<_>>(),
+        ),
+        Series::new(
+            "timestamp".into(),
+            rows.iter()
+                .map(|r| (r.timestamp * 1e6).round() as i64)
+                .collect::<Vec<_>>(),
+        )
+        .into_datetime(TimeUnit::Microseconds, Some(TimeZone::UTC))
+        .into(),
+    ]);
+    Ok(DataFrame::new(n, columns)?)
+}
+
+/// The run's constants, written once in the parquet file's key-value metadata (`inabench.*`).
+fn run_metadata(run_dir: &Path) -> Vec<(String, String)> {
+    let Ok(m) = store::read_manifest(run_dir) else {
+        return Vec::new();
+    };
+    let mut kv = vec![
+        ("inabench.run_id".to_string(), m.run_id),
+        ("inabench.experiment".to_string(), m.experiment),
+        ("inabench.profile".to_string(), m.profile),
+        ("inabench.seed".to_string(), m.seed.to_string()),
+        ("inabench.spec_sha256".to_string(), m.spec_sha256),
+        ("inabench.git_revision".to_string(), m.git_revision),
+        ("inabench.inabench_version".to_string(), m.inabench_version),
+    ];
+    if !m.overrides.is_empty() {
+        kv.push(("inabench.overrides".to_string(), m.overrides.join(" ")));
+    }
+    kv
+}
+
+/// Compact `rows.jsonl` into `measurements.parquet` (written to a temp file, then renamed): the
+/// export for pandas, polars, duckdb and arrow; the analysis reads `rows.jsonl`. Returns the
+/// number of rows.
 pub fn compact(run_dir: &Path) -> Result<usize, ReportError> {
     let stored = store::read_rows(run_dir)?;
     let mut df = rows_to_frame(&stored.rows)?;
@@ -78,123 +221,126 @@ pub fn compact(run_dir: &Path) -> Result<usize, ReportError> {
     let f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
     ParquetWriter::new(f)
         .with_compression(ParquetCompression::Zstd(None))
+        .with_key_value_metadata(Some(KeyValueMetadata::from_static(run_metadata(run_dir))))
         .finish(&mut df)?;
     std::fs::rename(&tmp, &path).map_err(io(&path))?;
     Ok(df.height())
 }
 
-/// The run's measurements: from parquet when it is up to date, else from `rows.jsonl`.
-pub fn load_frame(run_dir: &Path) -> Result<DataFrame, ReportError> {
-    let pq = run_dir.join(store::PARQUET_FILE);
-    let jl = run_dir.join(store::ROWS_FILE);
-    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    let fresh = match (mtime(&pq), mtime(&jl)) {
-        (Some(a), Some(b)) => a >= b,
-        (Some(_), None) => true,
-        _ => false,
-    };
-    if fresh {
-        let f = std::fs::File::open(&pq).map_err(io(&pq))?;
-        return Ok(ParquetReader::new(f).finish()?);
+/// The aggregates as CSV (`report.csv`): one line per system, class, fabric, point and metric,
+/// one column per parameter (empty where a point has none), then unit, n, median, mean, min,
+/// max and the 95% interval.
+pub fn aggregates_csv(agg: &[AggRow]) -> Result<Vec<u8>, ReportError> {
+    use inabench_core::value::Scalar;
+    let names: std::collections::BTreeSet<&str> = agg
+        .iter()
+        .flat_map(|a| a.params.keys().map(String::as_str))
+        .collect();
+    let text = |f: fn(&AggRow) -> &str| agg.iter().map(f).collect::<Vec<_>>();
+    let num = |f: fn(&AggRow) -> f64| agg.iter().map(f).collect::<Vec<_>>();
+    let mut columns: Vec<Column> = vec![
+        Column::new("system".into(), text(|a| &a.system)),
+        Column::new("fidelity".into(), text(|a| a.fidelity.as_str())),
+        Column::new("fabric".into(), text(|a| &a.fabric)),
+    ];
+    for name in names {
+        // a CSV column is text; a number keeps its spec spelling
+        let vals: Vec<Option<String>> = agg
+            .iter()
+            .map(|a| match a.params.get(name) {
+                Some(Scalar::Str(s)) => Some(s.clone()),
+                Some(v) => Some(v.to_string()),
+                None => None,
+            })
+            .collect();
+        let col = if ["system", "fidelity", "fabric", "metric", "unit"].contains(&name) {
+            format!("param_{name}")
+        } else {
+            name.to_string()
+        };
+        columns.push(Column::new(col.into(), vals));
     }
-    let stored = store::read_rows(run_dir)?;
-    rows_to_frame(&stored.rows)
+    columns.extend([
+        Column::new("metric".into(), text(|a| &a.metric)),
+        Column::new("unit".into(), text(|a| &a.unit)),
+        Column::new(
+            "n".into(),
+            agg.iter().map(|a| a.n as u64).collect::<Vec<_>>(),
+        ),
+        Column::new("median".into(), num(|a| a.median)),
+        Column::new("mean".into(), num(|a| a.mean)),
+        Column::new("min".into(), num(|a| a.min)),
+        Column::new("max".into(), num(|a| a.max)),
+        Column::new("ci95_lo".into(), num(|a| a.ci_lo)),
+        Column::new("ci95_hi".into(), num(|a| a.ci_hi)),
+    ]);
+    let mut df = DataFrame::new(agg.len(), columns)?;
+    let mut out = Vec::new();
+    CsvWriter::new(&mut out).finish(&mut df)?;
+    Ok(out)
 }
 
-/// Aggregate repetitions per (system, fidelity, fabric, params, metric).
-pub fn aggregate(df: DataFrame) -> Result<Vec<AggRow>, ReportError> {
-    let keys = ["system", "fidelity", "fabric", "params", "metric", "unit"];
-    let out = df
-        .lazy()
-        .group_by(keys.iter().map(|k| col(*k)).collect::<Vec<_>>())
-        .agg([
-            col("value").count().cast(DataType::UInt64).alias("n"),
-            col("value").median().alias("median"),
-            col("value").mean().alias("mean"),
-            col("value").min().alias("min"),
-            col("value").max().alias("max"),
-            col("value").std(1).alias("std"),
-            col("value")
-                .sort_by([col("repetition")], SortMultipleOptions::default())
-                .alias("reps"),
-        ])
-        .sort(
-            keys.iter()
-                .map(|k| PlSmallStr::from(*k))
-                .collect::<Vec<_>>(),
-            SortMultipleOptions::default(),
-        )
-        .collect()?;
-    let s = |name: &str| -> Result<Vec<Option<String>>, ReportError> {
-        Ok(out
-            .column(name)?
-            .str()?
-            .iter()
-            .map(|v| v.map(str::to_string))
-            .collect())
-    };
-    let f = |name: &str| -> Result<Vec<Option<f64>>, ReportError> {
-        Ok(out.column(name)?.f64()?.iter().collect())
-    };
-    let (system, fidelity, fabric, params, metric, unit) = (
-        s("system")?,
-        s("fidelity")?,
-        s("fabric")?,
-        s("params")?,
-        s("metric")?,
-        s("unit")?,
-    );
-    let n: Vec<Option<u64>> = out.column("n")?.u64()?.iter().collect();
-    let rep_lists = out.column("reps")?.list()?.clone();
-    let reps: Vec<Vec<f64>> = (0..out.height())
-        .map(|i| -> Result<Vec<f64>, ReportError> {
-            Ok(match rep_lists.get_as_series(i) {
-                Some(s) => s.f64()?.iter().flatten().collect(),
-                None => Vec::new(),
-            })
-        })
-        .collect::<Result<_, _>>()?;
-    let (median, mean, min, max, std) = (f("median")?, f("mean")?, f("min")?, f("max")?, f("std")?);
-    let mut rows = Vec::with_capacity(out.height());
+/// Aggregate repetitions per (system, fidelity, fabric, params, metric, unit), in that order.
+pub fn aggregate(rows: &[Row]) -> Vec<AggRow> {
+    type Key = (String, &'static str, String, String, String, String);
+    let mut groups: BTreeMap<Key, (Params, Vec<(u32, f64)>)> = BTreeMap::new();
+    for r in rows {
+        let key = (
+            r.system.clone(),
+            r.fidelity.as_str(),
+            r.fabric.clone(),
+            // the canonical JSON of the parameters: the order the reports list points in
+            serde_json::to_string(&r.params).unwrap_or_default(),
+            r.metric.clone(),
+            r.unit.clone(),
+        );
+        groups
+            .entry(key)
+            .or_insert_with(|| (r.params.clone(), Vec::new()))
+            .1
+            .push((r.repetition, r.value));
+    }
     let mut tcache: BTreeMap<usize, f64> = BTreeMap::new();
-    for i in 0..out.height() {
-        let get = |v: &Vec<Option<String>>| v[i].clone().unwrap_or_default();
-        let Some(fid) = Fidelity::parse(&get(&fidelity)) else {
+    let mut out = Vec::with_capacity(groups.len());
+    for ((system, fid, fabric, _, metric, unit), (params, mut reps)) in groups {
+        let Some(fidelity) = Fidelity::parse(fid) else {
             continue;
         };
-        let count = n[i].unwrap_or(0) as usize;
-        let m = mean[i].unwrap_or(f64::NAN);
-        let (lo, hi) = match (count, std[i]) {
-            (c, Some(sd)) if c >= 2 => {
-                let t = *tcache.entry(c).or_insert_with(|| {
-                    StudentsT::new(0.0, 1.0, (c - 1) as f64)
-                        .map(|d| d.inverse_cdf(0.975))
-                        .unwrap_or(f64::NAN)
-                });
-                let half = t * sd / (c as f64).sqrt();
-                (m - half, m + half)
-            }
-            _ => (m, m),
+        reps.sort_by_key(|(rep, _)| *rep);
+        let reps: Vec<f64> = reps.into_iter().map(|(_, v)| v).collect();
+        let count = reps.len();
+        let mean = reps.iter().sum::<f64>() / count as f64;
+        let (lo, hi) = if count >= 2 {
+            // Student's t interval of the mean
+            let var = reps.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (count - 1) as f64;
+            let t = *tcache.entry(count).or_insert_with(|| {
+                StudentsT::new(0.0, 1.0, (count - 1) as f64)
+                    .map(|d| d.inverse_cdf(0.975))
+                    .unwrap_or(f64::NAN)
+            });
+            let half = t * var.sqrt() / (count as f64).sqrt();
+            (mean - half, mean + half)
+        } else {
+            (mean, mean)
         };
-        let p: Params = serde_json::from_str(&get(&params))?;
-        rows.push(AggRow {
-            system: get(&system),
-            fidelity: fid,
-            fabric: get(&fabric),
-            params: p,
-            metric: get(&metric),
-            unit: get(&unit),
+        out.push(AggRow {
+            system,
+            fidelity,
+            fabric,
+            params,
+            metric,
+            unit,
             n: count,
-            median: median[i].unwrap_or(f64::NAN),
-            mean: m,
-            min: min[i].unwrap_or(f64::NAN),
-            max: max[i].unwrap_or(f64::NAN),
+            median: inabench_core::rng::stats::median(&reps).unwrap_or(f64::NAN),
+            mean,
+            min: reps.iter().copied().fold(f64::INFINITY, f64::min),
+            max: reps.iter().copied().fold(f64::NEG_INFINITY, f64::max),
             ci_lo: lo,
             ci_hi: hi,
-            reps: reps[i].clone(),
+            reps,
         });
     }
-    Ok(rows)
+    out
 }
 
 /// The paper's values beside ours (one comparison per paper value and fidelity class present).
@@ -495,9 +641,9 @@ fn with_breakevens(
 
 /// Analyse a run folder against its spec.
 pub fn analyse(run_dir: &Path, spec: &Spec, manifest: Manifest) -> Result<Analysis, ReportError> {
-    let df = load_frame(run_dir)?;
-    let rows_total = df.height();
-    let agg = aggregate(df)?;
+    let rows = store::read_rows(run_dir)?.rows;
+    let rows_total = rows.len();
+    let agg = aggregate(&rows);
     let mut fidelities: Vec<Fidelity> = agg.iter().map(|a| a.fidelity).collect();
     // classes the run planned count even when no row came back (every point failed)
     fidelities.extend(manifest.classes());
@@ -551,7 +697,7 @@ mod tests {
             row("a", 32, 2, 6.0),
             row("b", 32, 0, 4.0),
         ];
-        let agg = aggregate(rows_to_frame(&rows).expect("frame")).expect("agg");
+        let agg = aggregate(&rows);
         assert_eq!(agg.len(), 2);
         let a = &agg[0];
         assert_eq!(
@@ -583,14 +729,39 @@ mod tests {
         }
         w.flush().expect("flush");
         assert_eq!(compact(d.path()).expect("compact"), 2);
-        assert!(d.path().join(store::PARQUET_FILE).exists());
-        // parquet is newer than rows.jsonl: it is what load_frame reads
-        let df = load_frame(d.path()).expect("load");
+        let f = std::fs::File::open(d.path().join(store::PARQUET_FILE)).expect("parquet");
+        let df = ParquetReader::new(f).finish().expect("read");
         assert_eq!(df.height(), 2);
-        let agg = aggregate(df).expect("agg");
+        // the parameter is a typed field of the params struct, the timestamp a UTC timestamp
+        let params = df
+            .column("params")
+            .expect("params")
+            .struct_()
+            .expect("struct");
+        let p = params.field_by_name("P").expect("P");
+        assert_eq!(p.dtype(), &DataType::Int64);
+        assert_eq!(
+            p.i64().expect("i64").into_iter().collect::<Vec<_>>(),
+            vec![Some(32), Some(64)]
+        );
+        assert_eq!(
+            df.column("timestamp").expect("ts").dtype(),
+            &DataType::Datetime(TimeUnit::Microseconds, Some(TimeZone::UTC))
+        );
+        let agg = aggregate(&store::read_rows(d.path()).expect("rows").rows);
         assert_eq!(
             agg.iter().map(|a| a.median).collect::<Vec<_>>(),
             vec![1.5, 2.5]
+        );
+        let csv = String::from_utf8(aggregates_csv(&agg).expect("csv")).expect("utf8");
+        let mut lines = csv.lines();
+        assert_eq!(
+            lines.next(),
+            Some("system,fidelity,fabric,P,metric,unit,n,median,mean,min,max,ci95_lo,ci95_hi")
+        );
+        assert_eq!(
+            lines.next(),
+            Some("a,emulated,mem,32,gput,Gbps,1,1.5,1.5,1.5,1.5,1.5,1.5")
         );
     }
 }

@@ -1,5 +1,5 @@
-//! inabench-report: polars analysis, claim checking, plotters figures, and HTML, PDF, Markdown
-//! and JSON reports of a run.
+//! inabench-report: the aggregation of a run, claim checking, plotters figures, and HTML, PDF,
+//! Markdown, JSON and CSV reports; `measurements.parquet` written with polars.
 
 pub mod analysis;
 pub mod types;

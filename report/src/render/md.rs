@@ -28,6 +28,13 @@ pub fn render_markdown(a: &Analysis) -> String {
             classes
         }
     );
+    if !m.overrides.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nChanged from the spec on the command line: `{}` (the run folder's spec.yaml is the changed spec).",
+            m.overrides.join(" ")
+        );
+    }
     if m.points_wrong > 0 {
         let _ = writeln!(
             s,

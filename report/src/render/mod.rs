@@ -1,5 +1,5 @@
 //! Exporters: figures (plotters, SVG), HTML (self-contained), PDF (typst as a library),
-//! Markdown (terminals and CI logs) and JSON. One module per format, as hyperfine's exporters.
+//! Markdown (terminals and CI logs), JSON and CSV (the aggregates). One module per format, as hyperfine's exporters.
 
 pub mod html;
 pub mod md;
@@ -17,9 +17,29 @@ pub enum Format {
     Pdf,
     Md,
     Json,
+    /// The aggregates, one line per point and metric (`report.csv`)
+    Csv,
 }
 
 impl Format {
+    pub const ALL: [Format; 5] = [
+        Format::Html,
+        Format::Pdf,
+        Format::Md,
+        Format::Json,
+        Format::Csv,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Html => "html",
+            Format::Pdf => "pdf",
+            Format::Md => "md",
+            Format::Json => "json",
+            Format::Csv => "csv",
+        }
+    }
+
     /// Parse `html,pdf,md,json`.
     pub fn parse_list(s: &str) -> Result<Vec<Format>, String> {
         let mut out = Vec::new();
@@ -29,9 +49,10 @@ impl Format {
                 "pdf" => Format::Pdf,
                 "md" | "markdown" => Format::Md,
                 "json" => Format::Json,
+                "csv" => Format::Csv,
                 other => {
                     return Err(format!(
-                        "`{other}` is not a report format (html, pdf, md, json)"
+                        "`{other}` is not a report format (html, pdf, md, json, csv)"
                     ));
                 }
             };
@@ -40,7 +61,7 @@ impl Format {
             }
         }
         if out.is_empty() {
-            return Err("name at least one report format (html, pdf, md, json)".into());
+            return Err("name at least one report format (html, pdf, md, json, csv)".into());
         }
         Ok(out)
     }
@@ -49,6 +70,26 @@ impl Format {
 /// The manifest as (label, text) rows, for the HTML and PDF "What ran" tables.
 pub fn manifest_rows(m: &inabench_core::Manifest) -> Vec<(&'static str, String)> {
     let h = &m.host;
+    let mut rows = manifest_rows_all(m, h);
+    if !m.overrides.is_empty() {
+        rows.insert(
+            2,
+            (
+                "overrides",
+                format!(
+                    "{} (changed on the command line; the run's spec.yaml is the changed spec)",
+                    m.overrides.join(" ")
+                ),
+            ),
+        );
+    }
+    rows
+}
+
+fn manifest_rows_all(
+    m: &inabench_core::Manifest,
+    h: &inabench_core::store::HostFacts,
+) -> Vec<(&'static str, String)> {
     vec![
         ("experiment", m.experiment.clone()),
         (
@@ -191,6 +232,7 @@ pub fn write_reports(
             Format::Md => ("report.md", md::render_markdown(a).into_bytes()),
             Format::Json => ("report.json", serde_json::to_vec_pretty(a)?),
             Format::Pdf => ("report.pdf", pdf::render_pdf(a, &figs)?),
+            Format::Csv => ("report.csv", crate::analysis::aggregates_csv(&a.agg)?),
         };
         let p = run_dir.join(name);
         write(&p, &bytes)?;

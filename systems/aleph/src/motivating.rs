@@ -36,14 +36,8 @@ pub struct Row {
     pub rate: f64,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+fn median(v: Vec<f64>) -> f64 {
+    inabench_rng::stats::median(&v).unwrap_or(f64::NAN)
 }
 
 impl Example {

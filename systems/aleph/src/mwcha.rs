@@ -289,15 +289,7 @@ fn pow2_at_least(x: usize) -> usize {
 }
 
 fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n == 0 {
-        0.0
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+    inabench_rng::stats::median_in_place(v).unwrap_or(0.0)
 }
 
 /// Run M-WCHA on `inst`, drawing its coin flips from `rng`.

@@ -237,14 +237,10 @@ pub fn write_region(path: &Path, off: u64, bytes: &[u8], writeback: bool) -> Res
     Ok(())
 }
 
-/// Round an f32 to the nearest bf16 (ties to even), as the worker-facing copy is stored.
+/// Round an f32 to the nearest bf16 (ties to even; a NaN stays a quiet NaN), as the
+/// worker-facing copy is stored: `half::bf16`, the suite's one conversion.
 pub fn f32_to_bf16(x: f32) -> u16 {
-    let b = x.to_bits();
-    if x.is_nan() {
-        return ((b >> 16) as u16) | 0x40;
-    }
-    let round = 0x7FFF + ((b >> 16) & 1);
-    (b.wrapping_add(round) >> 16) as u16
+    half::bf16::from_f32(x).to_bits()
 }
 
 fn mix(mut z: u64) -> u64 {

@@ -42,14 +42,10 @@ pub fn dequantise(sums: &[i32], exps: &[i32], block: usize, workers: usize) -> V
         .collect()
 }
 
-/// bf16 rounding (round to nearest even) of an f32, kept as f32: the paper trains in bf16.
+/// bf16 rounding (round to nearest even; a NaN stays a quiet NaN) of an f32, kept as f32: the
+/// paper trains in bf16. `half::bf16`, the suite's one conversion.
 pub fn bf16(x: f32) -> f32 {
-    if !x.is_finite() {
-        return x;
-    }
-    let b = x.to_bits();
-    let r = b.wrapping_add(0x7fff + ((b >> 16) & 1));
-    f32::from_bits(r & 0xffff_0000)
+    half::bf16::from_f32(x).to_f32()
 }
 
 #[cfg(test)]
@@ -89,5 +85,9 @@ mod tests {
         assert_eq!(bf16(1.0 + 1.0 / 256.0), 1.0); // tie, to even
         assert_eq!(bf16(1.0 + 3.0 / 256.0), 1.0 + 4.0 / 256.0);
         assert_eq!(bf16(-2.5).to_bits() & 0xffff, 0);
+        // a NaN is a bf16 NaN (its low 16 bits cleared), infinities stay
+        assert!(bf16(f32::from_bits(0x7fc0_1234)).is_nan());
+        assert_eq!(bf16(f32::from_bits(0x7fc0_1234)).to_bits() & 0xffff, 0);
+        assert_eq!(bf16(f32::INFINITY), f32::INFINITY);
     }
 }

@@ -59,11 +59,7 @@ pub enum Data {
 /// and the label token i + context.
 pub fn bigram_corpus(samples: usize, vocab: usize, context: usize, seed: u64) -> Dataset {
     let mut g = inabench_rng::SplitMix64::derive(seed, "bigram language");
-    let mut normal = || {
-        let u1 = ((g.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
-        let u2 = (g.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-    };
+    let mut normal = || g.normal();
     let table: Vec<Vec<f64>> = (0..vocab)
         .map(|_| {
             let l: Vec<f64> = (0..vocab).map(|_| (2.0 * normal()).exp()).collect();

@@ -1,20 +1,22 @@
 //! p4sgd-fig8's emulated CPUSync peer: OpenMPI's MPI_Allreduce run for real when `mpicc` and
-//! `mpirun` are on this host (skipped with the reason printed otherwise).
+//! `mpirun` are on this host (skipped with the reason printed otherwise; required under CI).
 
 use std::time::Duration;
 
 use inabench_p4sgd::mpi::{self, MpiRun, Transport};
 
+/// Skipped off CI without OpenMPI (the reason printed), required under CI.
 fn openmpi() -> bool {
     match mpi::available() {
         Ok(v) => {
             eprintln!("running with {v}");
             true
         }
-        Err(e) => {
-            eprintln!("skipped: the OpenMPI peer is {e}");
-            false
-        }
+        Err(e) => inabench_testkit::need(
+            &format!("OpenMPI (the peer is {e})"),
+            false,
+            "Debian packages openmpi-bin libopenmpi-dev",
+        ),
     }
 }
 

@@ -12,9 +12,7 @@ pub struct Dataset {
 }
 
 fn normal(g: &mut SplitMix64) -> f32 {
-    let u1 = ((g.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
-    let u2 = (g.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-    ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32
+    g.normal() as f32
 }
 
 /// Gaussian clusters.

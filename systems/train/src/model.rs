@@ -88,12 +88,7 @@ impl Model {
         };
         let mut params = vec![0f32; n];
         let mut g = SplitMix64::derive(seed, "init");
-        let mut normal = || {
-            // Box-Muller from two uniforms in (0, 1]
-            let u1 = ((g.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
-            let u2 = (g.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-            ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32
-        };
+        let mut normal = || g.normal() as f32;
         if let (Some((cw, cb)), Arch::Cnn { filters, .. }) = (conv, &arch) {
             let s = (2.0f32 / 9.0).sqrt();
             for p in &mut params[cw..cb] {

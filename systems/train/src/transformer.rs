@@ -90,11 +90,7 @@ impl Layout {
         let (d, h) = (s.width, s.hidden);
         let mut p = vec![0f32; self.len];
         let mut g = SplitMix64::derive(seed, "init/transformer");
-        let mut normal = || {
-            let u1 = ((g.next_u64() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
-            let u2 = (g.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-            ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32
-        };
+        let mut normal = || g.normal() as f32;
         let mut fill = |p: &mut [f32], sd: f32| {
             for v in p {
                 *v = normal() * sd;

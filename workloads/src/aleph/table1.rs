@@ -26,16 +26,8 @@ fn example_clustering(
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+fn median(v: Vec<f64>) -> f64 {
+    inabench_rng::stats::median(&v).unwrap_or(f64::NAN)
 }
 
 /// aleph-table1's emulated class: the example's four workers and PS as rate-limited namespaces

@@ -146,15 +146,10 @@ pub struct Iteration {
     pub xdp: Vec<f64>,
 }
 
-/// CPU time of the calling thread (s).
+/// CPU time of the calling thread (s): the fabric's thread clock (`fabric::wrap`, the one
+/// definition); 0 where the clock is refused.
 pub fn thread_cpu() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec to fill
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    inabench_fabric::wrap::thread_cpu_ns().unwrap_or(0) as f64 * 1e-9
 }
 
 pub(super) fn charge(cpu: &AtomicU64, since: f64) {
