@@ -68,6 +68,11 @@ pub struct SimInputs {
     /// its repetition: repetition r runs on calibration r, each an independent measurement,
     /// see [`cpusync_costs`]).
     pub calibration: u32,
+    /// A declared per-frame cost instead of a measurement: `Some(c)` makes every CPU host stack
+    /// (CPUSync, SwitchML) pay exactly `c` ns a frame and GPUSync's frames exactly NCCL's
+    /// per-hop latency (no measured shape), so a run is a function of its inputs and seed
+    /// alone (the modelled class); `None` measures this host (`calibration`).
+    pub fixed_frame_ns: Option<u64>,
 }
 
 impl SimInputs {
@@ -99,6 +104,13 @@ impl SimInputs {
             rx_delay_ns: self.host_nic_ns,
             tx_delay_ns: self.host_nic_ns,
             cost: Cost::Samples(samples),
+        }
+    }
+    /// A CPU host stack's per-frame costs: the declared `fixed_frame_ns`, else `measure()`.
+    fn host_costs(&self, measure: impl FnOnce() -> Vec<u64>) -> Vec<u64> {
+        match self.fixed_frame_ns {
+            Some(c) => vec![c],
+            None => measure(),
         }
     }
 }
@@ -219,24 +231,36 @@ fn cpusync_nodes(
         .collect()
 }
 
-/// Per-frame costs of a host stack measured on this machine, cached per (system, calibration)
-/// and process: calibration r is an independent run, made when first asked for.
-fn calibrated(system: &'static str, rep: u32, measure: impl FnOnce() -> Vec<u64>) -> Vec<u64> {
-    type Cache = Mutex<HashMap<(&'static str, u32), Vec<u64>>>;
-    static CACHE: OnceLock<Cache> = OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(v) = cache
-        .lock()
-        .ok()
-        .and_then(|m| m.get(&(system, rep)).cloned())
-    {
+/// What a calibration's measurement depends on: the system, the calibration (repetition) and
+/// everything that changes the measured run (workers, values per operation, line rate).
+type CalKey = (&'static str, u32, usize, usize, u64);
+
+fn calibrations() -> &'static Mutex<HashMap<CalKey, Vec<u64>>> {
+    static CACHE: OnceLock<Mutex<HashMap<CalKey, Vec<u64>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// Per-frame costs of a host stack measured on this machine, cached per process by everything
+/// the measurement depends on ([`CalKey`]): calibration r is an independent run, made when first
+/// asked for. (Keyed by system and calibration alone, the first caller's workers and values
+/// decided the costs of every later caller in the process.)
+fn calibrated(key: CalKey, measure: impl FnOnce() -> Vec<u64>) -> Vec<u64> {
+    let cache = calibrations();
+    if let Some(v) = cache.lock().ok().and_then(|m| m.get(&key).cloned()) {
         return v;
     }
     let v = measure();
     if let Ok(mut m) = cache.lock() {
-        m.insert((system, rep), v.clone());
+        m.insert(key, v.clone());
     }
     v
+}
+
+/// Forget every calibration of this process (tests that check a run does not depend on one).
+pub fn clear_calibrations() {
+    if let Ok(mut m) = calibrations().lock() {
+        m.clear();
+    }
 }
 
 /// The per-frame samples of the timed workers of a calibration run, by the suite's one
@@ -274,7 +298,7 @@ fn run_samples<E: Endpoint, S: Endpoint>(mut f: SimFabric<Either<Timed<E>, S>>) 
 /// CPUSync's costs, calibration `rep`: 2,000 all-reduces on `sim` with no timing, every
 /// worker frame timed ([`run_samples`]).
 pub fn cpusync_costs(workers: usize, elements: usize, rep: u32) -> Vec<u64> {
-    calibrated("cpusync", rep, || {
+    calibrated(("cpusync", rep, workers, elements, 0), || {
         let Ok(ws) = cpusync_nodes(workers, elements, 2000, 7) else {
             return Vec::new();
         };
@@ -312,7 +336,7 @@ pub fn run_cpusync(
     };
     match sim {
         Some(si) => {
-            let costs = cpusync_costs(workers, elements, si.calibration);
+            let costs = si.host_costs(|| cpusync_costs(workers, elements, si.calibration));
             let ws = cpusync_nodes(workers, elements, ops, seed)?;
             let mut nodes: Vec<_> = ws
                 .into_iter()
@@ -404,6 +428,10 @@ fn fabric_hop_ns(si: &SimInputs) -> u64 {
 /// measured.
 pub fn gpusync_costs(workers: usize, elements: usize, si: &SimInputs, hop_ns: u64) -> Cost {
     let per_frame = hop_ns.saturating_sub(fabric_hop_ns(si)) as f64 / 2.0;
+    if si.fixed_frame_ns.is_some() {
+        // declared inputs only: NCCL's per-hop latency, no shape measured here
+        return Cost::Fixed(per_frame.round() as u64);
+    }
     let samples = cpusync_costs(workers, elements, si.calibration);
     if samples.is_empty() {
         return Cost::Fixed(per_frame.round() as u64);
@@ -518,7 +546,7 @@ pub fn switchml_config(
 /// SwitchML's worker costs, calibration `rep`: 2,000 all-reduces on `sim`, every worker frame
 /// timed ([`run_samples`]).
 pub fn switchml_costs(workers: usize, rate_bps: f64, rep: u32) -> Vec<u64> {
-    calibrated("switchml", rep, || {
+    calibrated(("switchml", rep, workers, 0, rate_bps.to_bits()), || {
         let cfg = switchml_config(workers, 2000, 7, rate_bps, 1_000_000);
         let Ok(setup) = SwitchMl.build(&cfg) else {
             return Vec::new();
@@ -596,7 +624,7 @@ fn run_switchml_on(
         Some(si) => sim_switchml(
             &cfg,
             si,
-            switchml_costs(workers, rate_bps, si.calibration),
+            si.host_costs(|| switchml_costs(workers, rate_bps, si.calibration)),
             stack,
             seed,
         ),
@@ -712,6 +740,7 @@ mod gpusync_tests {
             host_nic_ns: 600,
             timeout_ns: 10_000,
             calibration: 0,
+            fixed_frame_ns: None,
         }
     }
 
@@ -765,6 +794,7 @@ mod switchml_dpdk_tests {
             host_nic_ns: 600,
             timeout_ns: 1_000_000,
             calibration: 0,
+            fixed_frame_ns: None,
         };
         let ops = 200;
         let cfg = switchml_config(8, ops, 3, 100e9, si.timeout_ns);

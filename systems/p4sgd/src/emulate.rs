@@ -501,6 +501,7 @@ mod tests {
             host_nic_ns: 600,
             timeout_ns: 10_000,
             calibration: 0,
+            fixed_frame_ns: None,
         }
     }
 

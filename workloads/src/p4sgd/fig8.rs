@@ -118,6 +118,7 @@ impl Workload for Fig8 {
                 // independent measurement), so the engine's bootstrap over repetitions judges
                 // within their spread
                 calibration: ctx.repetition,
+                fixed_frame_ns: None,
             })
         } else {
             None

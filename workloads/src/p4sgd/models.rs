@@ -1,24 +1,36 @@
 //! Per-iteration time models of every system of Sec. 5.3-5.4 (the modelled class), Eq. 1-3
-//! rebuilt from the paper's prose, with every input either a cited figure or measured:
+//! rebuilt from the paper's prose, with every input a declared figure of the spec (a datasheet,
+//! a published measurement or a released configuration); nothing is timed on this host, so a
+//! point's numbers are a function of the spec and the seed alone (the test
+//! `modelled_numbers_do_not_depend_on_this_hosts_load` runs every system twice, once beside busy
+//! threads, and compares every number):
 //!
-//! - communication: the all-reduce latencies come from running the systems' protocol code in
-//!   the simulator exactly as p4sgd-fig8's simulated class does ([`inabench_p4sgd::allreduce`]):
-//!   P4SGD's switch protocol, CPUSync's recursive doubling (its host stack's per-frame costs
-//!   measured on this machine), SwitchML's streaming aggregation; cached per process;
+//! - communication: P4SGD's all-reduce runs its protocol code in the simulator exactly as
+//!   p4sgd-fig8's simulated class does ([`inabench_p4sgd::allreduce`]), with the fixed FPGA and
+//!   switch latencies; CPUSync's is a published MPI_Allreduce latency at the node count and
+//!   message size (`mpi_allreduce_us`, OSU micro-benchmarks, see [`MpiTable`]); SwitchML's runs
+//!   its streaming aggregation in the simulator with a declared per-frame host cost
+//!   (`switchml_frame_ns`), behind its released DPDK client's transmit buffer when the spec says
+//!   `switchml_client: dpdk`;
 //! - FPGA compute: [`inabench_p4sgd::fpga`];
-//! - CPU compute: a dense float32 dot product (forward) and axpy (backward) timed on one core
-//!   of this machine, spread over the paper's CPU's cores (Sec. 5.1: 12) and bounded by its
-//!   memory bandwidth (Intel ARK, Xeon Silver 4214: six DDR4-2400 channels = 115.2 GB/s);
+//! - CPU compute: a dense float32 dot product (forward) and axpy (backward) at one 8-wide AVX2
+//!   multiply-add per cycle and core at `cpu_clock_ghz` (see [`cpu_ns_per_element`]), spread
+//!   over the paper's CPU's cores (Sec. 5.1: 12) and bounded by its memory bandwidth (Intel ARK,
+//!   Xeon Silver 4214: six DDR4-2400 channels = 115.2 GB/s); no per-iteration OpenMP/MPI call
+//!   overhead (no cited figure for the paper's CPUs was found), so CPUSync is a best case;
 //! - GPU compute: cuBLAS SGEMM as a dense matrix-vector product bounded by the A100's HBM
 //!   bandwidth (NVIDIA A100 40GB PCIe data sheet: 1,555 GB/s) or FP32 peak (19.5 TFLOPS),
 //!   plus one kernel launch per kernel (`gpu_launch_us`, a cited figure) and NCCL's small
 //!   all-reduce latency: with the spec's `nccl_algo`, `nccl_base_lat_us` and `nccl_hop_lat_us`,
-//!   the mean of GPUSync's NCCL all-reduce run in the simulator for this many GPUs exactly as
-//!   p4sgd-fig8's simulated class does ([`inabench_p4sgd::allreduce::run_gpusync`]), so it
-//!   grows with the node count; without them the cited 2-node figure `nccl_allreduce_us`;
+//!   the mean of GPUSync's NCCL all-reduce run in the simulator for this many GPUs as
+//!   p4sgd-fig8's simulated class does ([`inabench_p4sgd::allreduce::run_gpusync`]) but with
+//!   every hop at NCCL's per-hop latency exactly (no shape measured here), so it grows with the
+//!   node count; without them the cited 2-node figure `nccl_allreduce_us`;
 //! - large all-reduces (data parallelism's gradients): the latency plus a ring all-reduce's
 //!   2 (P - 1) / P of the vector at line rate (MPI, NCCL), or one P4SGD packet of 8 values per
 //!   frame time through the switch (the FPGA data-parallel system).
+//!
+//! Simulated latencies are cached per process, keyed by every input that changes them.
 //!
 //! All systems compute densely: the paper's GPU baseline uses cublasSgemm (dense), its CPU
 //! baseline AVX2 vectors and the FPGA engines stream every feature (MLWeaving's layout).
@@ -29,6 +41,7 @@ use inabench_fabric::NodeId;
 use inabench_fabric::fault::Faults;
 use inabench_fabric::sim::{NodeConfig, SimFabric};
 use inabench_ina::common::{AllReduceConfig, SetupNode, System};
+use inabench_ina::hoststack::{DpdkStack, TxBuffered};
 use inabench_ina::switchml::SwitchMl;
 use inabench_p4sgd::allreduce::{self, NcclInputs, Outcome, SimInputs};
 use inabench_p4sgd::emulate::ELEMENTS;
@@ -58,7 +71,89 @@ pub struct Inputs {
     pub gpu_flops: f64,
     pub cpu_cores: f64,
     pub cpu_mem_bps: f64,
+    /// One core's time per (sample x feature) of the forward dot product and of the backward
+    /// axpy, ns ([`cpu_ns_per_element`] of `cpu_clock_ghz`).
+    pub cpu_ns_per_element: f64,
+    /// CPUSync's MPI_Allreduce latency by node count and message size (`mpi_allreduce_us`).
+    pub mpi: Option<MpiTable>,
+    /// SwitchML's host cost per frame, ns (`switchml_frame_ns`).
+    pub switchml_frame_ns: f64,
+    /// SwitchML's client: `Some` behind the released DPDK client's threads and transmit buffer
+    /// (`switchml_client: dpdk`), `None` the suite's own one-thread client.
+    pub switchml_stack: Option<DpdkStack>,
     pub seed: u64,
+}
+
+/// A published MPI_Allreduce latency table: for each node count, (message bytes, mean latency
+/// in ns) in increasing size. From the spec's `mpi_allreduce_us`, written
+/// `"NODES: BYTES=US BYTES=US ...; NODES: ..."`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MpiTable {
+    rows: Vec<(usize, Vec<(f64, f64)>)>,
+}
+
+impl MpiTable {
+    pub fn parse(text: &str) -> Result<MpiTable, String> {
+        let mut rows = Vec::new();
+        for row in text.split(';').map(str::trim).filter(|r| !r.is_empty()) {
+            let (n, pts) = row
+                .split_once(':')
+                .ok_or_else(|| format!("`{row}` is not NODES: BYTES=US ..."))?;
+            let n: usize = n
+                .trim()
+                .parse()
+                .map_err(|_| format!("`{n}` is not a node count"))?;
+            let mut v = Vec::new();
+            for p in pts.split_whitespace() {
+                let (b, us) = p
+                    .split_once('=')
+                    .ok_or_else(|| format!("`{p}` is not BYTES=US"))?;
+                let b: f64 = b.parse().map_err(|_| format!("`{b}` is not a size"))?;
+                let us: f64 = us.parse().map_err(|_| format!("`{us}` is not a latency"))?;
+                if !(b > 0.0 && us > 0.0 && b.is_finite() && us.is_finite()) {
+                    return Err(format!("`{p}`: sizes and latencies are positive"));
+                }
+                if v.last().is_some_and(|(lb, _)| *lb >= b) {
+                    return Err(format!("node count {n}: sizes must increase at `{p}`"));
+                }
+                v.push((b, us * 1e3));
+            }
+            if v.is_empty() {
+                return Err(format!("node count {n} has no sizes"));
+            }
+            rows.push((n, v));
+        }
+        if rows.is_empty() {
+            return Err("no rows".into());
+        }
+        Ok(MpiTable { rows })
+    }
+
+    /// The latency (ns) of an all-reduce of `bytes` among `nodes`: the smallest size's below
+    /// it (latency-bound), interpolated on log-log axes between sizes, and past the largest
+    /// size extended along the last segment's ns per byte.
+    pub fn latency_ns(&self, nodes: usize, bytes: f64) -> Result<f64, String> {
+        let Some((_, v)) = self.rows.iter().find(|(n, _)| *n == nodes) else {
+            return Err(format!("mpi_allreduce_us has no row for {nodes} nodes"));
+        };
+        let (b0, l0) = v[0];
+        if bytes <= b0 {
+            return Ok(l0);
+        }
+        for w in v.windows(2) {
+            let ((ba, la), (bb, lb)) = (w[0], w[1]);
+            if bytes <= bb {
+                let t = (bytes.ln() - ba.ln()) / (bb.ln() - ba.ln());
+                return Ok((la.ln() + t * (lb.ln() - la.ln())).exp());
+            }
+        }
+        let (bl, ll) = v[v.len() - 1];
+        let slope = match v.len() {
+            1 => 0.0,
+            k => ((ll - v[k - 2].1) / (bl - v[k - 2].0)).max(0.0),
+        };
+        Ok(ll + slope * (bytes - bl))
+    }
 }
 
 /// A numeric parameter, or `default` when the spec does not set it.
@@ -89,9 +184,9 @@ impl Inputs {
             fpga_beat_ns: (1e9 / clock_hz).round() as u64,
             host_nic_ns: ctx.count("host_nic_ns")? as u64,
             timeout_ns: (ctx.param("timeout_us")? * 1e3) as u64,
-            // the modelled class keys its cache by the inputs, not the repetition: one
-            // calibration of this host's costs
+            // the modelled class measures nothing: every host stack pays a declared cost
             calibration: 0,
+            fixed_frame_ns: Some(opt(ctx, "switchml_frame_ns", 0.0).max(0.0).round() as u64),
         };
         Ok(Inputs {
             sim,
@@ -117,6 +212,26 @@ impl Inputs {
             gpu_flops: opt(ctx, "gpu_fp32_tflops", f64::NAN) * 1e12,
             cpu_cores: opt(ctx, "cpu_cores", f64::NAN),
             cpu_mem_bps: opt(ctx, "cpu_mem_gbps", f64::NAN) * 1e9,
+            cpu_ns_per_element: cpu_ns_per_element(opt(ctx, "cpu_clock_ghz", f64::NAN)),
+            mpi: match ctx.text("mpi_allreduce_us") {
+                Ok(t) => Some(
+                    MpiTable::parse(&t)
+                        .map_err(|e| WorkloadError::Invalid(format!("mpi_allreduce_us: {e}")))?,
+                ),
+                Err(_) => None,
+            },
+            switchml_frame_ns: opt(ctx, "switchml_frame_ns", f64::NAN),
+            switchml_stack: match ctx.text("switchml_client").as_deref() {
+                Ok("dpdk") => Some(DpdkStack::switchml_release(
+                    opt(ctx, "switchml_frame_ns", 0.0).max(0.0).round() as u64,
+                )),
+                Ok("own") | Err(_) => None,
+                Ok(other) => {
+                    return Err(WorkloadError::Invalid(format!(
+                        "switchml_client is `own` or `dpdk`, not `{other}`"
+                    )));
+                }
+            },
             seed: ctx.param("seed").map(|s| s as u64).unwrap_or(ctx.seed),
         })
     }
@@ -124,7 +239,7 @@ impl Inputs {
     fn key(&self) -> String {
         let s = &self.sim;
         format!(
-            "{} {} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {:?} {:?} {}",
             s.rate_bps,
             s.link_latency_ns,
             s.switch_latency_ns,
@@ -132,6 +247,8 @@ impl Inputs {
             s.fpga_beat_ns,
             s.host_nic_ns,
             s.timeout_ns,
+            s.fixed_frame_ns,
+            self.switchml_stack,
             self.seed
         )
     }
@@ -146,12 +263,16 @@ impl Inputs {
     }
 }
 
+fn cache() -> &'static Mutex<HashMap<String, f64>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, f64>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
 fn cached(
     key: String,
     f: impl FnOnce() -> Result<f64, WorkloadError>,
 ) -> Result<f64, WorkloadError> {
-    static CACHE: OnceLock<Mutex<HashMap<String, f64>>> = OnceLock::new();
-    let c = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let c = cache();
     if let Some(v) = c.lock().ok().and_then(|m| m.get(&key).copied()) {
         return Ok(v);
     }
@@ -197,7 +318,6 @@ fn check(o: &Outcome, what: &str) -> Result<(), WorkloadError> {
     Ok(())
 }
 
-/// Values per CPUSync message (its frame format's limit).
 /// GPUSync's small all-reduce latency among `workers` GPUs (ns): the simulated NCCL all-reduce
 /// of p4sgd-fig8 (its mean over 500 operations of 8 values, which includes the launch) when the
 /// spec gives NCCL's inputs, else the launch plus the cited 2-node figure.
@@ -219,11 +339,10 @@ pub fn gpusync_latency_ns(inp: &Inputs, workers: usize) -> Result<f64, WorkloadE
     )
 }
 
-pub const CPUSYNC_MAX_VALUES: usize = 255;
-
-/// Mean latency (ns) of CPUSync's MPI-style all-reduce of `elements` 32-bit values (recursive
-/// doubling through the switch; 0 with one worker). A message carries at most 255 values, so a
-/// longer vector goes as consecutive all-reduces of equal pieces (our choice: no pipelining).
+/// CPUSync's all-reduce latency (ns) of `elements` 32-bit values among `workers` nodes: the
+/// spec's published MPI_Allreduce latency at that node count and message size ([`MpiTable`];
+/// 0 with one worker). The paper's CPUSync is OpenMPI's MPI_Allreduce (Sec. 5.1); the suite's
+/// own recursive doubling with this host's per-frame cost stays p4sgd-fig8's simulated row.
 pub fn cpusync_latency_ns(
     inp: &Inputs,
     workers: usize,
@@ -232,20 +351,19 @@ pub fn cpusync_latency_ns(
     if workers < 2 {
         return Ok(0.0);
     }
-    let pieces = elements.div_ceil(CPUSYNC_MAX_VALUES).max(1);
-    let each = elements.div_ceil(pieces);
-    let one = cached(format!("cpusync {workers} {each} {}", inp.key()), || {
-        let o = allreduce::run_cpusync(workers, each, OPS / 4, inp.seed, Some(&inp.sim))
-            .map_err(err)?;
-        check(&o, "cpusync")?;
-        mean(&o.latencies).ok_or_else(|| err("cpusync: no latency samples"))
-    })?;
-    Ok(one * pieces as f64)
+    let t = inp
+        .mpi
+        .as_ref()
+        .ok_or_else(|| WorkloadError::Param("mpi_allreduce_us".into()))?;
+    t.latency_ns(workers, (elements * 4) as f64)
+        .map_err(WorkloadError::Invalid)
 }
 
 /// Time (ns) of one SwitchML all-reduce of `elements` values (inabench-ina's SwitchML, its
-/// default pool, CPU hosts as in p4sgd-fig8): the last worker's completion, averaged over
-/// a few all-reduces with different seeds. 0 with one worker.
+/// default pool, CPU hosts as in p4sgd-fig8, each frame costing the declared
+/// `switchml_frame_ns`; behind the released DPDK client's cores and transmit buffer when
+/// `switchml_client` is `dpdk`): the last worker's completion, averaged over a few all-reduces
+/// with different seeds. 0 with one worker.
 pub fn switchml_allreduce_ns(
     inp: &Inputs,
     workers: usize,
@@ -258,8 +376,17 @@ pub fn switchml_allreduce_ns(
         format!("switchml {workers} {elements} {}", inp.key()),
         || {
             let si = &inp.sim;
-            // the host stack's per-frame costs, measured here as p4sgd-fig8 does
-            let costs = allreduce::switchml_costs(workers, si.rate_bps, si.calibration);
+            inp.need(&[(inp.switchml_frame_ns + 1.0, "switchml_frame_ns")])?;
+            // the declared per-frame cost of one core, served by the client's cores
+            let cores = inp
+                .switchml_stack
+                .as_ref()
+                .map_or(1, |d| u64::from(d.cores.max(1)));
+            let cost = (inp.switchml_frame_ns.round() as u64).div_ceil(cores);
+            let buffer = inp
+                .switchml_stack
+                .as_ref()
+                .map(|d| (d.tx_burst, d.drain_ns));
             let mut total = 0.0;
             let reps = 5u64;
             for r in 0..reps {
@@ -277,11 +404,13 @@ pub fn switchml_allreduce_ns(
                     .into_nodes()
                     .into_iter()
                     .map(|n| {
-                        let t = if matches!(n, SetupNode::Worker(_)) {
-                            si.cpu(costs.clone())
+                        let host = matches!(n, SetupNode::Worker(_));
+                        let t = if host {
+                            si.cpu(vec![cost])
                         } else {
                             si.switch()
                         };
+                        let n = TxBuffered::new(n, if host { buffer } else { None });
                         inabench_p4sgd::host::Host::new(n, t, inp.seed.wrapping_add(r))
                     })
                     .collect();
@@ -307,7 +436,7 @@ pub fn switchml_allreduce_ns(
                 }
                 let mut end = 0u64;
                 for h in f.into_nodes() {
-                    if let SetupNode::Worker(w) = &h.inner {
+                    if let SetupNode::Worker(w) = h.inner.inner() {
                         if !w.check(&cfg) {
                             return Err(WorkloadError::WrongResult(
                                 "switchml: a result differs from the exact sum".into(),
@@ -322,6 +451,20 @@ pub fn switchml_allreduce_ns(
             Ok(total / reps as f64)
         },
     )
+}
+
+/// The wait of an iteration's first SwitchML packet in the released DPDK client's transmit
+/// buffer, in a training loop's steady state (0 with the suite's own client or one worker). The
+/// buffer (inabench-ina's hoststack `TxBuffered`: sent when full or at `max(now, last flush +
+/// drain)`) was last flushed when the previous iteration's all-reduce sent, `since` ns ago (its
+/// all-reduce and the compute between), so the packet waits `drain - since` when that is
+/// positive. [`switchml_allreduce_ns`] simulates a fresh client, whose first packets leave at
+/// once, so the steady state's wait is added here.
+pub fn dpdk_drain_wait_ns(inp: &Inputs, workers: usize, since: f64) -> f64 {
+    match &inp.switchml_stack {
+        Some(d) if workers > 1 => (d.drain_ns as f64 - since).max(0.0),
+        _ => 0.0,
+    }
 }
 
 /// Bytes on the wire of one P4SGD packet of 8 values, with Ethernet framing (preamble, FCS,
@@ -343,50 +486,16 @@ pub fn p4sgd_frame_bytes_of(inp: &Inputs, values: usize) -> Result<f64, Workload
     Ok((f.len() + inp.sim.link().framing_bytes) as f64)
 }
 
-/// This machine's single-core dense float32 rates: ns per (sample x feature) of a dot product
-/// (forward) and of an axpy (backward), each the fastest of several timed runs over 64K
-/// features (in cache: the compute rate; memory is bounded separately).
-pub fn cpu_rates_ns() -> (f64, f64) {
-    static RATES: OnceLock<(f64, f64)> = OnceLock::new();
-    *RATES.get_or_init(|| {
-        let n = 1 << 16;
-        let x: Vec<f32> = (0..n).map(|i| (i % 17) as f32 * 0.01).collect();
-        let mut w: Vec<f32> = (0..n).map(|i| (i % 13) as f32 * 0.02).collect();
-        let mut best = (f64::MAX, f64::MAX);
-        for _ in 0..30 {
-            let t = std::time::Instant::now();
-            let mut s = 0f32;
-            for _ in 0..8 {
-                s += dot8(&x, &w);
-            }
-            std::hint::black_box(s);
-            best.0 = best.0.min(t.elapsed().as_nanos() as f64 / (8 * n) as f64);
-            let t = std::time::Instant::now();
-            for _ in 0..8 {
-                axpy(0.001, &x, &mut w);
-            }
-            std::hint::black_box(&w);
-            best.1 = best.1.min(t.elapsed().as_nanos() as f64 / (8 * n) as f64);
-        }
-        best
-    })
-}
-
-/// A dot product with eight running sums (what AVX2 code does; the compiler vectorises it).
-fn dot8(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    for (x, y) in a.chunks_exact(8).zip(b.chunks_exact(8)) {
-        for k in 0..8 {
-            acc[k] += x[k] * y[k];
-        }
-    }
-    acc.iter().sum()
-}
-
-fn axpy(g: f32, x: &[f32], y: &mut [f32]) {
-    for (a, b) in y.iter_mut().zip(x) {
-        *a += g * b;
-    }
+/// One core's time per (sample x feature) of the dense float32 forward (dot product) and
+/// backward (axpy) at `clock_ghz`, ns: one 8-wide AVX2 multiply-add per cycle (the paper's CPU
+/// baseline uses AVX2, Sec. 5.1). On the Xeon Silver 4214 (Skylake-SP) a core loads two 32-byte
+/// vectors and stores one per cycle (Intel 64 and IA-32 Architectures Optimization Reference
+/// Manual, Skylake-SP load/store ports), so the dot product (two loads per 8 multiply-adds) and
+/// the axpy (two loads and a store per 8) both retire 8 elements a cycle from the L1 cache;
+/// streamed from DRAM the memory bound (`cpu_mem_gbps` over the cores) is about 7x slower at
+/// 12 cores, so this rate binds only in cache. NaN without a clock.
+pub fn cpu_ns_per_element(clock_ghz: f64) -> f64 {
+    1.0 / (clock_ghz * 8.0)
 }
 
 /// The systems of Sec. 5.3-5.4 and their iteration times.
@@ -431,10 +540,10 @@ fn gpu_kernel_ns(inp: &Inputs, n: usize, f: usize) -> f64 {
 
 /// CPU time (ns) of forward plus backward over `n` samples x `f` features on the paper's cores.
 fn cpu_compute_ns(inp: &Inputs, n: usize, f: usize) -> f64 {
-    let (fwd, bwd) = cpu_rates_ns();
+    let per = inp.cpu_ns_per_element;
     let work = (n * f) as f64;
     let mem = ((n * f + 2 * f) * 4) as f64 * 1e9 / inp.cpu_mem_bps;
-    (work * fwd / inp.cpu_cores).max(mem) + (work * bwd / inp.cpu_cores).max(mem)
+    (work * per / inp.cpu_cores).max(mem) + (work * per / inp.cpu_cores).max(mem)
 }
 
 /// A ring all-reduce's transfer time (ns) of `elements` 32-bit values at line rate.
@@ -475,6 +584,7 @@ pub fn iteration_ns(
         inp.need(&[
             (inp.cpu_cores, "cpu_cores"),
             (inp.cpu_mem_bps, "cpu_mem_gbps"),
+            (inp.cpu_ns_per_element, "cpu_clock_ghz"),
         ])
     };
     let share = batch.div_ceil(workers);
@@ -528,8 +638,9 @@ pub fn iteration_ns(
         }
         Sys::SwitchMl => {
             cpu()?;
-            Ok(cpu_compute_ns(inp, batch, part(features, workers))
-                + switchml_allreduce_ns(inp, workers, batch)?)
+            let compute = cpu_compute_ns(inp, batch, part(features, workers));
+            let all_reduce = switchml_allreduce_ns(inp, workers, batch)?;
+            Ok(compute + all_reduce + dpdk_drain_wait_ns(inp, workers, compute + all_reduce))
         }
     }
 }
@@ -549,6 +660,7 @@ mod tests {
                 host_nic_ns: 600,
                 timeout_ns: 10_000,
                 calibration: 0,
+                fixed_frame_ns: Some(20),
             },
             fpga: FpgaModel::paper(8, 4, 250e6),
             gpu_launch_ns: 5_000.0,
@@ -559,8 +671,102 @@ mod tests {
             gpu_flops: 19.5e12,
             cpu_cores: 12.0,
             cpu_mem_bps: 115.2e9,
+            cpu_ns_per_element: cpu_ns_per_element(2.2),
+            mpi: Some(MpiTable::parse(OSU).unwrap()),
+            switchml_frame_ns: 20.0,
+            switchml_stack: None,
             seed: 1,
         }
+    }
+
+    /// The specs' table (OSU 5.8 on Lassen; see p4sgd-fig9's `mpi_allreduce_us`).
+    const OSU: &str = "2: 32=1.22 64=1.21 256=1.62 1024=1.96 4096=3.43; \
+        4: 32=2.65 64=2.62 256=3.10 1024=3.83 4096=6.61; \
+        8: 32=3.81 64=3.88 256=4.49 1024=5.98 4096=10.97";
+
+    #[test]
+    fn mpi_table_reads_interpolates_and_refuses() {
+        let t = MpiTable::parse(OSU).unwrap();
+        // a listed size is its value; below the smallest the smallest's
+        assert_eq!(t.latency_ns(8, 64.0).unwrap(), 3880.0);
+        assert_eq!(t.latency_ns(8, 4.0).unwrap(), 3810.0);
+        // between 256 and 1024 B on log-log axes: 512 B is the geometric mean
+        let mid = t.latency_ns(4, 512.0).unwrap();
+        assert!((mid - (3100.0f64 * 3830.0).sqrt()).abs() < 1e-6, "{mid}");
+        // past 4096 B along the last segment: (10970 - 5980) / 3072 ns a byte
+        let big = t.latency_ns(8, 8192.0).unwrap();
+        assert!(
+            (big - (10970.0 + 4096.0 * 4990.0 / 3072.0)).abs() < 1e-6,
+            "{big}"
+        );
+        assert!(t.latency_ns(3, 64.0).is_err());
+        assert!(MpiTable::parse("8: 64=3.9 32=3.8").is_err());
+        assert!(MpiTable::parse("8: 64=-1").is_err());
+        assert!(MpiTable::parse("x: 64=1").is_err());
+        assert!(MpiTable::parse("").is_err());
+    }
+
+    /// Every number the modelled class computes, for every system over a small grid.
+    fn every_number(inp: &Inputs) -> Vec<f64> {
+        let mut v = Vec::new();
+        for sys in [
+            Sys::P4sgd,
+            Sys::P4sgdDp,
+            Sys::GpuSync,
+            Sys::GpuSyncDp,
+            Sys::CpuSync,
+            Sys::CpuSyncDp,
+            Sys::SwitchMl,
+        ] {
+            for workers in [1, 2, 4, 8] {
+                for batch in [16, 1024] {
+                    v.push(iteration_ns(inp, sys, 47_236, workers, batch).unwrap());
+                }
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn modelled_numbers_do_not_depend_on_this_hosts_load() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let mut inp = inputs();
+        inp.nccl = Some(NcclInputs {
+            algo: None,
+            tree: (4400, 5000),
+            ring: (3600, 2700),
+        });
+        let mut dpdk = inp.clone();
+        dpdk.switchml_stack = Some(DpdkStack::switchml_release(20));
+        let quiet = (every_number(&inp), every_number(&dpdk));
+        // again from scratch (no cached latency, no cached calibration) beside busy threads
+        cache().lock().unwrap().clear();
+        allreduce::clear_calibrations();
+        let stop = AtomicBool::new(false);
+        let loaded = std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    let mut x = 1u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        x = std::hint::black_box(
+                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                        );
+                    }
+                });
+            }
+            let r = (every_number(&inp), every_number(&dpdk));
+            stop.store(true, Ordering::Relaxed);
+            r
+        });
+        assert_eq!(quiet, loaded);
+        // the DPDK client's 10 us drain shows where an iteration is shorter than it (1,000
+        // features: under a microsecond of compute), and not where compute covers it
+        let own = iteration_ns(&inp, Sys::SwitchMl, 1000, 8, 16).unwrap();
+        let released = iteration_ns(&dpdk, Sys::SwitchMl, 1000, 8, 16).unwrap();
+        assert!(released > own + 5_000.0, "{own} {released}");
+        let big = |i: &Inputs| iteration_ns(i, Sys::SwitchMl, 1_000_000, 8, 1024).unwrap();
+        let c = cpu_compute_ns(&dpdk, 1024, part(1_000_000, 8));
+        assert!(c > 10_000.0 && big(&dpdk) <= big(&inp), "{c}");
     }
 
     #[test]
@@ -658,8 +864,8 @@ mod tests {
             let b = iteration_ns(&inp, dp, 1_000_000, 4, 16).unwrap();
             assert!(a < b, "{mp:?} {a} vs {dp:?} {b}");
         }
-        let (f, b) = cpu_rates_ns();
-        assert!(f > 0.0 && b > 0.0 && f < 100.0 && b < 100.0);
+        // CPUSync's all-reduce is the table's: 8 nodes, 16 values = 64 B
+        assert_eq!(cpusync_latency_ns(&inp, 8, 16).unwrap(), 3880.0);
         assert!(
             iteration_ns(&inp, Sys::SwitchMl, 10_000, 4, 64).unwrap()
                 > iteration_ns(&inp, Sys::SwitchMl, 10_000, 1, 64).unwrap() / 4.0
