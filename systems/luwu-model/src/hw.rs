@@ -105,6 +105,18 @@ pub const DGX_CPU: Cpu = Cpu {
     mem_gbps: 2.0 * 8.0 * 3200.0 * 8.0 / 1000.0,
 };
 
+/// One core's CPU-Adam rate, params/s, a declared input (no timing of this host): DeepSpeed's
+/// `cpu_adam` updates 16 fp32 parameters per AVX-512 vector with about six multiply-adds, one
+/// square root and one division (csrc/adam/cpu_adam_impl.cpp, `Step_AVX`); on a Skylake/Ice Lake
+/// Xeon core `vsqrtps zmm` and `vdivps zmm` issue once every 12 and 10 cycles (A. Fog,
+/// "Instruction tables", Skylake-X), so about 28 cycles per 16 parameters, 1.75 cycles a
+/// parameter: 2.2 GHz (the Xeon Silver 4214's and Gold 5320's base clocks, Intel ARK) / 1.75 =
+/// 1.26e9 params/s. It does not decide any model here: every CPU's DRAM bound
+/// (`mem_gbps / ADAM_DRAM_BYTES` over its cores: 343e6 params/s a core for the workers, 258e6 for
+/// LuWu's node, 114e6 for the DGX) is at least 3.6x lower, so [`crate::rate::scaled`] returns the
+/// DRAM bound (the spec parameter `adam_per_core` sweeps it).
+pub const XEON_ADAM_PER_CORE: f64 = 2.2e9 / 1.75;
+
 /// Bytes Adam moves through DRAM per parameter: reads fp32 parameter, gradient, m and v (16),
 /// writes parameter, m and v (12).
 pub const ADAM_DRAM_BYTES: f64 = 28.0;

@@ -1,5 +1,12 @@
 //! The workload `luwu.pushpull` (spec luwu-pushpull): LuWu's push/pull primitives on the `sim`
 //! and `mem` fabrics.
+//!
+//! The optimizer that drains the AggNIC's RX buffer runs at line rate unless the spec gives
+//! `node_ssd_gbps` > 0: then it is LuWu's out-of-core optimizer node as luwu-model (and the
+//! luwu-ooc pipeline of luwu-fig15) builds it, states on the node's SSDs at `node_ssd_gbps` per
+//! direction, each gradient value costing 14 bytes read and 14 written (bf16 parameter, fp32
+//! master weight and moments) and one Adam update on the node's CPU
+//! ([`ooc_consumer_params_per_s`]), as a fraction of the values the line carries per second.
 
 use inabench_core::event::LogLevel;
 use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
@@ -7,6 +14,16 @@ use inabench_fabric::fault::Faults;
 use inabench_luwu::packet;
 use inabench_luwu::run::{self, Job, Outcome};
 use inabench_luwu::transport::Config;
+use inabench_luwu_model::{hw, rate};
+
+/// Gradient values per second LuWu's out-of-core optimizer node consumes with its states on SSDs
+/// of `ssd_gbps` GB/s per direction: bwd+opt reads and writes 14 bytes a parameter
+/// (inabench_luwu_model::iter, LuWu's node), and Adam runs at the node CPU's rate
+/// (dual Xeon Gold 5320, DRAM-bound; [`rate::scaled`]).
+pub fn ooc_consumer_params_per_s(ssd_gbps: f64) -> f64 {
+    let adam = rate::scaled(hw::XEON_ADAM_PER_CORE, &hw::NODE_CPU, hw::NODE_CPU.cores);
+    (ssd_gbps * 1e9 / 14.0).min(adam)
+}
 
 /// Heartbeat interval on the `mem` fabric. Its threads run on real time and are not rate
 /// limited, so T_send / 4 at 100 Gbps (1.7 us) would be a busy loop of ten threads on this
@@ -56,6 +73,7 @@ impl Workload for PushPull {
         let loss = ctx.param("loss").unwrap_or(0.0);
         let timeout_ns = (ctx.param("resend_timeout_ms")? * 1e6) as u64;
         let consumer = ctx.param("consumer_rate").unwrap_or(1.0);
+        let node_ssd_gbps = ctx.param("node_ssd_gbps").unwrap_or(0.0);
         let seed = ctx.count("seed")? as u64 + u64::from(ctx.repetition);
         if !(2..=64).contains(&workers)
             || payload % 4 != 0
@@ -73,6 +91,18 @@ impl Workload for PushPull {
         }
         let vpp = payload / 4;
         let t_send = Config::t_send_ns(window, vpp, rate);
+        // the optimizer's share of the line's values per second (1: it keeps up)
+        let line_values = rate * payload as f64 / packet::wire_bytes(vpp) as f64 / 32.0;
+        let agg_consumer_rate = if node_ssd_gbps > 0.0 {
+            (ooc_consumer_params_per_s(node_ssd_gbps) / line_values).min(1.0)
+        } else if node_ssd_gbps == 0.0 {
+            1.0
+        } else {
+            return Err(WorkloadError::Invalid(format!(
+                "node_ssd_gbps is 0 (an optimizer at line rate) or positive, not {node_ssd_gbps}"
+            )));
+        };
+        ctx.record_if_declared("agg_consumer_frac", agg_consumer_rate);
         let emulated = ctx.fidelity == Fidelity::Emulated;
         let mut consumer_rate = vec![1.0; workers];
         // the slow consumer: the last worker's GPU
@@ -90,7 +120,7 @@ impl Workload for PushPull {
             resend_timeout_ns: timeout_ns,
             stagger_ns: timeout_ns / workers as u64,
             consumer_rate,
-            agg_consumer_rate: 1.0,
+            agg_consumer_rate,
         };
         let job = Job {
             grads: (0..workers)
@@ -157,5 +187,23 @@ impl Workload for PushPull {
             ),
         );
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_out_of_core_node_consumes_below_line_rate() {
+        // 26 GB/s a direction over 14 bytes a value, against 100 Gb/s of 256-byte payloads of
+        // 32-bit values: about 78% of the line
+        let node = ooc_consumer_params_per_s(26.0);
+        assert!((node - 26e9 / 14.0).abs() < 1.0, "{node}");
+        let line = 100e9 * 256.0 / packet::wire_bytes(64) as f64 / 32.0;
+        assert!(node > 0.75 * line && node < 0.8 * line, "{node} {line}");
+        // with (nearly) unbounded SSDs the node CPU's DRAM-bound Adam caps it
+        let dram = hw::NODE_CPU.mem_gbps * 1e9 / hw::ADAM_DRAM_BYTES;
+        assert_eq!(ooc_consumer_params_per_s(1e6), dram);
     }
 }
