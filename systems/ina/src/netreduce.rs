@@ -113,11 +113,10 @@ impl Layout {
         }
         let per_msg = Self::values_per_msg(msg_len, payload);
         let messages = cfg.elements.div_ceil(per_msg).max(1) as u32;
-        let release = match cfg.knob("aggregator_release") {
-            None => Release::Lazy,
-            Some(k) if k == 0.0 => Release::Lazy,
-            Some(k) if k == 1.0 => Release::OneWindowAway,
-            Some(k) => {
+        let release = match cfg.knob("aggregator_release").unwrap_or(0.0) {
+            k if k == 0.0 => Release::Lazy,
+            k if k == 1.0 => Release::OneWindowAway,
+            k => {
                 return Err(SetupError::Config(format!(
                     "aggregator_release is 0 (free an aggregator when MsgID + 2N arrives) or 1 (the paper's one window away), not {k}"
                 )));
