@@ -91,12 +91,14 @@ pub fn rows_to_frame(rows: &[Row]) -> Result<DataFrame, ReportError> {
     let n = rows.len();
     let mut fields: Vec<Series> = Vec::new();
     for (name, t) in param_types(rows) {
-        let get = |r: &Row| r.params.get(name);
+        fn value<'a>(r: &'a Row, name: &str) -> Option<&'a inabench_core::value::Scalar> {
+            r.params.get(name)
+        }
         let s = match t {
             ParamType::Int => Series::new(
                 name.into(),
                 rows.iter()
-                    .map(|r| match get(r) {
+                    .map(|r| match value(r, name) {
                         Some(Scalar::Int(i)) => Some(*i),
                         _ => None,
                     })
@@ -105,13 +107,13 @@ pub fn rows_to_frame(rows: &[Row]) -> Result<DataFrame, ReportError> {
             ParamType::Float => Series::new(
                 name.into(),
                 rows.iter()
-                    .map(|r| get(r).and_then(Scalar::as_f64))
+                    .map(|r| value(r, name).and_then(Scalar::as_f64))
                     .collect::<Vec<_>>(),
             ),
             ParamType::Bool => Series::new(
                 name.into(),
                 rows.iter()
-                    .map(|r| match get(r) {
+                    .map(|r| match value(r, name) {
                         Some(Scalar::Bool(b)) => Some(*b),
                         _ => None,
                     })
@@ -120,7 +122,7 @@ pub fn rows_to_frame(rows: &[Row]) -> Result<DataFrame, ReportError> {
             ParamType::Text => Series::new(
                 name.into(),
                 rows.iter()
-                    .map(|r| get(r).map(|v| v.to_string()))
+                    .map(|r| value(r, name).map(|v| v.to_string()))
                     .collect::<Vec<_>>(),
             ),
         };
