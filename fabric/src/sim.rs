@@ -460,6 +460,23 @@ impl<N: Endpoint> SimFabric<N> {
         self.queue.push_tx_wake(at, self.seq, id);
     }
 
+    /// A host whose timer is still due after `handle_timeout(t)` and its drain is waiting for
+    /// its link (pull-based transmit: an endpoint such as P4SGD's host reports a frame ready to
+    /// go as a due timer); handling that timer again at `t` would change nothing and repeat
+    /// forever at the same virtual time, so it is handled when the link frees (the pending
+    /// transmit wake-up), when the frame can leave.
+    fn defer_due_timer(&mut self, id: NodeId, t: Nanos) {
+        let i = id as usize;
+        if let (Some(w), Some(x)) = (self.timer_at[i], self.tx_wake_at[i])
+            && w <= t
+            && x > w
+        {
+            self.timer_at[i] = Some(x);
+            self.seq += 1;
+            self.queue.push_timer(x, self.seq, id);
+        }
+    }
+
     fn rearm(&mut self, id: NodeId) {
         let i = id as usize;
         let want = self.nodes[i].poll_timeout();
@@ -577,6 +594,7 @@ impl<N: Endpoint> SimFabric<N> {
                     let t = now.max(self.cpu_free[i]);
                     self.nodes[i].handle_timeout(t);
                     self.drain(node, t);
+                    self.defer_due_timer(node, t);
                 }
                 Popped::TxWake => {
                     if self.tx_wake_at[i] != Some(now) {
