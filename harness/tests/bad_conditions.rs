@@ -107,7 +107,7 @@ impl Drop for Tmpfs {
 #[test]
 fn a_full_results_disk_ends_the_run_with_one_sentence() {
     let home = probe_home(0, 3000, false);
-    let Some(fs) = Tmpfs::mount(&home.path().join("mnt"), "96k") else {
+    let Some(fs) = Tmpfs::mount(&home.path().join("mnt"), "256k") else {
         return;
     };
     let results = fs.0.join("results");

@@ -743,7 +743,10 @@ mod tests {
         let p = params.field_by_name("P").expect("P");
         assert_eq!(p.dtype(), &DataType::Int64);
         assert_eq!(
-            p.i64().expect("i64").into_iter().collect::<Vec<_>>(),
+            {
+                let ca = p.i64().expect("i64");
+                (0..ca.len()).map(|i| ca.get(i)).collect::<Vec<_>>()
+            },
             vec![Some(32), Some(64)]
         );
         assert_eq!(
