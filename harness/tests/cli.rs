@@ -72,7 +72,10 @@ fn list_shows_the_whole_catalogue() {
     assert_eq!(o.status.code(), Some(2));
     // clap names the bad value and lists the papers
     let e = stderr(&o);
-    assert!(e.contains("'nope'") && e.contains("netreduce, libra"), "{e}");
+    assert!(
+        e.contains("'nope'") && e.contains("netreduce, libra"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -255,7 +255,13 @@ pub fn aggregates_csv(agg: &[AggRow]) -> Result<Vec<u8>, ReportError> {
                 None => None,
             })
             .collect();
-        let col = if ["system", "fidelity", "fabric", "metric", "unit"].contains(&name) {
+        // a parameter named like one of the file's own columns (netreduce-fig7 has `n`) is
+        // written as `param_<name>`
+        const OWN: [&str; 12] = [
+            "system", "fidelity", "fabric", "metric", "unit", "n", "median", "mean", "min", "max",
+            "ci95_lo", "ci95_hi",
+        ];
+        let col = if OWN.contains(&name) {
             format!("param_{name}")
         } else {
             name.to_string()

@@ -159,7 +159,10 @@ mod tests {
         assert_eq!(atp.threads, inabench_ina::hoststack::ATP_RELEASE_CORES);
         let sml = costs_of(&r, "switchml").unwrap().unwrap();
         assert_eq!(sml.threads, inabench_ina::hoststack::SWITCHML_RELEASE_CORES);
-        assert!(costs_of(&r, "netreduce").unwrap().is_none());
+        // NetReduce's paper stack is the NIC; its entry prices only table6's hypothetical dpdk rows
+        let nr = costs_of(&r, "netreduce").unwrap().unwrap();
+        assert_eq!(nr.threads, inabench_ina::hoststack::SWITCHML_RELEASE_CORES);
+        assert!(costs_of(&r, "ring").unwrap().is_none());
     }
 
     #[test]
