@@ -6,6 +6,9 @@
 //! [`Spec::from_yaml`], so it passes every check a spec file passes (and nothing runs when it does
 //! not); the error is one sentence naming the override and why. The changed spec's text, with a
 //! header naming the overrides, is what the run folder keeps as `spec.yaml`.
+// OverrideError carries a spec error (file, line, field, text) in one variant; a run meets it
+// once, before anything runs, so its size costs nothing worth a Box
+#![allow(clippy::result_large_err)]
 
 use crate::catalog::Entry;
 use crate::plan;

@@ -292,6 +292,7 @@ fn main() {
     }
 }
 
+#[allow(clippy::result_large_err)] // --set parse errors carry a spec error; met once, before any run
 fn run(cli: Cli) -> Result<i32> {
     let results = paths::results_dir(cli.results.as_deref());
     match cli.cmd {

@@ -113,14 +113,15 @@ impl Layout {
         }
         let per_msg = Self::values_per_msg(msg_len, payload);
         let messages = cfg.elements.div_ceil(per_msg).max(1) as u32;
-        let release = match cfg.knob("aggregator_release").unwrap_or(0.0) {
-            k if k == 0.0 => Release::Lazy,
-            k if k == 1.0 => Release::OneWindowAway,
-            k => {
-                return Err(SetupError::Config(format!(
-                    "aggregator_release is 0 (free an aggregator when MsgID + 2N arrives) or 1 (the paper's one window away), not {k}"
-                )));
-            }
+        let k = cfg.knob("aggregator_release").unwrap_or(0.0);
+        let release = if k == 0.0 {
+            Release::Lazy
+        } else if k == 1.0 {
+            Release::OneWindowAway
+        } else {
+            return Err(SetupError::Config(format!(
+                "aggregator_release is 0 (free an aggregator when MsgID + 2N arrives) or 1 (the paper's one window away), not {k}"
+            )));
         };
         let qps = match cfg.knob("switch_shards") {
             Some(k) if k >= 1.0 => (k as u32).min(MAX_QPS).min(messages),
