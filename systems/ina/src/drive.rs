@@ -73,6 +73,17 @@ pub fn run_sim_stack(
     max_ns: u64,
     pcap: Option<&std::path::Path>,
 ) -> Result<(Vec<SetupNode>, SimReport, StackStats), String> {
+    // the released client's own protocol settings (SwitchML's pool under its DPDK client)
+    let extra = stack.client_knobs(cfg);
+    let owned;
+    let cfg = if extra.is_empty() {
+        cfg
+    } else {
+        let mut c = cfg.clone();
+        c.knobs.extend(extra);
+        owned = c;
+        &owned
+    };
     let setup = sys.build(cfg).map_err(|e| e.to_string())?;
     let mut f = sim_fabric(setup, cfg, faults, stack);
     if let Some(path) = pcap {
@@ -356,12 +367,13 @@ pub fn measure_frame_ns(sys: &dyn System) -> u64 {
 }
 
 /// Which host stack a system has in the paper's testbed: NetReduce's and SwitchML-RDMA's
-/// transports run in the RoCE NIC; ATP's and SwitchML's are their released software clients
+/// transports run in the RoCE NIC, and so does the ring all-reduce baseline (`rc_stream`,
+/// `ring_allreduce`: NCCL 2.4.7 over the testbed's RoCE NICs, the paper's "Baselines" paragraph); ATP's and SwitchML's are their released software clients
 /// ("software multi-thread mode", Sec. 5.2): `dpdk`, the release's threads and transmit path
 /// ([`crate::hoststack`]).
 pub fn paper_host_stack(system: &str) -> &'static str {
     match system {
-        "netreduce" | "switchml_rdma" => "nic",
+        "netreduce" | "switchml_rdma" | "rc_stream" | "ring_allreduce" => "nic",
         _ => "dpdk",
     }
 }

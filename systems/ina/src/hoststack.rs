@@ -38,10 +38,19 @@
 //! buffer under `dpdk` (a real client keeps a queue pair on one thread; striping would reorder
 //! its packets).
 //!
+//! SwitchML's release also fixes the packets a worker keeps outstanding
+//! (`max_outstanding_packets = 256`, 64 a thread, the switch's pool sized to it): under its
+//! `dpdk` client SwitchML's `pool` is 256 unless a spec sets it ([`HostStack::client_knobs`],
+//! applied by [`crate::drive::run_sim_stack`]).
+//!
 //! What the model leaves out, on purpose: the release gives each thread a fixed share of the
 //! pool's slots (a slot's packets stay on one thread); here one worker node is one protocol
 //! state machine, its frames dealt to the threads' buffers in turn, and its per-frame work
-//! served by `cores` times the per-core rate.
+//! served by `cores` times the per-core rate. The release's drain clock (`prev_tsc`) moves
+//! only at a timed flush, which it tries on every idle poll whether or not its buffer holds
+//! anything; here a lane's drain is timed from its last send of either kind, so a frame
+//! buffered just after a full buffer left may wait up to one drain period longer than in the
+//! release (at most 10 us, only where a buffer does not fill).
 
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
 use std::collections::VecDeque;
@@ -53,6 +62,12 @@ pub const SWITCHML_RELEASE_CORES: u32 = 4;
 pub const SWITCHML_RELEASE_TX_BURST: usize = 64;
 /// The release's transmit buffer drain period (`bulk_drain_tx_us = 10`, dpdk.cfg), ns.
 pub const SWITCHML_RELEASE_DRAIN_NS: u64 = 10_000;
+/// Packets a worker of the released SwitchML client keeps outstanding
+/// (`max_outstanding_packets = 256`, general.cfg), split evenly over its threads (64 each at 4
+/// threads: as many as one transmit buffer holds); the release sizes the switch's pool to it
+/// ("the pool size must be = max_outstanding_pkts", `dpdk_worker_thread.cc`), so under the
+/// released client SwitchML's `pool` is 256 unless a spec sets it.
+pub const SWITCHML_RELEASE_OUTSTANDING: u32 = 256;
 
 /// Worker threads (cores) of ATP's released client (in-ATP/ATP at ddca27f: `client/main.cc`
 /// `thread_to_use = 12`, each thread on its own core, `bindingCPU(thread_id + 1)` in
@@ -119,6 +134,10 @@ pub struct DpdkStack {
     pub core_frame_ns: u64,
     pub tx_burst: usize,
     pub drain_ns: u64,
+    /// Packets a worker keeps outstanding, where the release fixes it (SwitchML's
+    /// `max_outstanding_packets`, its protocol's `pool`); `None` leaves the protocol's own
+    /// window.
+    pub outstanding: Option<u32>,
 }
 
 impl DpdkStack {
@@ -131,6 +150,7 @@ impl DpdkStack {
             core_frame_ns,
             tx_burst: SWITCHML_RELEASE_TX_BURST,
             drain_ns: SWITCHML_RELEASE_DRAIN_NS,
+            outstanding: Some(SWITCHML_RELEASE_OUTSTANDING),
         }
     }
 
@@ -142,6 +162,7 @@ impl DpdkStack {
             core_frame_ns,
             tx_burst: ATP_RELEASE_TX_BURST,
             drain_ns: 0,
+            outstanding: None,
         }
     }
 
@@ -156,6 +177,11 @@ impl DpdkStack {
             "atp" => Self::atp_release(core_frame_ns),
             _ => Self::switchml_release(core_frame_ns),
         };
+        // the outstanding packets are SwitchML's pool; the hypothetical clients priced as
+        // SwitchML's (NetReduce, SwitchML-RDMA, the ring) keep their own windows
+        if system != "switchml" {
+            s.outstanding = None;
+        }
         if ordered_transport(system) {
             s.lanes = 1;
         }
@@ -290,6 +316,19 @@ impl HostStack {
         match self {
             HostStack::Dpdk(d) => d.lanes.max(1) as usize,
             _ => 1,
+        }
+    }
+
+    /// The protocol knobs this stack's released client fixes, for `system` (SwitchML's `pool` =
+    /// the release's `max_outstanding_packets` under its DPDK client), less those `cfg`
+    /// already sets: a spec's own value wins.
+    pub fn client_knobs(&self, cfg: &crate::common::AllReduceConfig) -> Vec<(String, f64)> {
+        match self {
+            HostStack::Dpdk(DpdkStack {
+                outstanding: Some(n),
+                ..
+            }) if cfg.knob("pool").is_none() => vec![("pool".into(), f64::from(*n))],
+            _ => Vec::new(),
         }
     }
 
@@ -773,6 +812,66 @@ mod tests {
             .map(|s| s.frames_rx + s.frames_tx)
             .sum();
         assert_eq!(busy, frames * 100);
+    }
+
+    /// The released SwitchML client keeps 256 packets outstanding per worker, 64 per thread:
+    /// as many as one transmit buffer holds, so in steady state a thread's buffer fills and
+    /// leaves at once. With the protocol's old default pool of 128 (32 per thread) no buffer
+    /// ever fills and every frame waits for the 10 us drain: SwitchML's Table 6 throughput read
+    /// 18.8 Gbps for that reason alone. A spec's own `pool` still wins.
+    #[test]
+    fn the_released_switchml_client_keeps_its_outstanding_packets() {
+        use crate::common::AllReduceConfig;
+        use crate::drive::run_sim_stack;
+        use inabench_fabric::fault::Faults;
+        let cfg = |knobs: Vec<(String, f64)>| AllReduceConfig {
+            workers: 4,
+            elements: 64 * 4096,
+            seed: 3,
+            line_rate_bps: 100e9,
+            mtu: 1024,
+            timeout_ns: 1_000_000,
+            knobs,
+        };
+        let stack = HostStack::Dpdk(DpdkStack::release("switchml", 0));
+        assert_eq!(
+            stack.client_knobs(&cfg(vec![])),
+            vec![("pool".to_string(), 256.0)]
+        );
+        assert!(
+            stack
+                .client_knobs(&cfg(vec![("pool".into(), 64.0)]))
+                .is_empty()
+        );
+        for other in ["atp", "netreduce", "switchml_rdma"] {
+            let s = HostStack::Dpdk(DpdkStack::release(other, 0));
+            assert!(s.client_knobs(&cfg(vec![])).is_empty(), "{other}");
+        }
+        assert!(HostStack::Nic.client_knobs(&cfg(vec![])).is_empty());
+        let sys = crate::switchml::SwitchMl;
+        let wait = |knobs| {
+            let (_, rep, st) = run_sim_stack(
+                &sys,
+                &cfg(knobs),
+                Faults::default(),
+                &stack,
+                1_000_000_000,
+                None,
+            )
+            .unwrap();
+            assert!(rep.finished);
+            st.mean_wait_us().unwrap_or(0.0)
+        };
+        let release = wait(vec![]);
+        let small = wait(vec![("pool".into(), 128.0)]);
+        assert!(
+            release < 5.0,
+            "the release's buffers fill: mean wait {release} us"
+        );
+        assert!(
+            small > 5.0,
+            "32 a thread never fill 64: mean wait {small} us"
+        );
     }
 
     /// The ordered (RoCE-style) transports on `dpdk` keep one buffer, so their packets leave in
