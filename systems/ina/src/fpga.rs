@@ -90,6 +90,9 @@ struct Aggregator {
     /// the CRC of the result's bytes after [`RESULT_HEAD`] (and the pad), which every copy of
     /// the result ends in: set with `result`
     tail: Option<SharedTail>,
+    /// The message whose aggregate the paper's rule freed here one window away (kept until
+    /// another message takes the aggregator), to count packets that come back for it.
+    freed_early: Option<u32>,
 }
 
 /// The bytes of a result frame's payload whose source differs between copies: a first packet
@@ -128,6 +131,8 @@ pub struct Accelerator {
     emit_cache: Vec<EmitCache>,
     /// aggregators freed by the paper's one-window-away rule ([`Release::OneWindowAway`])
     released_early: u64,
+    /// packets that came for a message whose aggregate the one-window-away rule had freed
+    refetch_after_release: u64,
 }
 
 impl Accelerator {
@@ -170,6 +175,7 @@ impl Accelerator {
             parse: vec![ParseCache::new(3 * layout.qps as usize + 1); layout.workers],
             emit_cache: vec![EmitCache::default(); layout.workers * layout.qps as usize],
             released_early: 0,
+            refetch_after_release: 0,
         }
     }
 
@@ -315,7 +321,9 @@ impl Accelerator {
                 * self.layout.msg_len
                 + offset) as usize;
             if away != slot && self.aggs[away].msg_id.is_some_and(|m| m < c.msg_id) {
+                let m = self.aggs[away].msg_id;
                 self.free(away);
+                self.aggs[away].freed_early = m;
                 self.released_early += 1;
             }
         }
@@ -329,7 +337,14 @@ impl Accelerator {
             }
             _ => {
                 // lazy deallocation (or a freed aggregator): it now serves this message
+                if self.aggs[slot].freed_early == Some(c.msg_id) {
+                    // a packet of a message whose aggregate the paper's rule freed: a rank
+                    // still needed it (its result was lost or came out of order and its
+                    // predecessor resent), and the aggregation starts again from this one rank
+                    self.refetch_after_release += 1;
+                }
                 self.free(slot);
+                self.aggs[slot].freed_early = None;
                 self.aggs[slot].msg_id = Some(c.msg_id);
             }
         }
@@ -488,6 +503,7 @@ impl Endpoint for Accelerator {
             ("switch_out", self.stats.packets_out),
             ("switch_dropped", self.stats.dropped),
             ("released_early", self.released_early),
+            ("refetch_after_release", self.refetch_after_release),
         ]
     }
 }
