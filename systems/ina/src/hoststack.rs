@@ -17,10 +17,13 @@
 //!   `dev_root/client_lib/src/configs/general.cfg` and `dpdk.cfg`, read at commit b5c74a0):
 //!   `num_worker_threads = 4` worker threads, each on its own core (the profile's `threads`,
 //!   which cites it); the profile's cost per frame and core split over the cores; and the
-//!   release's transmit path (`dpdk_worker_thread.cc`): after a first batch sent with
-//!   `rte_eth_tx_burst`, every packet goes through an `rte_eth_tx_buffer` of `burst_tx = 64`
-//!   packets that is sent when full, or flushed when the poll loop finds no packet to receive
-//!   and more than `bulk_drain_tx_us = 10` us have passed since the last flush.
+//!   release's transmit path (`dpdk_worker_thread.cc`): each job slice (one all-reduce call)
+//!   sends its first batch (up to the thread's share of the outstanding packets) with
+//!   `rte_eth_tx_burst`, at once; every packet it sends in reply to a result goes through an
+//!   `rte_eth_tx_buffer` of `burst_tx = 64` packets that is sent when full, or flushed when the
+//!   poll loop finds no packet to receive and more than `bulk_drain_tx_us = 10` us have passed
+//!   since the last flush. A run of the ina systems is one all-reduce, one job; a driver that
+//!   runs many calls one after another marks where each begins ([`TxBuffered::with_jobs`]).
 //!
 //!   ATP runs the same model with its own release's values (in-ATP/ATP, read at commit
 //!   ddca27f): its client is not DPDK but a kernel-bypass raw-Ethernet ibverbs client on a
@@ -50,7 +53,9 @@
 //! only at a timed flush, which it tries on every idle poll whether or not its buffer holds
 //! anything; here a lane's drain is timed from its last send of either kind, so a frame
 //! buffered just after a full buffer left may wait up to one drain period longer than in the
-//! release (at most 10 us, only where a buffer does not fill).
+//! release (at most 10 us, only where a buffer does not fill). The release resends a timed-out
+//! packet with `rte_eth_tx_burst` (`ResendPacketCallback`, `dpdk_worker_thread_utils.inc`),
+//! unbuffered; here a resend after a job's first receive goes through the buffer like a reply.
 
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
 use std::collections::VecDeque;
@@ -342,13 +347,23 @@ impl HostStack {
     }
 }
 
-/// An endpoint whose transmissions go through DPDK-style transmit buffers: the frames it sends
-/// before it first receives anything leave at once (the release's first `rte_eth_tx_burst`);
-/// later ones wait in a buffer of `burst` frames that is sent when full, or flushed at
+/// An endpoint whose transmissions go through DPDK-style transmit buffers: the first batch of
+/// each job (the release's job slice: one all-reduce call) leaves at once (the release's
+/// `rte_eth_tx_burst` of a job's first batch), and what the endpoint sends in reply to results
+/// waits in a buffer of `burst` frames that is sent when full, or flushed at
 /// `max(now, last flush + drain)`. With `lanes` buffers (one per worker thread, as the release
 /// gives each of its threads its own `rte_eth_tx_buffer` and its own share of the outstanding
 /// packets), frames are striped over the buffers in the order they are sent, and each buffer
 /// fills, flushes and drains on its own. Without a buffer (`None`) it passes every call through.
+///
+/// Jobs: by default a whole run is one job (what the ina systems run: one all-reduce), whose
+/// first batch is what the endpoint sends before it first receives anything. A driver whose
+/// endpoint runs many all-reduce calls one after another (P4SGD's closed loop of one-packet
+/// all-reduces) says where each begins with [`TxBuffered::with_jobs`]: a counter of the jobs the
+/// inner endpoint has started, read from it (sans-IO: nothing but the inner state); the frames
+/// it sends once that counter has moved, up to its next receive, are the new job's first batch
+/// and leave at once, as in the release, where every job slice's first batch is sent with
+/// `rte_eth_tx_burst` (`dpdk_worker_thread.cc`, "Send first batch").
 pub struct TxBuffered<N> {
     inner: N,
     cfg: Option<(usize, u64)>,
@@ -356,6 +371,12 @@ pub struct TxBuffered<N> {
     next_lane: usize,
     out: VecDeque<Transmit>,
     started: bool,
+    /// The inner endpoint's job counter, if the driver gave one, and its value at the last pull.
+    jobs: Option<fn(&N) -> u64>,
+    jobs_seen: u64,
+    /// Whether the frames pulled now are a job's first batch (sent at once): from the pull in
+    /// which the job counter moved to the next receive.
+    first_batch: bool,
     /// Frames that went through the buffers, and their total wait in them (ns).
     pub buffered: u64,
     pub waited_ns: u64,
@@ -384,9 +405,21 @@ impl<N: Endpoint> TxBuffered<N> {
             next_lane: 0,
             out: VecDeque::new(),
             started: false,
+            jobs: None,
+            jobs_seen: 0,
+            first_batch: false,
             buffered: 0,
             waited_ns: 0,
         }
+    }
+
+    /// Job starts read from the inner endpoint: `jobs(inner)` counts the jobs (all-reduce calls)
+    /// it has started so far. Whenever the count has moved, what the endpoint sends from then to
+    /// its next receive is the new job's first batch and leaves at once.
+    pub fn with_jobs(mut self, jobs: fn(&N) -> u64) -> Self {
+        self.jobs_seen = jobs(&self.inner);
+        self.jobs = Some(jobs);
+        self
     }
 
     pub fn inner(&self) -> &N {
@@ -423,8 +456,15 @@ impl<N: Endpoint> TxBuffered<N> {
         let Some((burst, drain)) = self.cfg else {
             return;
         };
+        if let Some(jobs) = self.jobs {
+            let j = jobs(&self.inner);
+            if j != self.jobs_seen {
+                self.jobs_seen = j;
+                self.first_batch = true;
+            }
+        }
         while let Some(tx) = self.inner.poll_transmit(now) {
-            if !self.started {
+            if !self.started || self.first_batch {
                 self.out.push_back(tx);
                 continue;
             }
@@ -451,7 +491,10 @@ impl<N: Endpoint> Endpoint for TxBuffered<N> {
     }
 
     fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
+        // a job's first batch ends at the endpoint's next receive (the fabric and the hosts
+        // poll for frames after every call, so it has been pulled)
         self.started = true;
+        self.first_batch = false;
         self.inner.handle_packet(now, from, frame);
     }
 
@@ -534,7 +577,7 @@ mod tests {
         fn handle_timeout(&mut self, _now: Nanos) {}
     }
 
-    fn drain(e: &mut TxBuffered<Echo>, now: Nanos) -> usize {
+    fn drain<N: Endpoint>(e: &mut TxBuffered<N>, now: Nanos) -> usize {
         let mut n = 0;
         while e.poll_transmit(now).is_some() {
             n += 1;
@@ -574,6 +617,103 @@ mod tests {
         assert_eq!(drain(&mut e, 14_000), 1);
         assert_eq!(e.waited_ns, 6_000 + 9_000);
         assert_eq!(e.buffered, 5);
+    }
+
+    /// A closed loop of jobs of `job_packets` packets each, one packet outstanding: each result
+    /// is answered by the job's next packet, or, once the job is complete, by the next job's
+    /// first packet.
+    struct Jobs {
+        job_packets: u32,
+        got: u32,
+        jobs: u64,
+        last_job: u64,
+        pending: u32,
+    }
+
+    impl Endpoint for Jobs {
+        fn id(&self) -> NodeId {
+            0
+        }
+        fn handle_packet(&mut self, _now: Nanos, _from: NodeId, _frame: &[u8]) {
+            self.got += 1;
+            if self.got < self.job_packets {
+                self.pending += 1;
+            } else if self.jobs < self.last_job {
+                self.got = 0;
+                self.jobs += 1;
+                self.pending += 1;
+            }
+        }
+        fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
+            if self.pending == 0 {
+                return None;
+            }
+            self.pending -= 1;
+            Some(Transmit {
+                to: 1,
+                bytes: vec![0; 8],
+            })
+        }
+        fn poll_timeout(&self) -> Option<Nanos> {
+            None
+        }
+        fn handle_timeout(&mut self, _now: Nanos) {}
+    }
+
+    /// Runs 6 jobs of `job_packets` packets through a 64-frame buffer with a 10 us drain, each
+    /// result arriving 1 us after the previous packet left; gives (frames sent at once after
+    /// their result, frames that waited, total wait).
+    fn run_jobs(job_packets: u32, hook: bool) -> (u32, u64, u64) {
+        let inner = Jobs {
+            job_packets,
+            got: 0,
+            jobs: 1,
+            last_job: 6,
+            pending: 1,
+        };
+        let mut e = TxBuffered::new(inner, Some((64, 10_000)));
+        if hook {
+            e = e.with_jobs(|j: &Jobs| j.jobs);
+        }
+        let mut t = 0;
+        assert_eq!(drain(&mut e, t), 1, "the first job's first packet");
+        let mut at_once = 0;
+        for _ in 1..6 * job_packets {
+            t += 1_000;
+            e.handle_packet(t, 1, &[]);
+            if drain(&mut e, t) == 1 {
+                at_once += 1;
+                continue;
+            }
+            let due = e
+                .poll_timeout()
+                .expect("a buffered frame asks for its flush");
+            assert!(due > t);
+            t = due;
+            e.handle_timeout(t);
+            assert_eq!(drain(&mut e, t), 1, "the flush sends it");
+        }
+        (at_once, e.buffered, e.waited_ns)
+    }
+
+    /// The released client sends each job's first batch with `rte_eth_tx_burst` and buffers
+    /// only what it sends in reply to results: a loop of one-packet jobs (P4SGD's all-reduces
+    /// of 8 values) never waits for the drain, while a three-packet job's second and third
+    /// packets do. Without job starts (one job for the whole run, the ina systems' model) every
+    /// packet after the first would wait.
+    #[test]
+    fn each_jobs_first_batch_leaves_at_once_and_only_its_replies_wait() {
+        assert_eq!(run_jobs(1, true), (5, 0, 0), "one-packet jobs never wait");
+        let (at_once, buffered, waited) = run_jobs(3, true);
+        assert_eq!(at_once, 5, "jobs 2..6 start at once");
+        assert_eq!(buffered, 12, "two replies a job wait");
+        assert!(
+            waited >= 12 * 8_000,
+            "each waits most of the drain: {waited} ns"
+        );
+        // the whole run as one job: every packet after the first waits
+        let (at_once, buffered, _) = run_jobs(1, false);
+        assert_eq!((at_once, buffered), (0, 5));
     }
 
     #[test]

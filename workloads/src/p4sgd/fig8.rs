@@ -166,7 +166,16 @@ impl Workload for Fig8 {
                     );
                     return Ok(());
                 };
-                let stack = inabench_ina::hoststack::DpdkStack::switchml_release(0);
+                // the released client at the host profile's cost per frame and core (the one
+                // SwitchML DPDK client cost of the suite, `systems.switchml.worker.frame`) and
+                // threads; nothing measured here
+                let costs = crate::hostcost::core_costs(ctx, "switchml")?.ok_or_else(|| {
+                    err(inabench_ina::hoststack::StackError::NoCosts {
+                        system: "switchml".into(),
+                        stack: "dpdk".into(),
+                    })
+                })?;
+                let stack = inabench_ina::hoststack::DpdkStack::from_costs("switchml", costs);
                 let (o, st) = inabench_p4sgd::allreduce::run_switchml_dpdk(
                     workers, ops, seed, rate_bps, si, timeout_ns, &stack,
                 )
@@ -174,8 +183,9 @@ impl Workload for Fig8 {
                 ctx.log(
                     LogLevel::Info,
                     format!(
-                        "switchml_dpdk: released client's {} cores, {}-packet transmit buffer, {} us drain; {} frames buffered, mean wait {:.2} us",
+                        "switchml_dpdk: released client's {} cores at the host profile's {} ns a frame and core, {}-packet transmit buffer, {} us drain, each all-reduce a job whose one packet leaves at once; {} frames buffered, mean wait {:.2} us",
                         stack.cores,
+                        costs.frame_ns,
                         stack.tx_burst,
                         stack.drain_ns as f64 / 1e3,
                         st.buffered,
@@ -260,7 +270,7 @@ impl Workload for Fig8 {
                 )));
             }
         };
-        if simulated && system != "p4sgd" && system != "gpusync" {
+        if simulated && (system == "cpusync" || system == "switchml") {
             let costs = match system.as_str() {
                 "cpusync" => cpusync_costs(workers, elements, ctx.repetition),
                 _ => switchml_costs(workers, rate_bps, ctx.repetition),

@@ -9,9 +9,12 @@
 //!   p4sgd-fig8's simulated class does ([`inabench_p4sgd::allreduce`]), with the fixed FPGA and
 //!   switch latencies; CPUSync's is a published MPI_Allreduce latency at the node count and
 //!   message size (`mpi_allreduce_us`, OSU micro-benchmarks, see [`MpiTable`]); SwitchML's runs
-//!   its streaming aggregation in the simulator with a declared per-frame host cost
-//!   (`switchml_frame_ns`), behind its released DPDK client's transmit buffer when the spec says
-//!   `switchml_client: dpdk`;
+//!   its streaming aggregation in the simulator at the host profile's cost per frame and core
+//!   (`systems.switchml.worker.frame`, the released DPDK client's, the suite's one SwitchML
+//!   client cost; [`crate::hostcost::core_costs`]), on the released client's threads with its
+//!   transmit path and outstanding packets when the spec says `switchml_client: dpdk` (each
+//!   iteration's all-reduce one call of the client, whose first batch leaves at once), on one
+//!   thread with no buffer when it says `own`;
 //! - FPGA compute: [`inabench_p4sgd::fpga`];
 //! - CPU compute: a dense float32 dot product (forward) and axpy (backward) at one 8-wide AVX2
 //!   multiply-add per cycle and core at `cpu_clock_ghz` (see [`cpu_ns_per_element`]), spread
@@ -41,7 +44,7 @@ use inabench_fabric::NodeId;
 use inabench_fabric::fault::Faults;
 use inabench_fabric::sim::{NodeConfig, SimFabric};
 use inabench_ina::common::{AllReduceConfig, SetupNode, System};
-use inabench_ina::hoststack::{DpdkStack, TxBuffered};
+use inabench_ina::hoststack::{DpdkStack, HostStack, TxBuffered};
 use inabench_ina::switchml::SwitchMl;
 use inabench_p4sgd::allreduce::{self, NcclInputs, Outcome, SimInputs};
 use inabench_p4sgd::emulate::ELEMENTS;
@@ -76,9 +79,10 @@ pub struct Inputs {
     pub cpu_ns_per_element: f64,
     /// CPUSync's MPI_Allreduce latency by node count and message size (`mpi_allreduce_us`).
     pub mpi: Option<MpiTable>,
-    /// SwitchML's host cost per frame, ns (`switchml_frame_ns`).
+    /// SwitchML's host cost per frame and core, ns: the host profile's
+    /// `systems.switchml.worker.frame` (NaN where the point has no profile pricing SwitchML).
     pub switchml_frame_ns: f64,
-    /// SwitchML's client: `Some` behind the released DPDK client's threads and transmit buffer
+    /// SwitchML's client: `Some` the released DPDK client at the profile's cost and threads
     /// (`switchml_client: dpdk`), `None` the suite's own one-thread client.
     pub switchml_stack: Option<DpdkStack>,
     pub seed: u64,
@@ -176,6 +180,10 @@ impl Inputs {
                 "the engine has 8 banks: micro_batch must be 8 (Sec. 4.1.2)".into(),
             ));
         }
+        // SwitchML's client cost from the point's host profile (None: the profile does not
+        // price SwitchML, whose rows then fail naming the entry)
+        let switchml_costs = crate::hostcost::core_costs(ctx, "switchml")?;
+        let switchml_frame_ns = switchml_costs.map_or(f64::NAN, |c| c.frame_ns);
         let sim = SimInputs {
             rate_bps: ctx.param("line_rate_gbps")? * 1e9,
             link_latency_ns: ctx.count("link_latency_ns")? as u64,
@@ -186,7 +194,7 @@ impl Inputs {
             timeout_ns: (ctx.param("timeout_us")? * 1e3) as u64,
             // the modelled class measures nothing: every host stack pays a declared cost
             calibration: 0,
-            fixed_frame_ns: Some(opt(ctx, "switchml_frame_ns", 0.0).max(0.0).round() as u64),
+            fixed_frame_ns: Some(switchml_costs.map_or(0, |c| c.core_ns())),
         };
         Ok(Inputs {
             sim,
@@ -220,11 +228,9 @@ impl Inputs {
                 ),
                 Err(_) => None,
             },
-            switchml_frame_ns: opt(ctx, "switchml_frame_ns", f64::NAN),
+            switchml_frame_ns,
             switchml_stack: match ctx.text("switchml_client").as_deref() {
-                Ok("dpdk") => Some(DpdkStack::switchml_release(
-                    opt(ctx, "switchml_frame_ns", 0.0).max(0.0).round() as u64,
-                )),
+                Ok("dpdk") => switchml_costs.map(|c| DpdkStack::from_costs("switchml", c)),
                 Ok("own") | Err(_) => None,
                 Ok(other) => {
                     return Err(WorkloadError::Invalid(format!(
@@ -239,7 +245,7 @@ impl Inputs {
     fn key(&self) -> String {
         let s = &self.sim;
         format!(
-            "{} {} {} {} {} {} {} {:?} {:?} {}",
+            "{} {} {} {} {} {} {} {:?} {:?} {} {}",
             s.rate_bps,
             s.link_latency_ns,
             s.switch_latency_ns,
@@ -249,6 +255,7 @@ impl Inputs {
             s.timeout_ns,
             s.fixed_frame_ns,
             self.switchml_stack,
+            self.switchml_frame_ns,
             self.seed
         )
     }
@@ -359,11 +366,16 @@ pub fn cpusync_latency_ns(
         .map_err(WorkloadError::Invalid)
 }
 
-/// Time (ns) of one SwitchML all-reduce of `elements` values (inabench-ina's SwitchML, its
-/// default pool, CPU hosts as in p4sgd-fig8, each frame costing the declared
-/// `switchml_frame_ns`; behind the released DPDK client's cores and transmit buffer when
-/// `switchml_client` is `dpdk`): the last worker's completion, averaged over a few all-reduces
-/// with different seeds. 0 with one worker.
+/// Time (ns) of one SwitchML all-reduce of `elements` values (inabench-ina's SwitchML, CPU
+/// hosts as in p4sgd-fig8, each frame costing the host profile's cost per frame and core,
+/// `systems.switchml.worker.frame`): behind the released DPDK client when `switchml_client` is
+/// `dpdk`, its threads serving the frames, its `max_outstanding_packets` as the pool
+/// ([`inabench_ina::hoststack::HostStack::client_knobs`], as the ina experiments' `dpdk` stack)
+/// and its transmit path, where each iteration's all-reduce is one call (a job) of the client,
+/// whose first batch (all of it up to the outstanding packets) leaves at once and only the
+/// packets sent in reply to results wait in the transmit buffer; else the suite's own client
+/// (one thread, the protocol's default pool, no buffer). The last worker's completion, averaged
+/// over a few all-reduces with different seeds. 0 with one worker.
 pub fn switchml_allreduce_ns(
     inp: &Inputs,
     workers: usize,
@@ -376,21 +388,28 @@ pub fn switchml_allreduce_ns(
         format!("switchml {workers} {elements} {}", inp.key()),
         || {
             let si = &inp.sim;
-            inp.need(&[(inp.switchml_frame_ns + 1.0, "switchml_frame_ns")])?;
-            // the declared per-frame cost of one core, served by the client's cores
-            let cores = inp
-                .switchml_stack
-                .as_ref()
-                .map_or(1, |d| u64::from(d.cores.max(1)));
-            let cost = (inp.switchml_frame_ns.round() as u64).div_ceil(cores);
-            let buffer = inp
-                .switchml_stack
-                .as_ref()
-                .map(|d| (d.tx_burst, d.drain_ns));
+            if !(inp.switchml_frame_ns.is_finite() && inp.switchml_frame_ns >= 0.0) {
+                return Err(err(inabench_ina::hoststack::StackError::NoCosts {
+                    system: "switchml".into(),
+                    stack: if inp.switchml_stack.is_some() {
+                        "dpdk".into()
+                    } else {
+                        "measured".into()
+                    },
+                }));
+            }
+            // the profile's cost per frame and core, served by the client's cores
+            let stack = inp.switchml_stack.map(HostStack::Dpdk);
+            let cost = match &stack {
+                Some(s) => s.frame_ns(),
+                None => inp.switchml_frame_ns.round() as u64,
+            };
+            let buffer = stack.as_ref().and_then(HostStack::tx_buffer);
+            let lanes = stack.as_ref().map_or(1, HostStack::tx_lanes);
             let mut total = 0.0;
             let reps = 5u64;
             for r in 0..reps {
-                let cfg = AllReduceConfig {
+                let mut cfg = AllReduceConfig {
                     workers,
                     elements,
                     seed: inp.seed.wrapping_add(r),
@@ -399,6 +418,9 @@ pub fn switchml_allreduce_ns(
                     timeout_ns: si.timeout_ns.max(100_000),
                     knobs: vec![],
                 };
+                if let Some(s) = &stack {
+                    cfg.knobs = s.client_knobs(&cfg);
+                }
                 let setup = SwitchMl.build(&cfg).map_err(err)?;
                 let nodes: Vec<_> = setup
                     .into_nodes()
@@ -410,7 +432,11 @@ pub fn switchml_allreduce_ns(
                         } else {
                             si.switch()
                         };
-                        let n = TxBuffered::new(n, if host { buffer } else { None });
+                        let n = TxBuffered::with_lanes(
+                            n,
+                            if host { buffer } else { None },
+                            if host { lanes } else { 1 },
+                        );
                         inabench_p4sgd::host::Host::new(n, t, inp.seed.wrapping_add(r))
                     })
                     .collect();
@@ -451,20 +477,6 @@ pub fn switchml_allreduce_ns(
             Ok(total / reps as f64)
         },
     )
-}
-
-/// The wait of an iteration's first SwitchML packet in the released DPDK client's transmit
-/// buffer, in a training loop's steady state (0 with the suite's own client or one worker). The
-/// buffer (inabench-ina's hoststack `TxBuffered`: sent when full or at `max(now, last flush +
-/// drain)`) was last flushed when the previous iteration's all-reduce sent, `since` ns ago (its
-/// all-reduce and the compute between), so the packet waits `drain - since` when that is
-/// positive. [`switchml_allreduce_ns`] simulates a fresh client, whose first packets leave at
-/// once, so the steady state's wait is added here.
-pub fn dpdk_drain_wait_ns(inp: &Inputs, workers: usize, since: f64) -> f64 {
-    match &inp.switchml_stack {
-        Some(d) if workers > 1 => (d.drain_ns as f64 - since).max(0.0),
-        _ => 0.0,
-    }
 }
 
 /// Bytes on the wire of one P4SGD packet of 8 values, with Ethernet framing (preamble, FCS,
@@ -639,8 +651,9 @@ pub fn iteration_ns(
         Sys::SwitchMl => {
             cpu()?;
             let compute = cpu_compute_ns(inp, batch, part(features, workers));
-            let all_reduce = switchml_allreduce_ns(inp, workers, batch)?;
-            Ok(compute + all_reduce + dpdk_drain_wait_ns(inp, workers, compute + all_reduce))
+            // behind the released client each iteration's all-reduce is a new call of the
+            // client, whose first batch leaves at once: no wait for the buffer's drain
+            Ok(compute + switchml_allreduce_ns(inp, workers, batch)?)
         }
     }
 }
@@ -660,7 +673,7 @@ mod tests {
                 host_nic_ns: 600,
                 timeout_ns: 10_000,
                 calibration: 0,
-                fixed_frame_ns: Some(20),
+                fixed_frame_ns: Some(16),
             },
             fpga: FpgaModel::paper(8, 4, 250e6),
             gpu_launch_ns: 5_000.0,
@@ -673,7 +686,8 @@ mod tests {
             cpu_mem_bps: 115.2e9,
             cpu_ns_per_element: cpu_ns_per_element(2.2),
             mpi: Some(MpiTable::parse(OSU).unwrap()),
-            switchml_frame_ns: 20.0,
+            // the reference host profile's systems.switchml.worker.frame
+            switchml_frame_ns: 16.1,
             switchml_stack: None,
             seed: 1,
         }
@@ -737,7 +751,10 @@ mod tests {
             ring: (3600, 2700),
         });
         let mut dpdk = inp.clone();
-        dpdk.switchml_stack = Some(DpdkStack::switchml_release(20));
+        dpdk.switchml_stack = Some(DpdkStack::from_costs(
+            "switchml",
+            inabench_ina::hoststack::CoreCosts::new(16.1, 4.0).unwrap(),
+        ));
         let quiet = (every_number(&inp), every_number(&dpdk));
         // again from scratch (no cached latency, no cached calibration) beside busy threads
         cache().lock().unwrap().clear();
@@ -759,14 +776,20 @@ mod tests {
             r
         });
         assert_eq!(quiet, loaded);
-        // the DPDK client's 10 us drain shows where an iteration is shorter than it (1,000
-        // features: under a microsecond of compute), and not where compute covers it
-        let own = iteration_ns(&inp, Sys::SwitchMl, 1000, 8, 16).unwrap();
-        let released = iteration_ns(&dpdk, Sys::SwitchMl, 1000, 8, 16).unwrap();
-        assert!(released > own + 5_000.0, "{own} {released}");
-        let big = |i: &Inputs| iteration_ns(i, Sys::SwitchMl, 1_000_000, 8, 1024).unwrap();
-        let c = cpu_compute_ns(&dpdk, 1024, part(1_000_000, 8));
-        assert!(c > 10_000.0 && big(&dpdk) <= big(&inp), "{c}");
+        // each iteration's all-reduce is a new call of the released client, whose first batch
+        // (all of a 16- or 1,024-value all-reduce: 1 or 22 packets, under its 256 outstanding)
+        // leaves at once: no iteration waits for the buffer's 10 us drain, even where its
+        // compute is under a microsecond (1,000 features), and the client's 4 threads make it
+        // no slower than the suite's one-thread client
+        for (features, batch) in [(1000, 16), (1000, 1024), (1_000_000, 1024)] {
+            let own = iteration_ns(&inp, Sys::SwitchMl, features, 8, batch).unwrap();
+            let released = iteration_ns(&dpdk, Sys::SwitchMl, features, 8, batch).unwrap();
+            assert!(released <= own, "{features} {batch}: {own} {released}");
+            assert!(
+                released > own - 1_000.0,
+                "{features} {batch}: {own} {released}"
+            );
+        }
     }
 
     #[test]
