@@ -11,8 +11,15 @@
 //! to send first (a RoCE NIC's scheduler puts ACK/NAK/CNP before data) leaves next, not behind
 //! a whole window pushed ahead of it. The switch node still pushes: its frames wait in the
 //! drop-tail egress queue of the port they leave by, as in an output-queued switch.
-//! Pull is built and tested but not yet the default: [`SimFabric::set_push_transmit`]`(false)`
-//! turns it on (tests compare the two).
+//! Pull is the default; [`SimFabric::set_push_transmit`]`(true)` brings back the older push
+//! model (a host hands over every frame it has at once and they wait in its link's queue), which
+//! tests compare with. What pull moved, explained: a frame now waits in its host until its link
+//! is free, so a system's "sender queue" is timed from when its protocol made the packet ready
+//! (NetReduce's message window admitting a message, a SwitchML or ATP slot or window freed), not
+//! from a poll; SwitchML's one-bit shadow copies mix rounds under 0.5 us reordering at other
+//! seeds than before (the documented finding, counted by its switch's `mixed_rounds`), and
+//! P4SGD's header without rounds can also leave a worker waiting for good, not only give it a
+//! wrong sum.
 
 use crate::endpoint::{Endpoint, Nanos, NodeId};
 use crate::fault::{Fate, FaultCounters, FaultInjector, Faults};
@@ -393,10 +400,8 @@ impl<N: Endpoint> SimFabric<N> {
             cpu_free: vec![0; n],
             timer_at: vec![None; n],
             tx_wake_at: vec![None; n],
-            // push by default for now: pull (7a8d4d5) moved three tests' outcomes (SwitchML
-            // exactness under faults, P4SGD's loss outcomes, NetReduce's sender-queue RTT test)
-            // that nobody has yet explained; `set_push_transmit(false)` runs pull
-            push_transmit: true,
+            // pull-based transmit at the hosts (the module doc says what it moved)
+            push_transmit: false,
             report: SimReport {
                 nodes: vec![NodeStats::default(); n],
                 ..Default::default()
@@ -412,8 +417,7 @@ impl<N: Endpoint> SimFabric<N> {
 
     /// Hosts hand their link every frame they have at once, each queued behind the ones before
     /// it (the model before pull-based transmit: an ACK made while a window is queued leaves
-    /// after the window). On by default until pull's effects on three tests are explained
-    /// (see the constructor); `false` runs pull-based transmit.
+    /// after the window). Off by default (pull-based transmit); `true` for comparisons.
     pub fn set_push_transmit(&mut self, on: bool) {
         self.push_transmit = on;
     }

@@ -232,6 +232,9 @@ pub struct AtpWorker {
     rto_ns: u64,
     /// per sequence: (handed to the NIC, first bit on the wire) of its first transmission
     sent_at: Vec<Option<(Nanos, Nanos)>>,
+    /// since when the window has had room for a new sequence (None while it is full or every
+    /// sequence is out): a new sequence's queue wait runs from here to its first bit on the wire
+    ready_since: Option<Nanos>,
     clock: crate::common::TxClock,
     stats: HostStats,
     started: bool,
@@ -271,6 +274,15 @@ impl AtpWorker {
         )
     }
 
+    /// Whether a new sequence may go: the window counts packets without a result; a sequence
+    /// never runs 32K ahead of the lowest unacknowledged one, so 16-bit sequence numbers stay
+    /// unambiguous.
+    fn window_open(&self) -> bool {
+        self.next < self.layout.chunks
+            && (self.outstanding.len() as f64) < self.cwnd.floor()
+            && self.next - self.base < 32_000
+    }
+
     fn transmit(&mut self, now: Nanos, seq: usize, resend: bool) -> Transmit {
         self.outstanding.insert(seq, now + self.rto_ns);
         let bytes = self.packet(seq, resend);
@@ -278,7 +290,8 @@ impl AtpWorker {
         if self.sent_at[seq].is_some() {
             self.stats.retransmissions += 1;
         } else {
-            self.sent_at[seq] = Some((now, wire));
+            let ready = self.ready_since.unwrap_or(now).min(now);
+            self.sent_at[seq] = Some((ready, wire));
         }
         self.stats.packets_tx += 1;
         self.stats.wire_bytes_tx += bytes.len() as u64;
@@ -329,6 +342,9 @@ impl Endpoint for AtpWorker {
             self.base += 1;
         }
         self.cwnd = (self.cwnd + 1.0 / self.cwnd).min(self.max_window);
+        if self.ready_since.is_none() && self.window_open() {
+            self.ready_since = Some(now);
+        }
         if self.received == self.layout.chunks {
             self.stats.end_ns = now;
         }
@@ -342,16 +358,17 @@ impl Endpoint for AtpWorker {
         if let Some(seq) = self.resend.pop_front() {
             return Some(self.transmit(now, seq, true));
         }
-        // the window counts packets without a result; a sequence never runs 32K ahead of the
-        // lowest unacknowledged one, so 16-bit sequence numbers stay unambiguous
-        if self.next < self.layout.chunks
-            && (self.outstanding.len() as f64) < self.cwnd.floor()
-            && self.next - self.base < 32_000
-        {
+        if self.window_open() {
+            self.ready_since.get_or_insert(now);
             let seq = self.next;
             self.next += 1;
-            return Some(self.transmit(now, seq, false));
+            let t = self.transmit(now, seq, false);
+            if !self.window_open() {
+                self.ready_since = None;
+            }
+            return Some(t);
         }
+        self.ready_since = None;
         None
     }
 
@@ -854,6 +871,7 @@ impl System for Atp {
                     last_cut: 0,
                     rto_ns: cfg.timeout_ns,
                     sent_at: vec![None; layout.chunks],
+                    ready_since: None,
                     clock: crate::common::TxClock::new(cfg.line_rate_bps),
                     stats: HostStats {
                         gradient_bytes: 4 * cfg.elements as u64,

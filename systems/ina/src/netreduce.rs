@@ -239,6 +239,12 @@ pub struct Host {
     acks: VecDeque<Transmit>,
     /// per message: (handed to the NIC, first bit on the wire) of its first packet's first send
     first_sent: Vec<Option<(Nanos, Nanos)>>,
+    /// per message: when the flow-control module handed it to the RDMA connection (the message
+    /// window admitted it: at the start, or when the ACK that moved the window came back); the
+    /// sender's queue wait runs from here to its first packet's first bit on the wire
+    admitted_at: Vec<Nanos>,
+    /// per QP: messages of that QP admitted so far
+    admitted: Vec<u32>,
     clock: crate::common::TxClock,
     stats: HostStats,
     started: bool,
@@ -322,6 +328,8 @@ impl Host {
             result: registered((packets * layout.payload) as usize),
             acks: VecDeque::new(),
             first_sent: vec![None; layout.messages as usize],
+            admitted_at: vec![0; layout.messages as usize],
+            admitted: vec![0; layout.qps as usize],
             clock: crate::common::TxClock::new(line_rate_bps),
             stats: HostStats {
                 gradient_bytes: 4 * layout.elements as u64,
@@ -337,6 +345,23 @@ impl Host {
 }
 
 impl Host {
+    /// Note when QP `q`'s message window admits new messages (`now`): the messages up to its
+    /// acknowledged ones plus the window N.
+    fn admit(&mut self, q: usize, now: Nanos) {
+        let Some(s) = self.send.get(q) else {
+            return;
+        };
+        let ml = self.layout.msg_len;
+        let upto = (s.acked() / ml + s.window_msgs).min(self.layout.qp_messages(q as u32));
+        for j in self.admitted[q]..upto {
+            let m = (self.layout.global_packet(q as u32, j * ml) / ml) as usize;
+            if let Some(t) = self.admitted_at.get_mut(m) {
+                *t = now;
+            }
+        }
+        self.admitted[q] = self.admitted[q].max(upto);
+    }
+
     /// Packets sent again, over every QP.
     pub fn retransmissions(&self) -> u64 {
         self.send.iter().map(|s| s.retransmissions).sum()
@@ -361,6 +386,7 @@ impl Endpoint for Host {
                 && let Some(a) = repr.aeth
             {
                 send.on_aeth(now, repr.bth.psn, &a);
+                self.admit(q, now);
             }
             return;
         }
@@ -406,6 +432,9 @@ impl Endpoint for Host {
         if !self.started {
             self.started = true;
             self.stats.start_ns = now;
+            for q in 0..self.send.len() {
+                self.admit(q, now);
+            }
         }
         let mut first = None;
         let t = if let Some(a) = self.acks.pop_front() {
@@ -447,7 +476,7 @@ impl Endpoint for Host {
         // every frame (data and ACKs) takes its turn on the host's link
         let wire = self.clock.start(now, t.bytes.len());
         if let Some(m) = first {
-            self.first_sent[m] = Some((now, wire));
+            self.first_sent[m] = Some((self.admitted_at[m].min(now), wire));
         }
         self.stats.packets_tx += 1;
         self.stats.wire_bytes_tx += t.bytes.len() as u64;

@@ -196,6 +196,9 @@ pub struct SwitchMlWorker {
     stats: HostStats,
     /// per chunk: (handed to the NIC, first bit on the wire) of its first transmission
     sent_at: Vec<Option<(Nanos, Nanos)>>,
+    /// per chunk: when it became ready to send (its slot freed by the previous chunk's result,
+    /// or the start): the sender's queue wait runs from here to its first bit on the wire
+    ready_at: Vec<Nanos>,
     clock: TxClock,
     /// results dropped: already received (duplicates) or not the chunk the slot works on (stale)
     duplicate_results: u64,
@@ -280,6 +283,7 @@ impl Endpoint for SwitchMlWorker {
         let next = c + self.layout.slots;
         if next < self.layout.chunks {
             self.current[s] = Some(next);
+            self.ready_at[next] = now;
             self.queue.push_back(next);
         }
         if self.received == self.layout.chunks {
@@ -293,6 +297,7 @@ impl Endpoint for SwitchMlWorker {
             self.stats.start_ns = now;
             for c in 0..self.layout.slots.min(self.layout.chunks) {
                 self.current[c] = Some(c);
+                self.ready_at[c] = now;
                 self.queue.push_back(c);
             }
         }
@@ -317,7 +322,7 @@ impl Endpoint for SwitchMlWorker {
         if self.sent_at[c].is_some() {
             self.stats.retransmissions += 1;
         } else {
-            self.sent_at[c] = Some((now, wire));
+            self.sent_at[c] = Some((self.ready_at[c].min(now), wire));
         }
         self.stats.packets_tx += 1;
         self.stats.wire_bytes_tx += bytes.len() as u64;
@@ -649,6 +654,7 @@ impl System for SwitchMl {
                         ..HostStats::default()
                     },
                     sent_at: vec![None; layout.chunks],
+                    ready_at: vec![0; layout.chunks],
                     clock: TxClock::new(cfg.line_rate_bps),
                     duplicate_results: 0,
                     stale_results: 0,

@@ -181,6 +181,8 @@ pub struct SmlrWorker {
     done_msgs: usize,
     rto_ns: u64,
     sent_at: Vec<Option<Nanos>>,
+    /// per message: when it became ready to send (its slot group freed, or the start)
+    ready_at: Vec<Nanos>,
     /// per message: when its first packet's first bit went out (see `TxClock`)
     wire_at: Vec<Option<Nanos>>,
     clock: crate::common::TxClock,
@@ -275,6 +277,7 @@ impl Endpoint for SmlrWorker {
             self.done_msgs += 1;
             let next = m + l.groups();
             if next < l.messages {
+                self.ready_at[next] = now;
                 self.queue.push_back(next);
             }
             if self.done_msgs == l.messages {
@@ -289,8 +292,11 @@ impl Endpoint for SmlrWorker {
         if !self.started {
             self.started = true;
             self.stats.start_ns = now;
-            self.queue
-                .extend(0..self.layout.groups().min(self.layout.messages));
+            let first = self.layout.groups().min(self.layout.messages);
+            for m in 0..first {
+                self.ready_at[m] = now;
+            }
+            self.queue.extend(0..first);
         }
         if self.tx.is_empty() {
             let m = self.queue.pop_front()?;
@@ -298,7 +304,7 @@ impl Endpoint for SmlrWorker {
             if self.sent_at[m].is_some() {
                 self.stats.retransmissions += self.layout.len_of(m) as u64;
             } else {
-                self.sent_at[m] = Some(now);
+                self.sent_at[m] = Some(self.ready_at[m].min(now));
             }
             self.groups[g] = Some(Outstanding {
                 msg: m,
@@ -586,6 +592,7 @@ impl System for SwitchMlRdma {
                     done_msgs: 0,
                     rto_ns: cfg.timeout_ns,
                     sent_at: vec![None; l.messages],
+                    ready_at: vec![0; l.messages],
                     wire_at: vec![None; l.messages],
                     clock: crate::common::TxClock::new(cfg.line_rate_bps),
                     stats: HostStats {

@@ -328,20 +328,18 @@ fn p4sgd_without_rounds_exact_when_nothing_is_delayed() {
 
 /// The finding (the paper's header fields, see the module doc): without the round check, wrong
 /// aggregates at 5 us reordering, and in every such run the same seed with the round check
-/// dropped a stale packet at the switch (and was exact).
+/// dropped a stale packet at the switch (and was exact). A stale contribution can also leave a
+/// worker waiting for good (at 1% loss, seed 4, with the hosts' pull-based transmit: 8
+/// unfinished beside 22 wrong): such a run is held to the same rule.
 #[test]
 fn p4sgd_without_rounds_wrong_sums_at_5us_come_with_stale_contributions() {
     let mut wrong_runs = Vec::new();
     for loss in LOSSES {
         for seed in 1..=8u64 {
             let o = run(Sys::P4sgdNoRounds, loss, seed);
-            assert_eq!(
-                (o.unfinished, o.duplicates),
-                (0, 0),
-                "loss {loss} seed {seed}: {o:?}"
-            );
-            if o.wrong > 0 {
-                wrong_runs.push((loss, seed, o.wrong));
+            assert_eq!(o.duplicates, 0, "loss {loss} seed {seed}: {o:?}");
+            if o.wrong > 0 || o.unfinished > 0 {
+                wrong_runs.push((loss, seed, o.wrong, o.unfinished));
                 let r = run(Sys::P4sgd, loss, seed);
                 assert!(
                     r.stale > 0 && r.wrong == 0 && r.unfinished == 0,
@@ -350,7 +348,9 @@ fn p4sgd_without_rounds_wrong_sums_at_5us_come_with_stale_contributions() {
             }
         }
     }
-    eprintln!("without rounds, wrong runs (loss, seed, wrong aggregates): {wrong_runs:?}");
+    eprintln!(
+        "without rounds, wrong or unfinished runs (loss, seed, wrong aggregates, unfinished): {wrong_runs:?}"
+    );
     assert!(
         !wrong_runs.is_empty(),
         "expected the paper's fields to mix rounds at 5 us"
