@@ -160,6 +160,7 @@ fn serde_json_manifest() -> inabench_core::Manifest {
         points_done: 0,
         points_failed: 0,
         points_wrong: 0,
+        points_invalid: 0,
         resumed_from: vec![],
         systems_not_built: vec![],
         launcher: None,

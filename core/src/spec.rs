@@ -419,12 +419,22 @@ impl Spec {
     /// Parse and validate a spec from its text; `file` is used in error messages.
     pub fn from_yaml(file: &Path, text: &str) -> Result<Spec, SpecError> {
         let spec: Spec = serde_saphyr::from_str(text).map_err(|e| {
-            let line = e.location().map(|l| l.line() as usize).filter(|l| *l > 0);
+            let at = e.location();
+            let line = at.as_ref().and_then(line);
+            // the field whose value the parser refused (a word where a number goes), by the
+            // error's place in the text; the place is then said once, as `file:line`
+            let field = at
+                .as_ref()
+                .and_then(|l| field_at(text, l.line(), l.column()));
+            let mut message = first_sentence(&e.to_string());
+            if let Some(rest) = strip_place(&message) {
+                message = rest.to_string();
+            }
             SpecError {
                 file: file.to_path_buf(),
                 line,
-                field: None,
-                message: first_sentence(&e.to_string()),
+                field,
+                message,
             }
         })?;
         spec.validate(file, text)?;
@@ -919,6 +929,48 @@ pub(crate) fn line_of(text: &str, path: &[Seg]) -> Option<usize> {
     at
 }
 
+/// The dotted path (`profiles.quick.repetitions`, `claims[1].expr`) of the value that starts at
+/// `line`:`column`, the deepest such node; None where no value starts there (the error is about
+/// a key, or the text does not parse as YAML at all).
+fn field_at(text: &str, line: u64, column: u64) -> Option<String> {
+    fn walk(node: &Node, path: &str, line: u64, column: u64, found: &mut Option<String>) {
+        let at = &node.0.referenced;
+        if !path.is_empty() && at.line() == line && at.column() == column {
+            *found = Some(path.to_string());
+        }
+        match &node.0.value {
+            NodeKind::Map(entries) => {
+                for (k, v) in entries {
+                    let p = if path.is_empty() {
+                        k.value.clone()
+                    } else {
+                        format!("{path}.{}", k.value)
+                    };
+                    walk(v, &p, line, column, found);
+                }
+            }
+            NodeKind::Seq(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    walk(v, &format!("{path}[{i}]"), line, column, found);
+                }
+            }
+            NodeKind::Scalar => {}
+        }
+    }
+    let root: Node = serde_saphyr::from_str(text).ok()?;
+    let mut found = None;
+    walk(&root, "", line, column, &mut found);
+    found
+}
+
+/// A parser message without its leading `line N column M: ` (the error says the line itself).
+fn strip_place(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("line ")?;
+    let (n, rest) = rest.split_once(" column ")?;
+    let (m, rest) = rest.split_once(": ")?;
+    (n.chars().all(|c| c.is_ascii_digit()) && m.chars().all(|c| c.is_ascii_digit())).then_some(rest)
+}
+
 /// Whether the document's top mapping has `key` (with any value, `~` included).
 fn has_key(text: &str, key: &str) -> bool {
     serde_saphyr::from_str::<Node>(text).is_ok_and(|root| root.entry(key).is_some())
@@ -950,6 +1002,40 @@ mod tests {
 
     fn load(text: &str) -> Result<Spec, SpecError> {
         Spec::from_yaml(Path::new("experiments/netreduce/fig7.yaml"), text)
+    }
+
+    /// A value of the wrong type (a word where a count goes, a list where text goes) names the
+    /// file, the line once and the field, as every other spec error does.
+    #[test]
+    fn type_errors_name_the_field_and_say_the_line_once() {
+        let base = fig7();
+        let cases = [
+            (
+                "    repetitions: 1\n",
+                "    repetitions: three\n",
+                "profiles.quick.repetitions",
+            ),
+            (
+                "    repetitions: 1\n",
+                "    repetitions: [1, 2]\n",
+                "profiles.quick.repetitions",
+            ),
+        ];
+        for (from, to, field) in cases {
+            assert!(base.contains(from), "{from}");
+            let e = load(&base.replacen(from, to, 1)).expect_err("a type error");
+            let line = base[..base.find(from).expect("in fig7")].lines().count() + 1;
+            assert_eq!(e.line, Some(line), "{e}");
+            assert_eq!(e.field.as_deref(), Some(field), "{e}");
+            let text = e.to_string();
+            assert!(!text.contains("column"), "the place said once: {text}");
+            assert!(
+                text.starts_with(&format!(
+                    "experiments/netreduce/fig7.yaml:{line}: field `{field}`: "
+                )),
+                "{text}"
+            );
+        }
     }
 
     /// Out-of-range parameter values are refused when the spec is read, with the value's line and

@@ -133,6 +133,10 @@ pub struct Manifest {
     /// Points that finished with a wrong result (counted in `points_done` too).
     #[serde(default)]
     pub points_wrong: usize,
+    /// Points that failed for their parameter values (counted in `points_failed` too): they fail
+    /// the same way when rerun, so `--resume` does not finish them.
+    #[serde(default)]
+    pub points_invalid: usize,
     #[serde(default)]
     pub resumed_from: Vec<String>,
     /// Systems of the spec this version cannot run yet (left out of the plan).
@@ -617,12 +621,21 @@ pub fn list_runs(results: &Path) -> Result<Vec<Manifest>, StoreError> {
     Ok(out)
 }
 
-/// Resolve `latest` or a run id (or a unique prefix of one) to its folder.
+/// Whether a run failed before any of its points ran (an older version kept such a folder when
+/// the testbed's switch could not be programmed): it holds nothing to report or resume.
+pub fn is_empty_failure(m: &Manifest) -> bool {
+    m.status == RunStatus::Failed && m.points_done == 0 && m.points_failed == 0
+}
+
+/// Resolve `latest` or a run id (or a unique prefix of one) to its folder. `latest` is the
+/// newest run of any experiment, passing over runs that failed before any point ran.
 pub fn resolve_run(results: &Path, which: &str) -> Result<PathBuf, StoreError> {
     let runs = list_runs(results)?;
     if which == "latest" {
         return runs
-            .first()
+            .iter()
+            .find(|m| !is_empty_failure(m))
+            .or(runs.first())
             .map(|m| results.join(&m.run_id))
             .ok_or(StoreError::NoRuns);
     }
@@ -755,6 +768,7 @@ mod tests {
             points_done: 0,
             points_failed: 0,
             points_wrong: 0,
+            points_invalid: 0,
             resumed_from: vec![],
             systems_not_built: vec![],
             launcher: None,
@@ -861,5 +875,32 @@ mod tests {
                 .ends_with("20260101-a")
         );
         assert!(resolve_run(d.path(), "2026").is_err(), "ambiguous prefix");
+    }
+
+    /// A run that failed before any point ran (kept by older versions when the testbed's switch
+    /// could not be programmed) is not `latest`; one with a failed point is.
+    #[test]
+    fn latest_passes_over_a_run_that_failed_before_any_point() {
+        let d = tempfile::tempdir().expect("tmp");
+        let write = |id: &str, started: &str, status: RunStatus, failed: usize| {
+            let dir = d.path().join(id);
+            std::fs::create_dir_all(&dir).expect("mkdir");
+            let mut m = manifest(id, started);
+            m.status = status;
+            m.points_failed = failed;
+            write_manifest(&dir, &m).expect("manifest");
+        };
+        write("20260101-a", "2026-01-01", RunStatus::Incomplete, 0);
+        write("20260102-b", "2026-01-02", RunStatus::Failed, 0);
+        let latest = || resolve_run(d.path(), "latest").expect("latest");
+        assert!(latest().ends_with("20260101-a"), "{}", latest().display());
+        // by its id it is still found
+        assert!(
+            resolve_run(d.path(), "20260102-b")
+                .expect("id")
+                .ends_with("20260102-b")
+        );
+        write("20260103-c", "2026-01-03", RunStatus::Failed, 2);
+        assert!(latest().ends_with("20260103-c"), "{}", latest().display());
     }
 }

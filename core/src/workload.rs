@@ -11,6 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub enum WorkloadError {
     #[error("parameter `{0}` is missing or not a number")]
     Param(String),
+    /// A parameter's value the workload cannot run with (out of its range, not whole): the point
+    /// fails the same way every time it runs, so a run is not finished by resuming it.
+    #[error("{0}")]
+    BadParam(String),
     #[error("{0}")]
     Invalid(String),
     #[error("wrong result: {0}")]
@@ -19,6 +23,14 @@ pub enum WorkloadError {
     Interrupted,
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
+}
+
+impl WorkloadError {
+    /// Whether the error comes from the point's parameter values (missing, not a number, out of
+    /// range): rerunning the point (`--resume`) fails the same way until the spec is changed.
+    pub fn is_parameter_error(&self) -> bool {
+        matches!(self, WorkloadError::Param(_) | WorkloadError::BadParam(_))
+    }
 }
 
 /// A registered way of running an experiment's points (e.g. `netreduce.appendix_a`).
@@ -138,7 +150,7 @@ impl<'a> PointCtx<'a> {
         if v >= 0.0 && v.fract() == 0.0 && v <= 1e9 {
             Ok(v as usize)
         } else {
-            Err(WorkloadError::Invalid(format!(
+            Err(WorkloadError::BadParam(format!(
                 "parameter `{name}` must be a whole number (got {v})"
             )))
         }
@@ -148,7 +160,7 @@ impl<'a> PointCtx<'a> {
     pub fn positive_count(&self, name: &str) -> Result<usize, WorkloadError> {
         match self.count(name) {
             Ok(n) if n >= 1 => Ok(n),
-            _ => Err(WorkloadError::Invalid(format!(
+            _ => Err(WorkloadError::BadParam(format!(
                 "parameter `{name}` must be a positive whole number (got {})",
                 self.param(name)?
             ))),

@@ -149,6 +149,9 @@ pub enum JobFailure {
     Interrupted,
     #[error("{message}")]
     Failed { message: String },
+    /// The point's parameter values are wrong for its workload: it fails again when rerun.
+    #[error("{message}")]
+    BadParameters { message: String },
 }
 
 impl From<inabench_core::WorkloadError> for JobFailure {
@@ -158,6 +161,9 @@ impl From<inabench_core::WorkloadError> for JobFailure {
                 JobFailure::WrongResult { message }
             }
             inabench_core::WorkloadError::Interrupted => JobFailure::Interrupted,
+            other if other.is_parameter_error() => JobFailure::BadParameters {
+                message: other.to_string(),
+            },
             other => JobFailure::Failed {
                 message: other.to_string(),
             },

@@ -286,7 +286,7 @@ fn main() {
     match run(cli) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", inabench::error_sentence(&e));
             std::process::exit(2);
         }
     }
@@ -1019,14 +1019,25 @@ fn reproduce(
         if let Err(e) =
             inabench::breakeven::solve(&run_dir, &registry, host_profile, &mut |l| eprintln!("{l}"))
         {
-            eprintln!("warning: no break-even values: {e:#}");
+            eprintln!(
+                "warning: no break-even values: {}",
+                inabench::error_sentence(&e)
+            );
         }
         report(&run_dir, formats, true)?;
         match m.status {
             RunStatus::Complete => {}
             RunStatus::Incomplete => {
+                // say which failures a resume cannot mend
+                let failed = match (m.points_failed, m.points_invalid) {
+                    (0, _) => String::new(),
+                    (f, 0) => format!("; {f} failed and run again on resume"),
+                    (f, i) => format!(
+                        "; {f} failed, {i} of them for their parameter values, which fail the same way until the spec is changed"
+                    ),
+                };
                 eprintln!(
-                    "run {} is incomplete ({} of {} points); finish it with: inabench reproduce {} --resume {}",
+                    "run {} is incomplete ({} of {} points{failed}); finish it with: inabench reproduce {} --resume {}",
                     m.run_id, m.points_done, m.points_total, m.experiment, m.run_id
                 );
                 if exit == 0 {
@@ -1039,7 +1050,17 @@ fn reproduce(
                     };
                 }
             }
-            RunStatus::Failed | RunStatus::Running => exit = 1,
+            RunStatus::Failed | RunStatus::Running => {
+                if m.points_wrong == 0
+                    && let Some(first) = &outcome.bad_parameters
+                {
+                    eprintln!(
+                        "error: run {} failed: {} of {} points failed for their parameter values (first: {first}); fix the spec and run it again (resuming would fail the same way)",
+                        m.run_id, m.points_invalid, m.points_total
+                    );
+                }
+                exit = 1
+            }
         }
         if exit == 130 {
             break;

@@ -26,11 +26,11 @@ pub fn program_switch(
         .enable_all()
         .build()
         .context("cannot start the P4Runtime client's runtime")?;
-    rt.block_on(async {
+    let programmed: Result<Vec<String>> = rt.block_on(async {
         let mut lines = Vec::new();
         let mut c = Controller::connect(&tb.address, tb.device_id, (tb.election_id[0], tb.election_id[1]))
             .await
-            .map_err(|e| anyhow!("the testbed's P4Runtime switch: {e}"))?;
+            .context("the testbed's P4Runtime switch")?;
         for s in systems {
             let Some(prog) = program_of(s) else {
                 lines.push(format!(
@@ -123,6 +123,17 @@ pub fn program_switch(
             ));
         }
         Ok(lines)
+    });
+    // every failure names the switch's address (the client's own errors already do)
+    programmed.map_err(|e| {
+        if format!("{e:#}").contains(&tb.address) {
+            e
+        } else {
+            e.context(format!(
+                "the testbed's P4Runtime switch at {} (device {})",
+                tb.address, tb.device_id
+            ))
+        }
     })
 }
 

@@ -131,6 +131,8 @@ pub struct Prepared {
     /// The workers a testbed's P4 switch is programmed for (the spec's fixed `workers`, else 2).
     pub switch_workers: usize,
     started: Instant,
+    /// A new run (not a resume): its folder holds nothing from before.
+    fresh: bool,
     /// The run folder's lock, held until the run ends: a second runner on it is refused.
     _lock: store::RunLock,
 }
@@ -344,6 +346,7 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         points_done: done.len(),
         points_failed: 0,
         points_wrong: 0,
+        points_invalid: 0,
         resumed_from,
         systems_not_built: not_built,
         launcher: req.placement.launcher_name().map(str::to_string),
@@ -373,6 +376,7 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
             .and_then(|v| v.as_f64())
             .unwrap_or(2.0) as usize,
         started: Instant::now(),
+        fresh,
         _lock: lock,
     })
 }
@@ -383,6 +387,8 @@ pub struct RunOutcome {
     pub run_dir: PathBuf,
     pub manifest: Manifest,
     pub wrong_result: Option<String>,
+    /// The first point that failed for its parameter values (`[class] point: why`).
+    pub bad_parameters: Option<String>,
 }
 
 /// Execute a prepared run, streaming events to `tx`. `cancel` (the dashboard's `q`) and
@@ -437,10 +443,24 @@ pub fn execute_with(
             .collect();
         match crate::p4switch::program_switch(&p4, &systems, p.switch_workers) {
             Ok(lines) => p.manifest.drivers.extend(lines),
+            Err(e) if p.fresh => {
+                // nothing ran: a new run leaves no folder behind (an empty failed run would
+                // otherwise be `latest`)
+                let _ = std::fs::remove_dir_all(&p.run_dir);
+                return Err(RunError::Testbed(format!(
+                    "{}; nothing ran and no run folder was kept",
+                    crate::error_sentence(&e)
+                )));
+            }
             Err(e) => {
-                p.manifest.status = RunStatus::Failed;
+                // a resumed run keeps what it had, and stays resumable
+                p.manifest.status = RunStatus::Incomplete;
                 store::write_manifest(&p.run_dir, &p.manifest)?;
-                return Err(RunError::Testbed(format!("{e:#}")));
+                return Err(RunError::Testbed(format!(
+                    "{}; run {} is unchanged",
+                    crate::error_sentence(&e),
+                    p.manifest.run_id
+                )));
             }
         }
     }
@@ -526,6 +546,9 @@ pub fn execute_with(
     let mut store_err: Option<StoreError> = None;
 
     let mut failed = 0usize;
+    // failed for their parameter values: they fail the same way when rerun
+    let mut invalid = 0usize;
+    let mut bad_parameters = None;
     let mut wrong = 0usize;
     let mut wrong_result = None;
     let mut last_flush = Instant::now();
@@ -566,6 +589,7 @@ pub fn execute_with(
         let total = point.warmup + point.repetitions;
         let mut error: Option<String> = None;
         let mut point_wrong: Option<String> = None;
+        let mut point_bad_parameters = false;
         for k in 0..total {
             if stop() {
                 interrupted = true;
@@ -610,8 +634,10 @@ pub fn execute_with(
                 break 'points;
             }
             if let Err(e) = result {
-                if let JobFailure::WrongResult { message } = &e {
-                    point_wrong = Some(message.clone());
+                match &e {
+                    JobFailure::WrongResult { message } => point_wrong = Some(message.clone()),
+                    JobFailure::BadParameters { .. } => point_bad_parameters = true,
+                    _ => {}
                 }
                 error = Some(e.to_string());
                 break;
@@ -657,6 +683,16 @@ pub fn execute_with(
             });
         } else if !interrupted {
             failed += 1;
+            if point_bad_parameters {
+                invalid += 1;
+                bad_parameters.get_or_insert_with(|| {
+                    format!(
+                        "[{fidelity}] {}: {}",
+                        point.label(),
+                        error.clone().unwrap_or_default()
+                    )
+                });
+            }
             if let Err(e) = writer.append(&Record::PointDone {
                 point_id: key.clone(),
                 ok: false,
@@ -707,12 +743,17 @@ pub fn execute_with(
         RunStatus::Failed
     } else if p.done.len() == entries.len() {
         RunStatus::Complete
+    } else if invalid > 0 && invalid == failed && p.done.len() + failed == entries.len() {
+        // every point ran, and each that did not finish failed for its parameter values:
+        // resuming would fail the same way, so the run is not called resumable
+        RunStatus::Failed
     } else {
         RunStatus::Incomplete
     };
     p.manifest.status = status;
     p.manifest.points_done = p.done.len();
     p.manifest.points_failed = failed;
+    p.manifest.points_invalid = invalid;
     p.manifest.finished =
         Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
     p.manifest.elapsed_s += p.started.elapsed().as_secs_f64();
@@ -725,6 +766,7 @@ pub fn execute_with(
         run_dir: p.run_dir,
         manifest: p.manifest,
         wrong_result,
+        bad_parameters,
     })
 }
 

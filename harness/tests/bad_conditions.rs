@@ -554,3 +554,214 @@ fn values_are_exact_through_agents_and_resume() {
         .collect();
     assert!(changed.is_empty(), "changed by the resume: {changed:?}");
 }
+
+/// Item 8 (D9): a point that fails for its parameter value (the probe's `work` must be a whole
+/// number) fails the same way when rerun, so the run is `failed`, says why in one sentence, and is
+/// not offered `--resume`; the other points' rows are kept.
+#[test]
+fn a_point_failing_for_its_parameters_is_not_called_resumable() {
+    let home = probe_home(0, 2, false);
+    let spec = home.path().join("experiments/netreduce/probe.yaml");
+    let text = std::fs::read_to_string(&spec).expect("spec");
+    assert_eq!(text.matches("work: [100, 200]").count(), 2, "{text}");
+    std::fs::write(&spec, text.replace("work: [100, 200]", "work: [100, -3]")).expect("spec");
+    let results = home.path().join("results");
+    let o = run(
+        cmd(home.path()).args(["--results"]).arg(&results).args([
+            "reproduce",
+            "netreduce-probe",
+            "--headless",
+            "--format",
+            "md",
+        ]),
+        Duration::from_secs(60),
+        "a run with a bad parameter value",
+    );
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(!e.contains("--resume"), "offered a resume: {e}");
+    // the point's own error lines, then the run's one sentence
+    let errors: Vec<String> = error_lines(&o)
+        .into_iter()
+        .filter(|l| l.contains("failed for their parameter values"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{e}");
+    assert!(
+        errors[0].contains("1 of 2 points failed for their parameter values")
+            && errors[0].contains("parameter `work` must be a whole number (got -3)"),
+        "{}",
+        errors[0]
+    );
+    let run_dir = support::only_run_dir(&results);
+    let m = manifest_of(&run_dir);
+    assert_eq!(
+        (&m["status"], &m["points_done"], &m["points_invalid"]),
+        (&"failed".into(), &1.into(), &1.into()),
+        "{m}"
+    );
+    assert_eq!(
+        support::rows_of(&run_dir).len(),
+        2 * 2,
+        "the good point's rows"
+    );
+}
+
+/// Item 8 (D11): a testbed switch that cannot be programmed fails the run before any point, and
+/// no run folder is left (it would have become `latest`: `--resume latest` would pick it).
+#[test]
+fn an_unprogrammable_switch_leaves_no_run_folder() {
+    // a port nobody listens on: the connection is refused at once
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").to_string()
+    };
+    let home = probe_home(0, 2, false);
+    let tb = home.path().join("lab.yaml");
+    std::fs::write(
+        &tb,
+        format!(
+            "name: lab\nhosts: [{{name: localhost, role: [runner, worker]}}]\nswitch:\n  kind: tofino\n  p4runtime: {{address: \"{addr}\", device_id: 1}}\n"
+        ),
+    )
+    .expect("testbed");
+    let results = home.path().join("results");
+    let o = run(
+        cmd(home.path())
+            .args(["--results"])
+            .arg(&results)
+            .args([
+                "reproduce",
+                "netreduce-probe",
+                "--headless",
+                "--format",
+                "md",
+            ])
+            .arg("--testbed")
+            .arg(&tb),
+        Duration::from_secs(60),
+        "a run against a refused switch",
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = error_lines(&o);
+    assert_eq!(e.len(), 1, "{}", stderr(&o));
+    assert!(
+        e[0].contains(&addr) && e[0].contains("no run folder was kept"),
+        "{}",
+        e[0]
+    );
+    let left = std::fs::read_dir(&results).map_or(0, |d| d.count());
+    assert_eq!(left, 0, "a run folder was left");
+    let o = run(
+        cmd(home.path())
+            .args(["--results"])
+            .arg(&results)
+            .args(["reproduce", "netreduce-probe", "--headless"])
+            .args(["--resume", "latest"]),
+        Duration::from_secs(60),
+        "a resume of latest",
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("has no runs yet"), "{}", stderr(&o));
+}
+
+/// Item 8 (D10, D11): a report that cannot be written (the disk filled after the run) is one
+/// sentence with the OS error once, and leaves no temp file in the run folder; once there is
+/// room, `report` writes everything.
+#[test]
+fn a_report_on_a_full_disk_says_the_os_error_once_and_leaves_no_temp_file() {
+    let home = probe_home(0, 400, false);
+    let Some(fs) = Tmpfs::mount(&home.path().join("mnt"), "4m") else {
+        return;
+    };
+    let results = fs.0.join("results");
+    let o = run(
+        cmd(home.path()).args(["--results"]).arg(&results).args([
+            "reproduce",
+            "netreduce-probe",
+            "--headless",
+            "--format",
+            "md",
+        ]),
+        Duration::from_secs(120),
+        "the run",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let run_dir = support::only_run_dir(&results);
+    for f in ["measurements.parquet", "report.md"] {
+        std::fs::remove_file(run_dir.join(f)).expect("remove a report file");
+    }
+    // fill the disk
+    let filler = fs.0.join("filler");
+    let mut f = std::fs::File::create(&filler).expect("filler");
+    let block = vec![7u8; 4096];
+    while std::io::Write::write_all(&mut f, &block).is_ok() {}
+    drop(f);
+    let o = run(
+        cmd(home.path())
+            .args(["--results"])
+            .arg(&results)
+            .args(["report", "latest", "--format", "md,json"]),
+        Duration::from_secs(60),
+        "a report on a full disk",
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = error_lines(&o);
+    assert_eq!(e.len(), 1, "{}", stderr(&o));
+    assert!(e[0].contains("No space left"), "{}", e[0]);
+    assert_eq!(
+        e[0].matches("os error").count(),
+        1,
+        "the OS error once: {}",
+        e[0]
+    );
+    let tmp: Vec<String> = std::fs::read_dir(&run_dir)
+        .expect("run dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(tmp.is_empty(), "temp files left: {tmp:?}");
+    std::fs::remove_file(&filler).expect("free the disk");
+    let o = run(
+        cmd(home.path())
+            .args(["--results"])
+            .arg(&results)
+            .args(["report", "latest", "--format", "md,json"]),
+        Duration::from_secs(60),
+        "the report with room",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(run_dir.join("report.md").exists() && run_dir.join("report.json").exists());
+}
+
+/// Item 8 (D12): an agent removes the run's token from its environment before it runs anything,
+/// so no process it starts inherits it (the probe records whether the variable is there).
+#[test]
+fn the_agent_token_is_not_in_an_agents_environment() {
+    let home = probe_with(
+        "  - {name: pid, unit: \"1\", better: none}\n",
+        "  - {name: pid, unit: \"1\", better: none}\n  - {name: agent_token_in_env, unit: \"1\", better: none}\n",
+    );
+    let results = home.path().join("results");
+    let o = run(
+        cmd(home.path()).args(["--results"]).arg(&results).args([
+            "reproduce",
+            "netreduce-probe",
+            "--headless",
+            "--format",
+            "md",
+            "--launcher",
+            "local",
+        ]),
+        Duration::from_secs(120),
+        "a local-launcher run",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let rows = support::rows_of(&support::only_run_dir(&results));
+    let seen: Vec<f64> = rows
+        .iter()
+        .filter(|r| r["metric"] == "agent_token_in_env")
+        .map(|r| r["value"].as_f64().expect("a number"))
+        .collect();
+    assert_eq!(seen, vec![0.0; 2 * 2], "rows: {seen:?}");
+}

@@ -220,12 +220,19 @@ pub fn compact(run_dir: &Path) -> Result<usize, ReportError> {
     let mut df = rows_to_frame(&stored.rows)?;
     let path = run_dir.join(store::PARQUET_FILE);
     let tmp = run_dir.join(".measurements.parquet.tmp");
-    let f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-    ParquetWriter::new(f)
-        .with_compression(ParquetCompression::Zstd(None))
-        .with_key_value_metadata(Some(KeyValueMetadata::from_static(run_metadata(run_dir))))
-        .finish(&mut df)?;
-    std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    let written = (|| -> Result<(), ReportError> {
+        let f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+        ParquetWriter::new(f)
+            .with_compression(ParquetCompression::Zstd(None))
+            .with_key_value_metadata(Some(KeyValueMetadata::from_static(run_metadata(run_dir))))
+            .finish(&mut df)?;
+        std::fs::rename(&tmp, &path).map_err(io(&path))
+    })();
+    if written.is_err() {
+        // a failed write (a full disk) leaves no half-written temp file behind
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
     Ok(df.height())
 }
 

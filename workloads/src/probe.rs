@@ -27,7 +27,11 @@ impl Workload for Probe {
     }
 
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
-        let work = ctx.param("work").unwrap_or(1000.0) as u64;
+        // a `work` that is not a whole number fails the point for its parameter value
+        let work = match ctx.point.params.get("work") {
+            Some(_) => ctx.count("work")? as u64,
+            None => 1000,
+        };
         let sleep_ms = ctx.param("sleep_ms").unwrap_or(0.0);
         if ctx.param("crash").unwrap_or(0.0) > 0.0 && ctx.repetition >= 1 {
             // used by tests: a worker that dies in the middle of a run
@@ -48,6 +52,12 @@ impl Workload for Probe {
         let sum = checksum(ctx.seed ^ u64::from(ctx.repetition), work);
         ctx.record("checksum", (sum % 1_000_003) as f64);
         ctx.record("pid", f64::from(std::process::id()));
+        // whether the run's agent token is in this process's environment, where every process
+        // it starts would inherit it (tests of the launchers: an agent removes it at start)
+        ctx.record_if_declared(
+            "agent_token_in_env",
+            f64::from(u8::from(std::env::var_os("INABENCH_AGENT_TOKEN").is_some())),
+        );
         // A deliberately wrong double (tests of the verdict engine): the system named by
         // `wrong_for` returns a wrong aggregate at `work == wrong_at`, as a real system would:
         // it records what it saw and reports the wrong result.

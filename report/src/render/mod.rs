@@ -191,14 +191,22 @@ pub fn figures(a: &Analysis) -> Result<Vec<(String, String, String)>, ReportErro
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).map_err(|source| ReportError::Io {
-        path: tmp.clone(),
-        source,
-    })?;
-    std::fs::rename(&tmp, path).map_err(|source| ReportError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
+    // a write that fails (a full disk) leaves no half-written temp file behind
+    let written = std::fs::write(&tmp, bytes)
+        .map_err(|source| ReportError::Io {
+            path: tmp.clone(),
+            source,
+        })
+        .and_then(|()| {
+            std::fs::rename(&tmp, path).map_err(|source| ReportError::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+        });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Write the reports of a run folder; returns the files written.
