@@ -56,7 +56,7 @@ pub fn load(file: Option<&Path>) -> Result<HostProfile, ProfileError> {
 }
 
 /// `inabench calibrate`: measure this machine's cost per frame of every system the reference
-/// prices per frame, `reps` times each, interleaved; write the profile to `out` (default
+/// prices per frame and the Libra crate's coefficient table, `reps` times each, interleaved; write the profile to `out` (default
 /// `<results>/host-<machine>.yaml`) and print what was measured beside the reference.
 pub fn calibrate(out: Option<&Path>, reps: u32, results: &Path) -> Result<PathBuf> {
     let (reference, _) = reference()?;
@@ -67,7 +67,7 @@ pub fn calibrate(out: Option<&Path>, reps: u32, results: &Path) -> Result<PathBu
         load_average()
     );
     let measured = inabench_workloads::hostcost::measure(&reference, reps, &mut |s, r, ns| {
-        eprintln!("  {s:<10} repetition {r}: {ns} ns a frame");
+        eprintln!("  {s:<20} repetition {r}: {ns} ns");
     });
     let profile =
         inabench_workloads::hostcost::calibrated_profile(&reference, &measured, &machine, &date);
@@ -89,15 +89,15 @@ pub fn calibrate(out: Option<&Path>, reps: u32, results: &Path) -> Result<PathBu
     back.check_covers(&reference, &text)?;
     std::fs::write(&out, &text).with_context(|| format!("cannot write {}", out.display()))?;
     for m in &measured {
-        let key = inabench_workloads::hostcost::frame_key(&m.system);
-        let r = reference.value(&key).unwrap_or(f64::NAN);
+        let r = reference.value(&m.key).unwrap_or(f64::NAN);
         println!(
-            "{:<10} this machine {:>7.1} ns a frame on one core (spread {}-{} ns, {} reps); reference {r} ns",
+            "{:<20} this machine {:>7.1} ns (spread {}-{} ns, {} reps); reference {r} ns ({})",
             m.system,
             m.median(),
             m.samples.iter().min().copied().unwrap_or(0),
             m.samples.iter().max().copied().unwrap_or(0),
             m.samples.len(),
+            m.key,
         );
     }
     println!(

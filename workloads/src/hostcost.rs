@@ -1,7 +1,9 @@
 //! Host costs from the run's host profile (`inabench_core::hostprofile`), for the workloads that
 //! charge a software host stack: the one way a workload turns a system's profile entries into the
-//! [`CoreCosts`] the ina crate's host stacks take ([`core_costs`]), and `inabench calibrate`'s
-//! measurement of this machine ([`calibrate`]), which writes a profile and is never run by a run.
+//! [`CoreCosts`] the ina crate's host stacks take ([`core_costs`], [`require_core_costs`]), and
+//! `inabench calibrate`'s measurement of this machine ([`measure`]: the ina clients' cost per
+//! frame and the Libra crate's coefficient table), which writes a profile and is never run by a
+//! run.
 
 use inabench_core::hostprofile::{Cost, HostProfile};
 use inabench_core::{PointCtx, WorkloadError};
@@ -42,10 +44,31 @@ pub fn costs_of(p: &HostProfile, system: &str) -> Result<Option<CoreCosts>, Work
     Ok(Some(c))
 }
 
-/// What `inabench calibrate` measured of one system: every repetition's ns per frame and core.
+/// [`core_costs`] for a system whose software client a point runs: a profile without the
+/// system's entries fails the point with one sentence naming the missing key.
+pub fn require_core_costs(ctx: &PointCtx<'_>, system: &str) -> Result<CoreCosts, WorkloadError> {
+    match core_costs(ctx, system)? {
+        Some(c) => Ok(c),
+        // the error of the missing key (or of a run without a profile), naming it
+        None => {
+            ctx.host_cost(&frame_key(system))?;
+            ctx.host_cost(&threads_key(system))?;
+            Err(WorkloadError::Invalid(format!(
+                "the host profile does not price `{system}`'s client"
+            )))
+        }
+    }
+}
+
+/// What `inabench calibrate` measured of one profile entry: every repetition's value (ns).
 #[derive(Debug, Clone)]
 pub struct Measured {
+    /// What was measured, for the progress lines (`atp`, `libra_server_pair`, ...).
     pub system: String,
+    /// The profile key it sets (`systems.atp.worker.frame`, `costs.libra_server_pair`).
+    pub key: String,
+    /// How, for the provenance line.
+    pub method: String,
     pub samples: Vec<u64>,
 }
 
@@ -60,6 +83,25 @@ impl Measured {
             n => (s[n / 2 - 1] + s[n / 2]) as f64 / 2.0,
         }
     }
+
+    /// The `q`-quantile of the samples (linear between the order statistics), 0 if none.
+    pub fn quantile(&self, q: f64) -> f64 {
+        let mut s = self.samples.clone();
+        s.sort_unstable();
+        if s.is_empty() {
+            return 0.0;
+        }
+        let at = q.clamp(0.0, 1.0) * (s.len() - 1) as f64;
+        let (lo, hi) = (at.floor() as usize, at.ceil() as usize);
+        s[lo] as f64 + (s[hi] as f64 - s[lo] as f64) * (at - lo as f64)
+    }
+}
+
+/// The ina systems' measuring rule, for the provenance line.
+fn ina_method(system: &str) -> String {
+    format!(
+        "the CPU time of the suite's {system} worker code (handle_packet and poll_transmit) per frame received or sent in a lossless 6-worker all-reduce of 200,000 int32 on sim (inabench_ina::drive::measure_frame_ns, the measuring rule of inabench_fabric::wrap), on one core"
+    )
 }
 
 /// Measure this machine's cost per frame and core of every system the reference profile prices
@@ -82,19 +124,112 @@ pub fn measure(
         .iter()
         .map(|s| Measured {
             system: s.clone(),
+            key: frame_key(s),
+            method: ina_method(s),
             samples: Vec::new(),
         })
         .collect();
+    #[cfg(feature = "libra")]
+    let libra = libra_measure::Libra::new(reference, &mut out);
     for r in 0..reps.max(1) {
-        for m in &mut out {
+        for m in out.iter_mut().filter(|m| m.key.starts_with("systems.")) {
             if let Some(sys) = inabench_ina::drive::system(&m.system) {
                 let ns = inabench_ina::drive::measure_frame_ns(sys);
                 progress(&m.system, r, ns);
                 m.samples.push(ns);
             }
         }
+        #[cfg(feature = "libra")]
+        if let Some(l) = &libra {
+            l.measure_once(&mut out, r, progress);
+        }
     }
     out
+}
+
+/// `inabench calibrate`'s measurement of the Libra crate's coefficient table
+/// (`costs.libra_{worker,server}_{frame,pair}`; the threads are cited, not measured).
+#[cfg(feature = "libra")]
+mod libra_measure {
+    use super::Measured;
+    use inabench_core::hostprofile::HostProfile;
+    use inabench_libra::proto::Inputs;
+
+    /// Workers, server pairs a packet in the two runs.
+    const WORKERS: usize = 8;
+    const CAPS: (usize, usize) = (128, 16);
+
+    pub(super) struct Libra {
+        inputs: Inputs,
+        /// Index in `out` of worker frame, worker pair, server frame, server pair.
+        at: [usize; 4],
+    }
+
+    impl Libra {
+        /// `None` where the reference has no Libra table (nothing to measure).
+        pub(super) fn new(reference: &HostProfile, out: &mut Vec<Measured>) -> Option<Libra> {
+            let keys = [
+                ("worker", "frame"),
+                ("worker", "pair"),
+                ("server", "frame"),
+                ("server", "pair"),
+            ];
+            if !keys
+                .iter()
+                .all(|(r, q)| reference.has(&crate::libra::aggregation::cost_key(r, q)))
+            {
+                return None;
+            }
+            // OA's gradients at the fig5 skew, 8 workers, every pair to the server (PS-lite)
+            let s = crate::libra::common::FIG5_ZIPF_S
+                .iter()
+                .find(|(n, _)| *n == "oa")
+                .map_or(1.0, |(_, s)| *s);
+            let task = inabench_libra::sparse::Task::named("oa").ok()?.with_s(s);
+            let g = inabench_libra::sparse::SparseGen::new(task, 1).ok()?;
+            let inputs = inabench_libra::aggregation::inputs(
+                &g,
+                &std::collections::HashMap::new(),
+                WORKERS,
+                false,
+                false,
+            )
+            .ok()?;
+            let pairs: usize = inputs.iter().map(|(_, c)| c.len()).sum();
+            let mut at = [0; 4];
+            for (i, (role, q)) in keys.iter().enumerate() {
+                at[i] = out.len();
+                out.push(Measured {
+                    system: format!("libra_{role}_{q}"),
+                    key: crate::libra::aggregation::cost_key(role, q),
+                    method: format!(
+                        "the CPU time of the suite's Libra {role} code (inabench_libra::proto::{}, which Libra, Libra float and the PS-lite baseline run) by the measuring rule of inabench_fabric::wrap, in two lossless iterations on sim with no host cost of OA's gradients (fig5 skew, data seed 1, {WORKERS} workers, {pairs} pairs, PS-lite's configuration: every pair through the server) at {} and {} pairs a server packet; per role cpu = frames x frame + pairs x pair, {q} solved from the two runs (inabench_libra::aggregation::measure_coefficients)",
+                        if *role == "worker" { "Worker" } else { "Server" },
+                        CAPS.0,
+                        CAPS.1
+                    ),
+                    samples: Vec::new(),
+                });
+            }
+            Some(Libra { inputs, at })
+        }
+
+        pub(super) fn measure_once(
+            &self,
+            out: &mut [Measured],
+            r: u32,
+            progress: &mut dyn FnMut(&str, u32, u64),
+        ) {
+            let ((wf, wp), (sf, sp)) =
+                inabench_libra::aggregation::measure_coefficients(&self.inputs, CAPS.0, CAPS.1);
+            for (i, v) in [wf, wp, sf, sp].into_iter().enumerate() {
+                let ns = v.round() as u64;
+                let m = &mut out[self.at[i]];
+                progress(&m.system, r, ns);
+                m.samples.push(ns);
+            }
+        }
+    }
 }
 
 /// A profile of this machine: the reference with each measured system's `frame` replaced by the
@@ -122,18 +257,26 @@ pub fn calibrated_profile(
             unit: "ns".into(),
             band: Some([*lo as f64, *hi as f64]),
             provenance: format!(
-                "measured on {machine}, {date}, by inabench calibrate: the CPU time of the suite's {sys} worker code (handle_packet and poll_transmit) per frame received or sent in a lossless 6-worker all-reduce of 200,000 int32 on sim (inabench_ina::drive::measure_frame_ns, the measuring rule of inabench_fabric::wrap), on one core, {n} repetitions interleaved with the other systems', median {median} ns, spread {lo}-{hi} ns (samples {samples:?})",
-                sys = m.system,
+                "measured on {machine}, {date}, by inabench calibrate: {method}, {n} repetitions interleaved with the other entries', median {median} ns, spread {lo}-{hi} ns, p10-p90 {p10:.1}-{p90:.1} ns (samples {samples:?})",
+                method = m.method,
                 n = m.samples.len(),
+                p10 = m.quantile(0.1),
+                p90 = m.quantile(0.9),
                 samples = m.samples,
             ),
         };
-        if let Some(q) = p
-            .systems
-            .get_mut(&m.system)
-            .and_then(|ps| ps.get_mut("worker"))
-        {
-            q.insert("frame".into(), cost);
+        let parts: Vec<&str> = m.key.split('.').collect();
+        let slot = match parts.as_slice() {
+            ["systems", s, path, q] => p
+                .systems
+                .get_mut(*s)
+                .and_then(|ps| ps.get_mut(*path))
+                .and_then(|qs| qs.get_mut(*q)),
+            ["costs", n] => p.costs.get_mut(*n),
+            _ => None,
+        };
+        if let Some(c) = slot {
+            *c = cost;
         }
     }
     p
@@ -170,6 +313,8 @@ mod tests {
         let r = reference();
         let m = vec![Measured {
             system: "atp".into(),
+            key: frame_key("atp"),
+            method: ina_method("atp"),
             samples: vec![300, 200, 250],
         }];
         let p = calibrated_profile(&r, &m, "box", "2026-11-28");

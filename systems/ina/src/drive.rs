@@ -11,8 +11,6 @@ use inabench_fabric::Endpoint;
 use inabench_fabric::fault::Faults;
 use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric, SimReport};
 use inabench_fabric::wrap::{CpuMeter, Timed};
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
 
 /// Link propagation latency (one way, host to accelerator): the paper does not give it; 0.5 us
 /// stands for a rack-local cable and a switch hop.
@@ -242,60 +240,6 @@ pub fn host_stack_for(
         other => Err(StackError::Unknown(other.to_string())),
     }
 }
-
-/// The host stack a spec names, at this machine's measured cost per frame on one core and the
-/// release's threads: the old run-time calibration, kept only for the Libra workloads until
-/// they read the host profile (`workloads/src/libra`); NetReduce's experiments use
-/// [`host_stack_for`]. Calibration `rep`, once per (system, rep) and process.
-pub fn host_stack_rep(
-    sys: &dyn System,
-    name: Option<&str>,
-    cores: Option<f64>,
-    tx_burst: Option<f64>,
-    drain_us: Option<f64>,
-    rep: u32,
-) -> Result<HostStack, StackError> {
-    let name = match name {
-        None | Some("paper") => match paper_host_stack(sys.name()) {
-            "nic" => "nic",
-            _ => "measured",
-        },
-        Some(n) => n,
-    };
-    match name {
-        "nic" => Ok(HostStack::Nic),
-        "measured" | "software" => Ok(HostStack::Measured(host_cost_ns_rep(sys, rep))),
-        "dpdk" => Ok(HostStack::Dpdk(crate::hoststack::DpdkStack::with(
-            sys.name(),
-            host_cost_ns_rep(sys, rep),
-            cores,
-            tx_burst,
-            drain_us,
-        )?)),
-        other => Err(StackError::Unknown(other.to_string())),
-    }
-}
-
-/// Calibration `rep` of a system's cost per frame on this machine (ns), once per (system, rep)
-/// and process: the Libra workloads' path only (see [`host_stack_rep`]).
-pub fn host_cost_ns_rep(sys: &dyn System, rep: u32) -> u64 {
-    let cache = COST.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(c) = cache
-        .lock()
-        .ok()
-        .and_then(|m| m.get(&(sys.name(), rep)).copied())
-    {
-        return c;
-    }
-    let c = measure_frame_ns(sys);
-    if let Ok(mut m) = cache.lock() {
-        m.insert((sys.name(), rep), c);
-    }
-    c
-}
-
-type CostCache = Mutex<HashMap<(&'static str, u32), u64>>;
-static COST: OnceLock<CostCache> = OnceLock::new();
 
 /// Driver events per batch of the calibration rule's CPU meter (tens of microseconds of the
 /// endpoints' code: a preemption's error is bounded by one batch's CPU time).

@@ -10,8 +10,8 @@
 //!   the Tofino pipeline model;
 //! - [`wire`], [`proto`]: Libra's header, the switch program (Libra_p and Libra_s), the parameter
 //!   server and the workers as sans-IO endpoints;
-//! - [`aggregation`]: one iteration of aggregation on the `sim` fabric, with the hosts' per-frame
-//!   costs calibrated on this machine;
+//! - [`aggregation`]: one iteration of aggregation on the `sim` fabric, the hosts priced by a
+//!   declared coefficient table (ns a frame, ns a pair) times the operations they do;
 //! - [`negotiation`]: SwitchML's scaling-factor negotiation (Fig. 17) as an op_max all-reduce.
 //!
 //! The experiments that drive these are in `inabench-workloads` (module `libra`).

@@ -2,7 +2,7 @@
 //!
 //! Eight workers push hot pairs to the switch and cold pairs to the parameter server on the
 //! `sim` fabric (100 Gbps, 0.5 us links), with per-frame host costs of 1.5 us a worker frame and
-//! 3.5 us a server frame (fixed test inputs of the order `aggregation::calibrate` measures for
+//! 3.5 us a server frame (fixed test inputs of the order the old run-time calibration measured for
 //! our code on this host): the server's queue of 8 x 64 pushes makes its round trips
 //! milliseconds, far above the 200 us floor of the timeout. One first copy of a cold push, after
 //! the first windows, is dropped on its way to the server. The sender times each packet (Libra,

@@ -4,8 +4,10 @@
 
 use super::aggregation::switchml_time_ns;
 use super::common::{opt, task_of};
+use crate::hostcost::require_core_costs;
 use inabench_core::{Fidelity, LogLevel, PointCtx, Workload, WorkloadError};
-use inabench_ina::drive::host_stack_rep;
+use inabench_ina::drive::host_stack_for;
+use inabench_ina::hoststack::HostStack;
 use inabench_ina::switchml::SwitchMl;
 use inabench_libra::negotiation::{config, exponents, run_mem, run_sim_stack, scan_ns};
 use inabench_libra::sparse::SparseGen;
@@ -48,21 +50,26 @@ impl Workload for Fig17 {
         // set off 385K retransmissions with netreduce.table6's 50 ms; 1 s keeps them out
         let rto_us = opt(ctx, "timeout_us", if emulated { 1e6 } else { 100.0 });
         let cfg = config(workers, blocks, memory_mb, (rto_us * 1000.0) as u64);
-        // the host stack on sim (inabench_ina::hoststack): `measured` (default: this
-        // machine's cost per frame of SwitchML's worker code, one thread) or `dpdk` (that cost
-        // over the released client's 4 cores, and its 64-packet transmit buffer drained every
-        // 10 us)
+        // the host stack on sim (inabench_ina::hoststack), priced by the host profile's
+        // SwitchML entries: `measured` (default: the profile's cost per frame and core on one
+        // thread) or `dpdk` (that cost over the released client's 4 cores, and its 64-packet
+        // transmit buffer drained every 10 us); on `mem` no stack is charged
         let stack_name = ctx.text("host_stack").ok();
-        // calibration r of SwitchML's per-frame cost for repetition r
-        let stack = host_stack_rep(
-            &SwitchMl,
-            Some(stack_name.as_deref().unwrap_or("measured")),
-            None,
-            None,
-            None,
-            ctx.repetition,
-        )
-        .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+        let (stack, costs) = if emulated {
+            (HostStack::Nic, None)
+        } else {
+            let costs = require_core_costs(ctx, "switchml")?;
+            let stack = host_stack_for(
+                &SwitchMl,
+                Some(stack_name.as_deref().unwrap_or("measured")),
+                Some(costs),
+                None,
+                None,
+                None,
+            )
+            .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+            (stack, Some(costs))
+        };
         let cost = stack.frame_ns();
         let o = if emulated {
             run_mem(&cfg, inputs, std::time::Duration::from_secs(120))
@@ -87,13 +94,15 @@ impl Workload for Fig17 {
         ctx.record_if_declared("exponent_scan_ms", scan as f64 / 1e6);
         // the data round is only simulated (its rate on sim, see `aggregation`): comparing it
         // with a wall time on `mem` would mix classes
-        if !emulated && (ctx.declares("data_round_ms") || ctx.declares("negotiation_share")) {
+        if let Some(costs) = costs
+            && (ctx.declares("data_round_ms") || ctx.declares("negotiation_share"))
+        {
             let data = switchml_time_ns(
                 workers,
                 task.params,
                 memory_mb,
                 stack_name.as_deref(),
-                ctx.repetition,
+                costs,
             )?;
             ctx.record_if_declared("data_round_ms", data / 1e6);
             ctx.record_if_declared("negotiation_share", ns as f64 / data * 100.0);
@@ -101,7 +110,7 @@ impl Workload for Fig17 {
         ctx.log(
             LogLevel::Info,
             format!(
-                "{} x{workers} ({}): {blocks} block exponents a worker negotiated in {:.3} ms ({} retransmissions); computing them from a dense gradient takes {:.1} ms on this host; host stack {} at {} ns a frame",
+                "{} x{workers} ({}): {blocks} block exponents a worker negotiated in {:.3} ms ({} retransmissions); computing them from a dense gradient takes {:.1} ms on this host; host stack {} at {} ns a frame (host profile)",
                 task.name,
                 if emulated { "mem, wall time" } else { "sim" },
                 ns as f64 / 1e6,
