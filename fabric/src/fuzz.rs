@@ -90,7 +90,7 @@ pub fn schedule(data: &[u8], nodes: usize, corpus: &[Vec<u8>]) -> Vec<Inject> {
                 let len = (len as usize % 2049).min(c.0.len());
                 let (b, rest) = c.0.split_at(len);
                 c.0 = rest;
-                (Kind::Raw, b.to_vec())
+                (raw_kind(b, corpus), b.to_vec())
             }
             1 => {
                 let Some(i) = c.u16() else { break };
@@ -131,6 +131,28 @@ pub fn schedule(data: &[u8], nodes: usize, corpus: &[Vec<u8>]) -> Vec<Inject> {
         });
     }
     out
+}
+
+/// What raw bytes are: a clean run's frame byte for byte is a [`Kind::Replay`], one that differs
+/// from a clean frame of its length in 1-4 bytes a [`Kind::Flip`] (what those kinds make, so a
+/// system's documented finding about them covers these too), anything else [`Kind::Raw`].
+fn raw_kind(bytes: &[u8], corpus: &[Vec<u8>]) -> Kind {
+    let mut kind = Kind::Raw;
+    for f in corpus.iter().filter(|f| f.len() == bytes.len()) {
+        let mut differ = 0;
+        for (a, b) in f.iter().zip(bytes) {
+            differ += usize::from(a != b);
+            if differ > 4 {
+                break;
+            }
+        }
+        match differ {
+            0 => return Kind::Replay,
+            1..=4 => kind = Kind::Flip,
+            _ => {}
+        }
+    }
+    kind
 }
 
 /// An endpoint whose scheduled frames arrive before the given real frames; what is left after
@@ -287,6 +309,140 @@ pub fn tapped_run<N: Endpoint>(
     let finished = f.run_until(max_ns, done).finished;
     let frames = std::mem::take(&mut *got.lock().unwrap_or_else(|e| e.into_inner()));
     (finished, frames)
+}
+
+/// A clean run's frame as the tap saw it: sender, receiver and bytes.
+pub type Tapped = (NodeId, NodeId, Vec<u8>);
+
+/// [`tapped_run`], keeping each frame's sender and receiver (the frames are the same, in the same
+/// order): what [`seeds`] builds from.
+pub fn addressed_run<N: Endpoint>(
+    f: &mut SimFabric<N>,
+    max_ns: Nanos,
+    done: impl Fn(&[N]) -> bool,
+) -> (bool, Vec<Tapped>) {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = got.clone();
+    f.set_tap(Box::new(move |_, from, to, frame| {
+        g.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((from, to, frame.to_vec()))
+    }));
+    let finished = f.run_until(max_ns, done).finished;
+    let frames = std::mem::take(&mut *got.lock().unwrap_or_else(|e| e.into_inner()));
+    (finished, frames)
+}
+
+/// Seed inputs for an endpoint body (the files under `fuzz/seeds/<target>/` that a campaign
+/// starts from), for the system the first byte `pick` selects, in a run of `nodes` nodes whose
+/// clean run put the frames `run` on its links ([`addressed_run`]). Six frames spread over the
+/// run, each to the node that got it, claimed from its real sender and placed just before that
+/// node got it (its place among the node's frames): as raw bytes (so the fuzzer mutates real
+/// headers and payloads), replayed, cut to half its length, with a header byte and a payload byte
+/// flipped, and as raw bytes after the run. Named by what they hold.
+pub fn seeds(pick: u8, nodes: usize, run: &[Tapped]) -> Vec<(&'static str, Vec<u8>)> {
+    // the sender byte that [`schedule`] reads as `id`
+    let from_byte = |id: NodeId| (4..=255u8).find(|f| *f as usize % nodes.max(1) == id as usize);
+    let n = run.len().min(usize::from(u16::MAX));
+    let picked: Vec<usize> = (0..6)
+        .map(|k| k * n.saturating_sub(1) / 5)
+        .filter(|&j| j < n && run[j].1 < 64 && run[j].2.len() <= 2048 && !run[j].2.is_empty())
+        .collect();
+    // frame j's place among the frames its receiver got
+    let place = |j: usize| {
+        let to = run[j].1;
+        run[..j].iter().filter(|t| t.1 == to).count().min(0xffff) as u16
+    };
+    let entry = |kind: u8, j: usize, before: u16, rest: &[u8]| -> Option<Vec<u8>> {
+        Some(frame(
+            kind,
+            run[j].1 as u8,
+            from_byte(run[j].0)?,
+            before,
+            rest,
+        ))
+    };
+    let index = |j: usize| (j as u16).to_le_bytes();
+    let mut out: Vec<(&'static str, Vec<u8>)> = Vec::new();
+    let mut add = |name: &'static str, make: &dyn Fn(usize) -> Option<Vec<u8>>| {
+        let mut input = vec![pick];
+        for &j in &picked {
+            if let Some(e) = make(j) {
+                input.extend(e);
+            }
+        }
+        if input.len() > 1 {
+            out.push((name, input));
+        }
+    };
+    let raw = |j: usize, before: u16| {
+        let b = &run[j].2;
+        let mut rest = (b.len() as u16).to_le_bytes().to_vec();
+        rest.extend(b);
+        entry(0, j, before, &rest)
+    };
+    add("raw", &|j| raw(j, place(j)));
+    add("replay", &|j| entry(3, j, place(j), &index(j)));
+    add("cut", &|j| {
+        let half = (run[j].2.len() / 2) as u16;
+        entry(
+            2,
+            j,
+            place(j),
+            &[&index(j)[..], &half.to_le_bytes()].concat(),
+        )
+    });
+    add("flip", &|j| {
+        let len = run[j].2.len() as u16;
+        let mut rest = index(j).to_vec();
+        // two flips: a header byte and the payload's fifth-last byte
+        rest.push(1);
+        rest.extend(16u16.to_le_bytes());
+        rest.push(0x01);
+        rest.extend(len.saturating_sub(5).to_le_bytes());
+        rest.push(0x80);
+        entry(1, j, place(j), &rest)
+    });
+    add("after_the_run", &|j| raw(j, u16::MAX));
+    out
+}
+
+/// The seed files of a cargo-fuzz target, `dir` (`fuzz/seeds/<target>/`): with the environment
+/// variable `INABENCH_WRITE_SEEDS` set they are first written anew from `make` (name, input);
+/// then every file is run through `body`, the target's body, which must accept it. Returns the
+/// inputs, for the caller to check what they cover. Panics on a missing or empty folder.
+pub fn check_seeds(
+    dir: &std::path::Path,
+    make: impl FnOnce() -> Vec<(String, Vec<u8>)>,
+    body: impl Fn(&[u8]),
+) -> Vec<Vec<u8>> {
+    if std::env::var_os("INABENCH_WRITE_SEEDS").is_some() {
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir).expect("the seed folder");
+        for (name, input) in make() {
+            std::fs::write(dir.join(name), input).expect("a seed file");
+        }
+    }
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (write the seeds with INABENCH_WRITE_SEEDS=1)",
+                dir.display()
+            )
+        })
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "{}: no seeds", dir.display());
+    files
+        .iter()
+        .map(|f| {
+            let input = std::fs::read(f).expect("a seed file");
+            body(&input);
+            input
+        })
+        .collect()
 }
 
 /// Each of `nodes` (node `i` of the run) wrapped with its share of `plan`.
@@ -452,5 +608,67 @@ mod tests {
         let got: Vec<u8> = n.inner.0.iter().map(|(_, f)| f[0]).collect();
         assert_eq!(got, vec![10, 1, 11, 2, 15]);
         assert_eq!(n.injected, 3);
+    }
+
+    /// Raw bytes equal to a clean frame are a replay, and within four bytes of one a flip (a
+    /// documented finding about those kinds covers them); other bytes stay raw.
+    #[test]
+    fn raw_bytes_that_copy_a_clean_frame_are_read_as_what_they_are() {
+        let corpus = vec![vec![1u8, 2, 3, 4, 5, 6], vec![9u8; 8]];
+        assert_eq!(raw_kind(&[1, 2, 3, 4, 5, 6], &corpus), Kind::Replay);
+        assert_eq!(raw_kind(&[1, 2, 0, 4, 5, 0], &corpus), Kind::Flip);
+        assert_eq!(raw_kind(&[0, 0, 0, 0, 0, 6], &corpus), Kind::Raw);
+        assert_eq!(raw_kind(&[1, 2, 3, 4, 5], &corpus), Kind::Raw);
+        assert_eq!(raw_kind(&[], &corpus), Kind::Raw);
+    }
+
+    /// Seeds read back through [`schedule`] as what their names say, each frame to the node that
+    /// got it, from its sender, just before that node got it.
+    #[test]
+    fn seeds_read_back_as_the_frames_they_were_built_from() {
+        // 3 nodes; node 2 is the switch
+        let run: Vec<Tapped> = (0..12u8)
+            .map(|i| {
+                let (from, to) = if i % 2 == 0 {
+                    (NodeId::from(i % 4 / 2), 2)
+                } else {
+                    (2, NodeId::from(i % 4 / 2))
+                };
+                (from, to, vec![i; 20 + usize::from(i)])
+            })
+            .collect();
+        let corpus: Vec<Vec<u8>> = run.iter().map(|t| t.2.clone()).collect();
+        let seeds = seeds(4, 3, &run);
+        let names: Vec<&str> = seeds.iter().map(|s| s.0).collect();
+        assert_eq!(names, ["raw", "replay", "cut", "flip", "after_the_run"]);
+        let picked = [0usize, 2, 4, 6, 8, 11];
+        for (name, input) in &seeds {
+            assert_eq!(input[0], 4, "{name}: the pick");
+            let plan = schedule(&input[1..], 3, &corpus);
+            assert_eq!(plan.len(), picked.len(), "{name}");
+            for (s, &j) in plan.iter().zip(&picked) {
+                let (from, to, bytes) = &run[j];
+                assert_eq!((s.node, s.from), (*to as usize, *from), "{name} frame {j}");
+                let place = run[..j].iter().filter(|t| t.1 == *to).count() as u32;
+                let before = if *name == "after_the_run" {
+                    u32::from(u16::MAX)
+                } else {
+                    place
+                };
+                assert_eq!(s.before, before, "{name} frame {j}");
+                let (kind, want) = match *name {
+                    "cut" => (Kind::Cut, bytes[..bytes.len() / 2].to_vec()),
+                    "flip" => {
+                        let mut f = bytes.clone();
+                        f[16] ^= 1;
+                        let at = f.len() - 5;
+                        f[at] ^= 0x80;
+                        (Kind::Flip, f)
+                    }
+                    _ => (Kind::Replay, bytes.clone()),
+                };
+                assert_eq!((s.kind, &s.bytes), (kind, &want), "{name} frame {j}");
+            }
+        }
     }
 }

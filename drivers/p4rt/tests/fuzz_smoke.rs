@@ -130,9 +130,121 @@ fn the_p4runtime_handlers_survive_seeded_random_and_mutated_requests() {
 /// mutations of them. None may panic or leave the switch answering INTERNAL.
 #[test]
 fn request_sequences_reach_reconcile_and_huge_registers() {
+    use inabench_p4rt::fuzz::p4rt_sequence;
+    let [grown, huge] = audit_sequences();
+    p4rt_sequence(&grown);
+    p4rt_sequence(&huge);
+    let mut r = Rng(0x5eed_0f94_7201);
+    for _ in 0..300 {
+        let mut b = if r.below(2) == 0 {
+            grown.clone()
+        } else {
+            huge.clone()
+        };
+        for _ in 0..1 + r.below(3) {
+            let at = r.below(b.len());
+            match r.below(3) {
+                0 => b[at] ^= 1 << r.below(8),
+                1 => b[at] = r.next() as u8,
+                _ => b.truncate(at.max(1)),
+            }
+        }
+        p4rt_sequence(&b);
+    }
+}
+
+/// The seeds campaigns of `p4rt` and `p4rt_sequence` start from (fuzz/seeds/<target>/, written
+/// by this test with INABENCH_WRITE_SEEDS=1): every valid request for `p4rt`; for
+/// `p4rt_sequence` the audit's two sequences and all the valid requests in one sequence. Each
+/// passes its body.
+#[test]
+fn the_committed_seeds_pass_the_bodies() {
     use inabench_p4rt::fuzz::{
-        SEQ_READ, SEQ_SET_PIPELINE, SEQ_WRITE, encode_sequence, p4rt_sequence,
+        SEQ_GET_PIPELINE, SEQ_READ, SEQ_SET_PIPELINE, SEQ_WRITE, SEQ_WRITE_AS_IS, encode_sequence,
+        p4rt_sequence,
     };
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds");
+    let one = inabench_fabric_free_check(
+        &dir.join("p4rt"),
+        || {
+            seeds()
+                .into_iter()
+                .enumerate()
+                .map(|(i, s)| (format!("request-{i:02}"), s))
+                .collect()
+        },
+        p4rt,
+    );
+    assert_eq!(one, seeds());
+    let [grown, huge] = audit_sequences();
+    let all = encode_sequence(
+        &seeds()
+            .into_iter()
+            .filter_map(|s| {
+                // `p4rt`'s pick (write as is, write as the primary, read, set, get) in the
+                // sequence's numbering
+                let (k, b) = s.split_first()?;
+                let pick = [
+                    SEQ_WRITE_AS_IS,
+                    SEQ_WRITE,
+                    SEQ_READ,
+                    SEQ_SET_PIPELINE,
+                    SEQ_GET_PIPELINE,
+                ][usize::from(*k % 5)];
+                Some((pick, b.to_vec()))
+            })
+            .collect::<Vec<_>>(),
+    );
+    let seqs = inabench_fabric_free_check(
+        &dir.join("p4rt_sequence"),
+        || {
+            vec![
+                ("grown_register".to_string(), grown.clone()),
+                ("huge_register".to_string(), huge.clone()),
+                ("every_request".to_string(), all.clone()),
+            ]
+        },
+        p4rt_sequence,
+    );
+    assert_eq!(seqs.len(), 3);
+}
+
+/// [`inabench_fabric::fuzz::check_seeds`]'s behaviour (this crate does not depend on the
+/// fabric): with INABENCH_WRITE_SEEDS set, write `make`'s files into `dir` anew; then run every
+/// file, in name order, through `body`, and return them.
+fn inabench_fabric_free_check(
+    dir: &std::path::Path,
+    make: impl FnOnce() -> Vec<(String, Vec<u8>)>,
+    body: impl Fn(&[u8]),
+) -> Vec<Vec<u8>> {
+    if std::env::var_os("INABENCH_WRITE_SEEDS").is_some() {
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir).expect("the seed folder");
+        for (name, input) in make() {
+            std::fs::write(dir.join(name), input).expect("a seed file");
+        }
+    }
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e} (write with INABENCH_WRITE_SEEDS=1)", dir.display()))
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "{}: no seeds", dir.display());
+    files
+        .iter()
+        .map(|f| {
+            let input = std::fs::read(f).expect("a seed file");
+            body(&input);
+            input
+        })
+        .collect()
+}
+
+/// The audit's two sequences: a register grown by RECONCILE_AND_COMMIT and written past its old
+/// size, and a register of 2^31-1 cells written and read whole.
+fn audit_sequences() -> [Vec<u8>; 2] {
+    use inabench_p4rt::fuzz::{SEQ_READ, SEQ_SET_PIPELINE, SEQ_WRITE, encode_sequence};
     use p4::set_forwarding_pipeline_config_request::Action as A;
     let reg = inabench_p4rt::program::id(inabench_p4rt::program::REGISTER, 0);
     let set = |action: A, size: i32| {
@@ -188,23 +300,5 @@ fn request_sequences_reach_reconcile_and_huge_registers() {
         (SEQ_WRITE, write(0)),
         (SEQ_READ, read_all),
     ]);
-    p4rt_sequence(&grown);
-    p4rt_sequence(&huge);
-    let mut r = Rng(0x5eed_0f94_7201);
-    for _ in 0..300 {
-        let mut b = if r.below(2) == 0 {
-            grown.clone()
-        } else {
-            huge.clone()
-        };
-        for _ in 0..1 + r.below(3) {
-            let at = r.below(b.len());
-            match r.below(3) {
-                0 => b[at] ^= 1 << r.below(8),
-                1 => b[at] = r.next() as u8,
-                _ => b.truncate(at.max(1)),
-            }
-        }
-        p4rt_sequence(&b);
-    }
+    [grown, huge]
 }

@@ -129,6 +129,114 @@ fn hostile(data: &[u8], clean: &[Packet]) -> Vec<(usize, Vec<u8>)> {
     out
 }
 
+/// The seed inputs of the cargo-fuzz target `aleph_slots` (`fuzz/seeds/aleph_slots/`), built
+/// from the clean run's own packets (so the fuzzer mutates real headers and gradients): each
+/// named by what it holds, one frame at each of five places spread over the run.
+pub fn seeds() -> Vec<(String, Vec<u8>)> {
+    let clean = clean();
+    let n = clean.len();
+    let picked: Vec<usize> = (0..5).map(|k| k * (n - 1) / 4).collect();
+    let raw = |at: usize, bytes: &[u8]| {
+        let mut v = vec![0u8];
+        v.extend((at as u16).to_le_bytes());
+        v.extend((bytes.len() as u16).to_le_bytes());
+        v.extend(bytes);
+        v
+    };
+    let mut out: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut add = |name: &str, frames: Vec<Vec<u8>>| out.push((name.to_string(), frames.concat()));
+    // a member's packet again, just after the original
+    add(
+        "duplicate",
+        picked
+            .iter()
+            .map(|&i| raw(i + 1, &clean[i].emit()))
+            .collect(),
+    );
+    // a packet of the next round before this round is done
+    add(
+        "next_round_early",
+        picked
+            .iter()
+            .map(|&i| raw(i % (n / 2), &clean[(i % (n / 2)) + n / 2].emit()))
+            .collect(),
+    );
+    // the exact result of a segment, before its last member's packet
+    add(
+        "result",
+        picked
+            .iter()
+            .map(|&i| {
+                let p = &clean[i];
+                let mut r =
+                    Packet::gradient(JOB, 0xff, p.round, p.segment, reference(p.round, p.segment));
+                r.kind = Kind::Result;
+                raw(i, &r.emit())
+            })
+            .collect(),
+    );
+    // a header byte and a gradient byte flipped
+    add(
+        "flip",
+        picked
+            .iter()
+            .flat_map(|&i| {
+                [
+                    [
+                        &[1u8][..],
+                        &(i as u16).to_le_bytes(),
+                        &[i as u8],
+                        &3u16.to_le_bytes(),
+                        &[0x01],
+                    ]
+                    .concat(),
+                    [
+                        &[1u8][..],
+                        &(i as u16).to_le_bytes(),
+                        &[i as u8],
+                        &((PACKET_LEN - 3) as u16).to_le_bytes(),
+                        &[0x80],
+                    ]
+                    .concat(),
+                ]
+            })
+            .collect(),
+    );
+    // cut to half
+    add(
+        "cut",
+        picked
+            .iter()
+            .map(|&i| {
+                [
+                    &[2u8][..],
+                    &(i as u16).to_le_bytes(),
+                    &[i as u8],
+                    &((PACKET_LEN / 2) as u16).to_le_bytes(),
+                ]
+                .concat()
+            })
+            .collect(),
+    );
+    // forged from fields: the run's job, a gradient of member 1, round 1, segment 2
+    add(
+        "forged",
+        picked
+            .iter()
+            .map(|&i| {
+                [
+                    &[3u8][..],
+                    &(i as u16).to_le_bytes(),
+                    &1u16.to_le_bytes(),
+                    &[0, 1, 1, 2, 7],
+                ]
+                .concat()
+            })
+            .collect(),
+    );
+    out
+}
+
 /// What a run beside the hostile frames came to.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Outcome {

@@ -49,3 +49,35 @@ fn seeded_random_inputs() {
         slots(&input);
     }
 }
+
+/// The seeds campaigns of `aleph_slots` and `aleph_service` start from (fuzz/seeds/<target>/,
+/// written by this test with INABENCH_WRITE_SEEDS=1): each passes its body; the slot seeds hold
+/// whole clean packets (raw) and the service seeds every kind of valid frame.
+#[test]
+fn the_committed_seeds_pass_the_bodies() {
+    let seeds = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds");
+    let slot_inputs = inabench_fabric::fuzz::check_seeds(
+        &seeds.join("aleph_slots"),
+        inabench_aleph::fuzz::seeds,
+        slots,
+    );
+    assert!(slot_inputs.len() >= 6, "{} slot seeds", slot_inputs.len());
+    assert!(
+        slot_inputs
+            .iter()
+            .any(|i| i.len() > 5 * inabench_wire::ina::aleph::PACKET_LEN),
+        "no seed of whole packets"
+    );
+    let service_inputs = inabench_fabric::fuzz::check_seeds(
+        &seeds.join("aleph_service"),
+        || {
+            inabench_aleph::fuzz_service::seeds()
+                .into_iter()
+                .enumerate()
+                .map(|(i, s)| (format!("frame-{i}"), s))
+                .collect()
+        },
+        inabench_aleph::fuzz_service::service,
+    );
+    assert_eq!(service_inputs, inabench_aleph::fuzz_service::seeds());
+}

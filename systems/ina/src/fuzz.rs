@@ -16,8 +16,8 @@ use crate::common::{AllReduceConfig, SetupNode, reference_sum};
 use crate::drive::{sim_link, system};
 use inabench_fabric::Endpoint;
 use inabench_fabric::fuzz::{
-    Corpora, Corpus, Kind, Scheduled, cached, finish_all, pick, schedule, scheduled, sim_fabric,
-    tapped_run,
+    Corpora, Corpus, Kind, Scheduled, addressed_run, cached, finish_all, pick, schedule, scheduled,
+    sim_fabric, tapped_run,
 };
 use inabench_fabric::sim::{LinkConfig, SimFabric};
 
@@ -143,6 +143,25 @@ pub fn run(name: &'static str, data: &[u8]) -> Outcome {
         }
     }
     o
+}
+
+/// The seed inputs of the cargo-fuzz target `ina_endpoints` (`fuzz/seeds/ina_endpoints/`):
+/// [`inabench_fabric::fuzz::seeds`] from each system's clean run, named `<system>-<kind>`.
+pub fn seeds() -> Vec<(String, Vec<u8>)> {
+    let c = cfg();
+    let mut out = Vec::new();
+    for (pick, name) in SYSTEMS.iter().enumerate() {
+        let setup = nodes(name, &c);
+        let n = setup.len();
+        let mut f = fabric(setup, &c);
+        let (finished, run) =
+            addressed_run(&mut f, 10_000_000_000, |n| n.iter().all(Endpoint::is_done));
+        assert!(finished, "{name}: the clean run finishes");
+        for (kind, input) in inabench_fabric::fuzz::seeds(pick as u8, n, &run) {
+            out.push((format!("{name}-{kind}"), input));
+        }
+    }
+    out
 }
 
 /// The body: the first byte picks the system, the rest is the schedule; a wrong, unfinished or

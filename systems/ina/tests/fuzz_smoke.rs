@@ -64,3 +64,16 @@ fn a_clean_schedule_gives_exact_sums_everywhere() {
 fn a_replay_to_the_atp_switch_after_the_run_may_multicast() {
     endpoints(&[0x5d, 0xff, 0xf9, 0xff, 0xff, 0xd4, 0x0a]);
 }
+
+/// The seeds a campaign of `ina_endpoints` starts from (fuzz/seeds/ina_endpoints/, written by
+/// this test with INABENCH_WRITE_SEEDS=1): each passes the body, and every system has its own.
+#[test]
+fn the_committed_seeds_pass_the_body_for_every_system() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/ina_endpoints");
+    let inputs = inabench_fabric::fuzz::check_seeds(&dir, inabench_ina::fuzz::seeds, endpoints);
+    for (pick, name) in SYSTEMS.iter().enumerate() {
+        let n = inputs.iter().filter(|i| usize::from(i[0]) == pick).count();
+        assert!(n >= 4, "{name}: {n} seeds");
+    }
+}

@@ -15,7 +15,8 @@
 use crate::layout::Placement;
 use crate::proto::{self, Config, Inputs, Node};
 use inabench_fabric::fuzz::{
-    Corpora, Corpus, Kind, cached, finish_all, pick, schedule, scheduled, sim_fabric, tapped_run,
+    Corpora, Corpus, Kind, addressed_run, cached, finish_all, pick, schedule, scheduled,
+    sim_fabric, tapped_run,
 };
 use inabench_fabric::sim::{LinkConfig, SimFabric};
 use inabench_fabric::{Endpoint, NodeId};
@@ -105,6 +106,25 @@ fn corpus(variant: usize) -> Corpus {
         assert_eq!(proto::check(f.nodes(), &inp), 0, "the clean run is exact");
         frames
     })
+}
+
+/// The seed inputs of the cargo-fuzz target `libra_endpoints` (`fuzz/seeds/libra_endpoints/`):
+/// [`inabench_fabric::fuzz::seeds`] from each variant's clean run, named `<variant>-<kind>`.
+pub fn seeds() -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for (pick, name) in VARIANTS.iter().enumerate() {
+        let (ns, _) = nodes(pick);
+        let n = ns.len();
+        let mut f = fabric(ns);
+        let (finished, run) = addressed_run(&mut f, 10_000_000_000, |n| {
+            n[..WORKERS].iter().all(Endpoint::is_done)
+        });
+        assert!(finished, "{name}: the clean run finishes");
+        for (kind, input) in inabench_fabric::fuzz::seeds(pick as u8, n, &run) {
+            out.push((format!("{name}-{kind}"), input));
+        }
+    }
+    out
 }
 
 type Results = Vec<(HashMap<u32, i32>, HashMap<u32, i32>)>;

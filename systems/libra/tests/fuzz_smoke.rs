@@ -44,3 +44,16 @@ fn the_body_sees_the_documented_replay_finding() {
     }
     assert!(wrong > 0, "no replayed push changed a sum");
 }
+
+/// The seeds a campaign of `libra_endpoints` starts from (fuzz/seeds/libra_endpoints/, written by this test with
+/// INABENCH_WRITE_SEEDS=1): each passes the body, and every one of VARIANTS has its own.
+#[test]
+fn the_committed_seeds_pass_the_body_for_every_system() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/libra_endpoints");
+    let inputs = inabench_fabric::fuzz::check_seeds(&dir, inabench_libra::fuzz::seeds, endpoints);
+    for (pick, name) in VARIANTS.iter().enumerate() {
+        let n = inputs.iter().filter(|i| usize::from(i[0]) == pick).count();
+        assert!(n >= 4, "{name}: {n} seeds");
+    }
+}

@@ -17,7 +17,8 @@ use crate::run::{self, Job};
 use crate::transport::Config;
 use inabench_fabric::Endpoint;
 use inabench_fabric::fuzz::{
-    Corpora, Corpus, Kind, cached, deliver, pick, schedule, scheduled, sim_fabric, tapped_run,
+    Corpora, Corpus, Kind, addressed_run, cached, deliver, pick, schedule, scheduled, sim_fabric,
+    tapped_run,
 };
 use inabench_fabric::sim::SimFabric;
 use inabench_rng::SplitMix64;
@@ -82,6 +83,23 @@ fn corpus(sys: usize) -> Corpus {
         assert!(o.exact, "{}: the clean run is exact", SYSTEMS[sys]);
         frames
     })
+}
+
+/// The seed inputs of the cargo-fuzz target `luwu_endpoints` (`fuzz/seeds/luwu_endpoints/`):
+/// [`inabench_fabric::fuzz::seeds`] from each job's clean run, named `<job>-<kind>`.
+pub fn seeds() -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for (pick, name) in SYSTEMS.iter().enumerate() {
+        let ns = run::build(&cfg(), &job(pick));
+        let n = ns.len();
+        let mut f = fabric(ns);
+        let (finished, tapped) = addressed_run(&mut f, 10_000_000_000, all_done);
+        assert!(finished, "{name}: the clean run finishes");
+        for (kind, input) in inabench_fabric::fuzz::seeds(pick as u8, n, &tapped) {
+            out.push((format!("{name}-{kind}"), input));
+        }
+    }
+    out
 }
 
 /// What a job beside a schedule came to.

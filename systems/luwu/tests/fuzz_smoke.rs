@@ -52,3 +52,16 @@ fn the_body_sees_the_documented_flip_finding() {
     }
     assert!(inexact > 0, "no flipped frame made the job inexact");
 }
+
+/// The seeds a campaign of `luwu_endpoints` starts from (fuzz/seeds/luwu_endpoints/, written by this test with
+/// INABENCH_WRITE_SEEDS=1): each passes the body, and every one of SYSTEMS has its own.
+#[test]
+fn the_committed_seeds_pass_the_body_for_every_system() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/luwu_endpoints");
+    let inputs = inabench_fabric::fuzz::check_seeds(&dir, inabench_luwu::fuzz::seeds, endpoints);
+    for (pick, name) in SYSTEMS.iter().enumerate() {
+        let n = inputs.iter().filter(|i| usize::from(i[0]) == pick).count();
+        assert!(n >= 4, "{name}: {n} seeds");
+    }
+}

@@ -19,7 +19,8 @@ use crate::driver::{Collective, LoopWorker};
 use crate::gpusync::{Algo, GpuSyncConfig, GpuSyncWorker};
 use crate::protocol::{P4sgdSwitch, P4sgdWorker, SwitchConfig, WorkerConfig};
 use inabench_fabric::fuzz::{
-    Corpora, Corpus, Kind, cached, finish_all, pick, schedule, scheduled, sim_fabric, tapped_run,
+    Corpora, Corpus, Kind, addressed_run, cached, finish_all, pick, schedule, scheduled,
+    sim_fabric, tapped_run,
 };
 use inabench_fabric::sim::{LinkConfig, SimFabric};
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
@@ -161,6 +162,23 @@ fn corpus(sys: usize) -> Corpus {
         }
         frames
     })
+}
+
+/// The seed inputs of the cargo-fuzz target `p4sgd_endpoints` (`fuzz/seeds/p4sgd_endpoints/`):
+/// [`inabench_fabric::fuzz::seeds`] from each system's clean run, named `<system>-<kind>`.
+pub fn seeds() -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for (pick, name) in SYSTEMS.iter().enumerate() {
+        let ns = nodes(pick);
+        let n = ns.len();
+        let mut f = fabric(ns);
+        let (finished, run) = addressed_run(&mut f, 10_000_000_000, all_done);
+        assert!(finished, "{name}: the clean run finishes");
+        for (kind, input) in inabench_fabric::fuzz::seeds(pick as u8, n, &run) {
+            out.push((format!("{name}-{kind}"), input));
+        }
+    }
+    out
 }
 
 /// What a run beside a schedule came to.
