@@ -89,157 +89,156 @@ pub fn solve(
         let Ok(expr) = claims::parse(&c.expr) else {
             continue;
         };
-        let key = &c.rests_on[0];
-        let Ok(cost) = profile.get(key) else {
-            log(format!(
-                "{}: rests on `{key}`, which the host profile does not have: no break-even",
-                c.id
-            ));
-            continue;
-        };
-        let systems: BTreeSet<String> = c
-            .rests_on
-            .iter()
-            .filter_map(|k| {
-                let p: Vec<&str> = k.split('.').collect();
-                (p.len() == 4 && p[0] == "systems").then(|| p[1].to_string())
-            })
-            .collect();
-        let all_systems = c.rests_on.iter().any(|k| k.starts_with("costs."));
-        let classes: Vec<Fidelity> = if c.fidelity.is_empty() {
-            spec.fidelity.clone()
-        } else {
-            c.fidelity.clone()
-        };
-        for class in classes
-            .into_iter()
-            .filter(|f| profile_classes().contains(f) && manifest.classes().contains(f))
-        {
-            let plan = planned.by_class.get(&class).cloned().unwrap_or_default();
-            let rerun_systems: Vec<String> = points
-                .keys()
-                .filter(|(f, s)| *f == class && (all_systems || systems.contains(s)))
-                .map(|(_, s)| s.clone())
-                .collect();
-            if rerun_systems.is_empty() {
+        // one break-even per input the claim rests on, the others kept at the profile's values
+        // (inputs of different kinds, a cost in ns and a rate in Gbit/s, are never moved together)
+        for key in &c.rests_on {
+            let Ok(cost) = profile.get(key) else {
+                log(format!(
+                    "{}: rests on `{key}`, which the host profile does not have: no break-even",
+                    c.id
+                ));
                 continue;
-            }
-            let kept: Vec<&Row> = rows
-                .iter()
-                .filter(|r| r.fidelity == class && !rerun_systems.contains(&r.system))
-                .collect();
-            let seed = claims_seed(&spec.id, &c.id, class);
-            let mut verdict_at = |x: f64| -> Result<String> {
-                let mk = (class, c.rests_on.clone(), x.to_bits());
-                if !memo.contains_key(&mk) {
-                    let mut p = profile.clone();
-                    for k in &c.rests_on {
-                        p = p.with_value(k, x)?;
-                    }
-                    let mut new_rows = Vec::new();
-                    for s in &rerun_systems {
-                        for pt in points[&(class, s.clone())].values() {
-                            let job = Job {
-                                workload: workload.clone(),
-                                point: pt.clone(),
-                                index: 0,
-                                fidelity: class,
-                                repetition: 0,
-                                warmup: false,
-                                seed: SplitMix64::derive(manifest.seed, &pt.id).next_u64(),
-                                run_id: manifest.run_id.clone(),
-                                experiment: spec.id.clone(),
-                                units: units.clone(),
-                                capture_dir: None,
-                                host_profile: Some(p.clone()),
-                            };
-                            let mut sink = |e: Event| {
-                                if let Event::Row(r) = e {
-                                    new_rows.push(r);
-                                }
-                            };
-                            // a point that fails at this value has no rows: the judge sees it
-                            // missing
-                            let _ = run_here(registry, &job, &cancel, &mut sink);
-                        }
-                    }
-                    memo.insert(mk.clone(), new_rows);
-                }
-                let mut all: Vec<Row> = kept.iter().map(|r| (*r).clone()).collect();
-                all.extend(memo[&mk].iter().cloned());
-                let obs: Vec<RepObs> = aggregate(&all)
-                    .into_iter()
-                    .map(|a| RepObs {
-                        system: a.system,
-                        params: a.params,
-                        metric: a.metric,
-                        reps: if a.reps.is_empty() {
-                            vec![a.median]
-                        } else {
-                            a.reps
-                        },
-                    })
-                    .collect();
-                let v = claims::judge(&expr, &obs, &spec.paper.values, &plan, seed);
-                Ok(label(&v).to_string())
             };
-            let value = cost.value;
-            let band = cost.band;
-            let top = 16.0 * band.map_or(value, |b| b[1].max(value)).max(1.0);
-            let bottom = (band.map_or(value, |b| b[0].min(value)) / 4.0).max(top / 4096.0);
-            let mut xs: Vec<f64> = vec![0.0, value, top];
-            if let Some([lo, hi]) = band {
-                xs.extend([lo, hi]);
-            }
-            for i in 0..GRID {
-                xs.push(bottom * (top / bottom).powf(i as f64 / (GRID - 1) as f64));
-            }
-            xs.sort_by(f64::total_cmp);
-            xs.dedup_by(|a, b| (*a - *b).abs() <= 1e-9 * b.abs().max(1.0));
-            let mut at: Vec<(f64, String)> = Vec::new();
-            for x in &xs {
-                at.push((*x, verdict_at(*x)?));
-            }
-            let mut flips = Vec::new();
-            for w in 0..at.len() - 1 {
-                if at[w].1 == at[w + 1].1 || flips.len() >= MAX_FLIPS {
+            let systems: BTreeSet<String> = {
+                let p: Vec<&str> = key.split('.').collect();
+                (p.len() == 4 && p[0] == "systems")
+                    .then(|| p[1].to_string())
+                    .into_iter()
+                    .collect()
+            };
+            let all_systems = key.starts_with("costs.");
+            let classes: Vec<Fidelity> = if c.fidelity.is_empty() {
+                spec.fidelity.clone()
+            } else {
+                c.fidelity.clone()
+            };
+            for class in classes
+                .into_iter()
+                .filter(|f| profile_classes().contains(f) && manifest.classes().contains(f))
+            {
+                let plan = planned.by_class.get(&class).cloned().unwrap_or_default();
+                let rerun_systems: Vec<String> = points
+                    .keys()
+                    .filter(|(f, s)| *f == class && (all_systems || systems.contains(s)))
+                    .map(|(_, s)| s.clone())
+                    .collect();
+                if rerun_systems.is_empty() {
                     continue;
                 }
-                let (mut a, mut b) = (at[w].0, at[w + 1].0);
-                let (va, vb) = (at[w].1.clone(), at[w + 1].1.clone());
-                for _ in 0..STEPS {
-                    if b - a <= 1e-3 * b.max(1.0) {
-                        break;
+                let kept: Vec<&Row> = rows
+                    .iter()
+                    .filter(|r| r.fidelity == class && !rerun_systems.contains(&r.system))
+                    .collect();
+                let seed = claims_seed(&spec.id, &c.id, class);
+                let mut verdict_at = |x: f64| -> Result<String> {
+                    let mk = (class, vec![key.clone()], x.to_bits());
+                    if !memo.contains_key(&mk) {
+                        let p = profile.with_value(key, x)?;
+                        let mut new_rows = Vec::new();
+                        for s in &rerun_systems {
+                            for pt in points[&(class, s.clone())].values() {
+                                let job = Job {
+                                    workload: workload.clone(),
+                                    point: pt.clone(),
+                                    index: 0,
+                                    fidelity: class,
+                                    repetition: 0,
+                                    warmup: false,
+                                    seed: SplitMix64::derive(manifest.seed, &pt.id).next_u64(),
+                                    run_id: manifest.run_id.clone(),
+                                    experiment: spec.id.clone(),
+                                    units: units.clone(),
+                                    capture_dir: None,
+                                    host_profile: Some(p.clone()),
+                                };
+                                let mut sink = |e: Event| {
+                                    if let Event::Row(r) = e {
+                                        new_rows.push(r);
+                                    }
+                                };
+                                // a point that fails at this value has no rows: the judge sees it
+                                // missing
+                                let _ = run_here(registry, &job, &cancel, &mut sink);
+                            }
+                        }
+                        memo.insert(mk.clone(), new_rows);
                     }
-                    let m = (a + b) / 2.0;
-                    if verdict_at(m)? == va {
-                        a = m;
-                    } else {
-                        b = m;
-                    }
+                    let mut all: Vec<Row> = kept.iter().map(|r| (*r).clone()).collect();
+                    all.extend(memo[&mk].iter().cloned());
+                    let obs: Vec<RepObs> = aggregate(&all)
+                        .into_iter()
+                        .map(|a| RepObs {
+                            system: a.system,
+                            params: a.params,
+                            metric: a.metric,
+                            reps: if a.reps.is_empty() {
+                                vec![a.median]
+                            } else {
+                                a.reps
+                            },
+                        })
+                        .collect();
+                    let v = claims::judge(&expr, &obs, &spec.paper.values, &plan, seed);
+                    Ok(label(&v).to_string())
+                };
+                let value = cost.value;
+                let band = cost.band;
+                let top = 16.0 * band.map_or(value, |b| b[1].max(value)).max(1.0);
+                let bottom = (band.map_or(value, |b| b[0].min(value)) / 4.0).max(top / 4096.0);
+                let mut xs: Vec<f64> = vec![0.0, value, top];
+                if let Some([lo, hi]) = band {
+                    xs.extend([lo, hi]);
                 }
-                flips.push(((a + b) / 2.0, va, vb));
+                for i in 0..GRID {
+                    xs.push(bottom * (top / bottom).powf(i as f64 / (GRID - 1) as f64));
+                }
+                xs.sort_by(f64::total_cmp);
+                xs.dedup_by(|a, b| (*a - *b).abs() <= 1e-9 * b.abs().max(1.0));
+                let mut at: Vec<(f64, String)> = Vec::new();
+                for x in &xs {
+                    at.push((*x, verdict_at(*x)?));
+                }
+                let mut flips = Vec::new();
+                for w in 0..at.len() - 1 {
+                    if at[w].1 == at[w + 1].1 || flips.len() >= MAX_FLIPS {
+                        continue;
+                    }
+                    let (mut a, mut b) = (at[w].0, at[w + 1].0);
+                    let (va, vb) = (at[w].1.clone(), at[w + 1].1.clone());
+                    for _ in 0..STEPS {
+                        if b - a <= 1e-3 * b.max(1.0) {
+                            break;
+                        }
+                        let m = (a + b) / 2.0;
+                        if verdict_at(m)? == va {
+                            a = m;
+                        } else {
+                            b = m;
+                        }
+                    }
+                    flips.push(((a + b) / 2.0, va, vb));
+                }
+                let now = at
+                    .iter()
+                    .find(|(x, _)| *x == value)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default();
+                let be = describe(
+                    &c.id,
+                    class,
+                    key,
+                    &cost.unit,
+                    value,
+                    band,
+                    &cost.provenance,
+                    &profile.name,
+                    &now,
+                    &flips,
+                    top,
+                );
+                log(format!("{} [{class}]: {}", c.id, be.sentence));
+                out.push(be);
             }
-            let now = at
-                .iter()
-                .find(|(x, _)| *x == value)
-                .map(|(_, v)| v.clone())
-                .unwrap_or_default();
-            let be = describe(
-                &c.id,
-                class,
-                key,
-                &cost.unit,
-                value,
-                band,
-                &cost.provenance,
-                &profile.name,
-                &now,
-                &flips,
-                top,
-            );
-            log(format!("{} [{class}]: {}", c.id, be.sentence));
-            out.push(be);
         }
     }
     let path = run_dir.join(BREAKEVEN_FILE);

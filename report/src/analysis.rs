@@ -643,13 +643,10 @@ fn with_breakevens(
     claims
         .into_iter()
         .map(|c| {
-            match bes
-                .iter()
-                .find(|b| b.claim == c.id && b.fidelity == c.fidelity)
-            {
-                Some(b) => c.with_breakeven(b),
-                None => c,
-            }
+            let (id, fidelity) = (c.id.clone(), c.fidelity);
+            bes.iter()
+                .filter(|b| b.claim == id && b.fidelity == fidelity)
+                .fold(c, |c, b| c.with_breakeven(b))
         })
         .collect()
 }

@@ -122,14 +122,24 @@ impl ClaimResult {
 
     /// The verdict with its break-even beside it: the sentence in the detail, and
     /// `host-dependent` where the break-even lies inside the input's band.
+    /// The claim with one of its break-evens (a claim resting on several inputs gets one per
+    /// input, applied in turn: any inside its band makes it host-dependent, and that one is kept
+    /// as `breakeven`, else the first).
     pub fn with_breakeven(mut self, b: &BreakEven) -> Self {
-        if b.status == "host-dependent" {
+        let dependent = b.status == "host-dependent";
+        if dependent && self.verdict != "host-dependent" {
             self.detail = format!("{} (was {}: {})", b.sentence, self.verdict, self.detail);
             self.verdict = "host-dependent".into();
         } else {
             self.detail = format!("{}; {}", self.detail, b.sentence);
         }
-        self.breakeven = Some(b.clone());
+        let replace = match &self.breakeven {
+            None => true,
+            Some(old) => dependent && old.status != "host-dependent",
+        };
+        if replace {
+            self.breakeven = Some(b.clone());
+        }
         self
     }
 }
