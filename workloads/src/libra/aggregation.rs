@@ -47,7 +47,7 @@ use inabench_libra::aggregation::{
 use inabench_libra::proto::Config;
 use inabench_libra::sparse::SparseGen;
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The host profile keys of the Libra crate's coefficient table, per role (`worker`, `server`):
 /// `costs.libra_<role>_frame` (ns a frame received or sent), `_pair` (ns a pair parsed or
@@ -77,11 +77,13 @@ pub fn host_costs(ctx: &PointCtx<'_>) -> Result<HostCosts, WorkloadError> {
 
 // Memos of pure functions (simulated results keyed by every input that changes them; nothing
 // measured): SwitchML's ns per element, a configuration's operation counts, a system's result
-// at a point.
+// at a point, a hot set.
 type RateKey = (usize, u64, String, u64, u32);
 static SWITCHML_RATES: OnceLock<Mutex<HashMap<RateKey, f64>>> = OnceLock::new();
 static COUNTS: OnceLock<Mutex<HashMap<String, OpCounts>>> = OnceLock::new();
 static RESULTS: OnceLock<Mutex<HashMap<String, Measured>>> = OnceLock::new();
+static HOT_SETS: OnceLock<Mutex<HashMap<String, HotSet>>> = OnceLock::new();
+type HotSet = Arc<HashMap<u64, u32>>;
 
 /// Forget every memoised result (tests that recompute from scratch).
 #[cfg(test)]
@@ -97,6 +99,11 @@ fn clear_memos() {
         m.clear();
     }
     if let Some(m) = RESULTS.get()
+        && let Ok(mut m) = m.lock()
+    {
+        m.clear();
+    }
+    if let Some(m) = HOT_SETS.get()
         && let Ok(mut m) = m.lock()
     {
         m.clear();
@@ -267,7 +274,26 @@ fn measure(
             "{hot_k} hot parameters do not fit {memory_mb} MB of switch memory"
         )));
     }
-    let hot = identify_hot(&gen_, identify_pushes, sampling_rate, hot_k, data_seed)?;
+    // the hot set (its identification counts every parameter of the model: 1.2 GB of counters
+    // for OA), memoised by every input of it
+    let hot_key = format!("{task:?}|{identify_pushes}|{sampling_rate:?}|{hot_k}|{data_seed}");
+    let hot_memo = HOT_SETS.get_or_init(|| Mutex::new(HashMap::new()));
+    let hot = match hot_memo.lock().ok().and_then(|m| m.get(&hot_key).cloned()) {
+        Some(h) => h,
+        None => {
+            let h = Arc::new(identify_hot(
+                &gen_,
+                identify_pushes,
+                sampling_rate,
+                hot_k,
+                data_seed,
+            )?);
+            if let Ok(mut m) = hot_memo.lock() {
+                m.insert(hot_key, h.clone());
+            }
+            h
+        }
+    };
     let inp = inputs(&gen_, &hot, workers, libra, float).map_err(invalid)?;
     let pairs: u64 = inp.iter().map(|(h, c)| (h.len() + c.len()) as u64).sum();
     let measured = if let Some(costs) = sml {
