@@ -14,6 +14,7 @@ pub mod fault;
 pub mod fuzz;
 pub mod mem;
 pub mod netns;
+pub mod raw;
 pub mod sim;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -156,6 +156,39 @@ impl Netns {
         Ok(ns)
     }
 
+    /// A point-to-point link between hosts `a` and `b` (a veth pair, `mtu` bytes): named
+    /// [`crate::raw::link_name`]`(b)` in `a`'s namespace and `link_name(a)` in `b`'s, up, with
+    /// IPv6 off on both ends (no router solicitations or neighbour discovery on a link that
+    /// carries only the endpoints' frames). Removed with the namespaces.
+    pub fn link(&mut self, a: usize, b: usize, mtu: usize) -> Result<(), NetnsError> {
+        let (Some(ha), Some(hb)) = (self.hosts.get(a), self.hosts.get(b)) else {
+            return Err(NetnsError::Command {
+                cmd: format!("link {a} {b}"),
+                stderr: format!("{} hosts", self.hosts.len()),
+            });
+        };
+        let (na, nb) = (ha.namespace.clone(), hb.namespace.clone());
+        let (ia, ib) = (crate::raw::link_name(b), crate::raw::link_name(a));
+        let mtu = mtu.to_string();
+        run(&[
+            "ip", "link", "add", "name", &ia, "netns", &na, "mtu", &mtu, "type", "veth", "peer",
+            "name", &ib, "netns", &nb, "mtu", &mtu,
+        ])?;
+        for (ns, ifc) in [(&na, &ia), (&nb, &ib)] {
+            run(&[
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "sysctl",
+                "-qw",
+                &format!("net.ipv6.conf.{ifc}.disable_ipv6=1"),
+            ])?;
+            run(&["ip", "-n", ns, "link", "set", ifc, "up"])?;
+        }
+        Ok(())
+    }
+
     /// The command prefix that runs a program in host `i`'s namespace.
     pub fn exec_prefix(&self, i: usize) -> Option<Vec<String>> {
         self.hosts.get(i).map(|h| {

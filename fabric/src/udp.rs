@@ -30,8 +30,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const STOP: &[u8] = b"inabench-stop";
-const DONE: &[u8] = b"inabench-done";
+pub(crate) const STOP: &[u8] = b"inabench-stop";
+pub(crate) const DONE: &[u8] = b"inabench-done";
 
 /// How a node does its I/O.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -205,6 +205,9 @@ enum Cmd {
     /// (internal) one node of a `udp` fabric run, started by the runner
     #[command(name = "__fabric-node", hide = true)]
     FabricNode,
+    /// (internal) one node of a `raw` fabric run (AF_PACKET on veth links), started by the runner
+    #[command(name = "__raw-node", hide = true)]
+    RawNode,
     /// (internal) XRT's device calls, in a process of their own (doctor runs it)
     #[command(name = "__probe-xrt", hide = true)]
     ProbeXrt,
@@ -476,6 +479,13 @@ fn run(cli: Cli) -> Result<i32> {
                 sw.serve(l).await.context("the P4Runtime server stopped")?;
                 Ok::<(), anyhow::Error>(())
             })?;
+            Ok(0)
+        }
+        Cmd::RawNode => {
+            let stdin = std::io::stdin();
+            let stdout = std::io::stdout();
+            inabench_workloads::raw_node::child_main(&mut stdin.lock(), &mut stdout.lock())
+                .map_err(|e| anyhow::anyhow!("raw fabric node: {e}"))?;
             Ok(0)
         }
         Cmd::FabricNode => {

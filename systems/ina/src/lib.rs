@@ -17,6 +17,7 @@ pub mod fpga;
 pub mod fuzz;
 pub mod hoststack;
 pub mod netreduce;
+pub mod raw_node;
 pub mod ring;
 pub mod roce;
 pub mod stream;

@@ -1,0 +1,444 @@
+//! `raw`: the endpoints' frames (whole Ethernet frames) sent and received as they are on named
+//! network interfaces through `AF_PACKET` sockets (`SOCK_RAW`, every ethertype), one process per
+//! node (the runner is `inabench_ina::raw_node`).
+//!
+//! Topology: one point-to-point link per pair of nodes (a veth pair between two network
+//! namespaces, [`crate::netns::Netns::link`]); a frame an endpoint addresses to node `j`
+//! ([`crate::Transmit::to`]) goes out on the link to `j`, and a frame that comes in on the link
+//! to `i` is from node `i`, whatever MAC addresses it carries. This is a host cabled to a switch
+//! port: a bridge (or a learning switch) would deliver each frame by its destination MAC, which
+//! bypasses a bump-in-the-wire accelerator such as NetReduce's, whose workers address their RC
+//! frames to each other's MACs. Frames are neither rewritten nor encapsulated.
+//!
+//! Control (done, stop) stays on a UDP socket to the runner's [`crate::udp::Coordinator`] (the
+//! namespaces' management bridge), as on the `udp` fabric; faults are applied on each node's
+//! egress from the same seeded generator per link.
+//!
+//! Socket kind: `AF_PACKET` ([`SOCKET_KIND`]); AF_XDP is not implemented (nothing falls back to
+//! it or from it: the kind that ran is the one a node reports).
+
+use crate::endpoint::{Endpoint, Nanos, NodeId};
+use crate::fault::{Fate, FaultInjector};
+use crate::udp::{DONE, NodeConfig, NodeReport, STOP};
+use std::collections::BinaryHeap;
+use std::io;
+use std::net::{SocketAddrV4, UdpSocket};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+/// The socket kind this fabric runs on (what a node reports).
+pub const SOCKET_KIND: &str = "af_packet";
+
+/// The interface in node `i`'s namespace that leads to node `peer`.
+pub fn link_name(peer: usize) -> String {
+    format!("r{peer}")
+}
+
+/// An `AF_PACKET` raw socket bound to one interface: every frame the interface receives (and,
+/// unless filtered, sends), sent as given.
+pub struct PacketSocket {
+    fd: OwnedFd,
+    pub iface: String,
+}
+
+fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+impl PacketSocket {
+    /// Open and bind to `iface`. The socket is made with protocol 0 (it receives nothing) and
+    /// only the bind turns on every ethertype, so no frame of another interface is queued
+    /// before the bind.
+    pub fn open(iface: &str) -> io::Result<PacketSocket> {
+        let name = std::ffi::CString::new(iface).map_err(io::Error::other)?;
+        // SAFETY: a NUL-terminated name
+        let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        if index == 0 {
+            return Err(io::Error::other(format!("no interface `{iface}` here")));
+        }
+        // SAFETY: plain socket(2)
+        let raw =
+            cvt(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
+        // SAFETY: a descriptor socket(2) just returned, owned from here on
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let big: libc::c_int = 8 << 20;
+        for opt in [libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
+            // SAFETY: an int option of the right size; refused without CAP_NET_ADMIN (then
+            // the default buffers stay)
+            unsafe {
+                libc::setsockopt(
+                    raw,
+                    libc::SOL_SOCKET,
+                    opt,
+                    (&big as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+        }
+        // SAFETY: zeroed sockaddr_ll is a valid starting value
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+        sll.sll_ifindex = index as i32;
+        // SAFETY: a sockaddr_ll of its own size
+        cvt(unsafe {
+            libc::bind(
+                raw,
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        })?;
+        Ok(PacketSocket {
+            fd,
+            iface: iface.to_string(),
+        })
+    }
+
+    /// Send one whole frame on the bound interface.
+    pub fn send(&self, frame: &[u8]) -> io::Result<()> {
+        // SAFETY: a valid buffer; a bound packet socket sends on its interface
+        let n = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// One waiting frame into `buf` without blocking: its length and whether this host sent it
+    /// (`PACKET_OUTGOING`); `None` when nothing waits.
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<(usize, bool)>> {
+        // SAFETY: zeroed sockaddr_ll is a valid out-parameter
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+        // SAFETY: valid buffer and address of the given sizes
+        let n = unsafe {
+            libc::recvfrom(
+                self.fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                (&mut sll as *mut libc::sockaddr_ll).cast(),
+                &mut len,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+                _ => Err(e),
+            };
+        }
+        Ok(Some((n as usize, sll.sll_pkttype == libc::PACKET_OUTGOING)))
+    }
+
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// Node `peer` is reached through `sock`.
+pub struct Link {
+    pub peer: NodeId,
+    pub sock: PacketSocket,
+}
+
+/// A held-back frame: (due, sequence, destination, bytes).
+type Held = std::cmp::Reverse<(Nanos, u64, NodeId, Vec<u8>)>;
+
+fn wait_readable(fds: &[RawFd], timeout_ms: i32) {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: a valid array of pollfds of the given length
+    unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+}
+
+/// Serve `node` on its links until the coordinator (reached over `ctl`) says stop or the
+/// deadline passes: the same endpoint calls, timers, faults and done report as the `udp`
+/// fabric's event loop ([`crate::udp::serve`]); `cfg.mtu` is the largest frame accepted.
+/// The report's `offload` is [`SOCKET_KIND`]. A frame to a node with no link is counted in
+/// `send_errors`, as a frame the kernel refused.
+pub fn serve<N: Endpoint>(
+    node: &mut N,
+    links: &[Link],
+    ctl: &UdpSocket,
+    coordinator: SocketAddrV4,
+    cfg: &NodeConfig,
+) -> NodeReport {
+    let start = Instant::now();
+    let now = || start.elapsed().as_nanos() as Nanos;
+    let cpu0 = crate::wrap::thread_cpu_ns().unwrap_or(0);
+    let deadline = cfg.deadline.as_nanos() as Nanos;
+    let mut rep = NodeReport {
+        offload: SOCKET_KIND,
+        ..NodeReport::default()
+    };
+    let _ = ctl.set_nonblocking(true);
+    let id = node.id();
+    let mut injector = FaultInjector::new(cfg.faults);
+    let mut held: BinaryHeap<Held> = BinaryHeap::new();
+    let mut seq = 0u64;
+    let mut fds: Vec<RawFd> = links.iter().map(|l| l.sock.raw_fd()).collect();
+    fds.push(ctl.as_raw_fd());
+    let mut buf = vec![0u8; cfg.mtu.max(2048) + 64];
+    let mut reported = false;
+    let busy = cfg.io == crate::udp::IoModel::BusyPoll;
+    let send = |rep: &mut NodeReport, to: NodeId, bytes: &[u8]| match links
+        .iter()
+        .find(|l| l.peer == to)
+    {
+        Some(l) => {
+            if l.sock.send(bytes).is_err() {
+                rep.send_errors += 1;
+            }
+        }
+        None => rep.send_errors += 1,
+    };
+    loop {
+        let t = now();
+        while let Some(tx) = node.poll_transmit(t) {
+            rep.frames_tx += 1;
+            rep.bytes_tx += tx.bytes.len() as u64;
+            match injector.fate(id, tx.to) {
+                Fate::Drop => {}
+                Fate::Deliver {
+                    copies,
+                    extra_delay_ns,
+                } => {
+                    if copies > 1 {
+                        send(&mut rep, tx.to, &tx.bytes);
+                    }
+                    if extra_delay_ns > 0 {
+                        seq += 1;
+                        held.push(std::cmp::Reverse((
+                            t + extra_delay_ns,
+                            seq,
+                            tx.to,
+                            tx.bytes,
+                        )));
+                    } else {
+                        send(&mut rep, tx.to, &tx.bytes);
+                        node.recycle(tx.bytes);
+                    }
+                }
+            }
+        }
+        while held.peek().is_some_and(|h| h.0.0 <= t) {
+            if let Some(std::cmp::Reverse((_, _, to, b))) = held.pop() {
+                send(&mut rep, to, &b);
+            }
+        }
+        if cfg.counted && !reported && node.is_done() {
+            reported = true;
+            rep.done_ns = t;
+            let _ = ctl.send_to(DONE, coordinator);
+        }
+        if t > deadline {
+            break;
+        }
+        let mut got = 0usize;
+        let t = now();
+        for l in links {
+            while let Ok(Some((n, outgoing))) = l.sock.recv(&mut buf) {
+                if outgoing || n > buf.len() || n > cfg.mtu {
+                    continue;
+                }
+                got += 1;
+                rep.frames_rx += 1;
+                rep.bytes_rx += n as u64;
+                node.handle_packet(t, l.peer, &buf[..n]);
+            }
+        }
+        let mut cbuf = [0u8; 64];
+        let mut stop = false;
+        while let Ok((n, from)) = ctl.recv_from(&mut cbuf) {
+            if from == std::net::SocketAddr::V4(coordinator) && &cbuf[..n] == STOP {
+                stop = true;
+            }
+        }
+        if stop {
+            rep.stopped = true;
+            break;
+        }
+        if let Some(d) = node.poll_timeout() {
+            let t = now();
+            if d <= t {
+                node.handle_timeout(t);
+            }
+        }
+        if got == 0 && !busy {
+            let wake = [node.poll_timeout(), held.peek().map(|h| h.0.0)]
+                .into_iter()
+                .flatten()
+                .min()
+                .map(|w| w.saturating_sub(now()) / 1_000_000)
+                .unwrap_or(5)
+                .min(5) as i32;
+            wait_readable(&fds, wake);
+        }
+    }
+    rep.wall_ns = now();
+    rep.cpu_ns = crate::wrap::thread_cpu_ns()
+        .unwrap_or(0)
+        .saturating_sub(cpu0);
+    rep.faults = injector.counters.clone();
+    rep
+}
+
+/// Move the calling thread into the network namespace `name` (`/run/netns/<name>`, as `ip netns`
+/// makes them). Only this thread moves.
+pub fn enter_netns(name: &str) -> io::Result<()> {
+    let f = std::fs::File::open(format!("/run/netns/{name}"))?;
+    // SAFETY: a namespace file descriptor; CLONE_NEWNET moves only this thread's network view
+    cvt(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }).map(|_| ())
+}
+
+/// One captured frame: its bytes and whether the capturing side sent it.
+#[derive(Debug, Clone)]
+pub struct Captured {
+    pub bytes: Vec<u8>,
+    pub outgoing: bool,
+}
+
+/// A capture of every frame on one interface (both directions), on its own thread and socket,
+/// independent of the nodes that send them: what a tap on the cable would see.
+pub struct Capture {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<io::Result<Vec<Captured>>>,
+}
+
+impl Capture {
+    /// Capture on `iface` in namespace `netns` (`None`: this one), at most `limit` frames.
+    /// Returns once the socket is bound, so nothing sent after this returns is missed.
+    pub fn start(netns: Option<&str>, iface: &str, limit: usize) -> io::Result<Capture> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<io::Result<()>>();
+        let (ns, ifc, flag) = (netns.map(str::to_string), iface.to_string(), stop.clone());
+        let handle = std::thread::spawn(move || {
+            let opened = ns
+                .as_deref()
+                .map_or(Ok(()), enter_netns)
+                .and_then(|()| PacketSocket::open(&ifc));
+            let sock = match opened {
+                Ok(s) => {
+                    let _ = ready_tx.send(Ok(()));
+                    s
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(io::Error::new(e.kind(), e.to_string())));
+                    return Err(e);
+                }
+            };
+            let mut out = Vec::new();
+            let mut buf = vec![0u8; 65_536];
+            loop {
+                let mut any = false;
+                while let Some((n, outgoing)) = sock.recv(&mut buf)? {
+                    any = true;
+                    if out.len() < limit {
+                        out.push(Captured {
+                            bytes: buf[..n.min(buf.len())].to_vec(),
+                            outgoing,
+                        });
+                    }
+                }
+                if flag.load(Ordering::SeqCst) {
+                    break;
+                }
+                if !any {
+                    wait_readable(&[sock.raw_fd()], 5);
+                }
+            }
+            Ok(out)
+        });
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(Capture { stop, handle }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(io::Error::other(
+                "the capture thread ended before it started",
+            )),
+        }
+    }
+
+    /// Stop and return what was captured.
+    pub fn finish(self) -> io::Result<Vec<Captured>> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.handle
+            .join()
+            .map_err(|_| io::Error::other("the capture thread panicked"))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::netns::{Netns, is_root};
+
+    /// Two namespaces, one link: frames cross it byte for byte in both directions, the sender
+    /// does not read its own frames back, and a capture on the link sees each once.
+    #[test]
+    fn frames_cross_a_link_as_they_are() {
+        if !is_root() {
+            eprintln!("skipped: network namespaces need root");
+            return;
+        }
+        let mut ns = Netns::create(2, None).expect("namespaces");
+        ns.link(0, 1, 9000).expect("link");
+        let names: Vec<String> = ns.hosts.iter().map(|h| h.namespace.clone()).collect();
+        let cap = Capture::start(Some(&names[0]), &link_name(1), 1000).expect("capture");
+        // an arbitrary frame: a MAC that is no interface's and an ethertype nobody handles
+        let frame = |k: u8| {
+            let mut f = vec![0x02, 0, 0, 0, 0x77, k, 0x02, 0, 0, 0, 0x66, k, 0x88, 0xb5];
+            f.extend((0..200u16).map(|i| (i as u8) ^ k));
+            f
+        };
+        let side = |me: usize, peer: usize| {
+            let n = names[me].clone();
+            std::thread::spawn(move || {
+                enter_netns(&n).expect("setns");
+                let s = PacketSocket::open(&link_name(peer)).expect("socket");
+                (s, n)
+            })
+        };
+        let (a, _) = side(0, 1).join().expect("a");
+        let (b, _) = side(1, 0).join().expect("b");
+        for k in 0..50u8 {
+            a.send(&frame(k)).expect("send");
+        }
+        b.send(&frame(200)).expect("send back");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let mut buf = vec![0u8; 4096];
+        let mut got_b = Vec::new();
+        while let Some((n, out)) = b.recv(&mut buf).expect("recv") {
+            if !out {
+                got_b.push(buf[..n].to_vec());
+            }
+        }
+        let mut got_a = Vec::new();
+        while let Some((n, out)) = a.recv(&mut buf).expect("recv") {
+            got_a.push((buf[..n].to_vec(), out));
+        }
+        assert_eq!(got_b, (0..50).map(frame).collect::<Vec<_>>());
+        let incoming: Vec<_> = got_a
+            .iter()
+            .filter(|(_, o)| !o)
+            .map(|(f, _)| f.clone())
+            .collect();
+        assert_eq!(incoming, vec![frame(200)]);
+        let c = cap.finish().expect("capture");
+        assert_eq!(c.iter().filter(|f| f.outgoing).count(), 50);
+        assert_eq!(c.iter().filter(|f| !f.outgoing).count(), 1);
+    }
+}

@@ -1,0 +1,192 @@
+//! The raw fabric (AF_PACKET on veth links between network namespaces, one process per node;
+//! root only, CI runs as root): every Table 6 system sums exactly, NetReduce also under loss,
+//! and NetReduce's frames on a worker's link are RoCEv2 with a valid ICRC to the suite's wire
+//! module and (where tshark is installed) to Wireshark's dissector.
+
+use inabench_workloads::raw_node::{RawOutcome, roce_headers, run_raw, write_pcap};
+use inabench_workloads::udp_node::NodeJob;
+use std::path::Path;
+
+fn job(system: &str, loss: f64) -> NodeJob {
+    NodeJob {
+        system: system.into(),
+        node: 0,
+        workers: 3,
+        elements: 20_000,
+        seed: 5,
+        line_rate_bps: 100e9,
+        mtu: 1024,
+        timeout_ns: 20_000_000,
+        knobs: vec![("window".into(), 2.0), ("msg_packets".into(), 16.0)],
+        io: "event".into(),
+        loss,
+        duplicate: 0.0,
+        reorder: 0.0,
+        reorder_delay_ns: 0,
+        fault_seed: 1,
+        deadline_ms: 30_000,
+        bind_any: true,
+    }
+}
+
+fn exe() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_inabench"))
+}
+
+/// The run's namespaces (and with them its links) are gone.
+fn no_namespaces_left(out: &RawOutcome) {
+    let list = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip");
+    let list = String::from_utf8_lossy(&list.stdout).to_string();
+    assert!(!out.namespaces.is_empty());
+    assert!(
+        out.namespaces.iter().all(|n| !list.contains(n.as_str())),
+        "{list}"
+    );
+}
+
+#[test]
+fn every_table6_system_sums_exactly_on_the_raw_fabric() {
+    if !inabench_fabric::netns::is_root() {
+        eprintln!("skipped: the raw fabric's namespaces and AF_PACKET sockets need root");
+        return;
+    }
+    for sys in ["netreduce", "switchml_rdma", "atp", "switchml"] {
+        let out = run_raw(&job(sys, 0.0), exe(), None).expect(sys);
+        assert!(out.finished, "{sys}: {:?}", out.nodes);
+        assert_eq!(out.socket, "af_packet", "{sys}");
+        let workers: Vec<_> = out.nodes.iter().filter(|n| n.is_worker).collect();
+        assert_eq!(workers.len(), 3, "{sys}");
+        assert!(
+            workers.iter().all(|w| w.correct && w.frames_tx > 0),
+            "{sys}: a worker's sum differs from the reference: {workers:?}"
+        );
+        assert!(
+            out.nodes.iter().all(|n| n.stopped && n.send_errors == 0),
+            "{sys}"
+        );
+        // no frame was invented on the links (an IPv6 neighbour solicitation would be one):
+        // the nodes received at most what they sent (a frame still in flight at the stop is
+        // not received)
+        let tx: u64 = out.nodes.iter().map(|n| n.frames_tx).sum();
+        let rx: u64 = out.nodes.iter().map(|n| n.frames_rx).sum();
+        assert!(rx <= tx && rx > 0, "{sys}: {tx} frames sent, {rx} received");
+        eprintln!(
+            "{sys}: {} nodes, {tx} frames, {:.1} ms",
+            out.nodes.len(),
+            out.duration.as_secs_f64() * 1e3
+        );
+        no_namespaces_left(&out);
+    }
+}
+
+#[test]
+fn netreduce_recovers_loss_on_the_raw_fabric() {
+    if !inabench_fabric::netns::is_root() {
+        eprintln!("skipped: the raw fabric's namespaces and AF_PACKET sockets need root");
+        return;
+    }
+    let out = run_raw(&job("netreduce", 0.02), exe(), None).expect("run");
+    assert!(out.finished, "{:?}", out.nodes);
+    let dropped: u64 = out.nodes.iter().map(|n| n.frames_dropped_by_faults).sum();
+    let retx: u64 = out.nodes.iter().map(|n| n.retransmissions).sum();
+    assert!(
+        dropped > 0 && retx > 0,
+        "dropped {dropped}, retransmitted {retx}"
+    );
+    assert!(out.nodes.iter().filter(|n| n.is_worker).all(|w| w.correct));
+    no_namespaces_left(&out);
+}
+
+#[test]
+fn netreduce_frames_on_a_worker_link_are_rocev2() {
+    if !inabench_fabric::netns::is_root() {
+        eprintln!("skipped: the raw fabric's namespaces and AF_PACKET sockets need root");
+        return;
+    }
+    let j = job("netreduce", 0.0);
+    // worker 0's link to the accelerator (node `workers`), captured in worker 0's namespace
+    let out = run_raw(&j, exe(), Some((0, j.workers))).expect("run");
+    assert!(out.finished);
+    let w0 = &out.nodes[0];
+    let sent = out.captured.iter().filter(|c| c.outgoing).count() as u64;
+    let got = out.captured.iter().filter(|c| !c.outgoing).count() as u64;
+    // the capture saw every frame worker 0 sent once, and every frame it received (and maybe
+    // one that reached the link after worker 0 stopped)
+    assert_eq!(sent, w0.frames_tx, "frames worker 0 sent");
+    assert!(
+        got >= w0.frames_rx && got > 0,
+        "{got} captured, {} received",
+        w0.frames_rx
+    );
+    let headers: Vec<(u8, u32, u32)> = out
+        .captured
+        .iter()
+        .map(|c| roce_headers(&c.bytes))
+        .collect::<Result<_, _>>()
+        .expect("every frame on the link is RoCEv2 with a valid ICRC");
+    // RC WRITEs out and in, and ACKs (opcode 0x11) both ways
+    assert!(headers.iter().any(|h| h.0 == 0x11), "no ACK on the link");
+    assert!(headers.iter().any(|h| h.0 != 0x11), "no data on the link");
+    match which_tshark() {
+        None => eprintln!("tshark not installed: the capture was checked by the wire module only"),
+        Some(tshark) => {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let pcap = dir.path().join("link.pcap");
+            write_pcap(&pcap, &out.captured).expect("pcap");
+            let o = std::process::Command::new(tshark)
+                .args(["-r"])
+                .arg(&pcap)
+                .args([
+                    "-T",
+                    "fields",
+                    "-E",
+                    "separator=,",
+                    "-e",
+                    "infiniband.bth.opcode",
+                    "-e",
+                    "infiniband.bth.destqp",
+                    "-e",
+                    "infiniband.bth.psn",
+                ])
+                .output()
+                .expect("tshark runs");
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            let theirs: Vec<(u8, u32, u32)> = String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(|l| {
+                    let f: Vec<u32> = l
+                        .split(',')
+                        .map(|x| {
+                            let x = x.trim();
+                            x.strip_prefix("0x")
+                                .map_or_else(|| x.parse(), |h| u32::from_str_radix(h, 16))
+                                .unwrap_or(u32::MAX)
+                        })
+                        .collect();
+                    (
+                        f[0] as u8,
+                        f.get(1).copied().unwrap_or(0),
+                        f.get(2).copied().unwrap_or(0),
+                    )
+                })
+                .collect();
+            assert_eq!(theirs, headers, "Wireshark reads the same BTHs");
+            eprintln!(
+                "tshark decoded {} RoCEv2 frames on worker 0's link",
+                theirs.len()
+            );
+        }
+    }
+    no_namespaces_left(&out);
+}
+
+fn which_tshark() -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("tshark"))
+            .find(|f| f.is_file())
+    })
+}
