@@ -78,7 +78,7 @@ pub fn host_costs(ctx: &PointCtx<'_>) -> Result<HostCosts, WorkloadError> {
 // Memos of pure functions (simulated results keyed by every input that changes them; nothing
 // measured): SwitchML's ns per element, a configuration's operation counts, a system's result
 // at a point, a hot set.
-type RateKey = (usize, u64, String, u64, u32);
+type RateKey = (usize, u64, String, String);
 static SWITCHML_RATES: OnceLock<Mutex<HashMap<RateKey, f64>>> = OnceLock::new();
 static COUNTS: OnceLock<Mutex<HashMap<String, OpCounts>>> = OnceLock::new();
 static RESULTS: OnceLock<Mutex<HashMap<String, Measured>>> = OnceLock::new();
@@ -122,12 +122,12 @@ pub(crate) fn switchml_time_ns(
 ) -> Result<f64, WorkloadError> {
     use inabench_ina::common::{AllReduceConfig, SetupNode, System};
     let name = stack.unwrap_or("measured");
+    // every field of the client's costs (a field added to CoreCosts keys the memo too)
     let key = (
         workers,
         memory_mb.to_bits(),
         name.to_string(),
-        costs.frame_ns.to_bits(),
-        costs.threads,
+        format!("{costs:?}"),
     );
     let cache = SWITCHML_RATES.get_or_init(|| Mutex::new(HashMap::new()));
     if let Some(ns_per) = cache.lock().ok().and_then(|m| m.get(&key).copied()) {
