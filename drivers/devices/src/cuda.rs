@@ -2,8 +2,14 @@
 //! to build), power and energy through `nvml-wrapper` (NVML, also loaded at run time).
 //!
 //! cudarc panics inside its first call when the library it loads is missing, so every entry
-//! here checks `is_culib_present` first and returns a sentence instead. nvml-wrapper returns an
-//! error for a missing library; it is turned into the same kind of sentence.
+//! here checks `is_culib_present` first and returns a sentence instead. cudarc 0.17 also panics
+//! *inside* `is_culib_present` when it finds a library that lacks any symbol it binds (a driver
+//! older than CUDA 12.8's API, an NCCL older than 2.28): both presence checks therefore run under
+//! [`guarded`], which turns that panic into [`GpuError::Unusable`] naming the library and the
+//! symbol. cudarc never tries `libnccl.so.2` (the only name NVIDIA's PyPI wheel ships): where it
+//! finds no NCCL, [`nccl_elsewhere`] looks under that name and says what it found and why the
+//! binding cannot use it. nvml-wrapper returns an error for a missing library; it is turned into
+//! the same kind of sentence.
 
 use crate::Probe;
 
@@ -19,18 +25,122 @@ pub enum GpuError {
     Nccl(&'static str, String),
     #[error("NVML: {0}")]
     Nvml(String),
+    #[error("{library} is there but cudarc 0.17 cannot bind it ({why}): {consequence}")]
+    Unusable {
+        library: &'static str,
+        why: String,
+        consequence: &'static str,
+    },
+    #[error(
+        "{found} is there but cudarc 0.17 does not look for that name (it tries libnccl.so, libnccl.so.1, ...): the NCCL GPU baselines are modelled"
+    )]
+    NcclOtherName { found: String },
 }
 
-/// Whether libcuda can be loaded (cudarc's own check, which does not panic).
-pub fn cuda_present() -> bool {
+/// Run `f`, turning a panic inside it into its message (one line), with the panic hook silenced
+/// for the call (the doctor's output stays one sentence per check).
+pub fn guarded<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Result<T, String> {
+    // one guarded call at a time: two interleaved take/set pairs could leave the silent hook
+    static HOOK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = HOOK
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(f);
+    std::panic::set_hook(hook);
+    r.map_err(|p| {
+        let msg = p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic without a message".into());
+        msg.lines().next().unwrap_or_default().to_string()
+    })
+}
+
+/// libcuda's state: `Ok(true)` loadable with every symbol cudarc binds, `Ok(false)` absent, or
+/// why a library that is there is unusable.
+pub fn cuda_library() -> Result<bool, GpuError> {
     // SAFETY: only tries to load the library and drops it
-    unsafe { cudarc::driver::sys::is_culib_present() }
+    guarded(|| unsafe { cudarc::driver::sys::is_culib_present() }).map_err(|why| {
+        GpuError::Unusable {
+            library: "the CUDA driver library",
+            why,
+            consequence: "GPU rows are modelled",
+        }
+    })
 }
 
-/// Whether libnccl can be loaded.
-pub fn nccl_present() -> bool {
+/// libnccl's state, as [`cuda_library`].
+pub fn nccl_library() -> Result<bool, GpuError> {
     // SAFETY: as above
-    unsafe { cudarc::nccl::sys::is_culib_present() }
+    guarded(|| unsafe { cudarc::nccl::sys::is_culib_present() }).map_err(|why| GpuError::Unusable {
+        library: "the NCCL library",
+        why,
+        consequence: "the NCCL GPU baselines are modelled",
+    })
+}
+
+/// NCCL under a name cudarc does not try (`candidates`, e.g. `libnccl.so.2`): `None` when none
+/// loads; otherwise the library and its version (`ncclGetVersion`), or why it cannot be asked.
+pub fn nccl_elsewhere(candidates: &[&str]) -> Option<(String, Result<i32, String>)> {
+    let (lib, name) = crate::load(candidates)?;
+    // SAFETY: ncclGetVersion's C signature is `ncclResult_t ncclGetVersion(int *version)`
+    let f = unsafe { lib.get::<unsafe extern "C" fn(*mut i32) -> i32>(b"ncclGetVersion\0") };
+    let version = match f {
+        Err(e) => Err(format!("it lacks ncclGetVersion: {e}")),
+        Ok(f) => {
+            let mut v = 0i32;
+            // SAFETY: a valid out-pointer
+            match unsafe { f(&mut v) } {
+                0 => Ok(v),
+                rc => Err(format!("ncclGetVersion returned {rc}")),
+            }
+        }
+    };
+    Some((name, version))
+}
+
+/// The names NVIDIA ships NCCL under that cudarc 0.17 does not try.
+pub const NCCL_OTHER_NAMES: [&str; 1] = ["libnccl.so.2"];
+
+/// One sentence on NCCL: its version, or why it cannot be used.
+pub fn nccl_status() -> String {
+    match nccl_version() {
+        Ok(v) => format!("NCCL {}", version_text(v)),
+        Err(GpuError::NoNccl) => match nccl_elsewhere(&NCCL_OTHER_NAMES) {
+            None => GpuError::NoNccl.to_string(),
+            Some((found, v)) => {
+                let found = match v {
+                    Ok(v) => format!("{found} (NCCL {})", version_text(v)),
+                    Err(why) => format!("{found} ({why})"),
+                };
+                GpuError::NcclOtherName { found }.to_string()
+            }
+        },
+        Err(e) => e.to_string(),
+    }
+}
+
+fn version_text(v: i32) -> String {
+    // NCCL >= 2.9 encodes major*10000 + minor*100 + patch, older major*1000 + minor*100 + patch
+    if v >= 10000 {
+        format!("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100)
+    } else {
+        format!("{}.{}.{}", v / 1000, (v / 100) % 10, v % 100)
+    }
+}
+
+/// Whether libcuda can be loaded with every symbol cudarc binds ([`cuda_library`]; a library
+/// that lacks one counts as absent here).
+pub fn cuda_present() -> bool {
+    matches!(cuda_library(), Ok(true))
+}
+
+/// Whether libnccl can be loaded with every symbol cudarc binds ([`nccl_library`]).
+pub fn nccl_present() -> bool {
+    matches!(nccl_library(), Ok(true))
 }
 
 /// A GPU the CUDA driver lists.
@@ -44,7 +154,7 @@ pub struct Gpu {
 /// The GPUs, or why there are none. Never panics on a machine without CUDA.
 pub fn gpus() -> Result<Vec<Gpu>, GpuError> {
     use cudarc::driver::result;
-    if !cuda_present() {
+    if !cuda_library()? {
         return Err(GpuError::NoCuda);
     }
     result::init().map_err(|e| GpuError::Cuda("cuInit", e.to_string()))?;
@@ -70,7 +180,7 @@ pub fn gpus() -> Result<Vec<Gpu>, GpuError> {
 
 /// NCCL's version (e.g. 22304 for 2.23.4), or why not.
 pub fn nccl_version() -> Result<i32, GpuError> {
-    if !nccl_present() {
+    if !nccl_library()? {
         return Err(GpuError::NoNccl);
     }
     cudarc::nccl::result::get_nccl_version()
@@ -84,10 +194,10 @@ pub fn nccl_version() -> Result<i32, GpuError> {
 pub fn nccl_all_reduce_sum(inputs: &[Vec<f32>]) -> Result<Vec<Vec<f32>>, GpuError> {
     use cudarc::driver::CudaContext;
     use cudarc::nccl::{Comm, ReduceOp, group_end, group_start};
-    if !cuda_present() {
+    if !cuda_library()? {
         return Err(GpuError::NoCuda);
     }
-    if !nccl_present() {
+    if !nccl_library()? {
         return Err(GpuError::NoNccl);
     }
     let n = inputs.first().map_or(0, Vec::len);
@@ -134,41 +244,42 @@ pub fn nccl_all_reduce_sum(inputs: &[Vec<f32>]) -> Result<Vec<Vec<f32>>, GpuErro
         .collect()
 }
 
-/// GPUs through the CUDA driver API (and NCCL for the GPU baselines), for the doctor.
+/// GPUs through the CUDA driver API (and NCCL for the GPU baselines), for the doctor: what was
+/// found and, when it cannot be used, why; NCCL's state is said in every case. Never panics.
 pub fn probe() -> Probe {
+    let nccl = nccl_status();
     match gpus() {
         Err(GpuError::NoCuda) => Probe {
             library: None,
             devices: 0,
-            detail: GpuError::NoCuda.to_string(),
+            detail: format!("{}; {nccl}", GpuError::NoCuda),
+        },
+        Err(e @ GpuError::Unusable { .. }) => Probe {
+            library: None,
+            devices: 0,
+            detail: format!("{e}; {nccl}"),
         },
         Err(e) => Probe {
             library: Some("libcuda".into()),
             devices: 0,
-            detail: format!("CUDA driver loaded but {e}: no usable GPU"),
+            detail: format!("CUDA driver loaded but {e}: no usable GPU; {nccl}"),
         },
-        Ok(g) => {
-            let nccl = match nccl_version() {
-                Ok(v) => format!("NCCL {}.{}.{}", v / 10000, (v / 100) % 100, v % 100),
-                Err(e) => e.to_string(),
-            };
-            Probe {
-                library: Some("libcuda".into()),
-                devices: g.len() as u32,
-                detail: format!(
-                    "CUDA driver loaded: {} GPU(s){}; {nccl}",
-                    g.len(),
-                    g.iter()
-                        .map(|g| format!(
-                            " [{}: {}, {:.0} GiB]",
-                            g.ordinal,
-                            g.name,
-                            g.memory_bytes as f64 / (1u64 << 30) as f64
-                        ))
-                        .collect::<String>()
-                ),
-            }
-        }
+        Ok(g) => Probe {
+            library: Some("libcuda".into()),
+            devices: g.len() as u32,
+            detail: format!(
+                "CUDA driver loaded: {} GPU(s){}; {nccl}",
+                g.len(),
+                g.iter()
+                    .map(|g| format!(
+                        " [{}: {}, {:.0} GiB]",
+                        g.ordinal,
+                        g.name,
+                        g.memory_bytes as f64 / (1u64 << 30) as f64
+                    ))
+                    .collect::<String>()
+            ),
+        },
     }
 }
 
@@ -286,5 +397,55 @@ mod tests {
         assert!(PowerMeter::new().is_err());
         let e = nccl_all_reduce_sum(&[vec![1.0; 4], vec![2.0; 4]]).expect_err("no GPU");
         assert!(matches!(e, GpuError::NoCuda), "{e}");
+    }
+
+    /// A panic inside a guarded call (what cudarc 0.17 does for a library lacking a symbol)
+    /// comes back as its first line; the call's value otherwise.
+    #[test]
+    fn a_panic_in_a_guarded_call_is_its_message() {
+        let e = guarded(|| -> bool {
+            panic!(
+                "Expected symbol in library: DlSym {{ desc: \"undefined symbol: cuFoo\" }}\nmore"
+            )
+        })
+        .expect_err("a panic");
+        assert_eq!(
+            e,
+            "Expected symbol in library: DlSym { desc: \"undefined symbol: cuFoo\" }"
+        );
+        assert_eq!(guarded(|| 7), Ok(7));
+        // the hook is back: a later panic is still reported (not asserted: it prints)
+    }
+
+    /// NCCL under a name cudarc does not try: a library there that is not NCCL (libc under
+    /// the name libnccl.so.2) is named with what it lacks; a name that loads nothing is None.
+    #[test]
+    fn nccl_under_another_name_is_found_and_judged() {
+        let dir = std::env::temp_dir().join(format!("inabench-nccl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        let libc = [
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+            "/lib64/libc.so.6",
+        ]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+        let Some(libc) = libc else {
+            eprintln!("no libc.so.6 at the usual paths: skipped");
+            return;
+        };
+        let fake = dir.join("libnccl.so.2");
+        let _ = std::fs::remove_file(&fake);
+        std::os::unix::fs::symlink(libc, &fake).expect("symlink");
+        let fake = fake.to_string_lossy().to_string();
+        let (name, v) = nccl_elsewhere(&[fake.as_str()]).expect("it loads");
+        assert_eq!(name, fake);
+        let why = v.expect_err("libc has no ncclGetVersion");
+        assert!(why.contains("lacks ncclGetVersion"), "{why}");
+        let missing = dir.join("nothing.so").to_string_lossy().to_string();
+        assert!(nccl_elsewhere(&[missing.as_str()]).is_none());
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(version_text(23203), "2.32.3");
+        assert_eq!(version_text(2708), "2.7.8");
     }
 }

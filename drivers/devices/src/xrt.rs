@@ -5,11 +5,13 @@
 //! `xrtBOAlloc`/`Sync`/`Map`/`Free`, `xrtDeviceClose` ([`Xrt`] resolves them all, so a library
 //! missing any of them is reported before a run starts). Device calls can throw C++ exceptions
 //! through the C API; [`probe`] therefore makes them in a child process (`<exe> __probe-xrt`,
-//! which runs [`child_main`]) and reports an abort there in one sentence.
+//! which runs [`child_main`]) and reports an abort there in one sentence. XRT also aborts when
+//! `XILINX_XRT` is unset or wrong, which says nothing about a board: the probe gives the child a
+//! root where it is unset ([`probe_root`]) and names the setting in what it reports.
 
 use crate::{Probe, load};
 use std::os::raw::{c_char, c_int, c_uint, c_void};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -103,10 +105,85 @@ pub fn child_main() -> i32 {
     0
 }
 
-/// Probe XRT by running `exe __probe-xrt` (at most `timeout`).
+/// The directory the loaded XRT library `name` came from (read from `/proc/self/maps` while it
+/// is loaded).
+fn loaded_dir(name: &str) -> Option<PathBuf> {
+    let stem = name.split(".so").next().unwrap_or(name);
+    std::fs::read_to_string("/proc/self/maps")
+        .ok()?
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| {
+            Path::new(p)
+                .file_name()
+                .is_some_and(|f| f.to_string_lossy().starts_with(&format!("{stem}.so")))
+        })
+        .and_then(|p| Path::new(p).parent().map(Path::to_path_buf))
+}
+
+/// The `XILINX_XRT` the probe process runs with, and a note saying where it came from. XRT's
+/// device calls abort (an exception through the C API) when `XILINX_XRT` is unset or names a
+/// directory whose `lib/` lacks `libxrt_core.so.2`, which says nothing about a board; XRT's
+/// `setup.sh` sets it. When it is unset: the install holding the library (`<root>/lib/...`, as
+/// in /opt/xilinx/xrt), or, for a distribution's multiarch directory, `scratch` made into a root
+/// whose `lib` links to it. Set: used as it is.
+pub fn probe_root(
+    set: Option<std::ffi::OsString>,
+    lib_dir: Option<&Path>,
+    scratch: &Path,
+) -> (Option<PathBuf>, String) {
+    if let Some(v) = set {
+        let p = PathBuf::from(v);
+        let note = format!("XILINX_XRT={}", p.display());
+        return (Some(p), note);
+    }
+    let Some(dir) = lib_dir else {
+        return (None, "XILINX_XRT unset".into());
+    };
+    if dir.file_name().is_some_and(|f| f == "lib")
+        && let Some(root) = dir.parent()
+    {
+        let note = format!(
+            "XILINX_XRT unset; probed with XILINX_XRT={} (the install holding the library)",
+            root.display()
+        );
+        return (Some(root.to_path_buf()), note);
+    }
+    let link = scratch.join("lib");
+    let made = std::fs::create_dir_all(scratch).and_then(|()| {
+        if std::fs::read_link(&link).is_ok_and(|t| t == dir) {
+            return Ok(());
+        }
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(dir, &link)
+    });
+    match made {
+        Ok(()) => (
+            Some(scratch.to_path_buf()),
+            format!(
+                "XILINX_XRT unset; probed with XILINX_XRT={} (its lib/ is {})",
+                scratch.display(),
+                dir.display()
+            ),
+        ),
+        Err(e) => (
+            None,
+            format!(
+                "XILINX_XRT unset, and no root for {} could be made: {e}",
+                dir.display()
+            ),
+        ),
+    }
+}
+
+/// Probe XRT by running `exe __probe-xrt` (at most `timeout`), with `XILINX_XRT` as
+/// [`probe_root`] says.
 pub fn probe(exe: &Path, timeout: Duration) -> Probe {
-    let name = match Xrt::load() {
-        Ok(x) => x.name,
+    let (name, dir) = match Xrt::load() {
+        Ok(x) => {
+            let dir = loaded_dir(&x.name);
+            (x.name.clone(), dir)
+        }
         Err(e) => {
             return Probe {
                 library: None,
@@ -115,7 +192,14 @@ pub fn probe(exe: &Path, timeout: Duration) -> Probe {
             };
         }
     };
-    let child = Command::new(exe)
+    // removed again after the probe
+    let scratch = std::env::temp_dir().join(format!("inabench-xrt-root-{}", std::process::id()));
+    let (root, note) = probe_root(std::env::var_os("XILINX_XRT"), dir.as_deref(), &scratch);
+    let mut cmd = Command::new(exe);
+    if let Some(r) = &root {
+        cmd.env("XILINX_XRT", r);
+    }
+    let child = cmd
         .arg("__probe-xrt")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -146,11 +230,26 @@ pub fn probe(exe: &Path, timeout: Duration) -> Probe {
     if let Some(mut o) = child.stdout.take() {
         let _ = std::io::Read::read_to_string(&mut o, &mut out);
     }
+    if root.as_deref() == Some(scratch.as_path()) {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
+    // what XRT said last (its own `[XRT]` lines first, else the process's last line)
+    let said = err
+        .lines()
+        .chain(out.lines())
+        .rfind(|l| l.contains("[XRT]"))
+        .or_else(|| err.lines().rfind(|l| !l.trim().is_empty()))
+        .map(|l| format!("; it said `{}`", l.trim()))
+        .unwrap_or_default();
     match status {
         None => Probe {
-            library: Some(name),
+            library: Some(name.clone()),
             devices: 0,
-            detail: format!("XRT ({}) did not answer within {:?}", out.trim(), timeout),
+            detail: format!("XRT ({name}, {note}) did not answer within {timeout:?}{said}"),
         },
         Some(s) if !s.success() => {
             use std::os::unix::process::ExitStatusExt;
@@ -158,7 +257,7 @@ pub fn probe(exe: &Path, timeout: Duration) -> Probe {
                 library: Some(name.clone()),
                 devices: 0,
                 detail: format!(
-                    "XRT loaded ({name}) but opening device 0 ended the probe process ({}): no usable FPGA board",
+                    "XRT loaded ({name}) but its device probe ended ({}) with {note}{said}: XRT is not usable as configured (this says nothing about a board); FPGA rows use the software FPGA model",
                     s.signal().map_or_else(
                         || s.to_string(),
                         |sig| format!("signal {sig}, an exception thrown through XRT's C API")
@@ -178,12 +277,45 @@ pub fn probe(exe: &Path, timeout: Duration) -> Probe {
                 devices: boards,
                 detail: if boards == 0 {
                     format!(
-                        "XRT loaded ({name}), no FPGA board: FPGA rows use the software FPGA model"
+                        "XRT loaded ({name}, {note}), no FPGA board: FPGA rows use the software FPGA model"
                     )
                 } else {
-                    format!("XRT loaded ({name}): {boards} board(s)")
+                    format!("XRT loaded ({name}, {note}): {boards} board(s)")
                 },
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// XILINX_XRT for the probe: as set; else the install root above a `lib` directory; else a
+    /// scratch root whose `lib` links to the library's directory (XRT aborts without one).
+    #[test]
+    fn the_probe_gets_an_xrt_root() {
+        let scratch =
+            std::env::temp_dir().join(format!("inabench-xrt-test-{}", std::process::id()));
+        let (r, note) = probe_root(Some("/opt/x".into()), Some(Path::new("/usr/lib")), &scratch);
+        assert_eq!(r.as_deref(), Some(Path::new("/opt/x")));
+        assert_eq!(note, "XILINX_XRT=/opt/x");
+        let (r, note) = probe_root(None, Some(Path::new("/opt/xilinx/xrt/lib")), &scratch);
+        assert_eq!(r.as_deref(), Some(Path::new("/opt/xilinx/xrt")));
+        assert!(note.starts_with("XILINX_XRT unset; probed with XILINX_XRT=/opt/xilinx/xrt"));
+        assert!(!scratch.exists(), "nothing made for an install root");
+        let multiarch = std::env::temp_dir();
+        let (r, note) = probe_root(None, Some(&multiarch), &scratch);
+        assert_eq!(r.as_deref(), Some(scratch.as_path()), "{note}");
+        assert_eq!(
+            std::fs::read_link(scratch.join("lib")).expect("lib link"),
+            multiarch
+        );
+        // made again: the same link, no error
+        let (r2, _) = probe_root(None, Some(&multiarch), &scratch);
+        assert_eq!(r2, r);
+        let _ = std::fs::remove_dir_all(&scratch);
+        let (r, note) = probe_root(None, None, &scratch);
+        assert_eq!((r, note.as_str()), (None, "XILINX_XRT unset"));
     }
 }
