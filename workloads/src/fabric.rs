@@ -19,6 +19,10 @@ pub enum Emulated {
     Udp,
     /// In-process channels, a thread per node.
     Mem,
+    /// The raw fabric: the endpoints' Ethernet frames through AF_PACKET sockets on veth links
+    /// between network namespaces, a process per node (`inabench_ina::raw_node`; root).
+    /// Labelled `raw-veth`: an emulation of a NIC testbed on this host, not one.
+    Raw,
 }
 
 impl Emulated {
@@ -26,6 +30,7 @@ impl Emulated {
         match self {
             Emulated::Udp => "udp",
             Emulated::Mem => "mem",
+            Emulated::Raw => "raw-veth",
         }
     }
 }
@@ -36,13 +41,25 @@ pub fn emulated_fabric(
     ctx: &mut PointCtx<'_>,
     default: Emulated,
 ) -> Result<Emulated, WorkloadError> {
+    emulated_fabric_among(ctx, default, false)
+}
+
+/// [`emulated_fabric`] for a workload that can also run on the raw fabric (`raw_ok`: the
+/// value `raw`, labelled `raw-veth`); elsewhere `raw` is an error.
+pub fn emulated_fabric_among(
+    ctx: &mut PointCtx<'_>,
+    default: Emulated,
+    raw_ok: bool,
+) -> Result<Emulated, WorkloadError> {
     let chosen = match ctx.text("emulated_fabric").ok().as_deref() {
         None => default,
         Some("udp") => Emulated::Udp,
         Some("mem") => Emulated::Mem,
+        Some("raw") if raw_ok => Emulated::Raw,
         Some(other) => {
             return Err(WorkloadError::Invalid(format!(
-                "emulated_fabric is `udp` or `mem`, not `{other}`"
+                "emulated_fabric is `udp`{} or `mem`, not `{other}`",
+                if raw_ok { ", `raw`" } else { "" }
             )));
         }
     };
@@ -137,6 +154,15 @@ mod tests {
             emulated_fabric(c, Emulated::Udp)
         });
         assert!(matches!(bad, Err(WorkloadError::Invalid(m)) if m.contains("not `tcp`")));
+        // raw: only where the workload runs it, labelled as the emulation it is
+        let raw = [("emulated_fabric", Scalar::Str("raw".into()))];
+        let (chosen, label) = with_ctx(&raw, |c| {
+            (emulated_fabric_among(c, Emulated::Udp, true), c.fabric)
+        });
+        assert_eq!(chosen.ok(), Some(Emulated::Raw));
+        assert_eq!(label, "raw-veth");
+        let bad = with_ctx(&raw, |c| emulated_fabric(c, Emulated::Udp));
+        assert!(matches!(bad, Err(WorkloadError::Invalid(m)) if m.contains("not `raw`")));
     }
 
     #[test]

@@ -106,10 +106,12 @@ impl Workload for Table6 {
         )
         .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
         let cost = stack.frame_ns();
-        if ctx.fidelity == Fidelity::Emulated
-            && crate::fabric::emulated_fabric(ctx, Emulated::Udp)? == Emulated::Udp
-        {
-            return run_on_udp(ctx, &cfg, faults);
+        if ctx.fidelity == Fidelity::Emulated {
+            match crate::fabric::emulated_fabric_among(ctx, Emulated::Udp, true)? {
+                Emulated::Udp => return run_on_udp(ctx, &cfg, faults, false),
+                Emulated::Raw => return run_on_udp(ctx, &cfg, faults, true),
+                Emulated::Mem => {}
+            }
         }
         let mut stack_stats = inabench_ina::hoststack::StackStats::default();
         // (nodes, finished, duration ns, per-worker host CPU ns, frames dropped by faults)
@@ -278,10 +280,14 @@ impl Workload for Table6 {
 
 /// One all-reduce on the `udp` fabric: a process per node (see [`inabench_ina::udp_node`]), each
 /// worker's CPU its own threads' accounting, every worker's sum checked by the worker itself.
+/// With `raw`, on the raw fabric instead ([`inabench_ina::raw_node`]: the same node processes
+/// and outcome, frames through AF_PACKET on veth links between namespaces; root and the binary
+/// are required, nothing falls back to udp).
 fn run_on_udp(
     ctx: &mut PointCtx<'_>,
     cfg: &AllReduceConfig,
     faults: Faults,
+    raw: bool,
 ) -> Result<(), WorkloadError> {
     use inabench_ina::udp_node::{NodeJob, Placement, Spawn, run_udp_placed};
     let io = ctx.text("io").unwrap_or_else(|_| "event".into());
@@ -310,6 +316,9 @@ fn run_on_udp(
         bind_any: false,
     };
     let spawn = Spawn::detect();
+    if raw {
+        return run_on_raw(ctx, cfg, &job, &spawn);
+    }
     // placement: `loopback` (default) or `netns` (a namespace per node on a bridge, each link
     // limited to `host_rate_mbit` when given; needs root, else loopback with a warning)
     let placement = match ctx.text("placement").ok().as_deref() {
@@ -349,6 +358,62 @@ fn run_on_udp(
     ctx.counter("switch_shards", out.switch_shards as u64);
     ctx.counter("udp_gso", u64::from(out.offload.contains("gso")));
     ctx.counter("udp_gro", u64::from(out.offload.contains("gro")));
+    record_udp_outcome(ctx, cfg, out)
+}
+
+/// [`run_on_udp`] on the raw fabric.
+fn run_on_raw(
+    ctx: &mut PointCtx<'_>,
+    cfg: &AllReduceConfig,
+    job: &inabench_ina::udp_node::NodeJob,
+    spawn: &inabench_ina::udp_node::Spawn,
+) -> Result<(), WorkloadError> {
+    use inabench_ina::udp_node::{Spawn, UdpOutcome};
+    let Spawn::Processes(exe) = spawn else {
+        return Err(WorkloadError::Invalid(
+            "emulated_fabric raw starts node processes, and there is no inabench binary to start"
+                .into(),
+        ));
+    };
+    if !inabench_fabric::netns::is_root() {
+        return Err(WorkloadError::Invalid(
+            "emulated_fabric raw needs root (network namespaces and AF_PACKET sockets)".into(),
+        ));
+    }
+    // every node is in its own namespace on unlimited veth links: `placement` and
+    // `host_rate_mbit` are the udp fabric's and are not read here
+    if ctx.param("host_rate_mbit").ok().is_some_and(|r| r > 0.0) {
+        return Err(WorkloadError::Invalid(
+            "host_rate_mbit limits the udp fabric's namespace links; the raw fabric's links are not limited"
+                .into(),
+        ));
+    }
+    let out = inabench_ina::raw_node::run_raw(job, exe, None).map_err(WorkloadError::Invalid)?;
+    ctx.log(
+        inabench_core::LogLevel::Info,
+        format!("raw fabric: {} sockets on veth links", out.socket),
+    );
+    ctx.counter("raw_af_packet", u64::from(out.socket == "af_packet"));
+    ctx.counter("switch_shards", 1);
+    record_udp_outcome(
+        ctx,
+        cfg,
+        UdpOutcome {
+            nodes: out.nodes,
+            finished: out.finished,
+            duration: out.duration,
+            switch_shards: 1,
+            offload: out.socket,
+        },
+    )
+}
+
+/// The rows of one finished process-per-node all-reduce (udp or raw).
+fn record_udp_outcome(
+    ctx: &mut PointCtx<'_>,
+    cfg: &AllReduceConfig,
+    out: inabench_ina::udp_node::UdpOutcome,
+) -> Result<(), WorkloadError> {
     let workers: Vec<_> = out.nodes.iter().filter(|n| n.is_worker).collect();
     let unfinished = workers.iter().filter(|w| !w.finished).count();
     let wrong = workers.iter().filter(|w| w.finished && !w.correct).count();

@@ -72,6 +72,12 @@ fn run_emulated(
     let fabric = match emulated_fabric(ctx, Emulated::Mem)? {
         Emulated::Mem => Fabric::Mem,
         Emulated::Udp => Fabric::Udp,
+        // emulated_fabric never returns it (no raw runner for training here)
+        Emulated::Raw => {
+            return Err(WorkloadError::Invalid(
+                "emulated_fabric `raw` is not run by the training workloads".into(),
+            ));
+        }
     };
     let scale = ctx.param("grad_scale").unwrap_or(1.0);
     if !(scale > 0.0 && scale <= 1.0) {
