@@ -185,6 +185,8 @@ pub enum StoreError {
     NoRun(String),
     #[error("the results folder has no runs yet")]
     NoRuns,
+    #[error("the results folder has no run of {0}")]
+    NoRunOf(String),
     #[error(
         "run {0} is being written by another inabench process; let it finish (or stop it) before resuming it"
     )]
@@ -195,7 +197,10 @@ pub enum StoreError {
 pub fn io_path(e: &StoreError) -> &Path {
     match e {
         StoreError::Io { path, .. } | StoreError::Corrupt { path, .. } => path,
-        StoreError::NoRun(_) | StoreError::NoRuns | StoreError::InUse(_) => Path::new(""),
+        StoreError::NoRun(_)
+        | StoreError::NoRuns
+        | StoreError::NoRunOf(_)
+        | StoreError::InUse(_) => Path::new(""),
     }
 }
 
@@ -652,6 +657,16 @@ pub fn resolve_run(results: &Path, which: &str) -> Result<PathBuf, StoreError> {
     }
 }
 
+/// `--resume latest` for `experiment`: its newest run, passing over runs that failed before any
+/// point ran (a newer run of another experiment does not hide it).
+pub fn resolve_latest_of(results: &Path, experiment: &str) -> Result<PathBuf, StoreError> {
+    list_runs(results)?
+        .iter()
+        .find(|m| m.experiment == experiment && !is_empty_failure(m))
+        .map(|m| results.join(&m.run_id))
+        .ok_or_else(|| StoreError::NoRunOf(experiment.to_string()))
+}
+
 pub fn now_s() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -902,5 +917,34 @@ mod tests {
         );
         write("20260103-c", "2026-01-03", RunStatus::Failed, 2);
         assert!(latest().ends_with("20260103-c"), "{}", latest().display());
+    }
+
+    /// `--resume latest` of an experiment is that experiment's newest run, whatever ran since.
+    #[test]
+    fn the_latest_run_of_an_experiment() {
+        let d = tempfile::tempdir().expect("tmp");
+        let write = |id: &str, started: &str, experiment: &str, status: RunStatus| {
+            let dir = d.path().join(id);
+            std::fs::create_dir_all(&dir).expect("mkdir");
+            let mut m = manifest(id, started);
+            m.experiment = experiment.into();
+            m.status = status;
+            write_manifest(&dir, &m).expect("manifest");
+        };
+        write("1-a", "2026-01-01", "x", RunStatus::Incomplete);
+        write("2-b", "2026-01-02", "y", RunStatus::Incomplete);
+        write("3-c", "2026-01-03", "x", RunStatus::Failed);
+        let of = |e: &str| resolve_latest_of(d.path(), e);
+        assert!(
+            of("x").expect("x").ends_with("1-a"),
+            "the empty failure passed over"
+        );
+        assert!(of("y").expect("y").ends_with("2-b"));
+        assert!(matches!(of("z"), Err(StoreError::NoRunOf(e)) if e == "z"));
+        assert!(
+            resolve_run(d.path(), "latest")
+                .expect("latest")
+                .ends_with("2-b")
+        );
     }
 }

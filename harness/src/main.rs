@@ -85,7 +85,8 @@ enum Cmd {
         /// Log lines and progress on stderr instead of the dashboard
         #[arg(long)]
         headless: bool,
-        /// Finish an interrupted run (a run id, a unique prefix, or `latest`)
+        /// Finish an interrupted run (a run id, a unique prefix, or `latest`: the newest run of
+        /// the experiment)
         #[arg(long)]
         resume: Option<String>,
         /// Where points run: inproc (the runner's thread), local (an agent process), ssh (agents on
@@ -958,6 +959,8 @@ fn reproduce(
     let mut exit = 0;
     for entry in entries {
         let resume_dir = match resume {
+            // the newest run of this experiment, not whichever ran last
+            Some("latest") => Some(store::resolve_latest_of(results, &entry.spec.id)?),
             Some(r) => Some(store::resolve_run(results, r)?),
             None => None,
         };

@@ -661,7 +661,11 @@ fn an_unprogrammable_switch_leaves_no_run_folder() {
         "a resume of latest",
     );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("has no runs yet"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("has no run of netreduce-probe"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 /// Item 8 (D10, D11): a report that cannot be written (the disk filled after the run) is one
