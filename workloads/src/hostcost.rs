@@ -14,6 +14,11 @@ pub fn frame_key(system: &str) -> String {
     format!("systems.{system}.worker.frame")
 }
 
+/// The profile key of a system's client latency (release to wire, per frame).
+pub fn latency_key(system: &str) -> String {
+    format!("systems.{system}.worker.stack_latency")
+}
+
 /// The profile key of a system's client threads.
 pub fn threads_key(system: &str) -> String {
     format!("systems.{system}.worker.threads")
@@ -39,8 +44,16 @@ pub fn costs_of(p: &HostProfile, system: &str) -> Result<Option<CoreCosts>, Work
         p.value(k)
             .map_err(|e| WorkloadError::Invalid(e.to_string()))
     };
-    let c = CoreCosts::new(v(&frame_key(system))?, v(&threads_key(system))?)
+    let mut c = CoreCosts::new(v(&frame_key(system))?, v(&threads_key(system))?)
         .map_err(|e| WorkloadError::Invalid(format!("{}: {e}", p.file.display())))?;
+    // the client's own latency, where the profile gives one (the DPDK model charges it per
+    // frame between release and the wire)
+    let latency = latency_key(system);
+    if p.has(&latency) {
+        c = c
+            .with_latency(v(&latency)?)
+            .map_err(|e| WorkloadError::Invalid(format!("{}: {e}", p.file.display())))?;
+    }
     Ok(Some(c))
 }
 

@@ -181,6 +181,14 @@ pub trait System: Sync {
             .collect();
         self.build_with(cfg, inputs)
     }
+    /// Links a frame crosses on its way to the aggregation and back beyond the star's two
+    /// (host to switch, switch to host): 0 where the switch itself aggregates; 2 for an
+    /// aggregator that hangs off the switch by its own ports, as NetReduce's FPGA does (Sec. 4,
+    /// Fig. 5: switch to FPGA and back, the "two extra hops" of Sec. 5.2). The sim fabric charges
+    /// each such link's latency and serialization ([`crate::drive::Attached`]).
+    fn extra_links(&self) -> u32 {
+        0
+    }
     /// Node `node` of the setup for `cfg` (the order of [`Setup::into_nodes`]), alone. By
     /// default the whole setup is built and the rest dropped; a system whose nodes can be built
     /// on their own overrides this, so that a process per node (the udp fabric) builds only its

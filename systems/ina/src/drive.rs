@@ -82,7 +82,11 @@ pub fn run_sim_stack(
         owned = c;
         &owned
     };
-    let setup = sys.build(cfg).map_err(|e| e.to_string())?;
+    let mut setup = sys.build(cfg).map_err(|e| e.to_string())?;
+    let links = sys.extra_links();
+    if links > 0 {
+        setup.switch = Box::new(Attached::new(setup.switch, links, &sim_link(cfg)));
+    }
     let mut f = sim_fabric(setup, cfg, faults, stack);
     if let Some(path) = pcap {
         let file = std::fs::File::create(path)
@@ -102,6 +106,97 @@ pub fn run_sim_stack(
         .clone();
     let (nodes, stats) = unwrap_nodes(f);
     Ok((nodes, rep, stats))
+}
+
+/// An aggregator that hangs off the star's switch by links of its own (NetReduce's FPGA behind
+/// the Ethernet switch, [`System::extra_links`]): every frame it sends leaves after `links` more
+/// link crossings than the star alone charges, each the link's latency plus the frame's
+/// serialization at the link's rate (a gradient packet's crossing to the accelerator and its
+/// result's crossing back, charged together on the way out: the frames are the same size, and
+/// the accelerator has a port per worker, so nothing queues there). Sans-IO: frames wait in a
+/// queue ordered by the time they are due, reported through `poll_timeout`.
+pub struct Attached {
+    inner: Box<dyn crate::common::Switch>,
+    links: u64,
+    link: LinkConfig,
+    /// (due, order, frame), in due order
+    out: std::collections::VecDeque<(u64, u64, inabench_fabric::Transmit)>,
+    seq: u64,
+}
+
+impl Attached {
+    pub fn new(inner: Box<dyn crate::common::Switch>, links: u32, link: &LinkConfig) -> Attached {
+        Attached {
+            inner,
+            links: u64::from(links),
+            link: *link,
+            out: std::collections::VecDeque::new(),
+            seq: 0,
+        }
+    }
+
+    /// The extra time a frame of `len` bytes takes: `links` x (latency + serialization).
+    pub fn delay_ns(&self, len: usize) -> u64 {
+        let ser = ((len + self.link.framing_bytes) as f64 * 8.0 / self.link.rate_bps * 1e9).ceil();
+        self.links * (self.link.latency_ns + ser as u64)
+    }
+
+    /// Move what the aggregator sends at `now` into the queue.
+    fn take(&mut self, now: u64) {
+        while let Some(t) = self.inner.poll_transmit(now) {
+            let due = now + self.delay_ns(t.bytes.len());
+            self.seq += 1;
+            let at = self
+                .out
+                .partition_point(|(d, s, _)| (*d, *s) <= (due, self.seq));
+            self.out.insert(at, (due, self.seq, t));
+        }
+    }
+}
+
+impl Endpoint for Attached {
+    fn id(&self) -> inabench_fabric::NodeId {
+        self.inner.id()
+    }
+    fn handle_packet(&mut self, now: u64, from: inabench_fabric::NodeId, frame: &[u8]) {
+        self.inner.handle_packet(now, from, frame);
+        self.take(now);
+    }
+    fn poll_transmit(&mut self, now: u64) -> Option<inabench_fabric::Transmit> {
+        self.take(now);
+        match self.out.front() {
+            Some((due, _, _)) if *due <= now => self.out.pop_front().map(|(_, _, t)| t),
+            _ => None,
+        }
+    }
+    fn poll_timeout(&self) -> Option<u64> {
+        let mine = self.out.front().map(|(d, _, _)| *d);
+        match (self.inner.poll_timeout(), mine) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+    fn handle_timeout(&mut self, now: u64) {
+        if self.inner.poll_timeout().is_some_and(|t| t <= now) {
+            self.inner.handle_timeout(now);
+        }
+        self.take(now);
+    }
+    fn is_done(&self) -> bool {
+        self.inner.is_done()
+    }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.inner.counters()
+    }
+    fn recycle(&mut self, buf: Vec<u8>) {
+        self.inner.recycle(buf);
+    }
+}
+
+impl crate::common::Switch for Attached {
+    fn stats(&self) -> crate::common::SwitchStats {
+        self.inner.stats()
+    }
 }
 
 /// The nodes back from the fabric, and what their transmit buffers held.
@@ -138,6 +233,8 @@ fn sim_fabric(
                 if host { stack.tx_buffer() } else { None },
                 stack.tx_lanes(),
             )
+            .with_latency(if host { stack.tx_latency() } else { 0 })
+            .with_eager(host && matches!(stack, HostStack::Dpdk(_)))
         })
         .collect();
     let n = nodes.len();

@@ -95,6 +95,8 @@ pub enum StackError {
         "host_stack `{stack}` of `{system}` runs its software client, whose cost per frame the host profile must give"
     )]
     NoCosts { system: String, stack: String },
+    #[error("a client's latency is a finite number of at least 0 ns, not {0}")]
+    BadLatency(f64),
     #[error(
         "a host cost per frame is a finite number of at least 0 ns and a client at least one thread, not {frame_ns} ns on {threads} threads"
     )]
@@ -108,6 +110,9 @@ pub enum StackError {
 pub struct CoreCosts {
     pub frame_ns: f64,
     pub threads: u32,
+    /// The client's latency from releasing a frame to its first bit on the wire (the profile's
+    /// `stack_latency`; 0 unless given).
+    pub latency_ns: u64,
 }
 
 impl CoreCosts {
@@ -119,7 +124,17 @@ impl CoreCosts {
         Ok(CoreCosts {
             frame_ns,
             threads: threads as u32,
+            latency_ns: 0,
         })
+    }
+
+    /// With the client's latency per frame (ns, finite and at least 0).
+    pub fn with_latency(mut self, ns: f64) -> Result<CoreCosts, StackError> {
+        if !(ns.is_finite() && ns >= 0.0) {
+            return Err(StackError::BadLatency(ns));
+        }
+        self.latency_ns = ns.round() as u64;
+        Ok(self)
     }
 
     /// The cost per frame and core in whole ns (the fabric charges whole ns), rounded.
@@ -143,6 +158,9 @@ pub struct DpdkStack {
     /// `max_outstanding_packets`, its protocol's `pool`); `None` leaves the protocol's own
     /// window.
     pub outstanding: Option<u32>,
+    /// The client's latency from release to the wire per frame (ns; the profile's
+    /// `stack_latency`, 0 in the releases' own settings: no source gives it).
+    pub latency_ns: u64,
 }
 
 impl DpdkStack {
@@ -156,6 +174,7 @@ impl DpdkStack {
             tx_burst: SWITCHML_RELEASE_TX_BURST,
             drain_ns: SWITCHML_RELEASE_DRAIN_NS,
             outstanding: Some(SWITCHML_RELEASE_OUTSTANDING),
+            latency_ns: 0,
         }
     }
 
@@ -168,6 +187,7 @@ impl DpdkStack {
             tx_burst: ATP_RELEASE_TX_BURST,
             drain_ns: 0,
             outstanding: None,
+            latency_ns: 0,
         }
     }
 
@@ -198,6 +218,7 @@ impl DpdkStack {
     pub fn from_costs(system: &str, costs: CoreCosts) -> Self {
         let mut s = Self::release(system, costs.core_ns());
         s.cores = costs.threads.max(1);
+        s.latency_ns = costs.latency_ns;
         if s.lanes > 1 {
             s.lanes = s.cores;
         }
@@ -316,6 +337,15 @@ impl HostStack {
         }
     }
 
+    /// The client's latency from release to the wire per frame (ns): a DPDK client's declared
+    /// `stack_latency`, else 0.
+    pub fn tx_latency(&self) -> u64 {
+        match self {
+            HostStack::Dpdk(d) => d.latency_ns,
+            _ => 0,
+        }
+    }
+
     /// Transmit buffers per host: one per worker thread of a DPDK client, else one.
     pub fn tx_lanes(&self) -> usize {
         match self {
@@ -369,7 +399,15 @@ pub struct TxBuffered<N> {
     cfg: Option<(usize, u64)>,
     lanes: Vec<Lane>,
     next_lane: usize,
-    out: VecDeque<Transmit>,
+    /// frames released by the buffers, each with the time it reaches the wire (released + the
+    /// stack's latency)
+    out: VecDeque<(Nanos, Transmit)>,
+    /// The software client's latency from release to the wire ([`DpdkStack::latency_ns`]).
+    latency: Nanos,
+    /// A software client takes what its endpoint makes ready as soon as it is ready (after every
+    /// receive and timer), into its buffers, whatever its link is doing; without it (a NIC) the
+    /// endpoint is asked for a frame only when the link takes one.
+    eager: bool,
     started: bool,
     /// The inner endpoint's job counter, if the driver gave one, and its value at the last pull.
     jobs: Option<fn(&N) -> u64>,
@@ -404,6 +442,8 @@ impl<N: Endpoint> TxBuffered<N> {
             lanes: (0..lanes.max(1)).map(|_| Lane::default()).collect(),
             next_lane: 0,
             out: VecDeque::new(),
+            latency: 0,
+            eager: false,
             started: false,
             jobs: None,
             jobs_seen: 0,
@@ -422,6 +462,26 @@ impl<N: Endpoint> TxBuffered<N> {
         self
     }
 
+    /// Every frame reaches the wire `ns` after the client releases it (a software client's own
+    /// latency, the host profile's `stack_latency`; 0 by default).
+    pub fn with_latency(mut self, ns: Nanos) -> Self {
+        self.latency = ns;
+        self
+    }
+
+    /// A software client (see `eager`): frames are taken from the endpoint when they are ready,
+    /// so the time they then wait for the buffer, the latency and the link is in the RTT the
+    /// endpoint measures, as an application on a software client sees it.
+    pub fn with_eager(mut self, eager: bool) -> Self {
+        self.eager = eager;
+        self
+    }
+
+    /// Whether calls pass straight through (no buffer, no latency, not eager).
+    fn passthrough(&self) -> bool {
+        self.cfg.is_none() && self.latency == 0 && !self.eager
+    }
+
     pub fn inner(&self) -> &N {
         &self.inner
     }
@@ -435,7 +495,7 @@ impl<N: Endpoint> TxBuffered<N> {
         for _ in 0..n.min(l.buf.len()) {
             if let Some((t, tx)) = l.buf.pop_front() {
                 self.waited_ns += now.saturating_sub(t);
-                self.out.push_back(tx);
+                self.out.push_back((now + self.latency, tx));
             }
         }
         l.last_flush = now;
@@ -454,6 +514,10 @@ impl<N: Endpoint> TxBuffered<N> {
     /// Take what the inner endpoint wants to send now into the buffers (or straight out).
     fn pull(&mut self, now: Nanos) {
         let Some((burst, drain)) = self.cfg else {
+            // no buffer: every frame released at once, on the wire after the latency
+            while let Some(tx) = self.inner.poll_transmit(now) {
+                self.out.push_back((now + self.latency, tx));
+            }
             return;
         };
         if let Some(jobs) = self.jobs {
@@ -465,7 +529,7 @@ impl<N: Endpoint> TxBuffered<N> {
         }
         while let Some(tx) = self.inner.poll_transmit(now) {
             if !self.started || self.first_batch {
-                self.out.push_back(tx);
+                self.out.push_back((now + self.latency, tx));
                 continue;
             }
             let i = self.next_lane;
@@ -496,30 +560,40 @@ impl<N: Endpoint> Endpoint for TxBuffered<N> {
         self.started = true;
         self.first_batch = false;
         self.inner.handle_packet(now, from, frame);
+        if self.eager {
+            self.pull(now);
+        }
     }
 
     fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
-        if self.cfg.is_none() {
+        if self.passthrough() {
             return self.inner.poll_transmit(now);
         }
-        if self.out.is_empty() {
+        if self.out.is_empty() || self.latency > 0 || self.eager {
             self.pull(now);
         }
-        self.out.pop_front()
+        match self.out.front() {
+            Some((due, _)) if *due <= now => self.out.pop_front().map(|(_, t)| t),
+            _ => None,
+        }
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {
         let flush_at = self.lanes.iter().filter_map(|l| l.flush_at).min();
-        match (self.inner.poll_timeout(), flush_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let due = self.out.front().map(|(d, _)| *d);
+        [self.inner.poll_timeout(), flush_at, due]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn handle_timeout(&mut self, now: Nanos) {
         self.flush_due(now);
         if self.inner.poll_timeout().is_some_and(|at| at <= now) {
             self.inner.handle_timeout(now);
+        }
+        if self.eager {
+            self.pull(now);
         }
     }
 
@@ -617,6 +691,52 @@ mod tests {
         assert_eq!(drain(&mut e, 14_000), 1);
         assert_eq!(e.waited_ns, 6_000 + 9_000);
         assert_eq!(e.buffered, 5);
+    }
+
+    /// A software client's own latency: a released frame reaches the wire `latency` later (with
+    /// no buffer too, as ATP's release), and the endpoint is told when through `poll_timeout`.
+    /// Eager: what the endpoint makes ready on a receive is taken at once, not when the link
+    /// next asks (the RTT an application on a software client measures includes the wait).
+    #[test]
+    fn a_client_latency_holds_each_frame_and_an_eager_client_takes_frames_when_ready() {
+        let mut e = TxBuffered::new(
+            Echo {
+                left: 100,
+                pending: 2,
+            },
+            None,
+        )
+        .with_latency(1_000)
+        .with_eager(true);
+        assert_eq!(drain(&mut e, 0), 0, "released at 0, on the wire at 1 us");
+        assert_eq!(e.poll_timeout(), Some(1_000));
+        e.handle_timeout(1_000);
+        assert_eq!(drain(&mut e, 1_000), 2);
+        // an answer at 2 us: the reply is taken from the endpoint then (eager), due at 3 us
+        e.handle_packet(2_000, 1, &[]);
+        assert_eq!(
+            e.inner().pending,
+            0,
+            "taken from the endpoint on the receive"
+        );
+        assert_eq!(drain(&mut e, 2_500), 0);
+        assert_eq!(e.poll_timeout(), Some(3_000));
+        assert_eq!(drain(&mut e, 3_000), 1);
+        // a NIC (no latency, not eager) passes every call through
+        let mut nic = TxBuffered::new(
+            Echo {
+                left: 100,
+                pending: 1,
+            },
+            None,
+        );
+        nic.handle_packet(0, 1, &[]);
+        assert_eq!(
+            nic.inner().pending,
+            2,
+            "a NIC's endpoint keeps its frames until asked"
+        );
+        assert_eq!(drain(&mut nic, 0), 2);
     }
 
     /// A closed loop of jobs of `job_packets` packets each, one packet outstanding: each result

@@ -533,6 +533,12 @@ impl System for NetReduce {
         "netreduce"
     }
 
+    /// The accelerator sits behind the switch on its own ports (Sec. 4, Fig. 5): every packet
+    /// to it and from it crosses one more link each way.
+    fn extra_links(&self) -> u32 {
+        2
+    }
+
     fn build_with(
         &self,
         cfg: &AllReduceConfig,

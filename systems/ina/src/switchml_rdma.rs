@@ -267,12 +267,16 @@ impl Endpoint for SmlrWorker {
         let a = (c * l.per_packet).min(self.result.len());
         let b = (a + l.per_packet).min(self.result.len());
         self.result[a..b].copy_from_slice(&values_of(payload)[..b - a]);
+        // the RTT as every system here defines it: from the first bit of a message's first
+        // packet on the wire to that packet's aggregated result (not the whole message's)
+        if j == 0
+            && let (Some(handed), Some(t0)) = (self.sent_at[m], self.wire_at[m])
+        {
+            self.stats.rtt_ns.push(now.saturating_sub(t0));
+            self.stats.rtt_queue_ns.push(t0.saturating_sub(handed));
+        }
         let got = o.got | (1 << j);
         if got.count_ones() as usize == l.len_of(m) {
-            if let (Some(handed), Some(t0)) = (self.sent_at[m], self.wire_at[m]) {
-                self.stats.rtt_ns.push(now.saturating_sub(t0));
-                self.stats.rtt_queue_ns.push(t0.saturating_sub(handed));
-            }
             self.groups[g] = None;
             self.done_msgs += 1;
             let next = m + l.groups();

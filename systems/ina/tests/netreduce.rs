@@ -328,3 +328,56 @@ fn the_uplink_stays_busy_between_windows() {
     assert!(pull > 0.96, "pulled: the uplink busy {pull:.4} of the run");
     assert!(push < pull - 0.02, "pushed {push:.4} vs pulled {pull:.4}");
 }
+
+/// NetReduce's accelerator hangs off the switch on its own ports (Sec. 4, Fig. 5): on `sim` each
+/// packet crosses two more links than on the bare star, each 0.5 us plus the frame's
+/// serialization, so every RTT sample is that much longer; nothing else changes (exact sums).
+#[test]
+fn the_accelerator_behind_the_switch_costs_two_link_crossings() {
+    use inabench_ina::drive::{run_sim, sim_link};
+    let c = cfg(4, 4 * 32 * 256, 32.0);
+    let median = |nodes: &[SetupNode]| {
+        let mut v: Vec<u64> = nodes
+            .iter()
+            .filter_map(|n| match n {
+                SetupNode::Worker(w) => Some(w.stats().rtt_ns.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    // the bare star with free hosts (a host cost would queue results behind the host's own
+    // sends and hide the links' latency), on the links run_sim uses
+    let nodes = NetReduce.build(&c).expect("build").into_nodes();
+    let free = NodeConfig {
+        rx_cost_ns: 0,
+        tx_cost_ns: 0,
+    };
+    let n = nodes.len();
+    let mut f = SimFabric::new(
+        nodes,
+        vec![free; n],
+        c.workers as u32,
+        sim_link(&c),
+        Faults::default(),
+    );
+    let rep = f
+        .run_until(1_000_000_000, |nodes| nodes.iter().all(Endpoint::is_done))
+        .clone();
+    assert!(rep.finished);
+    let star = f.into_nodes();
+    check(&star, &c);
+    let (behind, rep) = run_sim(&NetReduce, &c, Faults::default(), 0, 1_000_000_000).expect("run");
+    assert!(rep.finished);
+    check(&behind, &c);
+    // 1024 B of payload + 58 B of headers + 24 B of framing at 100 Gbit/s: 89 ns
+    let crossing = 500 + 89;
+    let extra = median(&behind) as i64 - median(&star) as i64;
+    assert!(
+        (extra - 2 * crossing).abs() <= 10,
+        "two more crossings: {extra} ns, want {}",
+        2 * crossing
+    );
+}
