@@ -73,8 +73,9 @@ fn every_table6_system_sums_exactly_on_the_raw_fabric() {
         let tx: u64 = out.nodes.iter().map(|n| n.frames_tx).sum();
         let rx: u64 = out.nodes.iter().map(|n| n.frames_rx).sum();
         assert!(rx <= tx && rx > 0, "{sys}: {tx} frames sent, {rx} received");
+        let retx: u64 = workers.iter().map(|w| w.retransmissions).sum();
         eprintln!(
-            "{sys}: {} nodes, {tx} frames, {:.1} ms",
+            "{sys}: {} nodes, {tx} frames sent, {rx} received, {retx} retransmissions, {:.1} ms",
             out.nodes.len(),
             out.duration.as_secs_f64() * 1e3
         );
