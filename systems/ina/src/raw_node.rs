@@ -53,11 +53,10 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
         .filter(|p| *p != job.node)
         .map(|p| {
             PacketSocket::open(&raw::link_name(p))
-                .map(|sock| {
+                .inspect(|sock| {
                     // its own frames are not read back (where the kernel refuses, they are
                     // skipped as they come)
                     let _ = sock.ignore_outgoing();
-                    sock
                 })
                 .map(|sock| Link {
                     peer: p as inabench_fabric::NodeId,
