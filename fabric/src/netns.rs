@@ -90,6 +90,26 @@ pub fn remove_stale() {
     }
 }
 
+/// Turn IPv6 off on interface `ifc` of namespace `ns` (its `disable_ipv6` sysctl, written from a
+/// thread that entered the namespace: no `sysctl` binary needed); a kernel without IPv6 has
+/// nothing to turn off.
+fn disable_ipv6(ns: &str, ifc: &str) -> Result<(), NetnsError> {
+    let (n, i) = (ns.to_string(), ifc.to_string());
+    let r = std::thread::spawn(move || -> std::io::Result<()> {
+        crate::raw::enter_netns(&n)?;
+        match std::fs::write(format!("/proc/sys/net/ipv6/conf/{i}/disable_ipv6"), "1") {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            r => r,
+        }
+    })
+    .join()
+    .unwrap_or_else(|_| Err(std::io::Error::other("the thread panicked")));
+    r.map_err(|e| NetnsError::Command {
+        cmd: format!("disable_ipv6 on {ifc} in {ns}"),
+        stderr: e.to_string(),
+    })
+}
+
 impl Netns {
     /// Create `hosts` namespaces on one bridge, each link limited to `rate_mbit` (if given).
     pub fn create(hosts: usize, rate_mbit: Option<f64>) -> Result<Netns, NetnsError> {
@@ -175,15 +195,7 @@ impl Netns {
             "name", &ib, "netns", &nb, "mtu", &mtu,
         ])?;
         for (ns, ifc) in [(&na, &ia), (&nb, &ib)] {
-            run(&[
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "sysctl",
-                "-qw",
-                &format!("net.ipv6.conf.{ifc}.disable_ipv6=1"),
-            ])?;
+            disable_ipv6(ns, ifc)?;
             run(&["ip", "-n", ns, "link", "set", ifc, "up"])?;
         }
         Ok(())

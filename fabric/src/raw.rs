@@ -415,6 +415,18 @@ mod tests {
         let mut ns = Netns::create(2, None).expect("namespaces");
         ns.link(0, 1, 9000).expect("link");
         let names: Vec<String> = ns.hosts.iter().map(|h| h.namespace.clone()).collect();
+        // IPv6 is off on the link (where the kernel has IPv6 at all)
+        let v6 = std::process::Command::new("ip")
+            .args(["netns", "exec", &names[0], "cat"])
+            .arg(format!(
+                "/proc/sys/net/ipv6/conf/{}/disable_ipv6",
+                link_name(1)
+            ))
+            .output()
+            .expect("ip");
+        if std::path::Path::new("/proc/sys/net/ipv6").exists() {
+            assert_eq!(String::from_utf8_lossy(&v6.stdout).trim(), "1");
+        }
         let cap = Capture::start(Some(&names[0]), &link_name(1), 1000).expect("capture");
         // an arbitrary frame: a MAC that is no interface's and an ethertype nobody handles
         let frame = |k: u8| {
