@@ -61,3 +61,14 @@ fn the_committed_seeds_pass_the_body_for_every_system() {
         assert!(n >= 4, "{name}: {n} seeds");
     }
 }
+
+/// Inputs a campaign of `p4sgd_endpoints` found failing (fuzz/regressions/p4sgd_endpoints/, fuzz/CAMPAIGN.md), replayed:
+/// seeded with real frames, libFuzzer forged a contribution within seconds (a clean frame's bytes
+/// with more than four of them changed), which the system sums (its documented finding: no check
+/// over the values) and which the body, reading the bytes as the fuzzer's own, did not exempt.
+#[test]
+fn campaign_regressions_pass_the_body() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/regressions/p4sgd_endpoints");
+    inabench_fabric::fuzz::run_inputs(&dir, endpoints);
+}
