@@ -337,13 +337,16 @@ fn every_error_names_the_line_of_its_value() {
                 Err(err) => err,
             };
             let msg = err.to_string();
-            let by = if err.field.is_some() {
-                By::Check
-            } else {
-                By::Parser
+            // a later check names the field; since cfe1665 a parser's type error names it too
+            // where the reader knows the path (`field `title`: expected string scalar`; not yet
+            // for a few values, e.g. a tolerance written as a folded scalar), so a parser's error
+            // is held to the line only
+            let by_ok = match e.by {
+                By::Check => err.field.is_some(),
+                By::Parser => true,
             };
             let named = msg.starts_with(&format!("{}:", rel.display()));
-            if named && err.line == Some(e.line) && by == e.by {
+            if named && err.line == Some(e.line) && by_ok {
                 right += 1;
                 right_checks += usize::from(e.by == By::Check);
             } else {
