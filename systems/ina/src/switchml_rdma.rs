@@ -188,6 +188,8 @@ pub struct SmlrWorker {
     clock: crate::common::TxClock,
     stats: HostStats,
     started: bool,
+    /// results for a slot group this worker is using whose address or set names another message
+    foreign_results: u64,
 }
 
 impl SmlrWorker {
@@ -261,7 +263,12 @@ impl Endpoint for SmlrWorker {
         let Some(Some(o)) = self.groups.get(g).copied() else {
             return;
         };
-        if o.msg != m || l.pool_of(m).set != ri.pool.set || o.got & (1 << j) != 0 {
+        if o.got & (1 << j) != 0 {
+            return;
+        }
+        if o.msg != m || l.pool_of(m).set != ri.pool.set {
+            // a result for the slot group's other message or set: not this message's
+            self.foreign_results += 1;
             return;
         }
         let a = (c * l.per_packet).min(self.result.len());
@@ -359,6 +366,7 @@ impl Endpoint for SmlrWorker {
             ("messages_done", self.done_msgs as u64),
             ("outstanding", self.groups.iter().flatten().count() as u64),
             ("retransmissions", self.stats.retransmissions),
+            ("foreign_results", self.foreign_results),
         ]
     }
 }
@@ -604,6 +612,7 @@ impl System for SwitchMlRdma {
                         ..HostStats::default()
                     },
                     started: false,
+                    foreign_results: 0,
                 }) as Box<dyn Worker>
             })
             .collect();
