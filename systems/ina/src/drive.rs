@@ -407,14 +407,16 @@ pub fn measure_frame_ns(sys: &dyn System) -> u64 {
     ns.checked_div(frames).unwrap_or(0)
 }
 
-/// Which host stack a system has in the paper's testbed: NetReduce's and SwitchML-RDMA's
-/// transports run in the RoCE NIC, and so does the ring all-reduce baseline (`rc_stream`,
-/// `ring_allreduce`: NCCL 2.4.7 over the testbed's RoCE NICs, the paper's "Baselines" paragraph); ATP's and SwitchML's are their released software clients
-/// ("software multi-thread mode", Sec. 5.2): `dpdk`, the release's threads and transmit path
-/// ([`crate::hoststack`]).
+/// Which host stack a system has in the paper's testbed: the RoCE-style transports
+/// ([`crate::hoststack::ordered_transport`]: NetReduce, SwitchML-RDMA, and the ring all-reduce
+/// baseline, `rc_stream`/`ring_allreduce`, NCCL 2.4.7 over the testbed's RoCE NICs, the paper's
+/// "Baselines" paragraph) run in the NIC; ATP's and SwitchML's are their released software
+/// clients ("software multi-thread mode", Sec. 5.2): `dpdk`, the release's threads and transmit
+/// path ([`crate::hoststack`]).
 pub fn paper_host_stack(system: &str) -> &'static str {
-    match system {
-        "netreduce" | "switchml_rdma" | "rc_stream" | "ring_allreduce" => "nic",
-        _ => "dpdk",
+    if crate::hoststack::ordered_transport(system) {
+        "nic"
+    } else {
+        "dpdk"
     }
 }
