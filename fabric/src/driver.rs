@@ -135,6 +135,20 @@ impl<N: Endpoint> Fabric<N> for Sim {
     }
 
     fn run(&mut self, nodes: Vec<N>, until: &Until) -> Result<(Vec<N>, FabricReport), FabricError> {
+        self.run_observed(nodes, until, |_, _| {})
+    }
+}
+
+impl Sim {
+    /// As [`Fabric::run`], with `observe` shown the virtual time and the nodes after every event,
+    /// before the stop check (what a calibration's [`crate::wrap::CpuMeter`] counts its batches
+    /// by; it changes nothing in the run).
+    pub fn run_observed<N: Endpoint>(
+        &mut self,
+        nodes: Vec<N>,
+        until: &Until,
+        mut observe: impl FnMut(Nanos, &[N]),
+    ) -> Result<(Vec<N>, FabricReport), FabricError> {
         check_ids(&nodes)?;
         let n = nodes.len();
         let free = sim::NodeConfig {
@@ -151,6 +165,7 @@ impl<N: Endpoint> Fabric<N> for Sim {
         let mut done_at: Vec<Nanos> = vec![0; n];
         let rep = f
             .run_until_at(until.limit_ns, |now, nodes| {
+                observe(now, nodes);
                 let mut all = true;
                 for (i, node) in nodes.iter().enumerate() {
                     if node.is_done() {
