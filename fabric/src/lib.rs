@@ -11,9 +11,11 @@ pub mod batch;
 pub mod driver;
 pub mod endpoint;
 pub mod fault;
+pub mod forward;
 pub mod fuzz;
 pub mod mem;
 pub mod netns;
+pub mod node;
 pub mod raw;
 pub mod sim;
 #[cfg(feature = "testing")]
@@ -25,3 +27,5 @@ pub use driver::{
     Fabric, FabricChoice, FabricError, FabricReport, Mem, NodeTotals, Sim, UdpThreads, Until,
 };
 pub use endpoint::{BufPool, Endpoint, Nanos, NodeId, Transmit};
+pub use forward::{ForwardStats, Forwarder, Route};
+pub use node::Node;
