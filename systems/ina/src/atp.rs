@@ -847,6 +847,20 @@ impl System for Atp {
         "atp"
     }
 
+    fn in_network(&self) -> bool {
+        true
+    }
+
+    /// ATP's released client ([`crate::hoststack::DpdkStack::atp_release`]).
+    fn dpdk_client(&self, core_frame_ns: u64) -> crate::hoststack::DpdkStack {
+        crate::hoststack::DpdkStack::atp_release(core_frame_ns)
+    }
+
+    /// No payload integrity check.
+    fn fuzz_findings(&self) -> &'static [inabench_fabric::fuzz::Kind] {
+        &[inabench_fabric::fuzz::Kind::Flip]
+    }
+
     fn build(&self, cfg: &AllReduceConfig) -> Result<Setup, SetupError> {
         let layout = Layout::new(cfg)?;
         let switch = cfg.workers as NodeId;

@@ -189,6 +189,65 @@ pub trait System: Sync {
     fn extra_links(&self) -> u32 {
         0
     }
+    /// Whether the system's transport needs its packets in order: the RoCE-style ones (one queue
+    /// pair's packet sequence numbers: NetReduce, SwitchML-RDMA, the ring, the RC stream). Such a
+    /// system keeps one transmit buffer in a DPDK client (striping its frames over the threads'
+    /// buffers would reorder them) and ran on a RoCE NIC in the paper's testbed.
+    fn ordered_transport(&self) -> bool {
+        false
+    }
+    /// The software client of this system on DPDK, at `core_frame_ns` a frame and core: the
+    /// released client where one was read (SwitchML's, ATP's override this); by default a client
+    /// priced as SwitchML's released one (the only other release read), keeping the protocol's
+    /// own window and, for an ordered transport, one transmit buffer.
+    fn dpdk_client(&self, core_frame_ns: u64) -> crate::hoststack::DpdkStack {
+        crate::hoststack::DpdkStack::priced_as_switchml(core_frame_ns, self.ordered_transport())
+    }
+    /// The host stack the system had in the paper's testbed: the RoCE-style transports
+    /// ([`System::ordered_transport`]: NetReduce, SwitchML-RDMA, and the ring all-reduce
+    /// baseline, NCCL 2.4.7 over the testbed's RoCE NICs, the NetReduce paper's "Baselines"
+    /// paragraph) run in the NIC (`nic`); ATP's and SwitchML's are their released software
+    /// clients ("software multi-thread mode", Sec. 5.2): `dpdk`, the release's threads and
+    /// transmit path ([`crate::hoststack`]).
+    fn paper_host_stack(&self) -> &'static str {
+        if self.ordered_transport() {
+            "nic"
+        } else {
+            "dpdk"
+        }
+    }
+    /// How many shards the switch runs as on the udp fabric for `cfg` (the spec's
+    /// `switch_shards` knob where the system allows it, else the system's default); 1 unless the
+    /// system can split its switch ([`System::shard_key`]).
+    fn switch_shards(&self, _cfg: &AllReduceConfig) -> usize {
+        1
+    }
+    /// The shard of a frame from a worker (a system whose switch can run as several shards
+    /// says which shard a worker's frame goes to); `None`: the switch is one shard.
+    fn shard_key(&self) -> Option<fn(&[u8]) -> usize> {
+        None
+    }
+    /// Whether the fuzz body and the hostile-frame properties drive this system (an all-reduce
+    /// with workers and a switch; the RC stream is a pair of hosts).
+    fn fuzzed(&self) -> bool {
+        true
+    }
+    /// The kinds of hostile frame the system is documented to be fooled by (the findings of the
+    /// hostile-frame properties): with one in a fuzz schedule a wrong or unfinished result is
+    /// that finding, not a failure.
+    fn fuzz_findings(&self) -> &'static [inabench_fabric::fuzz::Kind] {
+        &[]
+    }
+    /// Whether the system aggregates in the network (NetReduce's Table 6 compares these four);
+    /// the ring all-reduce and the RC stream are host-only baselines.
+    fn in_network(&self) -> bool {
+        false
+    }
+    /// Metrics that follow from the system's layout for `cfg` and a run of `time_ns` (e.g.
+    /// NetReduce's padding share, SwitchML's slot cycle), recorded where a spec declares them.
+    fn layout_metrics(&self, _cfg: &AllReduceConfig, _time_ns: f64) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
     /// Node `node` of the setup for `cfg` (the order of [`Setup::into_nodes`]), alone. By
     /// default the whole setup is built and the rest dropped; a system whose nodes can be built
     /// on their own overrides this, so that a process per node (the udp fabric) builds only its

@@ -6,7 +6,6 @@
 
 use crate::common::{AllReduceConfig, SetupNode, System};
 use crate::hoststack::{CoreCosts, HostStack, StackError, StackStats, TxBuffered};
-use crate::netreduce::NetReduce;
 use inabench_fabric::Endpoint;
 use inabench_fabric::fault::Faults;
 use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric, SimReport};
@@ -16,18 +15,8 @@ use inabench_fabric::wrap::{CpuMeter, Timed};
 /// stands for a rack-local cable and a switch hop.
 pub const LINK_LATENCY_NS: u64 = 500;
 
-/// A Table 6 system by its spec name.
-pub fn system(name: &str) -> Option<&'static dyn System> {
-    match name {
-        "netreduce" => Some(&NetReduce),
-        "switchml" => Some(&crate::switchml::SwitchMl),
-        "atp" => Some(&crate::atp::Atp),
-        "switchml_rdma" => Some(&crate::switchml_rdma::SwitchMlRdma),
-        "rc_stream" => Some(&crate::stream::RcStream),
-        "ring_allreduce" => Some(&crate::ring::RingAllReduce),
-        _ => None,
-    }
-}
+/// A system by its spec name ([`crate::SYSTEMS`]).
+pub use crate::system;
 
 /// Run one all-reduce on the sim fabric.
 pub fn run_sim(
@@ -301,7 +290,7 @@ pub fn run_setup_sim_stack(
 
 /// The host stack a spec names for a system (`host_stack`: `nic`, `measured` (or its older
 /// name `software`), `dpdk`, or `paper`: what the system had in the paper's testbed, see
-/// [`paper_host_stack`]), priced by `costs`, the host profile's cost per frame and core and
+/// [`System::paper_host_stack`]), priced by `costs`, the host profile's cost per frame and core and
 /// thread count for the system's software client (needed by every stack but `nic`):
 /// `measured` runs it on one thread, `dpdk` on the released client's threads with its
 /// transmit buffer ([`crate::hoststack::DpdkStack::from_costs`]: ATP's release for `atp`,
@@ -315,7 +304,7 @@ pub fn host_stack_for(
     drain_us: Option<f64>,
 ) -> Result<HostStack, StackError> {
     let name = match name {
-        None | Some("paper") => paper_host_stack(sys.name()),
+        None | Some("paper") => sys.paper_host_stack(),
         Some(n) => n,
     };
     let need = |stack: &str| {
@@ -328,7 +317,7 @@ pub fn host_stack_for(
         "nic" => Ok(HostStack::Nic),
         "measured" | "software" => Ok(HostStack::Measured(need(name)?.core_ns())),
         "dpdk" => Ok(HostStack::Dpdk(crate::hoststack::DpdkStack::with_costs(
-            sys.name(),
+            sys,
             need(name)?,
             cores,
             tx_burst,
@@ -405,18 +394,4 @@ pub fn measure_frame_ns(sys: &dyn System) -> u64 {
         .sum();
     let ns: u64 = (0..k).map(|i| meter.cpu_ns(i)).sum();
     ns.checked_div(frames).unwrap_or(0)
-}
-
-/// Which host stack a system has in the paper's testbed: the RoCE-style transports
-/// ([`crate::hoststack::ordered_transport`]: NetReduce, SwitchML-RDMA, and the ring all-reduce
-/// baseline, `rc_stream`/`ring_allreduce`, NCCL 2.4.7 over the testbed's RoCE NICs, the paper's
-/// "Baselines" paragraph) run in the NIC; ATP's and SwitchML's are their released software
-/// clients ("software multi-thread mode", Sec. 5.2): `dpdk`, the release's threads and transmit
-/// path ([`crate::hoststack`]).
-pub fn paper_host_stack(system: &str) -> &'static str {
-    if crate::hoststack::ordered_transport(system) {
-        "nic"
-    } else {
-        "dpdk"
-    }
 }

@@ -21,27 +21,25 @@ use inabench_fabric::fuzz::{
 };
 use inabench_fabric::sim::{LinkConfig, SimFabric};
 
-/// The systems the body drives, by the first byte of the input.
-pub const SYSTEMS: [&str; 5] = [
-    "netreduce",
-    "switchml",
-    "switchml_rdma",
-    "atp",
-    "ring_allreduce",
-];
+/// The systems the body drives, by the first byte of the input: those of [`crate::SYSTEMS`]
+/// that are [`crate::common::System::fuzzed`], in its order.
+pub fn systems() -> &'static [&'static str] {
+    static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        crate::SYSTEMS
+            .iter()
+            .filter(|s| s.fuzzed())
+            .map(|s| s.name())
+            .collect()
+    })
+}
 
-/// The kinds of hostile frame a system is documented to be fooled by (the findings of
-/// `tests/arbitrary_frames.rs`, its ignored properties): with one in the schedule a wrong or
-/// unfinished result is that finding, not a failure of the body. NetReduce cannot tell a replay
-/// from a fresh frame, nor a flip outside the ICRC (Ethernet header, IPv4 TTL/TOS/checksum) from
-/// a replay; SwitchML and ATP carry no payload integrity check; SwitchML-RDMA's workers ignore
-/// the ICRC of results.
+/// The kinds of hostile frame a system is documented to be fooled by
+/// ([`crate::common::System::fuzz_findings`]: the findings of `tests/arbitrary_frames.rs`, its
+/// ignored properties): with one in the schedule a wrong or unfinished result is that finding,
+/// not a failure of the body.
 pub fn findings(name: &str) -> &'static [Kind] {
-    match name {
-        "netreduce" => &[Kind::Flip, Kind::Replay],
-        "switchml" | "switchml_rdma" | "atp" => &[Kind::Flip],
-        _ => &[],
-    }
+    system(name).map_or(&[], |s| s.fuzz_findings())
 }
 
 fn cfg() -> AllReduceConfig {
@@ -150,7 +148,7 @@ pub fn run(name: &'static str, data: &[u8]) -> Outcome {
 pub fn seeds() -> Vec<(String, Vec<u8>)> {
     let c = cfg();
     let mut out = Vec::new();
-    for (pick, name) in SYSTEMS.iter().enumerate() {
+    for (pick, name) in systems().iter().enumerate() {
         let setup = nodes(name, &c);
         let n = setup.len();
         let mut f = fabric(setup, &c);
@@ -167,10 +165,11 @@ pub fn seeds() -> Vec<(String, Vec<u8>)> {
 /// The body: the first byte picks the system, the rest is the schedule; a wrong, unfinished or
 /// later changed result fails unless the schedule holds a kind of frame in [`findings`].
 pub fn endpoints(data: &[u8]) {
-    let Some((sys, data)) = pick(data, SYSTEMS.len()) else {
+    let names = systems();
+    let Some((sys, data)) = pick(data, names.len()) else {
         return;
     };
-    let name = SYSTEMS[sys];
+    let name = names[sys];
     let o = run(name, data);
     if !o.exempt {
         assert!(

@@ -37,7 +37,7 @@
 //! Each of the client's threads has its own transmit buffer ([`HostStack::tx_lanes`] buffers per
 //! host): the frames a worker sends are striped over them in send order, so each buffer fills
 //! at `1/cores` of the host's rate and waits for its own drain. Systems whose transport needs
-//! its packets in order ([`ordered_transport`]: NetReduce, SwitchML-RDMA, the ring) keep one
+//! its packets in order ([`crate::common::System::ordered_transport`]: NetReduce, SwitchML-RDMA, the ring) keep one
 //! buffer under `dpdk` (a real client keeps a queue pair on one thread; striping would reorder
 //! its packets).
 //!
@@ -191,31 +191,30 @@ impl DpdkStack {
         }
     }
 
-    /// The released client of `system` (`atp`: [`DpdkStack::atp_release`]; every other
-    /// system: [`DpdkStack::switchml_release`], the only other release read). A system whose
-    /// transport needs its packets in order (the RoCE-style ones: NetReduce, SwitchML-RDMA, the
-    /// ring, the RC stream; one queue pair's packet sequence) keeps one transmit buffer: striping
-    /// its frames over the threads' buffers would reorder them, which a real client avoids by
-    /// keeping a queue pair on one thread.
-    pub fn release(system: &str, core_frame_ns: u64) -> Self {
-        let mut s = match system {
-            "atp" => Self::atp_release(core_frame_ns),
-            _ => Self::switchml_release(core_frame_ns),
-        };
-        // the outstanding packets are SwitchML's pool; the hypothetical clients priced as
-        // SwitchML's (NetReduce, SwitchML-RDMA, the ring) keep their own windows
-        if system != "switchml" {
-            s.outstanding = None;
-        }
-        if ordered_transport(system) {
+    /// A client priced as SwitchML's released one (the only other release read) for a system
+    /// whose own client was not read: SwitchML's threads, transmit buffer and drain, but the
+    /// protocol's own window (SwitchML's pool is SwitchML's), and one transmit buffer for a
+    /// transport that needs its packets in order (`ordered`: striping its frames over the
+    /// threads' buffers would reorder them, which a real client avoids by keeping a queue pair
+    /// on one thread). [`crate::common::System::dpdk_client`]'s default.
+    pub fn priced_as_switchml(core_frame_ns: u64, ordered: bool) -> Self {
+        let mut s = Self::switchml_release(core_frame_ns);
+        s.outstanding = None;
+        if ordered {
             s.lanes = 1;
         }
         s
     }
 
+    /// The client of `system` ([`crate::common::System::dpdk_client`]: ATP's and SwitchML's
+    /// releases, every other system priced as SwitchML's).
+    pub fn release(system: &dyn crate::common::System, core_frame_ns: u64) -> Self {
+        system.dpdk_client(core_frame_ns)
+    }
+
     /// The released client of `system` with a host profile's costs: its cost per frame and
     /// core, and its thread count (the profile's `threads`, which cites the release).
-    pub fn from_costs(system: &str, costs: CoreCosts) -> Self {
+    pub fn from_costs(system: &dyn crate::common::System, costs: CoreCosts) -> Self {
         let mut s = Self::release(system, costs.core_ns());
         s.cores = costs.threads.max(1);
         s.latency_ns = costs.latency_ns;
@@ -228,7 +227,7 @@ impl DpdkStack {
     /// As [`DpdkStack::release`] of `system` with the spec's overrides (`cores`, `tx_burst`,
     /// `drain_us`), checked.
     pub fn with(
-        system: &str,
+        system: &dyn crate::common::System,
         core_frame_ns: u64,
         cores: Option<f64>,
         tx_burst: Option<f64>,
@@ -240,7 +239,7 @@ impl DpdkStack {
     /// As [`DpdkStack::from_costs`] with the spec's overrides (`cores`, `tx_burst`,
     /// `drain_us`), checked.
     pub fn with_costs(
-        system: &str,
+        system: &dyn crate::common::System,
         costs: CoreCosts,
         cores: Option<f64>,
         tx_burst: Option<f64>,
@@ -281,15 +280,6 @@ impl DpdkStack {
     pub fn frame_ns(&self) -> u64 {
         self.core_frame_ns.div_ceil(u64::from(self.cores.max(1)))
     }
-}
-
-/// Whether a system's transport needs its packets in order (RoCE-style: a queue pair's packet
-/// sequence numbers).
-pub fn ordered_transport(system: &str) -> bool {
-    matches!(
-        system,
-        "netreduce" | "switchml_rdma" | "ring_allreduce" | "rc_stream"
-    )
 }
 
 /// What the hosts' transmit buffers held in a run: frames and their total wait (ns).
@@ -619,6 +609,10 @@ impl<N: Endpoint> Endpoint for TxBuffered<N> {
 mod tests {
     use super::*;
 
+    fn sys(name: &str) -> &'static dyn crate::common::System {
+        crate::system(name).unwrap_or_else(|| panic!("{name} is in the list of systems"))
+    }
+
     /// Sends `n` frames at start; after each frame it receives, sends one more (until `total`).
     struct Echo {
         left: u32,
@@ -918,37 +912,37 @@ mod tests {
         assert_eq!(HostStack::Dpdk(d).tx_buffer(), Some((64, 10_000)));
         assert_eq!(HostStack::Dpdk(d).tx_lanes(), 4, "a buffer per thread");
         assert_eq!(
-            HostStack::Dpdk(DpdkStack::release("netreduce", 1_000)).tx_lanes(),
+            HostStack::Dpdk(DpdkStack::release(sys("netreduce"), 1_000)).tx_lanes(),
             1,
             "an ordered transport keeps one buffer"
         );
         assert_eq!(HostStack::Measured(1_000).tx_lanes(), 1);
         assert_eq!(HostStack::Measured(1_000).frame_ns(), 1_000);
         assert_eq!(HostStack::Nic.frame_ns(), 0);
-        let d = DpdkStack::with("switchml", 1_001, Some(2.0), Some(8.0), Some(2.5)).unwrap();
+        let d = DpdkStack::with(sys("switchml"), 1_001, Some(2.0), Some(8.0), Some(2.5)).unwrap();
         assert_eq!((d.frame_ns(), d.tx_burst, d.drain_ns), (501, 8, 2_500));
         assert_eq!(d.lanes, 2, "the lanes follow the cores asked for");
         assert_eq!(
-            DpdkStack::with("switchml", 1, Some(0.0), None, None),
+            DpdkStack::with(sys("switchml"), 1, Some(0.0), None, None),
             Err(StackError::NoCores(0.0))
         );
         assert_eq!(
-            DpdkStack::with("switchml", 1, None, Some(0.5), None),
+            DpdkStack::with(sys("switchml"), 1, None, Some(0.5), None),
             Err(StackError::NoBurst(0.5))
         );
     }
 
     #[test]
     fn atp_runs_its_own_release_twelve_cores_and_no_buffer() {
-        let d = DpdkStack::release("atp", 1_200);
+        let d = DpdkStack::release(sys("atp"), 1_200);
         assert_eq!(d.cores, ATP_RELEASE_CORES);
         assert_eq!(d.frame_ns(), 100);
         assert_eq!(HostStack::Dpdk(d).tx_buffer(), None);
         // every other system keeps SwitchML's release
-        let s = DpdkStack::release("switchml", 1_200);
+        let s = DpdkStack::release(sys("switchml"), 1_200);
         assert_eq!((s.frame_ns(), s.tx_burst), (300, 64));
         // a spec's override still applies on top of ATP's release
-        let o = DpdkStack::with("atp", 1_200, Some(6.0), Some(16.0), None).unwrap();
+        let o = DpdkStack::with(sys("atp"), 1_200, Some(6.0), Some(16.0), None).unwrap();
         assert_eq!(
             HostStack::Dpdk(o).tx_buffer().map(|b| b.0),
             Some(16),
@@ -1093,7 +1087,7 @@ mod tests {
             timeout_ns: 1_000_000,
             knobs,
         };
-        let stack = HostStack::Dpdk(DpdkStack::release("switchml", 0));
+        let stack = HostStack::Dpdk(DpdkStack::release(sys("switchml"), 0));
         assert_eq!(
             stack.client_knobs(&cfg(vec![])),
             vec![("pool".to_string(), 256.0)]
@@ -1104,7 +1098,7 @@ mod tests {
                 .is_empty()
         );
         for other in ["atp", "netreduce", "switchml_rdma"] {
-            let s = HostStack::Dpdk(DpdkStack::release(other, 0));
+            let s = HostStack::Dpdk(DpdkStack::release(sys(other), 0));
             assert!(s.client_knobs(&cfg(vec![])).is_empty(), "{other}");
         }
         assert!(HostStack::Nic.client_knobs(&cfg(vec![])).is_empty());
@@ -1156,7 +1150,7 @@ mod tests {
             &crate::netreduce::NetReduce,
         ];
         for sys in systems {
-            let stack = HostStack::Dpdk(DpdkStack::release(sys.name(), 400));
+            let stack = HostStack::Dpdk(DpdkStack::release(sys, 400));
             assert_eq!(stack.tx_lanes(), 1, "{}", sys.name());
             let (nodes, rep, st) =
                 run_sim_stack(sys, &cfg, Faults::default(), &stack, 1_000_000_000, None).unwrap();

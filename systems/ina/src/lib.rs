@@ -6,7 +6,11 @@
 //! - [`netreduce`]: the host flow-control module and the FPGA accelerator ([`fpga`] model);
 //! - [`switchml`], [`atp`], [`switchml_rdma`]: the baselines' hosts and switch programs, on
 //! - [`tofino`]: the pipeline model (stages, 192 bytes per pass, recirculation, chained pipelines);
-//! - [`common`]: the interface the experiments drive (config, workers, switch, stats).
+//! - [`common`]: the interface the experiments drive (config, workers, switch, stats);
+//! - [`SYSTEMS`]: the one list of systems. A system's facts (its host stack in the paper, its
+//!   DPDK client, whether its transport needs order, how its switch shards, its fuzz findings,
+//!   its layout metrics) are methods of [`common::System`]; nothing outside this list matches on
+//!   a system's name (`harness/tests/seam.rs` checks it).
 
 pub mod atp;
 pub mod bfp;
@@ -26,3 +30,35 @@ pub mod switchml_rdma;
 pub mod tofino;
 pub mod training;
 pub mod udp_node;
+
+use common::System;
+
+/// Every system of this crate, by the name the specs use. The fuzz body picks a system by an
+/// input's first byte in this order among those [`System::fuzzed`], so new systems go at the
+/// end.
+pub const SYSTEMS: &[&dyn System] = &[
+    &netreduce::NetReduce,
+    &switchml::SwitchMl,
+    &switchml_rdma::SwitchMlRdma,
+    &atp::Atp,
+    &ring::RingAllReduce,
+    &stream::RcStream,
+];
+
+/// A system by its spec name.
+pub fn system(name: &str) -> Option<&'static dyn System> {
+    SYSTEMS.iter().copied().find(|s| s.name() == name)
+}
+
+/// The names of the systems that aggregate in the network ([`System::in_network`]), in list
+/// order: what NetReduce's Table 6 compares.
+pub fn in_network_names() -> &'static [&'static str] {
+    static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        SYSTEMS
+            .iter()
+            .filter(|s| s.in_network())
+            .map(|s| s.name())
+            .collect()
+    })
+}

@@ -533,6 +533,52 @@ impl System for NetReduce {
         "netreduce"
     }
 
+    /// RC over RoCE: a queue pair's packets in PSN order.
+    fn ordered_transport(&self) -> bool {
+        true
+    }
+
+    fn in_network(&self) -> bool {
+        true
+    }
+
+    /// The layout's QP count is the shard count (the same knob, `switch_shards`, the same
+    /// bounds): with S shards each worker opens S RC connections to its successor, message `m` on
+    /// QP `m mod S` ([`Layout::qps`]), and shard `q` serves QP `q` (its CLT entries and
+    /// aggregators), so each QP's packets and ACKs stay in order on one shard (an earlier split
+    /// by message over one QP interleaved the shards' result streams on each RC connection,
+    /// whose responder took an out-of-order PSN for a loss: go-back-N, 5x slower).
+    fn switch_shards(&self, cfg: &AllReduceConfig) -> usize {
+        Layout::new(cfg).map_or(1, |l| l.qps as usize)
+    }
+
+    /// The QP index of a worker frame's destination QP ([`qp_index`]), data and ACKs alike, so
+    /// every packet of one RC connection goes through one shard in order.
+    fn shard_key(&self) -> Option<fn(&[u8]) -> usize> {
+        fn shard(frame: &[u8]) -> usize {
+            use inabench_wire::roce::{FrameRepr, IcrcCheck};
+            FrameRepr::parse_with(frame, IcrcCheck::Ignore)
+                .map_or(0, |(repr, _)| qp_index(repr.bth.dest_qp) as usize)
+        }
+        Some(shard)
+    }
+
+    /// NetReduce cannot tell a replay from a fresh frame, nor a flip outside the ICRC (Ethernet
+    /// header, IPv4 TTL/TOS/checksum) from a replay.
+    fn fuzz_findings(&self) -> &'static [inabench_fabric::fuzz::Kind] {
+        use inabench_fabric::fuzz::Kind;
+        &[Kind::Flip, Kind::Replay]
+    }
+
+    /// `padding`: the share of payload bytes sent as padding (NetReduce pads its last message
+    /// to MsgLen packets), in %.
+    fn layout_metrics(&self, cfg: &AllReduceConfig, _time_ns: f64) -> Vec<(&'static str, f64)> {
+        Layout::new(cfg).map_or_else(
+            |_| Vec::new(),
+            |l| vec![("padding", 100.0 * l.padding_share())],
+        )
+    }
+
     /// The accelerator sits behind the switch on its own ports (Sec. 4, Fig. 5): every packet
     /// to it and from it crosses one more link each way.
     fn extra_links(&self) -> u32 {

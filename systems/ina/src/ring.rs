@@ -365,6 +365,11 @@ impl System for RingAllReduce {
         "ring_allreduce"
     }
 
+    /// RC over RoCE (NCCL's ring in the paper's testbed): in PSN order.
+    fn ordered_transport(&self) -> bool {
+        true
+    }
+
     fn build_with(
         &self,
         cfg: &AllReduceConfig,

@@ -270,6 +270,16 @@ impl System for RcStream {
         "rc_stream"
     }
 
+    /// RC over RoCE: in PSN order.
+    fn ordered_transport(&self) -> bool {
+        true
+    }
+
+    /// A pair of hosts, not an all-reduce: the fuzz body does not drive it.
+    fn fuzzed(&self) -> bool {
+        false
+    }
+
     fn build(&self, cfg: &AllReduceConfig) -> Result<Setup, SetupError> {
         if cfg.workers != 2 {
             return Err(SetupError::Config(format!(

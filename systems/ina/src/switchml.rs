@@ -624,6 +624,62 @@ impl System for SwitchMl {
         "switchml"
     }
 
+    fn in_network(&self) -> bool {
+        true
+    }
+
+    /// The released DPDK client ([`crate::hoststack::DpdkStack::switchml_release`]).
+    fn dpdk_client(&self, core_frame_ns: u64) -> crate::hoststack::DpdkStack {
+        crate::hoststack::DpdkStack::switchml_release(core_frame_ns)
+    }
+
+    /// By aggregator slot (a switch shard owns its slots and sends their results in any order):
+    /// by default one shard per core the workers leave (at least 1, at most 16); the spec's
+    /// `switch_shards` up to 16.
+    fn switch_shards(&self, cfg: &AllReduceConfig) -> usize {
+        match cfg.knob("switch_shards") {
+            Some(k) if k >= 1.0 => (k as usize).min(16),
+            _ => {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                cores.saturating_sub(cfg.workers).clamp(1, 16)
+            }
+        }
+    }
+
+    /// A worker frame's aggregator slot.
+    fn shard_key(&self) -> Option<fn(&[u8]) -> usize> {
+        fn shard(frame: &[u8]) -> usize {
+            use inabench_wire::{ethernet, ina::SwitchMlHeader, ipv4, udp};
+            let slot = || {
+                let eth = ethernet::Packet::new_checked(frame).ok()?;
+                let ip = ipv4::Packet::new_checked(eth.payload()).ok()?;
+                let u = udp::Packet::new_checked(ip.payload()).ok()?;
+                SwitchMlHeader::parse(u.payload())
+                    .ok()
+                    .map(|h| usize::from(h.pool_index))
+            };
+            slot().unwrap_or(0)
+        }
+        Some(shard)
+    }
+
+    /// No payload integrity check.
+    fn fuzz_findings(&self) -> &'static [inabench_fabric::fuzz::Kind] {
+        &[inabench_fabric::fuzz::Kind::Flip]
+    }
+
+    /// `slot_cycle`: the mean time between two uses of a slot (the all-reduce over its rounds),
+    /// in us.
+    fn layout_metrics(&self, cfg: &AllReduceConfig, time_ns: f64) -> Vec<(&'static str, f64)> {
+        Layout::new(cfg, &crate::tofino::TofinoModel::PAPER).map_or_else(
+            |_| Vec::new(),
+            |l| {
+                let rounds = l.chunks.div_ceil(l.slots).max(1);
+                vec![("slot_cycle", time_ns / 1e3 / rounds as f64)]
+            },
+        )
+    }
+
     fn build_with(
         &self,
         cfg: &AllReduceConfig,

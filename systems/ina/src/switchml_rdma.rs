@@ -585,6 +585,20 @@ impl System for SwitchMlRdma {
         "switchml_rdma"
     }
 
+    /// UC WRITEs over RoCE: a queue pair's packets in PSN order.
+    fn ordered_transport(&self) -> bool {
+        true
+    }
+
+    fn in_network(&self) -> bool {
+        true
+    }
+
+    /// The workers ignore the ICRC of results.
+    fn fuzz_findings(&self) -> &'static [inabench_fabric::fuzz::Kind] {
+        &[inabench_fabric::fuzz::Kind::Flip]
+    }
+
     fn build(&self, cfg: &AllReduceConfig) -> Result<Setup, SetupError> {
         let model = TofinoModel::PAPER;
         let l = Layout::new(cfg, &model)?;

@@ -200,58 +200,10 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
 /// The switch's shards a run uses (the knob `switch_shards`; each shard an identical switch
 /// program on its own socket and thread or process, as a Tofino splits its work across pipes).
 /// A shard must hold every packet of an aggregation, so only systems whose packets name their
-/// aggregator can be split:
-/// - SwitchML by slot (`pool_index` mod shards): slots are independent and a worker takes its
-///   results in any order; by default one shard per core the workers leave (at least 1, at
-///   most 16);
-/// - NetReduce by QP: with S shards each worker opens S RC connections (QPs) to its successor,
-///   message `m` on QP `m mod S` ([`crate::netreduce::Layout::qps`]), and shard `q` serves QP `q`
-///   (its CLT entries and aggregators), so each QP's packets and ACKs stay in order on one shard
-///   (an earlier split by message over one QP interleaved the shards' result streams on each RC
-///   connection, whose responder took an out-of-order PSN for a loss: go-back-N, 5x slower);
-///   by default 1, at most [`crate::netreduce::MAX_QPS`] and the message count;
-/// - other systems: 1.
+/// aggregator can be split: [`crate::common::System::switch_shards`] and
+/// [`crate::common::System::shard_key`] (SwitchML by slot, NetReduce by QP; every other system 1).
 pub fn switch_shards(job: &NodeJob) -> usize {
-    let cfg = job.config();
-    let (default, max) = match job.system.as_str() {
-        "netreduce" => {
-            // the layout's QP count is the shard count (the same knob, the same bounds)
-            return crate::netreduce::Layout::new(&cfg).map_or(1, |l| l.qps as usize);
-        }
-        "switchml" => {
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            (cores.saturating_sub(job.workers).clamp(1, 16), 16)
-        }
-        _ => return 1,
-    };
-    match cfg.knob("switch_shards") {
-        Some(k) if k >= 1.0 => (k as usize).min(max),
-        _ => default,
-    }
-}
-
-/// NetReduce's shard of a frame from a worker: the QP index of its destination QP
-/// ([`crate::netreduce::qp_index`]), data and ACKs alike, so every packet of one RC connection
-/// goes through one shard in order.
-fn netreduce_shard(frame: &[u8]) -> usize {
-    use inabench_wire::roce::{FrameRepr, IcrcCheck};
-    FrameRepr::parse_with(frame, IcrcCheck::Ignore).map_or(0, |(repr, _)| {
-        crate::netreduce::qp_index(repr.bth.dest_qp) as usize
-    })
-}
-
-/// SwitchML's shard of a frame from a worker: its aggregator slot.
-fn switchml_shard(frame: &[u8]) -> usize {
-    use inabench_wire::{ethernet, ina::SwitchMlHeader, ipv4, udp};
-    let slot = || {
-        let eth = ethernet::Packet::new_checked(frame).ok()?;
-        let ip = ipv4::Packet::new_checked(eth.payload()).ok()?;
-        let u = udp::Packet::new_checked(ip.payload()).ok()?;
-        SwitchMlHeader::parse(u.payload())
-            .ok()
-            .map(|h| usize::from(h.pool_index))
-    };
-    slot().unwrap_or(0)
+    system(&job.system).map_or(1, |sys| sys.switch_shards(&job.config()))
 }
 
 /// A worker's steering when the switch runs as several shards.
@@ -259,11 +211,8 @@ fn steering(job: &NodeJob, shards: Vec<Vec<SocketAddrV4>>) -> Option<Steering> {
     if shards.iter().all(|s| s.len() <= 1) {
         return None;
     }
-    let key: udp::ShardKey = match job.system.as_str() {
-        "netreduce" => Arc::new(netreduce_shard),
-        "switchml" => Arc::new(switchml_shard),
-        _ => return None,
-    };
+    let key = system(&job.system)?.shard_key()?;
+    let key: udp::ShardKey = Arc::new(key);
     Some(Steering { shards, key })
 }
 

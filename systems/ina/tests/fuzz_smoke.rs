@@ -4,11 +4,11 @@
 //! applies, on a flood, or on any panic of an endpoint.
 
 use inabench_fabric::fuzz::{every_kind, frame, seeded};
-use inabench_ina::fuzz::{SYSTEMS, endpoints};
+use inabench_ina::fuzz::{endpoints, systems};
 
 #[test]
 fn every_system_takes_every_kind_of_hostile_frame() {
-    every_kind(endpoints, SYSTEMS.len(), 6, |node| {
+    every_kind(endpoints, systems().len(), 6, |node| {
         [
             // raw bytes before the first real frame, from an id past the last node
             frame(0, node, 2, 0, &[5, 0, 1, 2, 3, 4, 5]),
@@ -24,7 +24,7 @@ fn every_system_takes_every_kind_of_hostile_frame() {
 
 #[test]
 fn seeded_random_inputs() {
-    seeded(endpoints, SYSTEMS.len(), 200);
+    seeded(endpoints, systems().len(), 200);
 }
 
 /// The body can see a wrong sum: a flipped payload byte of a SwitchML contribution (no payload
@@ -47,7 +47,7 @@ fn the_body_sees_the_documented_switchml_finding() {
 
 #[test]
 fn a_clean_schedule_gives_exact_sums_everywhere() {
-    for name in SYSTEMS {
+    for name in systems() {
         let o = inabench_ina::fuzz::run(name, &[]);
         assert_eq!(
             o,
@@ -72,7 +72,7 @@ fn the_committed_seeds_pass_the_body_for_every_system() {
     let dir =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds/ina_endpoints");
     let inputs = inabench_fabric::fuzz::check_seeds(&dir, inabench_ina::fuzz::seeds, endpoints);
-    for (pick, name) in SYSTEMS.iter().enumerate() {
+    for (pick, name) in systems().iter().enumerate() {
         let n = inputs.iter().filter(|i| usize::from(i[0]) == pick).count();
         assert!(n >= 4, "{name}: {n} seeds");
     }

@@ -39,7 +39,7 @@ impl Workload for Table6 {
     }
 
     fn systems(&self) -> Option<&'static [&'static str]> {
-        Some(&["netreduce", "switchml", "atp", "switchml_rdma"])
+        Some(inabench_ina::in_network_names())
     }
 
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
@@ -253,20 +253,9 @@ impl Workload for Table6 {
             ctx.record_if_declared("stack_wait", w);
         }
         ctx.record_if_declared("host_cost", cost as f64);
-        // NetReduce pads its last message to MsgLen packets: the share of payload bytes sent as padding
-        if ctx.system() == "netreduce"
-            && let Ok(l) = inabench_ina::netreduce::Layout::new(&cfg)
-        {
-            ctx.record_if_declared("padding", 100.0 * l.padding_share());
-        }
-        // SwitchML: the mean time between two uses of a slot (the all-reduce over its rounds)
-        if ctx.declares("slot_cycle")
-            && ctx.system() == "switchml"
-            && let Ok(l) =
-                inabench_ina::switchml::Layout::new(&cfg, &inabench_ina::tofino::TofinoModel::PAPER)
-        {
-            let rounds = l.chunks.div_ceil(l.slots).max(1);
-            ctx.record("slot_cycle", dur_ns / 1e3 / rounds as f64);
+        // the system's layout metrics (NetReduce's padding share, SwitchML's slot cycle)
+        for (name, v) in sys.layout_metrics(&cfg, dur_ns) {
+            ctx.record_if_declared(name, v);
         }
         if wrong > 0 {
             return Err(WorkloadError::WrongResult(format!(

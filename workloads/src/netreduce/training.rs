@@ -15,7 +15,6 @@ use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
 use inabench_ina::atp::Atp;
 use inabench_ina::collective::{Aggregation, Fabric};
 use inabench_ina::common::System;
-use inabench_ina::drive::paper_host_stack;
 use inabench_ina::netreduce::NetReduce;
 use inabench_ina::stream::RcStream;
 use inabench_ina::switchml::SwitchMl;
@@ -249,7 +248,7 @@ impl Workload for Training {
         // The fit is a function of the stack, memoised per (system, machines, rate, stack).
         let software = text(ctx, "host_stack", "paper");
         let fits = |sys: &dyn System, w: usize| {
-            let name = if software == "nic" || paper_host_stack(sys.name()) == "nic" {
+            let name = if software == "nic" || sys.paper_host_stack() == "nic" {
                 "nic"
             } else {
                 software.as_str()
@@ -266,12 +265,12 @@ impl Workload for Training {
             n,
             rc: fits(&RcStream, 2)?,
             netreduce: fits(&NetReduce, machines)?,
-            switchml: if system == "switchml" {
+            switchml: if system == SwitchMl.name() {
                 Some(fits(&SwitchMl, machines)?)
             } else {
                 None
             },
-            atp: if system == "atp" {
+            atp: if system == Atp.name() {
                 Some(fits(&Atp, machines)?)
             } else {
                 None

@@ -175,7 +175,10 @@ impl Workload for Fig8 {
                         stack: "dpdk".into(),
                     })
                 })?;
-                let stack = inabench_ina::hoststack::DpdkStack::from_costs("switchml", costs);
+                let stack = inabench_ina::hoststack::DpdkStack::from_costs(
+                    &inabench_ina::switchml::SwitchMl,
+                    costs,
+                );
                 let (o, st) = inabench_p4sgd::allreduce::run_switchml_dpdk(
                     workers, ops, seed, rate_bps, si, timeout_ns, &stack,
                 )

@@ -230,7 +230,8 @@ impl Inputs {
             },
             switchml_frame_ns,
             switchml_stack: match ctx.text("switchml_client").as_deref() {
-                Ok("dpdk") => switchml_costs.map(|c| DpdkStack::from_costs("switchml", c)),
+                Ok("dpdk") => switchml_costs
+                    .map(|c| DpdkStack::from_costs(&inabench_ina::switchml::SwitchMl, c)),
                 Ok("own") | Err(_) => None,
                 Ok(other) => {
                     return Err(WorkloadError::Invalid(format!(
@@ -752,7 +753,7 @@ mod tests {
         });
         let mut dpdk = inp.clone();
         dpdk.switchml_stack = Some(DpdkStack::from_costs(
-            "switchml",
+            &inabench_ina::switchml::SwitchMl,
             inabench_ina::hoststack::CoreCosts::new(16.1, 4.0).unwrap(),
         ));
         let quiet = (every_number(&inp), every_number(&dpdk));
