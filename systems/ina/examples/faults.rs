@@ -56,10 +56,10 @@ fn main() {
         };
         let retx = total_retransmissions(&nodes);
         println!(
-            "{name:>14}: {:.1} us, {} retransmissions, {} events",
+            "{name:>14}: {:.1} us, {} retransmissions, {} frames sent",
             rep.end_ns as f64 / 1e3,
             retx,
-            rep.events
+            rep.nodes.iter().map(|n| n.frames_tx).sum::<u64>()
         );
         for n in &nodes {
             use inabench_fabric::Endpoint;
@@ -88,16 +88,19 @@ pub fn mem_once() {
     let Ok(setup) = NetReduce.build(&cfg) else {
         return;
     };
-    let (nodes, rep) = inabench_fabric::mem::run(
-        setup.into_nodes(),
-        2048,
-        Faults::default(),
-        std::time::Duration::from_secs(30),
-        |i| i < 6,
-    );
+    use inabench_fabric::{Fabric, Mem, Until};
+    let nodes = setup.into_nodes();
+    let until = Until::workers(6, nodes.len(), 30_000_000_000);
+    let mut mem = Mem {
+        mtu: 2048,
+        faults: Faults::default(),
+    };
+    let Ok((nodes, rep)) = mem.run(nodes, &until) else {
+        return;
+    };
     println!(
         "mem: {:.1} ms, finished {}",
-        rep.wall_ns as f64 / 1e6,
+        rep.end_ns as f64 / 1e6,
         rep.finished
     );
     for n in &nodes {

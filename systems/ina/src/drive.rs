@@ -6,10 +6,10 @@
 
 use crate::common::{AllReduceConfig, SetupNode, System};
 use crate::hoststack::{CoreCosts, HostStack, StackError, StackStats, TxBuffered};
-use inabench_fabric::Endpoint;
 use inabench_fabric::fault::Faults;
-use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric, SimReport};
+use inabench_fabric::sim::{LinkConfig, NodeConfig};
 use inabench_fabric::wrap::{CpuMeter, Timed};
+use inabench_fabric::{Endpoint, Fabric, FabricReport, Sim, Until};
 
 /// Link propagation latency (one way, host to accelerator): the paper does not give it; 0.5 us
 /// stands for a rack-local cable and a switch hop.
@@ -25,7 +25,7 @@ pub fn run_sim(
     faults: Faults,
     host_cost_ns: u64,
     max_ns: u64,
-) -> Result<(Vec<SetupNode>, SimReport), String> {
+) -> Result<(Vec<SetupNode>, FabricReport), String> {
     run_sim_tapped(sys, cfg, faults, host_cost_ns, max_ns, None)
 }
 
@@ -37,7 +37,7 @@ pub fn run_sim_tapped(
     host_cost_ns: u64,
     max_ns: u64,
     pcap: Option<&std::path::Path>,
-) -> Result<(Vec<SetupNode>, SimReport), String> {
+) -> Result<(Vec<SetupNode>, FabricReport), String> {
     run_sim_stack(
         sys,
         cfg,
@@ -59,7 +59,7 @@ pub fn run_sim_stack(
     stack: &HostStack,
     max_ns: u64,
     pcap: Option<&std::path::Path>,
-) -> Result<(Vec<SetupNode>, SimReport, StackStats), String> {
+) -> Result<(Vec<SetupNode>, FabricReport, StackStats), String> {
     // the released client's own protocol settings (SwitchML's pool under its DPDK client)
     let extra = stack.client_knobs(cfg);
     let owned;
@@ -76,7 +76,12 @@ pub fn run_sim_stack(
     if links > 0 {
         setup.switch = Box::new(Attached::new(setup.switch, links, &sim_link(cfg)));
     }
-    let mut f = sim_fabric(setup, cfg, faults, stack);
+    let mut fabric = sim_driver(
+        cfg,
+        faults,
+        stack,
+        setup.workers.len() + 1 + setup.others.len(),
+    );
     if let Some(path) = pcap {
         let file = std::fs::File::create(path)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
@@ -84,17 +89,13 @@ pub fn run_sim_stack(
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         // a write error stops the capture, not the run
         let mut ok = true;
-        f.set_tap(Box::new(move |t, _from, _to, frame| {
+        fabric.tap = Some(Box::new(move |t, _from, _to, frame| {
             if ok && w.write_packet(t, frame).is_err() {
                 ok = false;
             }
         }));
     }
-    let rep = f
-        .run_until(max_ns, |nodes| nodes.iter().all(Endpoint::is_done))
-        .clone();
-    let (nodes, stats) = unwrap_nodes(f);
-    Ok((nodes, rep, stats))
+    run_wrapped(&mut fabric, setup, stack, max_ns)
 }
 
 /// An aggregator that hangs off the star's switch by links of its own (NetReduce's FPGA behind
@@ -189,10 +190,9 @@ impl crate::common::Switch for Attached {
 }
 
 /// The nodes back from the fabric, and what their transmit buffers held.
-fn unwrap_nodes(f: SimFabric<TxBuffered<SetupNode>>) -> (Vec<SetupNode>, StackStats) {
+fn unwrap_nodes(nodes: Vec<TxBuffered<SetupNode>>) -> (Vec<SetupNode>, StackStats) {
     let mut st = StackStats::default();
-    let nodes = f
-        .into_nodes()
+    let nodes = nodes
         .into_iter()
         .map(|n| {
             st.buffered += n.buffered;
@@ -203,15 +203,38 @@ fn unwrap_nodes(f: SimFabric<TxBuffered<SetupNode>>) -> (Vec<SetupNode>, StackSt
     (nodes, st)
 }
 
-/// The sim fabric for a built setup: the switch at node `workers`; hosts charged the stack's
-/// service time per frame and, with a DPDK stack, sending through its transmit buffer; links
-/// at the config's rate with 0.5 us latency.
-fn sim_fabric(
+/// The sim fabric for a setup of `nodes` nodes: the switch at node `workers`; hosts charged the
+/// stack's service time per frame; links at the config's rate with 0.5 us latency.
+fn sim_driver(cfg: &AllReduceConfig, faults: Faults, stack: &HostStack, nodes: usize) -> Sim {
+    let cost = stack.frame_ns();
+    let mut costs = vec![
+        NodeConfig {
+            rx_cost_ns: cost,
+            tx_cost_ns: cost
+        };
+        nodes
+    ];
+    if let Some(switch) = costs.get_mut(cfg.workers) {
+        *switch = NodeConfig {
+            rx_cost_ns: 0,
+            tx_cost_ns: 0,
+        };
+    }
+    let mut f = Sim::new(sim_link(cfg), cfg.workers as u32);
+    f.costs = costs;
+    f.faults = faults;
+    f
+}
+
+/// Run a built setup on `fabric` until every node is done or `max_ns` of virtual time: the
+/// hosts send through the stack's transmit buffer with a DPDK stack
+/// ([`crate::hoststack::TxBuffered`]).
+fn run_wrapped(
+    fabric: &mut Sim,
     setup: crate::common::Setup,
-    cfg: &AllReduceConfig,
-    faults: Faults,
     stack: &HostStack,
-) -> SimFabric<TxBuffered<SetupNode>> {
+    max_ns: u64,
+) -> Result<(Vec<SetupNode>, FabricReport, StackStats), String> {
     let nodes: Vec<TxBuffered<SetupNode>> = setup
         .into_nodes()
         .into_iter()
@@ -226,20 +249,14 @@ fn sim_fabric(
             .with_eager(host && matches!(stack, HostStack::Dpdk(_)))
         })
         .collect();
-    let n = nodes.len();
-    let cost = stack.frame_ns();
-    let mut cfgs = vec![
-        NodeConfig {
-            rx_cost_ns: cost,
-            tx_cost_ns: cost
-        };
-        n
-    ];
-    cfgs[cfg.workers] = NodeConfig {
-        rx_cost_ns: 0,
-        tx_cost_ns: 0,
+    // every node counted: a node that is not a worker is always done
+    let until = Until {
+        counted: vec![true; nodes.len()],
+        limit_ns: max_ns,
     };
-    SimFabric::new(nodes, cfgs, cfg.workers as u32, sim_link(cfg), faults)
+    let (nodes, rep) = fabric.run(nodes, &until).map_err(|e| e.to_string())?;
+    let (nodes, st) = unwrap_nodes(nodes);
+    Ok((nodes, rep, st))
 }
 
 /// The links of an all-reduce on `sim`: the config's rate and MTU (plus headers), 0.5 us, 4 MB of
@@ -261,15 +278,15 @@ pub fn run_setup_sim(
     faults: Faults,
     host_cost_ns: u64,
     max_ns: u64,
-) -> (Vec<SetupNode>, SimReport) {
+) -> Result<(Vec<SetupNode>, FabricReport), String> {
     let (nodes, rep, _) = run_setup_sim_stack(
         setup,
         cfg,
         faults,
         &HostStack::Measured(host_cost_ns),
         max_ns,
-    );
-    (nodes, rep)
+    )?;
+    Ok((nodes, rep))
 }
 
 /// As [`run_setup_sim`] with the hosts' stack as `stack` says.
@@ -279,13 +296,10 @@ pub fn run_setup_sim_stack(
     faults: Faults,
     stack: &HostStack,
     max_ns: u64,
-) -> (Vec<SetupNode>, SimReport, StackStats) {
-    let mut f = sim_fabric(setup, cfg, faults, stack);
-    let rep = f
-        .run_until(max_ns, |nodes| nodes.iter().all(Endpoint::is_done))
-        .clone();
-    let (nodes, st) = unwrap_nodes(f);
-    (nodes, rep, st)
+) -> Result<(Vec<SetupNode>, FabricReport, StackStats), String> {
+    let n = setup.workers.len() + 1 + setup.others.len();
+    let mut fabric = sim_driver(cfg, faults, stack, n);
+    run_wrapped(&mut fabric, setup, stack, max_ns)
 }
 
 /// The host stack a spec names for a system (`host_stack`: `nic`, `measured` (or its older
@@ -366,28 +380,18 @@ pub fn measure_frame_ns(sys: &dyn System) -> u64 {
         queue_bytes: 4 << 20,
         framing_bytes: 24,
     };
-    let mut f = SimFabric::new(
-        nodes,
-        vec![
-            NodeConfig {
-                rx_cost_ns: 0,
-                tx_cost_ns: 0
-            };
-            k
-        ],
-        6,
-        link,
-        Faults::default(),
-    );
     let view = |t: &Timed<SetupNode>| t.enabled.then(|| t.stats());
     let mut meter = CpuMeter::new(METER_EVERY);
-    let rep = f
-        .run_until_at(10_000_000_000, |_, n| {
-            meter.observe(n, view);
-            n.iter().all(Endpoint::is_done)
-        })
-        .clone();
-    meter.finish(f.nodes(), view);
+    let until = Until {
+        counted: vec![true; k],
+        limit_ns: 10_000_000_000,
+    };
+    let Ok((nodes, rep)) =
+        Sim::new(link, 6).run_observed(nodes, &until, |_, n| meter.observe(n, view))
+    else {
+        return 0;
+    };
+    meter.finish(&nodes, view);
     let frames: u64 = rep.nodes[..6]
         .iter()
         .map(|s| s.frames_rx + s.frames_tx)

@@ -1060,7 +1060,7 @@ mod tests {
         assert!(s1.buffered > 0 && s1.waited_ns > 0, "{s1:?}");
         assert!(end(&n1) > end(&n0), "{} vs {}", end(&n1), end(&n0));
         // the service time charged is one core's cost over the release's 4 cores
-        let busy: u64 = r1.nodes[..cfg.workers].iter().map(|s| s.busy_ns).sum();
+        let busy: u64 = r1.nodes[..cfg.workers].iter().map(|s| s.cpu_ns).sum();
         let frames: u64 = r1.nodes[..cfg.workers]
             .iter()
             .map(|s| s.frames_rx + s.frames_tx)

@@ -466,7 +466,8 @@ mod tests {
             .collect();
         let setup = RingAllReduce.build_with(&c, inputs).expect("build");
         let (nodes, rep) =
-            crate::drive::run_setup_sim(setup, &c, Faults::default(), 0, 10_000_000_000);
+            crate::drive::run_setup_sim(setup, &c, Faults::default(), 0, 10_000_000_000)
+                .expect("run");
         assert!(rep.finished);
         let results: Vec<Vec<i32>> = nodes
             .iter()

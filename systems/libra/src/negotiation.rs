@@ -134,7 +134,7 @@ pub fn run_sim_stack(
         inabench_fabric::fault::Faults::default(),
         stack,
         600_000_000_000,
-    );
+    )?;
     let (mut start, mut end) = (u64::MAX, 0u64);
     for n in &nodes {
         if let SetupNode::Worker(w) = n {

@@ -146,7 +146,7 @@ impl Workload for Table6 {
                 run_sim_stack(sys, &cfg, faults, &stack, limit_ns, pcap.as_deref())
                     .map_err(WorkloadError::Invalid)?;
             stack_stats = st;
-            let cpu: Vec<u64> = rep.nodes[..cfg.workers].iter().map(|s| s.busy_ns).collect();
+            let cpu: Vec<u64> = rep.nodes[..cfg.workers].iter().map(|s| s.cpu_ns).collect();
             (nodes, rep.finished, 0, cpu, rep.faults.dropped)
         };
         // SwitchML's switch counts contributions added to a round of another chunk (diagnostics)
