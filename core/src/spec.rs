@@ -113,6 +113,13 @@ pub struct Metric {
     pub better: Better,
     #[serde(default)]
     pub description: String,
+    /// Classes whose values of this metric are not at the paper's scale (a run at a
+    /// `rate_scale`, a host's veth instead of the paper's NIC, a small task instead of the
+    /// paper's model), each with why: the report shows such a value beside the paper's without
+    /// a deviation and says why (a deviation would put numbers of different scales side by
+    /// side). Claims are not affected.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub not_comparable: BTreeMap<Fidelity, String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -704,6 +711,25 @@ impl Spec {
                         &expr_at,
                         &format!("claims[{i}].expr"),
                         format!("unknown parameter `{p}` (parameters: {})", join(&params)),
+                    ));
+                }
+            }
+        }
+        for (i, m) in self.metrics.iter().enumerate() {
+            for f in m.not_comparable.keys() {
+                if !self.fidelity.contains(f) {
+                    return Err(err(
+                        &[K("metrics"), I(i), K("not_comparable")],
+                        &format!("metrics[{i}].not_comparable"),
+                        format!(
+                            "`{}` is not a class of this spec ({})",
+                            f.as_str(),
+                            self.fidelity
+                                .iter()
+                                .map(|f| f.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
                     ));
                 }
             }

@@ -366,6 +366,10 @@ pub fn compare(spec: &Spec, agg: &[AggRow], fidelities: &[Fidelity]) -> Vec<Comp
             .metric(&pv.metric)
             .map(|m| m.unit.clone())
             .unwrap_or_default();
+        let not_comparable = |f: &Fidelity| {
+            spec.metric(&pv.metric)
+                .and_then(|m| m.not_comparable.get(f).cloned())
+        };
         let mut any = false;
         for fid in fidelities {
             let matched: Vec<&AggRow> = agg
@@ -423,8 +427,10 @@ pub fn compare(spec: &Spec, agg: &[AggRow], fidelities: &[Fidelity]) -> Vec<Comp
                     paper: pv.value,
                     ours: Some(ours),
                     fidelity: Some(*fid),
-                    deviation: (pv.value != 0.0).then(|| (ours - pv.value) / pv.value.abs()),
+                    deviation: (pv.value != 0.0 && not_comparable(fid).is_none())
+                        .then(|| (ours - pv.value) / pv.value.abs()),
                     note: pv.note.clone(),
+                    not_comparable: not_comparable(fid),
                 });
             }
         }
@@ -439,6 +445,7 @@ pub fn compare(spec: &Spec, agg: &[AggRow], fidelities: &[Fidelity]) -> Vec<Comp
                 fidelity: None,
                 deviation: None,
                 note: pv.note.clone(),
+                not_comparable: None,
             });
         }
     }

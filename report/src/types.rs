@@ -40,9 +40,13 @@ pub struct Comparison {
     /// matching the paper's value (those settings are in `params`).
     pub ours: Option<f64>,
     pub fidelity: Option<Fidelity>,
-    /// (ours - paper) / |paper|
+    /// (ours - paper) / |paper|; none when the class does not measure at the paper's scale
     pub deviation: Option<f64>,
     pub note: Option<String>,
+    /// Why this class's value is not at the paper's scale (the metric's `not_comparable`): the
+    /// report shows no deviation and says why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_comparable: Option<String>,
 }
 
 /// A claim's verdict in one fidelity class.

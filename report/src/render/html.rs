@@ -192,6 +192,9 @@ pub fn render_html(a: &Analysis, figures: &[(String, String, String)]) -> String
             h.push_str("</tr>\n");
         }
         h.push_str("</table>\n");
+        for n in t.notes() {
+            let _ = writeln!(h, "<p class=\"small\">{}</p>", esc(&n));
+        }
     }
 
     let _ = write!(
@@ -222,6 +225,7 @@ pub fn render_html(a: &Analysis, figures: &[(String, String, String)]) -> String
                 g.map(|f| f.as_str()).unwrap_or("not measured"),
                 g.map(|f| f.as_str()).unwrap_or("none")
             );
+            let notes = super::comparison_notes(&rows);
             for c in rows {
                 h.push_str("<tr>");
                 for (k, cell) in super::comparison_cells(c).iter().enumerate() {
@@ -235,6 +239,9 @@ pub fn render_html(a: &Analysis, figures: &[(String, String, String)]) -> String
                 h.push_str("</tr>\n");
             }
             h.push_str("</table>\n");
+            for n in notes {
+                let _ = writeln!(h, "<p class=\"small\">{}</p>", esc(&n));
+            }
         }
     }
 

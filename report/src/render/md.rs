@@ -128,6 +128,9 @@ pub fn render_markdown(a: &Analysis) -> String {
             let c: Vec<String> = cells.iter().map(|c| t.cell_text(c)).collect();
             let _ = writeln!(s, "| {label} | {} |", c.join(" | "));
         }
+        for n in t.notes() {
+            let _ = writeln!(s, "\n- {n}");
+        }
     }
 
     for f in &a.fidelities {
@@ -149,8 +152,11 @@ pub fn render_markdown(a: &Analysis) -> String {
             s,
             "| system | metric | at | paper | ours | deviation | fidelity |\n|---|---|---|---:|---:|---:|---|"
         );
-        for c in rows {
+        for c in &rows {
             let _ = writeln!(s, "| {} |", super::comparison_cells(c).join(" | "));
+        }
+        for n in super::comparison_notes(&rows) {
+            let _ = writeln!(s, "\n- {n}");
         }
     }
     let unmeasured: Vec<_> = a

@@ -141,6 +141,21 @@ fn manifest_rows_all(
     ]
 }
 
+/// Why some of the paper-vs-ours rows of a class show no deviation: one line per metric whose
+/// values in that class are not at the paper's scale.
+pub fn comparison_notes(rows: &[&crate::types::Comparison]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for c in rows {
+        if let Some(why) = &c.not_comparable {
+            let line = format!("{}: not comparable: {why}", c.metric);
+            if !out.contains(&line) {
+                out.push(line);
+            }
+        }
+    }
+    out
+}
+
 /// A paper-vs-ours row as text cells: system, metric [unit], at, paper, ours, deviation, fidelity.
 pub fn comparison_cells(c: &crate::types::Comparison) -> [String; 7] {
     use inabench_core::claims::fmt_num;
@@ -150,9 +165,11 @@ pub fn comparison_cells(c: &crate::types::Comparison) -> [String; 7] {
         inabench_core::value::params_key(&c.params),
         fmt_num(c.paper),
         c.ours.map(fmt_num).unwrap_or_else(|| "not measured".into()),
-        c.deviation
-            .map(|d| format!("{:+.1}%", d * 100.0))
-            .unwrap_or_default(),
+        match (&c.not_comparable, c.deviation) {
+            (Some(_), _) => "not comparable".to_string(),
+            (None, Some(d)) => format!("{:+.1}%", d * 100.0),
+            (None, None) => String::new(),
+        },
         c.fidelity.map(|f| f.as_str()).unwrap_or("-").to_string(),
     ]
 }
@@ -311,15 +328,32 @@ pub struct TableView {
     /// Parameters that still vary among the matching points (their values are listed in a cell,
     /// never averaged).
     pub varying: Vec<String>,
+    /// (metric, class, why) for each column whose values in a class are not at the paper's
+    /// scale (the metric's `not_comparable`): those cells say so.
+    pub not_comparable: Vec<(String, inabench_core::spec::Fidelity, String)>,
 }
 
 /// The spec's table layouts filled from the aggregates.
 pub fn paper_tables(a: &Analysis) -> Vec<TableView> {
+    paper_tables_of(&a.spec, &a.agg, &a.fidelities)
+}
+
+/// [`paper_tables`] from a spec, its aggregates and the classes present.
+pub fn paper_tables_of(
+    spec: &inabench_core::spec::Spec,
+    agg: &[crate::types::AggRow],
+    fidelities: &[inabench_core::spec::Fidelity],
+) -> Vec<TableView> {
     use inabench_core::claims::fmt_num;
     use inabench_core::value::params_match;
+    struct A<'a> {
+        spec: &'a inabench_core::spec::Spec,
+        agg: &'a [crate::types::AggRow],
+    }
+    let a = A { spec, agg };
     let mut out = Vec::new();
     for t in &a.spec.tables {
-        let classes: Vec<_> = a.fidelities.clone();
+        let classes: Vec<_> = fidelities.to_vec();
         let row_keys: Vec<String> = if t.rows == "system" {
             a.spec.systems.clone()
         } else {
@@ -341,6 +375,7 @@ pub fn paper_tables(a: &Analysis) -> Vec<TableView> {
                 }
         };
         let mut varying: std::collections::BTreeSet<String> = Default::default();
+        let mut not_comparable = Vec::new();
         let mut rows = Vec::new();
         for key in &row_keys {
             let mut cells = Vec::new();
@@ -364,6 +399,7 @@ pub fn paper_tables(a: &Analysis) -> Vec<TableView> {
                     .collect::<Vec<_>>()
                     .join(" / ");
                 let mut ours = Vec::new();
+                let nc = a.spec.metric(m).map(|x| &x.not_comparable);
                 for f in &classes {
                     let hits: Vec<&crate::types::AggRow> = a
                         .agg
@@ -380,13 +416,25 @@ pub fn paper_tables(a: &Analysis) -> Vec<TableView> {
                             }
                         }
                     }
+                    let why = nc.and_then(|n| n.get(f));
                     ours.push(if hits.is_empty() {
                         "-".to_string()
                     } else {
-                        hits.iter()
+                        let v = hits
+                            .iter()
                             .map(|h| fmt_num(h.median))
                             .collect::<Vec<_>>()
-                            .join(" / ")
+                            .join(" / ");
+                        match why {
+                            Some(w) => {
+                                let k = (m.clone(), *f, w.clone());
+                                if !not_comparable.contains(&k) {
+                                    not_comparable.push(k);
+                                }
+                                format!("{v} (not comparable)")
+                            }
+                            None => v,
+                        }
                     });
                 }
                 cells.push((if paper.is_empty() { "-".into() } else { paper }, ours));
@@ -408,12 +456,21 @@ pub fn paper_tables(a: &Analysis) -> Vec<TableView> {
             columns,
             rows,
             varying: varying.into_iter().collect(),
+            not_comparable,
         });
     }
     out
 }
 
 impl TableView {
+    /// The notes under the table: why a class's values of a column are not at the paper's scale.
+    pub fn notes(&self) -> Vec<String> {
+        self.not_comparable
+            .iter()
+            .map(|(m, f, why)| format!("{m}, {}: not comparable: {why}", f.as_str()))
+            .collect()
+    }
+
     /// A cell as one line of text: "paper X; emulated: Y; simulated: Z".
     pub fn cell_text(&self, cell: &TableCell) -> String {
         let (paper, ours) = cell;
@@ -438,3 +495,126 @@ pub fn verdict_label(verdict: &str, finding: bool) -> String {
 
 /// How the verdicts are computed, in one paragraph (every report says it).
 pub const METHOD: &str = "A claim is judged per class on the median of the repetitions at each planned point. When the repetitions vary, the verdict is statistical: a percentile bootstrap (1000 resamples of each point's repetitions, with replacement, seeded) re-evaluates the claim; it holds when it holds in at least 95% of the resamples, fails when it holds in at most 5%, and is inconclusive otherwise; the 95% interval of the tightest ratio of a comparison is shown. A point with a wrong result makes every claim over it fail; planned points that never finished make a claim not checkable (k of n missing). `x == min(x(*))` on a tie is inconclusive: a tie is not a win. A claim that needs what this host lacks (cores, a line rate, devices) is not checkable here, with where it is checked instead. Consistency checks (arithmetic on the paper's own inputs, or true by construction of a model) are shown apart from evidence. A metric the run did not record is inconclusive (not measured in this run). Host costs are the run's host profile (declared inputs with provenance); a claim that declares the profile input it rests on shows where its verdict flips along that input (reruns of its points), and reads host-dependent when the flip lies inside the input's stated band.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::AggRow;
+    use inabench_core::spec::{Fidelity, Spec};
+    use inabench_core::value::{Params, Scalar};
+
+    const SPEC: &str = r#"
+id: aleph-t
+paper_id: aleph
+title: "t"
+citation: "t"
+artifact: "Table 2"
+status: planned
+description: "t"
+systems: [xdp, tcp]
+fidelity: [hardware, emulated, modelled]
+profiles:
+  quick:
+    estimated_seconds: 1
+    grid:
+      - rate: [5, 10]
+  full:
+    estimated_seconds: 1
+    grid:
+      - rate: [5, 10]
+metrics:
+  - name: cores
+    unit: cores
+    better: lower
+    not_comparable: {emulated: "measured at rate_scale 0.05"}
+paper:
+  source: "Table 2"
+  values:
+    - {system: xdp, metric: cores, value: 0.3, params: {rate: 5}}
+    - {system: tcp, metric: cores, value: 3.5, params: {rate: 5}}
+tables:
+  - id: t5
+    title: "cores at 5"
+    columns: [cores]
+    filter: {rate: 5}
+"#;
+
+    fn agg(system: &str, f: Fidelity, rate: i64, v: f64) -> AggRow {
+        let mut params = Params::new();
+        params.insert("rate".into(), Scalar::Int(rate));
+        AggRow {
+            system: system.into(),
+            fidelity: f,
+            fabric: "x".into(),
+            params,
+            metric: "cores".into(),
+            unit: "cores".into(),
+            n: 1,
+            median: v,
+            mean: v,
+            min: v,
+            max: v,
+            ci_lo: v,
+            ci_hi: v,
+            reps: vec![v],
+        }
+    }
+
+    /// A class whose values of a metric are declared not at the paper's scale shows them beside
+    /// the paper's without a deviation and says why; another class keeps its deviation.
+    #[test]
+    fn a_class_not_at_the_papers_scale_gets_no_deviation() {
+        let spec = Spec::from_yaml(std::path::Path::new("t.yaml"), SPEC).expect("spec");
+        let fids = [Fidelity::Emulated, Fidelity::Modelled];
+        let rows = vec![
+            agg("xdp", Fidelity::Emulated, 5, 0.016),
+            agg("tcp", Fidelity::Emulated, 5, 0.03),
+            agg("xdp", Fidelity::Modelled, 5, 0.6),
+            agg("tcp", Fidelity::Modelled, 5, 1.75),
+            agg("xdp", Fidelity::Emulated, 10, 0.03),
+        ];
+        let c = crate::analysis::compare(&spec, &rows, &fids);
+        let em: Vec<_> = c
+            .iter()
+            .filter(|c| c.fidelity == Some(Fidelity::Emulated))
+            .collect();
+        assert_eq!(em.len(), 2);
+        for x in &em {
+            assert_eq!(x.deviation, None);
+            assert_eq!(
+                x.not_comparable.as_deref(),
+                Some("measured at rate_scale 0.05")
+            );
+            assert_eq!(comparison_cells(x)[5], "not comparable");
+        }
+        assert_eq!(
+            comparison_notes(&em),
+            vec!["cores: not comparable: measured at rate_scale 0.05".to_string()]
+        );
+        let xdp_mod = c
+            .iter()
+            .find(|c| c.fidelity == Some(Fidelity::Modelled) && c.system == "xdp")
+            .expect("modelled xdp");
+        assert_eq!(xdp_mod.not_comparable, None);
+        assert!((xdp_mod.deviation.expect("a deviation") - 1.0).abs() < 1e-12);
+        assert_eq!(comparison_cells(xdp_mod)[5], "+100.0%");
+
+        let t = paper_tables_of(&spec, &rows, &fids);
+        assert_eq!(t.len(), 1);
+        let (label, cells) = &t[0].rows[0];
+        assert_eq!(label, "xdp");
+        // the filter keeps rate 5 only: one value per class, the emulated one marked
+        assert_eq!(
+            t[0].cell_text(&cells[0]),
+            "paper 0.3; emulated: 0.016 (not comparable); modelled: 0.6"
+        );
+        assert_eq!(
+            t[0].notes(),
+            vec!["cores, emulated: not comparable: measured at rate_scale 0.05".to_string()]
+        );
+        // a class the spec does not run is refused in not_comparable
+        let bad = SPEC.replace("{emulated: \"measured", "{simulated: \"measured");
+        let e = Spec::from_yaml(std::path::Path::new("t.yaml"), &bad).expect_err("refused");
+        assert!(e.to_string().contains("metrics[0].not_comparable"), "{e}");
+    }
+}

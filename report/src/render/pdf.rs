@@ -60,6 +60,7 @@ Run #raw(d.run_id), #d.profile profile, seed #d.seed, status *#d.status*.
     #table(columns: 7, stroke: 0.4pt + gray, inset: 4pt,
       [*system*], [*metric*], [*at*], [*paper*], [*ours*], [*deviation*], [*fidelity*],
       ..g.rows.map(r => (r.system, r.metric, r.at, r.paper, r.ours, r.deviation, r.fidelity)).flatten().map(x => text(size: 8pt, x)))
+    #text(size: 7pt, g.notes)
   ]
 ]
 
@@ -138,10 +139,10 @@ fn data(a: &Analysis, figures: &[(String, String, String)]) -> serde_json::Value
     let comparisons: Vec<_> = groups
         .into_iter()
         .filter_map(|g| {
-            let rows: Vec<_> = a
-                .comparisons
+            let mine: Vec<_> = a.comparisons.iter().filter(|c| c.fidelity == g).collect();
+            let notes = super::comparison_notes(&mine).join(" ");
+            let rows: Vec<_> = mine
                 .iter()
-                .filter(|c| c.fidelity == g)
                 .map(|c| {
                     let [system, metric, at, paper, ours, deviation, fidelity] =
                         super::comparison_cells(c);
@@ -149,7 +150,7 @@ fn data(a: &Analysis, figures: &[(String, String, String)]) -> serde_json::Value
                 })
                 .collect();
             (!rows.is_empty()).then(|| {
-                json!({"class": g.map(|f| f.as_str()).unwrap_or("not measured"), "rows": rows})
+                json!({"class": g.map(|f| f.as_str()).unwrap_or("not measured"), "rows": rows, "notes": notes})
             })
         })
         .collect();
@@ -196,7 +197,7 @@ fn data(a: &Analysis, figures: &[(String, String, String)]) -> serde_json::Value
                 "classes": t.classes.iter().map(|f| f.as_str()).collect::<Vec<_>>(),
                 "columns": t.columns,
                 "rows": rows,
-                "varying": if t.varying.is_empty() { String::new() } else { format!("Values separated by / are the settings of {} (never averaged).", t.varying.join(", ")) },
+                "varying": if t.varying.is_empty() { String::new() } else { format!("Values separated by / are the settings of {} (never averaged).", t.varying.join(", ")) } + &t.notes().iter().map(|n| format!(" {n}.")).collect::<String>(),
             })
         })
         .collect();
