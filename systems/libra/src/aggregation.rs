@@ -19,14 +19,14 @@
 //! worker's result against the exact sums. [`measure_coefficients`] is `inabench calibrate`'s
 //! measurement of the table on this machine; no run calls it.
 
-use crate::LibraError;
 use crate::proto::{self, Config, Inputs, Node};
 use crate::sparse::SparseGen;
 use crate::wire;
-use inabench_fabric::Endpoint;
+use crate::{LibraError, run_on};
 use inabench_fabric::fault::Faults;
-use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
+use inabench_fabric::sim::{LinkConfig, NodeConfig};
 use inabench_fabric::wrap::{CpuMeter, Timed};
+use inabench_fabric::{Endpoint, Sim, Until};
 use std::collections::HashMap;
 
 /// The inputs of one point: each worker's hot and cold pairs. With `float`, the hot values are
@@ -75,6 +75,18 @@ fn link() -> LinkConfig {
     }
 }
 
+/// How long an iteration may take (virtual ns) before a run gives up.
+const LIMIT_NS: u64 = 120_000_000_000;
+
+/// The `sim` fabric of a run: the star around the switch on [`link`], `costs` per node.
+fn sim(cfg: &Config, costs: Vec<NodeConfig>, faults: Faults) -> Sim {
+    Sim {
+        costs,
+        faults,
+        ..Sim::new(link(), cfg.switch())
+    }
+}
+
 /// Outcome of one simulated iteration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
@@ -86,6 +98,8 @@ pub struct Outcome {
     pub duplicates_ignored: u64,
     /// Per-frame costs charged (worker, server), ns.
     pub costs: (u64, u64),
+    /// The fabric that ran (its report's label).
+    pub fabric: &'static str,
 }
 
 /// Run one iteration on `sim` with the given per-frame costs (worker, server).
@@ -96,7 +110,7 @@ pub fn run_sim(
     placement: Option<crate::layout::Placement>,
     costs: (u64, u64),
     faults: Faults,
-) -> Outcome {
+) -> Result<Outcome, LibraError> {
     let nodes = proto::build(cfg, inputs, hot_params, placement);
     let n = nodes.len();
     let mut nc = vec![
@@ -114,12 +128,7 @@ pub fn run_sim(
         rx_cost_ns: costs.1,
         tx_cost_ns: costs.1,
     };
-    let w = cfg.workers;
-    let mut f = SimFabric::new(nodes, nc, cfg.switch(), link(), faults);
-    let rep = f
-        .run_until(120_000_000_000, |ns| ns[..w].iter().all(Endpoint::is_done))
-        .clone();
-    let nodes = f.into_nodes();
+    let (nodes, rep) = run_on(&mut sim(cfg, nc, faults), nodes, cfg.workers, LIMIT_NS)?;
     let wrong = proto::check(&nodes, inputs);
     let mut start = u64::MAX;
     let mut end = 0;
@@ -140,7 +149,7 @@ pub fn run_sim(
             Node::Server(_) => {}
         }
     }
-    Outcome {
+    Ok(Outcome {
         duration_ns: end.saturating_sub(start).max(1),
         wrong,
         finished: rep.finished,
@@ -148,7 +157,8 @@ pub fn run_sim(
         recirculations_per_packet: rpp,
         duplicates_ignored: dups,
         costs,
-    }
+        fabric: rep.fabric,
+    })
 }
 
 /// One role's declared costs (a host profile's entries): ns per frame received or sent, ns per
@@ -265,7 +275,7 @@ pub fn count_ops(
     inputs: &Inputs,
     hot_params: usize,
     placement: Option<crate::layout::Placement>,
-) -> Option<OpCounts> {
+) -> Result<Option<OpCounts>, LibraError> {
     let nodes: Vec<Counted<Node>> = proto::build(cfg, inputs, hot_params, placement)
         .into_iter()
         .map(|inner| Counted {
@@ -274,26 +284,16 @@ pub fn count_ops(
             pairs: 0,
         })
         .collect();
-    let n = nodes.len();
     let w = cfg.workers;
-    let zero = NodeConfig {
-        rx_cost_ns: 0,
-        tx_cost_ns: 0,
-    };
-    let mut f = SimFabric::new(
+    let (nodes, rep) = run_on(
+        &mut sim(cfg, Vec::new(), Faults::default()),
         nodes,
-        vec![zero; n],
-        cfg.switch(),
-        link(),
-        Faults::default(),
-    );
-    let rep = f
-        .run_until(120_000_000_000, |ns| ns[..w].iter().all(Endpoint::is_done))
-        .clone();
+        w,
+        LIMIT_NS,
+    )?;
     if !rep.finished {
-        return None;
+        return Ok(None);
     }
-    let nodes = f.into_nodes();
     let mut c = OpCounts::default();
     for t in &nodes[..w] {
         c.worker_frames += t.frames;
@@ -302,7 +302,7 @@ pub fn count_ops(
     let s = &nodes[w + 1];
     c.server_frames = s.frames;
     c.server_pairs = s.pairs;
-    Some(c)
+    Ok(Some(c))
 }
 
 /// One measurement of the coefficient table on this machine (`inabench calibrate` only; no run
@@ -315,12 +315,15 @@ pub fn count_ops(
 /// difference, `pair_ns` from the rest; a negative solution, noise, reads 0). The inputs:
 /// PS-lite's configuration (every pair through the server) of `inputs`. Returns the worker's
 /// and the server's (frame_ns, pair_ns).
+///
+/// Panics only if the sim fabric refuses the nodes, which it does only for node ids that are
+/// not their positions, and [`proto::build`] numbers them so.
 pub fn measure_coefficients(
     inputs: &Inputs,
     cap_a: usize,
     cap_b: usize,
 ) -> ((f64, f64), (f64, f64)) {
-    let run = |cap: usize| -> [(f64, f64, f64); 2] {
+    let run = |cap: usize| -> Result<[(f64, f64, f64); 2], LibraError> {
         let cfg = Config {
             workers: inputs.len(),
             libra: false,
@@ -344,27 +347,15 @@ pub fn measure_coefficients(
                 )
             })
             .collect();
-        let n = nodes.len();
         let w = cfg.workers;
-        let zero = NodeConfig {
-            rx_cost_ns: 0,
-            tx_cost_ns: 0,
-        };
-        let mut f = SimFabric::new(
-            nodes,
-            vec![zero; n],
-            cfg.switch(),
-            link(),
-            Faults::default(),
-        );
         let view = |t: &Timed<Counted<Node>>| Some(t.stats());
         let mut meter = CpuMeter::new(256);
-        f.run_until_at(120_000_000_000, |_, ns| {
-            meter.observe(ns, view);
-            ns[..w].iter().all(Endpoint::is_done)
-        });
-        meter.finish(f.nodes(), view);
-        let nodes = f.into_nodes();
+        // the meter counts its batches by the fabric's events (Sim::run_observed)
+        let until = Until::workers(w, nodes.len(), LIMIT_NS);
+        let (nodes, _) =
+            sim(&cfg, Vec::new(), Faults::default())
+                .run_observed(nodes, &until, |_, ns| meter.observe(ns, view))?;
+        meter.finish(&nodes, view);
         let mut wk = (0.0, 0.0, 0.0);
         for (i, t) in nodes[..w].iter().enumerate() {
             wk.0 += meter.cpu_ns(i) as f64;
@@ -372,13 +363,15 @@ pub fn measure_coefficients(
             wk.2 += t.inner.pairs as f64;
         }
         let s = &nodes[w + 1].inner;
-        [
+        Ok([
             wk,
             (meter.cpu_ns(w + 1) as f64, s.frames as f64, s.pairs as f64),
-        ]
+        ])
     };
-    let a = run(cap_a);
-    let b = run(cap_b);
+    let (a, b) = match (run(cap_a), run(cap_b)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => panic!("proto::build's nodes are numbered 0..n: {e}"),
+    };
     let solve = |(ca, fa, pa): (f64, f64, f64), (cb, fb, pb): (f64, f64, f64)| -> (f64, f64) {
         if fb == fa || pa + pb == 0.0 {
             return (0.0, 0.0);
@@ -433,7 +426,9 @@ mod tests {
         // a Done, gets an ACK for each, gets its keys' sums back (ceil(n / cap) frames of n
         // pairs) and acknowledges each
         let (workers, n, cap) = (4, 300u32, 128);
-        let c = count_ops(&ps_lite(workers, cap), &inputs(workers, n), 1, None).unwrap();
+        let c = count_ops(&ps_lite(workers, cap), &inputs(workers, n), 1, None)
+            .unwrap()
+            .unwrap();
         let pkts = u64::from(n).div_ceil(cap as u64);
         let w = workers as u64;
         assert_eq!(c.worker_frames, w * ((pkts + 1) * 2 + pkts * 2));
@@ -445,7 +440,7 @@ mod tests {
         assert_eq!(c.server_pairs, c.worker_pairs);
         // the same inputs give the same counts (virtual time, no clock read)
         assert_eq!(
-            count_ops(&ps_lite(workers, cap), &inputs(workers, n), 1, None),
+            count_ops(&ps_lite(workers, cap), &inputs(workers, n), 1, None).unwrap(),
             Some(c)
         );
     }

@@ -12,7 +12,9 @@
 //!   server and the workers as sans-IO endpoints;
 //! - [`aggregation`]: one iteration of aggregation on the `sim` fabric, the hosts priced by a
 //!   declared coefficient table (ns a frame, ns a pair) times the operations they do;
-//! - [`negotiation`]: SwitchML's scaling-factor negotiation (Fig. 17) as an op_max all-reduce.
+//! - [`negotiation`]: SwitchML's scaling-factor negotiation (Fig. 17) as an op_max all-reduce;
+//! - [`run_on`]: the crate's one way onto a fabric (any [`inabench_fabric::Fabric`]: `Sim`,
+//!   `Mem`, `UdpThreads`); no module here constructs a fabric itself.
 //!
 //! The experiments that drive these are in `inabench-workloads` (module `libra`).
 
@@ -37,4 +39,23 @@ pub enum LibraError {
     TraceFile { path: String, message: String },
     #[error("wire: {0}")]
     Wire(&'static str),
+    #[error(transparent)]
+    Fabric(#[from] inabench_fabric::FabricError),
+}
+
+/// Run `nodes` (node `i` has id `i`; the workers are `0..workers`) on `fabric` until every
+/// worker is done or `limit_ns` of the fabric's time has passed; the nodes come back with the
+/// fabric's report, whose `fabric` is the label a row carries.
+pub fn run_on<N, F>(
+    fabric: &mut F,
+    nodes: Vec<N>,
+    workers: usize,
+    limit_ns: inabench_fabric::Nanos,
+) -> Result<(Vec<N>, inabench_fabric::FabricReport), LibraError>
+where
+    N: inabench_fabric::Endpoint,
+    F: inabench_fabric::Fabric<N> + ?Sized,
+{
+    let until = inabench_fabric::Until::workers(workers, nodes.len(), limit_ns);
+    Ok(fabric.run(nodes, &until)?)
 }

@@ -86,9 +86,17 @@ pub struct Negotiated {
     pub wrong: usize,
     pub finished: bool,
     pub retransmissions: u64,
+    /// The fabric that ran (`sim`, or the `mem` report's label).
+    pub fabric: &'static str,
 }
 
-fn outcome(nodes: &[SetupNode], want: &[i32], duration_ns: u64, finished: bool) -> Negotiated {
+fn outcome(
+    nodes: &[SetupNode],
+    want: &[i32],
+    duration_ns: u64,
+    finished: bool,
+    fabric: &'static str,
+) -> Negotiated {
     let retransmissions = nodes
         .iter()
         .map(|n| match n {
@@ -101,6 +109,7 @@ fn outcome(nodes: &[SetupNode], want: &[i32], duration_ns: u64, finished: bool) 
         wrong: wrong_results(nodes, want),
         finished,
         retransmissions,
+        fabric,
     }
 }
 
@@ -143,11 +152,13 @@ pub fn run_sim_stack(
             end = end.max(s.end_ns);
         }
     }
+    // (inabench_ina::drive runs it on its sim fabric)
     Ok(outcome(
         &nodes,
         &want,
         end.saturating_sub(start),
         rep.finished,
+        "sim",
     ))
 }
 
@@ -163,15 +174,15 @@ pub fn run_mem(
         .build_with(cfg, inputs)
         .map_err(|e| e.to_string())?;
     let w = cfg.workers;
-    let (nodes, rep) = inabench_fabric::mem::run(
-        setup.into_nodes(),
-        cfg.mtu + 128,
-        inabench_fabric::fault::Faults::default(),
-        deadline,
-        |i| i < w,
-    );
+    let mut mem = inabench_fabric::Mem {
+        mtu: cfg.mtu + 128,
+        faults: inabench_fabric::fault::Faults::default(),
+    };
+    let limit_ns = u64::try_from(deadline.as_nanos()).unwrap_or(u64::MAX);
+    let (nodes, rep) =
+        crate::run_on(&mut mem, setup.into_nodes(), w, limit_ns).map_err(|e| e.to_string())?;
     let dur = rep.nodes[..w].iter().map(|s| s.done_ns).max().unwrap_or(0);
-    Ok(outcome(&nodes, &want, dur, rep.finished))
+    Ok(outcome(&nodes, &want, dur, rep.finished, rep.fabric))
 }
 
 /// The time (ns) this host takes to compute the block exponents of a dense gradient of

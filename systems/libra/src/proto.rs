@@ -1072,9 +1072,36 @@ impl Controller {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aggregation::run_sim;
+    use crate::aggregation;
     use inabench_fabric::fault::Faults;
-    use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
+    use inabench_fabric::sim::LinkConfig;
+    use inabench_fabric::{Fabric, FabricReport, Sim, Until};
+
+    fn run_sim(
+        cfg: &Config,
+        inputs: &Inputs,
+        hot_params: usize,
+        placement: Option<Placement>,
+        costs: (u64, u64),
+        faults: Faults,
+    ) -> aggregation::Outcome {
+        aggregation::run_sim(cfg, inputs, hot_params, placement, costs, faults).unwrap()
+    }
+
+    /// `nodes` on `sim` at 100 Gbps (no host costs, the switch node `workers`) until the
+    /// workers are done or `limit_ns`.
+    fn on_sim(
+        nodes: Vec<Node>,
+        workers: usize,
+        faults: Faults,
+        limit_ns: Nanos,
+    ) -> (Vec<Node>, FabricReport) {
+        let mut sim = Sim {
+            faults,
+            ..Sim::new(LinkConfig::gbps100(), workers as NodeId)
+        };
+        crate::run_on(&mut sim, nodes, workers, limit_ns).unwrap()
+    }
 
     fn cfg(workers: usize) -> Config {
         Config {
@@ -1158,23 +1185,8 @@ mod tests {
     fn the_check_catches_a_wrong_sum() {
         let c = cfg(3);
         let inp = inputs(3, 100, 5);
-        let mut nodes = build(&c, &inp, 100, None);
-        let n = nodes.len();
-        let mut f = SimFabric::new(
-            std::mem::take(&mut nodes),
-            vec![
-                NodeConfig {
-                    rx_cost_ns: 0,
-                    tx_cost_ns: 0
-                };
-                n
-            ],
-            3,
-            LinkConfig::gbps100(),
-            Faults::default(),
-        );
-        f.run_until(1_000_000_000, |ns| ns[..3].iter().all(Endpoint::is_done));
-        let mut nodes = f.into_nodes();
+        let nodes = build(&c, &inp, 100, None);
+        let (mut nodes, _) = on_sim(nodes, 3, Faults::default(), 1_000_000_000);
         assert_eq!(check(&nodes, &inp), 0);
         if let Node::Worker(w) = &mut nodes[1]
             && let Some(v) = w.hot_result.values_mut().next()
@@ -1210,26 +1222,12 @@ mod tests {
             c.float = true;
             let inp = float_inputs(5, 400, seed);
             let nodes = build(&c, &inp, 400, Some(Placement::heat(400, 48).unwrap()));
-            let n = nodes.len();
-            let mut f = SimFabric::new(
-                nodes,
-                vec![
-                    NodeConfig {
-                        rx_cost_ns: 0,
-                        tx_cost_ns: 0
-                    };
-                    n
-                ],
-                5,
-                LinkConfig::gbps100(),
-                Faults {
-                    loss,
-                    seed,
-                    ..Faults::default()
-                },
-            );
-            f.run_until(10_000_000_000, |ns| ns[..5].iter().all(Endpoint::is_done));
-            let mut nodes = f.into_nodes();
+            let faults = Faults {
+                loss,
+                seed,
+                ..Faults::default()
+            };
+            let (mut nodes, _) = on_sim(nodes, 5, faults, 10_000_000_000);
             assert_eq!(check(&nodes, &inp), 0, "loss {loss}");
             let Node::Switch(sw) = &nodes[5] else {
                 panic!("node 5 is the switch")
@@ -1295,25 +1293,12 @@ mod tests {
         let inp = float_inputs(2, 600, 21);
         let pl = Placement::heat(600, 48).unwrap();
         let nodes = build(&c, &inp, 600, Some(pl));
-        let mut f = SimFabric::new(
-            nodes,
-            vec![
-                NodeConfig {
-                    rx_cost_ns: 0,
-                    tx_cost_ns: 0
-                };
-                4
-            ],
-            2,
-            LinkConfig::gbps100(),
-            Faults {
-                loss: 0.05,
-                seed: 21,
-                ..Faults::default()
-            },
-        );
-        f.run_until(10_000_000_000, |ns| ns[..2].iter().all(Endpoint::is_done));
-        let nodes = f.into_nodes();
+        let faults = Faults {
+            loss: 0.05,
+            seed: 21,
+            ..Faults::default()
+        };
+        let (nodes, _) = on_sim(nodes, 2, faults, 10_000_000_000);
         let mut want: HashMap<u32, u32> = HashMap::new();
         for (h, _) in &inp {
             for (k, v) in h {
@@ -1639,29 +1624,19 @@ mod tests {
         let workers = 4;
         let c = cfg(workers);
         let inp = inputs(workers, 2000, 12);
-        let mut nodes = build(&c, &inp, 2000, None);
-        let n = nodes.len();
-        let zero = vec![
-            NodeConfig {
-                rx_cost_ns: 0,
-                tx_cost_ns: 0
-            };
-            n
-        ];
-        let link = LinkConfig::gbps100();
-        let mut f = SimFabric::new(
-            std::mem::take(&mut nodes),
-            zero.clone(),
-            workers as u32,
-            link,
-            Faults::default(),
-        );
-        // run until the switch has aggregated some, not all, of the hot pushes
-        f.run_until(1_000_000_000, |ns| match &ns[workers] {
-            Node::Switch(s) => s.records.len() >= 40,
-            _ => false,
-        });
-        let mut nodes = f.into_nodes();
+        let nodes: Vec<StopAt40> = build(&c, &inp, 2000, None)
+            .into_iter()
+            .map(StopAt40)
+            .collect();
+        // run until the switch has aggregated some, not all, of the hot pushes: the switch is
+        // the one node counted, done at 40 records
+        let until = Until {
+            counted: (0..nodes.len()).map(|i| i == workers).collect(),
+            limit_ns: 1_000_000_000,
+        };
+        let mut sim = Sim::new(LinkConfig::gbps100(), workers as NodeId);
+        let (nodes, _) = sim.run(nodes, &until).unwrap();
+        let mut nodes: Vec<Node> = nodes.into_iter().map(|n| n.0).collect();
         let Node::Switch(old) = &mut nodes[workers] else {
             panic!("switch");
         };
@@ -1678,18 +1653,37 @@ mod tests {
         nodes[workers] = Node::Switch(Box::new(standby));
         // frames in flight at the failure are lost; workers time out and resend (flagged),
         // and the migrated records keep the standby from adding any push twice
-        let mut f = SimFabric::new(nodes, zero, workers as u32, link, Faults::default());
-        let rep = f
-            .run_until(1_000_000_000, |ns| {
-                ns[..workers].iter().all(Endpoint::is_done)
-            })
-            .clone();
-        let nodes = f.into_nodes();
+        let (nodes, rep) = on_sim(nodes, workers, Faults::default(), 1_000_000_000);
         assert!(rep.finished);
         assert_eq!(check(&nodes, &inp), 0);
         let Node::Switch(s) = &nodes[workers] else {
             panic!("switch")
         };
         assert!(s.records.len() > mid);
+    }
+
+    /// A node of a run stopped when the switch holds 40 records: the switch's `is_done` says
+    /// so (the one node an [`Until`] then counts); every other call is the node's own.
+    struct StopAt40(Node);
+
+    impl Endpoint for StopAt40 {
+        fn id(&self) -> NodeId {
+            self.0.id()
+        }
+        fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
+            self.0.handle_packet(now, from, frame)
+        }
+        fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+            self.0.poll_transmit(now)
+        }
+        fn poll_timeout(&self) -> Option<Nanos> {
+            self.0.poll_timeout()
+        }
+        fn handle_timeout(&mut self, now: Nanos) {
+            self.0.handle_timeout(now)
+        }
+        fn is_done(&self) -> bool {
+            matches!(&self.0, Node::Switch(s) if s.records.len() >= 40)
+        }
     }
 }

@@ -2,12 +2,16 @@
 //! suite's fabrics: `sim` (virtual time, link rates, seeded loss) and `mem` (threads, real time),
 //! with the outcome checked against a reference. On `mem` every link direction has a finite
 //! drop-tail buffer ([`Bounded`]), as the `sim` fabric's egress queues and real ports do.
+//! Every run of the crate reaches its fabric through [`run_on`] (any [`Fabric`]); none
+//! constructs a fabric itself.
 
 use crate::switch::SmartSwitch;
 use crate::transport::{Config, Nic};
 use inabench_fabric::fault::{Fate, FaultInjector, Faults};
-use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
-use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use inabench_fabric::sim::LinkConfig;
+use inabench_fabric::{
+    Endpoint, Fabric, FabricError, FabricReport, Mem, Nanos, NodeId, Sim, Transmit, Until,
+};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -168,6 +172,8 @@ pub struct Outcome {
     /// held at once.
     pub tail_drops: u64,
     pub link_peak_bytes: u64,
+    /// The fabric that ran (its report's label; empty for an outcome gathered by hand).
+    pub fabric: &'static str,
 }
 
 /// Gather the outcome from finished nodes.
@@ -227,22 +233,44 @@ pub fn sim_link(cfg: &Config) -> LinkConfig {
     }
 }
 
+/// Run `nodes` (node `i` has id `i`) on `fabric` until every node `counted` names is done or
+/// `limit_ns` of the fabric's time has passed: the crate's one way onto a fabric. The nodes
+/// come back with the fabric's report, whose `fabric` is the label a row carries.
+pub fn run_on<N, F>(
+    fabric: &mut F,
+    nodes: Vec<N>,
+    counted: impl Fn(usize) -> bool,
+    limit_ns: Nanos,
+) -> Result<(Vec<N>, FabricReport), FabricError>
+where
+    N: Endpoint,
+    F: Fabric<N> + ?Sized,
+{
+    let until = Until {
+        counted: (0..nodes.len()).map(counted).collect(),
+        limit_ns,
+    };
+    fabric.run(nodes, &until)
+}
+
+/// The result of [`run_on`] for nodes numbered by their position ([`build`]'s, the ring's): the
+/// sim and mem fabrics refuse nothing else.
+pub(crate) fn numbered<T>(ran: Result<T, FabricError>) -> T {
+    ran.unwrap_or_else(|e| panic!("the nodes are numbered by their position: {e}"))
+}
+
 /// Run a job on the discrete-event fabric. The NIC transports are hardware (FPGA) in LuWu, so
-/// no host CPU cost is charged per frame.
+/// no host CPU cost is charged per frame. Every node (the switch too) is counted.
 pub fn run_sim(cfg: &Config, job: &Job, faults: Faults, max_ns: u64) -> (Vec<Node>, Outcome) {
     let nodes = build(cfg, job);
-    let n = nodes.len();
-    let free = NodeConfig {
-        rx_cost_ns: 0,
-        tx_cost_ns: 0,
+    let mut sim = Sim {
+        faults,
+        ..Sim::new(sim_link(cfg), cfg.switch_id())
     };
-    let mut f = SimFabric::new(nodes, vec![free; n], cfg.switch_id(), sim_link(cfg), faults);
-    let rep = f
-        .run_until(max_ns, |nodes| nodes.iter().all(Endpoint::is_done))
-        .clone();
-    let nodes = f.into_nodes();
+    let (nodes, rep) = numbered(run_on(&mut sim, nodes, |_| true, max_ns));
     let mut o = outcome(cfg, job, &nodes, rep.finished, rep.end_ns);
     o.dropped = rep.faults.dropped + rep.dropped_queue + rep.dropped_mtu;
+    o.fabric = rep.fabric;
     (nodes, o)
 }
 
@@ -436,11 +464,17 @@ pub fn run_mem_bounded(
         .map(|n| Bounded::new(n, links.clone(), here, MTU))
         .collect();
     let sw = cfg.switch_id() as usize;
-    let (nodes, rep) = inabench_fabric::mem::run(nodes, MTU, fabric, deadline, |i| i != sw);
+    let mut mem = Mem {
+        mtu: MTU,
+        faults: fabric,
+    };
+    let limit_ns = u64::try_from(deadline.as_nanos()).unwrap_or(u64::MAX);
+    let (nodes, rep) = numbered(run_on(&mut mem, nodes, |i| i != sw, limit_ns));
     let nodes: Vec<Node> = nodes.into_iter().map(|b| b.node).collect();
-    let mut o = outcome(cfg, job, &nodes, rep.finished, rep.wall_ns);
+    let mut o = outcome(cfg, job, &nodes, rep.finished, rep.end_ns);
     o.tail_drops = links.tail_drops.load(Ordering::Relaxed);
     o.link_peak_bytes = links.peak_bytes();
     o.dropped = links.lost.load(Ordering::Relaxed) + o.tail_drops + rep.dropped_mtu;
+    o.fabric = rep.fabric;
     (nodes, o)
 }

@@ -11,9 +11,9 @@
 //! There is no loss recovery: this baseline runs on lossless links (the comparison is of bytes).
 
 use crate::packet::{self, Kind, Repr};
-use inabench_fabric::fault::Faults;
-use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
-use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use crate::run::{numbered, run_on};
+use inabench_fabric::sim::LinkConfig;
+use inabench_fabric::{Endpoint, Nanos, NodeId, Sim, Transmit};
 use inabench_wire::{ethernet, ipv4};
 use std::collections::VecDeque;
 
@@ -300,26 +300,14 @@ pub fn run(op: Op, inputs: Vec<Vec<i32>>, vpp: usize, link: LinkConfig) -> Optio
         out: VecDeque::new(),
         dropped: 0,
     }));
-    let free = NodeConfig {
-        rx_cost_ns: 0,
-        tx_cost_ns: 0,
-    };
-    let mut f = SimFabric::new(
-        nodes,
-        vec![free; n + 1],
-        n as NodeId,
-        link,
-        Faults::default(),
-    );
-    let rep = f
-        .run_until(3_600_000_000_000, |ns| ns.iter().all(Endpoint::is_done))
-        .clone();
+    let mut sim = Sim::new(link, n as NodeId);
+    let (nodes, rep) = numbered(run_on(&mut sim, nodes, |_| true, 3_600_000_000_000));
     let mut o = RingOutcome {
         finished: rep.finished,
         end_ns: rep.end_ns,
         ..RingOutcome::default()
     };
-    for node in f.into_nodes() {
+    for node in nodes {
         if let RingFabricNode::Worker(w) = node {
             o.values_tx.push(w.values_tx);
             o.values_rx.push(w.values_rx);

@@ -208,7 +208,9 @@ fn op_counts(
     if let Some(c) = memo.lock().ok().and_then(|m| m.get(&key).copied()) {
         return Ok(c);
     }
-    let c = count_ops(cfg, inp, n_hot, placement).ok_or_else(|| {
+    let c = count_ops(cfg, inp, n_hot, placement)
+        .map_err(|e| WorkloadError::Invalid(e.to_string()))?
+        .ok_or_else(|| {
         WorkloadError::Invalid(
             "the lossless iteration that counts the hosts' operations did not finish within 120 s of virtual time".into(),
         )
@@ -326,7 +328,8 @@ fn measure(
             seed: ctx.seed,
             ..Faults::default()
         };
-        let o = run_sim(&cfg, &inp, n_hot, placement, costs, faults);
+        let o = run_sim(&cfg, &inp, n_hot, placement, costs, faults)
+            .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
         if !o.finished {
             return Err(WorkloadError::Invalid(format!(
                 "{system} did not finish its iteration within 120 s of virtual time"
@@ -389,6 +392,11 @@ impl Workload for Aggregation {
         let loss = opt(ctx, "loss", 0.0);
         let system = ctx.system().to_string();
         let me = measure(ctx, &system, hot_k, loss, memory_mb)?;
+        // the row's fabric label: the report's of the fabric that ran (SwitchML's rate comes
+        // from inabench_ina::drive's sim run, labelled as the workload declares)
+        if let Some(o) = &me.outcome {
+            ctx.fabric = o.fabric;
+        }
         let thr = me.pairs as f64 / me.duration_ns * 1e3; // million pairs per second
         ctx.record_if_declared("throughput", thr);
         ctx.record_if_declared("iteration_us", me.duration_ns / 1e3);

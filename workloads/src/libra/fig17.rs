@@ -77,6 +77,7 @@ impl Workload for Fig17 {
             run_sim_stack(&cfg, inputs, &stack)
         }
         .map_err(WorkloadError::Invalid)?;
+        ctx.fabric = o.fabric;
         let (ns, wrong) = (o.duration_ns, o.wrong);
         ctx.counter("retransmissions", o.retransmissions);
         if !o.finished {

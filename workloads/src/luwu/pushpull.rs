@@ -139,6 +139,8 @@ impl Workload for PushPull {
         } else {
             run::run_sim(&cfg, &job, faults, 3_600_000_000_000).1
         };
+        // the row's fabric label: the report's of the fabric that ran
+        ctx.fabric = o.fabric;
         if !o.finished {
             ctx.log(
                 LogLevel::Warn,
