@@ -235,6 +235,18 @@ impl<N: Endpoint + 'static> Fabric<N> for Mem {
     }
 
     fn run(&mut self, nodes: Vec<N>, until: &Until) -> Result<(Vec<N>, FabricReport), FabricError> {
+        self.run_detailed(nodes, until).map(|(n, r, _)| (n, r))
+    }
+}
+
+impl Mem {
+    /// As [`Fabric::run`], with the `mem` fabric's own report beside the common one (each serving
+    /// thread's CPU time and parks: what a diagnosis of the fabric's overhead reads).
+    pub fn run_detailed<N: Endpoint + 'static>(
+        &mut self,
+        nodes: Vec<N>,
+        until: &Until,
+    ) -> Result<(Vec<N>, FabricReport, mem::MemReport), FabricError> {
         check_ids(&nodes)?;
         let (nodes, rep) = mem::run(
             nodes,
@@ -265,9 +277,10 @@ impl<N: Endpoint + 'static> Fabric<N> for Mem {
                 nodes: totals,
                 dropped_mtu: rep.dropped_mtu,
                 dropped_queue: 0,
-                faults: rep.faults,
+                faults: rep.faults.clone(),
                 send_errors: 0,
             },
+            rep,
         ))
     }
 }

@@ -5,31 +5,68 @@
 //! f64, rounded once.
 
 use crate::bfp;
-use crate::common::{AllReduceConfig, Setup, SetupNode, System};
+use crate::common::{AllReduceConfig, FloatSum, Setup, SetupNode, System};
 use crate::netreduce::NetReduce;
 use crate::ring::RingAllReduce;
 use crate::switchml::SwitchMl;
 use crate::tofino::TofinoModel;
 use inabench_fabric::fault::Faults;
 
-/// How gradients are aggregated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How gradients are aggregated: the exact local reference, or through a system whose
+/// [`System::float_sum`] says how it sums float32.
+#[derive(Clone, Copy)]
 pub enum Aggregation {
     Local,
-    Ring,
-    NetReduce,
-    SwitchMl,
+    Through(&'static dyn System),
+}
+
+impl PartialEq for Aggregation {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Aggregation::Local, Aggregation::Local) => true,
+            (Aggregation::Through(a), Aggregation::Through(b)) => a.name() == b.name(),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Aggregation {}
+
+impl std::fmt::Debug for Aggregation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl Aggregation {
+    pub const RING: Aggregation = Aggregation::Through(&RingAllReduce);
+    pub const NETREDUCE: Aggregation = Aggregation::Through(&NetReduce);
+    pub const SWITCHML: Aggregation = Aggregation::Through(&SwitchMl);
+
+    /// `local` (or `reference`), `ring` (the ring all-reduce's short name), or any system of
+    /// [`crate::SYSTEMS`] that sums float32 ([`System::float_sum`]).
     pub fn parse(s: &str) -> Option<Aggregation> {
-        Some(match s {
-            "local" | "reference" => Aggregation::Local,
-            "ring_allreduce" | "ring" => Aggregation::Ring,
-            "netreduce" => Aggregation::NetReduce,
-            "switchml" => Aggregation::SwitchMl,
-            _ => return None,
-        })
+        match s {
+            "local" | "reference" => Some(Aggregation::Local),
+            "ring" => Some(Aggregation::RING),
+            _ => crate::system(s)
+                .filter(|sys| sys.float_sum().is_some())
+                .map(Aggregation::Through),
+        }
+    }
+
+    /// `local`, or the system's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Aggregation::Local => "local",
+            Aggregation::Through(sys) => sys.name(),
+        }
+    }
+
+    /// Whether the values are quantised to block floating point on the way (SwitchML): the
+    /// result is within [`crate::bfp::error_bound`] of the sum, not exact.
+    pub fn block_float(&self) -> bool {
+        matches!(self, Aggregation::Through(sys) if sys.float_sum() == Some(FloatSum::BlockFloat))
     }
 }
 
@@ -179,13 +216,13 @@ pub fn run_system_mem(
 ) -> Result<(u64, inabench_fabric::mem::MemReport), String> {
     let setup = sys.build(cfg).map_err(|e| e.to_string())?;
     let workers = cfg.workers;
-    let (nodes, rep) = inabench_fabric::mem::run(
-        setup.into_nodes(),
-        cfg.mtu + 128,
-        Faults::default(),
-        std::time::Duration::from_secs(120),
-        |i| i < workers,
-    );
+    let nodes = setup.into_nodes();
+    let until = inabench_fabric::Until::workers(workers, nodes.len(), 120_000_000_000);
+    let mut mem = inabench_fabric::Mem {
+        mtu: cfg.mtu + 128,
+        faults: Faults::default(),
+    };
+    let (nodes, _, rep) = mem.run_detailed(nodes, &until).map_err(|e| e.to_string())?;
     if !rep.finished {
         return Err("the all-reduce did not finish".into());
     }
@@ -255,12 +292,7 @@ pub fn allreduce_f32_with(
                 duration_ns: 0,
             })
         }
-        Aggregation::Ring | Aggregation::NetReduce => {
-            let sys: &dyn System = if agg == Aggregation::Ring {
-                &RingAllReduce
-            } else {
-                &NetReduce
-            };
+        Aggregation::Through(sys) if sys.float_sum() == Some(FloatSum::Native) => {
             let (r, frames, d) = through(
                 sys,
                 inputs.iter().map(|v| bits(v)).collect(),
@@ -274,7 +306,7 @@ pub fn allreduce_f32_with(
                 duration_ns: d,
             })
         }
-        Aggregation::SwitchMl => {
+        Aggregation::Through(sys) if sys.float_sum() == Some(FloatSum::BlockFloat) => {
             let block = (TofinoModel::PAPER.bytes_per_pass() / 4) as usize;
             let blocks = elements.div_ceil(block);
             // 1. exponent negotiation: the switch keeps each block's maximum
@@ -284,7 +316,7 @@ pub fn allreduce_f32_with(
                 .collect();
             let mut max_knobs = knobs.to_vec();
             max_knobs.push(("op_max", 1.0));
-            let (agreed, f1, d1) = through(&SwitchMl, exps, false, &max_knobs, fabric)?;
+            let (agreed, f1, d1) = through(sys, exps, false, &max_knobs, fabric)?;
             // 2. integer aggregation of the scaled values
             let q: Vec<Vec<i32>> = inputs
                 .iter()
@@ -296,7 +328,7 @@ pub fn allreduce_f32_with(
                         .collect()
                 })
                 .collect();
-            let (sums, f2, d2) = through(&SwitchMl, q, false, knobs, fabric)?;
+            let (sums, f2, d2) = through(sys, q, false, knobs, fabric)?;
             let results = sums
                 .iter()
                 .zip(&agreed)
@@ -314,6 +346,7 @@ pub fn allreduce_f32_with(
                 duration_ns: d1 + d2,
             })
         }
+        Aggregation::Through(sys) => Err(format!("{} does not sum float32", sys.name())),
     }
 }
 
@@ -343,9 +376,9 @@ mod tests {
             .collect();
         for agg in [
             Aggregation::Local,
-            Aggregation::Ring,
-            Aggregation::NetReduce,
-            Aggregation::SwitchMl,
+            Aggregation::RING,
+            Aggregation::NETREDUCE,
+            Aggregation::SWITCHML,
         ] {
             for fabric in [Fabric::Sim, Fabric::Mem, Fabric::Udp] {
                 let out = allreduce_f32(agg, &x, fabric).expect("all-reduce");
@@ -366,7 +399,7 @@ mod tests {
                         .map(|b| bfp::block_exponent(b))
                         .max()
                         .unwrap_or(-126);
-                    let tol = if agg == Aggregation::SwitchMl {
+                    let tol = if agg.block_float() {
                         bfp::error_bound(e, 4) + mag[i] * 1e-6
                     } else {
                         mag[i] * 4.0 * f64::from(f32::EPSILON)
@@ -384,6 +417,6 @@ mod tests {
     fn a_wrong_vector_length_is_an_error() {
         let mut x = inputs(3, 100);
         x[1].pop();
-        assert!(allreduce_f32(Aggregation::Ring, &x, Fabric::Sim).is_err());
+        assert!(allreduce_f32(Aggregation::RING, &x, Fabric::Sim).is_err());
     }
 }

@@ -169,6 +169,16 @@ pub enum SetupError {
     Config(String),
 }
 
+/// How a system sums float32 values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FloatSum {
+    /// float32 additions where the values meet (NetReduce's accelerator, the ring's hosts).
+    Native,
+    /// Block floating point: a shared exponent per block agreed first, then integer sums
+    /// (SwitchML on a Tofino).
+    BlockFloat,
+}
+
 /// A Table 6 system.
 pub trait System: Sync {
     /// snake_case id as in the specs: netreduce, switchml, switchml_rdma, atp.
@@ -242,6 +252,11 @@ pub trait System: Sync {
     /// the ring all-reduce and the RC stream are host-only baselines.
     fn in_network(&self) -> bool {
         false
+    }
+    /// How the system sums float32 gradients in training ([`crate::collective`]): `None` where
+    /// it does not.
+    fn float_sum(&self) -> Option<FloatSum> {
+        None
     }
     /// Metrics that follow from the system's layout for `cfg` and a run of `time_ns` (e.g.
     /// NetReduce's padding share, SwitchML's slot cycle), recorded where a spec declares them.

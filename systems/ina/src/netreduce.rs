@@ -533,6 +533,10 @@ impl System for NetReduce {
         "netreduce"
     }
 
+    fn float_sum(&self) -> Option<crate::common::FloatSum> {
+        Some(crate::common::FloatSum::Native)
+    }
+
     /// RC over RoCE: a queue pair's packets in PSN order.
     fn ordered_transport(&self) -> bool {
         true

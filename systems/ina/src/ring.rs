@@ -365,6 +365,10 @@ impl System for RingAllReduce {
         "ring_allreduce"
     }
 
+    fn float_sum(&self) -> Option<crate::common::FloatSum> {
+        Some(crate::common::FloatSum::Native)
+    }
+
     /// RC over RoCE (NCCL's ring in the paper's testbed): in PSN order.
     fn ordered_transport(&self) -> bool {
         true

@@ -624,6 +624,10 @@ impl System for SwitchMl {
         "switchml"
     }
 
+    fn float_sum(&self) -> Option<crate::common::FloatSum> {
+        Some(crate::common::FloatSum::BlockFloat)
+    }
+
     fn in_network(&self) -> bool {
         true
     }

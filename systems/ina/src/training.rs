@@ -276,7 +276,7 @@ pub fn check_sum(
         let want: f64 = inputs.iter().map(|v| f64::from(v[i])).sum();
         let mag: f64 = inputs.iter().map(|v| f64::from(v[i]).abs()).sum();
         let mut tol = 2.0 * n as f64 * f64::from(f32::EPSILON) * mag;
-        if agg == Aggregation::SwitchMl {
+        if agg.block_float() {
             let b = i / block * block;
             let e = inputs
                 .iter()

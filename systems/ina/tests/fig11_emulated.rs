@@ -24,9 +24,9 @@ fn probe() {
         let m = training::by_name(name).unwrap();
         for fabric in [Fabric::Mem, Fabric::Udp] {
             for agg in [
-                Aggregation::Ring,
-                Aggregation::NetReduce,
-                Aggregation::SwitchMl,
+                Aggregation::RING,
+                Aggregation::NETREDUCE,
+                Aggregation::SWITCHML,
             ] {
                 let t = std::time::Instant::now();
                 let ex = exchange(
@@ -82,9 +82,9 @@ fn every_bucket_is_exchanged_for_real_and_timed() {
     );
     for fabric in [Fabric::Mem, Fabric::Udp] {
         for agg in [
-            Aggregation::Ring,
-            Aggregation::NetReduce,
-            Aggregation::SwitchMl,
+            Aggregation::RING,
+            Aggregation::NETREDUCE,
+            Aggregation::SWITCHML,
         ] {
             let ex =
                 exchange(agg, fabric, &knobs(), &m, scale, bucket, 4, 0, 2, 3).expect("exchange");
@@ -130,7 +130,7 @@ fn a_dropped_or_double_counted_gradient_is_caught() {
     let sum: Vec<f32> = (0..500)
         .map(|i| inputs.iter().map(|v| f64::from(v[i])).sum::<f64>() as f32)
         .collect();
-    for agg in [Aggregation::Ring, Aggregation::SwitchMl] {
+    for agg in [Aggregation::RING, Aggregation::SWITCHML] {
         assert!(check_sum(agg, &inputs, &vec![sum.clone(); 4]).is_ok());
         let mut twice = vec![sum.clone(); 4];
         for r in &mut twice {

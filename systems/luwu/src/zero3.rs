@@ -13,8 +13,7 @@
 use crate::packet::{self, Kind, Repr};
 use crate::run::{numbered, run_on};
 use inabench_fabric::sim::LinkConfig;
-use inabench_fabric::{Endpoint, Nanos, NodeId, Sim, Transmit};
-use inabench_wire::{ethernet, ipv4};
+use inabench_fabric::{Endpoint, Forwarder, Nanos, NodeId, Route, Sim, Transmit};
 use std::collections::VecDeque;
 
 /// Which collective.
@@ -177,94 +176,9 @@ impl Endpoint for RingNode {
     }
 }
 
-/// A switch that forwards by IPv4 destination (10.0.8.(node + 1)).
-pub struct Forwarder {
-    id: NodeId,
-    nodes: usize,
-    out: VecDeque<Transmit>,
-    pub dropped: u64,
-}
-
-impl Endpoint for Forwarder {
-    fn id(&self) -> NodeId {
-        self.id
-    }
-
-    fn handle_packet(&mut self, _now: Nanos, _from: NodeId, frame: &[u8]) {
-        let to = ethernet::Packet::new_checked(frame)
-            .ok()
-            .and_then(|e| {
-                ipv4::Packet::new_checked(e.payload())
-                    .ok()
-                    .map(|ip| ip.dst()[3])
-            })
-            .and_then(|b| (b as usize).checked_sub(1))
-            .filter(|t| *t < self.nodes);
-        match to {
-            Some(t) => self.out.push_back(Transmit {
-                to: t as NodeId,
-                bytes: frame.to_vec(),
-            }),
-            None => self.dropped += 1,
-        }
-    }
-
-    fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
-        self.out.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Nanos> {
-        None
-    }
-
-    fn handle_timeout(&mut self, _now: Nanos) {}
-
-    fn is_done(&self) -> bool {
-        true
-    }
-}
-
-/// A ring node or the forwarder.
-pub enum RingFabricNode {
-    Worker(RingNode),
-    Switch(Forwarder),
-}
-
-impl RingFabricNode {
-    fn ep(&self) -> &dyn Endpoint {
-        match self {
-            RingFabricNode::Worker(w) => w,
-            RingFabricNode::Switch(s) => s,
-        }
-    }
-    fn ep_mut(&mut self) -> &mut dyn Endpoint {
-        match self {
-            RingFabricNode::Worker(w) => w,
-            RingFabricNode::Switch(s) => s,
-        }
-    }
-}
-
-impl Endpoint for RingFabricNode {
-    fn id(&self) -> NodeId {
-        self.ep().id()
-    }
-    fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
-        self.ep_mut().handle_packet(now, from, frame)
-    }
-    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
-        self.ep_mut().poll_transmit(now)
-    }
-    fn poll_timeout(&self) -> Option<Nanos> {
-        self.ep().poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Nanos) {
-        self.ep_mut().handle_timeout(now)
-    }
-    fn is_done(&self) -> bool {
-        self.ep().is_done()
-    }
-}
+/// A ring node or the switch, which only forwards: [`inabench_fabric::Forwarder`] by the IPv4
+/// destination (10.0.8.(node + 1), [`Route::Ipv4Dst`]).
+pub type RingFabricNode = inabench_fabric::Node<RingNode, Forwarder>;
 
 /// What a collective did: each worker's vector afterwards, the values each sent and received,
 /// and the virtual time.
@@ -294,12 +208,11 @@ pub fn run(op: Op, inputs: Vec<Vec<i32>>, vpp: usize, link: LinkConfig) -> Optio
         .enumerate()
         .map(|(r, d)| RingFabricNode::Worker(RingNode::new(r, n, op, d, vpp)))
         .collect();
-    nodes.push(RingFabricNode::Switch(Forwarder {
-        id: n as NodeId,
-        nodes: n,
-        out: VecDeque::new(),
-        dropped: 0,
-    }));
+    nodes.push(RingFabricNode::Switch(Forwarder::new(
+        n as NodeId,
+        n as u32 + 1,
+        Route::Ipv4Dst,
+    )));
     let mut sim = Sim::new(link, n as NodeId);
     let (nodes, rep) = numbered(run_on(&mut sim, nodes, |_| true, 3_600_000_000_000));
     let mut o = RingOutcome {

@@ -70,7 +70,7 @@ pub fn run(
         setup(model, seed).ok_or_else(|| format!("no model `{model}` (mlp, cnn, transformer)"))?;
     let tolerance = Tolerance {
         rel: 8.0 * f64::from(f32::EPSILON),
-        abs_per_block: if agg == Aggregation::SwitchMl {
+        abs_per_block: if agg.block_float() {
             dp::bfp_block_error
         } else {
             dp::no_block_error
@@ -115,7 +115,7 @@ impl Workload for Quality {
             .ok_or_else(|| WorkloadError::Invalid(format!("no aggregation `{}`", ctx.system())))?;
         let t0 = std::time::Instant::now();
         let ring = run(
-            Aggregation::Ring,
+            Aggregation::RING,
             &model,
             workers,
             steps,
@@ -154,9 +154,9 @@ mod tests {
 
     #[test]
     fn ring_and_netreduce_learn_and_stay_close() {
-        let ring = run(Aggregation::Ring, "mlp", 4, 40, 64, 0.05, Fabric::Sim, 1).expect("ring");
+        let ring = run(Aggregation::RING, "mlp", 4, 40, 64, 0.05, Fabric::Sim, 1).expect("ring");
         let inet = run(
-            Aggregation::NetReduce,
+            Aggregation::NETREDUCE,
             "mlp",
             4,
             40,
@@ -230,7 +230,7 @@ mod tests {
     fn the_transformer_learns_through_netreduce_and_stays_close_to_ring() {
         let steps = 60;
         let ring = run(
-            Aggregation::Ring,
+            Aggregation::RING,
             "transformer",
             4,
             steps,
@@ -241,7 +241,7 @@ mod tests {
         )
         .expect("ring");
         let inet = run(
-            Aggregation::NetReduce,
+            Aggregation::NETREDUCE,
             "transformer",
             4,
             steps,
@@ -268,13 +268,13 @@ mod tests {
     fn training_over_udp_keeps_workers_identical_and_catches_double_counting() {
         let (m, d) = setup("mlp", 3).expect("setup");
         for agg in [
-            Aggregation::Ring,
-            Aggregation::NetReduce,
-            Aggregation::SwitchMl,
+            Aggregation::RING,
+            Aggregation::NETREDUCE,
+            Aggregation::SWITCHML,
         ] {
             let tol = Tolerance {
                 rel: 8.0 * f64::from(f32::EPSILON),
-                abs_per_block: if agg == Aggregation::SwitchMl {
+                abs_per_block: if agg.block_float() {
                     dp::bfp_block_error
                 } else {
                     dp::no_block_error
@@ -307,7 +307,7 @@ mod tests {
             abs_per_block: dp::no_block_error,
         };
         let mut twice = |g: &[Vec<f32>]| {
-            let mut s = allreduce_f32(Aggregation::NetReduce, g, Fabric::Udp)?.results;
+            let mut s = allreduce_f32(Aggregation::NETREDUCE, g, Fabric::Udp)?.results;
             for r in &mut s {
                 r[5] += g[1][5];
             }
@@ -325,7 +325,7 @@ mod tests {
     #[test]
     fn the_cnn_trains_through_switchml() {
         let log = run(
-            Aggregation::SwitchMl,
+            Aggregation::SWITCHML,
             "cnn",
             2,
             10,

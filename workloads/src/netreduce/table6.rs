@@ -120,13 +120,14 @@ impl Workload for Table6 {
                 .build(&cfg)
                 .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
             let w = cfg.workers;
-            let (nodes, rep) = inabench_fabric::mem::run(
-                setup.into_nodes(),
-                cfg.mtu + 128,
+            let nodes = setup.into_nodes();
+            let until = inabench_fabric::Until::workers(w, nodes.len(), 60_000_000_000);
+            let mut mem = inabench_fabric::Mem {
+                mtu: cfg.mtu + 128,
                 faults,
-                std::time::Duration::from_secs(60),
-                |i| i < w,
-            );
+            };
+            let (nodes, rep) = inabench_fabric::Fabric::run(&mut mem, nodes, &until)
+                .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
             let dur = rep.nodes[..w].iter().map(|s| s.done_ns).max().unwrap_or(1);
             let cpu: Vec<u64> = rep.nodes[..w].iter().map(|s| s.cpu_ns).collect();
             (nodes, rep.finished, dur, cpu, 0)

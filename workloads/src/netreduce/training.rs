@@ -105,7 +105,7 @@ fn run_emulated(
         .map_err(|e| WorkloadError::WrongResult(format!("{agg:?}: {e}")))
     };
     let mine = ex(agg)?;
-    let ring = ex(Aggregation::Ring)?;
+    let ring = ex(Aggregation::RING)?;
     let rate = ctx.param("line_rate_gbps").unwrap_or(100.0) * 1e9;
     let dil = match ctx
         .text("dilation")
