@@ -2,10 +2,15 @@
 //! BytePS, Horovod and ALEPH on the 9-machine testbed of Sec. 6.3. The model (the accuracy curve,
 //! an iteration's compute and communication time) is [`inabench_aleph::convergence`]; this
 //! workload reads the spec's parameters, picks the clustering and the curve, and records.
+//! Functional: real data-parallel training of the small CNN, every step's gradients summed with
+//! each system's arithmetic ([`inabench_aleph::convergence::functional_run`]): BytePS's and
+//! Horovod's float32 sums against ALEPH's Q15.16 fixed point, final accuracy after the same
+//! steps (panel `total`; the curve's points are time-based and modelled only).
 
 use super::testbed_training::{clustering, model_mb, paper_clustering};
 use inabench_aleph::convergence::{
-    Curve, GPU_PEAK_FLOPS, System, comm_time, flops_per_image, trained_curve,
+    Curve, GPU_PEAK_FLOPS, Summation, System, comm_time, flops_per_image, functional_run,
+    trained_curve,
 };
 use inabench_core::event::LogLevel;
 use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
@@ -69,7 +74,7 @@ fn curve(ctx: &mut PointCtx<'_>) -> Result<Curve, WorkloadError> {
     Ok(c)
 }
 
-/// aleph-fig12 (modelled).
+/// aleph-fig12 (modelled, functional).
 pub struct AccuracyVsTime;
 
 impl Workload for AccuracyVsTime {
@@ -77,7 +82,7 @@ impl Workload for AccuracyVsTime {
         "aleph.accuracy_vs_time"
     }
     fn fidelities(&self) -> &'static [Fidelity] {
-        &[Fidelity::Modelled]
+        &[Fidelity::Modelled, Fidelity::Functional]
     }
     fn fabric(&self, _f: Fidelity) -> &'static str {
         "model"
@@ -86,6 +91,9 @@ impl Workload for AccuracyVsTime {
         Some(&["byteps", "horovod", "aleph"])
     }
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+        if ctx.fidelity == Fidelity::Functional {
+            return functional_point(ctx);
+        }
         let model = ctx.text("model")?;
         let (Some(mb), Some(flops)) = (model_mb(&model), flops_per_image(&model)) else {
             return Err(WorkloadError::Invalid(format!(
@@ -169,4 +177,53 @@ impl Workload for AccuracyVsTime {
         ctx.progress(1, 1);
         Ok(())
     }
+}
+
+/// The functional class: the same small CNN trained by `workers` workers for `functional_steps`
+/// steps of `functional_batch_per_worker` images each, on `curve_images` images, with the point's
+/// system's summation; the final test accuracy is recorded at panel `total` (the curve's points,
+/// read at fractions of a modelled training time, have no functional value and record nothing).
+fn functional_point(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+    if ctx.text("panel").ok().as_deref() != Some("total") {
+        ctx.progress(1, 1);
+        return Ok(());
+    }
+    let system = match ctx.system() {
+        "byteps" => System::BytePs,
+        "horovod" => System::Horovod,
+        "aleph" => System::Aleph,
+        other => {
+            return Err(WorkloadError::Invalid(format!(
+                "aleph-fig12 runs byteps, horovod and aleph, not `{other}`"
+            )));
+        }
+    };
+    let workers = ctx.positive_count("workers")?;
+    let batch = ctx.positive_count("functional_batch_per_worker")?;
+    let steps = ctx.positive_count("functional_steps")?;
+    let images = ctx.positive_count("curve_images")?;
+    let summation = Summation::of(system);
+    let r = functional_run(
+        summation,
+        workers,
+        batch,
+        steps,
+        images,
+        1 + u64::from(ctx.repetition),
+    )
+    .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+    ctx.log(
+        LogLevel::Info,
+        format!(
+            "{}: {summation:?}, {workers} workers x {batch} images, {steps} steps over {images} images: test accuracy {:.2}% (before training {:.2}%), loss {:.4} -> {:.4}",
+            ctx.system(),
+            r.final_accuracy * 100.0,
+            r.start_accuracy * 100.0,
+            r.first_loss,
+            r.last_loss
+        ),
+    );
+    ctx.record("final_accuracy", r.final_accuracy * 100.0);
+    ctx.progress(1, 1);
+    Ok(())
 }
