@@ -19,30 +19,34 @@
 //! repetition of a point runs on its own calibration ([`SimInputs::calibration`]).
 
 use crate::cpusync::{CpuSyncWorker, Forwarder};
-use crate::driver::{Either, LoopWorker};
+use crate::driver::LoopWorker;
 use crate::host::{Cost, Host, Timing};
 use crate::protocol::{P4sgdSwitch, P4sgdWorker, PAPER_SLOTS, SwitchConfig, WorkerConfig};
+use inabench_fabric::Node;
 use inabench_fabric::fault::Faults;
-use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
+use inabench_fabric::sim::LinkConfig;
 use inabench_fabric::wrap::{CpuMeter, Timed};
-use inabench_fabric::{Endpoint, NodeId};
+use inabench_fabric::{
+    Endpoint, Fabric, FabricError, FabricReport, Mem, Nanos, NodeId, Sim, Transmit, Until,
+};
 use inabench_ina::common::{AllReduceConfig, SetupNode, System, Worker};
 use inabench_ina::hoststack::{DpdkStack, StackStats, TxBuffered};
 use inabench_ina::switchml::SwitchMl;
 use inabench_ina::tofino::TofinoModel;
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// Why a run could not be set up or carried out.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// A node could not be built from the configuration (the protocol's or SwitchML's error).
     #[error("{0}")]
     Config(String),
-    /// The udp fabric failed (a socket, the coordinator).
-    #[error("udp fabric: {0}")]
-    Udp(String),
+    /// The fabric could not run the nodes (a socket or the coordinator of `udp`, a node that
+    /// panicked).
+    #[error(transparent)]
+    Fabric(#[from] FabricError),
 }
 
 /// The spec's model inputs for the simulated class.
@@ -106,6 +110,11 @@ impl SimInputs {
             cost: Cost::Samples(samples),
         }
     }
+    /// The `sim` fabric of these inputs: a star of [`SimInputs::link`] around `switch`, no
+    /// per-frame cost in the fabric (each node's timing is its [`Host`]'s), no faults.
+    pub fn star(&self, switch: NodeId) -> Sim {
+        Sim::new(self.link(), switch)
+    }
     /// A CPU host stack's per-frame costs: the declared `fixed_frame_ns`, else `measure()`.
     fn host_costs(&self, measure: impl FnOnce() -> Vec<u64>) -> Vec<u64> {
         match self.fixed_frame_ns {
@@ -118,6 +127,8 @@ impl SimInputs {
 /// What one system's run gave.
 #[derive(Debug, Clone, Default)]
 pub struct Outcome {
+    /// The fabric that ran it ([`FabricReport::fabric`]: `sim`, `mem`, `udp`): the rows' label.
+    pub fabric: &'static str,
     pub latencies: Vec<u64>,
     pub wrong: u64,
     pub unfinished: usize,
@@ -128,17 +139,70 @@ fn err(e: impl std::fmt::Display) -> RunError {
     RunError::Config(e.to_string())
 }
 
-fn zero_costs(n: usize) -> Vec<NodeConfig> {
-    vec![
-        NodeConfig {
-            rx_cost_ns: 0,
-            tx_cost_ns: 0,
-        };
-        n
-    ]
+const SIM_LIMIT_NS: u64 = 600_000_000_000;
+
+/// Run `nodes` (node `i` has id `i`) on `fabric` until `until`: the one way this crate's runs
+/// reach a fabric ([`inabench_fabric::Fabric`]: `sim`, `mem`, `udp`); the nodes come back with
+/// the fabric's report.
+pub fn run_nodes<N: Endpoint>(
+    fabric: &mut dyn Fabric<N>,
+    nodes: Vec<N>,
+    until: &Until,
+) -> Result<(Vec<N>, FabricReport), RunError> {
+    Ok(fabric.run(nodes, until)?)
 }
 
-const SIM_LIMIT_NS: u64 = 600_000_000_000;
+/// Every one of `n` nodes counted, the switch too (a closed loop on `sim` ends when every node
+/// is done: no frame of it is left in flight), within `limit_ns` of virtual time.
+pub fn every_node(n: usize, limit_ns: Nanos) -> Until {
+    Until {
+        counted: vec![true; n],
+        limit_ns,
+    }
+}
+
+/// A closed loop's workers (`ws`, ranks 0..) and switch `sw` (id `ws.len()`) on `sim` with the
+/// model's inputs (each worker behind `timing`, the switch behind its pipeline latency; until
+/// every node is done) or, without inputs, on `mem` (a thread per node in real time; until
+/// every worker is done, 120 s at most): where P4SGD and CPUSync pick their fabric. The workers
+/// come back.
+fn run_loop<W: Endpoint + 'static, S: Endpoint + 'static>(
+    ws: Vec<W>,
+    sw: S,
+    sim: Option<(&SimInputs, Timing)>,
+    seed: u64,
+) -> Result<(Vec<W>, &'static str), RunError> {
+    let workers = ws.len();
+    let sw_id = workers as NodeId;
+    match sim {
+        Some((si, timing)) => {
+            let mut nodes: Vec<Node<_, _>> = ws
+                .into_iter()
+                .map(|l| Node::Worker(Host::new(l, timing.clone(), seed)))
+                .collect();
+            nodes.push(Node::Switch(Host::new(sw, si.switch(), seed)));
+            let until = every_node(nodes.len(), SIM_LIMIT_NS);
+            let (nodes, rep) = run_nodes(&mut si.star(sw_id), nodes, &until)?;
+            let ws = nodes
+                .into_iter()
+                .filter_map(|n| n.into_worker().map(|h| h.inner))
+                .collect();
+            Ok((ws, rep.fabric))
+        }
+        None => {
+            let mut nodes: Vec<Node<_, _>> = ws.into_iter().map(Node::Worker).collect();
+            nodes.push(Node::Switch(sw));
+            let mut mem = Mem {
+                mtu: 9216,
+                faults: Faults::default(),
+            };
+            let until = Until::workers(workers, nodes.len(), 120_000_000_000);
+            let (nodes, rep) = run_nodes(&mut mem, nodes, &until)?;
+            let ws = nodes.into_iter().filter_map(Node::into_worker).collect();
+            Ok((ws, rep.fabric))
+        }
+    }
+}
 
 /// P4SGD on `sim` (with `inputs`) or on `mem` (without).
 pub fn run_p4sgd(
@@ -171,49 +235,14 @@ pub fn run_p4sgd(
         },
     )
     .map_err(err)?;
-    let collect = |loops: Vec<&LoopWorker<P4sgdWorker>>| Outcome {
+    let (loops, fabric) = run_loop(ws, sw, sim.map(|si| (si, si.fpga())), seed)?;
+    Ok(Outcome {
+        fabric,
         latencies: loops.iter().flat_map(|l| l.latencies.clone()).collect(),
         wrong: loops.iter().map(|l| l.wrong + l.duplicates).sum(),
         unfinished: loops.iter().filter(|l| l.finished() < ops).count(),
         retransmissions: loops.iter().map(|l| l.inner.counters.retransmissions).sum(),
-    };
-    match sim {
-        Some(si) => {
-            let mut nodes: Vec<_> = ws
-                .into_iter()
-                .map(|l| Either::A(Host::new(l, si.fpga(), seed)))
-                .collect();
-            nodes.push(Either::B(Host::new(sw, si.switch(), seed)));
-            let mut f = SimFabric::new(
-                nodes,
-                zero_costs(workers + 1),
-                sw_id,
-                si.link(),
-                Faults::default(),
-            );
-            f.run_until(SIM_LIMIT_NS, |n| n.iter().all(Endpoint::is_done));
-            let nodes = f.into_nodes();
-            Ok(collect(
-                nodes
-                    .iter()
-                    .filter_map(|n| n.a())
-                    .map(|h| &h.inner)
-                    .collect(),
-            ))
-        }
-        None => {
-            let mut nodes: Vec<_> = ws.into_iter().map(Either::A).collect();
-            nodes.push(Either::B(sw));
-            let (nodes, _) = inabench_fabric::mem::run(
-                nodes,
-                9216,
-                Faults::default(),
-                Duration::from_secs(120),
-                |i| i < workers,
-            );
-            Ok(collect(nodes.iter().filter_map(|n| n.a()).collect()))
-        }
-    }
+    })
 }
 
 fn cpusync_nodes(
@@ -273,23 +302,30 @@ pub fn clear_calibrations() {
 /// samples inside a preempted batch the preemption hit cannot be told without reading the CPU
 /// clock around every call, whose syscall (about 540 ns a pair on this VM) would cost more than
 /// many calls, so a preempted batch keeps one longer sample, scaled by its batch's share.
-fn run_samples<E: Endpoint, S: Endpoint>(mut f: SimFabric<Either<Timed<E>, S>>) -> Vec<u64> {
-    let view = |n: &Either<Timed<E>, S>| match n {
-        Either::A(t) => Some(t.stats()),
-        Either::B(_) => None,
-    };
+///
+/// The nodes run on `sim` (100G links, no per-frame cost) around `switch` until every node is
+/// done, the meter counting the fabric's events ([`Sim::run_observed`]); no samples if the
+/// fabric refuses the nodes.
+fn run_samples<E: Endpoint, S: Endpoint>(
+    nodes: Vec<Node<Timed<E>, S>>,
+    switch: NodeId,
+) -> Vec<u64> {
+    let view = |n: &Node<Timed<E>, S>| n.worker().map(Timed::stats);
     let mut meter = CpuMeter::new(256);
-    f.run_until_at(SIM_LIMIT_NS, |_, n| {
-        meter.observe(n, view);
-        n.iter().all(Endpoint::is_done)
-    });
-    meter.finish(f.nodes(), view);
-    f.into_nodes()
+    let until = every_node(nodes.len(), SIM_LIMIT_NS);
+    let Ok((nodes, _)) =
+        Sim::new(LinkConfig::gbps100(), switch)
+            .run_observed(nodes, &until, |_, n| meter.observe(n, view))
+    else {
+        return Vec::new();
+    };
+    meter.finish(&nodes, view);
+    nodes
         .into_iter()
         .enumerate()
-        .filter_map(|(i, n)| match n {
-            Either::A(t) => Some(meter.samples(i, t.samples.as_deref().unwrap_or(&[]))),
-            Either::B(_) => None,
+        .filter_map(|(i, n)| {
+            n.into_worker()
+                .map(|t| meter.samples(i, t.samples.as_deref().unwrap_or(&[])))
         })
         .flatten()
         .collect()
@@ -304,19 +340,13 @@ pub fn cpusync_costs(workers: usize, elements: usize, rep: u32) -> Vec<u64> {
         };
         let mut nodes: Vec<_> = ws
             .into_iter()
-            .map(|l| Either::A(Timed::with_samples(l)))
+            .map(|l| Node::Worker(Timed::with_samples(l)))
             .collect();
-        nodes.push(Either::B(Forwarder::new(
+        nodes.push(Node::Switch(Forwarder::new(
             workers as NodeId,
             workers as u32 + 1,
         )));
-        run_samples(SimFabric::new(
-            nodes,
-            zero_costs(workers + 1),
-            workers as NodeId,
-            LinkConfig::gbps100(),
-            Faults::default(),
-        ))
+        run_samples(nodes, workers as NodeId)
     })
 }
 
@@ -328,56 +358,23 @@ pub fn run_cpusync(
     sim: Option<&SimInputs>,
 ) -> Result<Outcome, RunError> {
     let sw_id = workers as NodeId;
-    let collect = |loops: Vec<&LoopWorker<CpuSyncWorker>>| Outcome {
+    let timing = match sim {
+        Some(si) => {
+            let costs = si.host_costs(|| cpusync_costs(workers, elements, si.calibration));
+            Some((si, si.cpu(costs)))
+        }
+        None => None,
+    };
+    let ws = cpusync_nodes(workers, elements, ops, seed)?;
+    let sw = Forwarder::new(sw_id, workers as u32 + 1);
+    let (loops, fabric) = run_loop(ws, sw, timing, seed)?;
+    Ok(Outcome {
+        fabric,
         latencies: loops.iter().flat_map(|l| l.latencies.clone()).collect(),
         wrong: loops.iter().map(|l| l.wrong + l.duplicates).sum(),
         unfinished: loops.iter().filter(|l| l.finished() < ops).count(),
         retransmissions: 0,
-    };
-    match sim {
-        Some(si) => {
-            let costs = si.host_costs(|| cpusync_costs(workers, elements, si.calibration));
-            let ws = cpusync_nodes(workers, elements, ops, seed)?;
-            let mut nodes: Vec<_> = ws
-                .into_iter()
-                .map(|l| Either::A(Host::new(l, si.cpu(costs.clone()), seed)))
-                .collect();
-            nodes.push(Either::B(Host::new(
-                Forwarder::new(sw_id, workers as u32 + 1),
-                si.switch(),
-                seed,
-            )));
-            let mut f = SimFabric::new(
-                nodes,
-                zero_costs(workers + 1),
-                sw_id,
-                si.link(),
-                Faults::default(),
-            );
-            f.run_until(SIM_LIMIT_NS, |n| n.iter().all(Endpoint::is_done));
-            let nodes = f.into_nodes();
-            Ok(collect(
-                nodes
-                    .iter()
-                    .filter_map(|n| n.a())
-                    .map(|h| &h.inner)
-                    .collect(),
-            ))
-        }
-        None => {
-            let ws = cpusync_nodes(workers, elements, ops, seed)?;
-            let mut nodes: Vec<_> = ws.into_iter().map(Either::A).collect();
-            nodes.push(Either::B(Forwarder::new(sw_id, workers as u32 + 1)));
-            let (nodes, _) = inabench_fabric::mem::run(
-                nodes,
-                9216,
-                Faults::default(),
-                Duration::from_secs(120),
-                |i| i < workers,
-            );
-            Ok(collect(nodes.iter().filter_map(|n| n.a()).collect()))
-        }
-    }
+    })
 }
 
 /// GPUSync's NCCL inputs (simulated class): the algorithm (or `auto`: the one NCCL's latency
@@ -464,7 +461,7 @@ pub fn run_gpusync(
     let sw_id = workers as NodeId;
     let (algo, base_ns, hop_ns) = n.pick(workers);
     let cost = gpusync_costs(workers, elements, si, hop_ns);
-    let mut nodes = Vec::new();
+    let mut nodes: Vec<Node<_, _>> = Vec::new();
     for r in 0..workers {
         let w = GpuSyncWorker::new(GpuSyncConfig {
             rank: r,
@@ -480,32 +477,26 @@ pub fn run_gpusync(
             tx_delay_ns: 0,
             cost: cost.clone(),
         };
-        nodes.push(Either::A(Host::new(
+        nodes.push(Node::Worker(Host::new(
             LoopWorker::new(w, r, workers, elements, seed, ops),
             timing,
             seed,
         )));
     }
-    nodes.push(Either::B(Host::new(
+    nodes.push(Node::Switch(Host::new(
         Forwarder::new(sw_id, workers as u32 + 1),
         si.switch(),
         seed,
     )));
-    let mut f = SimFabric::new(
-        nodes,
-        zero_costs(workers + 1),
-        sw_id,
-        si.link(),
-        Faults::default(),
-    );
-    f.run_until(SIM_LIMIT_NS, |n| n.iter().all(Endpoint::is_done));
-    let nodes = f.into_nodes();
+    let until = every_node(nodes.len(), SIM_LIMIT_NS);
+    let (nodes, rep) = run_nodes(&mut si.star(sw_id), nodes, &until)?;
     let loops: Vec<_> = nodes
         .iter()
-        .filter_map(|n| n.a())
+        .filter_map(|n| n.worker())
         .map(|h| &h.inner)
         .collect();
     Ok(Outcome {
+        fabric: rep.fabric,
         latencies: loops.iter().flat_map(|l| l.latencies.clone()).collect(),
         wrong: loops.iter().map(|l| l.wrong + l.duplicates).sum(),
         unfinished: loops.iter().filter(|l| l.finished() < ops).count(),
@@ -517,6 +508,23 @@ fn worker(n: &SetupNode) -> Option<&dyn Worker> {
     match n {
         SetupNode::Worker(w) => Some(w.as_ref()),
         _ => None,
+    }
+}
+
+/// What a SwitchML run of `cfg` on `fabric` gave, from its nodes (the workers' round trips,
+/// results checked against the exact sum).
+pub(crate) fn switchml_outcome<'a>(
+    fabric: &'static str,
+    cfg: &AllReduceConfig,
+    nodes: impl Iterator<Item = &'a SetupNode>,
+) -> Outcome {
+    let ws: Vec<&dyn Worker> = nodes.filter_map(worker).collect();
+    Outcome {
+        fabric,
+        latencies: ws.iter().flat_map(|w| w.stats().rtt_ns).collect(),
+        wrong: ws.iter().filter(|w| w.is_done() && !w.check(cfg)).count() as u64,
+        unfinished: ws.iter().filter(|w| !w.is_done()).count(),
+        retransmissions: ws.iter().map(|w| w.stats().retransmissions).sum(),
     }
 }
 
@@ -555,18 +563,11 @@ pub fn switchml_costs(workers: usize, rate_bps: f64, rep: u32) -> Vec<u64> {
             .into_nodes()
             .into_iter()
             .map(|n| match n {
-                SetupNode::Worker(_) => Either::A(Timed::with_samples(n)),
-                other => Either::B(other),
+                SetupNode::Worker(_) => Node::Worker(Timed::with_samples(n)),
+                other => Node::Switch(other),
             })
             .collect();
-        let k = nodes.len();
-        run_samples(SimFabric::new(
-            nodes,
-            zero_costs(k),
-            workers as NodeId,
-            LinkConfig::gbps100(),
-            Faults::default(),
-        ))
+        run_samples(nodes, workers as NodeId)
     })
 }
 
@@ -635,20 +636,14 @@ fn run_switchml_on(
         .map(|o| o.0),
         None => {
             let setup = SwitchMl.build(&cfg).map_err(err)?;
-            let outcome = |ws: Vec<&dyn Worker>| Outcome {
-                latencies: ws.iter().flat_map(|w| w.stats().rtt_ns).collect(),
-                wrong: ws.iter().filter(|w| w.is_done() && !w.check(&cfg)).count() as u64,
-                unfinished: ws.iter().filter(|w| !w.is_done()).count(),
-                retransmissions: ws.iter().map(|w| w.stats().retransmissions).sum(),
+            let nodes = setup.into_nodes();
+            let mut mem = Mem {
+                mtu: 9216,
+                faults: Faults::default(),
             };
-            let (nodes, _) = inabench_fabric::mem::run(
-                setup.into_nodes(),
-                9216,
-                Faults::default(),
-                Duration::from_secs(120),
-                |i| i < workers,
-            );
-            Ok(outcome(nodes.iter().filter_map(worker).collect()))
+            let until = Until::workers(workers, nodes.len(), 120_000_000_000);
+            let (nodes, rep) = run_nodes(&mut mem, nodes, &until)?;
+            Ok(switchml_outcome(rep.fabric, &cfg, nodes.iter()))
         }
     }
 }
@@ -683,76 +678,138 @@ fn sim_switchml(
 ) -> Result<(Outcome, Option<StackStats>), RunError> {
     let workers = cfg.workers;
     let setup = SwitchMl.build(cfg).map_err(err)?;
-    let outcome = |ws: Vec<&dyn Worker>| Outcome {
-        latencies: ws.iter().flat_map(|w| w.stats().rtt_ns).collect(),
-        wrong: ws.iter().filter(|w| w.is_done() && !w.check(cfg)).count() as u64,
-        unfinished: ws.iter().filter(|w| !w.is_done()).count(),
-        retransmissions: ws.iter().map(|w| w.stats().retransmissions).sum(),
-    };
-    {
-        {
-            if let Some(d) = stack {
-                // one core's measured time per frame, served by the client's cores
-                let cores = u64::from(d.cores.max(1));
-                for c in &mut costs {
-                    *c = c.div_ceil(cores);
-                }
-            }
-            let buffer = stack.map(|d| (d.tx_burst, d.drain_ns));
-            let nodes: Vec<_> = setup
-                .into_nodes()
-                .into_iter()
-                .map(|n| {
-                    let host = matches!(n, SetupNode::Worker(_));
-                    let t = if host {
-                        si.cpu(costs.clone())
-                    } else {
-                        si.switch()
-                    };
-                    let mut n = TxBuffered::new(n, if host { buffer } else { None });
-                    if host && chunk_jobs {
-                        n = n.with_jobs(one_chunk_jobs);
-                    }
-                    Host::new(n, t, seed)
-                })
-                .collect();
-            let k = nodes.len();
-            let mut f = SimFabric::new(
-                nodes,
-                zero_costs(k),
-                workers as NodeId,
-                si.link(),
-                Faults::default(),
-            );
-            // A worker that never completes retransmits every timeout until the virtual limit
-            // (600 s at a 10 us timeout: ~10^8 frames, hours of wall time). Stop once the
-            // buffered frames and the retransmissions pass 100 per worker and operation (a
-            // lossless run buffers at most about one per worker and operation, plus its spurious
-            // retransmissions): the run then reports its unfinished workers instead of hanging.
-            let ops = cfg.elements / (TofinoModel::PAPER.bytes_per_pass() / 4).max(1) as usize;
-            let cap = 100 * (workers * ops.max(1)) as u64;
-            f.run_until(SIM_LIMIT_NS, |n| {
-                n.iter().all(Endpoint::is_done)
-                    || n.iter()
-                        .map(|h| h.inner.buffered + counter(h.inner.inner(), "retransmissions"))
-                        .sum::<u64>()
-                        > cap
-            });
-            let nodes = f.into_nodes();
-            let stats = stack.map(|_| StackStats {
-                buffered: nodes.iter().map(|h| h.inner.buffered).sum(),
-                waited_ns: nodes.iter().map(|h| h.inner.waited_ns).sum(),
-            });
-            Ok((
-                outcome(
-                    nodes
-                        .iter()
-                        .filter_map(|h| worker(h.inner.inner()))
-                        .collect(),
-                ),
-                stats,
-            ))
+    if let Some(d) = stack {
+        // one core's measured time per frame, served by the client's cores
+        let cores = u64::from(d.cores.max(1));
+        for c in &mut costs {
+            *c = c.div_ceil(cores);
         }
+    }
+    let buffer = stack.map(|d| (d.tx_burst, d.drain_ns));
+    // A worker that never completes retransmits every timeout until the virtual limit (600 s
+    // at a 10 us timeout: ~10^8 frames, hours of wall time). Stop once the buffered frames and
+    // the retransmissions pass 100 per worker and operation (a lossless run buffers at most
+    // about one per worker and operation, plus its spurious retransmissions): the run then
+    // reports its unfinished workers instead of hanging.
+    let ops = cfg.elements / (TofinoModel::PAPER.bytes_per_pass() / 4).max(1) as usize;
+    let cap = Arc::new(Cap::new(100 * (workers * ops.max(1)) as u64));
+    let nodes: Vec<_> = setup
+        .into_nodes()
+        .into_iter()
+        .map(|n| {
+            let host = matches!(n, SetupNode::Worker(_));
+            let t = if host {
+                si.cpu(costs.clone())
+            } else {
+                si.switch()
+            };
+            let mut n = TxBuffered::new(n, if host { buffer } else { None });
+            if host && chunk_jobs {
+                n = n.with_jobs(one_chunk_jobs);
+            }
+            Capped::new(Host::new(n, t, seed), spent, &cap)
+        })
+        .collect();
+    let until = every_node(nodes.len(), SIM_LIMIT_NS);
+    let (nodes, rep) = run_nodes(&mut si.star(workers as NodeId), nodes, &until)?;
+    let stats = stack.map(|_| StackStats {
+        buffered: nodes.iter().map(|c| c.inner.inner.buffered).sum(),
+        waited_ns: nodes.iter().map(|c| c.inner.inner.waited_ns).sum(),
+    });
+    let outcome = switchml_outcome(rep.fabric, cfg, nodes.iter().map(|c| c.inner.inner.inner()));
+    Ok((outcome, stats))
+}
+
+/// What a SwitchML node of [`sim_switchml`] has spent against its run's [`Cap`]: the frames its
+/// transmit buffer held and its retransmissions.
+fn spent(h: &Host<TxBuffered<SetupNode>>) -> u64 {
+    h.inner.buffered + counter(h.inner.inner(), "retransmissions")
+}
+
+/// A budget shared by the nodes of one run: what they have spent in all, and the most it may
+/// come to.
+struct Cap {
+    total: AtomicU64,
+    most: u64,
+}
+
+impl Cap {
+    fn new(most: u64) -> Cap {
+        Cap {
+            total: AtomicU64::new(0),
+            most,
+        }
+    }
+
+    fn passed(&self) -> bool {
+        self.total.load(Ordering::Relaxed) > self.most
+    }
+}
+
+/// A node that adds what it spends (`spent`, a count that only grows) to its run's [`Cap`] after
+/// every call, and reports itself done once the run's total passes the cap, so that the fabric,
+/// which stops when every node is done, stops there too: a stop on a total over all nodes, which
+/// no one node can tell, made the nodes' own (the total after an event is the sum of every
+/// node's count then, as the stop condition summed it before).
+struct Capped<E> {
+    inner: E,
+    spent: fn(&E) -> u64,
+    seen: u64,
+    cap: Arc<Cap>,
+}
+
+impl<E: Endpoint> Capped<E> {
+    fn new(inner: E, spent: fn(&E) -> u64, cap: &Arc<Cap>) -> Capped<E> {
+        let mut c = Capped {
+            inner,
+            spent,
+            seen: 0,
+            cap: Arc::clone(cap),
+        };
+        c.count();
+        c
+    }
+
+    fn count(&mut self) {
+        let now = (self.spent)(&self.inner);
+        if now != self.seen {
+            self.cap
+                .total
+                .fetch_add(now.wrapping_sub(self.seen), Ordering::Relaxed);
+            self.seen = now;
+        }
+    }
+}
+
+impl<E: Endpoint> Endpoint for Capped<E> {
+    fn id(&self) -> NodeId {
+        self.inner.id()
+    }
+    fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
+        self.inner.handle_packet(now, from, frame);
+        self.count();
+    }
+    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        let t = self.inner.poll_transmit(now);
+        self.count();
+        t
+    }
+    fn poll_timeout(&self) -> Option<Nanos> {
+        self.inner.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Nanos) {
+        self.inner.handle_timeout(now);
+        self.count();
+    }
+    fn is_done(&self) -> bool {
+        self.inner.is_done() || self.cap.passed()
+    }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.inner.counters()
+    }
+    fn recycle(&mut self, buf: Vec<u8>) {
+        self.inner.recycle(buf);
+        self.count();
     }
 }
 

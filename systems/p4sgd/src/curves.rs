@@ -11,14 +11,15 @@
 //!
 //! The loss is the mean loss of the model over the full-precision training set.
 
-use crate::driver::Either;
+use crate::allreduce::{every_node, run_nodes};
 use crate::glm::{
     self, Dataset, Glm, GlmError, LocalSum, Reducer, Sgd, TreeSum, epoch_model_parallel,
 };
 use crate::protocol::{P4sgdSwitch, P4sgdWorker, SwitchConfig, WorkerConfig};
+use inabench_fabric::Node;
 use inabench_fabric::fault::Faults;
-use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
-use inabench_fabric::{Endpoint, NodeId};
+use inabench_fabric::sim::LinkConfig;
+use inabench_fabric::{NodeId, Sim};
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
@@ -30,7 +31,7 @@ const ELEMENTS: usize = 8;
 pub struct ProtocolReducer {
     workers: usize,
     frac_bits: u32,
-    nodes: Option<Vec<Either<P4sgdWorker, P4sgdSwitch>>>,
+    nodes: Option<Vec<Node<P4sgdWorker, P4sgdSwitch>>>,
     faults: Faults,
     calls: u64,
     pub retransmissions: u64,
@@ -50,11 +51,11 @@ impl ProtocolReducer {
                 rto_ns: 20_000,
             })
             .map_err(|e| GlmError::Reduce(e.to_string()))?;
-            nodes.push(Either::A(w));
+            nodes.push(Node::Worker(w));
         }
         let s = P4sgdSwitch::new(sw, SwitchConfig::paper(workers))
             .map_err(|e| GlmError::Reduce(e.to_string()))?;
-        nodes.push(Either::B(s));
+        nodes.push(Node::Switch(s));
         Ok(ProtocolReducer {
             workers,
             frac_bits,
@@ -108,7 +109,7 @@ impl Reducer for ProtocolReducer {
             .take()
             .ok_or_else(|| GlmError::Reduce("an earlier all-reduce failed".into()))?;
         for (p, ops_of) in fixed_parts.into_iter().enumerate() {
-            let Some(Either::A(w)) = nodes.get_mut(p) else {
+            let Some(Node::Worker(w)) = nodes.get_mut(p) else {
                 return Err(GlmError::Reduce("worker missing".into()));
             };
             for fixed in ops_of {
@@ -121,24 +122,13 @@ impl Reducer for ProtocolReducer {
             seed: self.faults.seed.wrapping_add(self.calls),
             ..self.faults
         };
-        let k = nodes.len();
-        let mut f = SimFabric::new(
-            nodes,
-            vec![
-                NodeConfig {
-                    rx_cost_ns: 0,
-                    tx_cost_ns: 0
-                };
-                k
-            ],
-            self.workers as NodeId,
-            LinkConfig::gbps100(),
+        let mut fabric = Sim {
             faults,
-        );
-        let rep = f
-            .run_until(60_000_000_000, |n| n.iter().all(Endpoint::is_done))
-            .clone();
-        let mut nodes = f.into_nodes();
+            ..Sim::new(LinkConfig::gbps100(), self.workers as NodeId)
+        };
+        let until = every_node(nodes.len(), 60_000_000_000);
+        let (mut nodes, rep) =
+            run_nodes(&mut fabric, nodes, &until).map_err(|e| GlmError::Reduce(e.to_string()))?;
         if !rep.finished {
             return Err(GlmError::Reduce(
                 "the all-reduce did not finish in 60 s of virtual time".into(),
@@ -146,7 +136,7 @@ impl Reducer for ProtocolReducer {
         }
         let mut first: Option<Vec<i32>> = None;
         for node in nodes.iter_mut() {
-            if let Either::A(w) = node {
+            if let Node::Worker(w) = node {
                 let mut got: Vec<(u64, Vec<i32>)> = std::iter::from_fn(|| w.take_completed())
                     .map(|c| (c.op, c.values))
                     .collect();

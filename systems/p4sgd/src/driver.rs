@@ -1,6 +1,8 @@
 //! Driving all-reduce endpoints: a closed loop of operations per worker with every result checked
-//! against the reference sum ([`LoopWorker`]), a two-kind node type for the fabrics ([`Either`]),
-//! and a per-call timer that measures a host stack's cost per frame on this machine ([`Timed`]).
+//! against the reference sum ([`LoopWorker`]) and latency statistics ([`LatencyStats`]). A run's
+//! workers and switch go onto a fabric as one node type, `inabench_fabric::Node`; a host stack's
+//! cost per frame on this machine is measured with `inabench_fabric::wrap` (see
+//! [`crate::allreduce`]).
 
 use crate::cpusync::CpuSyncWorker;
 use crate::protocol::{Completed, P4sgdWorker, ProtocolError};
@@ -175,107 +177,6 @@ impl<C: Collective> Endpoint for LoopWorker<C> {
         let mut c = self.inner.counters();
         c.push(("finished", self.finished()));
         c
-    }
-}
-
-/// A node of one of two kinds (workers and a switch).
-pub enum Either<A, B> {
-    A(A),
-    B(B),
-}
-
-impl<A: Endpoint, B: Endpoint> Either<A, B> {
-    fn ep(&self) -> &dyn Endpoint {
-        match self {
-            Either::A(a) => a,
-            Either::B(b) => b,
-        }
-    }
-    fn ep_mut(&mut self) -> &mut dyn Endpoint {
-        match self {
-            Either::A(a) => a,
-            Either::B(b) => b,
-        }
-    }
-    pub fn a(&self) -> Option<&A> {
-        match self {
-            Either::A(a) => Some(a),
-            Either::B(_) => None,
-        }
-    }
-    pub fn b(&self) -> Option<&B> {
-        match self {
-            Either::B(b) => Some(b),
-            Either::A(_) => None,
-        }
-    }
-}
-
-impl<A: Endpoint, B: Endpoint> Endpoint for Either<A, B> {
-    fn id(&self) -> NodeId {
-        self.ep().id()
-    }
-    fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
-        self.ep_mut().handle_packet(now, from, frame)
-    }
-    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
-        self.ep_mut().poll_transmit(now)
-    }
-    fn poll_timeout(&self) -> Option<Nanos> {
-        self.ep().poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Nanos) {
-        self.ep_mut().handle_timeout(now)
-    }
-    fn is_done(&self) -> bool {
-        self.ep().is_done()
-    }
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        self.ep().counters()
-    }
-}
-
-/// Measures the wall time of every call that handles or produces a frame (a host stack's cost
-/// per frame on this machine). Used only outside the state machines, in calibration runs.
-pub struct Timed<E: Endpoint> {
-    pub inner: E,
-    pub samples: Vec<u64>,
-}
-
-impl<E: Endpoint> Timed<E> {
-    pub fn new(inner: E) -> Self {
-        Timed {
-            inner,
-            samples: Vec::new(),
-        }
-    }
-}
-
-impl<E: Endpoint> Endpoint for Timed<E> {
-    fn id(&self) -> NodeId {
-        self.inner.id()
-    }
-    fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
-        let t = std::time::Instant::now();
-        self.inner.handle_packet(now, from, frame);
-        self.samples.push(t.elapsed().as_nanos() as u64);
-    }
-    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
-        let t = std::time::Instant::now();
-        let r = self.inner.poll_transmit(now);
-        if r.is_some() {
-            self.samples.push(t.elapsed().as_nanos() as u64);
-        }
-        r
-    }
-    fn poll_timeout(&self) -> Option<Nanos> {
-        self.inner.poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Nanos) {
-        self.inner.handle_timeout(now)
-    }
-    fn is_done(&self) -> bool {
-        self.inner.is_done()
     }
 }
 

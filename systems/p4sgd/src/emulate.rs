@@ -15,14 +15,12 @@
 //! through it (the emulated class); [`simulate`] drives the same pipeline with seeded values
 //! checked against the exact sum (the simulated class).
 
-use crate::allreduce::SimInputs;
-use crate::driver::Either;
+use crate::allreduce::{SimInputs, every_node, run_nodes};
 use crate::fpga::{self, FpgaModel};
 use crate::glm::{GlmError, Reducer};
 use crate::host::Host;
 use crate::protocol::{Completed, P4sgdSwitch, P4sgdWorker, SwitchConfig, WorkerConfig};
-use inabench_fabric::fault::Faults;
-use inabench_fabric::sim::{NodeConfig, SimFabric};
+use inabench_fabric::Node;
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
 use inabench_rng::SplitMix64;
 use std::collections::VecDeque;
@@ -113,13 +111,13 @@ impl Endpoint for Paced {
     }
 }
 
-type Node = Either<Paced, P4sgdSwitch>;
+type PacedNode = Node<Paced, P4sgdSwitch>;
 
 /// The workers and the switch, kept across iterations.
 pub struct TimedFabric {
     workers: usize,
     sim: SimInputs,
-    nodes: Option<Vec<Node>>,
+    nodes: Option<Vec<PacedNode>>,
     seed: u64,
     runs: u64,
     pub retransmissions: u64,
@@ -148,9 +146,9 @@ impl TimedFabric {
                 rto_ns,
             })
             .map_err(e)?;
-            nodes.push(Either::A(Paced::new(w)));
+            nodes.push(Node::Worker(Paced::new(w)));
         }
-        nodes.push(Either::B(
+        nodes.push(Node::Switch(
             P4sgdSwitch::new(sw, SwitchConfig::paper(workers)).map_err(e)?,
         ));
         Ok(TimedFabric {
@@ -184,41 +182,29 @@ impl TimedFabric {
         self.runs += 1;
         let seed = self.seed.wrapping_add(self.runs);
         let mut sched = schedule.into_iter();
-        let hosts: Vec<_> = nodes
+        let hosts: Vec<Node<_, _>> = nodes
             .into_iter()
             .map(|n| match n {
-                Either::A(mut p) => {
+                Node::Worker(mut p) => {
                     for (t, v) in sched.next().unwrap_or_default() {
                         p.schedule(t, v);
                     }
-                    Either::A(Host::new(p, self.sim.fpga(), seed))
+                    Node::Worker(Host::new(p, self.sim.fpga(), seed))
                 }
-                Either::B(s) => Either::B(Host::new(s, self.sim.switch(), seed)),
+                Node::Switch(s) => Node::Switch(Host::new(s, self.sim.switch(), seed)),
+                Node::Other(o) => Node::Other(o),
             })
             .collect();
-        let k = hosts.len();
-        let mut f = SimFabric::new(
-            hosts,
-            vec![
-                NodeConfig {
-                    rx_cost_ns: 0,
-                    tx_cost_ns: 0
-                };
-                k
-            ],
-            self.workers as NodeId,
-            self.sim.link(),
-            Faults::default(),
-        );
-        let finished = f
-            .run_until(LIMIT_NS, |n| n.iter().all(Endpoint::is_done))
-            .finished;
-        let mut nodes: Vec<Node> = f
-            .into_nodes()
+        let until = every_node(hosts.len(), LIMIT_NS);
+        let (hosts, rep) = run_nodes(&mut self.sim.star(self.workers as NodeId), hosts, &until)
+            .map_err(|e| GlmError::Reduce(e.to_string()))?;
+        let finished = rep.finished;
+        let mut nodes: Vec<PacedNode> = hosts
             .into_iter()
             .map(|n| match n {
-                Either::A(h) => Either::A(h.inner),
-                Either::B(h) => Either::B(h.inner),
+                Node::Worker(h) => Node::Worker(h.inner),
+                Node::Switch(h) => Node::Switch(h.inner),
+                Node::Other(o) => Node::Other(o),
             })
             .collect();
         if !finished {
@@ -229,7 +215,7 @@ impl TimedFabric {
         let mut out = Vec::with_capacity(self.workers);
         let mut retrans = 0;
         for n in nodes.iter_mut() {
-            if let Either::A(p) = n {
+            if let Node::Worker(p) = n {
                 if let Some(e) = p.error.take() {
                     return Err(GlmError::Reduce(e));
                 }

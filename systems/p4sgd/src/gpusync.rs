@@ -401,10 +401,12 @@ impl Endpoint for GpuSyncWorker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::allreduce::{every_node, run_nodes};
     use crate::cpusync::Forwarder;
-    use crate::driver::{Either, LoopWorker};
-    use inabench_fabric::fault::Faults;
-    use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
+    use crate::driver::LoopWorker;
+    use inabench_fabric::Node;
+    use inabench_fabric::Sim;
+    use inabench_fabric::sim::LinkConfig;
 
     fn run(
         algo: Algo,
@@ -413,7 +415,7 @@ mod tests {
         ops: u64,
         launch: Nanos,
     ) -> Vec<LoopWorker<GpuSyncWorker>> {
-        let mut nodes: Vec<Either<LoopWorker<GpuSyncWorker>, Forwarder>> = (0..n)
+        let mut nodes: Vec<Node<LoopWorker<GpuSyncWorker>, Forwarder>> = (0..n)
             .map(|r| {
                 let w = GpuSyncWorker::new(GpuSyncConfig {
                     rank: r,
@@ -424,31 +426,14 @@ mod tests {
                     launch_ns: launch,
                 })
                 .expect("config");
-                Either::A(LoopWorker::new(w, r, n, elements, 11, ops))
+                Node::Worker(LoopWorker::new(w, r, n, elements, 11, ops))
             })
             .collect();
-        nodes.push(Either::B(Forwarder::new(n as NodeId, n as u32 + 1)));
-        let mut f = SimFabric::new(
-            nodes,
-            vec![
-                NodeConfig {
-                    rx_cost_ns: 0,
-                    tx_cost_ns: 0
-                };
-                n + 1
-            ],
-            n as NodeId,
-            LinkConfig::gbps100(),
-            Faults::default(),
-        );
-        f.run_until(10_000_000_000, |n| n.iter().all(Endpoint::is_done));
-        f.into_nodes()
-            .into_iter()
-            .filter_map(|n| match n {
-                Either::A(l) => Some(l),
-                Either::B(_) => None,
-            })
-            .collect()
+        nodes.push(Node::Switch(Forwarder::new(n as NodeId, n as u32 + 1)));
+        let until = every_node(n + 1, 10_000_000_000);
+        let mut fabric = Sim::new(LinkConfig::gbps100(), n as NodeId);
+        let (nodes, _) = run_nodes(&mut fabric, nodes, &until).expect("the sim fabric runs");
+        nodes.into_iter().filter_map(Node::into_worker).collect()
     }
 
     #[test]

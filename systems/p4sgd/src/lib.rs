@@ -7,10 +7,12 @@
 //! - [`cpusync`]: CPUSync's recursive-doubling all-reduce and a forwarding switch;
 //! - [`gpusync`]: GPUSync's NCCL all-reduce (ring or tree, LL protocol) as real messages;
 //! - [`host`]: node timing around a state machine in virtual time (latencies, CPU costs);
-//! - [`driver`]: closed loops of checked all-reduces, calibration, latency statistics;
+//! - [`driver`]: closed loops of checked all-reduces, latency statistics;
 //! - [`allreduce`]: each system's checked all-reduces on `sim` (with the model inputs) or `mem`,
-//!   the host-stack costs measured here, NCCL's inputs (what p4sgd-fig8 runs);
-//! - [`udp`]: the endpoints on the `udp` fabric (a loopback socket and a thread per node);
+//!   the host-stack costs measured here, NCCL's inputs (what p4sgd-fig8 runs); every run of the
+//!   crate reaches its fabric through [`allreduce::run_nodes`] (`inabench_fabric::Fabric`);
+//! - [`udp`]: the endpoints on the `udp` fabric (`inabench_fabric::UdpThreads`: a loopback
+//!   socket and a thread per node);
 //! - [`mpi`]: p4sgd-fig8's emulated CPUSync peer, OpenMPI's `MPI_Allreduce` measured on this
 //!   host (a C program compiled with `mpicc` at run time, `mpirun` per run);
 //! - [`glm`]: GLM training (single, model-parallel, data-parallel), LIBSVM reader, stand-ins;

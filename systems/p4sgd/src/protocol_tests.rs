@@ -2,12 +2,14 @@
 //! duplication and reordering, every aggregate checked against the reference sum; and hand-driven
 //! scenarios for a lost confirmation and a delayed duplicate.
 
-use crate::driver::{Either, LoopWorker, input, reference};
+use crate::allreduce::{every_node, run_nodes};
+use crate::driver::{LoopWorker, input, reference};
 use crate::protocol::*;
 use crate::wire::{self, Kind, Repr};
+use inabench_fabric::Node;
 use inabench_fabric::fault::Faults;
-use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
-use inabench_fabric::{Endpoint, NodeId, Transmit};
+use inabench_fabric::sim::LinkConfig;
+use inabench_fabric::{Endpoint, NodeId, Sim, Transmit};
 use inabench_ina::tofino::TofinoModel;
 
 struct Run {
@@ -29,7 +31,7 @@ fn run(
     check_rounds: bool,
 ) -> Run {
     let sw = workers as NodeId;
-    let mut nodes: Vec<Either<LoopWorker<P4sgdWorker>, P4sgdSwitch>> = (0..workers)
+    let mut nodes: Vec<Node<LoopWorker<P4sgdWorker>, P4sgdSwitch>> = (0..workers)
         .map(|r| {
             let w = P4sgdWorker::new(WorkerConfig {
                 rank: r,
@@ -42,10 +44,10 @@ fn run(
             .expect("worker");
             let mut l = LoopWorker::new(w, r, workers, 8, seed, ops);
             l.window = window;
-            Either::A(l)
+            Node::Worker(l)
         })
         .collect();
-    nodes.push(Either::B(
+    nodes.push(Node::Switch(
         P4sgdSwitch::new(
             sw,
             SwitchConfig {
@@ -56,27 +58,19 @@ fn run(
         )
         .expect("switch"),
     ));
-    let mut f = SimFabric::new(
-        nodes,
-        vec![
-            NodeConfig {
-                rx_cost_ns: 0,
-                tx_cost_ns: 0
-            };
-            workers + 1
-        ],
-        sw,
-        LinkConfig {
-            latency_ns: 500,
-            ..LinkConfig::gbps100()
-        },
+    let mut fabric = Sim {
         faults,
-    );
-    let rep = f
-        .run_until(10_000_000_000, |n| n.iter().all(Endpoint::is_done))
-        .clone();
-    let nodes = f.into_nodes();
-    let loops: Vec<_> = nodes.iter().filter_map(|n| n.a()).collect();
+        ..Sim::new(
+            LinkConfig {
+                latency_ns: 500,
+                ..LinkConfig::gbps100()
+            },
+            sw,
+        )
+    };
+    let until = every_node(workers + 1, 10_000_000_000);
+    let (nodes, rep) = run_nodes(&mut fabric, nodes, &until).expect("the sim fabric runs");
+    let loops: Vec<_> = nodes.iter().filter_map(|n| n.worker()).collect();
     Run {
         wrong: loops.iter().map(|l| l.wrong).sum(),
         duplicates: loops.iter().map(|l| l.duplicates).sum(),
@@ -84,7 +78,7 @@ fn run(
         retransmissions: loops.iter().map(|l| l.inner.counters.retransmissions).sum(),
         switch: nodes
             .iter()
-            .find_map(|n| n.b())
+            .find_map(|n| n.switch())
             .map(|s| s.counters.clone())
             .unwrap_or_default(),
         dropped: rep.faults.dropped,

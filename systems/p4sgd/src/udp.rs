@@ -1,31 +1,31 @@
-//! P4SGD's endpoints (and the baselines of Fig. 8) on the `udp` fabric: every node (each worker,
-//! the switch) serves its sans-IO state machine on its own UDP socket on 127.0.0.1 with
-//! [`inabench_fabric::udp::serve`] (batched `sendmmsg`/`recvmmsg`, event-driven I/O unless told
-//! otherwise), one thread per node in this process, under a [`Coordinator`] that collects the
-//! workers' `done` and stops every node. Frames cross the host's network stack as datagrams, so
-//! the latencies include the kernel's UDP path and thread wake-ups of this host.
+//! P4SGD's endpoints (and the baselines of Fig. 8) on the `udp` fabric
+//! ([`inabench_fabric::UdpThreads`]): every node (each worker, the switch) serves its sans-IO
+//! state machine on its own UDP socket on 127.0.0.1 (batched `sendmmsg`/`recvmmsg`, event-driven
+//! I/O unless told otherwise), one thread per node in this process, under a coordinator that
+//! collects the workers' `done` and stops every node. Frames cross the host's network stack as
+//! datagrams, so the latencies include the kernel's UDP path and thread wake-ups of this host.
 //!
 //! Thread-per-node rather than process-per-node: a node process needs a hidden command of the
 //! harness binary (as `inabench __fabric-node` runs Table 6's nodes); the threads run the same
 //! `serve` loop on the same sockets, and each worker checks every result against the exact sum
 //! itself ([`LoopWorker`]), so nothing has to be shipped back.
 
-use crate::allreduce::{Outcome, RunError};
+use crate::allreduce::{Outcome, RunError, run_nodes, switchml_outcome};
 use crate::cpusync::{CpuSyncWorker, Forwarder};
-use crate::driver::{Either, LoopWorker};
+use crate::driver::LoopWorker;
 use crate::protocol::{P4sgdSwitch, P4sgdWorker, PAPER_SLOTS, SwitchConfig, WorkerConfig};
+use inabench_fabric::Node;
 use inabench_fabric::fault::Faults;
-use inabench_fabric::udp::{self, Coordinator, IoModel, NodeConfig, NodeReport, Wiring};
-use inabench_fabric::{Endpoint, NodeId};
-use inabench_ina::common::{AllReduceConfig, SetupNode, System, Worker};
+use inabench_fabric::udp::IoModel;
+use inabench_fabric::{Endpoint, FabricReport, NodeId, UdpThreads, Until};
+use inabench_ina::common::{AllReduceConfig, System};
 use inabench_ina::switchml::SwitchMl;
-use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How a udp job runs.
 #[derive(Debug, Clone, Copy)]
 pub struct UdpOptions {
-    /// The workers' host I/O model (the switch is always event-driven).
+    /// Every node's host I/O model (the switch's too).
     pub io: IoModel,
     /// Faults on every node's egress.
     pub faults: Faults,
@@ -46,75 +46,30 @@ impl Default for UdpOptions {
     }
 }
 
-/// What a udp job gave back: the nodes (their state after the stop) and each one's report.
+/// What a udp job gave back: the nodes (their state after the stop) and the fabric's report
+/// (each node's frames and bytes, whether every worker said `done` before the deadline, when
+/// the last did).
 pub struct UdpRun<N> {
     pub nodes: Vec<N>,
-    pub reports: Vec<NodeReport>,
-    /// How many of the counted nodes said `done` before the deadline.
-    pub done: usize,
-    /// Start to the last `done` (the coordinator's clock).
-    pub duration: Duration,
+    pub report: FabricReport,
 }
 
-fn io_err(e: std::io::Error) -> RunError {
-    RunError::Udp(e.to_string())
-}
-
-fn v4(s: &UdpSocket) -> Result<SocketAddrV4, RunError> {
-    match s.local_addr().map_err(io_err)? {
-        SocketAddr::V4(a) => Ok(a),
-        SocketAddr::V6(_) => Err(RunError::Udp("a socket bound to IPv6".into())),
-    }
-}
-
-/// Serve `nodes` (node i has id i) one thread and one loopback socket each; nodes `0..counted`
-/// are waited for (their `is_done`), the others (switches) only answer.
-pub fn run_threads<N: Endpoint + Send>(
-    mut nodes: Vec<N>,
+/// Serve `nodes` (node i has id i) one thread and one loopback socket each
+/// ([`inabench_fabric::UdpThreads`]); nodes `0..counted` are waited for (their `is_done`), the
+/// others (switches) only answer.
+pub fn run_threads<N: Endpoint>(
+    nodes: Vec<N>,
     counted: usize,
     opt: &UdpOptions,
 ) -> Result<UdpRun<N>, RunError> {
-    let coord = Coordinator::new().map_err(io_err)?;
-    let socks: Vec<UdpSocket> = (0..nodes.len())
-        .map(|_| udp::bind_loopback().map_err(io_err))
-        .collect::<Result<_, _>>()?;
-    let peers: Vec<SocketAddrV4> = socks.iter().map(v4).collect::<Result<_, _>>()?;
-    let wiring = Wiring {
-        peers: peers.clone(),
-        coordinator: coord.addr().map_err(io_err)?,
+    let mut fabric = UdpThreads {
+        mtu: opt.mtu,
+        faults: opt.faults,
+        io: opt.io,
     };
-    let start = Instant::now();
-    let (reports, done, duration) = std::thread::scope(|s| {
-        let handles: Vec<_> = nodes
-            .iter_mut()
-            .zip(&socks)
-            .enumerate()
-            .map(|(i, (node, sock))| {
-                let wiring = &wiring;
-                let cfg = NodeConfig {
-                    io: if i < counted { opt.io } else { IoModel::Event },
-                    faults: opt.faults,
-                    mtu: opt.mtu,
-                    // a node outlives the coordinator's deadline a little, so the stop ends it
-                    deadline: opt.deadline + Duration::from_secs(1),
-                    counted: i < counted,
-                };
-                s.spawn(move || udp::serve(node, sock, wiring, &cfg))
-            })
-            .collect();
-        let (done, last) = coord.wait_and_stop(counted, &peers, start, opt.deadline);
-        let reports: Vec<NodeReport> = handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_default())
-            .collect();
-        (reports, done, last)
-    });
-    Ok(UdpRun {
-        nodes,
-        reports,
-        done,
-        duration,
-    })
+    let until = Until::workers(counted, nodes.len(), opt.deadline.as_nanos() as u64);
+    let (nodes, report) = run_nodes(&mut fabric, nodes, &until)?;
+    Ok(UdpRun { nodes, report })
 }
 
 fn err(e: impl std::fmt::Display) -> RunError {
@@ -122,7 +77,7 @@ fn err(e: impl std::fmt::Display) -> RunError {
 }
 
 /// A node of a P4SGD job: a checked closed-loop worker or the switch.
-pub type P4sgdNode = Either<LoopWorker<P4sgdWorker>, P4sgdSwitch>;
+pub type P4sgdNode = Node<LoopWorker<P4sgdWorker>, P4sgdSwitch>;
 
 /// P4SGD (`workers` workers and its switch) on udp: `ops` checked all-reduces per worker, one
 /// after another.
@@ -135,7 +90,7 @@ pub fn run_p4sgd(
     opt: &UdpOptions,
 ) -> Result<(Outcome, UdpRun<P4sgdNode>), RunError> {
     let sw_id = workers as NodeId;
-    let mut nodes = Vec::with_capacity(workers + 1);
+    let mut nodes: Vec<Node<_, _>> = Vec::with_capacity(workers + 1);
     for r in 0..workers {
         let w = P4sgdWorker::new(WorkerConfig {
             rank: r,
@@ -146,7 +101,7 @@ pub fn run_p4sgd(
             rto_ns: timeout_ns,
         })
         .map_err(err)?;
-        nodes.push(Either::A(LoopWorker::new(
+        nodes.push(Node::Worker(LoopWorker::new(
             w, r, workers, elements, seed, ops,
         )));
     }
@@ -158,10 +113,11 @@ pub fn run_p4sgd(
         },
     )
     .map_err(err)?;
-    nodes.push(Either::B(sw));
+    nodes.push(Node::Switch(sw));
     let run = run_threads(nodes, workers, opt)?;
-    let loops: Vec<_> = run.nodes.iter().filter_map(|n| n.a()).collect();
+    let loops: Vec<_> = run.nodes.iter().filter_map(|n| n.worker()).collect();
     let out = Outcome {
+        fabric: run.report.fabric,
         latencies: loops.iter().flat_map(|l| l.latencies.clone()).collect(),
         wrong: loops.iter().map(|l| l.wrong + l.duplicates).sum(),
         unfinished: loops.iter().filter(|l| l.finished() < ops).count(),
@@ -179,17 +135,18 @@ pub fn run_cpusync(
     opt: &UdpOptions,
 ) -> Result<Outcome, RunError> {
     let sw_id = workers as NodeId;
-    let mut nodes = Vec::with_capacity(workers + 1);
+    let mut nodes: Vec<Node<_, _>> = Vec::with_capacity(workers + 1);
     for r in 0..workers {
         let w = CpuSyncWorker::new(r, workers, sw_id, elements).map_err(err)?;
-        nodes.push(Either::A(LoopWorker::new(
+        nodes.push(Node::Worker(LoopWorker::new(
             w, r, workers, elements, seed, ops,
         )));
     }
-    nodes.push(Either::B(Forwarder::new(sw_id, workers as u32 + 1)));
+    nodes.push(Node::Switch(Forwarder::new(sw_id, workers as u32 + 1)));
     let run = run_threads(nodes, workers, opt)?;
-    let loops: Vec<_> = run.nodes.iter().filter_map(|n| n.a()).collect();
+    let loops: Vec<_> = run.nodes.iter().filter_map(|n| n.worker()).collect();
     Ok(Outcome {
+        fabric: run.report.fabric,
         latencies: loops.iter().flat_map(|l| l.latencies.clone()).collect(),
         wrong: loops.iter().map(|l| l.wrong + l.duplicates).sum(),
         unfinished: loops.iter().filter(|l| l.finished() < ops).count(),
@@ -202,20 +159,7 @@ pub fn run_cpusync(
 pub fn run_switchml(cfg: &AllReduceConfig, opt: &UdpOptions) -> Result<Outcome, RunError> {
     let setup = SwitchMl.build(cfg).map_err(err)?;
     let run = run_threads(setup.into_nodes(), cfg.workers, opt)?;
-    let ws: Vec<&dyn Worker> = run
-        .nodes
-        .iter()
-        .filter_map(|n| match n {
-            SetupNode::Worker(w) => Some(w.as_ref()),
-            _ => None,
-        })
-        .collect();
-    Ok(Outcome {
-        latencies: ws.iter().flat_map(|w| w.stats().rtt_ns).collect(),
-        wrong: ws.iter().filter(|w| w.is_done() && !w.check(cfg)).count() as u64,
-        unfinished: ws.iter().filter(|w| !w.is_done()).count(),
-        retransmissions: ws.iter().map(|w| w.stats().retransmissions).sum(),
-    })
+    Ok(switchml_outcome(run.report.fabric, cfg, run.nodes.iter()))
 }
 
 #[cfg(test)]
@@ -229,18 +173,18 @@ mod tests {
         let ops = 2000;
         let (out, run) =
             run_p4sgd(8, 8, ops, 11, 20_000_000, &UdpOptions::default()).expect("udp run");
-        assert_eq!(run.done, 8, "every worker said done");
+        assert!(run.report.finished, "every worker said done");
         assert_eq!(out.unfinished, 0);
         assert_eq!(out.wrong, 0, "wrong or duplicated results");
         assert_eq!(out.latencies.len() as u64, 8 * ops);
-        let sw = run.nodes[8].b().expect("the switch");
+        let sw = run.nodes[8].switch().expect("the switch");
         assert_eq!(sw.counters.completed, ops, "one completion per operation");
         assert_eq!(sw.counters.malformed, 0);
         // the frames really went through the sockets: every worker sent at least an aggregate
         // and an acknowledgement per operation, and the switch received them
-        assert!(run.reports[..8].iter().all(|r| r.frames_tx >= 2 * ops));
-        assert!(run.reports[8].frames_rx >= 16 * ops);
-        assert!(run.reports.iter().all(|r| r.stopped));
+        assert_eq!(run.report.fabric, "udp");
+        assert!(run.report.nodes[..8].iter().all(|r| r.frames_tx >= 2 * ops));
+        assert!(run.report.nodes[8].frames_rx >= 16 * ops);
     }
 
     /// Loss, duplication and reordering injected on every node's egress: every result is still
@@ -259,14 +203,13 @@ mod tests {
             ..UdpOptions::default()
         };
         let (out, run) = run_p4sgd(8, 8, ops, 3, 2_000_000, &opt).expect("udp run");
-        let dropped: u64 = run.reports.iter().map(|r| r.faults.dropped).sum();
-        assert!(dropped > 0, "the faults dropped frames");
-        assert_eq!(run.done, 8);
+        assert!(run.report.faults.dropped > 0, "the faults dropped frames");
+        assert!(run.report.finished);
         assert_eq!(out.unfinished, 0);
         assert_eq!(out.wrong, 0, "wrong or duplicated results");
         assert_eq!(out.latencies.len() as u64, 8 * ops);
         assert!(out.retransmissions > 0);
-        let sw = run.nodes[8].b().expect("the switch");
+        let sw = run.nodes[8].switch().expect("the switch");
         assert_eq!(sw.counters.completed, ops);
     }
 

@@ -237,7 +237,10 @@ impl Workload for Fig8 {
                         std::thread::available_parallelism().map_or(0, |n| n.get()),
                     ),
                 );
+                // no fabric of the suite: OpenMPI's own transport between processes (the rows
+                // keep the class's label)
                 inabench_p4sgd::allreduce::Outcome {
+                    fabric: "",
                     latencies: o.latencies,
                     wrong: o.wrong,
                     unfinished: 0,
@@ -290,6 +293,10 @@ impl Workload for Fig8 {
                 );
                 ctx.counter("host_cost_p50_ns", (c.p50_us * 1e3) as u64);
             }
+        }
+        if !out.fabric.is_empty() {
+            // the rows' label is the fabric that ran (`sim`, `mem`, `udp`)
+            ctx.fabric = out.fabric;
         }
         ctx.counter("retransmissions", out.retransmissions);
         if out.wrong > 0 {

@@ -39,10 +39,7 @@
 //! baseline AVX2 vectors and the FPGA engines stream every feature (MLWeaving's layout).
 
 use inabench_core::{PointCtx, WorkloadError};
-use inabench_fabric::Endpoint;
 use inabench_fabric::NodeId;
-use inabench_fabric::fault::Faults;
-use inabench_fabric::sim::{NodeConfig, SimFabric};
 use inabench_ina::common::{AllReduceConfig, SetupNode, System};
 use inabench_ina::hoststack::{DpdkStack, HostStack, TxBuffered};
 use inabench_ina::switchml::SwitchMl;
@@ -441,28 +438,15 @@ pub fn switchml_allreduce_ns(
                         inabench_p4sgd::host::Host::new(n, t, inp.seed.wrapping_add(r))
                     })
                     .collect();
-                let k = nodes.len();
-                let mut f = SimFabric::new(
-                    nodes,
-                    vec![
-                        NodeConfig {
-                            rx_cost_ns: 0,
-                            tx_cost_ns: 0
-                        };
-                        k
-                    ],
-                    workers as NodeId,
-                    si.link(),
-                    Faults::default(),
-                );
-                let fin = f
-                    .run_until(60_000_000_000, |n| n.iter().all(Endpoint::is_done))
-                    .finished;
-                if !fin {
+                let until = allreduce::every_node(nodes.len(), 60_000_000_000);
+                let (nodes, rep) =
+                    allreduce::run_nodes(&mut si.star(workers as NodeId), nodes, &until)
+                        .map_err(err)?;
+                if !rep.finished {
                     return Err(err("switchml: the all-reduce did not finish"));
                 }
                 let mut end = 0u64;
-                for h in f.into_nodes() {
+                for h in nodes {
                     if let SetupNode::Worker(w) = h.inner.inner() {
                         if !w.check(&cfg) {
                             return Err(WorkloadError::WrongResult(
