@@ -16,6 +16,7 @@ pub mod atp;
 pub mod bfp;
 pub mod collective;
 pub mod common;
+pub mod conformance;
 pub mod drive;
 pub mod fpga;
 pub mod fuzz;
