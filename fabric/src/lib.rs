@@ -16,6 +16,7 @@ pub mod fuzz;
 pub mod mem;
 pub mod netns;
 pub mod node;
+pub mod procs;
 pub mod raw;
 pub mod sim;
 #[cfg(feature = "testing")]

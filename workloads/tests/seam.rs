@@ -40,11 +40,11 @@ fn relative(p: &Path) -> String {
         .unwrap_or_else(|| p.display().to_string())
 }
 
-/// The process-per-node children: each serves the one node of its own process on its socket
-/// (udp) or interface (raw), spawned and joined by `udp_node::run_udp` / `raw_node::run_raw`.
-/// They are fabric drivers that still live in `systems/ina` (#35 item 1's `UdpProcesses`, open):
-/// listed here by file so that no other file can add a direct call.
-const PROCESS_CHILDREN: &[&str] = &["systems/ina/src/udp_node.rs", "systems/ina/src/raw_node.rs"];
+/// The raw fabric's process-per-node child: it serves the one node of its own process on its
+/// interface, spawned and joined by `raw_node::run_raw`, with its own spawn and handshake code;
+/// the udp one runs through `fabric::procs::UdpProcesses`. Listed by file so that no other file
+/// can add a direct call (moving the raw child onto `procs` is open).
+const PROCESS_CHILDREN: &[&str] = &["systems/ina/src/raw_node.rs"];
 
 #[test]
 fn no_system_or_workload_builds_a_fabric_itself() {

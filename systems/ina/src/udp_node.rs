@@ -12,14 +12,14 @@
 use crate::common::{AllReduceConfig, SetupNode};
 use crate::drive::system;
 use inabench_fabric::fault::Faults;
-use inabench_fabric::udp::{self, Coordinator, IoModel, NodeConfig, Steering};
+use inabench_fabric::procs;
+use inabench_fabric::udp::{self, IoModel, NodeConfig, Steering};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, Write};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::io::{BufRead, Write};
+use std::net::SocketAddrV4;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What one node is asked to run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -101,100 +101,104 @@ pub struct NodeOutcome {
     pub nice: Option<i32>,
 }
 
-/// The child side: run one node with the job from `input`, report on `output`.
+/// The child side: run one node with the job from `input`, report on `output`
+/// ([`inabench_fabric::procs::serve_child`] with this crate's builder and report).
 pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(), String> {
-    let mut line = String::new();
-    input
-        .read_line(&mut line)
-        .map_err(|e| format!("cannot read the node job: {e}"))?;
-    let job: NodeJob =
-        serde_json::from_str(&line).map_err(|e| format!("the node job does not parse: {e}"))?;
-    let sys = system(&job.system).ok_or_else(|| format!("no system `{}`", job.system))?;
-    let io = IoModel::parse(&job.io).ok_or_else(|| format!("no I/O model `{}`", job.io))?;
-    let cfg = job.config();
-    // only this process's node ([`System::build_node`])
-    let mut node = sys.build_node(&cfg, job.node).map_err(|e| e.to_string())?;
-    let sock = if job.bind_any {
-        udp::bind(Ipv4Addr::UNSPECIFIED)
-    } else {
-        udp::bind_loopback()
-    }
-    .map_err(|e| format!("cannot bind a UDP socket: {e}"))?;
-    // the socket layer before `ready`: nothing of it in the timed run
-    // the datagram size the node serves with, and its socket layer made for it (a layer made
-    // for another size would be made again inside the timed run)
-    let mtu = job.mtu + 256;
-    let layer = udp::SocketLayer::new(&sock, mtu);
-    let (wiring, shards) =
-        udp::child_handshake_sharded(&sock, input, output).map_err(|e| e.to_string())?;
-    let is_worker = matches!(node, SetupNode::Worker(_));
-    let steer = steering(&job, shards);
-    // the `switch_nice` knob: the switch's processes at this nice value (e.g. -10), so that on
-    // a host with fewer cores than nodes the switch, which every frame crosses, runs when it
-    // has input instead of waiting its turn behind the workers (a real switch has its own
-    // silicon); refused without CAP_SYS_NICE, then recorded as not applied
-    let nice = match cfg.knob("switch_nice") {
-        Some(n) if !is_worker => {
-            let n = n as i32;
-            udp::set_thread_nice(n).ok().map(|()| n)
-        }
-        _ => None,
-    };
-    let rep = udp::serve_prepared(
-        &mut node,
-        &sock,
-        &wiring,
-        &NodeConfig {
-            // the I/O model is the hosts' stack; switches and servers stay event-driven
-            io: if is_worker { io } else { IoModel::Event },
-            faults: Faults {
-                loss: job.loss,
-                duplicate: job.duplicate,
-                reorder: job.reorder,
-                reorder_delay_ns: job.reorder_delay_ns,
-                seed: job.fault_seed,
-            },
-            mtu,
-            deadline: Duration::from_millis(job.deadline_ms),
-            counted: is_worker,
+    child_dyn(input, output)
+}
+
+fn child_dyn(input: &mut dyn BufRead, output: &mut dyn Write) -> Result<(), String> {
+    let ctx: std::cell::RefCell<Option<(NodeJob, AllReduceConfig, Option<i32>)>> =
+        std::cell::RefCell::new(None);
+    procs::serve_child(
+        input,
+        output,
+        |line| {
+            let job: NodeJob = serde_json::from_str(line)
+                .map_err(|e| format!("the node job does not parse: {e}"))?;
+            let sys = system(&job.system).ok_or_else(|| format!("no system `{}`", job.system))?;
+            let io = IoModel::parse(&job.io).ok_or_else(|| format!("no I/O model `{}`", job.io))?;
+            let cfg = job.config();
+            // only this process's node ([`System::build_node`])
+            let node = sys.build_node(&cfg, job.node).map_err(|e| e.to_string())?;
+            let is_worker = matches!(node, SetupNode::Worker(_));
+            // the `switch_nice` knob: the switch's processes at this nice value (e.g. -10), so
+            // that on a host with fewer cores than nodes the switch, which every frame crosses,
+            // runs when it has input instead of waiting its turn behind the workers (a real
+            // switch has its own silicon); refused without CAP_SYS_NICE, then recorded as not
+            // applied
+            let nice = match cfg.knob("switch_nice") {
+                Some(n) if !is_worker => {
+                    let n = n as i32;
+                    udp::set_thread_nice(n).ok().map(|()| n)
+                }
+                _ => None,
+            };
+            let config = NodeConfig {
+                // the I/O model is the hosts' stack; switches and servers stay event-driven
+                io: if is_worker { io } else { IoModel::Event },
+                faults: Faults {
+                    loss: job.loss,
+                    duplicate: job.duplicate,
+                    reorder: job.reorder,
+                    reorder_delay_ns: job.reorder_delay_ns,
+                    seed: job.fault_seed,
+                },
+                // the datagram size the node serves with
+                mtu: job.mtu + 256,
+                deadline: Duration::from_millis(job.deadline_ms),
+                counted: is_worker,
+            };
+            let steer_job = job.clone();
+            let steering: Box<dyn FnOnce(Vec<Vec<SocketAddrV4>>) -> Option<Steering>> =
+                Box::new(move |shards| steering(&steer_job, shards));
+            let bind_any = job.bind_any;
+            *ctx.borrow_mut() = Some((job, cfg, nice));
+            Ok(procs::Child {
+                node,
+                config,
+                bind_any,
+                steering: Some(steering),
+            })
         },
-        steer.as_ref(),
-        layer,
-    );
-    let mut out = NodeOutcome {
-        node: job.node,
-        is_worker,
-        frames_tx: rep.frames_tx,
-        frames_rx: rep.frames_rx,
-        bytes_rx: rep.bytes_rx,
-        done_ns: rep.done_ns,
-        cpu_ns: rep.cpu_ns,
-        wall_ns: rep.wall_ns,
-        frames_dropped_by_faults: rep.faults.dropped,
-        send_errors: rep.send_errors,
-        stopped: rep.stopped,
-        offload: rep.offload.to_string(),
-        run_delay_ns: rep.run_delay_ns,
-        socket_drops: rep.socket_drops,
-        nice,
-        ..NodeOutcome::default()
-    };
-    match &node {
-        SetupNode::Worker(w) => {
-            let s = w.stats();
-            out.finished = w.is_done();
-            out.correct = w.check(&cfg);
-            out.wire_bytes_tx = s.wire_bytes_tx;
-            out.gradient_bytes = s.gradient_bytes;
-            out.retransmissions = s.retransmissions;
-            out.rtt_ns = s.rtt_ns;
-        }
-        SetupNode::Switch(s) => out.switch_overhead = Some(s.stats().overhead_fraction),
-        SetupNode::Other(_) => {}
-    }
-    let json = serde_json::to_string(&out).map_err(|e| e.to_string())?;
-    writeln!(output, "{json}").map_err(|e| e.to_string())?;
-    output.flush().map_err(|e| e.to_string())
+        |node, rep| {
+            let Some((job, cfg, nice)) = ctx.borrow_mut().take() else {
+                return Err("a node reported before it was built".into());
+            };
+            let mut out = NodeOutcome {
+                node: job.node,
+                is_worker: matches!(node, SetupNode::Worker(_)),
+                frames_tx: rep.frames_tx,
+                frames_rx: rep.frames_rx,
+                bytes_rx: rep.bytes_rx,
+                done_ns: rep.done_ns,
+                cpu_ns: rep.cpu_ns,
+                wall_ns: rep.wall_ns,
+                frames_dropped_by_faults: rep.faults.dropped,
+                send_errors: rep.send_errors,
+                stopped: rep.stopped,
+                offload: rep.offload.to_string(),
+                run_delay_ns: rep.run_delay_ns,
+                socket_drops: rep.socket_drops,
+                nice,
+                ..NodeOutcome::default()
+            };
+            match node {
+                SetupNode::Worker(w) => {
+                    let s = w.stats();
+                    out.finished = w.is_done();
+                    out.correct = w.check(&cfg);
+                    out.wire_bytes_tx = s.wire_bytes_tx;
+                    out.gradient_bytes = s.gradient_bytes;
+                    out.retransmissions = s.retransmissions;
+                    out.rtt_ns = s.rtt_ns;
+                }
+                SetupNode::Switch(s) => out.switch_overhead = Some(s.stats().overhead_fraction),
+                SetupNode::Other(_) => {}
+            }
+            serde_json::to_string(&out).map_err(|e| e.to_string())
+        },
+    )
 }
 
 /// The switch's shards a run uses (the knob `switch_shards`; each shard an identical switch
@@ -239,67 +243,49 @@ impl Spawn {
     }
 }
 
-enum Handle {
-    Proc(Child),
-    Thread(std::thread::JoinHandle<Result<(), String>>),
+impl Spawn {
+    fn procs(&self) -> procs::Spawn {
+        match self {
+            Spawn::Processes(exe) => procs::Spawn::Processes {
+                exe: exe.clone(),
+                command: "__fabric-node",
+            },
+            Spawn::Threads => procs::Spawn::Threads(child_dyn),
+        }
+    }
 }
 
-struct NodeIo {
-    input: Box<dyn Write + Send>,
-    output: Box<dyn BufRead + Send>,
-    handle: Handle,
+/// A job's all-reduce as the process-per-node fabric deploys it: every node of the setup, the
+/// workers counted, the switch in [`switch_shards`] processes, each node's job line its
+/// [`NodeJob`] with its index.
+struct JobDeploy<'a> {
+    job: &'a NodeJob,
+    nodes: usize,
+    shards: usize,
 }
 
-fn start_node(spawn: &Spawn, job: &NodeJob, prefix: Option<Vec<String>>) -> Result<NodeIo, String> {
-    let mut n = match spawn {
-        Spawn::Processes(exe) => {
-            // in a namespace: `ip netns exec NAME exe __fabric-node`
-            let mut cmd = match &prefix {
-                Some(p) if !p.is_empty() => {
-                    let mut c = Command::new(&p[0]);
-                    c.args(&p[1..]).arg(exe);
-                    c
-                }
-                _ => Command::new(exe),
-            };
-            let mut child = cmd
-                .arg("__fabric-node")
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                // captured, not inherited: a node must not write over the dashboard
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
-            let (Some(i), Some(o)) = (child.stdin.take(), child.stdout.take()) else {
-                let _ = child.kill();
-                return Err("a node process without pipes".into());
-            };
-            NodeIo {
-                input: Box::new(i),
-                output: Box::new(BufReader::new(o)),
-                handle: Handle::Proc(child),
-            }
+impl procs::Deploy for JobDeploy<'_> {
+    fn nodes(&self) -> usize {
+        self.nodes
+    }
+    fn counted(&self) -> usize {
+        self.job.workers
+    }
+    fn processes(&self, node: usize) -> usize {
+        if node == self.job.workers {
+            self.shards
+        } else {
+            1
         }
-        Spawn::Threads => {
-            let (in_r, in_w) = std::io::pipe().map_err(|e| e.to_string())?;
-            let (out_r, out_w) = std::io::pipe().map_err(|e| e.to_string())?;
-            let h = std::thread::spawn(move || {
-                let mut r = BufReader::new(in_r);
-                let mut w = out_w;
-                child_main(&mut r, &mut w)
-            });
-            NodeIo {
-                input: Box::new(in_w),
-                output: Box::new(BufReader::new(out_r)),
-                handle: Handle::Thread(h),
-            }
-        }
-    };
-    let json = serde_json::to_string(job).map_err(|e| e.to_string())?;
-    writeln!(n.input, "{json}")
-        .and_then(|()| n.input.flush())
-        .map_err(|e| format!("cannot hand node {} its job: {e}", job.node))?;
-    Ok(n)
+    }
+    fn job(&self, node: usize, bind_any: bool) -> Result<String, String> {
+        serde_json::to_string(&NodeJob {
+            node,
+            bind_any,
+            ..self.job.clone()
+        })
+        .map_err(|e| e.to_string())
+    }
 }
 
 /// The outcome of one all-reduce on `udp`.
@@ -333,7 +319,8 @@ pub fn run_udp(job: &NodeJob, spawn: &Spawn) -> Result<UdpOutcome, String> {
     run_udp_placed(job, spawn, Placement::Loopback)
 }
 
-/// [`run_udp`] with the nodes placed as `placement` says.
+/// [`run_udp`] with the nodes placed as `placement` says, through the process-per-node fabric
+/// ([`inabench_fabric::procs::UdpProcesses`]).
 pub fn run_udp_placed(
     job: &NodeJob,
     spawn: &Spawn,
@@ -348,145 +335,41 @@ pub fn run_udp_placed(
         .map_err(|e| e.to_string())?
         .into_nodes()
         .len();
-    let topo = match placement {
-        Placement::Loopback => None,
-        Placement::Netns { rate_mbit } => {
-            if matches!(spawn, Spawn::Threads) {
-                return Err(
-                    "netns placement starts node processes, and there is no inabench binary to start"
-                        .into(),
-                );
-            }
-            Some(
-                inabench_fabric::netns::Netns::create(n_nodes, rate_mbit)
-                    .map_err(|e| e.to_string())?,
-            )
-        }
-    };
-    let coord = match &topo {
-        None => Coordinator::new(),
-        Some(t) => Coordinator::on(t.gateway),
-    }
-    .map_err(|e| format!("cannot bind the coordinator: {e}"))?;
-    let coord_addr = coord.addr().map_err(|e| e.to_string())?;
     let shards = switch_shards(job);
-    let switch = job.workers;
-    // node processes: every node, then the switch's other shards
-    let procs: Vec<usize> = (0..n_nodes)
-        .chain((1..shards).map(|_| switch).filter(|s| *s < n_nodes))
-        .collect();
-    let node_ip = |i: usize| {
-        topo.as_ref()
-            .and_then(|t| t.hosts.get(i))
-            .map_or(Ipv4Addr::LOCALHOST, |h| h.ip)
+    let fabric = procs::UdpProcesses {
+        spawn: spawn.procs(),
+        placement: match placement {
+            Placement::Loopback => procs::Placement::Loopback,
+            Placement::Netns { rate_mbit } => procs::Placement::Netns { rate_mbit },
+        },
+        deadline: Duration::from_millis(job.deadline_ms),
     };
-    let mut nodes: Vec<NodeIo> = Vec::new();
-    let result: Result<UdpOutcome, String> = (|| {
-        for &i in &procs {
-            let j = NodeJob {
-                node: i,
-                bind_any: topo.is_some(),
-                ..job.clone()
-            };
-            nodes.push(start_node(
-                spawn,
-                &j,
-                topo.as_ref().and_then(|t| t.exec_prefix(i)),
-            )?);
-        }
-        let mut ports = Vec::new();
-        for (i, n) in nodes.iter_mut().enumerate() {
-            let mut line = String::new();
-            n.output
-                .read_line(&mut line)
-                .map_err(|e| format!("node {i} did not start: {e}"))?;
-            ports.push(
-                udp::parse_ready(&line)
-                    .ok_or_else(|| format!("node {i} did not start (said `{}`)", line.trim()))?,
-            );
-        }
-        let addrs: Vec<SocketAddrV4> = ports
-            .iter()
-            .zip(&procs)
-            .map(|(p, i)| SocketAddrV4::new(node_ip(*i), *p))
-            .collect();
-        // node i's addresses: its own, and for the switch its shards' after it
-        let entry = |i: usize| {
-            procs
-                .iter()
-                .zip(&addrs)
-                .filter(|(n, _)| **n == i)
-                .map(|(_, a)| a.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        };
-        let go = format!(
-            "go {} {}\n",
-            coord_addr,
-            (0..n_nodes).map(entry).collect::<Vec<_>>().join(" ")
+    let deploy = JobDeploy {
+        job,
+        nodes: n_nodes,
+        shards,
+    };
+    let run = fabric.run(&deploy).map_err(|e| match e {
+        inabench_fabric::FabricError::Setup { why, .. } => why,
+        other => other.to_string(),
+    })?;
+    let mut outs = Vec::with_capacity(run.lines.len());
+    for (line, i) in run.lines.iter().zip(&run.node_of) {
+        outs.push(
+            serde_json::from_str::<NodeOutcome>(line)
+                .map_err(|e| format!("node {i} reported `{}`: {e}", line.trim()))?,
         );
-        let start = Instant::now();
-        for (i, n) in nodes.iter_mut().enumerate() {
-            n.input
-                .write_all(go.as_bytes())
-                .and_then(|()| n.input.flush())
-                .map_err(|e| format!("node {i} went away: {e}"))?;
-        }
-        let (done, last) = coord.wait_and_stop(
-            job.workers,
-            &addrs,
-            start,
-            Duration::from_millis(job.deadline_ms),
-        );
-        let mut outs = Vec::new();
-        for (i, n) in nodes.iter_mut().enumerate() {
-            let mut line = String::new();
-            n.output
-                .read_line(&mut line)
-                .map_err(|e| format!("node {i} did not report: {e}"))?;
-            outs.push(
-                serde_json::from_str::<NodeOutcome>(&line)
-                    .map_err(|e| format!("node {i} reported `{}`: {e}", line.trim()))?,
-            );
-        }
-        let mut offload: Vec<String> = outs.iter().map(|o| o.offload.clone()).collect();
-        offload.sort();
-        offload.dedup();
-        Ok(UdpOutcome {
-            nodes: outs,
-            finished: done == job.workers,
-            duration: last,
-            switch_shards: shards,
-            offload: offload.join("/"),
-        })
-    })();
-    let mut result = result;
-    for n in nodes {
-        drop(n.input);
-        match n.handle {
-            Handle::Proc(mut c) => {
-                if result.is_err() {
-                    let _ = c.kill();
-                }
-                let _ = c.wait();
-                let mut err = String::new();
-                if let Some(mut e) = c.stderr.take() {
-                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
-                }
-                if let (Err(msg), false) = (&mut result, err.trim().is_empty()) {
-                    msg.push_str(&format!(" (node said: {})", err.trim()));
-                }
-            }
-            Handle::Thread(h) => {
-                if let Ok(Err(e)) = h.join()
-                    && result.is_ok()
-                {
-                    return Err(e);
-                }
-            }
-        }
     }
-    result
+    let mut offload: Vec<String> = outs.iter().map(|o| o.offload.clone()).collect();
+    offload.sort();
+    offload.dedup();
+    Ok(UdpOutcome {
+        nodes: outs,
+        finished: run.report.finished,
+        duration: run.last_done,
+        switch_shards: shards,
+        offload: offload.join("/"),
+    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,410 @@
+//! The `udp` fabric with one process per node ([`UdpProcesses`]): what [`crate::Fabric`] cannot
+//! carry, because its nodes are built in another process. A [`Deploy`] says how many nodes there
+//! are, which are counted, and the job line each node's process rebuilds its node from; the
+//! parent starts every node, wires them and collects one [`FabricReport`] (the same type every
+//! fabric returns, labelled `udp`) and each node's own report line. The child side is
+//! [`serve_child`]: it reads its job line, builds its node with the caller's builder, binds its
+//! socket and serves it with [`crate::udp::serve_prepared`].
+//!
+//! The protocol on a node's stdin/stdout: the parent writes the job as one line; the node builds
+//! its endpoint, binds its socket and prints `ready <port>`; the parent answers `go <coordinator>
+//! <node 0> ...` (a sharded node: its processes' addresses joined by commas); the node serves
+//! until the coordinator's stop and prints `totals <frames_tx> <bytes_tx> <frames_rx> <bytes_rx>
+//! <cpu_ns> <done_ns> <dropped> <send_errors>` and then its own report as one line.
+//!
+//! Placement: every node on 127.0.0.1, or each in its own network namespace on a bridge
+//! ([`crate::netns`]; root and node processes). Where no node binary is at hand the same child
+//! code runs as threads of this process ([`Spawn::Threads`]).
+
+use crate::driver::{FabricError, FabricReport, NodeTotals};
+use crate::udp::{self, Coordinator, NodeConfig, NodeReport, SocketLayer, Steering};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
+use std::process::{Child as Process, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What a process-per-node run needs to know about its nodes.
+pub trait Deploy: Sync {
+    /// Nodes (node `i` has id `i`).
+    fn nodes(&self) -> usize;
+    /// The first `counted()` nodes must say done for the run to finish (the workers).
+    fn counted(&self) -> usize;
+    /// Processes serving node `i` (a switch split in shards: each shard one process); 1 unless
+    /// the deployment splits it.
+    fn processes(&self, _node: usize) -> usize {
+        1
+    }
+    /// The one-line job node `node`'s process builds its node from (`bind_any`: the node binds
+    /// every address of its namespace's interfaces instead of 127.0.0.1).
+    fn job(&self, node: usize, bind_any: bool) -> Result<String, String>;
+}
+
+/// A child in this process: reads its job from the first, reports on the second.
+pub type ChildMain = fn(&mut dyn BufRead, &mut dyn Write) -> Result<(), String>;
+
+/// How the nodes start.
+#[derive(Debug, Clone)]
+pub enum Spawn {
+    /// One process per node: `exe command`, its stdin/stdout the protocol, its stderr captured.
+    Processes { exe: PathBuf, command: &'static str },
+    /// One thread per node in this process running `child` (tests, libraries without a binary).
+    Threads(ChildMain),
+}
+
+/// Where the nodes' sockets live.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Placement {
+    /// Every node on 127.0.0.1.
+    Loopback,
+    /// Every node in its own network namespace on a bridge, each link limited to `rate_mbit`
+    /// (if given) with tbf. Needs root and node processes.
+    Netns { rate_mbit: Option<f64> },
+}
+
+/// The `udp` fabric, a process (or thread) per node.
+#[derive(Debug, Clone)]
+pub struct UdpProcesses {
+    pub spawn: Spawn,
+    pub placement: Placement,
+    /// Give up waiting for the counted nodes after this long.
+    pub deadline: Duration,
+}
+
+/// What a process-per-node run returns.
+#[derive(Debug, Clone)]
+pub struct ProcessRun {
+    /// The common report: node `i`'s totals summed over its processes.
+    pub report: FabricReport,
+    /// When the last counted node said done (since the start signal; zero if none did).
+    pub last_done: Duration,
+    /// Each process's own report line, in process order ([`ProcessRun::node_of`]).
+    pub lines: Vec<String>,
+    /// The node each process served: nodes `0..n` first, then the extra processes of split nodes.
+    pub node_of: Vec<usize>,
+}
+
+enum Handle {
+    Proc(Process),
+    Thread(std::thread::JoinHandle<Result<(), String>>),
+}
+
+struct NodeIo {
+    input: Box<dyn Write + Send>,
+    output: Box<dyn BufRead + Send>,
+    handle: Handle,
+}
+
+fn setup(why: String) -> FabricError {
+    FabricError::Setup { fabric: "udp", why }
+}
+
+fn start(spawn: &Spawn, job: &str, prefix: Option<Vec<String>>) -> Result<NodeIo, String> {
+    let mut n = match spawn {
+        Spawn::Processes { exe, command } => {
+            // in a namespace: `ip netns exec NAME exe command`
+            let mut cmd = match &prefix {
+                Some(p) if !p.is_empty() => {
+                    let mut c = Command::new(&p[0]);
+                    c.args(&p[1..]).arg(exe);
+                    c
+                }
+                _ => Command::new(exe),
+            };
+            let mut child = cmd
+                .arg(command)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                // captured, not inherited: a node must not write over the dashboard
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+            let (Some(i), Some(o)) = (child.stdin.take(), child.stdout.take()) else {
+                let _ = child.kill();
+                return Err("a node process without pipes".into());
+            };
+            NodeIo {
+                input: Box::new(i),
+                output: Box::new(BufReader::new(o)),
+                handle: Handle::Proc(child),
+            }
+        }
+        Spawn::Threads(child) => {
+            let child = *child;
+            let (in_r, in_w) = std::io::pipe().map_err(|e| e.to_string())?;
+            let (out_r, out_w) = std::io::pipe().map_err(|e| e.to_string())?;
+            let h = std::thread::spawn(move || {
+                let mut r = BufReader::new(in_r);
+                let mut w = out_w;
+                child(&mut r, &mut w)
+            });
+            NodeIo {
+                input: Box::new(in_w),
+                output: Box::new(BufReader::new(out_r)),
+                handle: Handle::Thread(h),
+            }
+        }
+    };
+    writeln!(n.input, "{job}")
+        .and_then(|()| n.input.flush())
+        .map_err(|e| format!("cannot hand a node its job: {e}"))?;
+    Ok(n)
+}
+
+fn read_line(n: &mut NodeIo) -> std::io::Result<String> {
+    let mut line = String::new();
+    n.output.read_line(&mut line)?;
+    Ok(line)
+}
+
+/// `totals ...` as a node's totals, its dropped frames and send errors.
+fn parse_totals(line: &str) -> Option<(NodeTotals, u64, u64)> {
+    let mut it = line.trim().strip_prefix("totals ")?.split(' ');
+    let mut next = || it.next()?.parse::<u64>().ok();
+    let t = NodeTotals {
+        frames_tx: next()?,
+        bytes_tx: next()?,
+        frames_rx: next()?,
+        bytes_rx: next()?,
+        cpu_ns: next()?,
+        done_ns: next()?,
+    };
+    Some((t, next()?, next()?))
+}
+
+impl UdpProcesses {
+    /// Start every node of `d`, run until its counted nodes are done or the deadline, stop them
+    /// and collect their reports.
+    pub fn run(&self, d: &dyn Deploy) -> Result<ProcessRun, FabricError> {
+        let n_nodes = d.nodes();
+        let topo = match self.placement {
+            Placement::Loopback => None,
+            Placement::Netns { rate_mbit } => {
+                if matches!(self.spawn, Spawn::Threads(_)) {
+                    return Err(setup(
+                        "netns placement starts node processes, and there is no node binary to start"
+                            .into(),
+                    ));
+                }
+                Some(
+                    crate::netns::Netns::create(n_nodes, rate_mbit)
+                        .map_err(|e| setup(e.to_string()))?,
+                )
+            }
+        };
+        let coord = match &topo {
+            None => Coordinator::new(),
+            Some(t) => Coordinator::on(t.gateway),
+        }
+        .map_err(|e| setup(format!("cannot bind the coordinator: {e}")))?;
+        let coord_addr = coord.addr().map_err(|e| setup(e.to_string()))?;
+        // processes: every node, then the split nodes' other processes
+        let procs: Vec<usize> = (0..n_nodes)
+            .chain((0..n_nodes).flat_map(|i| std::iter::repeat_n(i, d.processes(i).max(1) - 1)))
+            .collect();
+        let node_ip = |i: usize| {
+            topo.as_ref()
+                .and_then(|t| t.hosts.get(i))
+                .map_or(Ipv4Addr::LOCALHOST, |h| h.ip)
+        };
+        let mut nodes: Vec<NodeIo> = Vec::new();
+        let result: Result<ProcessRun, String> = (|| {
+            for &i in &procs {
+                let job = d.job(i, topo.is_some())?;
+                nodes.push(start(
+                    &self.spawn,
+                    &job,
+                    topo.as_ref().and_then(|t| t.exec_prefix(i)),
+                )?);
+            }
+            let mut ports = Vec::new();
+            for (k, n) in nodes.iter_mut().enumerate() {
+                let i = procs[k];
+                let line = read_line(n).map_err(|e| format!("node {i} did not start: {e}"))?;
+                ports.push(
+                    udp::parse_ready(&line).ok_or_else(|| {
+                        format!("node {i} did not start (said `{}`)", line.trim())
+                    })?,
+                );
+            }
+            let addrs: Vec<SocketAddrV4> = ports
+                .iter()
+                .zip(&procs)
+                .map(|(p, i)| SocketAddrV4::new(node_ip(*i), *p))
+                .collect();
+            // node i's addresses: its own, and for a split node its other processes' after it
+            let entry = |i: usize| {
+                procs
+                    .iter()
+                    .zip(&addrs)
+                    .filter(|(n, _)| **n == i)
+                    .map(|(_, a)| a.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            let go = format!(
+                "go {} {}\n",
+                coord_addr,
+                (0..n_nodes).map(entry).collect::<Vec<_>>().join(" ")
+            );
+            let start = Instant::now();
+            for (k, n) in nodes.iter_mut().enumerate() {
+                n.input
+                    .write_all(go.as_bytes())
+                    .and_then(|()| n.input.flush())
+                    .map_err(|e| format!("node {} went away: {e}", procs[k]))?;
+            }
+            let counted = d.counted();
+            let (done, last) = coord.wait_and_stop(counted, &addrs, start, self.deadline);
+            let end_ns = start.elapsed().as_nanos() as u64;
+            let mut report = FabricReport {
+                fabric: "udp",
+                finished: done == counted,
+                time_ns: last.as_nanos() as u64,
+                end_ns,
+                nodes: vec![NodeTotals::default(); n_nodes],
+                ..FabricReport::default()
+            };
+            let mut lines = Vec::new();
+            for (k, n) in nodes.iter_mut().enumerate() {
+                let i = procs[k];
+                let totals = read_line(n).map_err(|e| format!("node {i} did not report: {e}"))?;
+                let (t, dropped, send_errors) = parse_totals(&totals)
+                    .ok_or_else(|| format!("node {i} reported `{}`", totals.trim()))?;
+                let line = read_line(n).map_err(|e| format!("node {i} did not report: {e}"))?;
+                let sum = &mut report.nodes[i];
+                sum.frames_tx += t.frames_tx;
+                sum.bytes_tx += t.bytes_tx;
+                sum.frames_rx += t.frames_rx;
+                sum.bytes_rx += t.bytes_rx;
+                sum.cpu_ns += t.cpu_ns;
+                sum.done_ns = sum.done_ns.max(t.done_ns);
+                report.faults.dropped += dropped;
+                report.send_errors += send_errors;
+                lines.push(line.trim_end().to_string());
+            }
+            if !report.finished {
+                report.time_ns = end_ns;
+            }
+            Ok(ProcessRun {
+                report,
+                last_done: last,
+                lines,
+                node_of: procs.clone(),
+            })
+        })();
+        let mut result = result;
+        for n in nodes {
+            drop(n.input);
+            match n.handle {
+                Handle::Proc(mut c) => {
+                    if result.is_err() {
+                        let _ = c.kill();
+                    }
+                    let _ = c.wait();
+                    let mut err = String::new();
+                    if let Some(mut e) = c.stderr.take() {
+                        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                    }
+                    if let (Err(msg), false) = (&mut result, err.trim().is_empty()) {
+                        msg.push_str(&format!(" (node said: {})", err.trim()));
+                    }
+                }
+                Handle::Thread(h) => {
+                    if let Ok(Err(e)) = h.join()
+                        && result.is_ok()
+                    {
+                        result = Err(e);
+                    }
+                }
+            }
+        }
+        result.map_err(setup)
+    }
+}
+
+/// A node a child process serves, as its builder made it from the job line.
+pub struct Child<N> {
+    pub node: N,
+    /// How it is served (I/O model, egress faults, datagram size, deadline, counted or not).
+    pub config: NodeConfig,
+    /// Bind every address of the namespace's interfaces instead of 127.0.0.1.
+    pub bind_any: bool,
+    /// Given every peer's process addresses (a split peer has several), how this node steers
+    /// its frames among a split peer's processes; `None`: to each peer's first.
+    pub steering: Option<Box<dyn FnOnce(Vec<Vec<SocketAddrV4>>) -> Option<Steering>>>,
+}
+
+/// The child side: read the job line from `input`, build the node with `build`, bind, print
+/// `ready`, read `go`, serve until the stop, print the totals and `report`'s line on `output`.
+pub fn serve_child<N: crate::Endpoint>(
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+    build: impl FnOnce(&str) -> Result<Child<N>, String>,
+    report: impl FnOnce(&N, &NodeReport) -> Result<String, String>,
+) -> Result<(), String> {
+    let mut line = String::new();
+    input
+        .read_line(&mut line)
+        .map_err(|e| format!("cannot read the node job: {e}"))?;
+    let Child {
+        mut node,
+        config,
+        bind_any,
+        steering,
+    } = build(line.trim_end())?;
+    let sock = if bind_any {
+        udp::bind(Ipv4Addr::UNSPECIFIED)
+    } else {
+        udp::bind_loopback()
+    }
+    .map_err(|e| format!("cannot bind a UDP socket: {e}"))?;
+    // the socket layer before `ready`, made for the datagram size the node serves with: nothing
+    // of it in the timed run
+    let layer = SocketLayer::new(&sock, config.mtu);
+    let (wiring, shards) = udp::child_handshake_sharded(&sock, &mut &mut *input, &mut &mut *output)
+        .map_err(|e| e.to_string())?;
+    let steer = steering.and_then(|f| f(shards));
+    let rep = udp::serve_prepared(&mut node, &sock, &wiring, &config, steer.as_ref(), layer);
+    let own = report(&node, &rep)?;
+    writeln!(
+        output,
+        "totals {} {} {} {} {} {} {} {}",
+        rep.frames_tx,
+        rep.bytes_tx,
+        rep.frames_rx,
+        rep.bytes_rx,
+        rep.cpu_ns,
+        rep.done_ns,
+        rep.faults.dropped,
+        rep.send_errors
+    )
+    .and_then(|()| writeln!(output, "{own}"))
+    .and_then(|()| output.flush())
+    .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn totals_lines_parse_and_junk_does_not() {
+        let (t, d, s) = parse_totals("totals 1 2 3 4 5 6 7 8\n").expect("parses");
+        assert_eq!(
+            (
+                t.frames_tx,
+                t.bytes_tx,
+                t.frames_rx,
+                t.bytes_rx,
+                t.cpu_ns,
+                t.done_ns
+            ),
+            (1, 2, 3, 4, 5, 6)
+        );
+        assert_eq!((d, s), (7, 8));
+        assert!(parse_totals("totals 1 2 3").is_none());
+        assert!(parse_totals("ready 5").is_none());
+        assert!(parse_totals("totals 1 2 3 4 5 6 7 x").is_none());
+    }
+}
