@@ -141,8 +141,10 @@ impl BufPool {
 }
 
 /// A boxed endpoint is an endpoint: a mix of node types runs on one fabric as
-/// `Vec<Box<dyn Endpoint>>`, with no enum that forwards each call.
-impl Endpoint for Box<dyn Endpoint> {
+/// `Vec<Box<dyn Endpoint>>`, with no enum that forwards each call; a box of a trait object
+/// whose trait extends `Endpoint` (`Box<dyn Worker>`) or of a sized endpoint (`Box<Member>`, as
+/// a [`crate::Node`] variant) is one too.
+impl<T: Endpoint + ?Sized> Endpoint for Box<T> {
     fn id(&self) -> NodeId {
         (**self).id()
     }

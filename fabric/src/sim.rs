@@ -374,6 +374,8 @@ pub struct SimFabric<N: Endpoint> {
     push_transmit: bool,
     report: SimReport,
     tap: Option<Tap>,
+    /// A stepped run has drained every node once ([`SimFabric::start`]).
+    started: bool,
 }
 
 impl<N: Endpoint> SimFabric<N> {
@@ -407,6 +409,7 @@ impl<N: Endpoint> SimFabric<N> {
                 ..Default::default()
             },
             tap: None,
+            started: false,
         }
     }
 
@@ -563,6 +566,47 @@ impl<N: Endpoint> SimFabric<N> {
         }
     }
 
+    /// Handle one popped event (the body of the run loop, shared by [`SimFabric::run_until_at`]
+    /// and [`SimFabric::step`]); false when it was a superseded timer or wake-up (nothing ran).
+    #[inline(always)]
+    fn handle_event(&mut self, now: Nanos, node: NodeId, popped: Popped) -> bool {
+        self.report.events += 1;
+        self.report.end_ns = now;
+        let i = node as usize;
+        match popped {
+            Popped::Timer => {
+                if self.timer_at[i] != Some(now) {
+                    return false; // superseded
+                }
+                self.timer_at[i] = None;
+                let t = now.max(self.cpu_free[i]);
+                self.nodes[i].handle_timeout(t);
+                self.drain(node, t);
+                self.defer_due_timer(node, t);
+            }
+            Popped::TxWake => {
+                if self.tx_wake_at[i] != Some(now) {
+                    return false; // superseded by an earlier one
+                }
+                self.tx_wake_at[i] = None;
+                self.drain(node, now);
+            }
+            Popped::Frame { from, frame } => {
+                let st = &mut self.report.nodes[i];
+                st.frames_rx += 1;
+                st.bytes_rx += frame.len() as u64;
+                st.busy_ns += self.cfg[i].rx_cost_ns;
+                let t = now.max(self.cpu_free[i]) + self.cfg[i].rx_cost_ns;
+                self.cpu_free[i] = t;
+                self.nodes[i].handle_packet(t, from, &frame);
+                // the buffer goes back to the receiver, which may reuse it for a frame it sends
+                self.nodes[i].recycle(frame);
+                self.drain(node, t);
+            }
+        }
+        true
+    }
+
     /// Run until `done(nodes)` holds after an event, the queue empties, or `max_ns` passes.
     pub fn run_until(&mut self, max_ns: Nanos, done: impl Fn(&[N]) -> bool) -> &SimReport {
         self.run_until_at(max_ns, |_, nodes| done(nodes))
@@ -591,39 +635,8 @@ impl<N: Endpoint> SimFabric<N> {
             let Some((now, node, popped)) = self.queue.pop() else {
                 break;
             };
-            self.report.events += 1;
-            self.report.end_ns = now;
-            let i = node as usize;
-            match popped {
-                Popped::Timer => {
-                    if self.timer_at[i] != Some(now) {
-                        continue; // superseded
-                    }
-                    self.timer_at[i] = None;
-                    let t = now.max(self.cpu_free[i]);
-                    self.nodes[i].handle_timeout(t);
-                    self.drain(node, t);
-                    self.defer_due_timer(node, t);
-                }
-                Popped::TxWake => {
-                    if self.tx_wake_at[i] != Some(now) {
-                        continue; // superseded by an earlier one
-                    }
-                    self.tx_wake_at[i] = None;
-                    self.drain(node, now);
-                }
-                Popped::Frame { from, frame } => {
-                    let st = &mut self.report.nodes[i];
-                    st.frames_rx += 1;
-                    st.bytes_rx += frame.len() as u64;
-                    st.busy_ns += self.cfg[i].rx_cost_ns;
-                    let t = now.max(self.cpu_free[i]) + self.cfg[i].rx_cost_ns;
-                    self.cpu_free[i] = t;
-                    self.nodes[i].handle_packet(t, from, &frame);
-                    // the buffer goes back to the receiver, which may reuse it for a frame it sends
-                    self.nodes[i].recycle(frame);
-                    self.drain(node, t);
-                }
+            if !self.handle_event(now, node, popped) {
+                continue;
             }
             if done(now, &self.nodes) {
                 self.report.finished = true;
@@ -632,6 +645,62 @@ impl<N: Endpoint> SimFabric<N> {
         }
         self.report.faults = self.faults.counters.clone();
         &self.report
+    }
+
+    /// Start a stepped run: every node is drained once at time 0, as [`SimFabric::run_until_at`]
+    /// does first. [`SimFabric::step`] calls it on its first call; later calls do nothing.
+    pub fn start(&mut self) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        for id in 0..self.nodes.len() as NodeId {
+            self.drain(id, 0);
+        }
+    }
+
+    /// Handle the next event if it comes at or before `max_ns`, and give its virtual time;
+    /// `None` when no event is left, or the next one is after `max_ns` (the run's time is then
+    /// `max_ns`, and the event stays queued). A stepped run handles the same events in the same
+    /// order as [`SimFabric::run_until_at`]: `step` until `done` holds is that run.
+    pub fn step(&mut self, max_ns: Nanos) -> Option<Nanos> {
+        self.start();
+        match self.queue.peek_at() {
+            None => return None,
+            Some(at) if at > max_ns => {
+                self.report.end_ns = self.report.end_ns.max(max_ns);
+                return None;
+            }
+            Some(_) => {}
+        }
+        let (now, node, popped) = self.queue.pop()?;
+        self.handle_event(now, node, popped);
+        self.report.faults = self.faults.counters.clone();
+        Some(now)
+    }
+
+    /// Drain node `id` now (the time of the last event): what it has to send leaves and its
+    /// timer is re-armed. For a driver that changed a node between steps (a test harness that
+    /// released frames it held) and must let the fabric see it.
+    pub fn kick(&mut self, id: NodeId) {
+        if (id as usize) < self.nodes.len() {
+            let now = self.report.end_ns;
+            self.drain(id, now);
+        }
+    }
+
+    /// The virtual time of the last event handled (or the limit a step stopped at).
+    pub fn now(&self) -> Nanos {
+        self.report.end_ns
+    }
+
+    /// The report so far (of a stepped run; [`SimFabric::run_until_at`] returns its own).
+    pub fn report(&self) -> &SimReport {
+        &self.report
+    }
+
+    pub fn nodes_mut(&mut self) -> &mut [N] {
+        &mut self.nodes
     }
 
     pub fn nodes(&self) -> &[N] {
@@ -807,6 +876,62 @@ mod tests {
                 "cost {cost}: the first frame leaves once made"
             );
         }
+    }
+
+    /// Stepping a run event by event is the same run as `run_until`: the same events, end time
+    /// and per-node counts (with faults, so the fault draws are in the same order too).
+    #[test]
+    fn a_stepped_run_is_the_run() {
+        let toys = || {
+            (0..3)
+                .map(|id| Toy {
+                    id,
+                    data: [200, 1, 0][id as usize],
+                    size: 700,
+                    acks: VecDeque::new(),
+                    out: VecDeque::new(),
+                    got: 0,
+                })
+                .collect::<Vec<_>>()
+        };
+        let cost = NodeConfig {
+            rx_cost_ns: 30,
+            tx_cost_ns: 90,
+        };
+        let faults = Faults {
+            loss: 0.1,
+            duplicate: 0.05,
+            reorder: 0.1,
+            reorder_delay_ns: 300,
+            seed: 4,
+        };
+        let link = LinkConfig::gbps100();
+        let mut a = SimFabric::new(toys(), vec![cost; 3], 2, link, faults);
+        let whole = a.run_until(1_000_000_000, |_| false).clone();
+        let mut b = SimFabric::new(toys(), vec![cost; 3], 2, link, faults);
+        let mut steps = 0;
+        let mut last = 0;
+        while let Some(t) = b.step(1_000_000_000) {
+            assert!(t >= last, "steps go forward in time");
+            last = t;
+            steps += 1;
+        }
+        assert_eq!(steps, whole.events);
+        assert_eq!(*b.report(), whole);
+        assert!(
+            whole.faults.dropped > 0 && whole.faults.duplicated > 0 && whole.events > 300,
+            "{whole:?}"
+        );
+        assert_eq!(b.nodes()[1].got, a.nodes()[1].got);
+        // a limit stops a stepped run with the next event still queued
+        let mut c = SimFabric::new(toys(), vec![cost; 3], 2, link, faults);
+        while c.step(5_000).is_some() {}
+        assert_eq!(c.now(), 5_000);
+        assert!(c.report().events < whole.events);
+        assert!(
+            c.step(1_000_000_000).is_some(),
+            "the run goes on past the limit"
+        );
     }
 
     /// What the reference heap holds: an event's key and what it should pop as.
