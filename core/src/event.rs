@@ -59,11 +59,11 @@ pub enum Event {
         source: String,
         message: String,
     },
-    /// A point finished; `error` when it failed (the run goes on with the next point).
+    /// A point finished; `failure` says why when it did not (the run goes on with the next
+    /// point).
     PointDone {
         point: usize,
-        ok: bool,
-        error: Option<String>,
+        failure: Option<PointFailure>,
         elapsed_s: f64,
     },
     /// The run is over (complete, incomplete or failed).
@@ -84,4 +84,35 @@ pub struct PlannedPoint {
     /// The class the point runs in.
     #[serde(default)]
     pub fidelity: Option<Fidelity>,
+}
+
+/// Why a point did not finish, typed from the job to the views (they never compare the text).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PointFailure {
+    /// The run was stopped (SIGINT, SIGTERM) during the point: it is pending, not failed, and a
+    /// resume runs it.
+    Interrupted,
+    /// It ran and a result was wrong (a measured outcome: its rows stay).
+    WrongResult(String),
+    /// It fails for its parameter values (rerunning fails the same way).
+    BadParameters(String),
+    /// Setup, a launcher, an agent or anything else.
+    Failed(String),
+}
+
+impl PointFailure {
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self, PointFailure::Interrupted)
+    }
+}
+
+impl std::fmt::Display for PointFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PointFailure::Interrupted => f.write_str("interrupted"),
+            PointFailure::WrongResult(m)
+            | PointFailure::BadParameters(m)
+            | PointFailure::Failed(m) => f.write_str(m),
+        }
+    }
 }

@@ -27,7 +27,7 @@ pub mod units;
 pub mod value;
 pub mod workload;
 
-pub use event::{Event, LogLevel};
+pub use event::{Event, LogLevel, PointFailure};
 pub use plan::{Plan, Point};
 pub use spec::{Fidelity, Spec};
 pub use store::{Manifest, Row, RunStatus};

@@ -86,16 +86,14 @@ pub fn run(rx: Receiver<Event>, quiet: bool) -> Seen {
                     pb.set_message(labels.get(point).cloned().unwrap_or_default());
                 }
             }
-            Event::PointDone {
-                point, ok, error, ..
-            } => {
+            Event::PointDone { point, failure, .. } => {
                 seen.points_run += 1;
-                if !ok && error.as_deref() != Some("interrupted") {
+                if let Some(error) = failure.filter(|f| !f.is_interrupted()) {
                     seen.points_failed += 1;
                     let msg = format!(
                         "point failed: {}: {}",
                         labels.get(point).cloned().unwrap_or_default(),
-                        error.unwrap_or_default()
+                        error
                     );
                     seen.errors.push(msg.clone());
                     match &bar {

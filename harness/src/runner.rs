@@ -8,7 +8,7 @@ use crate::executor::{Agents, Executor, InProcess};
 use crate::launcher::{Job, JobFailure, LaunchError, RemoteLauncher};
 use crate::registry::Registry;
 use inabench_core::catalog::Entry;
-use inabench_core::event::{Event, LogLevel, PlannedPoint};
+use inabench_core::event::{Event, LogLevel, PlannedPoint, PointFailure};
 use inabench_core::plan::{self, Plan, PlanError};
 use inabench_core::rng::SplitMix64;
 use inabench_core::spec::Fidelity;
@@ -587,13 +587,13 @@ pub fn execute_with(
         let t0 = Instant::now();
         let seed = SplitMix64::derive(p.manifest.seed, &point.id).next_u64();
         let total = point.warmup + point.repetitions;
-        let mut error: Option<String> = None;
+        let mut failure: Option<PointFailure> = None;
         let mut point_wrong: Option<String> = None;
         let mut point_bad_parameters = false;
         for k in 0..total {
             if stop() {
                 interrupted = true;
-                error = Some("interrupted".into());
+                failure = Some(PointFailure::Interrupted);
                 break;
             }
             let warmup = k < point.warmup;
@@ -634,12 +634,17 @@ pub fn execute_with(
                 break 'points;
             }
             if let Err(e) = result {
-                match &e {
-                    JobFailure::WrongResult { message } => point_wrong = Some(message.clone()),
-                    JobFailure::BadParameters { .. } => point_bad_parameters = true,
-                    _ => {}
-                }
-                error = Some(e.to_string());
+                failure = Some(match &e {
+                    JobFailure::WrongResult { message } => {
+                        point_wrong = Some(message.clone());
+                        PointFailure::WrongResult(e.to_string())
+                    }
+                    JobFailure::BadParameters { .. } => {
+                        point_bad_parameters = true;
+                        PointFailure::BadParameters(e.to_string())
+                    }
+                    _ => PointFailure::Failed(e.to_string()),
+                });
                 break;
             }
             batch.push(Event::Progress {
@@ -648,7 +653,9 @@ pub fn execute_with(
                 total: u64::from(total),
             });
         }
-        let ok = error.is_none();
+        let ok = failure.is_none();
+        // the stored record keeps the failure's words
+        let error = failure.as_ref().map(ToString::to_string);
         if ok {
             if let Err(e) = writer.append(&Record::PointDone {
                 point_id: key.clone(),
@@ -717,8 +724,7 @@ pub fn execute_with(
         }
         batch.push(Event::PointDone {
             point: index,
-            ok,
-            error,
+            failure,
             elapsed_s: t0.elapsed().as_secs_f64(),
         });
         batch.maybe_flush();

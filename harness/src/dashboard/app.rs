@@ -181,24 +181,21 @@ impl App {
             } => self.log(*level, format!("{source}: {message}")),
             Event::PointDone {
                 point,
-                ok,
-                error,
+                failure,
                 elapsed_s,
             } => {
                 if let Some(s) = self.states.get_mut(*point) {
-                    *s = if *ok {
-                        PointState::Done {
+                    *s = match failure {
+                        None => PointState::Done {
                             elapsed_s: *elapsed_s,
-                        }
-                    } else if error.as_deref() == Some("interrupted") {
-                        PointState::Pending
-                    } else {
-                        PointState::Failed {
-                            error: error.clone().unwrap_or_default(),
-                        }
+                        },
+                        Some(f) if f.is_interrupted() => PointState::Pending,
+                        Some(f) => PointState::Failed {
+                            error: f.to_string(),
+                        },
                     };
                 }
-                if *ok {
+                if failure.is_none() {
                     self.done_time_s += elapsed_s;
                     self.done_count += 1;
                 }
@@ -298,5 +295,45 @@ impl App {
         }
         let (done, total) = self.progress();
         Some(self.done_time_s / self.done_count as f64 * (total - done) as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inabench_core::PointFailure;
+
+    /// The view decides by the failure's kind, not its words: an interrupted point is pending
+    /// (a resume runs it), a point whose own message reads "interrupted" failed.
+    #[test]
+    fn a_point_is_pending_only_when_the_run_was_interrupted() {
+        let mut app = App::new("x", "x");
+        app.states = vec![PointState::Pending; 4];
+        let done = |point, failure| Event::PointDone {
+            point,
+            failure,
+            elapsed_s: 1.0,
+        };
+        app.update(&done(0, None));
+        app.update(&done(1, Some(PointFailure::Interrupted)));
+        app.update(&done(2, Some(PointFailure::Failed("interrupted".into()))));
+        app.update(&done(
+            3,
+            Some(PointFailure::WrongResult("sum differs".into())),
+        ));
+        assert!(matches!(app.states[0], PointState::Done { .. }));
+        assert_eq!(app.states[1], PointState::Pending);
+        assert_eq!(
+            app.states[2],
+            PointState::Failed {
+                error: "interrupted".into()
+            }
+        );
+        assert_eq!(
+            app.states[3],
+            PointState::Failed {
+                error: "sum differs".into()
+            }
+        );
     }
 }

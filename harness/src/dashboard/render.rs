@@ -404,15 +404,13 @@ mod tests {
             },
             Event::PointDone {
                 point: 0,
-                ok: true,
-                error: None,
+                failure: None,
                 elapsed_s: 1.0,
             },
             Event::PointStarted { point: 1 },
             Event::PointDone {
                 point: 1,
-                ok: false,
-                error: Some("boom".into()),
+                failure: Some(inabench_core::PointFailure::Failed("boom".into())),
                 elapsed_s: 1.0,
             },
         ] {
