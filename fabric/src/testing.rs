@@ -1,10 +1,15 @@
 //! What the endpoint robustness tests share (cargo feature `testing`): junk frames (random bytes,
 //! valid frames flipped, cut or replayed), a [`Hostile`] wrapper that puts a hostile source
 //! beside any endpoint in a run, a bounded [`feed`], proptest strategies with a fixed seed, and a
-//! per-thread counting allocator for bounded-memory checks. Every systems crate's
-//! `tests/arbitrary_frames.rs` uses it.
+//! per-thread counting allocator for bounded-memory checks; the virtual-time test driver
+//! [`Group`] ([`group`]) and the robustness property suite ([`properties`]) that every systems
+//! crate's `tests/arbitrary_frames.rs` instantiates.
 
 use crate::endpoint::{BufPool, Endpoint, Nanos, NodeId, Transmit};
+
+pub mod group;
+pub mod properties;
+pub use group::{Finished, Frame, Group, Rule, Seen, Unfinished};
 use inabench_rng::SplitMix64;
 use proptest::prelude::*;
 use std::alloc::{GlobalAlloc, Layout, System as Sys};
