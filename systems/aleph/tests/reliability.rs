@@ -8,11 +8,12 @@
 //! Two services:
 //! - `testbed::udp::SlotTable` (the slot semantics of the XDP program: a round, a bitmap of the
 //!   members' bits, duplicates and older rounds dropped, wrapping Q15.16 sums) through a small
-//!   adapter here that multicasts each completed segment, as `udp::serve` does; the members take
-//!   results with the Gradient Receiver (`inabench_xdp::proto::Receiver`). It has no Integrity
-//!   Check, so it is run without loss, and at loss 0.1% and 1% its limitation is asserted as
-//!   what it is: a run stalls (a member waits for a segment that never completes or never
-//!   reaches it), and no wrong aggregate is ever taken.
+//!   adapter here that multicasts each completed segment, as the testbed's UDP service
+//!   (`testbed::udp`) does; the members take results with the Gradient Receiver
+//!   (`inabench_xdp::proto::Receiver`). It has no Integrity Check, so it is run without loss,
+//!   and at loss 0.1% and 1% its limitation is asserted as what it is: a run stalls (a member
+//!   waits for a segment that never completes or never reaches it), and no wrong aggregate is
+//!   ever taken.
 //! - `inabench_aleph::service` (`Service` and `Member`): the same slots with Algorithm 2, both
 //!   halves, as sans-IO endpoints (a member's "done" gives resend requests for its lost
 //!   gradients, lines 1-6; a member's receive timeout, 100 ms of virtual time as the testbed's
@@ -27,7 +28,8 @@ use inabench_aleph::service::{
 use inabench_aleph::testbed::proto::{gradient, reference};
 use inabench_aleph::testbed::udp::{Offer, SlotTable};
 use inabench_fabric::fault::Faults;
-use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
+use inabench_fabric::sim::LinkConfig;
+use inabench_fabric::testing::Group;
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
 use inabench_xdp::proto::{GRADS, Kind, Packet, Receiver};
 use std::collections::VecDeque;
@@ -161,46 +163,8 @@ impl Endpoint for Service {
     }
 }
 
-enum Node {
-    Member(Box<Member>),
-    Service(Box<Service>),
-}
-
-impl Node {
-    fn ep(&self) -> &dyn Endpoint {
-        match self {
-            Node::Member(m) => m.as_ref(),
-            Node::Service(s) => s.as_ref(),
-        }
-    }
-    fn ep_mut(&mut self) -> &mut dyn Endpoint {
-        match self {
-            Node::Member(m) => m.as_mut(),
-            Node::Service(s) => s.as_mut(),
-        }
-    }
-}
-
-impl Endpoint for Node {
-    fn id(&self) -> NodeId {
-        self.ep().id()
-    }
-    fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
-        self.ep_mut().handle_packet(now, from, frame)
-    }
-    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
-        self.ep_mut().poll_transmit(now)
-    }
-    fn poll_timeout(&self) -> Option<Nanos> {
-        self.ep().poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Nanos) {
-        self.ep_mut().handle_timeout(now)
-    }
-    fn is_done(&self) -> bool {
-        self.ep().is_done()
-    }
-}
+/// A member or the service: one run's node type.
+type Node = inabench_fabric::Node<Box<Member>, Box<Service>>;
 
 #[derive(Debug, Default)]
 struct Outcome {
@@ -216,19 +180,14 @@ struct Outcome {
 
 fn run(loss: f64, seed: u64) -> Outcome {
     let mut nodes: Vec<Node> = (0..MEMBERS)
-        .map(|w| Node::Member(Box::new(Member::new(w))))
+        .map(|w| Node::Worker(Box::new(Member::new(w))))
         .collect();
-    nodes.push(Node::Service(Box::new(Service {
+    nodes.push(Node::Switch(Box::new(Service {
         table: SlotTable::new(JOB, MEMBERS as u32, SEGMENTS as u32).expect("table"),
         out: VecDeque::new(),
         duplicates: 0,
         stale: 0,
     })));
-    let n = nodes.len();
-    let free = NodeConfig {
-        rx_cost_ns: 0,
-        tx_cost_ns: 0,
-    };
     let faults = Faults {
         loss,
         duplicate: 0.001,
@@ -236,33 +195,33 @@ fn run(loss: f64, seed: u64) -> Outcome {
         reorder_delay_ns: 5_000,
         seed,
     };
-    let mut f = SimFabric::new(
-        nodes,
-        vec![free; n],
-        MEMBERS as NodeId,
-        LinkConfig::gbps100(),
-        faults,
-    );
+    let mut g = Group::builder()
+        .link(LinkConfig::gbps100())
+        .switch(MEMBERS as NodeId)
+        .faults(faults)
+        .count_all()
+        .limit_ns(10_000_000_000)
+        .build(nodes);
     // no timers: a stalled run ends when the event queue empties
-    let rep = f
-        .run_until(10_000_000_000, |ns| ns.iter().all(Endpoint::is_done))
-        .clone();
+    g.drive();
+    let rep = g.report();
     let mut o = Outcome {
         dropped: rep.faults.dropped,
         duplicated: rep.faults.duplicated,
         reordered: rep.faults.reordered,
         ..Outcome::default()
     };
-    for node in f.nodes() {
+    for node in g.nodes() {
         match node {
-            Node::Member(m) => {
+            Node::Worker(m) => {
                 o.unfinished += usize::from(!m.is_done());
                 o.wrong += m.wrong;
             }
-            Node::Service(s) => {
+            Node::Switch(s) => {
                 o.duplicates = s.duplicates;
                 o.stale = s.stale;
             }
+            Node::Other(_) => {}
         }
     }
     o
@@ -397,11 +356,6 @@ fn run_integrity_check(loss: f64, seed: u64, timeout_ns: Nanos) -> IcOutcome {
         })
         .expect("service"),
     ));
-    let n = nodes.len();
-    let free = NodeConfig {
-        rx_cost_ns: 0,
-        tx_cost_ns: 0,
-    };
     let faults = Faults {
         loss,
         duplicate: 0.001,
@@ -409,17 +363,16 @@ fn run_integrity_check(loss: f64, seed: u64, timeout_ns: Nanos) -> IcOutcome {
         reorder_delay_ns: 5_000,
         seed,
     };
-    let mut f = SimFabric::new(
-        nodes,
-        vec![free; n],
-        MEMBERS as NodeId,
-        LinkConfig::gbps100(),
-        faults,
-    );
     // 16 rounds of a few microseconds each, and at most a few 100 ms timeouts per round
-    let rep = f
-        .run_until(600_000_000_000, |ns| ns.iter().all(|e| e.is_done()))
-        .clone();
+    let mut g = Group::builder()
+        .link(LinkConfig::gbps100())
+        .switch(MEMBERS as NodeId)
+        .faults(faults)
+        .count_all()
+        .limit_ns(600_000_000_000)
+        .build(nodes);
+    g.drive();
+    let rep = g.report();
     let mut o = IcOutcome {
         dropped: rep.faults.dropped,
         duplicated: rep.faults.duplicated,
@@ -427,7 +380,7 @@ fn run_integrity_check(loss: f64, seed: u64, timeout_ns: Nanos) -> IcOutcome {
         end_ns: rep.end_ns,
         ..IcOutcome::default()
     };
-    for (i, node) in f.nodes().iter().enumerate() {
+    for (i, node) in g.nodes().enumerate() {
         if i == MEMBERS {
             o.service = node.counters();
             continue;

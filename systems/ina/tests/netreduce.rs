@@ -1,9 +1,10 @@
 //! NetReduce on the sim fabric: exact sums, under loss, duplication and reordering too.
 
 mod support;
-use inabench_fabric::Endpoint;
 use inabench_fabric::fault::Faults;
-use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric, SimReport};
+use inabench_fabric::sim::{LinkConfig, NodeConfig, SimReport};
+use inabench_fabric::testing::Group;
+use inabench_fabric::{Endpoint, Fabric, Mem, Until};
 use inabench_ina::common::{AllReduceConfig, SetupNode, System, total_retransmissions};
 use inabench_ina::netreduce::NetReduce;
 use support::check;
@@ -33,11 +34,20 @@ fn run(c: &AllReduceConfig, faults: Faults) -> (Vec<SetupNode>, SimReport) {
         rx_cost_ns: 0,
         tx_cost_ns: 0,
     };
-    let mut f = SimFabric::new(nodes, cfgs, c.workers as u32, LinkConfig::gbps100(), faults);
-    let rep = f
-        .run_until(10_000_000_000, |nodes| nodes.iter().all(Endpoint::is_done))
-        .clone();
-    (f.into_nodes(), rep)
+    let mut g = Group::builder()
+        .link(LinkConfig::gbps100())
+        .switch(c.workers as u32)
+        .costs(cfgs)
+        .faults(faults)
+        .count_all()
+        .limit_ns(10_000_000_000)
+        .build(nodes);
+    let finished = g.drive();
+    let rep = SimReport {
+        finished,
+        ..g.report().clone()
+    };
+    (g.into_nodes(), rep)
 }
 
 #[test]
@@ -219,13 +229,12 @@ fn several_qps_on_the_mem_fabric_sum_exactly_without_go_back_n() {
             ..cfg_qps(6, 100_000, 16.0, qps)
         };
         let nodes = NetReduce.build(&c).expect("build").into_nodes();
-        let (nodes, rep) = inabench_fabric::mem::run(
-            nodes,
-            c.mtu + 128,
-            Faults::default(),
-            std::time::Duration::from_secs(60),
-            |i| i < c.workers,
-        );
+        let mut mem = Mem {
+            mtu: c.mtu + 128,
+            faults: Faults::default(),
+        };
+        let until = Until::workers(c.workers, nodes.len(), 60_000_000_000);
+        let (nodes, rep) = mem.run(nodes, &until).expect("mem run");
         assert!(rep.finished, "mem, {qps} QPs");
         check(&nodes, &c);
         assert_no_go_back_n(&nodes, &format!("mem, {qps} QPs"));
@@ -294,19 +303,17 @@ fn the_uplink_stays_busy_between_windows() {
             rx_cost_ns: 0,
             tx_cost_ns: 0,
         };
-        let mut f = SimFabric::new(
-            nodes,
-            vec![none; n],
-            c.workers as u32,
-            LinkConfig::gbps100(),
-            Faults::default(),
-        );
-        f.set_push_transmit(push);
-        let rep = f
-            .run_until(1_000_000_000, |nodes| nodes.iter().all(Endpoint::is_done))
-            .clone();
-        assert!(rep.finished);
-        let nodes = f.into_nodes();
+        let mut g = Group::builder()
+            .link(LinkConfig::gbps100())
+            .switch(c.workers as u32)
+            .costs(vec![none; n])
+            .push_transmit(push)
+            .count_all()
+            .limit_ns(1_000_000_000)
+            .build(nodes);
+        assert!(g.drive());
+        let rep = g.report().clone();
+        let nodes = g.into_nodes();
         check(&nodes, &c);
         let framing = LinkConfig::gbps100().framing_bytes as f64;
         let mut worst = f64::MAX;
@@ -356,18 +363,15 @@ fn the_accelerator_behind_the_switch_costs_two_link_crossings() {
         tx_cost_ns: 0,
     };
     let n = nodes.len();
-    let mut f = SimFabric::new(
-        nodes,
-        vec![free; n],
-        c.workers as u32,
-        sim_link(&c),
-        Faults::default(),
-    );
-    let rep = f
-        .run_until(1_000_000_000, |nodes| nodes.iter().all(Endpoint::is_done))
-        .clone();
-    assert!(rep.finished);
-    let star = f.into_nodes();
+    let mut g = Group::builder()
+        .link(sim_link(&c))
+        .switch(c.workers as u32)
+        .costs(vec![free; n])
+        .count_all()
+        .limit_ns(1_000_000_000)
+        .build(nodes);
+    assert!(g.drive());
+    let star = g.into_nodes();
     check(&star, &c);
     let (behind, rep) = run_sim(&NetReduce, &c, Faults::default(), 0, 1_000_000_000).expect("run");
     assert!(rep.finished);

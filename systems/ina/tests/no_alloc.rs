@@ -7,10 +7,8 @@
 //! SwitchML (its worker built every frame in a new `Vec` and parsed every result into one).
 
 mod support;
-use inabench_fabric::Endpoint;
-use inabench_fabric::fault::Faults;
-use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
-use inabench_fabric::testing::{Counting, allocations};
+use inabench_fabric::sim::{LinkConfig, NodeConfig};
+use inabench_fabric::testing::{Counting, Group, allocations};
 use inabench_ina::common::{AllReduceConfig, SetupNode, System};
 use inabench_ina::netreduce::NetReduce;
 use inabench_ina::switchml::SwitchMl;
@@ -34,7 +32,8 @@ fn cfg(float: bool) -> AllReduceConfig {
     }
 }
 
-/// Runs NetReduce on sim; `snapshot_at`: the event after which the allocation count is taken.
+/// Runs the system on sim, stepped by a `Group`; `snapshot_at`: the event after which the
+/// allocation count is taken.
 /// Returns (events, allocations from the snapshot to the end, the nodes).
 fn run(sys: &dyn System, c: &AllReduceConfig, snapshot_at: u64) -> (u64, u64, Vec<SetupNode>) {
     let nodes = sys.build(c).expect("build").into_nodes();
@@ -45,26 +44,30 @@ fn run(sys: &dyn System, c: &AllReduceConfig, snapshot_at: u64) -> (u64, u64, Ve
         };
         nodes.len()
     ];
-    let mut f = SimFabric::new(
-        nodes,
-        cfgs,
-        c.workers as u32,
-        LinkConfig::gbps100(),
-        Faults::default(),
-    );
+    let mut g = Group::builder()
+        .link(LinkConfig::gbps100())
+        .switch(c.workers as u32)
+        .costs(cfgs)
+        .count_all()
+        .limit_ns(u64::MAX)
+        .build(nodes);
     let mut events = 0u64;
     let mut at_snapshot = None;
-    let rep = f.run_until_at(u64::MAX, |_, nodes| {
+    let mut finished = false;
+    while g.step().is_some() {
         events += 1;
         if events == snapshot_at {
             at_snapshot = Some(allocations());
         }
-        nodes.iter().all(Endpoint::is_done)
-    });
-    assert!(rep.finished, "{rep:?}");
+        if g.all_done() {
+            finished = true;
+            break;
+        }
+    }
+    assert!(finished, "{:?}", g.report());
     let end = allocations();
     let spent = at_snapshot.map_or(0, |a| end - a);
-    (events, spent, f.into_nodes())
+    (events, spent, g.into_nodes())
 }
 
 #[test]

@@ -21,8 +21,9 @@
 //! the cold sums (the server records every push) stay exact.
 
 use inabench_fabric::fault::Faults;
-use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
-use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use inabench_fabric::sim::LinkConfig;
+use inabench_fabric::testing::Group;
+use inabench_fabric::{Endpoint, NodeId};
 use inabench_libra::layout::Placement;
 use inabench_libra::proto::{self, Config, Inputs, Node};
 use inabench_libra::wire::{self, Kind};
@@ -31,6 +32,7 @@ use std::collections::HashMap;
 
 const WORKERS: usize = 6;
 const HOT: usize = 6_000;
+const SWITCH: NodeId = WORKERS as NodeId;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Variant {
@@ -80,7 +82,7 @@ fn inputs(v: Variant, seed: u64) -> Inputs {
         .collect()
 }
 
-/// Every hot push the switch received: per (worker, seq), its pairs, how many copies arrived
+/// Every hot push the switch received (watched by the group as it arrived): per (worker, seq), its pairs, how many copies arrived
 /// and how many of the later copies were unflagged (added again under the paper's rule).
 #[derive(Debug, Default)]
 struct Arrivals {
@@ -89,47 +91,6 @@ struct Arrivals {
 
 /// A push's pairs, copies received, and later copies without the retransmit flag.
 type Arrival = (Vec<(u32, i32)>, u32, u32);
-
-/// A node; the switch also records the hot pushes it receives.
-struct Watched {
-    inner: Node,
-    arrivals: Option<Arrivals>,
-}
-
-impl Endpoint for Watched {
-    fn id(&self) -> NodeId {
-        self.inner.id()
-    }
-    fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
-        if let Some(a) = self.arrivals.as_mut()
-            && let Ok((_, dst, r)) = wire::parse(frame)
-            && dst == WORKERS as u32
-            && r.kind == Kind::PushHot
-        {
-            let e = a
-                .pushes
-                .entry((r.worker, r.seq))
-                .or_insert_with(|| (r.pairs.clone(), 0, 0));
-            e.1 += 1;
-            if e.1 > 1 && !r.retransmit {
-                e.2 += 1;
-            }
-        }
-        self.inner.handle_packet(now, from, frame)
-    }
-    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
-        self.inner.poll_transmit(now)
-    }
-    fn poll_timeout(&self) -> Option<Nanos> {
-        self.inner.poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Nanos) {
-        self.inner.handle_timeout(now)
-    }
-    fn is_done(&self) -> bool {
-        self.inner.is_done()
-    }
-}
 
 #[derive(Debug, Default)]
 struct Outcome {
@@ -152,19 +113,7 @@ fn run(v: Variant, loss: f64, duplicate: f64, seed: u64) -> Outcome {
     let c = cfg(v);
     let inp = inputs(v, seed);
     let pl = (v != Variant::PsLite).then(|| Placement::heat(HOT, 48).expect("placement"));
-    let nodes: Vec<Watched> = proto::build(&c, &inp, HOT, pl)
-        .into_iter()
-        .enumerate()
-        .map(|(i, inner)| Watched {
-            inner,
-            arrivals: (i == WORKERS).then(Arrivals::default),
-        })
-        .collect();
-    let n = nodes.len();
-    let free = NodeConfig {
-        rx_cost_ns: 0,
-        tx_cost_ns: 0,
-    };
+    let nodes = proto::build(&c, &inp, HOT, pl);
     let faults = Faults {
         loss,
         duplicate,
@@ -172,29 +121,36 @@ fn run(v: Variant, loss: f64, duplicate: f64, seed: u64) -> Outcome {
         reorder_delay_ns: 5_000,
         seed,
     };
-    let mut f = SimFabric::new(
-        nodes,
-        vec![free; n],
-        WORKERS as NodeId,
-        LinkConfig::gbps100(),
-        faults,
-    );
-    let rep = f
-        .run_until(60_000_000_000, |ns| {
-            ns[..WORKERS].iter().all(Endpoint::is_done)
-        })
-        .clone();
+    let mut g = Group::builder()
+        .link(LinkConfig::gbps100())
+        .switch(SWITCH)
+        .faults(faults)
+        .workers(WORKERS)
+        .limit_ns(60_000_000_000)
+        .build(nodes);
+    // the hot pushes as they reach the switch (every copy the network delivered)
+    let hot = g.watch(|f| {
+        f.to == SWITCH
+            && wire::parse(f.bytes)
+                .is_ok_and(|(_, dst, r)| dst == SWITCH && r.kind == Kind::PushHot)
+    });
+    g.drive();
+    let rep = g.report().clone();
     let mut arrivals = Arrivals::default();
-    let nodes: Vec<Node> = f
-        .into_nodes()
-        .into_iter()
-        .map(|w| {
-            if let Some(a) = w.arrivals {
-                arrivals = a;
-            }
-            w.inner
-        })
-        .collect();
+    for s in g.seen(hot).iter().filter(|s| !s.leaving) {
+        let Ok((_, _, r)) = wire::parse(&s.bytes) else {
+            continue;
+        };
+        let e = arrivals
+            .pushes
+            .entry((r.worker, r.seq))
+            .or_insert_with(|| (r.pairs.clone(), 0, 0));
+        e.1 += 1;
+        if e.1 > 1 && !r.retransmit {
+            e.2 += 1;
+        }
+    }
+    let nodes: Vec<Node> = g.into_nodes();
     let mut o = Outcome {
         dropped: rep.faults.dropped,
         duplicated: rep.faults.duplicated,

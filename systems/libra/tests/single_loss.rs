@@ -5,7 +5,8 @@
 //! 3.5 us a server frame (fixed test inputs of the order the old run-time calibration measured for
 //! our code on this host): the server's queue of 8 x 64 pushes makes its round trips
 //! milliseconds, far above the 200 us floor of the timeout. One first copy of a cold push, after
-//! the first windows, is dropped on its way to the server. The sender times each packet (Libra,
+//! the first windows, is dropped on its way to the server (where it leaves the switch:
+//! `Group::drop_nth`). The sender times each packet (Libra,
 //! Sec. 3.6) with RFC 6298's timeout per destination. Before 2026-11-25 the timeout doubled on
 //! every packet's expiry: the first windows, expiring one packet after the other behind the
 //! server's queue, backed it off 2^10 times, and the dropped push waited ~450 ms for its resend
@@ -17,9 +18,9 @@
 //! round trip, doubled once for the expiry: 10 x the largest round trip); and the iteration with
 //! the loss is longer than without by no more than that bound.
 
-use inabench_fabric::fault::Faults;
-use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
-use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use inabench_fabric::sim::{LinkConfig, NodeConfig};
+use inabench_fabric::testing::Group;
+use inabench_fabric::{Nanos, NodeId};
 use inabench_libra::layout::Placement;
 use inabench_libra::proto::{self, Config, Inputs, Node};
 use inabench_libra::wire::{self, Kind};
@@ -28,6 +29,7 @@ use std::collections::HashMap;
 
 const WORKERS: usize = 8;
 const HOT: usize = 2_000;
+const SWITCH: NodeId = WORKERS as NodeId;
 const SERVER: NodeId = WORKERS as NodeId + 1;
 
 fn cfg() -> Config {
@@ -64,71 +66,6 @@ fn inputs() -> Inputs {
         .collect()
 }
 
-/// A node that watches its frames: a worker records its cold pushes' round trips (first
-/// sends to ACK); the server drops the `drop`-th first copy of a cold push it receives and records when it
-/// dropped it and when the resend of that push arrived.
-struct Watched {
-    inner: Node,
-    drop: Option<u64>,
-    cold_seen: u64,
-    dropped: Option<(u16, u32, Nanos)>,
-    resent_at: Option<Nanos>,
-    sent: HashMap<u32, Nanos>,
-    max_rtt: Nanos,
-}
-
-impl Endpoint for Watched {
-    fn id(&self) -> NodeId {
-        self.inner.id()
-    }
-    fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
-        if let Ok((src, dst, r)) = wire::parse(frame) {
-            if dst == SERVER && r.kind == Kind::PushCold {
-                if let Some((w, s, _)) = self.dropped
-                    && (r.worker, r.seq) == (w, s)
-                    && self.resent_at.is_none()
-                {
-                    self.resent_at = Some(now);
-                }
-                if !r.retransmit {
-                    self.cold_seen += 1;
-                }
-                if !r.retransmit && Some(self.cold_seen) == self.drop {
-                    self.dropped = Some((r.worker, r.seq, now));
-                    return;
-                }
-            }
-            if r.kind == Kind::Ack
-                && src == SERVER
-                && let Some(t) = self.sent.remove(&r.seq)
-            {
-                self.max_rtt = self.max_rtt.max(now - t);
-            }
-        }
-        self.inner.handle_packet(now, from, frame)
-    }
-    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
-        let t = self.inner.poll_transmit(now)?;
-        if let Ok((_, dst, r)) = wire::parse(&t.bytes)
-            && dst == SERVER
-            && r.kind == Kind::PushCold
-        {
-            // from the first copy: without loss, the first ACK is the first copy's
-            self.sent.entry(r.seq).or_insert(now);
-        }
-        Some(t)
-    }
-    fn poll_timeout(&self) -> Option<Nanos> {
-        self.inner.poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Nanos) {
-        self.inner.handle_timeout(now)
-    }
-    fn is_done(&self) -> bool {
-        self.inner.is_done()
-    }
-}
-
 struct Run {
     duration: Nanos,
     wrong: usize,
@@ -138,23 +75,20 @@ struct Run {
     retransmissions: u64,
 }
 
+/// A cold push to the server.
+fn cold_push(bytes: &[u8]) -> Option<(u16, u32, bool)> {
+    let (_, dst, r) = wire::parse(bytes).ok()?;
+    (dst == SERVER && r.kind == Kind::PushCold).then_some((r.worker, r.seq, r.retransmit))
+}
+
+/// The run, with the `drop`-th first copy of a cold push dropped on its way from the switch to
+/// the server. Its workers' cold pushes' round trips (first copy sent to its ACK back) and the
+/// resend of the dropped push are read from what the group saw.
 fn run(drop: Option<u64>) -> Run {
     let c = cfg();
     let inp = inputs();
     let pl = Placement::heat(HOT, 48).expect("placement");
-    let nodes: Vec<Watched> = proto::build(&c, &inp, HOT, Some(pl))
-        .into_iter()
-        .enumerate()
-        .map(|(i, inner)| Watched {
-            inner,
-            drop: if i == SERVER as usize { drop } else { None },
-            cold_seen: 0,
-            dropped: None,
-            resent_at: None,
-            sent: HashMap::new(),
-            max_rtt: 0,
-        })
-        .collect();
+    let nodes = proto::build(&c, &inp, HOT, Some(pl));
     let cost = |ns| NodeConfig {
         rx_cost_ns: ns,
         tx_cost_ns: ns,
@@ -162,24 +96,59 @@ fn run(drop: Option<u64>) -> Run {
     let mut nc = vec![cost(1_500); WORKERS];
     nc.push(cost(0));
     nc.push(cost(3_500));
-    let mut f = SimFabric::new(
-        nodes,
-        nc,
-        WORKERS as NodeId,
-        LinkConfig::gbps100(),
-        Faults::default(),
-    );
-    let rep = f
-        .run_until(120_000_000_000, |ns| {
-            ns[..WORKERS].iter().all(Endpoint::is_done)
-        })
-        .clone();
-    assert!(rep.finished, "the iteration did not finish");
-    let watched = f.into_nodes();
-    let max_rtt = watched.iter().map(|w| w.max_rtt).max().unwrap_or(0);
-    let s = &watched[SERVER as usize];
-    let (dropped, resent_at) = (s.dropped, s.resent_at);
-    let nodes: Vec<Node> = watched.into_iter().map(|w| w.inner).collect();
+    let mut g = Group::builder()
+        .link(LinkConfig::gbps100())
+        .switch(SWITCH)
+        .costs(nc)
+        .workers(WORKERS)
+        .limit_ns(120_000_000_000)
+        .build(nodes);
+    let lost = drop.map(|n| {
+        g.drop_nth(
+            |f| f.to == SERVER && cold_push(f.bytes).is_some_and(|(_, _, retx)| !retx),
+            n,
+        )
+    });
+    // the workers' cold pushes as they leave, and the server's ACKs as they reach the workers
+    let trips = g.watch(|f| {
+        let w = |n: NodeId| (n as usize) < WORKERS;
+        (w(f.from) && f.to == SWITCH && cold_push(f.bytes).is_some())
+            || (f.from == SWITCH
+                && w(f.to)
+                && wire::parse(f.bytes)
+                    .is_ok_and(|(src, _, r)| src == SERVER && r.kind == Kind::Ack))
+    });
+    let at_server = g.watch(|f| f.to == SERVER && cold_push(f.bytes).is_some());
+    g.drive_bounded().expect("the iteration did not finish");
+    // from the first copy: without loss, the first ACK is the first copy's
+    let mut sent: Vec<HashMap<u32, Nanos>> = vec![HashMap::new(); WORKERS];
+    let mut max_rtt = 0;
+    for s in g.seen(trips) {
+        let Ok((_, _, r)) = wire::parse(&s.bytes) else {
+            continue;
+        };
+        if s.leaving && r.kind == Kind::PushCold {
+            sent[s.from as usize].entry(r.seq).or_insert(s.at);
+        } else if !s.leaving
+            && r.kind == Kind::Ack
+            && let Some(t) = sent[s.to as usize].remove(&r.seq)
+        {
+            max_rtt = max_rtt.max(s.at - t);
+        }
+    }
+    let dropped = lost.and_then(|l| {
+        let d = g.seen(l).into_iter().next()?;
+        let (w, seq, _) = cold_push(&d.bytes)?;
+        Some((w, seq, d.at))
+    });
+    let resent_at = dropped.and_then(|(w, seq, at)| {
+        g.seen(at_server)
+            .into_iter()
+            .filter(|s| !s.leaving && s.at > at)
+            .find(|s| cold_push(&s.bytes).is_some_and(|(pw, ps, _)| (pw, ps) == (w, seq)))
+            .map(|s| s.at)
+    });
+    let nodes: Vec<Node> = g.into_nodes();
     let (mut start, mut end, mut retx) = (Nanos::MAX, 0, 0);
     for n in &nodes {
         if let Node::Worker(w) = n {

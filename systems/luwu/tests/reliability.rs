@@ -14,6 +14,7 @@
 //! duplicated and reordered frames.
 
 use inabench_fabric::fault::Faults;
+use inabench_fabric::testing::Group;
 use inabench_luwu::run::{self, Job, Outcome};
 use inabench_luwu::transport::Config;
 
@@ -108,24 +109,17 @@ fn sweep(max: bool) {
             };
             let nodes = run::build(&c, &j);
             let n = nodes.len();
-            let free = inabench_fabric::sim::NodeConfig {
-                rx_cost_ns: 0,
-                tx_cost_ns: 0,
-            };
-            let mut fab = inabench_fabric::sim::SimFabric::new(
-                nodes,
-                vec![free; n],
-                c.switch_id(),
-                run::sim_link(&c),
-                f,
-            );
-            let rep = fab
-                .run_until(60_000_000_000, |ns| {
-                    ns.iter().all(inabench_fabric::Endpoint::is_done)
-                })
-                .clone();
-            let nodes = fab.into_nodes();
-            let o = run::outcome(&c, &j, &nodes, rep.finished, rep.end_ns);
+            let mut g = Group::builder()
+                .link(run::sim_link(&c))
+                .switch(c.switch_id())
+                .faults(f)
+                .limit_ns(60_000_000_000)
+                .counted(vec![true; n])
+                .build(nodes);
+            let finished = g.drive();
+            let rep = g.report().clone();
+            let nodes = g.into_nodes();
+            let o = run::outcome(&c, &j, &nodes, finished, rep.end_ns);
             let (d, dup, ro) = (
                 rep.faults.dropped,
                 rep.faults.duplicated,

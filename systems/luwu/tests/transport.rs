@@ -2,9 +2,9 @@
 //! loss (including heartbeat loss), duplication and reordering; no RX buffer overflow under any
 //! interleaving the simulator produces, slow consumers included; resends only after loss.
 
+use inabench_fabric::NodeId;
 use inabench_fabric::fault::Faults;
-use inabench_fabric::sim::{NodeConfig, SimFabric};
-use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use inabench_fabric::testing::Group;
 use inabench_luwu::packet::{self, Kind};
 use inabench_luwu::run::{self, Job, Node, Outcome};
 use inabench_luwu::transport::Config;
@@ -130,59 +130,10 @@ fn mem_fabric_is_exact_with_and_without_loss() {
     }
 }
 
-/// Drops some of a node's outgoing frames of the chosen kinds (deterministically: every k-th).
-struct Dropper {
-    inner: Node,
-    kinds: Vec<Kind>,
-    every: u64,
-    seen: u64,
-    dropped: u64,
-    /// Only the first `limit` matching frames are considered.
-    limit: u64,
-    /// With `every == 0`: drop each matching frame with this chance instead.
-    p: f64,
-    rng: inabench_rng::SplitMix64,
-}
-
-impl Endpoint for Dropper {
-    fn id(&self) -> NodeId {
-        self.inner.id()
-    }
-    fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
-        self.inner.handle_packet(now, from, frame)
-    }
-    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
-        loop {
-            let t = self.inner.poll_transmit(now)?;
-            if let Ok((h, _)) = packet::parse(&t.bytes)
-                && self.kinds.contains(&h.kind)
-                && self.seen < self.limit
-            {
-                self.seen += 1;
-                let drop = if self.every == 0 {
-                    self.rng.chance(self.p)
-                } else {
-                    self.seen.is_multiple_of(self.every)
-                };
-                if drop {
-                    self.dropped += 1;
-                    continue;
-                }
-            }
-            return Some(t);
-        }
-    }
-    fn poll_timeout(&self) -> Option<Nanos> {
-        self.inner.poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Nanos) {
-        self.inner.handle_timeout(now)
-    }
-    fn is_done(&self) -> bool {
-        self.inner.is_done()
-    }
-}
-
+/// Runs the job on the sim fabric with some of every node's outgoing frames of the chosen kinds
+/// dropped where they leave (deterministically: every `every`-th of the first `limit` matching
+/// frames of each node; with `every == 0`, each matching frame with chance `p`, from each
+/// node's own seeded generator). Gives the outcome and the frames dropped.
 fn run_dropping(
     c: &Config,
     j: &Job,
@@ -191,42 +142,43 @@ fn run_dropping(
     limit: u64,
     p: f64,
 ) -> (Outcome, u64) {
-    let nodes: Vec<Dropper> = run::build(c, j)
-        .into_iter()
-        .enumerate()
-        .map(|(i, n)| Dropper {
-            p,
-            rng: inabench_rng::SplitMix64::derive(11, &format!("drop {i}")),
-            inner: n,
-            kinds: kinds.to_vec(),
-            every,
-            seen: 0,
-            dropped: 0,
-            limit,
+    let nodes: Vec<Node> = run::build(c, j);
+    let k = nodes.len();
+    let mut g = Group::builder()
+        .link(run::sim_link(c))
+        .switch(c.switch_id())
+        .limit_ns(600_000_000_000)
+        .counted(vec![true; k])
+        .build(nodes);
+    let rules: Vec<_> = (0..k as NodeId)
+        .map(|i| {
+            let kinds = kinds.to_vec();
+            let mut rng = inabench_rng::SplitMix64::derive(11, &format!("drop {i}"));
+            let mut seen = 0u64;
+            g.drop_all(move |f| {
+                if f.from != i || seen >= limit {
+                    return false;
+                }
+                let Ok((h, _)) = packet::parse(f.bytes) else {
+                    return false;
+                };
+                if !kinds.contains(&h.kind) {
+                    return false;
+                }
+                seen += 1;
+                if every == 0 {
+                    rng.chance(p)
+                } else {
+                    seen.is_multiple_of(every)
+                }
+            })
         })
         .collect();
-    let k = nodes.len();
-    let free = NodeConfig {
-        rx_cost_ns: 0,
-        tx_cost_ns: 0,
-    };
-    let mut f = SimFabric::new(
-        nodes,
-        vec![free; k],
-        c.switch_id(),
-        run::sim_link(c),
-        Faults::default(),
-    );
-    let rep = f
-        .run_until(600_000_000_000, |n| n.iter().all(Endpoint::is_done))
-        .clone();
-    let nodes = f.into_nodes();
-    let dropped = nodes.iter().map(|d| d.dropped).sum();
-    let inner: Vec<Node> = nodes.into_iter().map(|d| d.inner).collect();
-    (
-        run::outcome(c, j, &inner, rep.finished, rep.end_ns),
-        dropped,
-    )
+    let finished = g.drive();
+    let dropped = rules.iter().map(|r| g.dropped(*r)).sum();
+    let end_ns = g.report().end_ns;
+    let nodes = g.into_nodes();
+    (run::outcome(c, j, &nodes, finished, end_ns), dropped)
 }
 
 #[test]

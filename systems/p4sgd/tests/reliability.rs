@@ -30,7 +30,8 @@
 //!   ever delivered.
 
 use inabench_fabric::fault::Faults;
-use inabench_fabric::sim::{LinkConfig, NodeConfig, SimFabric};
+use inabench_fabric::sim::LinkConfig;
+use inabench_fabric::testing::Group;
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
 use inabench_p4sgd::cpusync::{CpuSyncWorker, Forwarder};
 use inabench_p4sgd::driver::{Collective, LoopWorker};
@@ -188,10 +189,6 @@ fn run(sys: Sys, loss: f64, seed: u64) -> Outcome {
 fn run_delayed(sys: Sys, loss: f64, seed: u64, delay_ns: u64) -> Outcome {
     let ns = nodes(sys, seed);
     let n = ns.len();
-    let free = NodeConfig {
-        rx_cost_ns: 0,
-        tx_cost_ns: 0,
-    };
     let link = LinkConfig {
         latency_ns: 500,
         ..LinkConfig::gbps100()
@@ -203,18 +200,23 @@ fn run_delayed(sys: Sys, loss: f64, seed: u64, delay_ns: u64) -> Outcome {
         reorder_delay_ns: delay_ns,
         seed,
     };
-    let mut f = SimFabric::new(ns, vec![free; n], WORKERS as NodeId, link, faults);
+    let mut g = Group::builder()
+        .link(link)
+        .switch(WORKERS as NodeId)
+        .faults(faults)
+        .counted(vec![true; n])
+        .limit_ns(10_000_000_000)
+        .build(ns);
     // a stalled baseline leaves the event queue empty; P4SGD's timers keep it going
-    let rep = f
-        .run_until(10_000_000_000, |ns| ns.iter().all(Endpoint::is_done))
-        .clone();
+    g.drive();
+    let rep = g.report().clone();
     let mut o = Outcome {
         dropped: rep.faults.dropped,
         duplicated: rep.faults.duplicated,
         reordered: rep.faults.reordered,
         ..Outcome::default()
     };
-    for node in f.nodes() {
+    for node in g.nodes() {
         o.stale += node.0.stale();
         if let Some((done, wrong, dup)) = node.0.outcome() {
             if done != ops(sys) || !node.is_done() {
