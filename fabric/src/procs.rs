@@ -60,7 +60,25 @@ pub enum Placement {
     /// Every node in its own network namespace on a bridge, each link limited to `rate_mbit`
     /// (if given) with tbf. Needs root and node processes.
     Netns { rate_mbit: Option<f64> },
+    /// As `Netns` (the bridge carries the control datagrams only), with a veth link of
+    /// `link_mtu` between every pair of nodes (named [`crate::raw::link_name`] of the peer in
+    /// each namespace): the raw fabric's frames go over those ([`serve_child_raw`]).
+    NetnsLinked { link_mtu: usize },
 }
+
+/// What a caller does around a run's start signal with the namespaces in place: e.g. start a
+/// capture on one node's link once every node is ready, and finish it once they stopped (before
+/// the namespaces are removed).
+pub trait Around {
+    fn before_go(&mut self, _topo: Option<&crate::netns::Netns>) -> Result<(), String> {
+        Ok(())
+    }
+    fn after_stop(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl Around for () {}
 
 /// The `udp` fabric, a process (or thread) per node.
 #[derive(Debug, Clone)]
@@ -82,6 +100,8 @@ pub struct ProcessRun {
     pub lines: Vec<String>,
     /// The node each process served: nodes `0..n` first, then the extra processes of split nodes.
     pub node_of: Vec<usize>,
+    /// The namespaces the run made (removed when it returned; empty on loopback).
+    pub namespaces: Vec<String>,
 }
 
 enum Handle {
@@ -176,20 +196,37 @@ impl UdpProcesses {
     /// Start every node of `d`, run until its counted nodes are done or the deadline, stop them
     /// and collect their reports.
     pub fn run(&self, d: &dyn Deploy) -> Result<ProcessRun, FabricError> {
+        self.run_around(d, &mut ())
+    }
+
+    /// As [`UdpProcesses::run`], with `around` called once every node is ready (before the start
+    /// signal) and once every node stopped and reported (before the namespaces go).
+    pub fn run_around(
+        &self,
+        d: &dyn Deploy,
+        around: &mut dyn Around,
+    ) -> Result<ProcessRun, FabricError> {
         let n_nodes = d.nodes();
+        let namespaced = |rate_mbit| -> Result<crate::netns::Netns, FabricError> {
+            if matches!(self.spawn, Spawn::Threads(_)) {
+                return Err(setup(
+                    "netns placement starts node processes, and there is no node binary to start"
+                        .into(),
+                ));
+            }
+            crate::netns::Netns::create(n_nodes, rate_mbit).map_err(|e| setup(e.to_string()))
+        };
         let topo = match self.placement {
             Placement::Loopback => None,
-            Placement::Netns { rate_mbit } => {
-                if matches!(self.spawn, Spawn::Threads(_)) {
-                    return Err(setup(
-                        "netns placement starts node processes, and there is no node binary to start"
-                            .into(),
-                    ));
+            Placement::Netns { rate_mbit } => Some(namespaced(rate_mbit)?),
+            Placement::NetnsLinked { link_mtu } => {
+                let mut t = namespaced(None)?;
+                for a in 0..n_nodes {
+                    for b in a + 1..n_nodes {
+                        t.link(a, b, link_mtu).map_err(|e| setup(e.to_string()))?;
+                    }
                 }
-                Some(
-                    crate::netns::Netns::create(n_nodes, rate_mbit)
-                        .map_err(|e| setup(e.to_string()))?,
-                )
+                Some(t)
             }
         };
         let coord = match &topo {
@@ -247,6 +284,7 @@ impl UdpProcesses {
                 coord_addr,
                 (0..n_nodes).map(entry).collect::<Vec<_>>().join(" ")
             );
+            around.before_go(topo.as_ref())?;
             let start = Instant::now();
             for (k, n) in nodes.iter_mut().enumerate() {
                 n.input
@@ -286,11 +324,16 @@ impl UdpProcesses {
             if !report.finished {
                 report.time_ns = end_ns;
             }
+            around.after_stop()?;
             Ok(ProcessRun {
                 report,
                 last_done: last,
                 lines,
                 node_of: procs.clone(),
+                namespaces: topo
+                    .as_ref()
+                    .map(|t| t.hosts.iter().map(|h| h.namespace.clone()).collect())
+                    .unwrap_or_default(),
             })
         })();
         let mut result = result;
@@ -367,6 +410,53 @@ pub fn serve_child<N: crate::Endpoint>(
     let steer = steering.and_then(|f| f(shards));
     let rep = udp::serve_prepared(&mut node, &sock, &wiring, &config, steer.as_ref(), layer);
     let own = report(&node, &rep)?;
+    write_report(output, &rep, &own)
+}
+
+/// The raw fabric's child side ([`Placement::NetnsLinked`]): as [`serve_child`], but the node's
+/// frames go as they are through an `AF_PACKET` socket on its link to each of `peers` (the
+/// builder's second value), the control datagrams over a UDP socket on every address.
+pub fn serve_child_raw<N: crate::Endpoint>(
+    input: &mut dyn BufRead,
+    output: &mut dyn Write,
+    build: impl FnOnce(&str) -> Result<(Child<N>, Vec<crate::NodeId>), String>,
+    report: impl FnOnce(&N, &NodeReport) -> Result<String, String>,
+) -> Result<(), String> {
+    use crate::raw::{self, Link, PacketSocket};
+    let mut line = String::new();
+    input
+        .read_line(&mut line)
+        .map_err(|e| format!("cannot read the node job: {e}"))?;
+    let (
+        Child {
+            mut node, config, ..
+        },
+        peers,
+    ) = build(line.trim_end())?;
+    let ctl = udp::bind(Ipv4Addr::UNSPECIFIED)
+        .map_err(|e| format!("cannot bind the control socket: {e}"))?;
+    let links = peers
+        .iter()
+        .map(|&p| {
+            let name = raw::link_name(p as usize);
+            PacketSocket::open(&name)
+                .inspect(|sock| {
+                    // its own frames are not read back (where the kernel refuses, they are
+                    // skipped as they come)
+                    let _ = sock.ignore_outgoing();
+                })
+                .map(|sock| Link { peer: p, sock })
+                .map_err(|e| format!("no AF_PACKET socket on {name}: {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let wiring = udp::child_handshake(&ctl, &mut &mut *input, &mut &mut *output)
+        .map_err(|e| e.to_string())?;
+    let rep = raw::serve(&mut node, &links, &ctl, wiring.coordinator, &config);
+    let own = report(&node, &rep)?;
+    write_report(output, &rep, &own)
+}
+
+fn write_report(output: &mut dyn Write, rep: &NodeReport, own: &str) -> Result<(), String> {
     writeln!(
         output,
         "totals {} {} {} {} {} {} {} {}",

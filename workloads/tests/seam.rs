@@ -1,7 +1,8 @@
 //! The seam between systems and fabrics holds (issue #35):
 //! - no system, workload or harness file builds a fabric itself (`SimFabric::new`,
 //!   `fabric::mem::run(`, `fabric::udp::serve`, `fabric::raw::serve`): nodes run through
-//!   `fabric::Fabric` (`Sim`, `Mem`, `UdpThreads`, `FabricChoice`);
+//!   `fabric::Fabric` (`Sim`, `Mem`, `UdpThreads`, `FabricChoice`), or a process per node
+//!   through `fabric::procs::UdpProcesses` (udp and raw);
 //! - no code matches on the name of a system of `inabench_ina::SYSTEMS` to decide what it does:
 //!   a system's facts are methods of `inabench_ina::common::System`.
 //!
@@ -40,12 +41,6 @@ fn relative(p: &Path) -> String {
         .unwrap_or_else(|| p.display().to_string())
 }
 
-/// The raw fabric's process-per-node child: it serves the one node of its own process on its
-/// interface, spawned and joined by `raw_node::run_raw`, with its own spawn and handshake code;
-/// the udp one runs through `fabric::procs::UdpProcesses`. Listed by file so that no other file
-/// can add a direct call (moving the raw child onto `procs` is open).
-const PROCESS_CHILDREN: &[&str] = &["systems/ina/src/raw_node.rs"];
-
 #[test]
 fn no_system_or_workload_builds_a_fabric_itself() {
     let mut files = Vec::new();
@@ -63,7 +58,7 @@ fn no_system_or_workload_builds_a_fabric_itself() {
     let mut found = Vec::new();
     for f in &files {
         let rel = relative(f);
-        if rel.ends_with("workloads/tests/seam.rs") || PROCESS_CHILDREN.contains(&rel.as_str()) {
+        if rel.ends_with("workloads/tests/seam.rs") {
             continue;
         }
         let text = std::fs::read_to_string(f).unwrap_or_default();

@@ -13,14 +13,13 @@ use crate::drive::system;
 use crate::udp_node::{NodeJob, NodeOutcome};
 use inabench_fabric::fault::Faults;
 use inabench_fabric::netns::Netns;
-use inabench_fabric::raw::{self, Capture, Captured, Link, PacketSocket};
-use inabench_fabric::udp::{self, Coordinator, IoModel, NodeConfig};
+use inabench_fabric::procs;
+use inabench_fabric::raw::{self, Capture, Captured};
+use inabench_fabric::udp::{self, IoModel, NodeConfig};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, Write};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::io::{BufRead, Write};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The MTU of every link: jumbo, so no frame the systems build is refused by the interface
 /// (their size is set by the job's `mtu`).
@@ -34,63 +33,58 @@ pub struct RawJob {
     pub nodes: usize,
 }
 
-/// The child side: run one node with the job from `input` on its links, report on `output`.
+/// The child side: run one node with the job from `input` on its links, report on `output`
+/// ([`inabench_fabric::procs::serve_child_raw`] with this crate's builder and report).
 pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(), String> {
-    let mut line = String::new();
-    input
-        .read_line(&mut line)
-        .map_err(|e| format!("cannot read the node job: {e}"))?;
-    let rj: RawJob =
-        serde_json::from_str(&line).map_err(|e| format!("the node job does not parse: {e}"))?;
-    let job = rj.job;
-    let sys = system(&job.system).ok_or_else(|| format!("no system `{}`", job.system))?;
-    let io = IoModel::parse(&job.io).ok_or_else(|| format!("no I/O model `{}`", job.io))?;
-    let cfg = job.config();
-    let mut node = sys.build_node(&cfg, job.node).map_err(|e| e.to_string())?;
-    let ctl = udp::bind(Ipv4Addr::UNSPECIFIED)
-        .map_err(|e| format!("cannot bind the control socket: {e}"))?;
-    let links = (0..rj.nodes)
-        .filter(|p| *p != job.node)
-        .map(|p| {
-            PacketSocket::open(&raw::link_name(p))
-                .inspect(|sock| {
-                    // its own frames are not read back (where the kernel refuses, they are
-                    // skipped as they come)
-                    let _ = sock.ignore_outgoing();
-                })
-                .map(|sock| Link {
-                    peer: p as inabench_fabric::NodeId,
-                    sock,
-                })
-                .map_err(|e| format!("no AF_PACKET socket on {}: {e}", raw::link_name(p)))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let wiring = udp::child_handshake(&ctl, input, output).map_err(|e| e.to_string())?;
-    let is_worker = matches!(node, SetupNode::Worker(_));
-    let rep = raw::serve(
-        &mut node,
-        &links,
-        &ctl,
-        wiring.coordinator,
-        &NodeConfig {
-            io: if is_worker { io } else { IoModel::Event },
-            faults: Faults {
-                loss: job.loss,
-                duplicate: job.duplicate,
-                reorder: job.reorder,
-                reorder_delay_ns: job.reorder_delay_ns,
-                seed: job.fault_seed,
-            },
-            // the largest whole frame accepted: the payload MTU plus every header
-            mtu: job.mtu + 256,
-            deadline: Duration::from_millis(job.deadline_ms),
-            counted: is_worker,
+    let ctx: std::cell::RefCell<Option<(NodeJob, AllReduceConfig)>> = std::cell::RefCell::new(None);
+    procs::serve_child_raw(
+        input,
+        output,
+        |line| {
+            let rj: RawJob = serde_json::from_str(line)
+                .map_err(|e| format!("the node job does not parse: {e}"))?;
+            let job = rj.job;
+            let sys = system(&job.system).ok_or_else(|| format!("no system `{}`", job.system))?;
+            let io = IoModel::parse(&job.io).ok_or_else(|| format!("no I/O model `{}`", job.io))?;
+            let cfg = job.config();
+            let node = sys.build_node(&cfg, job.node).map_err(|e| e.to_string())?;
+            let is_worker = matches!(node, SetupNode::Worker(_));
+            let config = NodeConfig {
+                io: if is_worker { io } else { IoModel::Event },
+                faults: Faults {
+                    loss: job.loss,
+                    duplicate: job.duplicate,
+                    reorder: job.reorder,
+                    reorder_delay_ns: job.reorder_delay_ns,
+                    seed: job.fault_seed,
+                },
+                // the largest whole frame accepted: the payload MTU plus every header
+                mtu: job.mtu + 256,
+                deadline: Duration::from_millis(job.deadline_ms),
+                counted: is_worker,
+            };
+            let peers = (0..rj.nodes)
+                .filter(|p| *p != job.node)
+                .map(|p| p as inabench_fabric::NodeId)
+                .collect();
+            *ctx.borrow_mut() = Some((job, cfg));
+            Ok((
+                procs::Child {
+                    node,
+                    config,
+                    bind_any: true,
+                    steering: None,
+                },
+                peers,
+            ))
         },
-    );
-    let out = outcome(&job, &cfg, &node, &rep);
-    let json = serde_json::to_string(&out).map_err(|e| e.to_string())?;
-    writeln!(output, "{json}").map_err(|e| e.to_string())?;
-    output.flush().map_err(|e| e.to_string())
+        |node, rep| {
+            let Some((job, cfg)) = ctx.borrow_mut().take() else {
+                return Err("a node reported before it was built".into());
+            };
+            serde_json::to_string(&outcome(&job, &cfg, node, rep)).map_err(|e| e.to_string())
+        },
+    )
 }
 
 fn outcome(
@@ -146,8 +140,68 @@ pub struct RawOutcome {
     pub namespaces: Vec<String>,
 }
 
+/// The raw run's deployment: every node of the setup, the workers counted, each node's job line
+/// its [`RawJob`].
+struct RawDeploy<'a> {
+    job: &'a NodeJob,
+    nodes: usize,
+}
+
+impl procs::Deploy for RawDeploy<'_> {
+    fn nodes(&self) -> usize {
+        self.nodes
+    }
+    fn counted(&self) -> usize {
+        self.job.workers
+    }
+    fn job(&self, node: usize, bind_any: bool) -> Result<String, String> {
+        serde_json::to_string(&RawJob {
+            job: NodeJob {
+                node,
+                bind_any,
+                ..self.job.clone()
+            },
+            nodes: self.nodes,
+        })
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// A capture in node `a`'s namespace on its link to node `b`, from every node ready to every
+/// node stopped.
+struct CaptureAround {
+    on: Option<(usize, usize)>,
+    running: Option<Capture>,
+    captured: Vec<Captured>,
+}
+
+impl procs::Around for CaptureAround {
+    fn before_go(&mut self, topo: Option<&Netns>) -> Result<(), String> {
+        let (Some((a, b)), Some(t)) = (self.on, topo) else {
+            return Ok(());
+        };
+        let ns = t
+            .hosts
+            .get(a)
+            .map(|h| h.namespace.clone())
+            .ok_or_else(|| format!("no node {a} to capture on"))?;
+        self.running = Some(
+            Capture::start(Some(&ns), &raw::link_name(b), 1_000_000)
+                .map_err(|e| format!("cannot capture on node {a}'s link to {b}: {e}"))?,
+        );
+        Ok(())
+    }
+    fn after_stop(&mut self) -> Result<(), String> {
+        if let Some(c) = self.running.take() {
+            self.captured = c.finish().map_err(|e| format!("the capture failed: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
 /// Run one all-reduce of `job.system` on the raw fabric: every node a process of `exe
-/// __raw-node` in its own namespace, a veth link between every pair of nodes. With `capture:
+/// __raw-node` in its own namespace, a veth link between every pair of nodes, through the
+/// process-per-node fabric ([`inabench_fabric::procs::Placement::NetnsLinked`]). With `capture:
 /// Some((a, b))`, a capture in node `a`'s namespace records every frame on its link to node `b`.
 /// Needs root. `job.node` is ignored; each node gets its index.
 pub fn run_raw(
@@ -164,130 +218,43 @@ pub fn run_raw(
         .map_err(|e| e.to_string())?
         .into_nodes()
         .len();
-    let mut topo = Netns::create(n, None).map_err(|e| e.to_string())?;
-    for a in 0..n {
-        for b in a + 1..n {
-            topo.link(a, b, LINK_MTU).map_err(|e| e.to_string())?;
-        }
-    }
-    let coord =
-        Coordinator::on(topo.gateway).map_err(|e| format!("cannot bind the coordinator: {e}"))?;
-    let coord_addr = coord.addr().map_err(|e| e.to_string())?;
-    let mut children: Vec<Child> = Vec::new();
-    let mut result: Result<RawOutcome, String> = (|| {
-        let mut ios = Vec::new();
-        for i in 0..n {
-            let prefix = topo.exec_prefix(i).ok_or("a node without a namespace")?;
-            let mut child = Command::new(&prefix[0])
-                .args(&prefix[1..])
-                .arg(exe)
-                .arg("__raw-node")
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
-            let (Some(mut input), Some(o)) = (child.stdin.take(), child.stdout.take()) else {
-                return Err("a node process without pipes".into());
-            };
-            children.push(child);
-            let rj = RawJob {
-                job: NodeJob {
-                    node: i,
-                    bind_any: true,
-                    ..job.clone()
-                },
-                nodes: n,
-            };
-            let json = serde_json::to_string(&rj).map_err(|e| e.to_string())?;
-            writeln!(input, "{json}")
-                .and_then(|()| input.flush())
-                .map_err(|e| format!("cannot hand node {i} its job: {e}"))?;
-            ios.push((input, BufReader::new(o)));
-        }
-        let mut addrs = Vec::new();
-        for (i, (_, out)) in ios.iter_mut().enumerate() {
-            let mut line = String::new();
-            out.read_line(&mut line)
-                .map_err(|e| format!("node {i} did not start: {e}"))?;
-            let port = udp::parse_ready(&line)
-                .ok_or_else(|| format!("node {i} did not start (said `{}`)", line.trim()))?;
-            addrs.push(SocketAddrV4::new(topo.hosts[i].ip, port));
-        }
-        let cap = match capture {
-            Some((a, b)) => Some(
-                Capture::start(
-                    Some(&topo.hosts[a].namespace),
-                    &raw::link_name(b),
-                    1_000_000,
-                )
-                .map_err(|e| format!("cannot capture on node {a}'s link to {b}: {e}"))?,
-            ),
-            None => None,
-        };
-        let go = format!(
-            "go {} {}\n",
-            coord_addr,
-            addrs
-                .iter()
-                .map(|a| a.to_string())
-                .collect::<Vec<_>>()
-                .join(" ")
+    let fabric = procs::UdpProcesses {
+        spawn: procs::Spawn::Processes {
+            exe: exe.to_path_buf(),
+            command: "__raw-node",
+        },
+        placement: procs::Placement::NetnsLinked { link_mtu: LINK_MTU },
+        deadline: Duration::from_millis(job.deadline_ms),
+    };
+    let mut around = CaptureAround {
+        on: capture,
+        running: None,
+        captured: Vec::new(),
+    };
+    let run = fabric
+        .run_around(&RawDeploy { job, nodes: n }, &mut around)
+        .map_err(|e| match e {
+            inabench_fabric::FabricError::Setup { why, .. } => why,
+            other => other.to_string(),
+        })?;
+    let mut nodes = Vec::with_capacity(run.lines.len());
+    for (line, i) in run.lines.iter().zip(&run.node_of) {
+        nodes.push(
+            serde_json::from_str::<NodeOutcome>(line)
+                .map_err(|e| format!("node {i} reported `{}`: {e}", line.trim()))?,
         );
-        let start = Instant::now();
-        for (i, (input, _)) in ios.iter_mut().enumerate() {
-            input
-                .write_all(go.as_bytes())
-                .and_then(|()| input.flush())
-                .map_err(|e| format!("node {i} went away: {e}"))?;
-        }
-        let (done, last) = coord.wait_and_stop(
-            job.workers,
-            &addrs,
-            start,
-            Duration::from_millis(job.deadline_ms),
-        );
-        let mut nodes = Vec::new();
-        for (i, (_, out)) in ios.iter_mut().enumerate() {
-            let mut line = String::new();
-            out.read_line(&mut line)
-                .map_err(|e| format!("node {i} did not report: {e}"))?;
-            nodes.push(
-                serde_json::from_str::<NodeOutcome>(&line)
-                    .map_err(|e| format!("node {i} reported `{}`: {e}", line.trim()))?,
-            );
-        }
-        let captured = match cap {
-            Some(c) => c.finish().map_err(|e| format!("the capture failed: {e}"))?,
-            None => Vec::new(),
-        };
-        let mut kinds: Vec<String> = nodes.iter().map(|o| o.offload.clone()).collect();
-        kinds.sort();
-        kinds.dedup();
-        Ok(RawOutcome {
-            nodes,
-            finished: done == job.workers,
-            duration: last,
-            socket: kinds.join("/"),
-            captured,
-            namespaces: topo.hosts.iter().map(|h| h.namespace.clone()).collect(),
-        })
-    })();
-    for mut c in children {
-        if result.is_err() {
-            let _ = c.kill();
-        }
-        let _ = c.wait();
-        let mut err = String::new();
-        if let Some(mut e) = c.stderr.take() {
-            let _ = std::io::Read::read_to_string(&mut e, &mut err);
-        }
-        if let (Err(msg), false) = (&mut result, err.trim().is_empty()) {
-            msg.push_str(&format!(" (node said: {})", err.trim()));
-        }
     }
-    drop(topo);
-    result
+    let mut kinds: Vec<String> = nodes.iter().map(|o| o.offload.clone()).collect();
+    kinds.sort();
+    kinds.dedup();
+    Ok(RawOutcome {
+        nodes,
+        finished: run.report.finished,
+        duration: run.last_done,
+        socket: kinds.join("/"),
+        captured: around.captured,
+        namespaces: run.namespaces,
+    })
 }
 
 /// Write captured frames as a pcap file (Ethernet; the frames' order, 1 us apart), for tools
