@@ -30,7 +30,7 @@ use crate::fuzz::{Corpora, Corpus, cached};
 use crate::sim::LinkConfig;
 use inabench_rng::SplitMix64;
 use proptest::prelude::*;
-use proptest::test_runner::{TestCaseError, TestRunner};
+use proptest::test_runner::{TestCaseError, TestError, TestRunner};
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
@@ -303,14 +303,13 @@ pub fn exact<S: Subject>(v: usize, seed: u64, p: f64, mode: Mode) -> Result<(), 
     Ok(())
 }
 
-/// The property for variant `v` and `mode`: 128 cases of seed and share.
-pub fn hostile_variant<S: Subject>(v: usize, mode: Mode) -> Result<(), String> {
+/// The property for variant `v` and `mode`: 128 cases of seed and share; a failure is the
+/// smallest (seed, share) proptest found.
+pub fn hostile_variant<S: Subject>(v: usize, mode: Mode) -> Result<(), TestError<(u64, f64)>> {
     let mut runner = TestRunner::new(cases(128));
-    runner
-        .run(&(1..u64::MAX, 0.01..0.3f64), |(seed, p)| {
-            exact::<S>(v, seed, p, mode)
-        })
-        .map_err(|e| format!("{} beside {mode:?} junk: {e}", name::<S>(v)))
+    runner.run(&(1..u64::MAX, 0.01..0.3f64), |(seed, p)| {
+        exact::<S>(v, seed, p, mode)
+    })
 }
 
 /// Property 2 for junk of `mode`, every variant but those with a documented finding for it.
@@ -319,7 +318,7 @@ pub fn hostile<S: Subject>(mode: Mode) {
         if S::finding(v, mode).is_none()
             && let Err(e) = hostile_variant::<S>(v, mode)
         {
-            panic!("{e}");
+            panic!("{} beside {mode:?} junk: {e}", name::<S>(v));
         }
     }
 }
@@ -334,7 +333,7 @@ pub fn findings<S: Subject>() {
         for mode in MODES {
             if let Some(why) = S::finding(v, mode) {
                 match hostile_variant::<S>(v, mode) {
-                    Err(e) => failed.push(format!("{why}: {e}")),
+                    Err(e) => failed.push(format!("{why}: {} {mode:?}: {e}", name::<S>(v))),
                     Ok(()) => held.push(format!("{} {mode:?}", name::<S>(v))),
                 }
             }

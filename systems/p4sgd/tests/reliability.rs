@@ -32,7 +32,7 @@
 use inabench_fabric::fault::Faults;
 use inabench_fabric::sim::LinkConfig;
 use inabench_fabric::testing::Group;
-use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use inabench_fabric::{Endpoint, NodeId};
 use inabench_p4sgd::cpusync::{CpuSyncWorker, Forwarder};
 use inabench_p4sgd::driver::{Collective, LoopWorker};
 use inabench_p4sgd::gpusync::{Algo, GpuSyncConfig, GpuSyncWorker};
@@ -75,28 +75,8 @@ impl Probe for P4sgdSwitch {
 }
 impl Probe for Forwarder {}
 
-struct Node(Box<dyn Probe>);
-
-impl Endpoint for Node {
-    fn id(&self) -> NodeId {
-        self.0.id()
-    }
-    fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
-        self.0.handle_packet(now, from, frame)
-    }
-    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
-        self.0.poll_transmit(now)
-    }
-    fn poll_timeout(&self) -> Option<Nanos> {
-        self.0.poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Nanos) {
-        self.0.handle_timeout(now)
-    }
-    fn is_done(&self) -> bool {
-        self.0.is_done()
-    }
-}
+/// A node on the fabric (a boxed endpoint is an endpoint).
+type Node = Box<dyn Probe>;
 
 fn ops(sys: Sys) -> u64 {
     match sys {
@@ -147,10 +127,10 @@ fn nodes(sys: Sys, seed: u64) -> Vec<Node> {
                     Box::new(LoopWorker::new(w, r, WORKERS, ELEMENTS, seed, n_ops))
                 }
             };
-            Node(p)
+            p
         })
         .collect();
-    v.push(Node(match sys {
+    v.push(match sys {
         Sys::P4sgd | Sys::P4sgdNoRounds => Box::new(
             P4sgdSwitch::new(
                 sw,
@@ -163,7 +143,7 @@ fn nodes(sys: Sys, seed: u64) -> Vec<Node> {
             .expect("switch"),
         ),
         _ => Box::new(Forwarder::new(sw, WORKERS as u32 + 1)),
-    }));
+    });
     v
 }
 
@@ -217,8 +197,8 @@ fn run_delayed(sys: Sys, loss: f64, seed: u64, delay_ns: u64) -> Outcome {
         ..Outcome::default()
     };
     for node in g.nodes() {
-        o.stale += node.0.stale();
-        if let Some((done, wrong, dup)) = node.0.outcome() {
+        o.stale += node.stale();
+        if let Some((done, wrong, dup)) = node.outcome() {
             if done != ops(sys) || !node.is_done() {
                 o.unfinished += 1;
             }
