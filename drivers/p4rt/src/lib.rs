@@ -10,6 +10,7 @@
 //! - [`client`]: the driver: connect, become primary, push a pipeline, write, read, packet-out.
 
 pub mod client;
+pub mod codec;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod p4info;

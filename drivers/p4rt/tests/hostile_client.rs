@@ -204,3 +204,95 @@ async fn a_huge_register_is_refused_and_the_switch_lives_on() {
     }
     still_serves(&addr).await;
 }
+
+/// Raw request bytes, as a broken or hostile client sends them; the answer's bytes are ignored.
+#[derive(Default)]
+struct RawCodec;
+
+struct RawEncoder;
+struct RawDecoder;
+
+impl tonic::codec::Codec for RawCodec {
+    type Encode = Vec<u8>;
+    type Decode = ();
+    type Encoder = RawEncoder;
+    type Decoder = RawDecoder;
+    fn encoder(&mut self) -> RawEncoder {
+        RawEncoder
+    }
+    fn decoder(&mut self) -> RawDecoder {
+        RawDecoder
+    }
+}
+
+impl tonic::codec::Encoder for RawEncoder {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn encode(
+        &mut self,
+        item: Vec<u8>,
+        buf: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        bytes::BufMut::put_slice(buf, &item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for RawDecoder {
+    type Item = ();
+    type Error = tonic::Status;
+    fn decode(
+        &mut self,
+        buf: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<()>, tonic::Status> {
+        let n = bytes::Buf::remaining(buf);
+        bytes::Buf::advance(buf, n);
+        Ok(Some(()))
+    }
+}
+
+/// Bytes that are not a protobuf message (a field with wire type 7, which does not exist) are the
+/// client's error, INVALID_ARGUMENT, and the switch goes on serving; a well-formed request on the
+/// same path is answered as before (NOT_FOUND or PERMISSION_DENIED for a stranger: not INTERNAL).
+#[tokio::test]
+async fn a_request_that_does_not_decode_is_invalid_argument() {
+    let (sw, _dp) = SoftSwitch::new(DEVICE);
+    let addr = spawn_local(sw.clone()).await.expect("serve").to_string();
+    let _c = Controller::connect(&addr, DEVICE, ELECTION)
+        .await
+        .expect("primary");
+    use p4::set_forwarding_pipeline_config_request::Action as A;
+    set_pipeline(&addr, A::VerifyAndCommit, info_with_register(4))
+        .await
+        .expect("4 cells");
+    let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect");
+    for (path, junk) in [
+        ("/p4.v1.P4Runtime/Write", vec![0x0f, 0x01]),
+        ("/p4.v1.P4Runtime/Read", vec![0x0f, 0x01]),
+        (
+            "/p4.v1.P4Runtime/SetForwardingPipelineConfig",
+            vec![0x0a, 0xff],
+        ),
+    ] {
+        let mut g = tonic::client::Grpc::new(channel.clone());
+        g.ready().await.expect("ready");
+        let path = tonic::codegen::http::uri::PathAndQuery::from_static(path);
+        let r = match path.as_str() {
+            "/p4.v1.P4Runtime/Read" => g
+                .server_streaming(tonic::Request::new(junk), path.clone(), RawCodec)
+                .await
+                .map(|_| ()),
+            _ => g
+                .unary(tonic::Request::new(junk), path.clone(), RawCodec)
+                .await
+                .map(|_| ()),
+        };
+        let e = r.expect_err("junk is refused");
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{path}: {e}");
+    }
+    still_serves(&addr).await;
+}
