@@ -11,9 +11,9 @@ fn bench(c: &mut Criterion) {
     g.sample_size(10);
     let systems = [
         ("local", Aggregation::Local),
-        ("ring", Aggregation::Ring),
-        ("netreduce", Aggregation::NetReduce),
-        ("switchml", Aggregation::SwitchMl),
+        ("ring", Aggregation::RING),
+        ("netreduce", Aggregation::NETREDUCE),
+        ("switchml", Aggregation::SWITCHML),
     ];
     for model in ["mlp", "cnn", "transformer"] {
         for (name, agg) in systems {

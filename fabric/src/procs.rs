@@ -366,6 +366,10 @@ impl UdpProcesses {
     }
 }
 
+/// Given every peer's process addresses, how a node steers its frames among a split peer's
+/// processes.
+pub type SteerBy = Box<dyn FnOnce(Vec<Vec<SocketAddrV4>>) -> Option<Steering>>;
+
 /// A node a child process serves, as its builder made it from the job line.
 pub struct Child<N> {
     pub node: N,
@@ -375,7 +379,7 @@ pub struct Child<N> {
     pub bind_any: bool,
     /// Given every peer's process addresses (a split peer has several), how this node steers
     /// its frames among a split peer's processes; `None`: to each peer's first.
-    pub steering: Option<Box<dyn FnOnce(Vec<Vec<SocketAddrV4>>) -> Option<Steering>>>,
+    pub steering: Option<SteerBy>,
 }
 
 /// The child side: read the job line from `input`, build the node with `build`, bind, print

@@ -150,8 +150,7 @@ fn child_dyn(input: &mut dyn BufRead, output: &mut dyn Write) -> Result<(), Stri
                 counted: is_worker,
             };
             let steer_job = job.clone();
-            let steering: Box<dyn FnOnce(Vec<Vec<SocketAddrV4>>) -> Option<Steering>> =
-                Box::new(move |shards| steering(&steer_job, shards));
+            let steering: procs::SteerBy = Box::new(move |shards| steering(&steer_job, shards));
             let bind_any = job.bind_any;
             *ctx.borrow_mut() = Some((job, cfg, nice));
             Ok(procs::Child {
