@@ -750,7 +750,8 @@ impl Cap {
 /// every call, and reports itself done once the run's total passes the cap, so that the fabric,
 /// which stops when every node is done, stops there too: a stop on a total over all nodes, which
 /// no one node can tell, made the nodes' own (the total after an event is the sum of every
-/// node's count then, as the stop condition summed it before).
+/// node's count then, as the stop condition summed it before). A run stopped by the cap reads
+/// `finished` in the fabric's report: the nodes themselves say who did not finish.
 struct Capped<E> {
     inner: E,
     spent: fn(&E) -> u64,
@@ -1039,5 +1040,82 @@ mod host_order_tests {
             t += 1;
         }
         assert_eq!(out, (0..64u8).collect::<Vec<_>>());
+    }
+}
+
+#[cfg(test)]
+mod cap_tests {
+    use super::*;
+
+    /// Resends a frame to node 1 every microsecond and never finishes (a worker whose result
+    /// never comes).
+    struct Resender {
+        sent: u64,
+        due: Option<Nanos>,
+    }
+    impl Endpoint for Resender {
+        fn id(&self) -> NodeId {
+            0
+        }
+        fn handle_packet(&mut self, _: Nanos, _: NodeId, _: &[u8]) {}
+        fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+            if self.due.is_none_or(|d| d <= now) {
+                self.sent += 1;
+                self.due = Some(now + 1_000);
+                return Some(Transmit {
+                    to: 1,
+                    bytes: vec![0; 64],
+                });
+            }
+            None
+        }
+        fn poll_timeout(&self) -> Option<Nanos> {
+            self.due
+        }
+        fn handle_timeout(&mut self, _: Nanos) {}
+    }
+
+    /// Takes every frame and sends nothing; always done.
+    struct Sink;
+    impl Endpoint for Sink {
+        fn id(&self) -> NodeId {
+            1
+        }
+        fn handle_packet(&mut self, _: Nanos, _: NodeId, _: &[u8]) {}
+        fn poll_transmit(&mut self, _: Nanos) -> Option<Transmit> {
+            None
+        }
+        fn poll_timeout(&self) -> Option<Nanos> {
+            None
+        }
+        fn handle_timeout(&mut self, _: Nanos) {}
+        fn is_done(&self) -> bool {
+            true
+        }
+    }
+
+    /// A run whose worker never finishes stops as soon as what its nodes spent passes the cap
+    /// (here the frames sent: the 51st passes 50), not at the fabric's time limit; without the
+    /// cap it runs to the limit.
+    #[test]
+    fn a_run_that_never_finishes_stops_at_the_cap() {
+        let sent = |r: &Node<Resender, Sink>| r.worker().map_or(0, |w| w.sent);
+        let run = |cap: u64| {
+            let cap = Arc::new(Cap::new(cap));
+            let nodes = vec![
+                Capped::new(Node::Worker(Resender { sent: 0, due: None }), sent, &cap),
+                Capped::new(Node::Switch(Sink), sent, &cap),
+            ];
+            let limit = 10_000_000; // 10 ms of virtual time: about 10,000 resends
+            let mut fabric = Sim::new(LinkConfig::gbps100(), 1);
+            let (nodes, rep) = run_nodes(&mut fabric, nodes, &every_node(2, limit)).expect("runs");
+            (sent(&nodes[0].inner), rep.end_ns)
+        };
+        let (capped, end) = run(50);
+        assert_eq!(capped, 51);
+        assert!(end < 60_000, "stopped at {end} ns");
+        let (uncapped, end) = run(u64::MAX);
+        assert!(uncapped > 9_000, "{uncapped} frames");
+        assert_eq!(end, 10_000_000);
     }
 }

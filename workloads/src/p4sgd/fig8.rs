@@ -12,7 +12,8 @@
 //! their jitter is that code's jitter here). Emulated (`mem` fabric): the same state machines, a
 //! thread per node, real time; no model inputs apply. Emulated on `udp` (`emulated_fabric: udp`,
 //! the default): the same state machines, each node on its own loopback UDP socket served by
-//! [`inabench_fabric::udp::serve`] in a thread of its own ([`inabench_p4sgd::udp`]). GPUSync
+//! a thread of its own ([`inabench_fabric::UdpThreads`], through [`inabench_p4sgd::udp`]); the
+//! rows carry the label of the fabric that ran (its `FabricReport::fabric`). GPUSync
 //! (simulated class only): NCCL's ring or tree with the LL protocol as real messages
 //! ([`inabench_p4sgd::gpusync`]), each operation starting NCCL's base latency after it is issued,
 //! each hop costing NCCL's per-hop latency (its tuning model's) with the shape of this host's
