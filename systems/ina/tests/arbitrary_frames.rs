@@ -13,11 +13,11 @@
 //! take results with corrupted payloads (the switch cannot recompute an ICRC for the results it
 //! writes, so workers parse them with `IcrcCheck::Ignore`).
 
+use inabench_fabric::NodeId;
 use inabench_fabric::fuzz::Kind;
 use inabench_fabric::sim::LinkConfig;
 use inabench_fabric::testing::properties::{Judged, Subject, hostile_run};
 use inabench_fabric::testing::*;
-use inabench_fabric::NodeId;
 use inabench_ina::common::{AllReduceConfig, SetupNode, reference_sum};
 use inabench_ina::drive::sim_link;
 use inabench_ina::system;
