@@ -146,7 +146,7 @@ pub fn run_sim(
                 rpp = s.pipeline.recirculations_per_packet();
                 dups = s.stats.duplicates_ignored;
             }
-            Node::Server(_) => {}
+            Node::Other(_) => {}
         }
     }
     Ok(Outcome {

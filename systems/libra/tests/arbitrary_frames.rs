@@ -88,7 +88,7 @@ impl Subject for Libra {
             .map(|n| match n {
                 Node::Worker(w) => w.stats.malformed,
                 Node::Switch(s) => s.stats.malformed,
-                Node::Server(s) => s.stats.malformed,
+                Node::Other(s) => s.stats.malformed,
             })
             .sum();
         Judged {

@@ -4,53 +4,11 @@
 use super::{Config, Server, Switch, Worker};
 use crate::layout::Placement;
 use crate::wire::Kind;
-use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
 use std::collections::{HashMap, HashSet};
 
-/// A node of a Libra run.
-pub enum Node {
-    Worker(Box<Worker>),
-    Switch(Box<Switch>),
-    Server(Box<Server>),
-}
-
-impl Node {
-    fn ep(&self) -> &dyn Endpoint {
-        match self {
-            Node::Worker(w) => w.as_ref(),
-            Node::Switch(s) => s.as_ref(),
-            Node::Server(s) => s.as_ref(),
-        }
-    }
-    fn ep_mut(&mut self) -> &mut dyn Endpoint {
-        match self {
-            Node::Worker(w) => w.as_mut(),
-            Node::Switch(s) => s.as_mut(),
-            Node::Server(s) => s.as_mut(),
-        }
-    }
-}
-
-impl Endpoint for Node {
-    fn id(&self) -> NodeId {
-        self.ep().id()
-    }
-    fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
-        self.ep_mut().handle_packet(now, from, frame)
-    }
-    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
-        self.ep_mut().poll_transmit(now)
-    }
-    fn poll_timeout(&self) -> Option<Nanos> {
-        self.ep().poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Nanos) {
-        self.ep_mut().handle_timeout(now)
-    }
-    fn is_done(&self) -> bool {
-        self.ep().is_done()
-    }
-}
+/// A node of a run: a worker, the switch, or the parameter server (`Other`), one forwarding
+/// `Endpoint` impl ([`inabench_fabric::Node`]).
+pub type Node = inabench_fabric::Node<Box<Worker>, Box<Switch>, Box<Server>>;
 
 /// One iteration's inputs: each worker's (hot (rank, value), cold (key, value)) pairs.
 pub type Inputs = Vec<(Vec<(u32, i32)>, Vec<(u32, i32)>)>;
@@ -80,7 +38,7 @@ pub fn build(
         hot_params,
         placement,
     ))));
-    v.push(Node::Server(Box::new(Server::new(cfg.clone()))));
+    v.push(Node::Other(Box::new(Server::new(cfg.clone()))));
     v
 }
 
@@ -151,7 +109,7 @@ pub fn float_reference(nodes: &[Node]) -> Option<HashMap<u32, i32>> {
                 }
             }
             Node::Switch(s) => log = &s.aggregation_log,
-            Node::Server(_) => {}
+            Node::Other(_) => {}
         }
     }
     if log.len() != packets.len() {
