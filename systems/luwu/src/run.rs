@@ -26,60 +26,15 @@ pub const LINK_QUEUE_BYTES: usize = 4 << 20;
 /// gives none).
 pub const LINK_LATENCY_NS: u64 = inabench_ina::drive::LINK_LATENCY_NS;
 
-/// A node of a job.
-pub enum Node {
-    Nic(Box<Nic>),
-    Switch(Box<SmartSwitch>),
-}
+/// A node of a job: a worker's NIC (`Worker`), the switch, or the AggNIC (`Other`), one
+/// forwarding `Endpoint` impl ([`inabench_fabric::Node`]).
+pub type Node = inabench_fabric::Node<Box<Nic>, Box<SmartSwitch>, Box<Nic>>;
 
-impl Node {
-    fn ep(&self) -> &dyn Endpoint {
-        match self {
-            Node::Nic(n) => n.as_ref(),
-            Node::Switch(s) => s.as_ref(),
-        }
-    }
-    fn ep_mut(&mut self) -> &mut dyn Endpoint {
-        match self {
-            Node::Nic(n) => n.as_mut(),
-            Node::Switch(s) => s.as_mut(),
-        }
-    }
-    pub fn nic(&self) -> Option<&Nic> {
-        match self {
-            Node::Nic(n) => Some(n),
-            Node::Switch(_) => None,
-        }
-    }
-    pub fn switch(&self) -> Option<&SmartSwitch> {
-        match self {
-            Node::Switch(s) => Some(s),
-            Node::Nic(_) => None,
-        }
-    }
-}
-
-impl Endpoint for Node {
-    fn id(&self) -> NodeId {
-        self.ep().id()
-    }
-    fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
-        self.ep_mut().handle_packet(now, from, frame)
-    }
-    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
-        self.ep_mut().poll_transmit(now)
-    }
-    fn poll_timeout(&self) -> Option<Nanos> {
-        self.ep().poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Nanos) {
-        self.ep_mut().handle_timeout(now)
-    }
-    fn is_done(&self) -> bool {
-        self.ep().is_done()
-    }
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        self.ep().counters()
+/// The NIC of a node (a worker's or the AggNIC), if it is one.
+pub fn nic(n: &Node) -> Option<&Nic> {
+    match n {
+        Node::Worker(x) | Node::Other(x) => Some(x),
+        Node::Switch(_) => None,
     }
 }
 
@@ -118,7 +73,7 @@ pub fn build(cfg: &Config, job: &Job) -> Vec<Node> {
         .iter()
         .enumerate()
         .map(|(w, g)| {
-            Node::Nic(Box::new(Nic::worker(
+            Node::Worker(Box::new(Nic::worker(
                 cfg,
                 w,
                 g.clone(),
@@ -128,7 +83,7 @@ pub fn build(cfg: &Config, job: &Job) -> Vec<Node> {
         })
         .collect();
     nodes.push(Node::Switch(Box::new(SmartSwitch::new(cfg))));
-    nodes.push(Node::Nic(Box::new(Nic::agg(
+    nodes.push(Node::Other(Box::new(Nic::agg(
         cfg,
         job.params.clone(),
         gvals,
@@ -186,7 +141,7 @@ pub fn outcome(cfg: &Config, job: &Job, nodes: &[Node], finished: bool, end_ns: 
     let want = job.reference();
     let mut exact = finished;
     for (i, n) in nodes.iter().enumerate() {
-        if let Some(nic) = n.nic() {
+        if let Some(nic) = nic(n) {
             o.resends += nic.tx.resends;
             o.stalls += nic.tx.stalls;
             o.rx_overflows += nic.rx.overflows;

@@ -144,7 +144,7 @@ impl Subject for Luwu {
         let malformed: u64 = ns
             .iter()
             .map(|n| match n {
-                Node::Worker(run::Node::Nic(x)) => x.stats.malformed_rx,
+                Node::Worker(run::Node::Worker(x) | run::Node::Other(x)) => x.stats.malformed_rx,
                 Node::Worker(run::Node::Switch(s)) => s.stats.malformed,
                 Node::Switch(r) => r.malformed,
                 Node::Other(_) => 0,

@@ -107,7 +107,7 @@ fn endpoints_count_and_drop_malformed_frames() {
     }
     for n in &nodes {
         match n {
-            Node::Nic(nic) => assert_eq!(nic.stats.malformed_rx, 2),
+            Node::Worker(nic) | Node::Other(nic) => assert_eq!(nic.stats.malformed_rx, 2),
             Node::Switch(s) => assert_eq!(s.stats.malformed, 2),
         }
     }

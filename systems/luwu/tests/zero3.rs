@@ -72,7 +72,7 @@ fn luwu_push_and_pull_move_s_per_worker() {
     let (nodes, o) = run::run_sim(&c, &j, Faults::default(), 10_000_000_000);
     assert!(o.exact);
     for node in &nodes {
-        if let Some(nic) = node.nic() {
+        if let Some(nic) = run::nic(node) {
             // pushed S values and pulled S values, whatever N is
             assert_eq!(nic.stats.data_tx * 64, s as u64);
             assert_eq!(nic.rx.out.len(), s);
