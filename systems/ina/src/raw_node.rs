@@ -10,12 +10,12 @@
 use crate::common::AllReduceConfig;
 use crate::common::SetupNode;
 use crate::drive::system;
-use crate::udp_node::{NodeJob, NodeOutcome};
+use crate::udp_node::{NodeJob, NodeOutcome, node_count, node_outcome, outcomes};
 use inabench_fabric::fault::Faults;
 use inabench_fabric::netns::Netns;
 use inabench_fabric::procs;
 use inabench_fabric::raw::{self, Capture, Captured};
-use inabench_fabric::udp::{self, IoModel, NodeConfig};
+use inabench_fabric::udp::{IoModel, NodeConfig};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -82,46 +82,10 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
             let Some((job, cfg)) = ctx.borrow_mut().take() else {
                 return Err("a node reported before it was built".into());
             };
-            serde_json::to_string(&outcome(&job, &cfg, node, rep)).map_err(|e| e.to_string())
+            serde_json::to_string(&node_outcome(&job, &cfg, node, rep, None))
+                .map_err(|e| e.to_string())
         },
     )
-}
-
-fn outcome(
-    job: &NodeJob,
-    cfg: &AllReduceConfig,
-    node: &SetupNode,
-    rep: &udp::NodeReport,
-) -> NodeOutcome {
-    let mut out = NodeOutcome {
-        node: job.node,
-        is_worker: matches!(node, SetupNode::Worker(_)),
-        frames_tx: rep.frames_tx,
-        frames_rx: rep.frames_rx,
-        bytes_rx: rep.bytes_rx,
-        done_ns: rep.done_ns,
-        cpu_ns: rep.cpu_ns,
-        wall_ns: rep.wall_ns,
-        frames_dropped_by_faults: rep.faults.dropped,
-        send_errors: rep.send_errors,
-        stopped: rep.stopped,
-        offload: rep.offload.to_string(),
-        ..NodeOutcome::default()
-    };
-    match node {
-        SetupNode::Worker(w) => {
-            let s = w.stats();
-            out.finished = w.is_done();
-            out.correct = w.check(cfg);
-            out.wire_bytes_tx = s.wire_bytes_tx;
-            out.gradient_bytes = s.gradient_bytes;
-            out.retransmissions = s.retransmissions;
-            out.rtt_ns = s.rtt_ns;
-        }
-        SetupNode::Switch(s) => out.switch_overhead = Some(s.stats().overhead_fraction),
-        SetupNode::Other(_) => {}
-    }
-    out
 }
 
 /// The outcome of one all-reduce on `raw`.
@@ -209,15 +173,7 @@ pub fn run_raw(
     exe: &Path,
     capture: Option<(usize, usize)>,
 ) -> Result<RawOutcome, String> {
-    let sys = system(&job.system).ok_or_else(|| format!("no system `{}`", job.system))?;
-    let n = sys
-        .build(&AllReduceConfig {
-            elements: 1,
-            ..job.config()
-        })
-        .map_err(|e| e.to_string())?
-        .into_nodes()
-        .len();
+    let n = node_count(job)?;
     let fabric = procs::UdpProcesses {
         spawn: procs::Spawn::Processes {
             exe: exe.to_path_buf(),
@@ -231,27 +187,13 @@ pub fn run_raw(
         running: None,
         captured: Vec::new(),
     };
-    let run = fabric
-        .run_around(&RawDeploy { job, nodes: n }, &mut around)
-        .map_err(|e| match e {
-            inabench_fabric::FabricError::Setup { why, .. } => why,
-            other => other.to_string(),
-        })?;
-    let mut nodes = Vec::with_capacity(run.lines.len());
-    for (line, i) in run.lines.iter().zip(&run.node_of) {
-        nodes.push(
-            serde_json::from_str::<NodeOutcome>(line)
-                .map_err(|e| format!("node {i} reported `{}`: {e}", line.trim()))?,
-        );
-    }
-    let mut kinds: Vec<String> = nodes.iter().map(|o| o.offload.clone()).collect();
-    kinds.sort();
-    kinds.dedup();
+    let (run, nodes, socket) =
+        outcomes(fabric.run_around(&RawDeploy { job, nodes: n }, &mut around))?;
     Ok(RawOutcome {
         nodes,
         finished: run.report.finished,
         duration: run.last_done,
-        socket: kinds.join("/"),
+        socket,
         captured: around.captured,
         namespaces: run.namespaces,
     })

@@ -164,40 +164,90 @@ fn child_dyn(input: &mut dyn BufRead, output: &mut dyn Write) -> Result<(), Stri
             let Some((job, cfg, nice)) = ctx.borrow_mut().take() else {
                 return Err("a node reported before it was built".into());
             };
-            let mut out = NodeOutcome {
-                node: job.node,
-                is_worker: matches!(node, SetupNode::Worker(_)),
-                frames_tx: rep.frames_tx,
-                frames_rx: rep.frames_rx,
-                bytes_rx: rep.bytes_rx,
-                done_ns: rep.done_ns,
-                cpu_ns: rep.cpu_ns,
-                wall_ns: rep.wall_ns,
-                frames_dropped_by_faults: rep.faults.dropped,
-                send_errors: rep.send_errors,
-                stopped: rep.stopped,
-                offload: rep.offload.to_string(),
-                run_delay_ns: rep.run_delay_ns,
-                socket_drops: rep.socket_drops,
-                nice,
-                ..NodeOutcome::default()
-            };
-            match node {
-                SetupNode::Worker(w) => {
-                    let s = w.stats();
-                    out.finished = w.is_done();
-                    out.correct = w.check(&cfg);
-                    out.wire_bytes_tx = s.wire_bytes_tx;
-                    out.gradient_bytes = s.gradient_bytes;
-                    out.retransmissions = s.retransmissions;
-                    out.rtt_ns = s.rtt_ns;
-                }
-                SetupNode::Switch(s) => out.switch_overhead = Some(s.stats().overhead_fraction),
-                SetupNode::Other(_) => {}
-            }
+            let out = node_outcome(&job, &cfg, node, rep, nice);
             serde_json::to_string(&out).map_err(|e| e.to_string())
         },
     )
+}
+
+/// What node `job.node` reports after serving: the fabric's totals and, for a worker, whether its
+/// result is right (checked here, so a wrong aggregate is known without shipping it back), for a
+/// switch its overhead. Shared by the udp and raw node processes.
+pub(crate) fn node_outcome(
+    job: &NodeJob,
+    cfg: &AllReduceConfig,
+    node: &SetupNode,
+    rep: &udp::NodeReport,
+    nice: Option<i32>,
+) -> NodeOutcome {
+    let mut out = NodeOutcome {
+        node: job.node,
+        is_worker: matches!(node, SetupNode::Worker(_)),
+        frames_tx: rep.frames_tx,
+        frames_rx: rep.frames_rx,
+        bytes_rx: rep.bytes_rx,
+        done_ns: rep.done_ns,
+        cpu_ns: rep.cpu_ns,
+        wall_ns: rep.wall_ns,
+        frames_dropped_by_faults: rep.faults.dropped,
+        send_errors: rep.send_errors,
+        stopped: rep.stopped,
+        offload: rep.offload.to_string(),
+        run_delay_ns: rep.run_delay_ns,
+        socket_drops: rep.socket_drops,
+        nice,
+        ..NodeOutcome::default()
+    };
+    match node {
+        SetupNode::Worker(w) => {
+            let s = w.stats();
+            out.finished = w.is_done();
+            out.correct = w.check(cfg);
+            out.wire_bytes_tx = s.wire_bytes_tx;
+            out.gradient_bytes = s.gradient_bytes;
+            out.retransmissions = s.retransmissions;
+            out.rtt_ns = s.rtt_ns;
+        }
+        SetupNode::Switch(s) => out.switch_overhead = Some(s.stats().overhead_fraction),
+        SetupNode::Other(_) => {}
+    }
+    out
+}
+
+/// The nodes of `job`'s setup (built with one element: only the count is wanted).
+pub(crate) fn node_count(job: &NodeJob) -> Result<usize, String> {
+    let sys = system(&job.system).ok_or_else(|| format!("no system `{}`", job.system))?;
+    Ok(sys
+        .build(&AllReduceConfig {
+            elements: 1,
+            ..job.config()
+        })
+        .map_err(|e| e.to_string())?
+        .into_nodes()
+        .len())
+}
+
+/// A process-per-node run's report lines as the nodes' outcomes, with the kinds of socket layer
+/// they ran on (several joined by `/` if they differed); a fabric setup error as its sentence.
+pub(crate) fn outcomes(
+    run: Result<procs::ProcessRun, inabench_fabric::FabricError>,
+) -> Result<(procs::ProcessRun, Vec<NodeOutcome>, String), String> {
+    let run = run.map_err(|e| match e {
+        inabench_fabric::FabricError::Setup { why, .. } => why,
+        other => other.to_string(),
+    })?;
+    let mut outs = Vec::with_capacity(run.lines.len());
+    for (line, i) in run.lines.iter().zip(&run.node_of) {
+        outs.push(
+            serde_json::from_str::<NodeOutcome>(line)
+                .map_err(|e| format!("node {i} reported `{}`: {e}", line.trim()))?,
+        );
+    }
+    let mut kinds: Vec<String> = outs.iter().map(|o| o.offload.clone()).collect();
+    kinds.sort();
+    kinds.dedup();
+    let kinds = kinds.join("/");
+    Ok((run, outs, kinds))
 }
 
 /// The switch's shards a run uses (the knob `switch_shards`; each shard an identical switch
@@ -325,15 +375,7 @@ pub fn run_udp_placed(
     spawn: &Spawn,
     placement: Placement,
 ) -> Result<UdpOutcome, String> {
-    let sys = system(&job.system).ok_or_else(|| format!("no system `{}`", job.system))?;
-    let n_nodes = sys
-        .build(&AllReduceConfig {
-            elements: 1,
-            ..job.config()
-        })
-        .map_err(|e| e.to_string())?
-        .into_nodes()
-        .len();
+    let n_nodes = node_count(job)?;
     let shards = switch_shards(job);
     let fabric = procs::UdpProcesses {
         spawn: spawn.procs(),
@@ -348,26 +390,13 @@ pub fn run_udp_placed(
         nodes: n_nodes,
         shards,
     };
-    let run = fabric.run(&deploy).map_err(|e| match e {
-        inabench_fabric::FabricError::Setup { why, .. } => why,
-        other => other.to_string(),
-    })?;
-    let mut outs = Vec::with_capacity(run.lines.len());
-    for (line, i) in run.lines.iter().zip(&run.node_of) {
-        outs.push(
-            serde_json::from_str::<NodeOutcome>(line)
-                .map_err(|e| format!("node {i} reported `{}`: {e}", line.trim()))?,
-        );
-    }
-    let mut offload: Vec<String> = outs.iter().map(|o| o.offload.clone()).collect();
-    offload.sort();
-    offload.dedup();
+    let (run, nodes, offload) = outcomes(fabric.run(&deploy))?;
     Ok(UdpOutcome {
-        nodes: outs,
+        nodes,
         finished: run.report.finished,
         duration: run.last_done,
         switch_shards: shards,
-        offload: offload.join("/"),
+        offload,
     })
 }
 
