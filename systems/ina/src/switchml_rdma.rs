@@ -18,6 +18,13 @@
 //! - Loss is the application's: a message whose results have not all arrived within the timeout is
 //!   sent again whole (new PSNs, same pool index); the copy's worker bitmap makes the second
 //!   contribution idempotent and a resend to a finished copy is answered with the result.
+//! - A worker takes a result only for the message its slot group is waiting for: it checks the
+//!   address and the set a result names (our choice; the released client, RDMAExampleClient's
+//!   `ClientThread::handle_recv_completion`, takes any receive completion on a slot's queue pair
+//!   as that slot's result). A copy is cleared whole, so a resend delayed past its worker's next
+//!   message for the slot is counted into the reused copy (`mixed_rounds`), and the round's
+//!   result names the old message: these workers reject it and the all-reduce never finishes,
+//!   where the released client would finish with a wrong sum (netreduce-reliability's finding).
 //!
 //! The payload: the switch "chains four pipelines ... to get a huge pipeline for a larger payload"
 //! (Sec. 5.2). With Sec. 6's 192 bytes per pass, four chained pipelines aggregate 768 bytes; the
@@ -413,6 +420,9 @@ pub struct SmlrSwitch {
     out: VecDeque<Transmit>,
     stats: SwitchStats,
     unlinked: u64,
+    /// contributions added to a copy that holds another message's values (counted by the
+    /// simulator from the RETH address, which the switch program does not compare)
+    mixed: u64,
 }
 
 impl SmlrSwitch {
@@ -527,6 +537,8 @@ impl Endpoint for SmlrSwitch {
         }
         if copy.count == 0 {
             copy.offset = offset;
+        } else if copy.offset != offset {
+            self.mixed += 1;
         }
         for (a, x) in copy.sum.iter_mut().zip(&values) {
             *a = a.wrapping_add(*x);
@@ -559,6 +571,7 @@ impl Endpoint for SmlrSwitch {
             ("switch_in", self.stats.packets_in),
             ("unlinked_dropped", self.unlinked),
             ("duplicates", self.stats.duplicates_ignored),
+            ("mixed_rounds", self.mixed),
         ]
     }
 }
@@ -650,6 +663,7 @@ impl System for SwitchMlRdma {
             out: VecDeque::new(),
             stats: SwitchStats::default(),
             unlinked: 0,
+            mixed: 0,
         };
         Ok(Setup {
             workers,
