@@ -24,7 +24,8 @@ pub mod xrt;
 pub struct Probe {
     /// The library was found and loaded.
     pub library: Option<String>,
-    /// Devices it reports (0 when none or when the library is missing).
+    /// Devices it reports (0 when none or when the library is missing); for verbs, devices of a
+    /// hardware provider only (Soft-RoCE and Soft-iWARP devices are named in `detail`).
     pub devices: u32,
     /// One sentence for the doctor's table.
     pub detail: String,

@@ -9,7 +9,9 @@
 //!
 //! What is here:
 //! - [`probe`] and [`Verbs::devices`]: devices and ports (state, link layer, active MTU, rate,
-//!   GIDs).
+//!   GIDs), and each device's [`Provider`]: a NIC's RDMA engine, or the kernel's Soft-RoCE (rxe)
+//!   or Soft-iWARP (siw), told apart by vendor id and kernel driver. Only hardware providers
+//!   count as devices for the `hardware` class; the Soft-RoCE rig (tools/rxe-rig) runs on rxe.
 //! - [`QpPlan`]: the QP attributes and message sizes of the suite's software RoCEv2 transport
 //!   (`systems/ina/src/roce.rs`: RC, path MTU 1024, one RDMA WRITE per message of
 //!   `msg_len x payload` bytes, starting PSNs, hop limit 64), turned into verbs attributes. A
@@ -197,6 +199,8 @@ struct Mr {
 
 /// `struct ibv_device_attr`: 232 bytes; the fields read are at fixed offsets.
 const DEVICE_ATTR_LEN: usize = 232;
+const DEVICE_ATTR_VENDOR_ID: usize = 96;
+const DEVICE_ATTR_VENDOR_PART_ID: usize = 100;
 const DEVICE_ATTR_MAX_QP_WR: usize = 112;
 const DEVICE_ATTR_PHYS_PORT_CNT: usize = 227;
 /// `struct ibv_port_attr`: 52 bytes (the exported ibv_query_port writes its compat prefix).
@@ -557,6 +561,88 @@ pub struct Device {
     pub fw_ver: String,
     pub max_qp_wr: i32,
     pub ports: Vec<Port>,
+    /// `ibv_device_attr.vendor_id` (an IEEE OUI: 0x02c9 Mellanox/NVIDIA; 0xffffff is rxe's)
+    pub vendor_id: u32,
+    pub vendor_part_id: u32,
+    /// The kernel driver of the device's parent (`/sys/class/infiniband/<name>/device/driver`):
+    /// a PCI NIC's driver (mlx5_core, bnxt_en, ...); software devices have no parent device.
+    pub driver: Option<String>,
+    pub provider: Provider,
+}
+
+/// What implements an RDMA device: a NIC's own RDMA engine, or the kernel's software providers
+/// over an ordinary Ethernet NIC (rows on those are `emulated`, never `hardware`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Provider {
+    /// Soft-RoCE: the kernel's `rdma_rxe` (vendor id 0xffffff, `RXE_VENDOR_ID`).
+    SoftRoce,
+    /// Soft-iWARP: the kernel's `siw` (vendor id 0x626d74, `SIW_VENDOR_ID`).
+    SoftIwarp,
+    /// A NIC's RDMA engine, with the kernel driver of its PCI device when sysfs names one.
+    Hardware {
+        driver: Option<String>,
+        vendor_id: u32,
+    },
+}
+
+/// `RXE_VENDOR_ID` of the kernel's drivers/infiniband/sw/rxe/rxe_param.h.
+pub const RXE_VENDOR_ID: u32 = 0x00ff_ffff;
+/// `SIW_VENDOR_ID` of the kernel's drivers/infiniband/sw/siw/siw.h ("bmt").
+pub const SIW_VENDOR_ID: u32 = 0x0062_6d74;
+
+impl Provider {
+    /// Classify a device by its vendor id and kernel driver (the name only as a last hint: `rdma
+    /// link add` lets anyone name an rxe device anything).
+    pub fn classify(name: &str, vendor_id: u32, driver: Option<&str>) -> Provider {
+        match driver {
+            Some("rdma_rxe" | "rxe") => return Provider::SoftRoce,
+            Some("siw") => return Provider::SoftIwarp,
+            _ => {}
+        }
+        match vendor_id {
+            RXE_VENDOR_ID => Provider::SoftRoce,
+            SIW_VENDOR_ID => Provider::SoftIwarp,
+            _ if driver.is_none() && name.starts_with("rxe") => Provider::SoftRoce,
+            _ if driver.is_none() && name.starts_with("siw") => Provider::SoftIwarp,
+            _ => Provider::Hardware {
+                driver: driver.map(str::to_string),
+                vendor_id,
+            },
+        }
+    }
+
+    pub fn is_hardware(&self) -> bool {
+        matches!(self, Provider::Hardware { .. })
+    }
+}
+
+impl std::fmt::Display for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Provider::SoftRoce => write!(f, "Soft-RoCE (rdma_rxe), software"),
+            Provider::SoftIwarp => write!(f, "Soft-iWARP (siw), software"),
+            Provider::Hardware { driver, vendor_id } => {
+                write!(f, "hardware")?;
+                if let Some(d) = driver {
+                    write!(f, ", driver {d}")?;
+                }
+                write!(f, ", vendor {vendor_id:#06x}")?;
+                let vendor = match vendor_id {
+                    0x02c9 => Some("Mellanox/NVIDIA"),
+                    0x14e4 => Some("Broadcom"),
+                    0x8086 => Some("Intel"),
+                    0x1077 => Some("Marvell/QLogic"),
+                    0x1d0f => Some("Amazon"),
+                    0x1425 => Some("Chelsio"),
+                    _ => None,
+                };
+                if let Some(v) = vendor {
+                    write!(f, " ({v})")?;
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 /// Nominal rate of a port: `active_width` lanes x `active_speed` per lane (IB spec encodings).
@@ -741,11 +827,22 @@ impl<'a> Context<'a> {
         let ports = (1..=attr[DEVICE_ATTR_PHYS_PORT_CNT])
             .map(|p| self.port(p))
             .collect::<Result<Vec<_>, _>>()?;
+        let u32_at =
+            |i: usize| u32::from_ne_bytes([attr[i], attr[i + 1], attr[i + 2], attr[i + 3]]);
+        let vendor_id = u32_at(DEVICE_ATTR_VENDOR_ID);
+        let driver =
+            std::fs::read_link(format!("/sys/class/infiniband/{}/device/driver", self.name))
+                .ok()
+                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
         Ok(Device {
+            provider: Provider::classify(&self.name, vendor_id, driver.as_deref()),
             name: self.name.clone(),
             fw_ver,
             max_qp_wr,
             ports,
+            vendor_id,
+            vendor_part_id: u32_at(DEVICE_ATTR_VENDOR_PART_ID),
+            driver,
         })
     }
 
@@ -1114,46 +1211,64 @@ pub fn probe() -> Probe {
         }
     };
     match v.devices() {
-        Ok(d) if d.is_empty() => Probe {
-            library: Some(v.library.clone()),
-            devices: 0,
-            detail: "libibverbs loaded, no RDMA device: hardware RoCE rows are not available"
-                .into(),
-        },
-        Ok(d) => Probe {
-            library: Some(v.library.clone()),
-            devices: d.len() as u32,
-            detail: format!(
-                "libibverbs loaded: {}",
-                d.iter()
-                    .map(|dev| format!(
-                        "{} (fw {}): {}",
-                        dev.name,
-                        dev.fw_ver,
-                        dev.ports
-                            .iter()
-                            .map(|p| format!(
-                                "port {} {} {}, MTU {}, {:.0} Gbit/s, {} GID(s)",
-                                p.num,
-                                p.link_layer,
-                                if p.state == 4 { "active" } else { "down" },
-                                p.active_mtu,
-                                p.rate_gbps,
-                                p.gids.len()
-                            ))
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    ))
-                    .collect::<Vec<_>>()
-                    .join(" | ")
-            ),
-        },
+        Ok(d) => {
+            let (devices, detail) = probe_sentence(&d);
+            Probe {
+                library: Some(v.library.clone()),
+                devices,
+                detail,
+            }
+        }
         Err(e) => Probe {
             library: Some(v.library.clone()),
             devices: 0,
             detail: e.to_string(),
         },
     }
+}
+
+/// The probe's count and sentence for a device list: every device with its provider and ports;
+/// only hardware providers count (a Soft-RoCE or Soft-iWARP device runs `emulated` rows, so it
+/// does not make the `hardware` class available).
+pub fn probe_sentence(d: &[Device]) -> (u32, String) {
+    if d.is_empty() {
+        return (
+            0,
+            "libibverbs loaded, no RDMA device: hardware RoCE rows are not available".into(),
+        );
+    }
+    let hardware = d.iter().filter(|x| x.provider.is_hardware()).count() as u32;
+    let mut s = format!(
+        "libibverbs loaded: {}",
+        d.iter()
+            .map(|dev| format!(
+                "{} [{}] (fw {}): {}",
+                dev.name,
+                dev.provider,
+                dev.fw_ver,
+                dev.ports
+                    .iter()
+                    .map(|p| format!(
+                        "port {} {} {}, MTU {}, {:.0} Gbit/s, {} GID(s)",
+                        p.num,
+                        p.link_layer,
+                        if p.state == 4 { "active" } else { "down" },
+                        p.active_mtu,
+                        p.rate_gbps,
+                        p.gids.len()
+                    ))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    if hardware == 0 {
+        s.push_str(
+            "; no hardware RDMA device (software providers only): hardware RoCE rows are not available, rows on these are emulated",
+        );
+    }
+    (hardware, s)
 }
 
 #[cfg(test)]
@@ -1296,10 +1411,84 @@ mod tests {
         ));
     }
 
+    fn dev(name: &str, vendor_id: u32, driver: Option<&str>) -> Device {
+        Device {
+            name: name.into(),
+            fw_ver: "0.0.0".into(),
+            max_qp_wr: 1024,
+            ports: vec![Port {
+                num: 1,
+                state: 4,
+                link_layer: "Ethernet",
+                active_mtu: 1024,
+                max_mtu: 4096,
+                rate_gbps: 100.0,
+                gids: vec![(1, Gid([1; 16]))],
+            }],
+            vendor_id,
+            vendor_part_id: 0,
+            driver: driver.map(str::to_string),
+            provider: Provider::classify(name, vendor_id, driver),
+        }
+    }
+
+    #[test]
+    fn providers_tell_hardware_from_rxe_and_siw() {
+        // rxe0 as the Soft-RoCE rig's guests report it (ibv_devinfo: vendor_id 0xffffff; sysfs:
+        // no parent device), and under another name
+        assert_eq!(
+            Provider::classify("rxe0", 0xff_ffff, None),
+            Provider::SoftRoce
+        );
+        assert_eq!(
+            Provider::classify("roce_eth0", 0xff_ffff, None),
+            Provider::SoftRoce
+        );
+        assert_eq!(
+            Provider::classify("siw_eth0", 0x62_6d74, None),
+            Provider::SoftIwarp
+        );
+        // a ConnectX-5: vendor 0x02c9, PCI driver mlx5_core; a name like rxe0 does not override
+        // a PCI driver
+        let cx = Provider::classify("mlx5_0", 0x02c9, Some("mlx5_core"));
+        assert!(cx.is_hardware());
+        assert_eq!(
+            cx.to_string(),
+            "hardware, driver mlx5_core, vendor 0x02c9 (Mellanox/NVIDIA)"
+        );
+        assert!(Provider::classify("rxe0", 0x14e4, Some("bnxt_en")).is_hardware());
+        assert!(!Provider::classify("x", 0x02c9, Some("rdma_rxe")).is_hardware());
+        // only hardware devices count for the doctor's `hardware` class
+        let (n, s) = probe_sentence(&[dev("rxe0", RXE_VENDOR_ID, None)]);
+        assert_eq!(n, 0);
+        assert!(
+            s.starts_with("libibverbs loaded: rxe0 [Soft-RoCE (rdma_rxe), software] (fw 0.0.0): port 1 Ethernet active, MTU 1024"),
+            "{s}"
+        );
+        assert!(s.contains("no hardware RDMA device"), "{s}");
+        let (n, s) = probe_sentence(&[
+            dev("mlx5_0", 0x02c9, Some("mlx5_core")),
+            dev("rxe0", RXE_VENDOR_ID, None),
+        ]);
+        assert_eq!(n, 1);
+        assert!(
+            s.contains("mlx5_0 [hardware, driver mlx5_core, vendor 0x02c9 (Mellanox/NVIDIA)]"),
+            "{s}"
+        );
+        assert!(!s.contains("no hardware RDMA device"), "{s}");
+        assert!(!s.contains('\n'));
+        assert_eq!(probe_sentence(&[]).0, 0);
+    }
+
     #[test]
     fn absent_device_is_one_sentence() {
         let p = probe();
         assert_eq!(p.devices, 0, "this machine has no RDMA device: {p:?}");
+        // CI installs libibverbs (.ci/setup), so there the library loads and finds no device
+        if std::env::var_os("CI").is_some() {
+            assert!(p.library.is_some(), "CI must have libibverbs: {p:?}");
+            assert!(p.detail.contains("no RDMA device"), "{}", p.detail);
+        }
         assert!(!p.detail.contains('\n'), "{}", p.detail);
         assert!(
             p.detail.contains("no libibverbs") || p.detail.contains("no RDMA device"),
