@@ -134,7 +134,9 @@ pub struct PaperValue {
     pub note: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// The paper's published numbers. A benchmark of the suite's own (`paper_id: bench`) has no paper
+/// and leaves the block out (the default: no source, no values).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PaperBlock {
     pub source: String,
@@ -297,6 +299,7 @@ pub struct Spec {
     pub parameters: Params,
     pub profiles: BTreeMap<String, Profile>,
     pub metrics: Vec<Metric>,
+    #[serde(default)]
     pub paper: PaperBlock,
     #[serde(default)]
     pub claims: Vec<Claim>,
@@ -417,7 +420,9 @@ pub fn check_param(name: &str, value: &Scalar) -> Result<(), String> {
     }
 }
 
-pub const PAPERS: [&str; 5] = ["netreduce", "libra", "aleph", "p4sgd", "luwu"];
+/// The papers, and `bench`: the cross-paper benchmark family (`experiments/bench/`: every system on
+/// the same workloads, no paper, so no `paper:` block).
+pub const PAPERS: [&str; 6] = ["netreduce", "libra", "aleph", "p4sgd", "luwu", "bench"];
 
 /// The device kinds a spec's `testbed_devices` may name.
 pub const TESTBED_DEVICES: [&str; 4] = ["tofino", "fpga", "rdma", "gpu"];
