@@ -12,6 +12,7 @@ use inabench_core::Workload;
 
 #[cfg(feature = "aleph")]
 pub mod aleph;
+pub mod bench;
 pub mod fabric;
 pub mod hostcost;
 #[cfg(feature = "libra")]
@@ -43,6 +44,7 @@ pub fn all() -> Vec<Box<dyn Workload>> {
     w.extend(aleph::workloads());
     #[cfg(feature = "luwu")]
     w.extend(luwu::workloads());
+    w.extend(bench::workloads());
     // the probe measures the harness itself (doctor, launcher tests, the overhead benchmark)
     w.push(Box::new(probe::Probe));
     w

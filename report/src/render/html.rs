@@ -155,6 +155,43 @@ pub fn render_html(a: &Analysis, figures: &[(String, String, String)]) -> String
     }
     let _ = writeln!(h, "<p class=\"small\">{}</p>", esc(super::METHOD));
 
+    let boards = super::leaderboard::leaderboards(a);
+    if !boards.is_empty() {
+        h.push_str("<h2>Summary: which system is best where</h2>\n<ul>\n");
+        for line in super::leaderboard::summary(&boards) {
+            let _ = writeln!(h, "<li>{}</li>", esc(&line));
+        }
+        let _ = writeln!(
+            h,
+            "</ul>\n<p class=\"small\">{}</p>",
+            esc(&super::host_profile_line(m))
+        );
+    }
+    for b in &boards {
+        let _ = write!(
+            h,
+            "<h2>{} ({})</h2>\n<table class=\"leaderboard\" id=\"leaderboard-{}-{}\"><tr><th>{}</th><th>best ({} [{}])</th><th>ranking</th><th>no value</th></tr>\n",
+            esc(&b.title),
+            b.class.as_str(),
+            esc(&b.id),
+            b.class.as_str(),
+            esc(&b.param),
+            esc(&b.metric),
+            esc(&b.unit)
+        );
+        for r in &b.rows {
+            let _ = writeln!(
+                h,
+                "<tr><td class=\"n\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&r.key),
+                esc(&r.best_text(&b.unit)),
+                esc(&r.ranking_text()),
+                esc(&r.missing_text())
+            );
+        }
+        h.push_str("</table>\n");
+    }
+
     for t in super::paper_tables(a) {
         let _ = write!(
             h,
@@ -197,50 +234,52 @@ pub fn render_html(a: &Analysis, figures: &[(String, String, String)]) -> String
         }
     }
 
-    let _ = write!(
-        h,
-        "<h2>The paper's values beside ours</h2>\n<p class=\"small\">{}{}</p>\n",
-        esc(&s.paper.source),
-        s.paper
-            .note
-            .as_ref()
-            .map(|n| format!(" ({})", esc(n)))
-            .unwrap_or_default()
-    );
-    if a.comparisons.is_empty() {
-        h.push_str("<p>The paper prints no values for this artifact; its statements are checked as claims below.</p>\n");
-    } else {
-        // one table per class: classes are never mixed in one comparison
-        let mut groups: Vec<Option<inabench_core::spec::Fidelity>> =
-            a.fidelities.iter().copied().map(Some).collect();
-        groups.push(None);
-        for g in groups {
-            let rows: Vec<_> = a.comparisons.iter().filter(|c| c.fidelity == g).collect();
-            if rows.is_empty() {
-                continue;
-            }
-            let _ = write!(
-                h,
-                "<h3>{}</h3>\n<table class=\"paper-vs-ours\" id=\"paper-vs-ours-{}\"><tr><th>system</th><th>metric</th><th>at</th><th>paper</th><th>ours</th><th>deviation</th><th>fidelity</th></tr>\n",
-                g.map(|f| f.as_str()).unwrap_or("not measured"),
-                g.map(|f| f.as_str()).unwrap_or("none")
-            );
-            let notes = super::comparison_notes(&rows);
-            for c in rows {
-                h.push_str("<tr>");
-                for (k, cell) in super::comparison_cells(c).iter().enumerate() {
-                    let class = if (3..6).contains(&k) {
-                        " class=\"n\""
-                    } else {
-                        ""
-                    };
-                    let _ = write!(h, "<td{class}>{}</td>", esc(cell));
+    if !super::leaderboard::is_benchmark(s) {
+        let _ = write!(
+            h,
+            "<h2>The paper's values beside ours</h2>\n<p class=\"small\">{}{}</p>\n",
+            esc(&s.paper.source),
+            s.paper
+                .note
+                .as_ref()
+                .map(|n| format!(" ({})", esc(n)))
+                .unwrap_or_default()
+        );
+        if a.comparisons.is_empty() {
+            h.push_str("<p>The paper prints no values for this artifact; its statements are checked as claims below.</p>\n");
+        } else {
+            // one table per class: classes are never mixed in one comparison
+            let mut groups: Vec<Option<inabench_core::spec::Fidelity>> =
+                a.fidelities.iter().copied().map(Some).collect();
+            groups.push(None);
+            for g in groups {
+                let rows: Vec<_> = a.comparisons.iter().filter(|c| c.fidelity == g).collect();
+                if rows.is_empty() {
+                    continue;
                 }
-                h.push_str("</tr>\n");
-            }
-            h.push_str("</table>\n");
-            for n in notes {
-                let _ = writeln!(h, "<p class=\"small\">{}</p>", esc(&n));
+                let _ = write!(
+                    h,
+                    "<h3>{}</h3>\n<table class=\"paper-vs-ours\" id=\"paper-vs-ours-{}\"><tr><th>system</th><th>metric</th><th>at</th><th>paper</th><th>ours</th><th>deviation</th><th>fidelity</th></tr>\n",
+                    g.map(|f| f.as_str()).unwrap_or("not measured"),
+                    g.map(|f| f.as_str()).unwrap_or("none")
+                );
+                let notes = super::comparison_notes(&rows);
+                for c in rows {
+                    h.push_str("<tr>");
+                    for (k, cell) in super::comparison_cells(c).iter().enumerate() {
+                        let class = if (3..6).contains(&k) {
+                            " class=\"n\""
+                        } else {
+                            ""
+                        };
+                        let _ = write!(h, "<td{class}>{}</td>", esc(cell));
+                    }
+                    h.push_str("</tr>\n");
+                }
+                h.push_str("</table>\n");
+                for n in notes {
+                    let _ = writeln!(h, "<p class=\"small\">{}</p>", esc(&n));
+                }
             }
         }
     }

@@ -99,6 +99,33 @@ pub fn render_markdown(a: &Analysis) -> String {
     }
     let _ = writeln!(s, "\n{}", super::METHOD);
 
+    let boards = super::leaderboard::leaderboards(a);
+    if !boards.is_empty() {
+        let _ = writeln!(s, "\n## Summary: which system is best where\n");
+        for line in super::leaderboard::summary(&boards) {
+            let _ = writeln!(s, "- {line}");
+        }
+        let _ = writeln!(s, "\n{}", super::host_profile_line(m));
+    }
+    for b in &boards {
+        let _ = writeln!(s, "\n## {} ({})\n", b.title, b.class.as_str());
+        let _ = writeln!(
+            s,
+            "| {} | best ({} [{}]) | ranking | no value |\n|---:|---|---|---|",
+            b.param, b.metric, b.unit
+        );
+        for r in &b.rows {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} |",
+                r.key,
+                r.best_text(&b.unit),
+                r.ranking_text(),
+                r.missing_text()
+            );
+        }
+    }
+
     for t in super::paper_tables(a) {
         let _ = writeln!(s, "\n## {}\n", t.title);
         let _ = writeln!(
@@ -164,7 +191,7 @@ pub fn render_markdown(a: &Analysis) -> String {
         .iter()
         .filter(|c| c.fidelity.is_none())
         .collect();
-    if a.comparisons.is_empty() {
+    if a.comparisons.is_empty() && !super::leaderboard::is_benchmark(&a.spec) {
         let _ = writeln!(
             s,
             "\nThe paper prints no values for this artifact{}.",

@@ -2,6 +2,7 @@
 //! Markdown (terminals and CI logs), JSON and CSV (the aggregates). One module per format, as hyperfine's exporters.
 
 pub mod html;
+pub mod leaderboard;
 pub mod md;
 pub mod pdf;
 pub mod svg;
@@ -333,9 +334,23 @@ pub struct TableView {
     pub not_comparable: Vec<(String, inabench_core::spec::Fidelity, String)>,
 }
 
-/// The spec's table layouts filled from the aggregates.
+/// The spec's table layouts filled from the aggregates (none for a benchmark: its tables are
+/// leaderboards, [`leaderboard::leaderboards`]).
 pub fn paper_tables(a: &Analysis) -> Vec<TableView> {
+    if leaderboard::is_benchmark(&a.spec) {
+        return Vec::new();
+    }
     paper_tables_of(&a.spec, &a.agg, &a.fidelities)
+}
+
+/// The host profile a run's numbers rest on, for a benchmark's summary.
+pub fn host_profile_line(m: &inabench_core::Manifest) -> String {
+    format!(
+        "Host costs: {} (declared inputs with provenance; nothing timed while the run ran).",
+        m.host_profile
+            .clone()
+            .unwrap_or_else(|| "no host profile recorded".into())
+    )
 }
 
 /// [`paper_tables`] from a spec, its aggregates and the classes present.

@@ -46,12 +46,13 @@ Run #raw(d.run_id), #d.profile profile, seed #d.seed, status *#d.status*.
 
 #for t in d.tables [
   == #t.title
-  #text(size: 8pt)[Each cell: the paper's value, then ours per class (#t.classes.join(", ")). #t.varying]
+  #text(size: 8pt)[#t.at("intro", default: "Each cell: the paper's value, then ours per class (" + t.classes.join(", ") + ").") #t.varying]
   #table(columns: (auto,) + t.columns.map(c => auto), stroke: 0.4pt + gray, inset: 3pt,
     [], ..t.columns.map(c => text(size: 8pt, weight: "bold", c)),
     ..t.rows.map(r => (text(size: 8pt, weight: "bold", r.label), ..r.cells.map(c => text(size: 7pt, c)))).flatten())
 ]
 
+#if not d.benchmark [
 == The paper's values beside ours
 #text(size: 8pt, d.paper_source)
 #if d.comparisons.len() == 0 [ The paper prints no values for this artifact; its statements are checked as claims below. ] else [
@@ -62,6 +63,7 @@ Run #raw(d.run_id), #d.profile profile, seed #d.seed, status *#d.status*.
       ..g.rows.map(r => (r.system, r.metric, r.at, r.paper, r.ours, r.deviation, r.fidelity)).flatten().map(x => text(size: 8pt, x)))
     #text(size: 7pt, g.notes)
   ]
+]
 ]
 
 == Claims
@@ -201,6 +203,23 @@ fn data(a: &Analysis, figures: &[(String, String, String)]) -> serde_json::Value
             })
         })
         .collect();
+    // a benchmark's leaderboards, in the tables' shape (a row per point, text cells)
+    let mut tables = tables;
+    for b in super::leaderboard::leaderboards(a) {
+        let rows: Vec<_> = b
+            .rows
+            .iter()
+            .map(|r| json!({"label": r.key, "cells": [r.best_text(&b.unit), r.ranking_text(), r.missing_text()]}))
+            .collect();
+        tables.push(json!({
+            "title": format!("{} ({})", b.title, b.class.as_str()),
+            "classes": [b.class.as_str()],
+            "columns": [format!("best ({} [{}])", b.metric, b.unit), "ranking".to_string(), "no value".to_string()],
+            "rows": rows,
+            "intro": "A benchmark (no paper): each row ranks the systems at one point, best first; the best's lead is the ratio to the next.",
+            "varying": super::leaderboard::summary(std::slice::from_ref(&b)).join(" "),
+        }));
+    }
     let claims: Vec<_> = a.claims.iter().map(|c| json!({"id": c.id, "text": c.text, "expr": c.expr, "fidelity": c.fidelity.as_str(), "verdict": c.verdict, "detail": c.detail})).collect();
     let figs: Vec<_> = figures
         .iter()
@@ -216,6 +235,7 @@ fn data(a: &Analysis, figures: &[(String, String, String)]) -> serde_json::Value
         "paper_source": a.spec.paper.source, "comparisons": comparisons, "claims": claims, "figures": figs,
         "grid_cols": cols.iter().map(|f| f.as_str()).collect::<Vec<_>>(), "grid": grid_groups, "findings": findings,
         "tables": tables, "method": super::METHOD, "wrong": m.points_wrong,
+        "benchmark": super::leaderboard::is_benchmark(&a.spec),
         "manifest": manifest.into_iter().map(|(k, v)| vec![k.to_string(), v]).collect::<Vec<_>>(),
         "rerun": format!("cargo run --release -p inabench -- reproduce {} --profile {} --seed {}", a.spec.id, m.profile, m.seed),
     })

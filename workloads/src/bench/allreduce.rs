@@ -1,0 +1,191 @@
+//! `bench.allreduce`: one all-reduce of one system of [`inabench_ina::SYSTEMS`] per repetition
+//! on the `sim` fabric, every worker's sum checked against the reference, the nccl-tests columns
+//! recorded (the all-reduce's time and its algorithm bandwidth, size / time; no bus bandwidth:
+//! an in-network aggregation moves no ring's 2(n-1)/n). Specs: `experiments/bench/allreduce.yaml`,
+//! `loss.yaml` and `small.yaml`.
+//!
+//! Every system runs with its own paper's parameters, declared in the spec as
+//! `<system>__<knob>` parameters (`netreduce__window: 2`, `switchml__payload_bytes: 192`, ...):
+//! the point's system takes the parameters that carry its name as its knobs
+//! ([`inabench_ina::common::AllReduceConfig::knobs`]), so no system is named here and a system
+//! added to the list runs with its own defaults until the spec declares its parameters.
+//!
+//! A cell a system cannot run is not a zero: when the system's build refuses the point's
+//! worker count or knobs (ATP's bitmap holds at most 32 workers; the RC stream is a transfer
+//! between two hosts, not an all-reduce) the cell records `refused` = 1 and no time, and the
+//! build's own sentence is logged. A run that does not finish within the time limit fails the
+//! point unless the spec declares `unfinished_workers` (bench-loss: a system without loss
+//! recovery that stalls is an outcome, recorded with its finished workers' sums still checked).
+//!
+//! Host costs are the run's host profile, as in Table 6's simulated class: `host_stack: paper`
+//! gives each system the stack it had in its paper (the RoCE NIC for the ordered transports,
+//! the released DPDK-style clients for SwitchML and ATP at the profile's cost per frame and
+//! core); nothing is timed while the run runs, so a point is a function of the spec, the profile
+//! and the seed.
+
+use inabench_core::{Fidelity, LogLevel, PointCtx, Workload, WorkloadError};
+use inabench_ina::common::{AllReduceConfig, SetupNode, System, reference_sum};
+
+pub struct AllReduce;
+
+/// Every system of [`inabench_ina::SYSTEMS`], in list order: the family runs them all (a system
+/// that cannot run a cell says so in the cell).
+pub fn system_names() -> &'static [&'static str] {
+    static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| inabench_ina::SYSTEMS.iter().map(|s| s.name()).collect())
+}
+
+impl Workload for AllReduce {
+    fn id(&self) -> &'static str {
+        "bench.allreduce"
+    }
+
+    fn fidelities(&self) -> &'static [Fidelity] {
+        &[Fidelity::Simulated]
+    }
+
+    fn fabric(&self, _f: Fidelity) -> &'static str {
+        "sim"
+    }
+
+    fn systems(&self) -> Option<&'static [&'static str]> {
+        Some(system_names())
+    }
+
+    fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+        let sys = inabench_ina::system(ctx.system()).ok_or_else(|| {
+            WorkloadError::Invalid(format!(
+                "`{}` is not a system of inabench_ina::SYSTEMS",
+                ctx.system()
+            ))
+        })?;
+        let cfg = config(ctx, sys)?;
+        // a refusal is the system's answer to the point's shape (workers, knobs), asked of a
+        // build with few elements so that a refused 64-worker cell allocates nothing large
+        let probe = AllReduceConfig {
+            elements: cfg.elements.min(64),
+            ..cfg.clone()
+        };
+        if let Err(why) = sys.build(&probe) {
+            ctx.log(
+                LogLevel::Warn,
+                format!(
+                    "{} cannot run this cell ({} workers): {why}",
+                    sys.name(),
+                    cfg.workers
+                ),
+            );
+            ctx.record("refused", 1.0);
+            return Ok(());
+        }
+        let faults = crate::fabric::faults(ctx)?;
+        let stack = inabench_ina::drive::host_stack_for(
+            sys,
+            ctx.text("host_stack").ok().as_deref(),
+            crate::hostcost::core_costs(ctx, sys.name())?,
+            None,
+            None,
+            None,
+        )
+        .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+        let limit_ns = (ctx.param("time_limit_ms").unwrap_or(10_000.0) * 1e6) as u64;
+        let (nodes, rep, _) =
+            inabench_ina::drive::run_sim_stack(sys, &cfg, faults, &stack, limit_ns, None)
+                .map_err(WorkloadError::Invalid)?;
+        let want = reference_sum(cfg.seed, cfg.workers, cfg.elements);
+        let (mut finished, mut wrong, mut start, mut end, mut retx) =
+            (0usize, 0usize, u64::MAX, 0u64, 0u64);
+        for n in &nodes {
+            let SetupNode::Worker(w) = n else { continue };
+            let st = w.stats();
+            retx += st.retransmissions;
+            match w.result() {
+                Some(r) if r == want => {
+                    finished += 1;
+                    start = start.min(st.start_ns);
+                    end = end.max(st.end_ns);
+                }
+                Some(_) => wrong += 1,
+                None => {}
+            }
+        }
+        ctx.record("refused", 0.0);
+        ctx.record("wrong_workers", wrong as f64);
+        ctx.record_if_declared("retransmissions", retx as f64);
+        ctx.record_if_declared("frames_dropped", rep.faults.dropped as f64);
+        ctx.counter("retransmissions", retx);
+        if wrong > 0 {
+            return Err(WorkloadError::WrongResult(format!(
+                "{wrong} of {} workers got a sum that differs from the reference",
+                cfg.workers
+            )));
+        }
+        let unfinished = cfg.workers - finished;
+        if unfinished > 0 || !rep.finished {
+            if ctx.declares("unfinished_workers") {
+                ctx.log(
+                    LogLevel::Warn,
+                    format!(
+                        "{} did not finish within {} ms of virtual time: {unfinished} workers without a result",
+                        sys.name(),
+                        limit_ns / 1_000_000
+                    ),
+                );
+                ctx.record("unfinished_workers", unfinished as f64);
+                return Ok(());
+            }
+            return Err(WorkloadError::Invalid(format!(
+                "the all-reduce did not finish within {} ms of virtual time: {unfinished} workers without a result",
+                limit_ns / 1_000_000
+            )));
+        }
+        ctx.record_if_declared("unfinished_workers", 0.0);
+        let time_ns = end.saturating_sub(start).max(1) as f64;
+        let bits = cfg.elements as f64 * 32.0;
+        ctx.record_in("time", time_ns, "ns")?;
+        ctx.record_in_if_declared("algbw", bits / (time_ns / 1e9), "bps")?;
+        ctx.record_in_if_declared("goodput", bits / (time_ns / 1e9), "bps")?;
+        Ok(())
+    }
+}
+
+/// The all-reduce of a point: `size_bytes` (a whole number of int32) or `elements`, `workers`,
+/// the link (`line_rate_gbps`, `mtu`), the retransmission timeout (`timeout_us`, 100 us of
+/// virtual time as Table 6's simulated class) and the system's own knobs, the parameters named
+/// `<system>__<knob>`.
+pub fn config(ctx: &PointCtx<'_>, sys: &dyn System) -> Result<AllReduceConfig, WorkloadError> {
+    let elements = match ctx.param("size_bytes") {
+        Ok(b) => {
+            if !(b >= 4.0 && b % 4.0 == 0.0 && b <= 4e9) {
+                return Err(WorkloadError::BadParam(format!(
+                    "`size_bytes` is a whole number of int32 (a multiple of 4 bytes), not {b}"
+                )));
+            }
+            b as usize / 4
+        }
+        Err(_) => ctx.positive_count("elements")?,
+    };
+    let prefix = format!("{}__", sys.name());
+    let mut knobs = Vec::new();
+    for (k, v) in &ctx.point.params {
+        let Some(knob) = k.strip_prefix(&prefix) else {
+            continue;
+        };
+        let x = v.as_f64().ok_or_else(|| {
+            WorkloadError::BadParam(format!(
+                "`{k}` is a knob of {}: a number, not `{v}`",
+                sys.name()
+            ))
+        })?;
+        knobs.push((knob.to_string(), x));
+    }
+    Ok(AllReduceConfig {
+        workers: ctx.positive_count("workers")?,
+        elements,
+        seed: ctx.seed,
+        line_rate_bps: ctx.param("line_rate_gbps").unwrap_or(100.0) * 1e9,
+        mtu: ctx.param("mtu").unwrap_or(1024.0) as usize,
+        timeout_ns: (ctx.param("timeout_us").unwrap_or(100.0) * 1e3) as u64,
+        knobs,
+    })
+}

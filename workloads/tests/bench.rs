@@ -1,0 +1,114 @@
+//! The benchmark family's dense all-reduce (issue #39): the quick profile's smallest point of
+//! `bench-allreduce` runs for every system of `inabench_ina::SYSTEMS` (the list, not names), and
+//! every cell is present: a system that runs it sums it exactly (the workload checks every
+//! worker against the reference sum and records `wrong_workers`) with a time and a bandwidth,
+//! and a system that cannot run it says why (its build's sentence, logged) with `refused` = 1,
+//! never a zero time. The systems that aggregate in the network must run it.
+
+use inabench_core::hostprofile::HostProfile;
+use inabench_core::plan::expand;
+use inabench_core::{Event, Fidelity, LogLevel, PointCtx, Spec, Workload};
+use inabench_workloads::bench::allreduce::AllReduce;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+fn root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+#[test]
+fn the_smallest_quick_point_is_exact_or_refused_with_a_reason_for_every_system() {
+    let s = Spec::load(&root().join("experiments/bench/allreduce.yaml")).expect("spec");
+    let profile =
+        HostProfile::load(&root().join("experiments/hosts/reference.yaml")).expect("profile");
+    // the spec lists every system of the list (a system added to it joins the benchmark)
+    for sys in inabench_ina::SYSTEMS {
+        assert!(
+            s.systems.iter().any(|n| n == sys.name()),
+            "experiments/bench/allreduce.yaml does not list `{}`",
+            sys.name()
+        );
+    }
+    let points = expand(&s, "quick").expect("quick");
+    let size = |p: &inabench_core::Point| {
+        let v = |k: &str| p.params.get(k).and_then(|x| x.as_f64()).expect(k);
+        (v("size_bytes") as u64, v("workers") as u64)
+    };
+    let smallest = points.iter().map(size).min().expect("points");
+    let units = |m: &str| s.metric(m).map(|x| x.unit.clone()).unwrap_or_default();
+    let w = AllReduce;
+    let mut ran = 0;
+    for sys in inabench_ina::SYSTEMS {
+        let p = points
+            .iter()
+            .find(|p| p.system == sys.name() && size(p) == smallest)
+            .expect("the system's smallest point");
+        let (mut rows, mut warnings) = (Vec::new(), Vec::new());
+        let mut sink = |e: Event| match e {
+            Event::Row(r) => rows.push((r.metric, r.value)),
+            Event::Log {
+                level: LogLevel::Warn,
+                message,
+                ..
+            } => warnings.push(message),
+            _ => {}
+        };
+        let cancel = AtomicBool::new(false);
+        let mut ctx = PointCtx::new(
+            p,
+            0,
+            Fidelity::Simulated,
+            w.fabric(Fidelity::Simulated),
+            0,
+            false,
+            1,
+            "test",
+            &s.id,
+            &cancel,
+            &mut sink,
+            &units,
+        )
+        .with_host_profile(Some(&profile));
+        w.run(&mut ctx)
+            .unwrap_or_else(|e| panic!("{} at {smallest:?}: {e}", sys.name()));
+        let get = |m: &str| rows.iter().find(|(k, _)| k == m).map(|(_, v)| *v);
+        match get("refused") {
+            Some(r) if r > 0.0 => {
+                assert!(
+                    !sys.in_network(),
+                    "{} aggregates in the network and must run the point: {warnings:?}",
+                    sys.name()
+                );
+                assert!(
+                    warnings.iter().any(|m| m.contains("cannot run this cell")),
+                    "{} refused without saying why",
+                    sys.name()
+                );
+                assert_eq!(get("time"), None, "{} refused but has a time", sys.name());
+            }
+            Some(_) => {
+                assert_eq!(get("wrong_workers"), Some(0.0), "{}: {rows:?}", sys.name());
+                let t = get("time").unwrap_or_else(|| panic!("{}: no time", sys.name()));
+                let bw = get("algbw").unwrap_or_else(|| panic!("{}: no algbw", sys.name()));
+                assert!(
+                    t > 0.0 && bw > 0.0,
+                    "{}: time {t} us, algbw {bw}",
+                    sys.name()
+                );
+                // algbw is size over time (bits per second, in Gbps)
+                let want = smallest.0 as f64 * 8.0 / (t * 1e-6) / 1e9;
+                assert!(
+                    (bw - want).abs() <= 1e-9 * want,
+                    "{}: {bw} vs {want}",
+                    sys.name()
+                );
+                ran += 1;
+            }
+            None => panic!("{}: the cell has neither a value nor a refusal", sys.name()),
+        }
+    }
+    assert!(
+        ran >= inabench_ina::in_network_names().len(),
+        "{ran} systems ran"
+    );
+}
