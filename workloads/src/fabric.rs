@@ -193,3 +193,39 @@ mod tests {
         }
     }
 }
+
+/// An all-reduce of [`inabench_ina`] that failed, as the point's error, by kind: a system that
+/// cannot be built for the point's values or a host stack named or set wrong is a parameter
+/// error (resuming fails the same way until the spec changes), a wrong or missing sum is a wrong
+/// result, anything else (a fabric that could not start, a run that did not finish, a capture
+/// that could not be written) the run's failure.
+pub fn run_error(e: inabench_ina::RunError) -> WorkloadError {
+    let text = e.to_string();
+    classify(&e, text)
+}
+
+/// [`run_error`] with what failed named first (`what: error`).
+pub fn run_error_in(what: impl std::fmt::Display, e: inabench_ina::RunError) -> WorkloadError {
+    let text = format!("{what}: {e}");
+    classify(&e, text)
+}
+
+fn classify(e: &inabench_ina::RunError, text: String) -> WorkloadError {
+    use inabench_ina::RunError as E;
+    use inabench_ina::hoststack::StackError;
+    let mut kind = e;
+    while let E::InStep { cause, .. } = kind {
+        kind = cause;
+    }
+    match kind {
+        E::Stack(StackError::NoCosts { .. }) => WorkloadError::Invalid(text),
+        E::Setup(_) | E::Stack(_) | E::BadInputs | E::NoFloatSum(_) => {
+            WorkloadError::BadParam(text)
+        }
+        E::WrongResult { .. }
+        | E::NoResult { .. }
+        | E::AggregatesDiffer
+        | E::WrongElement { .. } => WorkloadError::WrongResult(text),
+        _ => WorkloadError::Invalid(text),
+    }
+}

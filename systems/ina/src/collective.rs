@@ -4,6 +4,7 @@
 //! each worker gets back what its host stack delivered. `Local` is the reference: the exact sum in
 //! f64, rounded once.
 
+use crate::RunError;
 use crate::bfp;
 use crate::common::{AllReduceConfig, FloatSum, Setup, SetupNode, System};
 use crate::netreduce::NetReduce;
@@ -140,10 +141,11 @@ fn config(workers: usize, elements: usize, float: bool, extra: &[(&str, f64)]) -
 /// Run a built setup to completion on one of the suite's fabrics (the [`inabench_fabric::Fabric`]
 /// trait): the nodes and the fabric time until the last worker was done (ns).
 fn run_nodes(
+    sys: &'static str,
     setup: Setup,
     cfg: &AllReduceConfig,
     fabric: Fabric,
-) -> Result<(Vec<SetupNode>, u64), String> {
+) -> Result<(Vec<SetupNode>, u64), RunError> {
     use inabench_fabric::{FabricChoice, Until, udp::IoModel};
     let nodes = setup.into_nodes();
     let mtu = cfg.mtu + 128;
@@ -167,27 +169,28 @@ fn run_nodes(
     };
     let mut f = choice.build::<SetupNode>(Faults::default(), Vec::new());
     let until = Until::workers(cfg.workers, nodes.len(), limit_ns);
-    let (nodes, rep) = f.run(nodes, &until).map_err(|e| e.to_string())?;
+    let (nodes, rep) = f.run(nodes, &until)?;
     if !rep.finished {
-        return Err("the all-reduce did not finish".into());
+        return Err(RunError::Unfinished { system: sys });
     }
     Ok((nodes, rep.time_ns))
 }
 
 /// Run a built setup to completion; each worker's result as raw i32.
 fn run(
+    sys: &'static str,
     setup: Setup,
     cfg: &AllReduceConfig,
     fabric: Fabric,
-) -> Result<(Vec<Vec<i32>>, u64, u64), String> {
+) -> Result<(Vec<Vec<i32>>, u64, u64), RunError> {
     let w = cfg.workers;
-    let (nodes, dur) = run_nodes(setup, cfg, fabric)?;
+    let (nodes, dur) = run_nodes(sys, setup, cfg, fabric)?;
     let mut results = Vec::with_capacity(w);
     let mut frames = 0;
     for n in &nodes {
         if let SetupNode::Worker(x) = n {
             frames += x.stats().packets_tx;
-            results.push(x.result().ok_or("a worker finished without a result")?);
+            results.push(x.result().ok_or(RunError::NoResult { system: sys })?);
         }
     }
     Ok((results, frames, dur))
@@ -195,14 +198,18 @@ fn run(
 
 /// One all-reduce of `sys` as `cfg` builds it (the system's own seeded inputs) on `fabric`:
 /// the fabric time (virtual on sim, wall on mem and udp), ns.
-pub fn run_system(sys: &dyn System, cfg: &AllReduceConfig, fabric: Fabric) -> Result<u64, String> {
-    let setup = sys.build(cfg).map_err(|e| e.to_string())?;
-    let (nodes, d) = run_nodes(setup, cfg, fabric)?;
+pub fn run_system(
+    sys: &dyn System,
+    cfg: &AllReduceConfig,
+    fabric: Fabric,
+) -> Result<u64, RunError> {
+    let setup = sys.build(cfg)?;
+    let (nodes, d) = run_nodes(sys.name(), setup, cfg, fabric)?;
     if nodes
         .iter()
         .any(|n| matches!(n, SetupNode::Worker(w) if !w.check(cfg)))
     {
-        return Err(format!("{} produced a wrong result", sys.name()));
+        return Err(RunError::WrongResult { system: sys.name() });
     }
     Ok(d)
 }
@@ -213,8 +220,8 @@ pub fn run_system(sys: &dyn System, cfg: &AllReduceConfig, fabric: Fabric) -> Re
 pub fn run_system_mem(
     sys: &dyn System,
     cfg: &AllReduceConfig,
-) -> Result<(u64, inabench_fabric::mem::MemReport), String> {
-    let setup = sys.build(cfg).map_err(|e| e.to_string())?;
+) -> Result<(u64, inabench_fabric::mem::MemReport), RunError> {
+    let setup = sys.build(cfg)?;
     let workers = cfg.workers;
     let nodes = setup.into_nodes();
     let until = inabench_fabric::Until::workers(workers, nodes.len(), 120_000_000_000);
@@ -222,15 +229,15 @@ pub fn run_system_mem(
         mtu: cfg.mtu + 128,
         faults: Faults::default(),
     };
-    let (nodes, _, rep) = mem.run_detailed(nodes, &until).map_err(|e| e.to_string())?;
+    let (nodes, _, rep) = mem.run_detailed(nodes, &until)?;
     if !rep.finished {
-        return Err("the all-reduce did not finish".into());
+        return Err(RunError::Unfinished { system: sys.name() });
     }
     if nodes
         .iter()
         .any(|n| matches!(n, SetupNode::Worker(w) if !w.check(cfg)))
     {
-        return Err(format!("{} produced a wrong result", sys.name()));
+        return Err(RunError::WrongResult { system: sys.name() });
     }
     let done = rep.nodes.iter().take(workers).map(|n| n.done_ns).max();
     Ok((done.unwrap_or(rep.wall_ns), rep))
@@ -242,12 +249,12 @@ fn through(
     float: bool,
     extra: &[(&str, f64)],
     fabric: Fabric,
-) -> Result<(Vec<Vec<i32>>, u64, u64), String> {
+) -> Result<(Vec<Vec<i32>>, u64, u64), RunError> {
     let workers = inputs.len();
     let elements = inputs.first().map_or(0, Vec::len);
     let cfg = config(workers, elements, float, extra);
-    let setup = sys.build_with(&cfg, inputs).map_err(|e| e.to_string())?;
-    run(setup, &cfg, fabric)
+    let setup = sys.build_with(&cfg, inputs)?;
+    run(sys.name(), setup, &cfg, fabric)
 }
 
 fn bits(v: &[f32]) -> Vec<i32> {
@@ -264,7 +271,7 @@ pub fn allreduce_f32(
     agg: Aggregation,
     inputs: &[Vec<f32>],
     fabric: Fabric,
-) -> Result<Outcome, String> {
+) -> Result<Outcome, RunError> {
     allreduce_f32_with(agg, inputs, fabric, &[])
 }
 
@@ -275,11 +282,11 @@ pub fn allreduce_f32_with(
     inputs: &[Vec<f32>],
     fabric: Fabric,
     knobs: &[(&str, f64)],
-) -> Result<Outcome, String> {
+) -> Result<Outcome, RunError> {
     let workers = inputs.len();
     let elements = inputs.first().map_or(0, Vec::len);
     if workers < 2 || inputs.iter().any(|v| v.len() != elements) || elements == 0 {
-        return Err("an all-reduce needs two or more workers with vectors of one length".into());
+        return Err(RunError::BadInputs);
     }
     match agg {
         Aggregation::Local => {
@@ -346,7 +353,7 @@ pub fn allreduce_f32_with(
                 duration_ns: d1 + d2,
             })
         }
-        Aggregation::Through(sys) => Err(format!("{} does not sum float32", sys.name())),
+        Aggregation::Through(sys) => Err(RunError::NoFloatSum(sys.name())),
     }
 }
 

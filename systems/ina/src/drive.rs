@@ -4,6 +4,7 @@
 //! workloads of every paper that runs these systems (NetReduce's Table 6, Libra, LuWu); no
 //! harness types here.
 
+use crate::RunError;
 use crate::common::{AllReduceConfig, SetupNode, System};
 use crate::hoststack::{CoreCosts, HostStack, StackError, StackStats, TxBuffered};
 use inabench_fabric::fault::Faults;
@@ -25,7 +26,7 @@ pub fn run_sim(
     faults: Faults,
     host_cost_ns: u64,
     max_ns: u64,
-) -> Result<(Vec<SetupNode>, FabricReport), String> {
+) -> Result<(Vec<SetupNode>, FabricReport), RunError> {
     run_sim_tapped(sys, cfg, faults, host_cost_ns, max_ns, None)
 }
 
@@ -37,7 +38,7 @@ pub fn run_sim_tapped(
     host_cost_ns: u64,
     max_ns: u64,
     pcap: Option<&std::path::Path>,
-) -> Result<(Vec<SetupNode>, FabricReport), String> {
+) -> Result<(Vec<SetupNode>, FabricReport), RunError> {
     run_sim_stack(
         sys,
         cfg,
@@ -59,7 +60,7 @@ pub fn run_sim_stack(
     stack: &HostStack,
     max_ns: u64,
     pcap: Option<&std::path::Path>,
-) -> Result<(Vec<SetupNode>, FabricReport, StackStats), String> {
+) -> Result<(Vec<SetupNode>, FabricReport, StackStats), RunError> {
     // the released client's own protocol settings (SwitchML's pool under its DPDK client)
     let extra = stack.client_knobs(cfg);
     let owned;
@@ -71,7 +72,7 @@ pub fn run_sim_stack(
         owned = c;
         &owned
     };
-    let mut setup = sys.build(cfg).map_err(|e| e.to_string())?;
+    let mut setup = sys.build(cfg)?;
     let links = sys.extra_links();
     if links > 0 {
         setup.switch = Box::new(Attached::new(setup.switch, links, &sim_link(cfg)));
@@ -83,10 +84,13 @@ pub fn run_sim_stack(
         setup.workers.len() + 1 + setup.others.len(),
     );
     if let Some(path) = pcap {
-        let file = std::fs::File::create(path)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        let mut w = inabench_wire::pcap::PcapWriter::new(std::io::BufWriter::new(file))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let write = |cause| RunError::Write {
+            path: path.to_path_buf(),
+            cause,
+        };
+        let file = std::fs::File::create(path).map_err(write)?;
+        let mut w =
+            inabench_wire::pcap::PcapWriter::new(std::io::BufWriter::new(file)).map_err(write)?;
         // a write error stops the capture, not the run
         let mut ok = true;
         fabric.tap = Some(Box::new(move |t, _from, _to, frame| {
@@ -234,7 +238,7 @@ fn run_wrapped(
     setup: crate::common::Setup,
     stack: &HostStack,
     max_ns: u64,
-) -> Result<(Vec<SetupNode>, FabricReport, StackStats), String> {
+) -> Result<(Vec<SetupNode>, FabricReport, StackStats), RunError> {
     let nodes: Vec<TxBuffered<SetupNode>> = setup
         .into_nodes()
         .into_iter()
@@ -254,7 +258,7 @@ fn run_wrapped(
         counted: vec![true; nodes.len()],
         limit_ns: max_ns,
     };
-    let (nodes, rep) = fabric.run(nodes, &until).map_err(|e| e.to_string())?;
+    let (nodes, rep) = fabric.run(nodes, &until)?;
     let (nodes, st) = unwrap_nodes(nodes);
     Ok((nodes, rep, st))
 }
@@ -278,7 +282,7 @@ pub fn run_setup_sim(
     faults: Faults,
     host_cost_ns: u64,
     max_ns: u64,
-) -> Result<(Vec<SetupNode>, FabricReport), String> {
+) -> Result<(Vec<SetupNode>, FabricReport), RunError> {
     let (nodes, rep, _) = run_setup_sim_stack(
         setup,
         cfg,
@@ -296,7 +300,7 @@ pub fn run_setup_sim_stack(
     faults: Faults,
     stack: &HostStack,
     max_ns: u64,
-) -> Result<(Vec<SetupNode>, FabricReport, StackStats), String> {
+) -> Result<(Vec<SetupNode>, FabricReport, StackStats), RunError> {
     let n = setup.workers.len() + 1 + setup.others.len();
     let mut fabric = sim_driver(cfg, faults, stack, n);
     run_wrapped(&mut fabric, setup, stack, max_ns)

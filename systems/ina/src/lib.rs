@@ -18,6 +18,7 @@ pub mod collective;
 pub mod common;
 pub mod conformance;
 pub mod drive;
+pub mod error;
 pub mod fpga;
 pub mod fuzz;
 pub mod hoststack;
@@ -33,6 +34,7 @@ pub mod training;
 pub mod udp_node;
 
 use common::System;
+pub use error::RunError;
 
 /// Every system of this crate, by the name the specs use. The fuzz body picks a system by an
 /// input's first byte in this order among those [`System::fuzzed`], so new systems go at the

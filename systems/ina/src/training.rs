@@ -27,6 +27,7 @@
 //! bucket size), so the bucket boundaries and the compute per gradient byte are the full model's;
 //! `grad_scale` is a parameter of the rows.
 
+use crate::RunError;
 use crate::collective::{self, Aggregation, Fabric};
 use crate::common::{AllReduceConfig, SetupNode, System};
 use crate::drive::run_sim_stack;
@@ -54,16 +55,16 @@ impl Fit {
 /// NVLink as the paper states it (B_intra = 150 GB/s).
 pub const B_INTRA: f64 = 150e9;
 
-fn duration_s(sys: &dyn System, cfg: &AllReduceConfig, stack: &HostStack) -> Result<f64, String> {
+fn duration_s(sys: &dyn System, cfg: &AllReduceConfig, stack: &HostStack) -> Result<f64, RunError> {
     let (nodes, rep, _) = run_sim_stack(sys, cfg, Faults::default(), stack, 120_000_000_000, None)?;
     if !rep.finished {
-        return Err(format!("{} did not finish on sim", sys.name()));
+        return Err(RunError::Unfinished { system: sys.name() });
     }
     let mut end = 0u64;
     for n in &nodes {
         if let SetupNode::Worker(w) = n {
             if !w.check(cfg) {
-                return Err(format!("{} produced a wrong result", sys.name()));
+                return Err(RunError::WrongResult { system: sys.name() });
             }
             let s = w.stats();
             end = end.max(s.end_ns.saturating_sub(s.start_ns));
@@ -79,7 +80,7 @@ pub fn fit(
     workers: usize,
     line_rate_bps: f64,
     host_cost: u64,
-) -> Result<Fit, String> {
+) -> Result<Fit, RunError> {
     fit_with(sys, workers, line_rate_bps, &HostStack::Measured(host_cost))
 }
 
@@ -89,7 +90,7 @@ pub fn fit_with(
     workers: usize,
     line_rate_bps: f64,
     stack: &HostStack,
-) -> Result<Fit, String> {
+) -> Result<Fit, RunError> {
     let cfg = |bytes: f64| AllReduceConfig {
         workers,
         elements: (bytes / 4.0) as usize,
@@ -103,10 +104,11 @@ pub fn fit_with(
     let t1 = duration_s(sys, &cfg(m1), stack)?;
     let t2 = duration_s(sys, &cfg(m2), stack)?;
     if t2 <= t1 {
-        return Err(format!(
-            "{}: no growth with size ({t1} s, {t2} s)",
-            sys.name()
-        ));
+        return Err(RunError::NoGrowth {
+            system: sys.name(),
+            t1_s: t1,
+            t2_s: t2,
+        });
     }
     let g = (m2 - m1) / (t2 - t1);
     Ok(Fit {
@@ -121,7 +123,7 @@ pub fn fit_cached(
     workers: usize,
     line_rate_bps: f64,
     host_cost: u64,
-) -> Result<Fit, String> {
+) -> Result<Fit, RunError> {
     fit_with_cached(sys, workers, line_rate_bps, &HostStack::Measured(host_cost))
 }
 
@@ -131,7 +133,7 @@ pub fn fit_with_cached(
     workers: usize,
     line_rate_bps: f64,
     stack: &HostStack,
-) -> Result<Fit, String> {
+) -> Result<Fit, RunError> {
     type Key = (&'static str, usize, u64, String);
     static CACHE: OnceLock<Mutex<HashMap<Key, Fit>>> = OnceLock::new();
     let key = (
@@ -266,10 +268,10 @@ pub fn check_sum(
     agg: Aggregation,
     inputs: &[Vec<f32>],
     results: &[Vec<f32>],
-) -> Result<(), String> {
+) -> Result<(), RunError> {
     let n = inputs.len();
     if results.len() != n || results.iter().any(|r| r != &results[0]) {
-        return Err("the workers' aggregates differ".into());
+        return Err(RunError::AggregatesDiffer);
     }
     let block = 48;
     for (i, got) in results[0].iter().enumerate() {
@@ -286,7 +288,11 @@ pub fn check_sum(
             tol += crate::bfp::error_bound(e, n);
         }
         if (f64::from(*got) - want).abs() > tol || !got.is_finite() {
-            return Err(format!("element {i}: {got}, the gradients sum to {want}"));
+            return Err(RunError::WrongElement {
+                index: i,
+                got: *got,
+                want,
+            });
         }
     }
     Ok(())
@@ -308,7 +314,7 @@ pub fn exchange(
     warmup: usize,
     steps: usize,
     seed: u64,
-) -> Result<Exchanged, String> {
+) -> Result<Exchanged, RunError> {
     let small = shrink(model, scale);
     let sizes = bucket_sizes(&small, 4.0, bucket_bytes * scale);
     let mut out = Vec::with_capacity(steps);
@@ -319,9 +325,14 @@ pub fn exchange(
             let inputs: Vec<Vec<f32>> = (0..workers)
                 .map(|w| gradient(seed, w, step, b, elements))
                 .collect();
-            let o = collective::allreduce_f32_with(agg, &inputs, fabric, knobs)?;
-            check_sum(agg, &inputs, &o.results)
-                .map_err(|e| format!("step {step}, bucket {b}: {e}"))?;
+            let o = collective::allreduce_f32_with(agg, &inputs, fabric, knobs);
+            let in_step = |e| RunError::InStep {
+                step,
+                bucket: b,
+                cause: Box::new(e),
+            };
+            let o = o.map_err(in_step)?;
+            check_sum(agg, &inputs, &o.results).map_err(in_step)?;
             times.push(o.duration_ns as f64 / 1e9);
         }
         if step >= warmup {
@@ -350,7 +361,7 @@ pub fn exchange_cached(
     warmup: usize,
     steps: usize,
     seed: u64,
-) -> Result<Exchanged, String> {
+) -> Result<Exchanged, RunError> {
     type Key = (String, usize, usize, usize, u64);
     static CACHE: OnceLock<Mutex<HashMap<Key, Exchanged>>> = OnceLock::new();
     let sizes = bucket_sizes(&shrink(model, scale), 4.0, bucket_bytes * scale);
@@ -392,7 +403,7 @@ pub fn exchange_cached(
 /// virtual time on the sim fabric at `line_rate_bps` (the fastest of three runs). The emulated
 /// class multiplies the modelled compute by it (`dilation: rc`), so compute and communication
 /// keep the testbed's balance although this host's software fabric is far slower than 100 GbE.
-pub fn dilation(fabric: Fabric, line_rate_bps: f64) -> Result<f64, String> {
+pub fn dilation(fabric: Fabric, line_rate_bps: f64) -> Result<f64, RunError> {
     static CACHE: OnceLock<Mutex<HashMap<(&'static str, u64), f64>>> = OnceLock::new();
     let key = (fabric.name(), line_rate_bps as u64);
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
@@ -414,7 +425,10 @@ pub fn dilation(fabric: Fabric, line_rate_bps: f64) -> Result<f64, String> {
         wall = wall.min(collective::run_system(&RcStream, &cfg, fabric)? as f64 / 1e9);
     }
     if !(sim > 0.0 && wall.is_finite() && wall > 0.0) {
-        return Err(format!("no dilation from {wall} s over {sim} s"));
+        return Err(RunError::NoDilation {
+            wall_s: wall,
+            sim_s: sim,
+        });
     }
     let d = wall / sim;
     if let Ok(mut m) = cache.lock() {
@@ -432,7 +446,7 @@ pub fn emulated(
     batch: f64,
     bucket_bytes: f64,
     ex: &Exchanged,
-) -> Result<Vec<training::Iteration>, String> {
+) -> Result<Vec<training::Iteration>, RunError> {
     emulated_with(model, scale, compute, batch, bucket_bytes, true, ex)
 }
 
@@ -446,7 +460,7 @@ pub fn emulated_with(
     bucket_bytes: f64,
     overlap: bool,
     ex: &Exchanged,
-) -> Result<Vec<training::Iteration>, String> {
+) -> Result<Vec<training::Iteration>, RunError> {
     let small = shrink(model, scale);
     ex.steps
         .iter()
@@ -473,7 +487,7 @@ pub fn emulated_with(
                 },
             );
             if bad.get() || next.get() != times.len() {
-                return Err("the timeline's buckets are not the exchanged ones".to_string());
+                return Err(RunError::Timeline);
             }
             Ok(it)
         })

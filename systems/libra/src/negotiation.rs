@@ -143,7 +143,8 @@ pub fn run_sim_stack(
         inabench_fabric::fault::Faults::default(),
         stack,
         600_000_000_000,
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let (mut start, mut end) = (u64::MAX, 0u64);
     for n in &nodes {
         if let SetupNode::Worker(w) = n {

@@ -91,7 +91,7 @@ impl Workload for AllReduce {
         let limit_ns = (ctx.param("time_limit_ms").unwrap_or(10_000.0) * 1e6) as u64;
         let (nodes, rep, _) =
             inabench_ina::drive::run_sim_stack(sys, &cfg, faults, &stack, limit_ns, None)
-                .map_err(WorkloadError::Invalid)?;
+                .map_err(crate::fabric::run_error)?;
         let want = reference_sum(cfg.seed, cfg.workers, cfg.elements);
         let (mut finished, mut wrong, mut start, mut end, mut retx) =
             (0usize, 0usize, u64::MAX, 0u64, 0u64);

@@ -161,7 +161,7 @@ pub(crate) fn switchml_time_ns(
         60_000_000_000,
         None,
     )
-    .map_err(WorkloadError::Invalid)?;
+    .map_err(crate::fabric::run_error)?;
     if !rep.finished {
         return Err(WorkloadError::Invalid(
             "SwitchML did not finish on sim".into(),

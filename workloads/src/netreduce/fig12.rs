@@ -76,7 +76,11 @@ pub fn run(
             dp::no_block_error
         },
     };
-    let mut aggregate = |g: &[Vec<f32>]| allreduce_f32(agg, g, fabric).map(|o| o.results);
+    let mut aggregate = |g: &[Vec<f32>]| {
+        allreduce_f32(agg, g, fabric)
+            .map(|o| o.results)
+            .map_err(|e| e.to_string())
+    };
     dp::train(&m, &d, workers, batch, steps, lr, tolerance, &mut aggregate)
         .map(|(log, _)| log)
         .map_err(|e| e.to_string())
@@ -185,7 +189,9 @@ mod tests {
         };
         // count worker 0's largest gradient element twice
         let mut twice = |g: &[Vec<f32>]| {
-            let mut s = allreduce_f32(Aggregation::Local, g, Fabric::Sim)?.results;
+            let mut s = allreduce_f32(Aggregation::Local, g, Fabric::Sim)
+                .map_err(|e| e.to_string())?
+                .results;
             let (i, _) = g[0].iter().enumerate().fold((0, 0f32), |a, (i, v)| {
                 if v.abs() > a.1 { (i, v.abs()) } else { a }
             });
@@ -203,7 +209,9 @@ mod tests {
         );
         // and one that gives workers different sums
         let mut uneven = |g: &[Vec<f32>]| {
-            let mut s = allreduce_f32(Aggregation::Local, g, Fabric::Sim)?.results;
+            let mut s = allreduce_f32(Aggregation::Local, g, Fabric::Sim)
+                .map_err(|e| e.to_string())?
+                .results;
             let (i, _) = g[0].iter().enumerate().fold((0, 0f32), |a, (i, v)| {
                 if v.abs() > a.1 { (i, v.abs()) } else { a }
             });
@@ -282,7 +290,7 @@ mod tests {
             };
             let mut frames = 0;
             let mut via_udp = |g: &[Vec<f32>]| {
-                let o = allreduce_f32(agg, g, Fabric::Udp)?;
+                let o = allreduce_f32(agg, g, Fabric::Udp).map_err(|e| e.to_string())?;
                 frames += o.frames;
                 Ok(o.results)
             };
@@ -307,7 +315,9 @@ mod tests {
             abs_per_block: dp::no_block_error,
         };
         let mut twice = |g: &[Vec<f32>]| {
-            let mut s = allreduce_f32(Aggregation::NETREDUCE, g, Fabric::Udp)?.results;
+            let mut s = allreduce_f32(Aggregation::NETREDUCE, g, Fabric::Udp)
+                .map_err(|e| e.to_string())?
+                .results;
             for r in &mut s {
                 r[5] += g[1][5];
             }

@@ -145,7 +145,7 @@ impl Workload for Table6 {
             let limit_ns = (opt(ctx, "time_limit_ms", 60_000.0) * 1e6) as u64;
             let (nodes, rep, st) =
                 run_sim_stack(sys, &cfg, faults, &stack, limit_ns, pcap.as_deref())
-                    .map_err(WorkloadError::Invalid)?;
+                    .map_err(crate::fabric::run_error)?;
             stack_stats = st;
             let cpu: Vec<u64> = rep.nodes[..cfg.workers].iter().map(|s| s.cpu_ns).collect();
             (nodes, rep.finished, 0, cpu, rep.faults.dropped)

@@ -102,7 +102,7 @@ fn run_emulated(
         exchange_cached(
             agg, fabric, &knobs, model, scale, bucket, machines, warmup, steps, seed,
         )
-        .map_err(|e| WorkloadError::WrongResult(format!("{agg:?}: {e}")))
+        .map_err(|e| crate::fabric::run_error_in(format_args!("{agg:?}"), e))
     };
     let mine = ex(agg)?;
     let ring = ex(Aggregation::RING)?;
@@ -112,7 +112,7 @@ fn run_emulated(
         .unwrap_or_else(|_| "rc".to_string())
         .as_str()
     {
-        "rc" => dilation(fabric, rate).map_err(WorkloadError::Invalid)?,
+        "rc" => dilation(fabric, rate).map_err(crate::fabric::run_error)?,
         "none" => 1.0,
         other => {
             return Err(WorkloadError::Invalid(format!(
@@ -137,9 +137,9 @@ fn run_emulated(
         }
     };
     let its = emulated_with(model, scale, compute, batch, bucket, overlap(ctx), &mine)
-        .map_err(WorkloadError::Invalid)?;
+        .map_err(crate::fabric::run_error)?;
     let base = emulated_with(model, scale, compute, batch, bucket, overlap(ctx), &ring)
-        .map_err(WorkloadError::Invalid)?;
+        .map_err(crate::fabric::run_error)?;
     let iteration_s = mean(&its, |i| i.iteration_s);
     let base_s = mean(&base, |i| i.iteration_s);
     ctx.record_if_declared("iteration_ms", iteration_s * 1e3);
@@ -257,7 +257,7 @@ impl Workload for Training {
             let stack =
                 inabench_ina::drive::host_stack_for(sys, Some(name), costs, None, None, None)
                     .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
-            fit_with_cached(sys, w, rate, &stack).map_err(WorkloadError::Invalid)
+            fit_with_cached(sys, w, rate, &stack).map_err(crate::fabric::run_error)
         };
         let system = ctx.system().to_string();
         let schemes = Schemes {
