@@ -28,11 +28,32 @@ use inabench_ina::common::{AllReduceConfig, SetupNode, System, reference_sum};
 
 pub struct AllReduce;
 
-/// Every system of [`inabench_ina::SYSTEMS`], in list order: the family runs them all (a system
-/// that cannot run a cell says so in the cell).
+/// A run of an aggregation that is not an all-reduce system of [`inabench_ina::SYSTEMS`] but
+/// whose crate runs it through the seam ([`inabench_fabric::Fabric`]): one cell, recorded as the
+/// list's systems record theirs.
+type Other = fn(&mut PointCtx<'_>) -> Result<(), WorkloadError>;
+
+/// The aggregations the family runs beside the list's systems, by the name specs use: P4SGD's
+/// closed loop of one-packet all-reduces (`inabench_p4sgd::allreduce::run_p4sgd`), where the
+/// build has P4SGD.
+fn others() -> Vec<(&'static str, Other)> {
+    vec![
+        #[cfg(feature = "p4sgd")]
+        ("p4sgd", p4sgd_cell as Other),
+    ]
+}
+
+/// Every system of [`inabench_ina::SYSTEMS`], in list order, then the other aggregations this
+/// build can run: the family runs them all (a system that cannot run a cell says so in the cell).
 pub fn system_names() -> &'static [&'static str] {
     static NAMES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
-    NAMES.get_or_init(|| inabench_ina::SYSTEMS.iter().map(|s| s.name()).collect())
+    NAMES.get_or_init(|| {
+        inabench_ina::SYSTEMS
+            .iter()
+            .map(|s| s.name())
+            .chain(others().into_iter().map(|(n, _)| n))
+            .collect()
+    })
 }
 
 impl Workload for AllReduce {
@@ -53,12 +74,18 @@ impl Workload for AllReduce {
     }
 
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
-        let sys = inabench_ina::system(ctx.system()).ok_or_else(|| {
-            WorkloadError::Invalid(format!(
-                "`{}` is not a system of inabench_ina::SYSTEMS",
-                ctx.system()
-            ))
-        })?;
+        let Some(sys) = inabench_ina::system(ctx.system()) else {
+            let name = ctx.system().to_string();
+            let (_, run) = others()
+                .into_iter()
+                .find(|(n, _)| *n == name)
+                .ok_or_else(|| {
+                    WorkloadError::Invalid(format!(
+                        "`{name}` is neither a system of inabench_ina::SYSTEMS nor another aggregation this build runs"
+                    ))
+                })?;
+            return run(ctx);
+        };
         let cfg = config(ctx, sys)?;
         // a refusal is the system's answer to the point's shape (workers, knobs), asked of a
         // build with few elements so that a refused 64-worker cell allocates nothing large
@@ -149,22 +176,98 @@ impl Workload for AllReduce {
     }
 }
 
-/// The all-reduce of a point: `size_bytes` (a whole number of int32) or `elements`, `workers`,
-/// the link (`line_rate_gbps`, `mtu`), the retransmission timeout (`timeout_us`, 100 us of
-/// virtual time as Table 6's simulated class) and the system's own knobs, the parameters named
-/// `<system>__<knob>`.
-pub fn config(ctx: &PointCtx<'_>, sys: &dyn System) -> Result<AllReduceConfig, WorkloadError> {
-    let elements = match ctx.param("size_bytes") {
+/// The elements of a point: `size_bytes` (a whole number of int32) or `elements`.
+fn elements(ctx: &PointCtx<'_>) -> Result<usize, WorkloadError> {
+    match ctx.param("size_bytes") {
         Ok(b) => {
             if !(b >= 4.0 && b % 4.0 == 0.0 && b <= 4e9) {
                 return Err(WorkloadError::BadParam(format!(
                     "`size_bytes` is a whole number of int32 (a multiple of 4 bytes), not {b}"
                 )));
             }
-            b as usize / 4
+            Ok(b as usize / 4)
         }
-        Err(_) => ctx.positive_count("elements")?,
+        Err(_) => ctx.positive_count("elements"),
+    }
+}
+
+/// P4SGD's aggregation (its FPGA workers and switch program, `inabench_p4sgd`) on the same star:
+/// a closed loop of `p4sgd__ops` one-packet all-reduces per worker (P4SGD's regime: each
+/// operation one packet of at most 255 values), every result checked against the exact sum; the
+/// cell's time is the median operation's latency. The link is the one the list's systems get
+/// ([`inabench_ina::drive::sim_link`]: rate and latency); like them no NIC, PCIe or switch
+/// pipeline latency is charged (P4SGD's own figures for those are uncited, p4sgd-fig8), only one
+/// 512-bit beat per frame at `p4sgd__fpga_clock_mhz` (the U280 design's clock, p4sgd-fig8).
+#[cfg(feature = "p4sgd")]
+fn p4sgd_cell(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+    use inabench_p4sgd::allreduce::{RunError, SimInputs, run_p4sgd};
+    let workers = ctx.positive_count("workers")?;
+    let elements = elements(ctx)?;
+    let timeout_ns = (ctx.param("timeout_us").unwrap_or(100.0) * 1e3) as u64;
+    let link = inabench_ina::drive::sim_link(&AllReduceConfig {
+        workers,
+        elements,
+        seed: ctx.seed,
+        line_rate_bps: ctx.param("line_rate_gbps").unwrap_or(100.0) * 1e9,
+        mtu: ctx.param("mtu").unwrap_or(1024.0) as usize,
+        timeout_ns,
+        knobs: Vec::new(),
+    });
+    let si = SimInputs {
+        rate_bps: link.rate_bps,
+        link_latency_ns: link.latency_ns,
+        switch_latency_ns: 0,
+        fpga_nic_ns: 0,
+        fpga_beat_ns: (1e3 / ctx.param("p4sgd__fpga_clock_mhz")?).round() as u64,
+        host_nic_ns: 0,
+        timeout_ns,
+        host_frame_ns: 0,
+        mpi_allreduce_ns: None,
     };
+    let ops = ctx.positive_count("p4sgd__ops")? as u64;
+    let o = match run_p4sgd(workers, elements, ops, ctx.seed, Some(&si), timeout_ns) {
+        Ok(o) => o,
+        Err(RunError::Config(why)) => {
+            ctx.log(
+                LogLevel::Warn,
+                format!("p4sgd cannot run this cell ({workers} workers, {elements} values): {why}"),
+            );
+            ctx.record("refused", 1.0);
+            return Ok(());
+        }
+        Err(e) => return Err(WorkloadError::Invalid(e.to_string())),
+    };
+    ctx.record("refused", 0.0);
+    ctx.record("wrong_workers", o.wrong as f64);
+    ctx.record_if_declared("retransmissions", o.retransmissions as f64);
+    if o.wrong > 0 {
+        return Err(WorkloadError::WrongResult(format!(
+            "{} of P4SGD's results differ from the reference",
+            o.wrong
+        )));
+    }
+    if o.unfinished > 0 {
+        return Err(WorkloadError::Invalid(format!(
+            "{} of P4SGD's workers did not finish their {ops} operations",
+            o.unfinished
+        )));
+    }
+    let mut lat = o.latencies;
+    lat.sort_unstable();
+    let time_ns = lat.get(lat.len() / 2).copied().unwrap_or(0).max(1) as f64;
+    let bits = elements as f64 * 32.0;
+    ctx.record_in("time", time_ns, "ns")?;
+    ctx.record_in_if_declared("algbw", bits / (time_ns / 1e9), "bps")?;
+    ctx.record_in_if_declared("goodput", bits / (time_ns / 1e9), "bps")?;
+    Ok(())
+}
+
+/// The all-reduce of a point: `size_bytes` (a whole number of int32) or `elements`, `workers`,
+/// the link (`line_rate_gbps`, `mtu`), the retransmission timeout (`timeout_us`, 100 us of
+/// virtual time as Table 6's simulated class) and the system's own knobs, the parameters named
+/// `<system>__<knob>`.
+pub fn config(ctx: &PointCtx<'_>, sys: &dyn System) -> Result<AllReduceConfig, WorkloadError> {
+    let elements = elements(ctx)?;
     let prefix = format!("{}__", sys.name());
     let mut knobs = Vec::new();
     for (k, v) in &ctx.point.params {
