@@ -6,8 +6,9 @@
 //!
 //! Needs root, qemu-system-x86_64, debootstrap and (for the first, cached, image build) the
 //! Debian mirror: without them it says why and passes, except under CI=true, where .ci/setup
-//! installs them and a missing one fails. Cost on a 2-core host: the image build ~6 min once
-//! (cached under ~/.cache/inabench/rxe-rig), each run ~1.5 min (two TCG guests boot in ~40-50 s).
+//! installs them and a missing one fails. Measured on a 2-core host: cold (no cached image) 297 s,
+//! of which the image build 261 s (cached under ~/.cache/inabench/rxe-rig); warm 42 s (two TCG
+//! guests boot in ~15 s each and run the checks).
 //! INABENCH_RXE_RIG=0 skips it (say so when you do).
 
 use std::path::{Path, PathBuf};
