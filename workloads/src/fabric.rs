@@ -141,6 +141,39 @@ mod tests {
     }
 
     #[test]
+    fn an_all_reduce_error_becomes_the_points_error_by_kind() {
+        use inabench_ina::RunError;
+        use inabench_ina::collective::{Aggregation, Fabric, allreduce_f32};
+        // a real refusal of inabench_ina: one worker is no all-reduce, whatever the run
+        let one = allreduce_f32(Aggregation::NETREDUCE, &[vec![1.0]], Fabric::Sim)
+            .err()
+            .expect("one worker refused");
+        assert!(matches!(run_error(one), WorkloadError::BadParam(_)));
+        let wrong = RunError::InStep {
+            step: 3,
+            bucket: 1,
+            cause: Box::new(RunError::WrongElement {
+                index: 7,
+                got: 1.0,
+                want: 2.0,
+            }),
+        };
+        match run_error_in("ring", wrong) {
+            WorkloadError::WrongResult(m) => {
+                assert_eq!(
+                    m,
+                    "ring: step 3, bucket 1: element 7: 1, the gradients sum to 2"
+                )
+            }
+            other => panic!("a wrong element is a wrong result, not {other:?}"),
+        }
+        let stuck = RunError::Unfinished { system: "atp" };
+        assert!(
+            matches!(run_error(stuck), WorkloadError::Invalid(m) if m == "atp's all-reduce did not finish")
+        );
+    }
+
+    #[test]
     fn the_label_is_the_fabric_chosen() {
         let (chosen, label) = with_ctx(&[("emulated_fabric", Scalar::Str("mem".into()))], |c| {
             (emulated_fabric(c, Emulated::Udp), c.fabric)
