@@ -1,22 +1,25 @@
 //! One system's closed loop of checked all-reduces (`elements` 32-bit values, `ops` operations
 //! one after another per worker) on the `sim` fabric (virtual time, with the model inputs of
 //! [`SimInputs`]) or on `mem` (a thread per node, real time): P4SGD, CPUSync, SwitchML and
-//! GPUSync, every result checked against the exact sum; the per-frame costs of the host stacks
-//! measured on this machine; NCCL's inputs for GPUSync. What p4sgd-fig8 runs (and the modelled
-//! class's latencies); no harness types here.
+//! GPUSync, every result checked against the exact sum; NCCL's inputs for GPUSync. What
+//! p4sgd-fig8 runs (and the modelled class's latencies); no harness types here.
 //!
 //! Simulated: each node's timing around its state machine comes from [`crate::host::Host`] with
-//! the model inputs: the FPGA worker's MAC/PHY and transport latency each way plus one 512-bit
-//! beat per frame at the FPGA clock; the switch's pipeline latency (P4SGD's program, and the
-//! forwarding switch of CPUSync); the host NIC's latency each way (NIC pipeline and PCIe) for the
-//! CPU systems, whose host stacks also pay a per-frame cost drawn from the costs of their own
-//! code measured on this machine (so their jitter is that code's jitter here). GPUSync (simulated
-//! only): NCCL's ring or tree with the LL protocol as real messages ([`crate::gpusync`]), each
-//! operation starting NCCL's base latency after it is issued, each hop costing NCCL's per-hop
-//! latency (its tuning model's) with the shape of this host's measured host-stack costs
-//! ([`gpusync_costs`]), so it has a distribution and grows with the node count. The host costs
-//! follow the suite's one calibration rule (`inabench_fabric::wrap`, see [`run_samples`]); each
-//! repetition of a point runs on its own calibration ([`SimInputs::calibration`]).
+//! the model inputs, every one declared (the spec's or the host profile's), none measured on
+//! this machine, so a run is a function of its inputs and seed alone: the FPGA worker's MAC/PHY
+//! and transport latency each way plus one 512-bit beat per frame at the FPGA clock; the
+//! switch's pipeline latency (P4SGD's program, and the forwarding switch of CPUSync and
+//! GPUSync); SwitchML's host NIC latency each way (NIC pipeline and PCIe) and its client's
+//! declared cost per frame ([`SimInputs::host_frame_ns`]). CPUSync (simulated): its recursive
+//! doubling as real messages, each exchange costing the cited MPI_Allreduce latency over the
+//! exchanges ([`SimInputs::mpi_allreduce_ns`]; the fabric's links, switch and serialisation,
+//! plus a per-frame cost at the sender and at the receiver of half the rest each, as GPUSync's
+//! hop), so its mean is the cited latency ([`cpusync_frame_ns`]). GPUSync (simulated only):
+//! NCCL's ring or tree with the LL protocol as real messages ([`crate::gpusync`]), each operation
+//! starting NCCL's base latency after it is issued, each hop costing NCCL's per-hop latency (its
+//! tuning model's, [`gpusync_costs`]), so it grows with the node count. Before issue #34 the CPU
+//! systems (and GPUSync's shape) paid per-frame costs of this suite's code measured on this
+//! machine while the run ran, so their numbers moved with the host's load.
 
 use crate::cpusync::{CpuSyncWorker, Forwarder};
 use crate::driver::LoopWorker;
@@ -25,7 +28,6 @@ use crate::protocol::{P4sgdSwitch, P4sgdWorker, PAPER_SLOTS, SwitchConfig, Worke
 use inabench_fabric::Node;
 use inabench_fabric::fault::Faults;
 use inabench_fabric::sim::LinkConfig;
-use inabench_fabric::wrap::{CpuMeter, Timed};
 use inabench_fabric::{
     Endpoint, Fabric, FabricError, FabricReport, Mem, Nanos, NodeId, Sim, Transmit, Until,
 };
@@ -33,9 +35,8 @@ use inabench_ina::common::{AllReduceConfig, SetupNode, System, Worker};
 use inabench_ina::hoststack::{DpdkStack, StackStats, TxBuffered};
 use inabench_ina::switchml::SwitchMl;
 use inabench_ina::tofino::TofinoModel;
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
 
 /// Why a run could not be set up or carried out.
 #[derive(Debug, thiserror::Error)]
@@ -68,15 +69,15 @@ pub struct SimInputs {
     /// A host NIC's pipeline and PCIe, one way (Mellanox ConnectX-5 EN brief: "sub-600ns").
     pub host_nic_ns: u64,
     pub timeout_ns: u64,
-    /// Which calibration of this host's per-frame costs the CPU systems pay (a workload passes
-    /// its repetition: repetition r runs on calibration r, each an independent measurement,
-    /// see [`cpusync_costs`]).
-    pub calibration: u32,
-    /// A declared per-frame cost instead of a measurement: `Some(c)` makes every CPU host stack
-    /// (CPUSync, SwitchML) pay exactly `c` ns a frame and GPUSync's frames exactly NCCL's
-    /// per-hop latency (no measured shape), so a run is a function of its inputs and seed
-    /// alone (the modelled class); `None` measures this host (`calibration`).
-    pub fixed_frame_ns: Option<u64>,
+    /// The CPU host stack's declared cost per frame, ns, of SwitchML's own client (one
+    /// thread, no buffer): the host profile's `systems.switchml.worker.frame`. Nothing of a run
+    /// is measured on this machine.
+    pub host_frame_ns: u64,
+    /// CPUSync's declared MPI_Allreduce latency for the run's node count and message size, ns
+    /// (the host profile's cited OSU figure, `costs.cpusync_mpi_allreduce`, along the
+    /// spec's table): what CPUSync's simulated recursive doubling costs in all
+    /// ([`cpusync_frame_ns`]); `None` where a run has none (CPUSync then cannot run on `sim`).
+    pub mpi_allreduce_ns: Option<u64>,
 }
 
 impl SimInputs {
@@ -114,13 +115,6 @@ impl SimInputs {
     /// per-frame cost in the fabric (each node's timing is its [`Host`]'s), no faults.
     pub fn star(&self, switch: NodeId) -> Sim {
         Sim::new(self.link(), switch)
-    }
-    /// A CPU host stack's per-frame costs: the declared `fixed_frame_ns`, else `measure()`.
-    fn host_costs(&self, measure: impl FnOnce() -> Vec<u64>) -> Vec<u64> {
-        match self.fixed_frame_ns {
-            Some(c) => vec![c],
-            None => measure(),
-        }
     }
 }
 
@@ -260,96 +254,28 @@ fn cpusync_nodes(
         .collect()
 }
 
-/// What a calibration's measurement depends on: the system, the calibration (repetition) and
-/// everything that changes the measured run (workers, values per operation, line rate).
-type CalKey = (&'static str, u32, usize, usize, u64);
-
-fn calibrations() -> &'static Mutex<HashMap<CalKey, Vec<u64>>> {
-    static CACHE: OnceLock<Mutex<HashMap<CalKey, Vec<u64>>>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+/// The exchanges of CPUSync's recursive doubling among `workers` (log2: 3 at 8).
+pub fn cpusync_exchanges(workers: usize) -> u32 {
+    workers.max(1).trailing_zeros()
 }
 
-/// Per-frame costs of a host stack measured on this machine, cached per process by everything
-/// the measurement depends on ([`CalKey`]): calibration r is an independent run, made when first
-/// asked for. (Keyed by system and calibration alone, the first caller's workers and values
-/// decided the costs of every later caller in the process.)
-fn calibrated(key: CalKey, measure: impl FnOnce() -> Vec<u64>) -> Vec<u64> {
-    let cache = calibrations();
-    if let Some(v) = cache.lock().ok().and_then(|m| m.get(&key).cloned()) {
-        return v;
-    }
-    let v = measure();
-    if let Ok(mut m) = cache.lock() {
-        m.insert(key, v.clone());
-    }
-    v
+/// CPUSync's declared cost per frame (ns) at each end of an exchange: the cited MPI_Allreduce
+/// latency `allreduce_ns` over the recursive doubling's exchanges, less what the fabric adds to
+/// an exchange ([`fabric_hop_ns`]: links, switch, serialisation), half at the sender and half at
+/// the receiver, as GPUSync's hop ([`gpusync_costs`]). The cited latency contains the NICs and
+/// PCIe (OSU measures MPI_Allreduce end to end), so CPUSync pays no separate NIC delay. 0 where
+/// the fabric alone exceeds the cited latency.
+pub fn cpusync_frame_ns(si: &SimInputs, workers: usize, allreduce_ns: u64) -> u64 {
+    let exchanges = u64::from(cpusync_exchanges(workers).max(1));
+    let per_exchange = allreduce_ns as f64 / exchanges as f64;
+    ((per_exchange - fabric_hop_ns(si) as f64) / 2.0)
+        .max(0.0)
+        .round() as u64
 }
 
-/// Forget every calibration of this process (tests that check a run does not depend on one).
-pub fn clear_calibrations() {
-    if let Ok(mut m) = calibrations().lock() {
-        m.clear();
-    }
-}
-
-/// The per-frame samples of the timed workers of a calibration run, by the suite's one
-/// calibration rule (`inabench_fabric::wrap`): each frame's wall time inside the calls (an
-/// empty poll charged to the next frame) times the thread's on-CPU share of the batch of
-/// events it was recorded in, less the clock's own cost per call. No sample is cut, for
-/// CPUSync and GPUSync alike: the batch share already takes the off-CPU time out where it
-/// fell, so cutting the longest samples as well (the 99th-percentile cut GPUSync had) would
-/// take the preemptions out twice, and cut the code's own slow frames with them; which
-/// samples inside a preempted batch the preemption hit cannot be told without reading the CPU
-/// clock around every call, whose syscall (about 540 ns a pair on this VM) would cost more than
-/// many calls, so a preempted batch keeps one longer sample, scaled by its batch's share.
-///
-/// The nodes run on `sim` (100G links, no per-frame cost) around `switch` until every node is
-/// done, the meter counting the fabric's events ([`Sim::run_observed`]); no samples if the
-/// fabric refuses the nodes.
-fn run_samples<E: Endpoint, S: Endpoint>(
-    nodes: Vec<Node<Timed<E>, S>>,
-    switch: NodeId,
-) -> Vec<u64> {
-    let view = |n: &Node<Timed<E>, S>| n.worker().map(Timed::stats);
-    let mut meter = CpuMeter::new(256);
-    let until = every_node(nodes.len(), SIM_LIMIT_NS);
-    let Ok((nodes, _)) =
-        Sim::new(LinkConfig::gbps100(), switch)
-            .run_observed(nodes, &until, |_, n| meter.observe(n, view))
-    else {
-        return Vec::new();
-    };
-    meter.finish(&nodes, view);
-    nodes
-        .into_iter()
-        .enumerate()
-        .filter_map(|(i, n)| {
-            n.into_worker()
-                .map(|t| meter.samples(i, t.samples.as_deref().unwrap_or(&[])))
-        })
-        .flatten()
-        .collect()
-}
-
-/// CPUSync's costs, calibration `rep`: 2,000 all-reduces on `sim` with no timing, every
-/// worker frame timed ([`run_samples`]).
-pub fn cpusync_costs(workers: usize, elements: usize, rep: u32) -> Vec<u64> {
-    calibrated(("cpusync", rep, workers, elements, 0), || {
-        let Ok(ws) = cpusync_nodes(workers, elements, 2000, 7) else {
-            return Vec::new();
-        };
-        let mut nodes: Vec<_> = ws
-            .into_iter()
-            .map(|l| Node::Worker(Timed::with_samples(l)))
-            .collect();
-        nodes.push(Node::Switch(Forwarder::new(
-            workers as NodeId,
-            workers as u32 + 1,
-        )));
-        run_samples(nodes, workers as NodeId)
-    })
-}
-
+/// CPUSync: recursive doubling among the workers through a forwarding switch, on `sim` (with
+/// `inputs`: every frame at the declared [`cpusync_frame_ns`] of `inputs.mpi_allreduce_ns`, no
+/// NIC delay, see there) or on `mem` (without).
 pub fn run_cpusync(
     workers: usize,
     elements: usize,
@@ -360,8 +286,17 @@ pub fn run_cpusync(
     let sw_id = workers as NodeId;
     let timing = match sim {
         Some(si) => {
-            let costs = si.host_costs(|| cpusync_costs(workers, elements, si.calibration));
-            Some((si, si.cpu(costs)))
+            let l = si.mpi_allreduce_ns.ok_or_else(|| {
+                RunError::Config(
+                    "CPUSync on sim needs its declared MPI_Allreduce latency (the host profile's costs.cpusync_mpi_allreduce)".into(),
+                )
+            })?;
+            let t = Timing {
+                rx_delay_ns: 0,
+                tx_delay_ns: 0,
+                cost: Cost::Fixed(cpusync_frame_ns(si, workers, l)),
+            };
+            Some((si, t))
         }
         None => None,
     };
@@ -418,31 +353,12 @@ fn fabric_hop_ns(si: &SimInputs) -> u64 {
     2 * si.link_latency_ns + si.switch_latency_ns + 2 * frame_ns
 }
 
-/// GPUSync's per-frame cost samples: the shape of this host's measured per-frame costs of a
-/// host stack (CPUSync's, [`cpusync_costs`] of the same calibration, uncut as CPUSync's: see
-/// [`run_samples`]), scaled so that their mean, a hop (one frame sent, one received), costs
-/// NCCL's per-hop latency minus what the fabric adds; fixed at that mean if no sample was
-/// measured.
-pub fn gpusync_costs(workers: usize, elements: usize, si: &SimInputs, hop_ns: u64) -> Cost {
+/// GPUSync's per-frame cost: NCCL's per-hop latency `hop_ns` (a hop is one frame sent, one
+/// received) less what the fabric adds, half at each end. Declared inputs only: before issue
+/// #34 the samples had the shape of this host's measured host-stack costs, scaled to this mean.
+pub fn gpusync_costs(si: &SimInputs, hop_ns: u64) -> Cost {
     let per_frame = hop_ns.saturating_sub(fabric_hop_ns(si)) as f64 / 2.0;
-    if si.fixed_frame_ns.is_some() {
-        // declared inputs only: NCCL's per-hop latency, no shape measured here
-        return Cost::Fixed(per_frame.round() as u64);
-    }
-    let samples = cpusync_costs(workers, elements, si.calibration);
-    if samples.is_empty() {
-        return Cost::Fixed(per_frame.round() as u64);
-    }
-    let mean = samples.iter().map(|x| *x as f64).sum::<f64>() / samples.len() as f64;
-    if mean <= 0.0 {
-        return Cost::Fixed(per_frame.round() as u64);
-    }
-    Cost::Samples(
-        samples
-            .iter()
-            .map(|x| (*x as f64 * per_frame / mean).round() as u64)
-            .collect(),
-    )
+    Cost::Fixed(per_frame.round() as u64)
 }
 
 /// GPUSync on `sim`: NCCL's ring or tree with the LL protocol as real messages through a
@@ -460,7 +376,7 @@ pub fn run_gpusync(
     use crate::gpusync::{GpuSyncConfig, GpuSyncWorker};
     let sw_id = workers as NodeId;
     let (algo, base_ns, hop_ns) = n.pick(workers);
-    let cost = gpusync_costs(workers, elements, si, hop_ns);
+    let cost = gpusync_costs(si, hop_ns);
     let mut nodes: Vec<Node<_, _>> = Vec::new();
     for r in 0..workers {
         let w = GpuSyncWorker::new(GpuSyncConfig {
@@ -551,26 +467,6 @@ pub fn switchml_config(
     }
 }
 
-/// SwitchML's worker costs, calibration `rep`: 2,000 all-reduces on `sim`, every worker frame
-/// timed ([`run_samples`]).
-pub fn switchml_costs(workers: usize, rate_bps: f64, rep: u32) -> Vec<u64> {
-    calibrated(("switchml", rep, workers, 0, rate_bps.to_bits()), || {
-        let cfg = switchml_config(workers, 2000, 7, rate_bps, 1_000_000);
-        let Ok(setup) = SwitchMl.build(&cfg) else {
-            return Vec::new();
-        };
-        let nodes: Vec<_> = setup
-            .into_nodes()
-            .into_iter()
-            .map(|n| match n {
-                SetupNode::Worker(_) => Node::Worker(Timed::with_samples(n)),
-                other => Node::Switch(other),
-            })
-            .collect();
-        run_samples(nodes, workers as NodeId)
-    })
-}
-
 pub fn run_switchml(
     workers: usize,
     ops: u64,
@@ -625,15 +521,7 @@ fn run_switchml_on(
 ) -> Result<Outcome, RunError> {
     let cfg = switchml_config(workers, ops, seed, rate_bps, timeout_ns);
     match sim {
-        Some(si) => sim_switchml(
-            &cfg,
-            si,
-            si.host_costs(|| switchml_costs(workers, rate_bps, si.calibration)),
-            None,
-            seed,
-            false,
-        )
-        .map(|o| o.0),
+        Some(si) => sim_switchml(&cfg, si, vec![si.host_frame_ns], None, seed, false).map(|o| o.0),
         None => {
             let setup = SwitchMl.build(&cfg).map_err(err)?;
             let nodes = setup.into_nodes();
@@ -828,8 +716,8 @@ mod gpusync_tests {
             fpga_beat_ns: 4,
             host_nic_ns: 600,
             timeout_ns: 10_000,
-            calibration: 0,
-            fixed_frame_ns: None,
+            host_frame_ns: 0,
+            mpi_allreduce_ns: None,
         }
     }
 
@@ -868,6 +756,117 @@ mod gpusync_tests {
 }
 
 #[cfg(test)]
+mod declared_inputs_tests {
+    use super::*;
+    use crate::driver::LatencyStats;
+
+    fn si() -> SimInputs {
+        SimInputs {
+            rate_bps: 100e9,
+            link_latency_ns: 10,
+            switch_latency_ns: 400,
+            fpga_nic_ns: 200,
+            fpga_beat_ns: 4,
+            host_nic_ns: 600,
+            timeout_ns: 10_000,
+            // the reference profile's SwitchML cost per frame, and OSU's 8-node 32 B latency
+            host_frame_ns: 16,
+            mpi_allreduce_ns: Some(3_810),
+        }
+    }
+
+    /// Every latency of p4sgd-fig8's simulated systems (P4SGD, CPUSync, SwitchML's own client,
+    /// SwitchML behind the released DPDK client, GPUSync).
+    fn every_latency() -> Vec<Vec<u64>> {
+        let si = si();
+        let nccl = NcclInputs {
+            algo: None,
+            tree: (4400, 5000),
+            ring: (3600, 2700),
+        };
+        let stack = DpdkStack::switchml_release(16);
+        let ok = |o: Outcome| {
+            assert_eq!((o.wrong, o.unfinished), (0, 0));
+            o.latencies
+        };
+        vec![
+            ok(run_p4sgd(8, 8, 300, 1, Some(&si), si.timeout_ns).expect("p4sgd")),
+            ok(run_cpusync(8, 8, 300, 1, Some(&si)).expect("cpusync")),
+            ok(run_switchml(8, 300, 1, 100e9, Some(&si), si.timeout_ns).expect("switchml")),
+            ok(
+                run_switchml_dpdk(8, 300, 1, 100e9, &si, si.timeout_ns, &stack)
+                    .expect("switchml_dpdk")
+                    .0,
+            ),
+            ok(run_gpusync(8, 8, 300, 1, &si, &nccl).expect("gpusync")),
+        ]
+    }
+
+    /// Issue #34's done-means for the simulated class: nothing of a run is timed on this host,
+    /// so the same inputs give the same latencies, bit for bit, on a quiet host and beside
+    /// three busy threads (before #34 CPUSync's, SwitchML's and GPUSync's per-frame costs were
+    /// measured here while the run ran and moved with the load).
+    #[test]
+    fn simulated_latencies_do_not_depend_on_this_hosts_load() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let quiet = every_latency();
+        let stop = AtomicBool::new(false);
+        let loaded = std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    let mut x = 1u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        x = std::hint::black_box(
+                            x.wrapping_mul(6364136223846793005).wrapping_add(1),
+                        );
+                    }
+                });
+            }
+            let r = every_latency();
+            stop.store(true, Ordering::Relaxed);
+            r
+        });
+        assert_eq!(quiet.len(), 5);
+        for (i, (q, l)) in quiet.iter().zip(&loaded).enumerate() {
+            assert!(!q.is_empty(), "system {i} has no latency");
+            assert_eq!(q, l, "system {i}");
+        }
+    }
+
+    /// CPUSync's simulated mean is the declared MPI_Allreduce latency: 3 exchanges at 8
+    /// workers, each the fabric's 434 ns (2 x 10 ns of links, 400 ns of switch, 2 x 7 ns of a
+    /// minimum frame) plus 418 ns at each end; a higher declared latency a higher mean, and one
+    /// below what the fabric alone takes costs nothing per frame.
+    #[test]
+    fn cpusync_costs_the_declared_mpi_latency() {
+        let si = si();
+        assert_eq!(fabric_hop_ns(&si), 434);
+        assert_eq!(cpusync_exchanges(8), 3);
+        assert_eq!(cpusync_frame_ns(&si, 8, 3_810), 418);
+        assert_eq!(cpusync_frame_ns(&si, 8, 1_000), 0);
+        let mean = |l: u64| {
+            let si = SimInputs {
+                mpi_allreduce_ns: Some(l),
+                ..si.clone()
+            };
+            let o = run_cpusync(8, 8, 300, 1, Some(&si)).expect("runs");
+            assert_eq!((o.wrong, o.unfinished), (0, 0));
+            LatencyStats::of(&o.latencies).expect("samples").mean_us
+        };
+        let m = mean(3_810);
+        assert!((m - 3.81).abs() < 0.05 * 3.81, "{m} us");
+        let m9 = mean(9_000);
+        assert!((m9 - 9.0).abs() < 0.05 * 9.0, "{m9} us");
+        // without a declared latency CPUSync does not run on sim
+        let none = SimInputs {
+            mpi_allreduce_ns: None,
+            ..si
+        };
+        assert!(run_cpusync(8, 8, 10, 1, Some(&none)).is_err());
+    }
+}
+
+#[cfg(test)]
 mod switchml_dpdk_tests {
     use super::*;
     use crate::driver::LatencyStats;
@@ -889,8 +888,8 @@ mod switchml_dpdk_tests {
             fpga_beat_ns: 4,
             host_nic_ns: 600,
             timeout_ns: 1_000_000,
-            calibration: 0,
-            fixed_frame_ns: None,
+            host_frame_ns: 0,
+            mpi_allreduce_ns: None,
         };
         let ops = 200;
         let cfg = switchml_config(8, ops, 3, 100e9, si.timeout_ns);
@@ -953,8 +952,8 @@ mod switchml_dpdk_tests {
             fpga_beat_ns: 4,
             host_nic_ns: 600,
             timeout_ns: 10_000,
-            calibration: 0,
-            fixed_frame_ns: None,
+            host_frame_ns: 0,
+            mpi_allreduce_ns: None,
         };
         let run = |ns: u64| {
             let stack = DpdkStack::switchml_release(ns);

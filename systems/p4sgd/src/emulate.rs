@@ -486,8 +486,8 @@ mod tests {
             fpga_beat_ns: 4,
             host_nic_ns: 600,
             timeout_ns: 10_000,
-            calibration: 0,
-            fixed_frame_ns: None,
+            host_frame_ns: 0,
+            mpi_allreduce_ns: None,
         }
     }
 

@@ -105,7 +105,9 @@ impl Setup {
             self.target_rel,
             self.ref_epochs,
             self.inp.fpga,
-            self.inp.sim
+            // every model input (the launch cost, the MPI table, the CPU and GPU rates, ...):
+            // a break-even rerun that moves one must not read a cached best
+            self.inp
         )
     }
 }

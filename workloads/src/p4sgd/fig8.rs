@@ -4,30 +4,34 @@
 //! (and their timing) are [`inabench_p4sgd::allreduce`]'s.
 //!
 //! Simulated (`sim` fabric, virtual time, the spec's line rate): each node's timing around its
-//! state machine comes from [`inabench_p4sgd::host::Host`] with the spec's model inputs: the FPGA
-//! worker's MAC/PHY and transport latency each way plus one 512-bit beat per frame at the FPGA
-//! clock; the switch's pipeline latency (P4SGD's program, and the forwarding switch of CPUSync);
-//! the host NIC's latency each way (NIC pipeline and PCIe) for the CPU systems, whose host stacks
-//! also pay a per-frame cost drawn from the costs of their own code measured on this machine (so
-//! their jitter is that code's jitter here). Emulated (`mem` fabric): the same state machines, a
-//! thread per node, real time; no model inputs apply. Emulated on `udp` (`emulated_fabric: udp`,
-//! the default): the same state machines, each node on its own loopback UDP socket served by
-//! a thread of its own ([`inabench_fabric::UdpThreads`], through [`inabench_p4sgd::udp`]); the
-//! rows carry the label of the fabric that ran (its `FabricReport::fabric`). GPUSync
-//! (simulated class only): NCCL's ring or tree with the LL protocol as real messages
-//! ([`inabench_p4sgd::gpusync`]), each operation starting NCCL's base latency after it is issued,
-//! each hop costing NCCL's per-hop latency (its tuning model's) with the shape of this host's
-//! measured host-stack costs ([`inabench_p4sgd::allreduce::gpusync_costs`]), so it has a
-//! distribution and grows with the node count. `cpusync_mpi_tcp` and `cpusync_mpi_shm`
-//! (emulated class only): OpenMPI's own `MPI_Allreduce` with the same ranks, elements and
-//! operations, one process per rank on this host, over TCP on loopback or shared memory
-//! ([`inabench_p4sgd::mpi`]); `not built` (the point fails with the reason) where `mpicc` is
-//! absent.
+//! state machine comes from [`inabench_p4sgd::host::Host`] with declared inputs only (the
+//! spec's and the host profile's; nothing is timed on this host, so the rows are a function of
+//! spec, profile and seed): the FPGA worker's MAC/PHY and transport latency each way plus one
+//! 512-bit beat per frame at the FPGA clock; the switch's pipeline latency (P4SGD's program,
+//! and the forwarding switch of CPUSync and GPUSync); SwitchML's host NIC latency each way and
+//! its client's cost per frame (the profile's `systems.switchml.worker.frame`, on one thread for
+//! the suite's own client, `switchml`, on the released client's threads for `switchml_dpdk`);
+//! CPUSync's recursive doubling costing the cited MPI_Allreduce latency at the node count and
+//! message size (the spec's `mpi_allreduce_us` at the level of the profile's
+//! `costs.cpusync_mpi_allreduce`, [`super::models::mpi_table`]; see
+//! [`inabench_p4sgd::allreduce::cpusync_frame_ns`]). Emulated (`mem` fabric): the same state
+//! machines, a thread per node, real time; no model inputs apply. Emulated on `udp`
+//! (`emulated_fabric: udp`, the default): the same state machines, each node on its own
+//! loopback UDP socket served by a thread of its own ([`inabench_fabric::UdpThreads`], through
+//! [`inabench_p4sgd::udp`]); the rows carry the label of the fabric that ran (its
+//! `FabricReport::fabric`). GPUSync (simulated class only): NCCL's ring or tree with the LL
+//! protocol as real messages ([`inabench_p4sgd::gpusync`]), each operation starting NCCL's base
+//! latency after it is issued, each hop costing NCCL's per-hop latency (its tuning model's,
+//! [`inabench_p4sgd::allreduce::gpusync_costs`]), so it grows with the node count.
+//! `cpusync_mpi_tcp` and `cpusync_mpi_shm` (emulated class only): OpenMPI's own
+//! `MPI_Allreduce` with the same ranks, elements and operations, one process per rank on this
+//! host, over TCP on loopback or shared memory ([`inabench_p4sgd::mpi`]); `not built` (the
+//! point fails with the reason) where `mpicc` is absent.
 
 use inabench_core::{Fidelity, LogLevel, PointCtx, Workload, WorkloadError};
 use inabench_p4sgd::allreduce::{
-    NcclInputs, SimInputs, cpusync_costs, run_cpusync, run_gpusync, run_p4sgd, run_switchml,
-    switchml_config, switchml_costs,
+    NcclInputs, SimInputs, cpusync_frame_ns, run_cpusync, run_gpusync, run_p4sgd, run_switchml,
+    switchml_config,
 };
 use inabench_p4sgd::driver::LatencyStats;
 use inabench_p4sgd::gpusync::Algo;
@@ -106,7 +110,33 @@ impl Workload for Fig8 {
         let rate_bps = ctx.param("line_rate_gbps")? * 1e9;
         let seed = ctx.seed;
         let simulated = ctx.fidelity == Fidelity::Simulated;
+        let system = ctx.system().to_string();
         let si = if simulated {
+            // CPUSync's cited MPI_Allreduce latency at this node count and message size (read
+            // for CPUSync's rows only)
+            let mpi_ns = if system == "cpusync" {
+                let mpi = super::models::mpi_table(ctx)?
+                    .ok_or_else(|| WorkloadError::Param("mpi_allreduce_us".into()))?;
+                let ns = mpi
+                    .latency_ns(workers, (elements * 4) as f64)
+                    .map_err(WorkloadError::Invalid)?;
+                Some(ns.round() as u64)
+            } else {
+                None
+            };
+            // the suite's own SwitchML client: one thread at the profile's cost per frame
+            let host_frame_ns = if system == "switchml" {
+                crate::hostcost::core_costs(ctx, "switchml")?
+                    .ok_or_else(|| {
+                        err(inabench_ina::hoststack::StackError::NoCosts {
+                            system: "switchml".into(),
+                            stack: "own".into(),
+                        })
+                    })?
+                    .core_ns()
+            } else {
+                0
+            };
             Some(SimInputs {
                 rate_bps,
                 link_latency_ns: ctx.count("link_latency_ns")? as u64,
@@ -115,11 +145,9 @@ impl Workload for Fig8 {
                 fpga_beat_ns: (1e3 / ctx.param("fpga_clock_mhz")?).round() as u64,
                 host_nic_ns: ctx.count("host_nic_ns")? as u64,
                 timeout_ns: (ctx.param("timeout_us")? * 1e3) as u64,
-                // repetition r runs on calibration r of this host's per-frame costs (each an
-                // independent measurement), so the engine's bootstrap over repetitions judges
-                // within their spread
-                calibration: ctx.repetition,
-                fixed_frame_ns: None,
+                // declared, never measured here: the rows are the same at every repetition
+                host_frame_ns,
+                mpi_allreduce_ns: mpi_ns,
             })
         } else {
             None
@@ -128,7 +156,6 @@ impl Workload for Fig8 {
             Some(s) => s.timeout_ns,
             None => (ctx.param("emulated_timeout_us")? * 1e3) as u64,
         };
-        let system = ctx.system().to_string();
         // emulated: `udp` (a loopback socket and a thread per node, the kernel's UDP path) or
         // `mem` (in-process channels, a thread per node)
         let on_udp = if simulated {
@@ -265,7 +292,7 @@ impl Workload for Fig8 {
                 ctx.log(
                     LogLevel::Info,
                     format!(
-                        "gpusync: NCCL {algo:?}/LL, {} hops, base {base} ns, per hop {hop} ns (NCCL's tuning model), per-frame cost shaped like this host's measured host-stack costs",
+                        "gpusync: NCCL {algo:?}/LL, {} hops, base {base} ns, per hop {hop} ns (NCCL's tuning model), every hop at that latency",
                         algo.hops(workers),
                     ),
                 );
@@ -277,23 +304,18 @@ impl Workload for Fig8 {
                 )));
             }
         };
-        if simulated && (system == "cpusync" || system == "switchml") {
-            let costs = match system.as_str() {
-                "cpusync" => cpusync_costs(workers, elements, ctx.repetition),
-                _ => switchml_costs(workers, rate_bps, ctx.repetition),
-            };
-            if let Some(c) = LatencyStats::of(&costs) {
-                ctx.log(
+        if let (Some(si), "cpusync") = (&si, system.as_str())
+            && let Some(l) = si.mpi_allreduce_ns
+        {
+            ctx.log(
                     LogLevel::Info,
                     format!(
-                        "{system}: host cost per frame measured here: median {:.0} ns, p99 {:.0} ns over {} calls",
-                        c.p50_us * 1e3,
-                        c.p99_us * 1e3,
-                        c.count
+                        "cpusync: recursive doubling at the cited MPI_Allreduce latency {:.2} us ({} exchanges, {} ns a frame at each end, no NIC delay: OSU's latency contains it)",
+                        l as f64 / 1e3,
+                        inabench_p4sgd::allreduce::cpusync_exchanges(workers),
+                        cpusync_frame_ns(si, workers, l)
                     ),
                 );
-                ctx.counter("host_cost_p50_ns", (c.p50_us * 1e3) as u64);
-            }
         }
         if !out.fabric.is_empty() {
             // the rows' label is the fabric that ran (`sim`, `mem`, `udp`)

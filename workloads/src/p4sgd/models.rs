@@ -8,7 +8,8 @@
 //! - communication: P4SGD's all-reduce runs its protocol code in the simulator exactly as
 //!   p4sgd-fig8's simulated class does ([`inabench_p4sgd::allreduce`]), with the fixed FPGA and
 //!   switch latencies; CPUSync's is a published MPI_Allreduce latency at the node count and
-//!   message size (`mpi_allreduce_us`, OSU micro-benchmarks, see [`MpiTable`]); SwitchML's runs
+//!   message size (`mpi_allreduce_us`, OSU micro-benchmarks, see [`MpiTable`], at the level of
+//!   the host profile's `costs.cpusync_mpi_allreduce`, [`mpi_table`]); SwitchML's runs
 //!   its streaming aggregation in the simulator at the host profile's cost per frame and core
 //!   (`systems.switchml.worker.frame`, the released DPDK client's, the suite's one SwitchML
 //!   client cost; [`crate::hostcost::core_costs`]), on the released client's threads with its
@@ -23,7 +24,8 @@
 //!   overhead (no cited figure for the paper's CPUs was found), so CPUSync is a best case;
 //! - GPU compute: cuBLAS SGEMM as a dense matrix-vector product bounded by the A100's HBM
 //!   bandwidth (NVIDIA A100 40GB PCIe data sheet: 1,555 GB/s) or FP32 peak (19.5 TFLOPS),
-//!   plus one kernel launch per kernel (`gpu_launch_us`, a cited figure) and NCCL's small
+//!   plus one kernel launch per kernel (the host profile's `costs.gpusync_kernel_launch`,
+//!   [`GPU_LAUNCH_KEY`]) and NCCL's small
 //!   all-reduce latency: with the spec's `nccl_algo`, `nccl_base_lat_us` and `nccl_hop_lat_us`,
 //!   the mean of GPUSync's NCCL all-reduce run in the simulator for this many GPUs as
 //!   p4sgd-fig8's simulated class does ([`inabench_p4sgd::allreduce::run_gpusync`]) but with
@@ -74,8 +76,11 @@ pub struct Inputs {
     /// One core's time per (sample x feature) of the forward dot product and of the backward
     /// axpy, ns ([`cpu_ns_per_element`] of `cpu_clock_ghz`).
     pub cpu_ns_per_element: f64,
-    /// CPUSync's MPI_Allreduce latency by node count and message size (`mpi_allreduce_us`).
+    /// CPUSync's MPI_Allreduce latency by node count and message size (`mpi_allreduce_us` at
+    /// the host profile's level, [`mpi_table`]).
     pub mpi: Option<MpiTable>,
+    /// Why [`Inputs::mpi`] could not be read (a profile without its key), for CPUSync's rows.
+    pub mpi_error: Option<String>,
     /// SwitchML's host cost per frame and core, ns: the host profile's
     /// `systems.switchml.worker.frame` (NaN where the point has no profile pricing SwitchML).
     pub switchml_frame_ns: f64,
@@ -130,6 +135,17 @@ impl MpiTable {
         Ok(MpiTable { rows })
     }
 
+    /// Every latency times `factor` (the sizes kept).
+    pub fn scaled(&self, factor: f64) -> MpiTable {
+        MpiTable {
+            rows: self
+                .rows
+                .iter()
+                .map(|(n, v)| (*n, v.iter().map(|(b, l)| (*b, l * factor)).collect()))
+                .collect(),
+        }
+    }
+
     /// The latency (ns) of an all-reduce of `bytes` among `nodes`: the smallest size's below
     /// it (latency-bound), interpolated on log-log axes between sizes, and past the largest
     /// size extended along the last segment's ns per byte.
@@ -145,6 +161,10 @@ impl MpiTable {
             let ((ba, la), (bb, lb)) = (w[0], w[1]);
             if bytes <= bb {
                 let t = (bytes.ln() - ba.ln()) / (bb.ln() - ba.ln());
+                if la <= 0.0 || lb <= 0.0 {
+                    // a table scaled to 0 (a break-even search's lowest value): no log axis
+                    return Ok(la + t * (lb - la));
+                }
                 return Ok((la.ln() + t * (lb.ln() - la.ln())).exp());
             }
         }
@@ -155,6 +175,40 @@ impl MpiTable {
         };
         Ok(ll + slope * (bytes - bl))
     }
+}
+
+/// The host profile key of CPUSync's MPI_Allreduce latency (us) at [`MPI_AT`]: OSU's
+/// osu_allreduce at the paper's 8 nodes and 32 bytes (8 int32), cited in the reference profile.
+pub const MPI_KEY: &str = "costs.cpusync_mpi_allreduce";
+/// The node count and message size (bytes) of [`MPI_KEY`]'s latency.
+pub const MPI_AT: (usize, f64) = (8, 32.0);
+/// The host profile key of the CPU-side cost of one GPU kernel launch (us), the one launch
+/// cost GPUSync pays per kernel.
+pub const GPU_LAUNCH_KEY: &str = "costs.gpusync_kernel_launch";
+
+/// CPUSync's MPI_Allreduce latencies: the spec's `mpi_allreduce_us` table (OSU's latencies at
+/// each node count and size) scaled so that its 8-node 32-byte entry is the host profile's
+/// [`MPI_KEY`]: the profile sets the level, the table the shape over node counts and sizes.
+/// With the reference profile (the same OSU figure as the table's) the factor is exactly 1; a
+/// break-even search that moves the key moves every entry alike. `None` where the spec has no
+/// table; an error where it has one and the profile does not price it.
+pub fn mpi_table(ctx: &PointCtx<'_>) -> Result<Option<MpiTable>, WorkloadError> {
+    let Ok(text) = ctx.text("mpi_allreduce_us") else {
+        return Ok(None);
+    };
+    let t = MpiTable::parse(&text)
+        .map_err(|e| WorkloadError::Invalid(format!("mpi_allreduce_us: {e}")))?;
+    let level_ns = ctx.host_cost(MPI_KEY)? * 1e3;
+    let at_ns = t
+        .latency_ns(MPI_AT.0, MPI_AT.1)
+        .map_err(|e| WorkloadError::Invalid(format!("mpi_allreduce_us: {e}")))?;
+    if !(level_ns.is_finite() && level_ns >= 0.0) {
+        return Err(WorkloadError::Invalid(format!(
+            "{MPI_KEY} must be at least 0, not {} us",
+            level_ns / 1e3
+        )));
+    }
+    Ok(Some(t.scaled(level_ns / at_ns)))
 }
 
 /// A numeric parameter, or `default` when the spec does not set it.
@@ -190,13 +244,22 @@ impl Inputs {
             host_nic_ns: ctx.count("host_nic_ns")? as u64,
             timeout_ns: (ctx.param("timeout_us")? * 1e3) as u64,
             // the modelled class measures nothing: every host stack pays a declared cost
-            calibration: 0,
-            fixed_frame_ns: Some(switchml_costs.map_or(0, |c| c.core_ns())),
+            host_frame_ns: switchml_costs.map_or(0, |c| c.core_ns()),
+            // CPUSync's all-reduce here is the table's latency itself (cpusync_latency_ns)
+            mpi_allreduce_ns: None,
         };
+        if ctx.param("gpu_launch_us").is_ok() {
+            return Err(WorkloadError::Invalid(format!(
+                "gpu_launch_us is a host cost now: the host profile's {GPU_LAUNCH_KEY}"
+            )));
+        }
+        let mut mpi_error = None;
         Ok(Inputs {
             sim,
             fpga,
-            gpu_launch_ns: opt(ctx, "gpu_launch_us", f64::NAN) * 1e3,
+            // the host profile's cited launch cost (NaN where no profile prices it: the GPU
+            // rows then fail naming the key)
+            gpu_launch_ns: ctx.host_cost(GPU_LAUNCH_KEY).unwrap_or(f64::NAN) * 1e3,
             nccl_allreduce_ns: opt(ctx, "nccl_allreduce_us", f64::NAN) * 1e3,
             dp_values_per_frame: match ctx.param("dp_values_per_frame") {
                 Ok(v) if v >= 1.0 && v <= wire::MAX_VALUES as f64 => v as usize,
@@ -218,13 +281,12 @@ impl Inputs {
             cpu_cores: opt(ctx, "cpu_cores", f64::NAN),
             cpu_mem_bps: opt(ctx, "cpu_mem_gbps", f64::NAN) * 1e9,
             cpu_ns_per_element: cpu_ns_per_element(opt(ctx, "cpu_clock_ghz", f64::NAN)),
-            mpi: match ctx.text("mpi_allreduce_us") {
-                Ok(t) => Some(
-                    MpiTable::parse(&t)
-                        .map_err(|e| WorkloadError::Invalid(format!("mpi_allreduce_us: {e}")))?,
-                ),
-                Err(_) => None,
-            },
+            // read when CPUSync's rows need it: a profile without the key fails those rows only
+            mpi: mpi_table(ctx).unwrap_or_else(|e| {
+                mpi_error = Some(e.to_string());
+                None
+            }),
+            mpi_error,
             switchml_frame_ns,
             switchml_stack: match ctx.text("switchml_client").as_deref() {
                 Ok("dpdk") => switchml_costs
@@ -240,28 +302,27 @@ impl Inputs {
         })
     }
 
+    /// Everything the cached simulated latencies depend on (the sim inputs whole, the
+    /// SwitchML client, the seed).
     fn key(&self) -> String {
-        let s = &self.sim;
         format!(
-            "{} {} {} {} {} {} {} {:?} {:?} {} {}",
-            s.rate_bps,
-            s.link_latency_ns,
-            s.switch_latency_ns,
-            s.fpga_nic_ns,
-            s.fpga_beat_ns,
-            s.host_nic_ns,
-            s.timeout_ns,
-            s.fixed_frame_ns,
-            self.switchml_stack,
-            self.switchml_frame_ns,
-            self.seed
+            "{:?} {:?} {} {}",
+            self.sim, self.switchml_stack, self.switchml_frame_ns, self.seed
         )
     }
 
     fn need(&self, what: &[(f64, &str)]) -> Result<(), WorkloadError> {
         for (v, name) in what {
-            if !(v.is_finite() && *v > 0.0) {
-                return Err(WorkloadError::Param((*name).to_string()));
+            // a launch may cost nothing (a break-even search tries 0); rates and sizes may not
+            let least_ok = *name == "gpu_launch_us" && *v == 0.0;
+            if !(v.is_finite() && (*v > 0.0 || least_ok)) {
+                return Err(if *name == "gpu_launch_us" {
+                    WorkloadError::Invalid(format!(
+                        "the GPU rows need the host profile's {GPU_LAUNCH_KEY}"
+                    ))
+                } else {
+                    WorkloadError::Param((*name).to_string())
+                });
             }
         }
         Ok(())
@@ -356,10 +417,10 @@ pub fn cpusync_latency_ns(
     if workers < 2 {
         return Ok(0.0);
     }
-    let t = inp
-        .mpi
-        .as_ref()
-        .ok_or_else(|| WorkloadError::Param("mpi_allreduce_us".into()))?;
+    let t = inp.mpi.as_ref().ok_or_else(|| match &inp.mpi_error {
+        Some(e) => WorkloadError::Invalid(e.clone()),
+        None => WorkloadError::Param("mpi_allreduce_us".into()),
+    })?;
     t.latency_ns(workers, (elements * 4) as f64)
         .map_err(WorkloadError::Invalid)
 }
@@ -657,8 +718,8 @@ mod tests {
                 fpga_beat_ns: 4,
                 host_nic_ns: 600,
                 timeout_ns: 10_000,
-                calibration: 0,
-                fixed_frame_ns: Some(16),
+                host_frame_ns: 16,
+                mpi_allreduce_ns: None,
             },
             fpga: FpgaModel::paper(8, 4, 250e6),
             gpu_launch_ns: 5_000.0,
@@ -671,6 +732,7 @@ mod tests {
             cpu_mem_bps: 115.2e9,
             cpu_ns_per_element: cpu_ns_per_element(2.2),
             mpi: Some(MpiTable::parse(OSU).unwrap()),
+            mpi_error: None,
             // the reference host profile's systems.switchml.worker.frame
             switchml_frame_ns: 16.1,
             switchml_stack: None,
@@ -741,9 +803,8 @@ mod tests {
             inabench_ina::hoststack::CoreCosts::new(16.1, 4.0).unwrap(),
         ));
         let quiet = (every_number(&inp), every_number(&dpdk));
-        // again from scratch (no cached latency, no cached calibration) beside busy threads
+        // again from scratch (no cached latency) beside busy threads
         cache().lock().unwrap().clear();
-        allreduce::clear_calibrations();
         let stop = AtomicBool::new(false);
         let loaded = std::thread::scope(|s| {
             for _ in 0..3 {
