@@ -16,13 +16,21 @@ use inabench_luwu::run::{self, Job, Outcome};
 use inabench_luwu::transport::Config;
 use inabench_luwu_model::{hw, rate};
 
+/// Bytes the luwu-ooc pipeline reads and writes per parameter in an update: its shard layout's
+/// state file (fp32 master weight, m, v) and parameter file (bf16 for the workers),
+/// `inabench_luwu_ooc::store::FileKind` (12 + 2 = 14, as inabench_luwu_model::iter's LuWu node).
+pub fn ooc_bytes_per_param() -> usize {
+    use inabench_luwu_ooc::store::FileKind;
+    FileKind::State.bytes_per_param() + FileKind::Params.bytes_per_param()
+}
+
 /// Gradient values per second LuWu's out-of-core optimizer node consumes with its states on SSDs
-/// of `ssd_gbps` GB/s per direction: bwd+opt reads and writes 14 bytes a parameter
-/// (inabench_luwu_model::iter, LuWu's node), and Adam runs at the node CPU's rate
-/// (dual Xeon Gold 5320, DRAM-bound; [`rate::scaled`]).
+/// of `ssd_gbps` GB/s per direction: each update reads and writes the luwu-ooc pipeline's bytes
+/// per parameter ([`ooc_bytes_per_param`]), and Adam runs at the node CPU's rate (dual Xeon Gold
+/// 5320, DRAM-bound; [`rate::scaled`]).
 pub fn ooc_consumer_params_per_s(ssd_gbps: f64) -> f64 {
     let adam = rate::scaled(hw::XEON_ADAM_PER_CORE, &hw::NODE_CPU, hw::NODE_CPU.cores);
-    (ssd_gbps * 1e9 / 14.0).min(adam)
+    (ssd_gbps * 1e9 / ooc_bytes_per_param() as f64).min(adam)
 }
 
 /// Heartbeat interval on the `mem` fabric. Its threads run on real time and are not rate
@@ -200,6 +208,8 @@ mod tests {
     fn the_out_of_core_node_consumes_below_line_rate() {
         // 26 GB/s a direction over 14 bytes a value, against 100 Gb/s of 256-byte payloads of
         // 32-bit values: about 78% of the line
+        // the luwu-ooc pipeline's shard files: 12 bytes of fp32 state and 2 of bf16 parameters
+        assert_eq!(ooc_bytes_per_param(), 14);
         let node = ooc_consumer_params_per_s(26.0);
         assert!((node - 26e9 / 14.0).abs() < 1.0, "{node}");
         let line = 100e9 * 256.0 / packet::wire_bytes(64) as f64 / 32.0;
