@@ -2,8 +2,8 @@
 //! sans-IO endpoint. A fixed latency on receive and on transmit that does not occupy the node (a
 //! pipelined datapath: MAC/PHY, a switch pipeline, a NIC and PCIe), and optionally a per-frame
 //! processing cost that does occupy it (a CPU: frames queue behind each other). The cost is fixed
-//! or drawn, with a seeded generator, from samples measured on this machine, so a simulated
-//! software stack has the jitter its code has here.
+//! or drawn, with a seeded generator, from given samples; every caller passes declared costs
+//! (since issue #34 nothing charged in a simulation is measured on this machine).
 
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
 use inabench_rng::SplitMix64;
