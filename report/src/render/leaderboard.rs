@@ -126,7 +126,33 @@ fn values<'a>(
 
 /// The leaderboards of a benchmark run: one per spec table and class (none for a paper's spec).
 pub fn leaderboards(a: &Analysis) -> Vec<Leaderboard> {
-    if !is_benchmark(&a.spec) {
+    leaderboards_of(
+        &a.spec,
+        &a.agg,
+        &a.fidelities,
+        &a.manifest.systems_not_built,
+    )
+}
+
+/// [`leaderboards`] from a spec, its aggregates, the classes present and the systems the run
+/// left out of its plan.
+pub fn leaderboards_of(
+    spec: &Spec,
+    agg: &[AggRow],
+    fidelities: &[Fidelity],
+    not_built: &[String],
+) -> Vec<Leaderboard> {
+    struct A<'a> {
+        spec: &'a Spec,
+        agg: &'a [AggRow],
+        fidelities: &'a [Fidelity],
+    }
+    let a = A {
+        spec,
+        agg,
+        fidelities,
+    };
+    if !is_benchmark(a.spec) {
         return Vec::new();
     }
     let mut out = Vec::new();
@@ -139,7 +165,7 @@ pub fn leaderboards(a: &Analysis) -> Vec<Leaderboard> {
             .metric(metric)
             .map(|m| (m.unit.clone(), m.better))
             .unwrap_or((String::new(), Better::Lower));
-        for &class in &a.fidelities {
+        for &class in a.fidelities {
             let mut keys: Vec<String> = a
                 .agg
                 .iter()
@@ -154,7 +180,7 @@ pub fn leaderboards(a: &Analysis) -> Vec<Leaderboard> {
             keys.dedup();
             let mut rows = Vec::new();
             for key in keys {
-                let mut ranking: Vec<(String, f64)> = values(&a.agg, class, t, &key, metric)
+                let mut ranking: Vec<(String, f64)> = values(a.agg, class, t, &key, metric)
                     .map(|r| (r.system.clone(), r.median))
                     .collect();
                 match better {
@@ -167,7 +193,7 @@ pub fn leaderboards(a: &Analysis) -> Vec<Leaderboard> {
                         continue;
                     }
                     let flag = |m: &str| {
-                        values(&a.agg, class, t, &key, m)
+                        values(a.agg, class, t, &key, m)
                             .find(|r| &r.system == s)
                             .map(|r| r.median)
                     };
@@ -180,7 +206,7 @@ pub fn leaderboards(a: &Analysis) -> Vec<Leaderboard> {
                         )
                     } else if flag("wrong_workers").is_some_and(|v| v > 0.0) {
                         "a wrong sum (the point failed)".into()
-                    } else if a.manifest.systems_not_built.contains(s) {
+                    } else if not_built.contains(s) {
                         "this version cannot run the system in this workload".into()
                     } else {
                         "no value: the point failed or never ran".into()
@@ -271,4 +297,109 @@ pub fn summary(boards: &[Leaderboard]) -> Vec<String> {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inabench_core::value::{Params, Scalar};
+
+    const SPEC: &str = r#"
+id: bench-t
+paper_id: bench
+title: "t"
+citation: "none"
+artifact: "benchmark"
+status: planned
+description: "t"
+systems: [a, b, c, d]
+fidelity: [simulated]
+profiles:
+  quick:
+    estimated_seconds: 1
+    grid:
+      - {size_bytes: [4096, 65536], workers: [8]}
+  full:
+    estimated_seconds: 1
+    grid:
+      - {size_bytes: [4096, 65536], workers: [8]}
+metrics:
+  - {name: time, unit: us, better: lower}
+  - {name: refused, unit: '', better: none}
+tables:
+  - {id: by-size, title: "by size", rows: size_bytes, columns: [time], filter: {workers: 8}}
+"#;
+
+    fn row(system: &str, size: i64, metric: &str, v: f64) -> AggRow {
+        let mut params = Params::new();
+        params.insert("size_bytes".into(), Scalar::Int(size));
+        params.insert("workers".into(), Scalar::Int(8));
+        AggRow {
+            system: system.into(),
+            fidelity: Fidelity::Simulated,
+            fabric: "sim".into(),
+            params,
+            metric: metric.into(),
+            unit: String::new(),
+            n: 1,
+            median: v,
+            mean: v,
+            min: v,
+            max: v,
+            ci_lo: v,
+            ci_hi: v,
+            reps: vec![v],
+        }
+    }
+
+    /// Rows in numeric order; the fastest system first with its lead over the next; a refused
+    /// cell and a system the version cannot run named with why, never ranked; the summary says
+    /// who is best where.
+    #[test]
+    fn the_best_system_leads_and_the_missing_say_why() {
+        let spec = Spec::from_yaml(std::path::Path::new("t.yaml"), SPEC).expect("spec");
+        // no paper block: a benchmark's spec reads without one
+        assert!(spec.paper.values.is_empty());
+        let agg = vec![
+            row("a", 65536, "time", 10.0),
+            row("b", 65536, "time", 25.0),
+            row("c", 65536, "refused", 1.0),
+            row("a", 4096, "time", 3.0),
+            row("b", 4096, "time", 2.0),
+            row("c", 4096, "time", 2.0),
+        ];
+        let boards = leaderboards_of(&spec, &agg, &[Fidelity::Simulated], &["d".into()]);
+        assert_eq!(boards.len(), 1);
+        let b = &boards[0];
+        let keys: Vec<&str> = b.rows.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(keys, ["4096", "65536"]);
+        // a tie is said as a tie, not a win
+        assert!(
+            b.rows[0].best_text("us").starts_with("tie: "),
+            "{}",
+            b.rows[0].best_text("us")
+        );
+        let r = &b.rows[1];
+        let (best, v, lead) = r.best().expect("a best");
+        assert_eq!((best, v), ("a", 10.0));
+        assert!((lead.expect("a lead") - 2.5).abs() < 1e-12);
+        assert_eq!(r.best_text("us"), "a 10 us, 2.50x ahead of b (25)");
+        assert_eq!(r.ranking_text(), "a 10, b 25");
+        assert_eq!(r.missing.len(), 2);
+        assert!(r.missing[0].0 == "c" && r.missing[0].1.starts_with("refused"));
+        assert!(r.missing[1].0 == "d" && r.missing[1].1.contains("cannot run"));
+        let sum = summary(&boards);
+        assert_eq!(sum.len(), 1);
+        assert!(
+            sum[0].contains("a at 1 of 2 (size_bytes = 65536), ahead by 2.50x"),
+            "{}",
+            sum[0]
+        );
+        // a paper's spec gets no leaderboard
+        let paper = SPEC
+            .replace("paper_id: bench", "paper_id: aleph")
+            .replace("id: bench-t", "id: aleph-t");
+        let spec = Spec::from_yaml(std::path::Path::new("t.yaml"), &paper).expect("spec");
+        assert!(leaderboards_of(&spec, &agg, &[Fidelity::Simulated], &[]).is_empty());
+    }
 }
