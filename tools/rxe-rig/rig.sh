@@ -9,14 +9,21 @@
 #       ibverbs-providers with librxe, perftest, iproute2's `rdma`); cached under
 #       ~/.cache/inabench/rxe-rig/<key>, the key a hash of the suite, the mirror and the registry's
 #       versions of the packages (apt-cache madison), so a new kernel or rdma-core builds anew.
-#   tools/rxe-rig/rig.sh run [--guests N] [--share DIR] [--timeout S] [--capture FILE] -- COMMAND
+#   tools/rxe-rig/rig.sh run [--guests N] [--share DIR] [--timeout S] [--capture FILE]
+#                            [--relay HOSTCOMMAND] -- COMMAND
 #       Boot N guests (default 2) under qemu TCG, each on a tap joined to one host bridge, give each
 #       an address 10.77.0.<i+1>/24 and a Soft-RoCE device rxe0 on its NIC, share DIR read-only at
 #       /mnt/share, run COMMAND (a shell command) in each, print each guest's output and exit
 #       status, and tear everything down (a trap removes the qemu processes, taps and bridge on
 #       any exit). COMMAND sees RIG_GUEST (0..N-1), RIG_GUESTS, RIG_IP, RIG_IPS (all guests'
-#       addresses, space-separated), RIG_SHARE=/mnt/share and RIG_OUT (a folder of its own that
-#       comes back: printed paths are under the run folder). --capture writes a pcap of the
+#       data addresses, space-separated), RIG_CTL_IPS (the addresses for the command's own TCP),
+#       RIG_SHARE=/mnt/share and RIG_OUT (its own folder in the run folder). Peers' data addresses
+#       are static neighbours (MAC 52:54:00:77:00:<i+1>).
+#       --relay: the guests' data taps join no bridge: HOSTCOMMAND runs on the host with RIG_TAPS
+#       (the data taps, in guest order) and carries their frames (a bump in the wire); each guest
+#       gets a second NIC on the bridge (10.78.0.<i+1>, RIG_CTL_IPS) for TCP. When the guests are
+#       done the rig creates the file RIG_RELAY_UNTIL names; HOSTCOMMAND then ends (15 s at most),
+#       and its output and exit status are printed with the guests'. --capture writes a pcap of the
 #       bridge (dumpcap or tcpdump) to FILE. Exit 0 when every guest ran COMMAND and it exited 0.
 #   tools/rxe-rig/rig.sh clean
 #       Remove the cache.
@@ -43,7 +50,7 @@ ACCEL="${INABENCH_RXE_RIG_ACCEL:-tcg}"
 CPU=max
 [ "$ACCEL" = tcg ] || CPU=host,-arch-capabilities
 # bump when the recipe below changes what an image holds
-RECIPE=2
+RECIPE=3
 PKGS=(linux-image-amd64 initramfs-tools kmod iproute2 rdma-core ibverbs-providers ibverbs-utils
   perftest udev)
 
@@ -86,7 +93,8 @@ key() {
     sha256sum | cut -c1-16
 }
 
-# The guest's PID 1: mounts, the rig's shares, the NIC's address, rxe0, then the command.
+# The guest's PID 1, baked into the image: mounts, the rig's 9p share, then the run's own guest
+# script from it (tools/rxe-rig/guest.sh, copied at each run: changing it needs no new image).
 write_init() {
   cat >"$1" <<'EOF'
 #!/bin/sh
@@ -97,48 +105,11 @@ mount -t devtmpfs dev /dev 2>/dev/null
 mkdir -p /dev/pts /dev/shm
 mount -t tmpfs tmp /tmp
 mount -t tmpfs run /run
-for a in $(cat /proc/cmdline); do
-  case "$a" in
-    rig.guest=*) RIG_GUEST="${a#rig.guest=}" ;;
-    rig.guests=*) RIG_GUESTS="${a#rig.guests=}" ;;
-  esac
-done
-RIG_IP="10.77.0.$((RIG_GUEST + 1))"
-RIG_IPS=""
-i=0
-while [ "$i" -lt "$RIG_GUESTS" ]; do RIG_IPS="$RIG_IPS 10.77.0.$((i + 1))"; i=$((i + 1)); done
-RIG_IPS="${RIG_IPS# }"
 modprobe 9pnet_virtio && modprobe 9p
 mkdir -p /mnt/rig /mnt/share
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 rig /mnt/rig
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,ro share /mnt/share 2>/dev/null
-RIG_OUT="/mnt/rig/guest$RIG_GUEST"
-mkdir -p "$RIG_OUT"
-export RIG_GUEST RIG_GUESTS RIG_IP RIG_IPS RIG_OUT RIG_SHARE=/mnt/share HOME=/root
-{
-  modprobe virtio_net
-  nic=""
-  for n in /sys/class/net/*; do
-    n="${n##*/}"
-    [ "$n" = lo ] || { nic="$n"; break; }
-  done
-  ip link set lo up
-  ip link set "$nic" up
-  ip addr add "$RIG_IP/24" dev "$nic"
-  modprobe rdma_rxe
-  rdma link add rxe0 type rxe netdev "$nic"
-  t=0
-  until rdma link show rxe0/1 2>/dev/null | grep -q ACTIVE || [ "$t" -ge 50 ]; do
-    sleep 0.2
-    t=$((t + 1))
-  done
-  rdma link show
-  echo "guest $RIG_GUEST: nic $nic, $RIG_IP, kernel $(uname -r), up $(cut -d' ' -f1 /proc/uptime) s"
-} >"$RIG_OUT/setup.log" 2>&1
-cd /mnt/rig
-sh /mnt/rig/cmd.sh >"$RIG_OUT/stdout" 2>"$RIG_OUT/stderr"
-echo $? >"$RIG_OUT/rc.tmp"
-mv "$RIG_OUT/rc.tmp" "$RIG_OUT/rc"
+sh /mnt/rig/guest.sh
 sync
 umount /mnt/rig /mnt/share 2>/dev/null
 echo 1 >/proc/sys/kernel/sysrq
@@ -162,6 +133,14 @@ image() {
     return
   fi
   mkdir -p "$CACHE"
+  # one build at a time; a run that waited here finds the image the other built
+  exec 9>"$CACHE/.lock"
+  flock 9
+  if [ -e "$dir/ready" ]; then
+    say "image cached: $dir"
+    echo "$dir"
+    return
+  fi
   local t0 tmp
   t0=$(date +%s)
   tmp="$(mktemp -d "$CACHE/build.XXXXXX")"
@@ -211,13 +190,14 @@ image() {
 }
 
 run() {
-  local guests=2 share="" timeout=600 capture=""
+  local guests=2 share="" timeout=600 capture="" relay=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --guests) guests="$2"; shift 2 ;;
       --share) share="$2"; shift 2 ;;
       --timeout) timeout="$2"; shift 2 ;;
       --capture) capture="$2"; shift 2 ;;
+      --relay) relay="$2"; shift 2 ;;
       --) shift; break ;;
       *) say "unknown option $1"; exit 2 ;;
     esac
@@ -233,10 +213,15 @@ run() {
   pids=()
   taps=()
   capture_pid=""
+  relay_pid=""
   cleanup() {
     local p t
-    for p in "${pids[@]}" ${capture_pid:+"$capture_pid"}; do kill "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}" ${capture_pid:+"$capture_pid"}; do wait "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}" ${capture_pid:+"$capture_pid"} ${relay_pid:+"$relay_pid"}; do
+      kill "$p" 2>/dev/null || true
+    done
+    for p in "${pids[@]}" ${capture_pid:+"$capture_pid"} ${relay_pid:+"$relay_pid"}; do
+      wait "$p" 2>/dev/null || true
+    done
     for t in "${taps[@]}"; do ip link del "$t" 2>/dev/null || true; done
     ip link del "$br" 2>/dev/null || true
     [ -n "${INABENCH_RXE_RIG_KEEP:-}" ] || rm -rf "$run_dir"
@@ -245,6 +230,7 @@ run() {
   trap 'exit 130' INT TERM
   mkdir -p "$run_dir/ctl" "$run_dir/empty"
   printf '%s\n' "$*" >"$run_dir/ctl/cmd.sh"
+  cp "$RIG_DIR/guest.sh" "$run_dir/ctl/guest.sh"
   [ -n "$share" ] || share="$run_dir/empty"
   ip link add "$br" type bridge
   ip link set "$br" up
@@ -258,14 +244,27 @@ run() {
     fi
     capture_pid=$!
   fi
-  local i tap t0
+  local i tap ctap t0 data_taps=() control=()
   t0=$(date +%s)
   for ((i = 0; i < guests; i++)); do
     tap="rxtap$((id % 100000))g$i"
     ip tuntap add dev "$tap" mode tap
     taps+=("$tap")
-    ip link set "$tap" master "$br"
+    data_taps+=("$tap")
     ip link set "$tap" up
+    if [ -z "$relay" ]; then
+      ip link set "$tap" master "$br"
+      control=()
+    else
+      # the data tap is the relay's; a second NIC on the bridge carries the command's TCP
+      ctap="rxctl$((id % 100000))g$i"
+      ip tuntap add dev "$ctap" mode tap
+      taps+=("$ctap")
+      ip link set "$ctap" master "$br"
+      ip link set "$ctap" up
+      control=(-netdev "tap,id=n1,ifname=$ctap,script=no,downscript=no"
+        -device "virtio-net-pci,netdev=n1,mac=52:54:00:78:00:$(printf %02x $((i + 1))),romfile=")
+    fi
     qemu-system-x86_64 -accel "$ACCEL" -cpu "$CPU" -smp 1 -m 1024 -display none -monitor none \
       -no-reboot -serial "file:$run_dir/guest$i.console" \
       -kernel "$img/vmlinuz" -initrd "$img/initrd.img" \
@@ -277,9 +276,15 @@ run() {
       -device "virtio-9p-pci,fsdev=rig,mount_tag=rig" \
       -fsdev "local,id=share,path=$share,security_model=none,readonly=on" \
       -device "virtio-9p-pci,fsdev=share,mount_tag=share" \
+      "${control[@]}" \
       >"$run_dir/guest$i.qemu.log" 2>&1 &
     pids+=($!)
   done
+  if [ -n "$relay" ]; then
+    RIG_TAPS="${data_taps[*]}" RIG_RELAY_UNTIL="$run_dir/guests-done" \
+      bash -c "$relay" >"$run_dir/relay.log" 2>&1 &
+    relay_pid=$!
+  fi
   say "$guests guest(s) booting ($ACCEL), bridge $br, run folder $run_dir"
   # wait for every qemu to exit (the guest powers off after the command), at most $timeout s
   local deadline=$(($(date +%s) + timeout)) alive
@@ -294,6 +299,23 @@ run() {
     sleep 1
   done
   local wall=$(($(date +%s) - t0)) failed=0 rc
+  if [ -n "$relay" ]; then
+    touch "$run_dir/guests-done"
+    local n=0
+    while kill -0 "$relay_pid" 2>/dev/null && [ "$n" -lt 150 ]; do
+      sleep 0.1
+      n=$((n + 1))
+    done
+    rc=none
+    if ! kill -0 "$relay_pid" 2>/dev/null; then
+      rc=0
+      wait "$relay_pid" || rc=$?
+      relay_pid=""
+    fi
+    echo "== relay: exit status $rc"
+    cat "$run_dir/relay.log"
+    [ "$rc" = 0 ] || failed=1
+  fi
   for ((i = 0; i < guests; i++)); do
     local o="$run_dir/ctl/guest$i"
     rc="$(cat "$o/rc" 2>/dev/null || echo none)"

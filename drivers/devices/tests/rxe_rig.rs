@@ -8,7 +8,7 @@
 //! Debian mirror: without them it says why and passes, except under CI=true, where .ci/setup
 //! installs them and a missing one fails. Measured on a 2-core host: cold (no cached image) 297 s,
 //! of which the image build 261 s (cached under ~/.cache/inabench/rxe-rig); warm 42 s (two TCG
-//! guests boot in ~15 s each and run the checks).
+//! guests boot in ~15 s each and run the checks); the relay test as much again.
 //! INABENCH_RXE_RIG=0 skips it (say so when you do).
 
 use std::path::{Path, PathBuf};
@@ -18,46 +18,61 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// target/release/examples/verbs_pair, next to this test's deps folder.
-fn example() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let dir = exe.parent()?.parent()?;
-    let p = dir.join("examples").join("verbs_pair");
-    p.is_file().then_some(p)
+/// target/release/examples/<name>, next to this test's deps folder.
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("this test's path");
+    let p = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("examples").join(name))
+        .filter(|p| p.is_file());
+    p.unwrap_or_else(|| {
+        panic!(
+            "no {name} example next to this test: build it with `cargo test --release --workspace --no-run`"
+        )
+    })
 }
 
-#[test]
-fn verbs_pair_between_two_soft_roce_guests() {
+/// Run verbs_pair in two rig guests (with `relay`, through that host command); None when the
+/// rig is unavailable here (off CI), else its stdout.
+fn run_pair(relay: Option<&str>) -> Option<String> {
+    // one rig at a time: two would boot four TCG guests on the same cores
+    static RIG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = RIG.lock().unwrap_or_else(|e| e.into_inner());
     if std::env::var("INABENCH_RXE_RIG").as_deref() == Ok("0") {
         eprintln!("skipped: INABENCH_RXE_RIG=0");
-        return;
+        return None;
     }
-    let Some(bin) = example() else {
-        panic!(
-            "no verbs_pair example next to this test: build it with `cargo test --release --workspace --no-run`"
-        );
-    };
-    let share = std::env::temp_dir().join(format!("inabench-rxe-rig-{}", std::process::id()));
+    let bin = example("verbs_pair");
+    let share = std::env::temp_dir().join(format!(
+        "inabench-rxe-rig-{}-{}",
+        std::process::id(),
+        relay.is_some()
+    ));
     std::fs::create_dir_all(&share).expect("a scratch folder");
     std::fs::copy(&bin, share.join("verbs_pair")).expect("copy the example into the share");
-    let out = Command::new("bash")
-        .arg(repo().join("tools/rxe-rig/rig.sh"))
+    let mut cmd = Command::new("bash");
+    cmd.arg(repo().join("tools/rxe-rig/rig.sh"))
         .args(["run", "--guests", "2", "--timeout", "600", "--share"])
-        .arg(&share)
+        .arg(&share);
+    if let Some(r) = relay {
+        cmd.args(["--relay", r]);
+    }
+    let out = cmd
         .args([
             "--",
             "if [ \"$RIG_GUEST\" = 0 ]; then exec /mnt/share/verbs_pair server 18515; \
-             else exec /mnt/share/verbs_pair client 10.77.0.1:18515; fi",
+             else exec /mnt/share/verbs_pair client ${RIG_CTL_IPS%% *}:18515; fi",
         ])
         .output()
         .expect("bash runs the rig");
     let _ = std::fs::remove_dir_all(&share);
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr);
     if out.status.code() == Some(77) {
         // rig.sh exits 77 only off CI (under CI=true a missing tool is its exit 1)
         eprintln!("{}", stderr.trim());
-        return;
+        return None;
     }
     assert!(out.status.success(), "the rig failed:\n{stdout}\n{stderr}");
     eprintln!("{}\n{stdout}", stderr.trim());
@@ -65,8 +80,8 @@ fn verbs_pair_between_two_soft_roce_guests() {
     // client's the send completions and the refused write
     for guest in 0..2 {
         let part = stdout
-            .split("== guest ")
-            .find(|s| s.starts_with(&format!("{guest}: exit status 0")))
+            .split("== ")
+            .find(|s| s.starts_with(&format!("guest {guest}: exit status 0")))
             .unwrap_or_else(|| panic!("guest {guest} did not exit 0:\n{stdout}"));
         assert!(part.contains("state ACTIVE"), "guest {guest}: {part}");
         for check in [
@@ -87,4 +102,32 @@ fn verbs_pair_between_two_soft_roce_guests() {
             "guest {guest}: {part}"
         );
     }
+    Some(stdout)
+}
+
+#[test]
+fn verbs_pair_between_two_soft_roce_guests() {
+    run_pair(None);
+}
+
+/// The same between guests whose data NICs meet only in a host process (icrc_relay, on the raw
+/// fabric's AF_PACKET sockets): every RoCEv2 frame rdma_rxe sent verifies with the suite's ICRC
+/// code, and one WRITE Middle packet whose ICRC the relay corrupted is dropped by the receiving
+/// kernel and sent again by the sender's go-back-N, the data still exact.
+#[test]
+fn verbs_pair_through_a_host_relay_that_checks_and_corrupts_icrcs() {
+    let relay = example("icrc_relay");
+    let Some(stdout) = run_pair(Some(&format!("exec {} $RIG_TAPS", relay.display()))) else {
+        return;
+    };
+    let part = stdout
+        .split("== ")
+        .find(|s| s.starts_with("relay: exit status 0"))
+        .unwrap_or_else(|| panic!("the relay did not exit 0:\n{stdout}"));
+    assert!(part.contains(", failed: 0, send errors: 0"), "{part}");
+    assert!(
+        part.contains("icrc_relay: corrupted the ICRC of RC WRITE Middle"),
+        "{part}"
+    );
+    assert!(!part.contains("came again 0 time(s)"), "{part}");
 }
