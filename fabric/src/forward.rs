@@ -4,7 +4,9 @@
 //!
 //! It replaces four forwarders that did the same thing with four ways to find the egress node
 //! (`ina::ring::IpForwarder`, `ina::stream::Forwarder`, `p4sgd::cpusync::Forwarder`,
-//! `luwu::zero3::Forwarder`). What they shared: a queue of frames to send in arrival order, a
+//! `luwu::zero3::Forwarder`; all but P4SGD's CPUSync one are gone: ina's ring and RC stream
+//! and LuWu's ZeRO-3 ring run this one, ina reading its counts through its `Switch` trait).
+//! What they shared: a queue of frames to send in arrival order, a
 //! copy of the frame as it came, no timers, a drop (counted) when the egress is unknown or not a
 //! node of the run. How they differed, and what this one does:
 //! - the route: the IPv4 destination's last octet minus one (ina ring: `10.x.x.(n+1)`, any

@@ -155,6 +155,21 @@ pub trait Switch: Endpoint {
     fn stats(&self) -> SwitchStats;
 }
 
+/// A switch that only forwards (the ring's by destination IP, the RC stream's between its two
+/// hosts): its counts as a switch's statistics.
+impl Switch for inabench_fabric::Forwarder {
+    fn stats(&self) -> SwitchStats {
+        let s = inabench_fabric::Forwarder::stats(self);
+        SwitchStats {
+            packets_in: s.packets_in,
+            bytes_in: s.bytes_in,
+            packets_out: s.packets_out,
+            dropped: s.dropped,
+            ..SwitchStats::default()
+        }
+    }
+}
+
 /// The nodes of one all-reduce.
 pub struct Setup {
     pub workers: Vec<Box<dyn Worker>>,

@@ -11,12 +11,11 @@
 //! float32 bit patterns summed as f32 in ring order (what a training job's all-reduce does).
 
 use crate::common::{
-    AllReduceConfig, HostStats, Setup, SetupError, Switch, SwitchStats, System, Worker,
-    check_inputs, kernel,
+    AllReduceConfig, HostStats, Setup, SetupError, System, Worker, check_inputs, kernel,
 };
-use crate::netreduce::{node_of_ip, worker_addr};
+use crate::netreduce::worker_addr;
 use crate::roce::{Accept, RcResponder, RcSender};
-use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use inabench_fabric::{Endpoint, Forwarder, Nanos, NodeId, Route, Transmit};
 use inabench_wire::ib::opcode;
 use inabench_wire::roce::FrameRepr;
 use std::collections::VecDeque;
@@ -299,65 +298,6 @@ impl Worker for RingWorker {
     }
 }
 
-/// A switch that forwards by destination IP (an ordinary Ethernet switch for the ring).
-pub struct IpForwarder {
-    id: NodeId,
-    nodes: usize,
-    out: VecDeque<Transmit>,
-    stats: SwitchStats,
-}
-
-impl IpForwarder {
-    pub fn new(id: NodeId, nodes: usize) -> Self {
-        IpForwarder {
-            id,
-            nodes,
-            out: VecDeque::new(),
-            stats: SwitchStats::default(),
-        }
-    }
-}
-
-impl Endpoint for IpForwarder {
-    fn id(&self) -> NodeId {
-        self.id
-    }
-
-    fn handle_packet(&mut self, _now: Nanos, _from: NodeId, f: &[u8]) {
-        self.stats.packets_in += 1;
-        self.stats.bytes_in += f.len() as u64;
-        let to = f
-            .get(14 + 16..14 + 20)
-            .and_then(|d| node_of_ip([d[0], d[1], d[2], d[3]]))
-            .filter(|n| (*n as usize) < self.nodes);
-        let Some(to) = to else {
-            self.stats.dropped += 1;
-            return;
-        };
-        self.stats.packets_out += 1;
-        self.out.push_back(Transmit {
-            to,
-            bytes: f.to_vec(),
-        });
-    }
-
-    fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
-        self.out.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Nanos> {
-        None
-    }
-
-    fn handle_timeout(&mut self, _now: Nanos) {}
-}
-
-impl Switch for IpForwarder {
-    fn stats(&self) -> SwitchStats {
-        self.stats.clone()
-    }
-}
-
 pub struct RingAllReduce;
 
 impl System for RingAllReduce {
@@ -391,7 +331,8 @@ impl System for RingAllReduce {
             .collect();
         Ok(Setup {
             workers,
-            switch: Box::new(IpForwarder::new(switch, cfg.workers)),
+            // an ordinary Ethernet switch: by destination IP (host `n` at 10.x.x.(n+1))
+            switch: Box::new(Forwarder::new(switch, cfg.workers as u32, Route::Ipv4Dst)),
             others: Vec::new(),
         })
     }

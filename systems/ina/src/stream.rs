@@ -9,11 +9,9 @@
 //! The same endpoints run on every fabric; Table 1's I/O models are how the `udp` fabric's
 //! node drives them ([`inabench_fabric::udp::IoModel`]).
 
-use crate::common::{
-    AllReduceConfig, HostStats, Setup, SetupError, Switch, SwitchStats, System, Worker,
-};
+use crate::common::{AllReduceConfig, HostStats, Setup, SetupError, System, Worker};
 use crate::roce::{Addr, RcResponder, RcSender};
-use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use inabench_fabric::{Endpoint, Forwarder, Nanos, NodeId, Route, Transmit};
 use inabench_wire::ib::{Syndrome, opcode};
 use inabench_wire::roce::FrameRepr;
 use std::collections::VecDeque;
@@ -216,52 +214,6 @@ impl Worker for StreamReceiver {
     }
 }
 
-/// A switch that only forwards: frames from host 0 go to host 1 and back.
-pub struct Forwarder {
-    out: VecDeque<Transmit>,
-    stats: SwitchStats,
-}
-
-impl Endpoint for Forwarder {
-    fn id(&self) -> NodeId {
-        2
-    }
-
-    fn handle_packet(&mut self, _now: Nanos, from: NodeId, f: &[u8]) {
-        self.stats.packets_in += 1;
-        self.stats.bytes_in += f.len() as u64;
-        let to = match from {
-            0 => 1,
-            1 => 0,
-            _ => {
-                self.stats.dropped += 1;
-                return;
-            }
-        };
-        self.stats.packets_out += 1;
-        self.out.push_back(Transmit {
-            to,
-            bytes: f.to_vec(),
-        });
-    }
-
-    fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
-        self.out.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Nanos> {
-        None
-    }
-
-    fn handle_timeout(&mut self, _now: Nanos) {}
-}
-
-impl Switch for Forwarder {
-    fn stats(&self) -> SwitchStats {
-        self.stats.clone()
-    }
-}
-
 /// The transfer as a [`System`] (`workers` must be 2).
 pub struct RcStream;
 
@@ -317,10 +269,8 @@ impl System for RcStream {
         };
         Ok(Setup {
             workers: vec![Box::new(sender), Box::new(receiver)],
-            switch: Box::new(Forwarder {
-                out: VecDeque::new(),
-                stats: SwitchStats::default(),
-            }),
+            // a switch that only forwards: frames from host 0 go to host 1 and back
+            switch: Box::new(Forwarder::new(2, 3, Route::Swap(0, 1))),
             others: Vec::new(),
         })
     }
