@@ -112,3 +112,63 @@ fn the_smallest_quick_point_is_exact_or_refused_with_a_reason_for_every_system()
         "{ran} systems ran"
     );
 }
+
+/// bench-small's P4SGD row runs P4SGD's own aggregation through its crate: exact at 8 values
+/// with a latency, and at 1024 values (more than one packet holds) refused by its build with the
+/// build's sentence, not a zero.
+#[cfg(feature = "p4sgd")]
+#[test]
+fn p4sgd_runs_small_vectors_and_refuses_what_one_packet_cannot_hold() {
+    let s = Spec::load(&root().join("experiments/bench/small.yaml")).expect("spec");
+    let units = |m: &str| s.metric(m).map(|x| x.unit.clone()).unwrap_or_default();
+    let points = expand(&s, "quick").expect("quick");
+    let w = AllReduce;
+    for (elements, runs) in [(8, true), (1024, false)] {
+        let p = points
+            .iter()
+            .find(|p| {
+                p.system == "p4sgd"
+                    && p.params.get("elements").and_then(|x| x.as_f64()) == Some(elements as f64)
+            })
+            .expect("a p4sgd point");
+        let (mut rows, mut warnings) = (Vec::new(), Vec::new());
+        let mut sink = |e: Event| match e {
+            Event::Row(r) => rows.push((r.metric, r.value)),
+            Event::Log {
+                level: LogLevel::Warn,
+                message,
+                ..
+            } => warnings.push(message),
+            _ => {}
+        };
+        let cancel = AtomicBool::new(false);
+        let mut ctx = PointCtx::new(
+            p,
+            0,
+            Fidelity::Simulated,
+            "sim",
+            0,
+            false,
+            1,
+            "test",
+            &s.id,
+            &cancel,
+            &mut sink,
+            &units,
+        );
+        w.run(&mut ctx).expect("the cell");
+        let get = |m: &str| rows.iter().find(|(k, _)| k == m).map(|(_, v)| *v);
+        if runs {
+            assert_eq!(get("refused"), Some(0.0), "{rows:?}");
+            assert_eq!(get("wrong_workers"), Some(0.0), "{rows:?}");
+            assert!(get("time").is_some_and(|t| t > 0.0), "{rows:?}");
+        } else {
+            assert_eq!(get("refused"), Some(1.0), "{rows:?}");
+            assert_eq!(get("time"), None, "{rows:?}");
+            assert!(
+                warnings.iter().any(|m| m.contains("values per packet")),
+                "{warnings:?}"
+            );
+        }
+    }
+}
