@@ -6,9 +6,9 @@
 //!
 //! Needs root, qemu-system-x86_64, debootstrap and (for the first, cached, image build) the
 //! Debian mirror: without them it says why and passes, except under CI=true, where .ci/setup
-//! installs them and a missing one fails. Measured on a 2-core host: cold (no cached image) 297 s,
-//! of which the image build 261 s (cached under ~/.cache/inabench/rxe-rig); warm 42 s (two TCG
-//! guests boot in ~15 s each and run the checks); the relay test as much again.
+//! installs them and a missing one fails. Measured on the 2-core host, both tests: cold (no cached
+//! image) 356 s, of which the image build 248 s (cached under ~/.cache/inabench/rxe-rig); warm 113 s
+//! at a load average of 10 (a single test 42 s on a quieter host: the guests boot in 15-30 s).
 //! INABENCH_RXE_RIG=0 skips it (say so when you do).
 
 use std::path::{Path, PathBuf};
