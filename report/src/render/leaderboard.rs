@@ -198,7 +198,7 @@ pub fn leaderboards_of(
                             .map(|r| r.median)
                     };
                     let why = if flag("refused").is_some_and(|v| v > 0.0) {
-                        "refused by the system's build (the run prints its reason)".into()
+                        "cannot run this cell (the run prints why)".into()
                     } else if let Some(u) = flag("unfinished_workers").filter(|v| *v > 0.0) {
                         format!(
                             "did not finish: {} workers without a result at the time limit",
@@ -386,8 +386,8 @@ tables:
         assert_eq!(r.best_text("us"), "a 10 us, 2.50x ahead of b (25)");
         assert_eq!(r.ranking_text(), "a 10, b 25");
         assert_eq!(r.missing.len(), 2);
-        assert!(r.missing[0].0 == "c" && r.missing[0].1.starts_with("refused"));
-        assert!(r.missing[1].0 == "d" && r.missing[1].1.contains("cannot run"));
+        assert!(r.missing[0].0 == "c" && r.missing[0].1.starts_with("cannot run this cell"));
+        assert!(r.missing[1].0 == "d" && r.missing[1].1.contains("this version cannot run"));
         let sum = summary(&boards);
         assert_eq!(sum.len(), 1);
         assert!(

@@ -52,6 +52,7 @@ pub fn system_names() -> &'static [&'static str] {
             .iter()
             .map(|s| s.name())
             .chain(others().into_iter().map(|(n, _)| n))
+            .chain(references().into_iter().map(|(n, _)| n))
             .collect()
     })
 }
@@ -62,11 +63,17 @@ impl Workload for AllReduce {
     }
 
     fn fidelities(&self) -> &'static [Fidelity] {
-        &[Fidelity::Simulated]
+        &[Fidelity::Simulated, Fidelity::Emulated]
     }
 
-    fn fabric(&self, _f: Fidelity) -> &'static str {
-        "sim"
+    /// `sim`, or `loopback` for the emulated class (the software references' processes on
+    /// this host).
+    fn fabric(&self, f: Fidelity) -> &'static str {
+        if f == Fidelity::Emulated {
+            "loopback"
+        } else {
+            "sim"
+        }
     }
 
     fn systems(&self) -> Option<&'static [&'static str]> {
@@ -74,6 +81,29 @@ impl Workload for AllReduce {
     }
 
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+        // the classes hold different systems: the simulated class the protocol code of every
+        // aggregation on the sim fabric, the emulated class the software references measured as
+        // processes of this host; a system asked for in the other class says so in its cell
+        let name = ctx.system().to_string();
+        let reference = references().into_iter().find(|(n, _)| *n == name);
+        match (ctx.fidelity, reference) {
+            (Fidelity::Emulated, Some((_, run))) => return run(ctx),
+            (Fidelity::Emulated, None) => {
+                return refuse(
+                    ctx,
+                    format!(
+                        "{name} has no emulated run in this benchmark: the emulated class holds the software references measured on this host"
+                    ),
+                );
+            }
+            (_, Some(_)) => {
+                return refuse(
+                    ctx,
+                    format!("{name} runs as processes on this host: the emulated class only"),
+                );
+            }
+            (_, None) => {}
+        }
         let Some(sys) = inabench_ina::system(ctx.system()) else {
             let name = ctx.system().to_string();
             let (_, run) = others()
@@ -107,16 +137,8 @@ impl Workload for AllReduce {
         let mut setup = match sys.build(&cfg) {
             Ok(s) => s,
             Err(why) => {
-                ctx.log(
-                    LogLevel::Warn,
-                    format!(
-                        "{} cannot run this cell ({} workers): {why}",
-                        sys.name(),
-                        cfg.workers
-                    ),
-                );
-                ctx.record("refused", 1.0);
-                return Ok(());
+                let workers = cfg.workers;
+                return refuse(ctx, format!("{workers} workers: {why}"));
             }
         };
         let links = sys.extra_links();
@@ -201,6 +223,79 @@ impl Workload for AllReduce {
     }
 }
 
+/// A cell the point's system cannot run: `refused` = 1, no time, and why, in the log.
+fn refuse(ctx: &mut PointCtx<'_>, why: String) -> Result<(), WorkloadError> {
+    let system = ctx.system().to_string();
+    ctx.log(
+        LogLevel::Warn,
+        format!("{system} cannot run this cell ({why})"),
+    );
+    ctx.record("refused", 1.0);
+    Ok(())
+}
+
+/// The software references the emulated class measures on this host, by the name specs use:
+/// OpenMPI's own `MPI_Allreduce` (`inabench_p4sgd::mpi`, the peer p4sgd-fig8's CPUSync rows run),
+/// where the build has P4SGD's crate.
+fn references() -> Vec<(&'static str, Other)> {
+    vec![
+        #[cfg(feature = "p4sgd")]
+        ("mpi_allreduce", mpi_cell as Other),
+    ]
+}
+
+/// OpenMPI's `MPI_Allreduce` (MPI_INT32_T, MPI_SUM) of the point's values across `workers` ranks,
+/// a process each on this host (`mpirun --oversubscribe`, shared memory between them), `mpi_ops`
+/// timed all-reduces per rank after `mpi_warmup_ops` untimed ones, every result checked against
+/// the exact sum by the peer; the cell's time is the median all-reduce's latency over every
+/// rank's. A host without OpenMPI says so in the cell. Emulated: this host's processes, not a
+/// 100 Gbps network.
+#[cfg(feature = "p4sgd")]
+fn mpi_cell(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+    use inabench_p4sgd::mpi;
+    let workers = ctx.positive_count("workers")?;
+    let elements = elements(ctx)?;
+    let run = mpi::MpiRun {
+        ranks: workers,
+        elements,
+        ops: ctx.positive_count("mpi_ops")? as u64,
+        warmup: ctx.count("mpi_warmup_ops")? as u64,
+        transport: mpi::Transport::SharedMemory,
+        limit: std::time::Duration::from_secs(600),
+        corrupt: false,
+    };
+    let o = match mpi::run(&run) {
+        Ok(o) => o,
+        Err(mpi::MpiError::NotBuilt(why)) => {
+            return refuse(ctx, format!("OpenMPI is not on this host: {why}"));
+        }
+        Err(e) => return Err(WorkloadError::Invalid(e.to_string())),
+    };
+    ctx.log(
+        LogLevel::Info,
+        format!(
+            "mpi_allreduce: {}, {workers} ranks over shared memory on this host's {} cores",
+            o.version,
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        ),
+    );
+    ctx.record("refused", 0.0);
+    ctx.record("wrong_workers", o.wrong as f64);
+    if o.wrong > 0 {
+        return Err(WorkloadError::WrongResult(format!(
+            "{} of OpenMPI's results differ from the exact sum",
+            o.wrong
+        )));
+    }
+    let mut lat = o.latencies;
+    lat.sort_unstable();
+    let time_ns = lat.get(lat.len() / 2).copied().unwrap_or(0).max(1) as f64;
+    let bits = elements as f64 * 32.0;
+    ctx.record_in("time", time_ns, "ns")?;
+    ctx.record_in_if_declared("algbw", bits / (time_ns / 1e9), "bps")?;
+    Ok(())
+}
+
 /// The elements of a point: `size_bytes` (a whole number of int32) or `elements`.
 fn elements(ctx: &PointCtx<'_>) -> Result<usize, WorkloadError> {
     match ctx.param("size_bytes") {
@@ -253,12 +348,7 @@ fn p4sgd_cell(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
     let o = match run_p4sgd(workers, elements, ops, ctx.seed, Some(&si), timeout_ns) {
         Ok(o) => o,
         Err(RunError::Config(why)) => {
-            ctx.log(
-                LogLevel::Warn,
-                format!("p4sgd cannot run this cell ({workers} workers, {elements} values): {why}"),
-            );
-            ctx.record("refused", 1.0);
-            return Ok(());
+            return refuse(ctx, format!("{workers} workers, {elements} values: {why}"));
         }
         Err(e) => return Err(WorkloadError::Invalid(e.to_string())),
     };
