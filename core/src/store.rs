@@ -389,6 +389,32 @@ pub fn write_manifest(dir: &Path, m: &Manifest) -> Result<(), StoreError> {
     std::fs::rename(&tmp, &path).map_err(io(&path))
 }
 
+/// Write `bytes` to `path` whole or not at all: a temp file beside it (`.<name>.tmp`), renamed
+/// over it. On failure (a full disk) the old file is unchanged, the temp file is removed, and the
+/// error names `path` itself.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let name = path
+        .file_name()
+        .map_or_else(|| "file".into(), |n| n.to_string_lossy().to_string());
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    written.map_err(|error| {
+        let _ = std::fs::remove_file(&tmp);
+        StoreError::Io {
+            path: path.to_path_buf(),
+            error,
+        }
+    })
+}
+
+/// `cannot write <path> (<the OS's words>)`: a write error as one clause, the OS error once.
+pub fn cannot_write(e: &StoreError) -> String {
+    match e {
+        StoreError::Io { path, error } => format!("cannot write {} ({error})", path.display()),
+        other => other.to_string(),
+    }
+}
+
 fn overwrite_in_place(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut f = OpenOptions::new().write(true).open(path)?;
     f.write_all(bytes)?;
@@ -946,5 +972,34 @@ mod tests {
                 .expect("latest")
                 .ends_with("2-b")
         );
+    }
+
+    /// `write_atomic` replaces a file whole; when it cannot (here the name is a folder, as a
+    /// full disk fails the temp file's write) nothing is left beside it and the error names the
+    /// file, with the OS error once in `cannot_write`'s clause.
+    #[test]
+    fn an_atomic_write_that_fails_leaves_no_temp_file() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = dir.path().join("ledger");
+        write_atomic(&file, b"old").expect("write");
+        write_atomic(&file, b"new").expect("rewrite");
+        assert_eq!(std::fs::read(&file).expect("read"), b"new");
+        let folder = dir.path().join("page.html");
+        std::fs::create_dir_all(folder.join("inside")).expect("mkdir");
+        let e = write_atomic(&folder, b"x").expect_err("a folder is in the way");
+        assert_eq!(io_path(&e), folder.as_path());
+        let said = cannot_write(&e);
+        assert!(
+            said.starts_with(&format!("cannot write {} (", folder.display())),
+            "{said}"
+        );
+        assert_eq!(said.matches("os error").count(), 1, "{said}");
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("ls")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["ledger", "page.html"]);
     }
 }

@@ -422,8 +422,9 @@ fn run(cli: Cli) -> Result<i32> {
         } => {
             let board = scoreboard::collect(&results, paper.as_deref())?;
             if let Some(path) = &ledger {
-                std::fs::write(path, scoreboard::ledger(&board))
-                    .with_context(|| format!("cannot write the ledger {}", path.display()))?;
+                // whole or not at all: a full disk keeps the old ledger
+                store::write_atomic(path, scoreboard::ledger(&board).as_bytes())
+                    .map_err(|e| anyhow!("the ledger: {}", store::cannot_write(&e)))?;
                 if !json {
                     println!("ledger: {}", path.display());
                 }
@@ -1037,7 +1038,18 @@ fn reproduce(
                 inabench::error_sentence(&e)
             );
         }
-        report(&run_dir, formats, true)?;
+        if let Err(e) = report(&run_dir, formats, true) {
+            // the run's rows and manifest are on disk, marked: only the report is missing
+            bail!(
+                "run {} ended {} with {} of {} points on disk, but its report could not be written: {}; make room and write it with: inabench report {}",
+                m.run_id,
+                m.status.as_str(),
+                m.points_done,
+                m.points_total,
+                inabench::error_sentence(&e),
+                m.run_id
+            );
+        }
         match m.status {
             RunStatus::Complete => {}
             RunStatus::Incomplete => {
@@ -1088,9 +1100,22 @@ fn report(dir: &Path, formats: &[Format], print: bool) -> Result<()> {
     let manifest = store::read_manifest(dir)?;
     let spec_path = dir.join(store::SPEC_FILE);
     let spec = inabench_core::spec::Spec::load(&spec_path)?;
-    let n = inabench_report::analysis::compact(dir)?;
+    use inabench_report::analysis::ReportError;
+    // a file that could not be written, named with the OS's words once
+    let unwritten = |e: ReportError| match e {
+        ReportError::Io { path, source } => anyhow!("cannot write {} ({source})", path.display()),
+        other => other.into(),
+    };
+    let n = inabench_report::analysis::compact(dir).map_err(|e| match e {
+        // polars' own error names no file
+        ReportError::Polars(p) => anyhow!(
+            "cannot write {} ({p})",
+            dir.join(store::PARQUET_FILE).display()
+        ),
+        other => unwritten(other),
+    })?;
     let analysis = inabench_report::analysis::analyse(dir, &spec, manifest)?;
-    let written = write_reports(dir, &analysis, formats)?;
+    let written = write_reports(dir, &analysis, formats).map_err(unwritten)?;
     if print {
         println!(
             "{}",

@@ -469,7 +469,10 @@ pub fn execute_with(
         workload: p.workload.clone(),
         have: reg.ids().join(", "),
     })?;
-    let mut writer = RunWriter::open(&p.run_dir)?;
+    let mut writer = match RunWriter::open(&p.run_dir) {
+        Ok(w) => w,
+        Err(e) => return Err(stopped_by_store_error(p, None, e)),
+    };
     // Events go to the views in batches (every 20 ms or 1024 events): one wake-up of the view
     // thread per batch instead of one per event keeps the harness's cost per point small.
     let mut batch = Batch {
@@ -621,7 +624,16 @@ pub fn execute_with(
                 capture_dir: p.capture_dir.clone(),
                 host_profile: p.host_profile.clone(),
             };
-            let result = executor.run_job(&job, &mut sink);
+            // a point that panics fails alone (as an agent that dies does): the run goes on,
+            // and its folder is marked as it ends, never left `running`
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                executor.run_job(&job, &mut sink)
+            }))
+            .unwrap_or_else(|payload| {
+                Err(JobFailure::Failed {
+                    message: format!("the point panicked: {}", panic_words(payload.as_ref())),
+                })
+            });
             if let Some(line) = executor.take_driver_line() {
                 if let Some(l) = p.placement.launcher_name() {
                     let prefix = format!("launcher {l}");
@@ -741,7 +753,7 @@ pub fn execute_with(
     executor.shutdown();
     drop(sampler);
     if let Some(e) = store_err {
-        return Err(stopped_by_store_error(p, writer, e));
+        return Err(stopped_by_store_error(p, Some(writer), e));
     }
 
     p.manifest.points_wrong += wrong;
@@ -763,7 +775,16 @@ pub fn execute_with(
     p.manifest.finished =
         Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
     p.manifest.elapsed_s += p.started.elapsed().as_secs_f64();
-    store::write_manifest(&p.run_dir, &p.manifest)?;
+    if let Err(e) = store::write_manifest(&p.run_dir, &p.manifest) {
+        return Err(RunError::StoreWrite(format!(
+            "run {} ended ({}, {} of {} points on disk) but its manifest could not be updated: {}; the next inabench command marks it",
+            p.manifest.run_id,
+            status.as_str(),
+            p.manifest.points_done,
+            p.manifest.points_total,
+            store::cannot_write(&e)
+        )));
+    }
     batch.push(Event::RunFinished {
         status,
         elapsed_s: p.started.elapsed().as_secs_f64(),
@@ -778,8 +799,8 @@ pub fn execute_with(
 
 /// End a run whose rows could not be written: cut `rows.jsonl` back to its last whole flush,
 /// mark the manifest `incomplete` with the points that are on disk, and say so in one sentence.
-fn stopped_by_store_error(mut p: Prepared, writer: RunWriter, e: StoreError) -> RunError {
-    let cut = writer.abandon();
+fn stopped_by_store_error(mut p: Prepared, writer: Option<RunWriter>, e: StoreError) -> RunError {
+    let cut = writer.map_or(Ok(()), RunWriter::abandon);
     let kept = store::read_rows(&p.run_dir).map(|st| st.done.len());
     p.manifest.status = RunStatus::Incomplete;
     p.manifest.points_done = kept.as_ref().copied().unwrap_or(0);
@@ -811,6 +832,15 @@ fn stopped_by_store_error(mut p: Prepared, writer: RunWriter, e: StoreError) -> 
         store::io_path(&e).display(),
         store::io_reason(&e)
     ))
+}
+
+/// A panic's message (its payload when it is text).
+fn panic_words(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_string())
 }
 
 /// Stops and joins the CPU sampler thread when dropped.

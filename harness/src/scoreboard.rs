@@ -66,7 +66,8 @@ pub enum BoardError {
     Catalog(#[from] inabench_core::catalog::CatalogError),
     #[error("{path}: {message}")]
     Report { path: PathBuf, message: String },
-    #[error("{path}: {source}")]
+    /// A page that could not be written (the OS error said once).
+    #[error("cannot write {path} ({source})")]
     Io {
         path: PathBuf,
         source: std::io::Error,
@@ -362,9 +363,13 @@ pub fn write_html(board: &Board, results: &Path, page: &Path) -> Result<(), Boar
             source,
         })?;
     }
-    std::fs::write(page, html(board, results, page)).map_err(|source| BoardError::Io {
-        path: page.to_path_buf(),
-        source,
+    // whole or not at all: a full disk keeps the old page (no empty file left)
+    store::write_atomic(page, html(board, results, page).as_bytes()).map_err(|e| match e {
+        store::StoreError::Io { path, error } => BoardError::Io {
+            path,
+            source: error,
+        },
+        other => BoardError::Store(other),
     })
 }
 

@@ -71,9 +71,14 @@ impl Tmpfs {
     /// None where mounting is not permitted here (the test is skipped with the reason printed;
     /// under CI that is a failure, through the one guard of tool-gated tests).
     fn mount(at: &Path, size: &str) -> Option<Tmpfs> {
+        Tmpfs::mount_with(at, &format!("size={size}"))
+    }
+
+    /// With mount options `options` (e.g. `size=4m,nr_inodes=8`: a disk that runs out of files).
+    fn mount_with(at: &Path, options: &str) -> Option<Tmpfs> {
         std::fs::create_dir_all(at).expect("mount point");
         let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
             .arg(at)
             .output()
             .is_ok_and(|o| o.status.success());
@@ -86,8 +91,12 @@ impl Tmpfs {
     }
 
     fn resize(&self, size: &str) {
+        self.remount(&format!("size={size}"));
+    }
+
+    fn remount(&self, options: &str) {
         let o = Command::new("mount")
-            .args(["-o", &format!("remount,size={size}")])
+            .args(["-o", &format!("remount,{options}")])
             .arg(&self.0)
             .output()
             .expect("remount");
@@ -768,4 +777,312 @@ fn the_agent_token_is_not_in_an_agents_environment() {
         .map(|r| r["value"].as_f64().expect("a number"))
         .collect();
     assert_eq!(seen, vec![0.0; 2 * 2], "rows: {seen:?}");
+}
+
+/// The names of the temp files (`*.tmp`, hidden or not) in `dir`.
+fn temp_files(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .filter(|n| n.ends_with(".tmp"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A run stopped before its first point finished (SIGTERM during the first point) keeps its
+/// folder marked `incomplete` with 0 points, no temp file, a sentence offering `--resume`, and
+/// the resume completes it.
+#[test]
+fn a_run_stopped_before_its_first_point_is_incomplete_and_resumes() {
+    // a point is 2 repetitions of 400 ms
+    let home = probe_home(400, 2, false);
+    let results = home.path().join("results");
+    let child = cmd(home.path())
+        .args(["--results"])
+        .arg(&results)
+        .args([
+            "reproduce",
+            "netreduce-probe",
+            "--headless",
+            "--format",
+            "md",
+        ])
+        .spawn()
+        .expect("spawn");
+    let start = Instant::now();
+    let manifest_written = || {
+        std::fs::read_dir(&results)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| e.ok())
+            .is_some_and(|e| e.path().join("manifest.json").exists())
+    };
+    while !manifest_written() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the run never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let o = wait_within(child, Duration::from_secs(30), "a run stopped at its start");
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    let run_dir = support::only_run_dir(&results);
+    let m = manifest_of(&run_dir);
+    assert_eq!(
+        (&m["status"], &m["points_done"]),
+        (&"incomplete".into(), &0.into()),
+        "{m}"
+    );
+    assert!(
+        temp_files(&run_dir).is_empty(),
+        "{:?}",
+        temp_files(&run_dir)
+    );
+    assert!(stderr(&o).contains("--resume"), "{}", stderr(&o));
+    let o = run(
+        cmd(home.path())
+            .args(["--results"])
+            .arg(&results)
+            .args([
+                "reproduce",
+                "netreduce-probe",
+                "--headless",
+                "--format",
+                "md",
+            ])
+            .args(["--resume", "latest"]),
+        Duration::from_secs(60),
+        "the resume",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(manifest_of(&run_dir)["status"], "complete");
+    assert_eq!(support::rows_of(&run_dir).len(), 2 * 2 * 2);
+}
+
+/// A disk that runs out of room after the run, while the report is written (a tmpfs with just
+/// enough files for the run's own: the parquet temp file is one too many): one sentence naming
+/// the file and the OS error once, exit 2; the manifest says `complete` with every point, no
+/// temp file is left, and `report` writes it once there is room.
+#[test]
+fn a_report_that_cannot_be_written_after_a_run_is_one_sentence() {
+    let home = probe_home(0, 20, false);
+    // files on the disk during the run: its root, results/, the run folder, spec.yaml,
+    // manifest.json and rows.jsonl (the manifest's last update overwrites it in place when no
+    // temp file fits)
+    let Some(fs) = Tmpfs::mount_with(&home.path().join("mnt"), "size=4m,nr_inodes=6") else {
+        return;
+    };
+    let results = fs.0.join("results");
+    let o = run(
+        cmd(home.path()).args(["--results"]).arg(&results).args([
+            "reproduce",
+            "netreduce-probe",
+            "--headless",
+            "--format",
+            "md",
+        ]),
+        Duration::from_secs(120),
+        "a run whose report cannot be written",
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = error_lines(&o);
+    assert_eq!(e.len(), 1, "{}", stderr(&o));
+    let run_dir = support::only_run_dir(&results);
+    let id = run_dir
+        .file_name()
+        .expect("id")
+        .to_string_lossy()
+        .to_string();
+    assert!(
+        e[0].contains("ended complete with 20 of 20 points on disk")
+            && e[0].contains("cannot write")
+            && e[0].contains("measurements.parquet")
+            && e[0].contains("No space left")
+            && e[0].contains(&format!("inabench report {id}")),
+        "{}",
+        e[0]
+    );
+    assert_eq!(
+        e[0].matches("os error").count(),
+        1,
+        "the OS error once: {}",
+        e[0]
+    );
+    let m = manifest_of(&run_dir);
+    assert_eq!(
+        (&m["status"], &m["points_done"]),
+        (&"complete".into(), &20.into()),
+        "{m}"
+    );
+    assert!(
+        temp_files(&run_dir).is_empty(),
+        "{:?}",
+        temp_files(&run_dir)
+    );
+    fs.remount("nr_inodes=64");
+    let o = run(
+        cmd(home.path())
+            .args(["--results"])
+            .arg(&results)
+            .args(["report", "latest", "--format", "md"]),
+        Duration::from_secs(60),
+        "the report with room",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(run_dir.join("report.md").exists() && run_dir.join("measurements.parquet").exists());
+}
+
+/// The scoreboard page and the ledger on a full disk: one sentence naming the file with the OS
+/// error once, exit 2, and the old file left whole (it was truncated to nothing), no temp file.
+#[test]
+fn scoreboard_and_ledger_on_a_full_disk_keep_the_old_files() {
+    let home = probe_home(0, 20, false);
+    let Some(fs) = Tmpfs::mount(&home.path().join("mnt"), "2m") else {
+        return;
+    };
+    let results = fs.0.join("results");
+    let ledger = fs.0.join("verdicts.ledger");
+    let page = results.join("scoreboard.html");
+    let o = run(
+        cmd(home.path()).args(["--results"]).arg(&results).args([
+            "reproduce",
+            "netreduce-probe",
+            "--headless",
+            "--format",
+            "md",
+        ]),
+        Duration::from_secs(120),
+        "the run",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let board = || {
+        let mut c = cmd(home.path());
+        c.args(["--results"])
+            .arg(&results)
+            .args(["scoreboard", "--ledger"])
+            .arg(&ledger);
+        c
+    };
+    let o = run(&mut board(), Duration::from_secs(60), "the scoreboard");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let (old_ledger, old_page) = (
+        std::fs::read(&ledger).expect("ledger"),
+        std::fs::read(&page).expect("page"),
+    );
+    assert!(!old_ledger.is_empty() && !old_page.is_empty());
+    let filler = fs.0.join("filler");
+    let mut f = std::fs::File::create(&filler).expect("filler");
+    let block = vec![7u8; 4096];
+    while std::io::Write::write_all(&mut f, &block).is_ok() {}
+    drop(f);
+    // the ledger is written first
+    let o = run(
+        &mut board(),
+        Duration::from_secs(60),
+        "the ledger on a full disk",
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = error_lines(&o);
+    assert_eq!(e.len(), 1, "{}", stderr(&o));
+    assert!(
+        e[0].contains(&format!("cannot write {}", ledger.display()))
+            && e[0].contains("No space left"),
+        "{}",
+        e[0]
+    );
+    assert_eq!(e[0].matches("os error").count(), 1, "{}", e[0]);
+    let o = run(
+        cmd(home.path())
+            .args(["--results"])
+            .arg(&results)
+            .arg("scoreboard"),
+        Duration::from_secs(60),
+        "the scoreboard on a full disk",
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = error_lines(&o);
+    assert_eq!(e.len(), 1, "{}", stderr(&o));
+    assert!(
+        e[0].contains(&format!("cannot write {}", page.display()))
+            && e[0].contains("No space left"),
+        "{}",
+        e[0]
+    );
+    assert_eq!(e[0].matches("os error").count(), 1, "{}", e[0]);
+    assert_eq!(
+        std::fs::read(&ledger).expect("ledger"),
+        old_ledger,
+        "the old ledger"
+    );
+    assert_eq!(
+        std::fs::read(&page).expect("page"),
+        old_page,
+        "the old page"
+    );
+    for d in [&fs.0, &results] {
+        assert!(temp_files(d).is_empty(), "{:?}", temp_files(d));
+    }
+}
+
+/// A run whose first row cannot be written (a disk with no file left for rows.jsonl) stops before
+/// any point with one sentence (file, OS error once, `--resume`), its manifest marked
+/// `incomplete` with 0 points (it was left `running`), and once there is room the resume
+/// completes it.
+#[test]
+fn a_run_that_cannot_write_its_first_row_is_marked_incomplete() {
+    let home = probe_home(0, 20, false);
+    // files: the disk's root, results/, the run folder, spec.yaml, manifest.json: no rows.jsonl
+    let Some(fs) = Tmpfs::mount_with(&home.path().join("mnt"), "size=4m,nr_inodes=5") else {
+        return;
+    };
+    let results = fs.0.join("results");
+    let probe = || {
+        let mut c = cmd(home.path());
+        c.args(["--results"]).arg(&results).args([
+            "reproduce",
+            "netreduce-probe",
+            "--headless",
+            "--format",
+            "md",
+        ]);
+        c
+    };
+    let o = run(
+        &mut probe(),
+        Duration::from_secs(60),
+        "a run with no room for rows",
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = error_lines(&o);
+    assert_eq!(e.len(), 1, "{}", stderr(&o));
+    assert!(
+        e[0].contains("cannot write")
+            && e[0].contains("rows.jsonl")
+            && e[0].contains("No space left")
+            && e[0].contains("marked incomplete with 0 of 20 points")
+            && e[0].contains("--resume"),
+        "{}",
+        e[0]
+    );
+    assert_eq!(e[0].matches("os error").count(), 1, "{}", e[0]);
+    let run_dir = support::only_run_dir(&results);
+    let m = manifest_of(&run_dir);
+    assert_eq!(
+        (&m["status"], &m["points_done"]),
+        (&"incomplete".into(), &0.into()),
+        "{m}"
+    );
+    fs.remount("nr_inodes=64");
+    let o = run(
+        probe().args(["--resume", "latest"]),
+        Duration::from_secs(60),
+        "the resume",
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(manifest_of(&run_dir)["status"], "complete");
+    assert_eq!(support::rows_of(&run_dir).len(), 20 * 2 * 2);
 }
