@@ -937,7 +937,9 @@ fn a_report_that_cannot_be_written_after_a_run_is_one_sentence() {
 }
 
 /// The scoreboard page and the ledger on a full disk: one sentence naming the file with the OS
-/// error once, exit 2, and the old file left whole (it was truncated to nothing), no temp file.
+/// error once, exit 2, and the old file left whole, no temp file. (A plain write truncates the
+/// old file first: it rewrites a file of the same size in its own freed blocks, but leaves a
+/// larger new one cut short or empty, as the audit found for scoreboard.html.)
 #[test]
 fn scoreboard_and_ledger_on_a_full_disk_keep_the_old_files() {
     let home = probe_home(0, 20, false);
