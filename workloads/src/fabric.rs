@@ -100,6 +100,42 @@ pub fn faults(ctx: &PointCtx<'_>) -> Result<Faults, WorkloadError> {
     })
 }
 
+/// An all-reduce of [`inabench_ina`] that failed, as the point's error, by kind: a system that
+/// cannot be built for the point's values or a host stack named or set wrong is a parameter
+/// error (resuming fails the same way until the spec changes), a wrong or missing sum is a wrong
+/// result, anything else (a fabric that could not start, a run that did not finish, a capture
+/// that could not be written) the run's failure.
+pub fn run_error(e: inabench_ina::RunError) -> WorkloadError {
+    let text = e.to_string();
+    classify(&e, text)
+}
+
+/// [`run_error`] with what failed named first (`what: error`).
+pub fn run_error_in(what: impl std::fmt::Display, e: inabench_ina::RunError) -> WorkloadError {
+    let text = format!("{what}: {e}");
+    classify(&e, text)
+}
+
+fn classify(e: &inabench_ina::RunError, text: String) -> WorkloadError {
+    use inabench_ina::RunError as E;
+    use inabench_ina::hoststack::StackError;
+    let mut kind = e;
+    while let E::InStep { cause, .. } = kind {
+        kind = cause;
+    }
+    match kind {
+        E::Stack(StackError::NoCosts { .. }) => WorkloadError::Invalid(text),
+        E::Setup(_) | E::Stack(_) | E::BadInputs | E::NoFloatSum(_) => {
+            WorkloadError::BadParam(text)
+        }
+        E::WrongResult { .. }
+        | E::NoResult { .. }
+        | E::AggregatesDiffer
+        | E::WrongElement { .. } => WorkloadError::WrongResult(text),
+        _ => WorkloadError::Invalid(text),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,9 +181,9 @@ mod tests {
         use inabench_ina::RunError;
         use inabench_ina::collective::{Aggregation, Fabric, allreduce_f32};
         // a real refusal of inabench_ina: one worker is no all-reduce, whatever the run
-        let one = allreduce_f32(Aggregation::NETREDUCE, &[vec![1.0]], Fabric::Sim)
-            .err()
-            .expect("one worker refused");
+        let Err(one) = allreduce_f32(Aggregation::NETREDUCE, &[vec![1.0]], Fabric::Sim) else {
+            panic!("an all-reduce of one worker ran");
+        };
         assert!(matches!(run_error(one), WorkloadError::BadParam(_)));
         let wrong = RunError::InStep {
             step: 3,
@@ -224,41 +260,5 @@ mod tests {
                 "{name} must be refused"
             );
         }
-    }
-}
-
-/// An all-reduce of [`inabench_ina`] that failed, as the point's error, by kind: a system that
-/// cannot be built for the point's values or a host stack named or set wrong is a parameter
-/// error (resuming fails the same way until the spec changes), a wrong or missing sum is a wrong
-/// result, anything else (a fabric that could not start, a run that did not finish, a capture
-/// that could not be written) the run's failure.
-pub fn run_error(e: inabench_ina::RunError) -> WorkloadError {
-    let text = e.to_string();
-    classify(&e, text)
-}
-
-/// [`run_error`] with what failed named first (`what: error`).
-pub fn run_error_in(what: impl std::fmt::Display, e: inabench_ina::RunError) -> WorkloadError {
-    let text = format!("{what}: {e}");
-    classify(&e, text)
-}
-
-fn classify(e: &inabench_ina::RunError, text: String) -> WorkloadError {
-    use inabench_ina::RunError as E;
-    use inabench_ina::hoststack::StackError;
-    let mut kind = e;
-    while let E::InStep { cause, .. } = kind {
-        kind = cause;
-    }
-    match kind {
-        E::Stack(StackError::NoCosts { .. }) => WorkloadError::Invalid(text),
-        E::Setup(_) | E::Stack(_) | E::BadInputs | E::NoFloatSum(_) => {
-            WorkloadError::BadParam(text)
-        }
-        E::WrongResult { .. }
-        | E::NoResult { .. }
-        | E::AggregatesDiffer
-        | E::WrongElement { .. } => WorkloadError::WrongResult(text),
-        _ => WorkloadError::Invalid(text),
     }
 }
