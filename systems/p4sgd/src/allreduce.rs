@@ -21,7 +21,7 @@
 //! systems (and GPUSync's shape) paid per-frame costs of this suite's code measured on this
 //! machine while the run ran, so their numbers moved with the host's load.
 
-use crate::cpusync::{CpuSyncWorker, Forwarder};
+use crate::cpusync::{CpuSyncWorker, forwarder};
 use crate::driver::LoopWorker;
 use crate::host::{Cost, Host, Timing};
 use crate::protocol::{P4sgdSwitch, P4sgdWorker, PAPER_SLOTS, SwitchConfig, WorkerConfig};
@@ -301,7 +301,7 @@ pub fn run_cpusync(
         None => None,
     };
     let ws = cpusync_nodes(workers, elements, ops, seed)?;
-    let sw = Forwarder::new(sw_id, workers as u32 + 1);
+    let sw = forwarder(sw_id, workers as u32 + 1);
     let (loops, fabric) = run_loop(ws, sw, timing, seed)?;
     Ok(Outcome {
         fabric,
@@ -400,7 +400,7 @@ pub fn run_gpusync(
         )));
     }
     nodes.push(Node::Switch(Host::new(
-        Forwarder::new(sw_id, workers as u32 + 1),
+        forwarder(sw_id, workers as u32 + 1),
         si.switch(),
         seed,
     )));

@@ -11,7 +11,8 @@
 
 use crate::protocol::{Completed, ProtocolError};
 use crate::wire::{mac, node_of};
-use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+pub use inabench_fabric::Forwarder;
+use inabench_fabric::{Endpoint, Nanos, NodeId, Route, Transmit};
 use inabench_wire::{Error, ethernet};
 use std::collections::{HashMap, VecDeque};
 
@@ -241,53 +242,18 @@ impl Endpoint for CpuSyncWorker {
     }
 }
 
-/// A switch that only forwards frames to the node their destination MAC names.
-pub struct Forwarder {
-    pub id: NodeId,
-    pub nodes: u32,
-    out: VecDeque<Transmit>,
-    pub dropped: u64,
-}
-
-impl Forwarder {
-    pub fn new(id: NodeId, nodes: u32) -> Self {
-        Forwarder {
-            id,
-            nodes,
-            out: VecDeque::new(),
-            dropped: 0,
-        }
-    }
-}
-
-impl Endpoint for Forwarder {
-    fn id(&self) -> NodeId {
-        self.id
-    }
-
-    fn handle_packet(&mut self, _now: Nanos, _from: NodeId, f: &[u8]) {
-        match ethernet::Repr::parse(f).ok().and_then(|e| node_of(e.dst)) {
-            Some(to) if to < self.nodes && to != self.id => self.out.push_back(Transmit {
-                to,
-                bytes: f.to_vec(),
-            }),
-            _ => self.dropped += 1,
-        }
-    }
-
-    fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
-        self.out.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Nanos> {
-        None
-    }
-
-    fn handle_timeout(&mut self, _now: Nanos) {}
-
-    fn is_done(&self) -> bool {
-        true
-    }
+/// The switch of the CPU and GPU baselines: it only forwards each frame to the node its
+/// destination MAC names (`02:00:4b` and the node, [`crate::wire::mac`]), as
+/// [`inabench_fabric::Forwarder`] on [`Route::DstMac`]; a frame to an unknown node or back to
+/// the switch is dropped and counted.
+pub fn forwarder(id: NodeId, nodes: u32) -> Forwarder {
+    Forwarder::new(
+        id,
+        nodes,
+        Route::DstMac {
+            prefix: [2, 0, 0x4b],
+        },
+    )
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@
 //! the run deliver nothing more. Memory is bounded by libFuzzer's RSS limit here; the
 //! heap-growth property is `tests/arbitrary_frames.rs`'s.
 
-use crate::cpusync::{CpuSyncWorker, Forwarder};
+use crate::cpusync::{CpuSyncWorker, Forwarder, forwarder};
 use crate::driver::{Collective, LoopWorker};
 use crate::gpusync::{Algo, GpuSyncConfig, GpuSyncWorker};
 use crate::protocol::{P4sgdSwitch, P4sgdWorker, SwitchConfig, WorkerConfig};
@@ -130,7 +130,7 @@ fn nodes(sys: usize) -> Vec<Node> {
             .unwrap_or_else(|e| panic!("the P4SGD switch: {e}")),
         )
     } else {
-        Box::new(Forwarder::new(sw, WORKERS as u32 + 1))
+        Box::new(forwarder(sw, WORKERS as u32 + 1))
     }));
     v
 }

@@ -402,7 +402,7 @@ impl Endpoint for GpuSyncWorker {
 mod tests {
     use super::*;
     use crate::allreduce::{every_node, run_nodes};
-    use crate::cpusync::Forwarder;
+    use crate::cpusync::{Forwarder, forwarder};
     use crate::driver::LoopWorker;
     use inabench_fabric::Node;
     use inabench_fabric::Sim;
@@ -429,7 +429,7 @@ mod tests {
                 Node::Worker(LoopWorker::new(w, r, n, elements, 11, ops))
             })
             .collect();
-        nodes.push(Node::Switch(Forwarder::new(n as NodeId, n as u32 + 1)));
+        nodes.push(Node::Switch(forwarder(n as NodeId, n as u32 + 1)));
         let until = every_node(n + 1, 10_000_000_000);
         let mut fabric = Sim::new(LinkConfig::gbps100(), n as NodeId);
         let (nodes, _) = run_nodes(&mut fabric, nodes, &until).expect("the sim fabric runs");

@@ -11,7 +11,7 @@
 //! itself ([`LoopWorker`]), so nothing has to be shipped back.
 
 use crate::allreduce::{Outcome, RunError, run_nodes, switchml_outcome};
-use crate::cpusync::{CpuSyncWorker, Forwarder};
+use crate::cpusync::{CpuSyncWorker, forwarder};
 use crate::driver::LoopWorker;
 use crate::protocol::{P4sgdSwitch, P4sgdWorker, PAPER_SLOTS, SwitchConfig, WorkerConfig};
 use inabench_fabric::Node;
@@ -142,7 +142,7 @@ pub fn run_cpusync(
             w, r, workers, elements, seed, ops,
         )));
     }
-    nodes.push(Node::Switch(Forwarder::new(sw_id, workers as u32 + 1)));
+    nodes.push(Node::Switch(forwarder(sw_id, workers as u32 + 1)));
     let run = run_threads(nodes, workers, opt)?;
     let loops: Vec<_> = run.nodes.iter().filter_map(|n| n.worker()).collect();
     Ok(Outcome {

@@ -10,7 +10,7 @@
 use inabench_fabric::testing::properties::{Judged, Subject};
 use inabench_fabric::testing::*;
 use inabench_fabric::{Endpoint, NodeId};
-use inabench_p4sgd::cpusync::{CpuSyncWorker, Forwarder};
+use inabench_p4sgd::cpusync::{CpuSyncWorker, Forwarder, forwarder};
 use inabench_p4sgd::driver::{Collective, LoopWorker};
 use inabench_p4sgd::gpusync::{Algo, GpuSyncConfig, GpuSyncWorker};
 use inabench_p4sgd::protocol::{P4sgdSwitch, P4sgdWorker, SwitchConfig, WorkerConfig};
@@ -70,7 +70,7 @@ impl Probe for P4sgdSwitch {
 
 impl Probe for Forwarder {
     fn malformed(&self) -> u64 {
-        self.dropped
+        self.dropped()
     }
 }
 
@@ -129,7 +129,7 @@ fn nodes(sys: usize, seed: u64) -> Vec<Node> {
             .expect("switch"),
         )
     } else {
-        Box::new(Forwarder::new(sw, WORKERS as u32 + 1))
+        Box::new(forwarder(sw, WORKERS as u32 + 1))
     });
     v
 }

@@ -33,7 +33,7 @@ use inabench_fabric::fault::Faults;
 use inabench_fabric::sim::LinkConfig;
 use inabench_fabric::testing::Group;
 use inabench_fabric::{Endpoint, NodeId};
-use inabench_p4sgd::cpusync::{CpuSyncWorker, Forwarder};
+use inabench_p4sgd::cpusync::{CpuSyncWorker, Forwarder, forwarder};
 use inabench_p4sgd::driver::{Collective, LoopWorker};
 use inabench_p4sgd::gpusync::{Algo, GpuSyncConfig, GpuSyncWorker};
 use inabench_p4sgd::protocol::{P4sgdSwitch, P4sgdWorker, SwitchConfig, WorkerConfig};
@@ -142,7 +142,7 @@ fn nodes(sys: Sys, seed: u64) -> Vec<Node> {
             )
             .expect("switch"),
         ),
-        _ => Box::new(Forwarder::new(sw, WORKERS as u32 + 1)),
+        _ => Box::new(forwarder(sw, WORKERS as u32 + 1)),
     });
     v
 }
