@@ -901,6 +901,8 @@ fn a_report_that_cannot_be_written_after_a_run_is_one_sentence() {
         e[0].contains("ended complete with 20 of 20 points on disk")
             && e[0].contains("cannot write")
             && e[0].contains("measurements.parquet")
+            // the file the user knows, not the temp file the write goes through
+            && !e[0].contains("measurements.parquet.tmp")
             && e[0].contains("No space left")
             && e[0].contains(&format!("inabench report {id}")),
         "{}",

@@ -221,7 +221,8 @@ pub fn compact(run_dir: &Path) -> Result<usize, ReportError> {
     let path = run_dir.join(store::PARQUET_FILE);
     let tmp = run_dir.join(".measurements.parquet.tmp");
     let written = (|| -> Result<(), ReportError> {
-        let f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+        // the error names the export, not the temp file it goes through
+        let f = std::fs::File::create(&tmp).map_err(io(&path))?;
         ParquetWriter::new(f)
             .with_compression(ParquetCompression::Zstd(None))
             .with_key_value_metadata(Some(KeyValueMetadata::from_static(run_metadata(run_dir))))

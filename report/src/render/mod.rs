@@ -210,9 +210,10 @@ pub fn figures(a: &Analysis) -> Result<Vec<(String, String, String)>, ReportErro
 fn write(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
     let tmp = path.with_extension("tmp");
     // a write that fails (a full disk) leaves no half-written temp file behind
+    // the error names the file the user asked for, not the temp file it goes through
     let written = std::fs::write(&tmp, bytes)
         .map_err(|source| ReportError::Io {
-            path: tmp.clone(),
+            path: path.to_path_buf(),
             source,
         })
         .and_then(|()| {
