@@ -50,6 +50,28 @@ pub fn run_sim_tapped(
     .map(|(n, r, _)| (n, r))
 }
 
+/// What [`run_sim_stack`] runs, built and not yet run: `sys` built for `cfg` with the released
+/// client's own protocol settings added (`stack`'s client knobs: SwitchML's pool under its DPDK
+/// client), an aggregator behind the switch on its own links where the system has one
+/// ([`Attached`]); with the configuration it was built for. A caller that must tell the
+/// system's refusal of a point from a failed run (the benchmark family) builds with this and
+/// runs with [`run_setup_sim_stack`].
+pub fn build_for_sim(
+    sys: &dyn System,
+    cfg: &AllReduceConfig,
+    stack: &HostStack,
+) -> Result<(crate::common::Setup, AllReduceConfig), crate::common::SetupError> {
+    let mut cfg = cfg.clone();
+    let extra = stack.client_knobs(&cfg);
+    cfg.knobs.extend(extra);
+    let mut setup = sys.build(&cfg)?;
+    let links = sys.extra_links();
+    if links > 0 {
+        setup.switch = Box::new(Attached::new(setup.switch, links, &sim_link(&cfg)));
+    }
+    Ok((setup, cfg))
+}
+
 /// Run one all-reduce on the sim fabric with the hosts' stack as `stack` says (its service
 /// time per frame and its transmit buffer, [`crate::hoststack`]); every frame put on a link
 /// goes to `pcap` if given.
@@ -61,22 +83,8 @@ pub fn run_sim_stack(
     max_ns: u64,
     pcap: Option<&std::path::Path>,
 ) -> Result<(Vec<SetupNode>, FabricReport, StackStats), RunError> {
-    // the released client's own protocol settings (SwitchML's pool under its DPDK client)
-    let extra = stack.client_knobs(cfg);
-    let owned;
-    let cfg = if extra.is_empty() {
-        cfg
-    } else {
-        let mut c = cfg.clone();
-        c.knobs.extend(extra);
-        owned = c;
-        &owned
-    };
-    let mut setup = sys.build(cfg)?;
-    let links = sys.extra_links();
-    if links > 0 {
-        setup.switch = Box::new(Attached::new(setup.switch, links, &sim_link(cfg)));
-    }
+    let (setup, cfg) = build_for_sim(sys, cfg, stack)?;
+    let cfg = &cfg;
     let mut fabric = sim_driver(
         cfg,
         faults,

@@ -128,27 +128,15 @@ impl Workload for AllReduce {
         )
         .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
         let limit_ns = (ctx.param("time_limit_ms").unwrap_or(10_000.0) * 1e6) as u64;
-        // what inabench_ina::drive::run_sim_stack does (the released client's own knobs, the
-        // build, an aggregator behind the switch on its own links), with the build apart: a
-        // refusal is the build's own answer to the point, and the event rate times the run alone
-        let mut cfg = cfg;
-        let client = stack.client_knobs(&cfg);
-        cfg.knobs.extend(client);
-        let mut setup = match sys.build(&cfg) {
-            Ok(s) => s,
+        // built apart from the run (as inabench_ina::drive::run_sim_stack builds it): a refusal
+        // is the build's own answer to the point, and the event rate times the run alone
+        let (setup, cfg) = match inabench_ina::drive::build_for_sim(sys, &cfg, &stack) {
+            Ok(built) => built,
             Err(why) => {
                 let workers = cfg.workers;
                 return refuse(ctx, format!("{workers} workers: {why}"));
             }
         };
-        let links = sys.extra_links();
-        if links > 0 {
-            setup.switch = Box::new(inabench_ina::drive::Attached::new(
-                setup.switch,
-                links,
-                &inabench_ina::drive::sim_link(&cfg),
-            ));
-        }
         // the sim fabric's event rate, said in the log and never recorded: the simulated class
         // reads no clock of this host (frames delivered to a node per second of wall time)
         let wall = std::time::Instant::now();
