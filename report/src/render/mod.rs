@@ -207,25 +207,17 @@ pub fn figures(a: &Analysis) -> Result<Vec<(String, String, String)>, ReportErro
     Ok(out)
 }
 
+/// One report file, whole or not at all (core's atomic write: a temp file renamed over it,
+/// removed on failure), the error naming the file the user asked for.
 fn write(path: &Path, bytes: &[u8]) -> Result<(), ReportError> {
-    let tmp = path.with_extension("tmp");
-    // a write that fails (a full disk) leaves no half-written temp file behind
-    // the error names the file the user asked for, not the temp file it goes through
-    let written = std::fs::write(&tmp, bytes)
-        .map_err(|source| ReportError::Io {
-            path: path.to_path_buf(),
-            source,
-        })
-        .and_then(|()| {
-            std::fs::rename(&tmp, path).map_err(|source| ReportError::Io {
-                path: path.to_path_buf(),
-                source,
-            })
-        });
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
+    use inabench_core::store::{self, StoreError};
+    store::write_atomic(path, bytes).map_err(|e| match e {
+        StoreError::Io { path, error } => ReportError::Io {
+            path,
+            source: error,
+        },
+        other => other.into(),
+    })
 }
 
 /// Write the reports of a run folder; returns the files written.
