@@ -24,6 +24,50 @@ use std::path::PathBuf;
 use std::process::{Child as Process, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// What can go wrong between a process-per-node run's parent and its nodes. A node's own
+/// refusal (its builder's or report's words) crosses the pipe as text and stays text here
+/// ([`NodeError::Node`]); everything the parent or the child's plumbing sees is typed.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The node's own words: a job its builder refuses, a report it cannot make, a deployment
+    /// that cannot write a node's job, or what a node said on stderr before it went away.
+    #[error("{0}")]
+    Node(String),
+    /// An I/O step of the protocol failed (`what`: which, in words).
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A node answered the protocol with something else (`said`: its line).
+    #[error("node {node} {step} (said `{said}`)")]
+    Protocol {
+        node: usize,
+        step: &'static str,
+        said: String,
+    },
+    /// The placement needs what this run lacks.
+    #[error("{0}")]
+    Placement(&'static str),
+    /// A caller's hook around the start signal failed.
+    #[error("{0}")]
+    Around(String),
+}
+
+impl NodeError {
+    fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> NodeError {
+        let what = what.into();
+        move |source| NodeError::Io { what, source }
+    }
+}
+
+impl From<String> for NodeError {
+    fn from(words: String) -> NodeError {
+        NodeError::Node(words)
+    }
+}
+
 /// What a process-per-node run needs to know about its nodes.
 pub trait Deploy: Sync {
     /// Nodes (node `i` has id `i`).
@@ -37,11 +81,11 @@ pub trait Deploy: Sync {
     }
     /// The one-line job node `node`'s process builds its node from (`bind_any`: the node binds
     /// every address of its namespace's interfaces instead of 127.0.0.1).
-    fn job(&self, node: usize, bind_any: bool) -> Result<String, String>;
+    fn job(&self, node: usize, bind_any: bool) -> Result<String, NodeError>;
 }
 
 /// A child in this process: reads its job from the first, reports on the second.
-pub type ChildMain = fn(&mut dyn BufRead, &mut dyn Write) -> Result<(), String>;
+pub type ChildMain = fn(&mut dyn BufRead, &mut dyn Write) -> Result<(), NodeError>;
 
 /// How the nodes start.
 #[derive(Debug, Clone)]
@@ -70,10 +114,10 @@ pub enum Placement {
 /// capture on one node's link once every node is ready, and finish it once they stopped (before
 /// the namespaces are removed).
 pub trait Around {
-    fn before_go(&mut self, _topo: Option<&crate::netns::Netns>) -> Result<(), String> {
+    fn before_go(&mut self, _topo: Option<&crate::netns::Netns>) -> Result<(), NodeError> {
         Ok(())
     }
-    fn after_stop(&mut self) -> Result<(), String> {
+    fn after_stop(&mut self) -> Result<(), NodeError> {
         Ok(())
     }
 }
@@ -106,7 +150,7 @@ pub struct ProcessRun {
 
 enum Handle {
     Proc(Process),
-    Thread(std::thread::JoinHandle<Result<(), String>>),
+    Thread(std::thread::JoinHandle<Result<(), NodeError>>),
 }
 
 struct NodeIo {
@@ -119,7 +163,7 @@ fn setup(why: String) -> FabricError {
     FabricError::Setup { fabric: "udp", why }
 }
 
-fn start(spawn: &Spawn, job: &str, prefix: Option<Vec<String>>) -> Result<NodeIo, String> {
+fn start(spawn: &Spawn, job: &str, prefix: Option<Vec<String>>) -> Result<NodeIo, NodeError> {
     let mut n = match spawn {
         Spawn::Processes { exe, command } => {
             // in a namespace: `ip netns exec NAME exe command`
@@ -138,10 +182,10 @@ fn start(spawn: &Spawn, job: &str, prefix: Option<Vec<String>>) -> Result<NodeIo
                 // captured, not inherited: a node must not write over the dashboard
                 .stderr(Stdio::piped())
                 .spawn()
-                .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+                .map_err(NodeError::io(format!("cannot start {}", exe.display())))?;
             let (Some(i), Some(o)) = (child.stdin.take(), child.stdout.take()) else {
                 let _ = child.kill();
-                return Err("a node process without pipes".into());
+                return Err(NodeError::Placement("a node process without pipes"));
             };
             NodeIo {
                 input: Box::new(i),
@@ -151,8 +195,8 @@ fn start(spawn: &Spawn, job: &str, prefix: Option<Vec<String>>) -> Result<NodeIo
         }
         Spawn::Threads(child) => {
             let child = *child;
-            let (in_r, in_w) = std::io::pipe().map_err(|e| e.to_string())?;
-            let (out_r, out_w) = std::io::pipe().map_err(|e| e.to_string())?;
+            let (in_r, in_w) = std::io::pipe().map_err(NodeError::io("cannot make a pipe"))?;
+            let (out_r, out_w) = std::io::pipe().map_err(NodeError::io("cannot make a pipe"))?;
             let h = std::thread::spawn(move || {
                 let mut r = BufReader::new(in_r);
                 let mut w = out_w;
@@ -167,7 +211,7 @@ fn start(spawn: &Spawn, job: &str, prefix: Option<Vec<String>>) -> Result<NodeIo
     };
     writeln!(n.input, "{job}")
         .and_then(|()| n.input.flush())
-        .map_err(|e| format!("cannot hand a node its job: {e}"))?;
+        .map_err(NodeError::io("cannot hand a node its job"))?;
     Ok(n)
 }
 
@@ -245,7 +289,7 @@ impl UdpProcesses {
                 .map_or(Ipv4Addr::LOCALHOST, |h| h.ip)
         };
         let mut nodes: Vec<NodeIo> = Vec::new();
-        let result: Result<ProcessRun, String> = (|| {
+        let result: Result<ProcessRun, NodeError> = (|| {
             for &i in &procs {
                 let job = d.job(i, topo.is_some())?;
                 nodes.push(start(
@@ -257,12 +301,13 @@ impl UdpProcesses {
             let mut ports = Vec::new();
             for (k, n) in nodes.iter_mut().enumerate() {
                 let i = procs[k];
-                let line = read_line(n).map_err(|e| format!("node {i} did not start: {e}"))?;
-                ports.push(
-                    udp::parse_ready(&line).ok_or_else(|| {
-                        format!("node {i} did not start (said `{}`)", line.trim())
-                    })?,
-                );
+                let line =
+                    read_line(n).map_err(NodeError::io(format!("node {i} did not start")))?;
+                ports.push(udp::parse_ready(&line).ok_or_else(|| NodeError::Protocol {
+                    node: i,
+                    step: "did not start",
+                    said: line.trim().to_string(),
+                })?);
             }
             let addrs: Vec<SocketAddrV4> = ports
                 .iter()
@@ -290,7 +335,7 @@ impl UdpProcesses {
                 n.input
                     .write_all(go.as_bytes())
                     .and_then(|()| n.input.flush())
-                    .map_err(|e| format!("node {} went away: {e}", procs[k]))?;
+                    .map_err(NodeError::io(format!("node {} went away", procs[k])))?;
             }
             let counted = d.counted();
             let (done, last) = coord.wait_and_stop(counted, &addrs, start, self.deadline);
@@ -306,10 +351,16 @@ impl UdpProcesses {
             let mut lines = Vec::new();
             for (k, n) in nodes.iter_mut().enumerate() {
                 let i = procs[k];
-                let totals = read_line(n).map_err(|e| format!("node {i} did not report: {e}"))?;
-                let (t, dropped, send_errors) = parse_totals(&totals)
-                    .ok_or_else(|| format!("node {i} reported `{}`", totals.trim()))?;
-                let line = read_line(n).map_err(|e| format!("node {i} did not report: {e}"))?;
+                let totals =
+                    read_line(n).map_err(NodeError::io(format!("node {i} did not report")))?;
+                let (t, dropped, send_errors) =
+                    parse_totals(&totals).ok_or_else(|| NodeError::Protocol {
+                        node: i,
+                        step: "reported no totals",
+                        said: totals.trim().to_string(),
+                    })?;
+                let line =
+                    read_line(n).map_err(NodeError::io(format!("node {i} did not report")))?;
                 let sum = &mut report.nodes[i];
                 sum.frames_tx += t.frames_tx;
                 sum.bytes_tx += t.bytes_tx;
@@ -349,20 +400,23 @@ impl UdpProcesses {
                     if let Some(mut e) = c.stderr.take() {
                         let _ = std::io::Read::read_to_string(&mut e, &mut err);
                     }
-                    if let (Err(msg), false) = (&mut result, err.trim().is_empty()) {
-                        msg.push_str(&format!(" (node said: {})", err.trim()));
+                    if let (Err(e), false) = (&result, err.trim().is_empty()) {
+                        result = Err(NodeError::Node(format!("{e} (node said: {})", err.trim())));
                     }
                 }
                 Handle::Thread(h) => {
-                    if let Ok(Err(e)) = h.join()
-                        && result.is_ok()
-                    {
-                        result = Err(e);
+                    // the node's own error: the run's if it had none, else beside it (as a node
+                    // process's stderr is)
+                    if let Ok(Err(e)) = h.join() {
+                        result = match result {
+                            Ok(_) => Err(e),
+                            Err(run) => Err(NodeError::Node(format!("{run} (node said: {e})"))),
+                        };
                     }
                 }
             }
         }
-        result.map_err(setup)
+        result.map_err(|e| setup(e.to_string()))
     }
 }
 
@@ -387,13 +441,13 @@ pub struct Child<N> {
 pub fn serve_child<N: crate::Endpoint>(
     input: &mut dyn BufRead,
     output: &mut dyn Write,
-    build: impl FnOnce(&str) -> Result<Child<N>, String>,
-    report: impl FnOnce(&N, &NodeReport) -> Result<String, String>,
-) -> Result<(), String> {
+    build: impl FnOnce(&str) -> Result<Child<N>, NodeError>,
+    report: impl FnOnce(&N, &NodeReport) -> Result<String, NodeError>,
+) -> Result<(), NodeError> {
     let mut line = String::new();
     input
         .read_line(&mut line)
-        .map_err(|e| format!("cannot read the node job: {e}"))?;
+        .map_err(NodeError::io("cannot read the node job"))?;
     let Child {
         mut node,
         config,
@@ -405,12 +459,12 @@ pub fn serve_child<N: crate::Endpoint>(
     } else {
         udp::bind_loopback()
     }
-    .map_err(|e| format!("cannot bind a UDP socket: {e}"))?;
+    .map_err(NodeError::io("cannot bind a UDP socket"))?;
     // the socket layer before `ready`, made for the datagram size the node serves with: nothing
     // of it in the timed run
     let layer = SocketLayer::new(&sock, config.mtu);
     let (wiring, shards) = udp::child_handshake_sharded(&sock, &mut &mut *input, &mut &mut *output)
-        .map_err(|e| e.to_string())?;
+        .map_err(NodeError::io("the node's handshake failed"))?;
     let steer = steering.and_then(|f| f(shards));
     let rep = udp::serve_prepared(&mut node, &sock, &wiring, &config, steer.as_ref(), layer);
     let own = report(&node, &rep)?;
@@ -423,14 +477,14 @@ pub fn serve_child<N: crate::Endpoint>(
 pub fn serve_child_raw<N: crate::Endpoint>(
     input: &mut dyn BufRead,
     output: &mut dyn Write,
-    build: impl FnOnce(&str) -> Result<(Child<N>, Vec<crate::NodeId>), String>,
-    report: impl FnOnce(&N, &NodeReport) -> Result<String, String>,
-) -> Result<(), String> {
+    build: impl FnOnce(&str) -> Result<(Child<N>, Vec<crate::NodeId>), NodeError>,
+    report: impl FnOnce(&N, &NodeReport) -> Result<String, NodeError>,
+) -> Result<(), NodeError> {
     use crate::raw::{self, Link, PacketSocket};
     let mut line = String::new();
     input
         .read_line(&mut line)
-        .map_err(|e| format!("cannot read the node job: {e}"))?;
+        .map_err(NodeError::io("cannot read the node job"))?;
     let (
         Child {
             mut node, config, ..
@@ -438,7 +492,7 @@ pub fn serve_child_raw<N: crate::Endpoint>(
         peers,
     ) = build(line.trim_end())?;
     let ctl = udp::bind(Ipv4Addr::UNSPECIFIED)
-        .map_err(|e| format!("cannot bind the control socket: {e}"))?;
+        .map_err(NodeError::io("cannot bind the control socket"))?;
     let links = peers
         .iter()
         .map(|&p| {
@@ -450,17 +504,17 @@ pub fn serve_child_raw<N: crate::Endpoint>(
                     let _ = sock.ignore_outgoing();
                 })
                 .map(|sock| Link { peer: p, sock })
-                .map_err(|e| format!("no AF_PACKET socket on {name}: {e}"))
+                .map_err(NodeError::io(format!("no AF_PACKET socket on {name}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let wiring = udp::child_handshake(&ctl, &mut &mut *input, &mut &mut *output)
-        .map_err(|e| e.to_string())?;
+        .map_err(NodeError::io("the node's handshake failed"))?;
     let rep = raw::serve(&mut node, &links, &ctl, wiring.coordinator, &config);
     let own = report(&node, &rep)?;
     write_report(output, &rep, &own)
 }
 
-fn write_report(output: &mut dyn Write, rep: &NodeReport, own: &str) -> Result<(), String> {
+fn write_report(output: &mut dyn Write, rep: &NodeReport, own: &str) -> Result<(), NodeError> {
     writeln!(
         output,
         "totals {} {} {} {} {} {} {} {}",
@@ -475,12 +529,66 @@ fn write_report(output: &mut dyn Write, rep: &NodeReport, own: &str) -> Result<(
     )
     .and_then(|()| writeln!(output, "{own}"))
     .and_then(|()| output.flush())
-    .map_err(|e| e.to_string())
+    .map_err(NodeError::io("cannot write the node's report"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct Two;
+
+    impl Deploy for Two {
+        fn nodes(&self) -> usize {
+            2
+        }
+        fn counted(&self) -> usize {
+            2
+        }
+        fn job(&self, node: usize, _bind_any: bool) -> Result<String, NodeError> {
+            Ok(format!("job {node}"))
+        }
+    }
+
+    fn refusing(input: &mut dyn BufRead, _output: &mut dyn Write) -> Result<(), NodeError> {
+        let mut line = String::new();
+        input
+            .read_line(&mut line)
+            .map_err(NodeError::io("cannot read the node job"))?;
+        Err(NodeError::Node(format!(
+            "`{}` names no system",
+            line.trim()
+        )))
+    }
+
+    #[test]
+    fn a_node_that_refuses_its_job_is_an_error_with_its_words() {
+        let fabric = UdpProcesses {
+            spawn: Spawn::Threads(refusing),
+            placement: Placement::Loopback,
+            deadline: Duration::from_secs(5),
+        };
+        let Err(e) = fabric.run(&Two) else {
+            panic!("a run whose nodes refused their jobs finished");
+        };
+        let text = e.to_string();
+        // the parent's view (no `ready` from node 0) and the node's own words
+        assert!(text.contains("node 0 did not start"), "{text}");
+        assert!(text.contains("`job 0` names no system"), "{text}");
+    }
+
+    #[test]
+    fn a_thread_placement_cannot_make_namespaces() {
+        let fabric = UdpProcesses {
+            spawn: Spawn::Threads(refusing),
+            placement: Placement::Netns { rate_mbit: None },
+            deadline: Duration::from_secs(5),
+        };
+        let Err(FabricError::Setup { why, .. }) = fabric.run(&Two) else {
+            panic!("namespaces without node processes");
+        };
+        assert!(why.contains("no node binary"), "{why}");
+    }
 
     #[test]
     fn totals_lines_parse_and_junk_does_not() {

@@ -487,14 +487,14 @@ fn run(cli: Cli) -> Result<i32> {
             let stdin = std::io::stdin();
             let stdout = std::io::stdout();
             inabench_workloads::raw_node::child_main(&mut stdin.lock(), &mut stdout.lock())
-                .map_err(|e| anyhow::anyhow!("raw fabric node: {e}"))?;
+                .context("raw fabric node")?;
             Ok(0)
         }
         Cmd::FabricNode => {
             let stdin = std::io::stdin();
             let stdout = std::io::stdout();
             inabench_workloads::udp_node::child_main(&mut stdin.lock(), &mut stdout.lock())
-                .map_err(|e| anyhow::anyhow!("fabric node: {e}"))?;
+                .context("fabric node")?;
             Ok(0)
         }
         Cmd::Agent {

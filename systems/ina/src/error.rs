@@ -67,4 +67,14 @@ pub enum RunError {
     /// The modelled timeline asked for other buckets than those exchanged.
     #[error("the timeline's buckets are not the exchanged ones")]
     Timeline,
+    /// A node job names a system the list does not have.
+    #[error("no system `{0}`")]
+    UnknownSystem(String),
+    /// A node process's report line is not a node outcome.
+    #[error("node {node} reported `{line}`: {cause}")]
+    NodeReport {
+        node: usize,
+        line: String,
+        cause: serde_json::Error,
+    },
 }

@@ -10,10 +10,11 @@
 use crate::common::AllReduceConfig;
 use crate::common::SetupNode;
 use crate::drive::system;
+use crate::error::RunError;
 use crate::udp_node::{NodeJob, NodeOutcome, node_count, node_outcome, outcomes};
 use inabench_fabric::fault::Faults;
 use inabench_fabric::netns::Netns;
-use inabench_fabric::procs;
+use inabench_fabric::procs::{self, NodeError};
 use inabench_fabric::raw::{self, Capture, Captured};
 use inabench_fabric::udp::{IoModel, NodeConfig};
 use serde::{Deserialize, Serialize};
@@ -35,19 +36,24 @@ pub struct RawJob {
 
 /// The child side: run one node with the job from `input` on its links, report on `output`
 /// ([`inabench_fabric::procs::serve_child_raw`] with this crate's builder and report).
-pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(), String> {
+pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(), NodeError> {
     let ctx: std::cell::RefCell<Option<(NodeJob, AllReduceConfig)>> = std::cell::RefCell::new(None);
     procs::serve_child_raw(
         input,
         output,
         |line| {
             let rj: RawJob = serde_json::from_str(line)
-                .map_err(|e| format!("the node job does not parse: {e}"))?;
+                .map_err(|e| NodeError::Node(format!("the node job does not parse: {e}")))?;
             let job = rj.job;
-            let sys = system(&job.system).ok_or_else(|| format!("no system `{}`", job.system))?;
-            let io = IoModel::parse(&job.io).ok_or_else(|| format!("no I/O model `{}`", job.io))?;
+            let sys = system(&job.system).ok_or_else(|| {
+                NodeError::Node(RunError::UnknownSystem(job.system.clone()).to_string())
+            })?;
+            let io = IoModel::parse(&job.io)
+                .ok_or_else(|| NodeError::Node(format!("no I/O model `{}`", job.io)))?;
             let cfg = job.config();
-            let node = sys.build_node(&cfg, job.node).map_err(|e| e.to_string())?;
+            let node = sys
+                .build_node(&cfg, job.node)
+                .map_err(|e| NodeError::Node(e.to_string()))?;
             let is_worker = matches!(node, SetupNode::Worker(_));
             let config = NodeConfig {
                 io: if is_worker { io } else { IoModel::Event },
@@ -80,10 +86,12 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
         },
         |node, rep| {
             let Some((job, cfg)) = ctx.borrow_mut().take() else {
-                return Err("a node reported before it was built".into());
+                return Err(NodeError::Node(
+                    "a node reported before it was built".into(),
+                ));
             };
             serde_json::to_string(&node_outcome(&job, &cfg, node, rep, None))
-                .map_err(|e| e.to_string())
+                .map_err(|e| NodeError::Node(format!("cannot write the node's outcome: {e}")))
         },
     )
 }
@@ -118,7 +126,7 @@ impl procs::Deploy for RawDeploy<'_> {
     fn counted(&self) -> usize {
         self.job.workers
     }
-    fn job(&self, node: usize, bind_any: bool) -> Result<String, String> {
+    fn job(&self, node: usize, bind_any: bool) -> Result<String, NodeError> {
         serde_json::to_string(&RawJob {
             job: NodeJob {
                 node,
@@ -127,7 +135,7 @@ impl procs::Deploy for RawDeploy<'_> {
             },
             nodes: self.nodes,
         })
-        .map_err(|e| e.to_string())
+        .map_err(|e| NodeError::Node(format!("cannot write node {node}'s job: {e}")))
     }
 }
 
@@ -140,7 +148,7 @@ struct CaptureAround {
 }
 
 impl procs::Around for CaptureAround {
-    fn before_go(&mut self, topo: Option<&Netns>) -> Result<(), String> {
+    fn before_go(&mut self, topo: Option<&Netns>) -> Result<(), NodeError> {
         let (Some((a, b)), Some(t)) = (self.on, topo) else {
             return Ok(());
         };
@@ -148,16 +156,19 @@ impl procs::Around for CaptureAround {
             .hosts
             .get(a)
             .map(|h| h.namespace.clone())
-            .ok_or_else(|| format!("no node {a} to capture on"))?;
+            .ok_or_else(|| NodeError::Around(format!("no node {a} to capture on")))?;
         self.running = Some(
-            Capture::start(Some(&ns), &raw::link_name(b), 1_000_000)
-                .map_err(|e| format!("cannot capture on node {a}'s link to {b}: {e}"))?,
+            Capture::start(Some(&ns), &raw::link_name(b), 1_000_000).map_err(|e| {
+                NodeError::Around(format!("cannot capture on node {a}'s link to {b}: {e}"))
+            })?,
         );
         Ok(())
     }
-    fn after_stop(&mut self) -> Result<(), String> {
+    fn after_stop(&mut self) -> Result<(), NodeError> {
         if let Some(c) = self.running.take() {
-            self.captured = c.finish().map_err(|e| format!("the capture failed: {e}"))?;
+            self.captured = c
+                .finish()
+                .map_err(|e| NodeError::Around(format!("the capture failed: {e}")))?;
         }
         Ok(())
     }
@@ -172,7 +183,7 @@ pub fn run_raw(
     job: &NodeJob,
     exe: &Path,
     capture: Option<(usize, usize)>,
-) -> Result<RawOutcome, String> {
+) -> Result<RawOutcome, RunError> {
     let n = node_count(job)?;
     let fabric = procs::UdpProcesses {
         spawn: procs::Spawn::Processes {
@@ -212,9 +223,8 @@ pub fn write_pcap(path: &Path, frames: &[Captured]) -> std::io::Result<()> {
 
 /// A captured frame read as RoCEv2 by the suite's wire module, its ICRC verified: (BTH opcode,
 /// destination QP, PSN).
-pub fn roce_headers(frame: &[u8]) -> Result<(u8, u32, u32), String> {
+pub fn roce_headers(frame: &[u8]) -> Result<(u8, u32, u32), inabench_wire::Error> {
     use inabench_wire::roce::{FrameRepr, IcrcCheck};
     FrameRepr::parse_with(frame, IcrcCheck::Verify)
         .map(|(r, _)| (r.bth.opcode, r.bth.dest_qp, r.bth.psn))
-        .map_err(|e| format!("{e:?}"))
 }

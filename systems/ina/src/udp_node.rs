@@ -11,8 +11,9 @@
 
 use crate::common::{AllReduceConfig, SetupNode};
 use crate::drive::system;
+use crate::error::RunError;
 use inabench_fabric::fault::Faults;
-use inabench_fabric::procs;
+use inabench_fabric::procs::{self, NodeError};
 use inabench_fabric::udp::{self, IoModel, NodeConfig, Steering};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
@@ -103,11 +104,11 @@ pub struct NodeOutcome {
 
 /// The child side: run one node with the job from `input`, report on `output`
 /// ([`inabench_fabric::procs::serve_child`] with this crate's builder and report).
-pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(), String> {
+pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(), NodeError> {
     child_dyn(input, output)
 }
 
-fn child_dyn(input: &mut dyn BufRead, output: &mut dyn Write) -> Result<(), String> {
+fn child_dyn(input: &mut dyn BufRead, output: &mut dyn Write) -> Result<(), NodeError> {
     let ctx: std::cell::RefCell<Option<(NodeJob, AllReduceConfig, Option<i32>)>> =
         std::cell::RefCell::new(None);
     procs::serve_child(
@@ -115,12 +116,17 @@ fn child_dyn(input: &mut dyn BufRead, output: &mut dyn Write) -> Result<(), Stri
         output,
         |line| {
             let job: NodeJob = serde_json::from_str(line)
-                .map_err(|e| format!("the node job does not parse: {e}"))?;
-            let sys = system(&job.system).ok_or_else(|| format!("no system `{}`", job.system))?;
-            let io = IoModel::parse(&job.io).ok_or_else(|| format!("no I/O model `{}`", job.io))?;
+                .map_err(|e| NodeError::Node(format!("the node job does not parse: {e}")))?;
+            let sys = system(&job.system).ok_or_else(|| {
+                NodeError::Node(RunError::UnknownSystem(job.system.clone()).to_string())
+            })?;
+            let io = IoModel::parse(&job.io)
+                .ok_or_else(|| NodeError::Node(format!("no I/O model `{}`", job.io)))?;
             let cfg = job.config();
             // only this process's node ([`System::build_node`])
-            let node = sys.build_node(&cfg, job.node).map_err(|e| e.to_string())?;
+            let node = sys
+                .build_node(&cfg, job.node)
+                .map_err(|e| NodeError::Node(e.to_string()))?;
             let is_worker = matches!(node, SetupNode::Worker(_));
             // the `switch_nice` knob: the switch's processes at this nice value (e.g. -10), so
             // that on a host with fewer cores than nodes the switch, which every frame crosses,
@@ -162,10 +168,13 @@ fn child_dyn(input: &mut dyn BufRead, output: &mut dyn Write) -> Result<(), Stri
         },
         |node, rep| {
             let Some((job, cfg, nice)) = ctx.borrow_mut().take() else {
-                return Err("a node reported before it was built".into());
+                return Err(NodeError::Node(
+                    "a node reported before it was built".into(),
+                ));
             };
             let out = node_outcome(&job, &cfg, node, rep, nice);
-            serde_json::to_string(&out).map_err(|e| e.to_string())
+            serde_json::to_string(&out)
+                .map_err(|e| NodeError::Node(format!("cannot write the node's outcome: {e}")))
         },
     )
 }
@@ -215,33 +224,32 @@ pub(crate) fn node_outcome(
 }
 
 /// The nodes of `job`'s setup (built with one element: only the count is wanted).
-pub(crate) fn node_count(job: &NodeJob) -> Result<usize, String> {
-    let sys = system(&job.system).ok_or_else(|| format!("no system `{}`", job.system))?;
+pub(crate) fn node_count(job: &NodeJob) -> Result<usize, RunError> {
+    let sys = system(&job.system).ok_or_else(|| RunError::UnknownSystem(job.system.clone()))?;
     Ok(sys
         .build(&AllReduceConfig {
             elements: 1,
             ..job.config()
-        })
-        .map_err(|e| e.to_string())?
+        })?
         .into_nodes()
         .len())
 }
 
 /// A process-per-node run's report lines as the nodes' outcomes, with the kinds of socket layer
-/// they ran on (several joined by `/` if they differed); a fabric setup error as its sentence.
+/// they ran on (several joined by `/` if they differed).
 pub(crate) fn outcomes(
     run: Result<procs::ProcessRun, inabench_fabric::FabricError>,
-) -> Result<(procs::ProcessRun, Vec<NodeOutcome>, String), String> {
-    let run = run.map_err(|e| match e {
-        inabench_fabric::FabricError::Setup { why, .. } => why,
-        other => other.to_string(),
-    })?;
+) -> Result<(procs::ProcessRun, Vec<NodeOutcome>, String), RunError> {
+    let run = run?;
     let mut outs = Vec::with_capacity(run.lines.len());
-    for (line, i) in run.lines.iter().zip(&run.node_of) {
-        outs.push(
-            serde_json::from_str::<NodeOutcome>(line)
-                .map_err(|e| format!("node {i} reported `{}`: {e}", line.trim()))?,
-        );
+    for (line, &node) in run.lines.iter().zip(&run.node_of) {
+        outs.push(serde_json::from_str::<NodeOutcome>(line).map_err(|cause| {
+            RunError::NodeReport {
+                node,
+                line: line.trim().to_string(),
+                cause,
+            }
+        })?);
     }
     let mut kinds: Vec<String> = outs.iter().map(|o| o.offload.clone()).collect();
     kinds.sort();
@@ -327,13 +335,13 @@ impl procs::Deploy for JobDeploy<'_> {
             1
         }
     }
-    fn job(&self, node: usize, bind_any: bool) -> Result<String, String> {
+    fn job(&self, node: usize, bind_any: bool) -> Result<String, NodeError> {
         serde_json::to_string(&NodeJob {
             node,
             bind_any,
             ..self.job.clone()
         })
-        .map_err(|e| e.to_string())
+        .map_err(|e| NodeError::Node(format!("cannot write node {node}'s job: {e}")))
     }
 }
 
@@ -364,7 +372,7 @@ pub enum Placement {
 
 /// Run one all-reduce of `job.system` with every node on its own socket (and process), on
 /// loopback. `job.node` is ignored; each node gets its index.
-pub fn run_udp(job: &NodeJob, spawn: &Spawn) -> Result<UdpOutcome, String> {
+pub fn run_udp(job: &NodeJob, spawn: &Spawn) -> Result<UdpOutcome, RunError> {
     run_udp_placed(job, spawn, Placement::Loopback)
 }
 
@@ -374,7 +382,7 @@ pub fn run_udp_placed(
     job: &NodeJob,
     spawn: &Spawn,
     placement: Placement,
-) -> Result<UdpOutcome, String> {
+) -> Result<UdpOutcome, RunError> {
     let n_nodes = node_count(job)?;
     let shards = switch_shards(job);
     let fabric = procs::UdpProcesses {
@@ -487,6 +495,23 @@ mod tests {
         let sys = system("atp").expect("atp");
         let cfg = job("atp", 1_000, "event", 0.0).config();
         assert!(matches!(sys.build_node(&cfg, 3), Ok(SetupNode::Switch(_))));
+    }
+
+    #[test]
+    fn a_job_naming_no_system_or_not_parsing_is_a_typed_error() {
+        let Err(RunError::UnknownSystem(name)) =
+            run_udp(&job("omnireduce", 64, "event", 0.0), &Spawn::Threads)
+        else {
+            panic!("a job naming no system ran");
+        };
+        assert_eq!(name, "omnireduce");
+        // a node process handed a line that is no job says so on its own
+        let mut out = Vec::new();
+        let Err(NodeError::Node(words)) = child_main(&mut &b"not a job\n"[..], &mut out) else {
+            panic!("a node served a line that is no job");
+        };
+        assert!(words.contains("does not parse"), "{words}");
+        assert!(out.is_empty(), "a refused node said `ready`");
     }
 
     #[test]

@@ -41,6 +41,15 @@ pub enum LibraError {
     Wire(&'static str),
     #[error(transparent)]
     Fabric(#[from] inabench_fabric::FabricError),
+    /// An all-reduce run through `inabench_ina` (the negotiation's op_max on SwitchML).
+    #[error(transparent)]
+    Run(#[from] inabench_ina::RunError),
+}
+
+impl From<inabench_ina::common::SetupError> for LibraError {
+    fn from(e: inabench_ina::common::SetupError) -> LibraError {
+        LibraError::Run(e.into())
+    }
 }
 
 /// Run `nodes` (node `i` has id `i`; the workers are `0..workers`) on `fabric` until every

@@ -118,7 +118,7 @@ pub fn run_sim(
     cfg: &AllReduceConfig,
     inputs: Vec<Vec<i32>>,
     host_cost_ns: u64,
-) -> Result<Negotiated, String> {
+) -> Result<Negotiated, crate::LibraError> {
     run_sim_stack(
         cfg,
         inputs,
@@ -132,19 +132,16 @@ pub fn run_sim_stack(
     cfg: &AllReduceConfig,
     inputs: Vec<Vec<i32>>,
     stack: &inabench_ina::hoststack::HostStack,
-) -> Result<Negotiated, String> {
+) -> Result<Negotiated, crate::LibraError> {
     let want = reference_max(&inputs);
-    let setup = SwitchMl
-        .build_with(cfg, inputs)
-        .map_err(|e| e.to_string())?;
+    let setup = SwitchMl.build_with(cfg, inputs)?;
     let (nodes, rep, _) = inabench_ina::drive::run_setup_sim_stack(
         setup,
         cfg,
         inabench_fabric::fault::Faults::default(),
         stack,
         600_000_000_000,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let (mut start, mut end) = (u64::MAX, 0u64);
     for n in &nodes {
         if let SetupNode::Worker(w) = n {
@@ -169,19 +166,16 @@ pub fn run_mem(
     cfg: &AllReduceConfig,
     inputs: Vec<Vec<i32>>,
     deadline: std::time::Duration,
-) -> Result<Negotiated, String> {
+) -> Result<Negotiated, crate::LibraError> {
     let want = reference_max(&inputs);
-    let setup = SwitchMl
-        .build_with(cfg, inputs)
-        .map_err(|e| e.to_string())?;
+    let setup = SwitchMl.build_with(cfg, inputs)?;
     let w = cfg.workers;
     let mut mem = inabench_fabric::Mem {
         mtu: cfg.mtu + 128,
         faults: inabench_fabric::fault::Faults::default(),
     };
     let limit_ns = u64::try_from(deadline.as_nanos()).unwrap_or(u64::MAX);
-    let (nodes, rep) =
-        crate::run_on(&mut mem, setup.into_nodes(), w, limit_ns).map_err(|e| e.to_string())?;
+    let (nodes, rep) = crate::run_on(&mut mem, setup.into_nodes(), w, limit_ns)?;
     let dur = rep.nodes[..w].iter().map(|s| s.done_ns).max().unwrap_or(0);
     Ok(outcome(&nodes, &want, dur, rep.finished, rep.fabric))
 }

@@ -76,7 +76,10 @@ impl Workload for Fig17 {
         } else {
             run_sim_stack(&cfg, inputs, &stack)
         }
-        .map_err(WorkloadError::Invalid)?;
+        .map_err(|e| match e {
+            inabench_libra::LibraError::Run(e) => crate::fabric::run_error(e),
+            other => WorkloadError::Invalid(other.to_string()),
+        })?;
         ctx.fabric = o.fabric;
         let (ns, wrong) = (o.duration_ns, o.wrong);
         ctx.counter("retransmissions", o.retransmissions);

@@ -62,7 +62,7 @@ impl Table1 {
             deadline_ms: 60_000,
             bind_any: false,
         };
-        let out = run_udp(&job, &Spawn::detect()).map_err(WorkloadError::Invalid)?;
+        let out = run_udp(&job, &Spawn::detect()).map_err(crate::fabric::run_error)?;
         let hosts: Vec<_> = out.nodes.iter().filter(|n| n.is_worker).collect();
         if !out.finished {
             return Err(WorkloadError::Invalid(format!(

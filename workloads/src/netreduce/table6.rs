@@ -335,7 +335,7 @@ fn run_on_udp(
             "udp fabric: nodes run as threads (no inabench binary to start them as processes)",
         );
     }
-    let out = run_udp_placed(&job, &spawn, placement).map_err(WorkloadError::Invalid)?;
+    let out = run_udp_placed(&job, &spawn, placement).map_err(crate::fabric::run_error)?;
     // what carried the datagrams (the batched socket layer's GSO/GRO or plain mmsg) and how many
     // shards the switch ran as
     ctx.log(
@@ -378,7 +378,7 @@ fn run_on_raw(
                 .into(),
         ));
     }
-    let out = inabench_ina::raw_node::run_raw(job, exe, None).map_err(WorkloadError::Invalid)?;
+    let out = inabench_ina::raw_node::run_raw(job, exe, None).map_err(crate::fabric::run_error)?;
     ctx.log(
         inabench_core::LogLevel::Info,
         format!("raw fabric: {} sockets on veth links", out.socket),
