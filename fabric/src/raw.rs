@@ -315,6 +315,85 @@ pub fn serve<N: Endpoint>(
     rep
 }
 
+/// Serve `node` on `links` with no coordinator, until `stop()` says so (asked whenever no frame
+/// waits, at least every 5 ms) or `limit` passes: a bump in the wire between hosts that run
+/// stacks of their own, such as NetReduce's accelerator on the Soft-RoCE rig's taps
+/// (tools/rxe-rig, drivers/devices' `netreduce_accel` example) or on a NIC host of a testbed.
+/// The same endpoint calls and timers as [`serve`]; frames larger than `mtu` are not taken, and
+/// no faults are injected here (an endpoint that loses frames wraps the node). The report's
+/// `stopped` says whether `stop` ended it (false: the limit); `done_ns` is when the endpoint
+/// first said it was done, if it ever did.
+pub fn serve_until<N: Endpoint>(
+    node: &mut N,
+    links: &[Link],
+    mtu: usize,
+    limit: std::time::Duration,
+    stop: &mut dyn FnMut() -> bool,
+) -> NodeReport {
+    let start = Instant::now();
+    let now = || start.elapsed().as_nanos() as Nanos;
+    let cpu0 = crate::wrap::thread_cpu_ns().unwrap_or(0);
+    let limit = limit.as_nanos() as Nanos;
+    let mut rep = NodeReport {
+        offload: SOCKET_KIND,
+        ..NodeReport::default()
+    };
+    let fds: Vec<RawFd> = links.iter().map(|l| l.sock.raw_fd()).collect();
+    let mut buf = vec![0u8; mtu.max(2048) + 64];
+    loop {
+        let t = now();
+        while let Some(tx) = node.poll_transmit(t) {
+            rep.frames_tx += 1;
+            rep.bytes_tx += tx.bytes.len() as u64;
+            match links.iter().find(|l| l.peer == tx.to) {
+                Some(l) if l.sock.send(&tx.bytes).is_ok() => {}
+                _ => rep.send_errors += 1,
+            }
+            node.recycle(tx.bytes);
+        }
+        if rep.done_ns == 0 && node.is_done() {
+            rep.done_ns = t.max(1);
+        }
+        if t > limit {
+            break;
+        }
+        let mut got = 0usize;
+        for l in links {
+            while let Ok(Some((n, outgoing))) = l.sock.recv(&mut buf) {
+                if outgoing || n > buf.len() || n > mtu {
+                    continue;
+                }
+                got += 1;
+                rep.frames_rx += 1;
+                rep.bytes_rx += n as u64;
+                node.handle_packet(now(), l.peer, &buf[..n]);
+            }
+        }
+        if let Some(d) = node.poll_timeout() {
+            let t = now();
+            if d <= t {
+                node.handle_timeout(t);
+            }
+        }
+        if got == 0 {
+            if stop() {
+                rep.stopped = true;
+                break;
+            }
+            let wake = node
+                .poll_timeout()
+                .map_or(5, |w| w.saturating_sub(now()) / 1_000_000)
+                .min(5) as i32;
+            wait_readable(&fds, wake);
+        }
+    }
+    rep.wall_ns = now();
+    rep.cpu_ns = crate::wrap::thread_cpu_ns()
+        .unwrap_or(0)
+        .saturating_sub(cpu0);
+    rep
+}
+
 /// Move the calling thread into the network namespace `name` (`/run/netns/<name>`, as `ip netns`
 /// makes them). Only this thread moves.
 pub fn enter_netns(name: &str) -> io::Result<()> {
@@ -473,5 +552,122 @@ mod tests {
         let c = cap.finish().expect("capture");
         assert_eq!(c.iter().filter(|f| f.outgoing).count(), 50);
         assert_eq!(c.iter().filter(|f| !f.outgoing).count(), 1);
+    }
+
+    /// A bump in the wire served with `serve_until`: every frame that comes in on its link is
+    /// answered on the same link (its bytes reversed after the Ethernet header, so an echo of
+    /// the kernel's own frames cannot pass), one frame to a node with no link is a send error,
+    /// and the loop ends when `stop` says so, not before.
+    #[test]
+    fn serve_until_answers_on_its_links_until_stopped() {
+        if !is_root() {
+            eprintln!("skipped: network namespaces need root");
+            return;
+        }
+        struct Echo(Vec<Transmit>, u32);
+        impl Endpoint for Echo {
+            fn id(&self) -> NodeId {
+                9
+            }
+            fn handle_packet(&mut self, _now: Nanos, from: NodeId, frame: &[u8]) {
+                // only the test's frames (ethertype 0x88b5), not the kernel's
+                if frame.len() > 14 && frame[12..14] == [0x88, 0xb5] {
+                    let mut f = frame.to_vec();
+                    f[14..].reverse();
+                    self.0.push(Transmit { to: from, bytes: f });
+                    self.1 += 1;
+                    if self.1 == 3 {
+                        // a node this bump has no link to
+                        self.0.push(Transmit {
+                            to: 5,
+                            bytes: frame.to_vec(),
+                        });
+                    }
+                }
+            }
+            fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
+                (!self.0.is_empty()).then(|| self.0.remove(0))
+            }
+            fn poll_timeout(&self) -> Option<Nanos> {
+                None
+            }
+            fn handle_timeout(&mut self, _now: Nanos) {}
+        }
+        use crate::endpoint::Transmit;
+        let mut ns = Netns::create(2, None).expect("namespaces");
+        ns.link(0, 1, 9000).expect("link");
+        let names: Vec<String> = ns.hosts.iter().map(|h| h.namespace.clone()).collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (n0, flag) = (names[0].clone(), stop.clone());
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let bump = std::thread::spawn(move || {
+            enter_netns(&n0).expect("setns");
+            let sock = PacketSocket::open(&link_name(1)).expect("socket");
+            sock.ignore_outgoing().expect("PACKET_IGNORE_OUTGOING");
+            ready_tx.send(()).expect("ready");
+            let links = [Link { peer: 1, sock }];
+            let mut stops = 0u32;
+            serve_until(
+                &mut Echo(Vec::new(), 0),
+                &links,
+                1500,
+                std::time::Duration::from_secs(60),
+                &mut || {
+                    stops += 1;
+                    flag.load(Ordering::SeqCst)
+                },
+            )
+        });
+        // the host sends once the bump's socket is bound
+        ready_rx.recv().expect("the bump's socket");
+        let n1 = names[1].clone();
+        let host = std::thread::spawn(move || {
+            enter_netns(&n1).expect("setns");
+            let s = PacketSocket::open(&link_name(0)).expect("socket");
+            s.ignore_outgoing().expect("PACKET_IGNORE_OUTGOING");
+            let frame = |k: u8| {
+                let mut f = vec![0x02, 0, 0, 0, 0x77, k, 0x02, 0, 0, 0, 0x66, k, 0x88, 0xb5];
+                f.extend((0..100u16).map(|i| (i as u8).wrapping_mul(3) ^ k));
+                f
+            };
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; 4096];
+            for k in 0..20u8 {
+                s.send(&frame(k)).expect("send");
+                let t = Instant::now();
+                loop {
+                    match s.recv(&mut buf).expect("recv") {
+                        Some((n, false)) if buf[12..14] == [0x88, 0xb5] => {
+                            got.push(buf[..n].to_vec());
+                            break;
+                        }
+                        _ if t.elapsed() > std::time::Duration::from_secs(10) => {
+                            panic!("no answer to frame {k}")
+                        }
+                        _ => std::thread::sleep(std::time::Duration::from_micros(200)),
+                    }
+                }
+            }
+            let want: Vec<Vec<u8>> = (0..20)
+                .map(|k| {
+                    let mut f = frame(k);
+                    f[14..].reverse();
+                    f
+                })
+                .collect();
+            (got, want)
+        });
+        let (got, want) = host.join().expect("host");
+        assert_eq!(got, want);
+        // still serving: nothing told it to stop
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!bump.is_finished(), "serve_until ended before stop said so");
+        stop.store(true, Ordering::SeqCst);
+        let rep = bump.join().expect("bump");
+        assert!(rep.stopped);
+        assert_eq!(rep.frames_tx, 21);
+        assert_eq!(rep.send_errors, 1);
+        assert!(rep.frames_rx >= 20, "{rep:?}");
+        assert_eq!(rep.offload, SOCKET_KIND);
     }
 }
