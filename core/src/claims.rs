@@ -89,7 +89,7 @@ pub enum Expr {
     Where(Box<Expr>, Box<Expr>),
 }
 
-const BUILTINS: [&str; 11] = [
+const BUILTINS: [&str; 13] = [
     "min",
     "max",
     "mean",
@@ -101,6 +101,8 @@ const BUILTINS: [&str; 11] = [
     "ratio",
     "abs",
     "paper",
+    "highest",
+    "lowest",
 ];
 
 /// What an expression refers to, for validation against the spec.
@@ -505,7 +507,7 @@ impl Parser {
 
 fn check_arity(name: &str, n: usize) -> Result<(), String> {
     let ok = match name {
-        "within" | "flat" => n == 3,
+        "within" | "flat" | "highest" | "lowest" => n == 3,
         "increasing" | "decreasing" | "ratio" => n == 2,
         "abs" | "paper" | "mean" | "median" => n == 1,
         "min" | "max" => n >= 1,
@@ -967,6 +969,70 @@ impl<'a> Context<'a> {
         self.touched.borrow_mut().ties.extend(ties);
     }
 
+    /// `highest(x(s), x(*), tol)` (or `lowest`): per point, `s` against the best of the other
+    /// systems. Beyond `tol` (relative to that rival) it wins or loses; within it the point is a
+    /// tie inside the stated resolution, noted like an exact tie of `x(s) == max(x(*))`, so a
+    /// claim that would hold reads inconclusive, while a clear loss at another point still fails.
+    fn extreme_within(
+        &self,
+        name: &str,
+        args: &[Expr],
+        cond: Option<&Expr>,
+    ) -> Result<Val, EvalError> {
+        let Expr::Series { system, .. } = &args[0] else {
+            return Err(EvalError::Type(format!(
+                "`{name}` takes one system's series first, like `{name}(x(a), x(*), 1%)`"
+            )));
+        };
+        let (Val::Series(mine), Val::Multi(all), Val::Num(tol)) = (
+            self.eval(&args[0], cond)?,
+            self.eval(&args[1], cond)?,
+            self.eval(&args[2], cond)?,
+        ) else {
+            return Err(EvalError::Type(format!(
+                "`{name}` takes a system's series, every system's series and a tolerance, like \
+                 `{name}(x(a), x(*), 1%)`"
+            )));
+        };
+        let high = name == "highest";
+        let mut out = BTreeMap::new();
+        let mut ties = Vec::new();
+        for (k, v) in &mine {
+            let Some(per) = all.get(k) else {
+                continue;
+            };
+            let rival = per
+                .iter()
+                .filter(|(s, _)| *s != system)
+                .map(|(s, x)| (s, *x))
+                .reduce(|a, b| if (b.1 > a.1) == high { b } else { a });
+            let Some((who, best)) = rival else {
+                continue;
+            };
+            let margin = (if high { v - best } else { best - v }) / best.abs();
+            let detail = format!(
+                "{system} {} vs {who} {} ({:+.2}%, ties within {}%)",
+                fmt_num(*v),
+                fmt_num(best),
+                (v - best) / best.abs() * 100.0,
+                fmt_num(tol * 100.0)
+            );
+            let at = if k.is_empty() {
+                String::new()
+            } else {
+                format!(" at {k}")
+            };
+            if margin.abs() <= tol {
+                ties.push(format!("{detail}{at}"));
+                out.insert(k.clone(), (true, detail));
+            } else {
+                out.insert(k.clone(), (margin > 0.0, detail));
+            }
+        }
+        self.touched.borrow_mut().ties.extend(ties);
+        Ok(Val::Bools(out))
+    }
+
     /// Whether a point's parameters satisfy the `where` condition.
     fn visible(&self, params: &Params, cond: Option<&Expr>) -> Result<bool, EvalError> {
         match cond {
@@ -1072,6 +1138,7 @@ impl<'a> Context<'a> {
                 };
                 pairwise(a, b, f)
             }
+            "highest" | "lowest" => self.extreme_within(name, args, cond),
             "increasing" | "decreasing" | "flat" => {
                 let s = match self.eval(&args[0], cond)? {
                     Val::Series(s) => s,
@@ -1850,6 +1917,49 @@ mod tests {
         assert!(matches!(
             check(&o, "rtt(c) == min(rtt(*))"),
             Verdict::Fails(_)
+        ));
+    }
+
+    #[test]
+    fn a_lead_within_the_stated_resolution_is_a_tie() {
+        let o = vec![
+            obs("a", "tf", &[("m", 1.0)], 114.89),
+            obs("b", "tf", &[("m", 1.0)], 115.12),
+            obs("c", "tf", &[("m", 1.0)], 50.0),
+            obs("a", "tf", &[("m", 2.0)], 120.0),
+            obs("b", "tf", &[("m", 2.0)], 100.0),
+        ];
+        // -0.2% against b: inside 5%, neither a win nor a loss
+        let v = check(&o, "highest(tf(a)[m=1], tf(*)[m=1], 5%)");
+        assert!(matches!(v, Verdict::Inconclusive(_)), "{v:?}");
+        assert!(v.detail().contains("a 114.9 vs b 115.1 (-0.20%"), "{v:?}");
+        // the same numbers judged exactly: a loss (==) and a loss (highest at 0.1%)
+        assert!(matches!(
+            check(&o, "tf(a)[m=1] == max(tf(*)[m=1])"),
+            Verdict::Fails(_)
+        ));
+        assert!(matches!(
+            check(&o, "highest(tf(a)[m=1], tf(*)[m=1], 0.1%)"),
+            Verdict::Fails(_)
+        ));
+        // a clear lead holds; b's clear loss at m=2 fails whatever its tie at m=1
+        assert!(matches!(
+            check(&o, "highest(tf(a)[m=2], tf(*)[m=2], 5%)"),
+            Verdict::Holds(_)
+        ));
+        assert!(matches!(
+            check(&o, "highest(tf(b), tf(*), 5%)"),
+            Verdict::Fails(_)
+        ));
+        // lowest mirrors it: c is lowest by far at m=1
+        assert!(matches!(
+            check(&o, "lowest(tf(c)[m=1], tf(*)[m=1], 5%)"),
+            Verdict::Holds(_)
+        ));
+        // the first argument must be one system's series
+        assert!(matches!(
+            check(&o, "highest(tf(*), tf(*), 5%)"),
+            Verdict::NotCheckable(_)
         ));
     }
 
