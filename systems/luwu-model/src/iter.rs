@@ -62,10 +62,13 @@ use crate::rate;
 use crate::shapes::Shape;
 use crate::{ModelError, System};
 
-/// DeepSpeed-Chat's `stage3_prefetch_bucket_size` and `stage3_max_live_parameters`
-/// (microsoft/DeepSpeedExamples, applications/DeepSpeed-Chat, utils/ds_utils.py
-/// `get_train_ds_config`): 3e7 parameters. DeepSpeed's own default is 5e7.
+/// DeepSpeed-Chat's `stage3_prefetch_bucket_size` (microsoft/DeepSpeedExamples,
+/// applications/DeepSpeed-Chat, utils/ds_utils.py `get_train_ds_config`): 3e7 parameters.
+/// DeepSpeed's own default is 5e7.
 pub const DS_CHAT_PREFETCH_BUCKET: f64 = 3e7;
+/// DeepSpeed-Chat's `stage3_max_live_parameters` (the same `get_train_ds_config`): 3e7
+/// parameters. DeepSpeed 0.9.3's own default is 1e9 (deepspeed/runtime/zero/config.py).
+pub const DS_CHAT_MAX_LIVE_PARAMS: f64 = 3e7;
 
 /// The inputs of an iteration model.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -95,8 +98,11 @@ pub struct Config {
     pub node_dram_bytes: f64,
     /// Whether LuWu's node keeps the states in memory when they fit (page cache).
     pub node_page_cache: bool,
-    /// DeepSpeed's `stage3_prefetch_bucket_size`, parameters (infinite: every gather prefetched).
+    /// DeepSpeed's `stage3_prefetch_bucket_size`, parameters (infinite: no budget).
     pub prefetch_bucket_params: f64,
+    /// DeepSpeed's `stage3_max_live_parameters`, parameters (infinite: no cap); with the
+    /// prefetch budget it decides which all_gathers overlap ([`deepspeed_prefetched`]).
+    pub max_live_params: f64,
     /// Whether ZeRO-Infinity swaps the gradients' fp32 partition to NVMe (DeepSpeed 0.9.3 does).
     pub zi_grads_on_nvme: bool,
 }
@@ -122,6 +128,7 @@ impl Config {
             node_dram_bytes: 256e9,
             node_page_cache: true,
             prefetch_bucket_params: DS_CHAT_PREFETCH_BUCKET,
+            max_live_params: DS_CHAT_MAX_LIVE_PARAMS,
             zi_grads_on_nvme: true,
         }
     }
@@ -147,6 +154,8 @@ impl Config {
             || pos.iter().any(|v| !(v.is_finite() && *v > 0.0))
             || self.prefetch_bucket_params.is_nan()
             || self.prefetch_bucket_params <= 0.0
+            || self.max_live_params.is_nan()
+            || self.max_live_params <= 0.0
         {
             return Err(ModelError::Invalid(format!(
                 "every bandwidth, rate, size and the worker count must be positive: {self:?}"
@@ -429,12 +438,16 @@ fn zero(m: &Shape, c: &Config, kind: Zero) -> Breakdown {
     } else {
         1.0
     };
-    // the share of each unit's all_gather that the prefetch budget hides behind compute
+    // the share of each unit's all_gather that DeepSpeed prefetches behind compute: a layer's
+    // by the coordinator's rule (max_live_parameters and the prefetch budget), the
+    // embedding/head's by the budget alone (its place in the trace, first in fwd and last in
+    // bwd with the tied head at the other end, is not walked)
+    let layer_share = layer_prefetched_share(m, c.prefetch_bucket_params, c.max_live_params);
     let prefetched = |i: usize, p: f64| -> f64 {
         if i == 0 {
             prefetched_share(&[p], c.prefetch_bucket_params)
         } else {
-            prefetched_share(&m.submodule_params(), c.prefetch_bucket_params)
+            layer_share
         }
     };
     let us = units(m, c, false);
@@ -541,6 +554,61 @@ pub fn prefetched_share(submodules: &[f64], bucket: f64) -> f64 {
         return 1.0;
     }
     submodules.iter().map(|p| p.min(bucket)).sum::<f64>() / total
+}
+
+/// Which fetches of a trace of parameter groups (`seq`, parameters each, in the order the
+/// submodules run) DeepSpeed 0.9.3 prefetches: `true` where the group's all_gather was issued
+/// while an earlier submodule computed (it overlaps), `false` where it is gathered when its
+/// submodule is needed and waited for (exposed). The rule is
+/// `PartitionedParameterCoordinator::fetch_sub_module` (deepspeed/runtime/zero/
+/// partitioned_param_coordinator.py at v0.9.3): the current submodule's parameters are gathered
+/// and waited for; then, with a complete trace, parameters further along it are prefetched,
+/// whole ones at a time, while the count issued in this call is below
+/// `min(max_live_parameters - available, prefetch_bucket_size)`, where `available`
+/// (`__n_available_params`) counts every gathered or in-flight parameter, the current
+/// submodule's included; `release_sub_module` releases a submodule's parameters after it ran
+/// (`__release_param` lowers the count). So while a submodule larger than
+/// `max_live_parameters` is available nothing at all is prefetched (DeepSpeed-Chat's 3e7 against
+/// OPT-175B's 151-604M-parameter submodules), and a group larger than the budget is still
+/// prefetched whole when the budget is not yet spent. Not walked: the persistent small
+/// parameters (`stage3_param_persistence_threshold`), parameters kept for reuse within
+/// `max_reuse_distance`, and ZeRO-Infinity's stop of the prefetch at a parameter still on NVMe
+/// (`_is_currently_on_nvme`), whose partition `__prefetch_nvme_param_partitions` swaps in one
+/// step ahead: each can only delay a prefetch, so the walk is a best case for DeepSpeed.
+pub fn deepspeed_prefetched(seq: &[f64], bucket: f64, max_live: f64) -> Vec<bool> {
+    let mut pre = vec![false; seq.len()];
+    let mut available = 0.0;
+    let mut next = 0;
+    for i in 0..seq.len() {
+        if !pre[i] {
+            available += seq[i];
+        }
+        next = next.max(i + 1);
+        let budget = (max_live - available).min(bucket);
+        let mut issued = 0.0;
+        while next < seq.len() && issued < budget {
+            pre[next] = true;
+            available += seq[next];
+            issued += seq[next];
+            next += 1;
+        }
+        available -= seq[i];
+    }
+    pre
+}
+
+/// The share of a decoder layer's parameters that [`deepspeed_prefetched`] prefetches in the
+/// steady state of a run of layers (the middle one of three in a row).
+pub fn layer_prefetched_share(m: &Shape, bucket: f64, max_live: f64) -> f64 {
+    let subs = m.submodule_params();
+    let k = subs.len();
+    let seq: Vec<f64> = subs.iter().cycle().take(3 * k).copied().collect();
+    let pre = deepspeed_prefetched(&seq, bucket, max_live);
+    let total: f64 = subs.iter().sum();
+    if total <= 0.0 {
+        return 1.0;
+    }
+    (k..2 * k).filter(|&i| pre[i]).map(|i| seq[i]).sum::<f64>() / total
 }
 
 /// Adam's rate for one of `procs` processes sharing `cpu`.
@@ -708,9 +776,10 @@ mod tests {
         let h = 12288.0;
         let share = prefetched_share(&big.submodule_params(), DS_CHAT_PREFETCH_BUCKET);
         assert!((share - 6.0 * 3e7 / (12.0 * h * h + 9.0 * h)).abs() < 1e-12);
-        // a larger budget never slows ZeRO-3; at 175B the budget costs time
+        // a larger budget and cap never slow ZeRO-3; at 175B they cost time
         let mut unlimited = cfg(16.0);
         unlimited.prefetch_bucket_params = f64::INFINITY;
+        unlimited.max_live_params = f64::INFINITY;
         for sys in [System::Zero3, System::ZeroInfinity] {
             let slow = iteration(sys, &big, &cfg(16.0)).unwrap();
             let fast = iteration(sys, &big, &unlimited).unwrap();
@@ -725,6 +794,52 @@ mod tests {
     }
 
     #[test]
+    fn deepspeeds_prefetch_rule_by_hand() {
+        let b = DS_CHAT_PREFETCH_BUCKET;
+        let live = DS_CHAT_MAX_LIVE_PARAMS;
+        // 175B: every submodule (151-604M) is above max_live_parameters 3e7, so while one is
+        // available nothing is prefetched (the budget min(3e7 - available, 3e7) is negative)
+        let (_, big) = by_id("opt_175b").unwrap();
+        assert_eq!(layer_prefetched_share(&big, b, live), 0.0);
+        // 1.3B (q, k, v, out 4.2M each, fc1 and fc2 16.8M): in the steady state every
+        // submodule was prefetched behind an earlier one
+        let (_, small) = by_id("opt_1_3b").unwrap();
+        assert_eq!(layer_prefetched_share(&small, b, live), 1.0);
+        // 13B (h = 5120: projections 26.2M, fc1 and fc2 105M): at each projection 3.8M of
+        // budget is left, enough to issue the next group whole (k, v, out, then fc1); with fc1
+        // available nothing is issued, so fc2 and the next layer's q are gathered when needed
+        let (_, mid) = by_id("opt_13b").unwrap();
+        let s = mid.submodule_params();
+        let expect = (s[1] + s[2] + s[3] + s[4]) / s.iter().sum::<f64>();
+        let got = layer_prefetched_share(&mid, b, live);
+        assert!((got - expect).abs() < 1e-12, "{got} {expect}");
+        // by hand on a short trace: budget 10, cap 25
+        let pre = deepspeed_prefetched(&[8.0, 8.0, 8.0, 30.0, 8.0], 10.0, 25.0);
+        // at 0: available 8, budget min(17, 10): issue 1 (issued 0 < 10) and 2 (8 < 10), stop
+        // at 16;
+        // at 1: available 16 (0 released), budget 9: issue 3 (30, whole); at 2: available 38,
+        // nothing; at 3: available 30, nothing: 4 is gathered when needed
+        assert_eq!(pre, vec![false, true, true, true, false]);
+        // no budget and no cap: everything after the first is prefetched
+        let all = deepspeed_prefetched(&[1e9; 6], f64::INFINITY, f64::INFINITY);
+        assert_eq!(all, vec![false, true, true, true, true, true]);
+    }
+
+    #[test]
+    fn a_larger_max_live_never_slows_zero() {
+        for id in ["opt_1_3b", "opt_13b", "opt_175b"] {
+            let (_, m) = by_id(id).unwrap();
+            for sys in [System::Zero3, System::ZeroInfinity] {
+                let base = iteration(sys, &m, &cfg(8.0)).unwrap();
+                let mut more = cfg(8.0);
+                more.max_live_params = 1e9; // DeepSpeed's own default
+                let t = iteration(sys, &m, &more).unwrap();
+                assert!(t.iteration <= base.iteration, "{sys:?} {id}");
+            }
+        }
+    }
+
+    #[test]
     fn zero_offload_collectives_stay_off_pcie() {
         // compute and NVLink made negligible: the fwd phase is the parameter shards over each
         // GPU's PCIe share (8 lanes of the host's 64), nothing of the all_gather
@@ -732,6 +847,7 @@ mod tests {
         let mut c = cfg(4.0);
         c.peak_tflops = 1e9;
         c.prefetch_bucket_params = f64::INFINITY;
+        c.max_live_params = f64::INFINITY;
         let bd = iteration(System::ZeroOffload, &m, &c).unwrap();
         let pcie = 8.0 * hw::PCIE4_LANE_GBPS * 1e9;
         let shards = 2.0 * (m.params()) / 8.0 / pcie;

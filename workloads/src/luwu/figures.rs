@@ -9,7 +9,7 @@
 //! `gemm`), `end_to_end_efficiency`, `gemm_efficiency` (the achievable fraction of the GPU peak
 //! in the GEMM model, to sweep the sensitivity), `gpu_peak_tflops`, `nccl_serialised_fraction`,
 //! `grad_wire_bytes`, `ina_payload_bytes`, `node_page_cache` (1 or 0),
-//! `stage3_prefetch_bucket_size`, `zi_grads_on_nvme` (1 or 0), `gpu_reserved_gb`, `adam_per_core`
+//! `stage3_prefetch_bucket_size`, `stage3_max_live_parameters`, `zi_grads_on_nvme` (1 or 0), `gpu_reserved_gb`, `adam_per_core`
 //! (params/s; default the declared [`hw::XEON_ADAM_PER_CORE`]: nothing is timed on this host).
 //! TFLOPS are recorded in two conventions: `tflops` (model FLOPs, no recomputation) and
 //! `tflops_hw` (with the recomputed forward, DeepSpeed-Chat's and Megatron-LM's convention).
@@ -112,6 +112,9 @@ fn config(ctx: &mut PointCtx<'_>, workers: usize, b: f64) -> Result<Config, Work
     if let Some(v) = opt_param(ctx, "stage3_prefetch_bucket_size") {
         c.prefetch_bucket_params = v;
     }
+    if let Some(v) = opt_param(ctx, "stage3_max_live_parameters") {
+        c.max_live_params = v;
+    }
     if let Some(v) = opt_param(ctx, "zi_grads_on_nvme") {
         c.zi_grads_on_nvme = v != 0.0;
     }
@@ -155,8 +158,9 @@ fn run_if_fits(
     name: &str,
 ) -> Result<Option<Breakdown>, WorkloadError> {
     // the paper's stated configuration of its baseline: ZeRO-Infinity's largest trainable
-    // micro-batch at 175B is 16 (luwu Sec. 2.1), which this memory accounting (no DeepSpeed GPU
-    // buffers: reduce bucket, prefetch bucket, contiguous gradients) does not reach by itself
+    // micro-batch at 175B is 16 (luwu Sec. 2.1), which this memory accounting does not reach
+    // by itself: with DeepSpeed 0.9.3's GPU buffers (the 1 GB reduce bucket; the prefetch held
+    // to one submodule by max_live_parameters) 32 still fits (35.7 of 40 GB, memory.rs)
     if sys == System::ZeroInfinity
         && let Some(cap) = opt_param(ctx, "zero_infinity_max_micro_batch_175b")
         && *m == shapes::by_id("opt_175b").map_err(invalid)?.1
