@@ -3,8 +3,8 @@
 //! `filter` the rest of the point) and each row ranks the systems by the table's first metric,
 //! in the direction the metric's `better` gives: the best system, by how much it leads the next,
 //! the whole ranking, and every system of the spec that has no value there with why (its build
-//! refused the point, it did not finish, its sum was wrong, the version cannot run it, or the
-//! point never ran). Then a summary: which system is best where, and by how much.
+//! refused the point, with the build's sentence the cell kept as its row `refused: <why>`; it did
+//! not finish, its sum was wrong, the version cannot run it, or the point never ran). Then a summary: which system is best where, and by how much.
 
 use crate::types::{AggRow, Analysis};
 use inabench_core::claims::fmt_num;
@@ -124,6 +124,28 @@ fn values<'a>(
     })
 }
 
+/// The prefix of the row a refused cell keeps its reason in: the metric `refused: <why>` = 1
+/// beside `refused` = 1 (the benchmark workloads' `REFUSAL_PREFIX`, inabench_workloads::bench).
+pub const REFUSAL_PREFIX: &str = "refused: ";
+
+/// Why `system`'s cell at `key` was refused: the sentence its row `refused: <why>` keeps.
+fn refusal(
+    agg: &[AggRow],
+    class: Fidelity,
+    t: &inabench_core::spec::TableLayout,
+    key: &str,
+    system: &str,
+) -> Option<String> {
+    agg.iter()
+        .filter(|r| {
+            r.fidelity == class
+                && r.system == system
+                && params_match(&r.params, &t.filter)
+                && r.params.get(&t.rows).map(|x| x.to_string()).as_deref() == Some(key)
+        })
+        .find_map(|r| r.metric.strip_prefix(REFUSAL_PREFIX).map(str::to_string))
+}
+
 /// The leaderboards of a benchmark run: one per spec table and class (none for a paper's spec).
 pub fn leaderboards(a: &Analysis) -> Vec<Leaderboard> {
     leaderboards_of(
@@ -198,7 +220,11 @@ pub fn leaderboards_of(
                             .map(|r| r.median)
                     };
                     let why = if flag("refused").is_some_and(|v| v > 0.0) {
-                        "cannot run this cell (the run prints why)".into()
+                        match refusal(a.agg, class, t, &key, s) {
+                            Some(r) => format!("cannot run this cell: {r}"),
+                            // a run from before the reason was kept with the cell
+                            None => "cannot run this cell (the run prints why)".into(),
+                        }
                     } else if let Some(u) = flag("unfinished_workers").filter(|v| *v > 0.0) {
                         format!(
                             "did not finish: {} workers without a result at the time limit",
@@ -364,6 +390,12 @@ tables:
             row("a", 65536, "time", 10.0),
             row("b", 65536, "time", 25.0),
             row("c", 65536, "refused", 1.0),
+            row(
+                "c",
+                65536,
+                "refused: 8 workers: c sums 2 workers at most",
+                1.0,
+            ),
             row("a", 4096, "time", 3.0),
             row("b", 4096, "time", 2.0),
             row("c", 4096, "time", 2.0),
@@ -386,7 +418,15 @@ tables:
         assert_eq!(r.best_text("us"), "a 10 us, 2.50x ahead of b (25)");
         assert_eq!(r.ranking_text(), "a 10, b 25");
         assert_eq!(r.missing.len(), 2);
-        assert!(r.missing[0].0 == "c" && r.missing[0].1.starts_with("cannot run this cell"));
+        // the refusal's sentence, kept with the cell, is the reason given
+        assert_eq!(
+            r.missing[0],
+            (
+                "c".to_string(),
+                "cannot run this cell: 8 workers: c sums 2 workers at most".to_string()
+            )
+        );
+
         assert!(r.missing[1].0 == "d" && r.missing[1].1.contains("this version cannot run"));
         let sum = summary(&boards);
         assert_eq!(sum.len(), 1);
