@@ -8,7 +8,7 @@
 use inabench_core::hostprofile::HostProfile;
 use inabench_core::plan::expand;
 use inabench_core::{Event, Fidelity, LogLevel, PointCtx, Spec, Workload};
-use inabench_workloads::bench::allreduce::AllReduce;
+use inabench_workloads::bench::allreduce::{AllReduce, REFUSAL_PREFIX};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
@@ -85,6 +85,17 @@ fn the_smallest_quick_point_is_exact_or_refused_with_a_reason_for_every_system()
                     sys.name()
                 );
                 assert_eq!(get("time"), None, "{} refused but has a time", sys.name());
+                // the build's sentence is kept with the cell (the leaderboard prints it): the
+                // row `refused: <why>`, the same sentence the log says
+                let why = rows
+                    .iter()
+                    .find_map(|(m, _)| m.strip_prefix(REFUSAL_PREFIX))
+                    .unwrap_or_else(|| panic!("{}: no `refused: <why>` row", sys.name()));
+                assert!(
+                    why.len() > 10 && warnings.iter().any(|m| m.contains(why)),
+                    "{}: {why:?} is not what the log says: {warnings:?}",
+                    sys.name()
+                );
             }
             Some(_) => {
                 assert_eq!(get("wrong_workers"), Some(0.0), "{}: {rows:?}", sys.name());
@@ -169,6 +180,127 @@ fn p4sgd_runs_small_vectors_and_refuses_what_one_packet_cannot_hold() {
                 warnings.iter().any(|m| m.contains("values per packet")),
                 "{warnings:?}"
             );
+            assert!(
+                rows.iter().any(|(m, v)| *v == 1.0
+                    && m.starts_with(REFUSAL_PREFIX)
+                    && m.contains("values per packet")),
+                "{rows:?}"
+            );
         }
     }
+}
+
+/// bench-sparse's sparsest quick point (100 samples a worker) for every system of the spec:
+/// Libra and PS-lite aggregate the sparse gradients exactly (every worker's results against the
+/// exact sums) with a time, Libra with a share of its pairs in the switch; every system of
+/// `inabench_ina::SYSTEMS` runs the dense equivalent exactly (the sparse sums made dense, or its
+/// own values of the same size where it takes no external inputs, said by `own_values`) or is
+/// refused with its build's sentence kept with the cell. The in-network systems must run it, and
+/// at least one dense system must have summed the sparse gradients themselves.
+#[cfg(feature = "libra")]
+#[test]
+fn the_sparsest_quick_point_is_exact_or_refused_with_a_reason_for_every_system() {
+    use inabench_workloads::bench::sparse::Sparse;
+    let s = Spec::load(&root().join("experiments/bench/sparse.yaml")).expect("spec");
+    let profile =
+        HostProfile::load(&root().join("experiments/hosts/reference.yaml")).expect("profile");
+    for sys in inabench_ina::SYSTEMS {
+        assert!(
+            s.systems.iter().any(|n| n == sys.name()),
+            "experiments/bench/sparse.yaml does not list `{}`",
+            sys.name()
+        );
+    }
+    let units = |m: &str| s.metric(m).map(|x| x.unit.clone()).unwrap_or_default();
+    let points = expand(&s, "quick").expect("quick");
+    let batch = |p: &inabench_core::Point| p.params.get("batch").and_then(|x| x.as_f64());
+    let sparsest = points
+        .iter()
+        .filter_map(batch)
+        .min_by(f64::total_cmp)
+        .expect("points");
+    let w = Sparse;
+    let (mut took_sparse, mut ran_in_network) = (0, 0);
+    for name in &s.systems {
+        let p = points
+            .iter()
+            .find(|p| &p.system == name && batch(p) == Some(sparsest))
+            .expect("the system's sparsest point");
+        let (mut rows, mut warnings) = (Vec::new(), Vec::new());
+        let mut sink = |e: Event| match e {
+            Event::Row(r) => rows.push((r.metric, r.value)),
+            Event::Log {
+                level: LogLevel::Warn,
+                message,
+                ..
+            } => warnings.push(message),
+            _ => {}
+        };
+        let cancel = AtomicBool::new(false);
+        let mut ctx = PointCtx::new(
+            p,
+            0,
+            Fidelity::Simulated,
+            "sim",
+            0,
+            false,
+            1,
+            "test",
+            &s.id,
+            &cancel,
+            &mut sink,
+            &units,
+        )
+        .with_host_profile(Some(&profile));
+        w.run(&mut ctx)
+            .unwrap_or_else(|e| panic!("{name} at batch {sparsest}: {e}"));
+        let get = |m: &str| rows.iter().find(|(k, _)| k == m).map(|(_, v)| *v);
+        let density = get("density").unwrap_or_else(|| panic!("{name}: no density"));
+        assert!(
+            density > 0.0 && density < 100.0,
+            "{name}: density {density}%"
+        );
+        let ina = inabench_ina::system(name);
+        if get("refused") == Some(1.0) {
+            assert!(
+                ina.is_some_and(|s| !s.in_network()),
+                "{name} must run the sparsest point: {warnings:?}"
+            );
+            let why = rows
+                .iter()
+                .find_map(|(m, _)| m.strip_prefix(REFUSAL_PREFIX))
+                .unwrap_or_else(|| panic!("{name}: no `refused: <why>` row"));
+            assert!(warnings.iter().any(|m| m.contains(why)), "{why:?}");
+            assert_eq!(get("time"), None, "{name} refused but has a time");
+            continue;
+        }
+        assert_eq!(get("refused"), Some(0.0), "{name}: {rows:?}");
+        assert_eq!(get("wrong_workers"), Some(0.0), "{name}: {rows:?}");
+        assert!(get("time").is_some_and(|t| t > 0.0), "{name}: {rows:?}");
+        match ina {
+            Some(sys) => {
+                let own = get("own_values").unwrap_or_else(|| panic!("{name}: no own_values"));
+                if own == 0.0 {
+                    took_sparse += 1;
+                }
+                if sys.in_network() {
+                    ran_in_network += 1;
+                }
+            }
+            None => {
+                // Libra and PS-lite: the sparse pairs themselves; Libra's hot keys in the switch
+                let hot = get("hot_share");
+                if name == "libra" {
+                    assert!(hot.is_some_and(|h| h > 0.0 && h < 100.0), "{rows:?}");
+                } else {
+                    assert_eq!(hot, None, "{name}: {rows:?}");
+                }
+            }
+        }
+    }
+    assert_eq!(ran_in_network, inabench_ina::in_network_names().len());
+    assert!(
+        took_sparse >= 1,
+        "no dense system summed the sparse gradients"
+    );
 }

@@ -13,7 +13,8 @@
 //! A cell a system cannot run is not a zero: when the system's build refuses the point's
 //! worker count or knobs (ATP's bitmap holds at most 32 workers; the RC stream is a transfer
 //! between two hosts, not an all-reduce) the cell records `refused` = 1 and no time, and the
-//! build's own sentence is logged. A run that does not finish within the time limit fails the
+//! build's own sentence is logged and kept with the cell as the row `refused: <sentence>` = 1
+//! ([`REFUSAL_PREFIX`]), which the report's leaderboard prints. A run that does not finish within the time limit fails the
 //! point unless the spec declares `unfinished_workers` (bench-loss: a system without loss
 //! recovery that stalls is an outcome, recorded with its finished workers' sums still checked).
 //!
@@ -35,12 +36,60 @@ type Other = fn(&mut PointCtx<'_>) -> Result<(), WorkloadError>;
 
 /// The aggregations the family runs beside the list's systems, by the name specs use: P4SGD's
 /// closed loop of one-packet all-reduces (`inabench_p4sgd::allreduce::run_p4sgd`), where the
-/// build has P4SGD.
+/// build has P4SGD; a parameter server (PS-lite, the Libra crate's), where it has Libra.
 fn others() -> Vec<(&'static str, Other)> {
     vec![
         #[cfg(feature = "p4sgd")]
         ("p4sgd", p4sgd_cell as Other),
+        #[cfg(feature = "libra")]
+        ("ps_lite", ps_lite_cell as Other),
     ]
+}
+
+/// A parameter server (PS-lite: the Libra crate's worker and server code with every pair at one
+/// server, [`super::sparse::run_libra_crate`]) all-reducing the point's dense vector: each worker
+/// pushes its whole gradient (the values the list's systems sum,
+/// [`inabench_ina::common::gradient`]) as (key, value) pairs, `ps_lite__server_pairs_per_packet`
+/// a packet, and gets its sums back; every worker's results are checked against the exact sums.
+/// Priced by the host profile's Libra table, as bench-sparse's. A cell over
+/// `ps_lite__max_pairs` pairs (workers x values; the spec's bound, absent: none) is refused:
+/// the Libra crate's simulation keeps every pair, the workers' and the server's, in hash maps
+/// (at 2^25 pairs, 16 MiB x 8 workers, about 140 s of wall time on this 2-core host), a limit of
+/// this simulation, not of a parameter server.
+#[cfg(feature = "libra")]
+fn ps_lite_cell(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+    use super::sparse::{libra_config, run_libra_crate};
+    let workers = ctx.positive_count("workers")?;
+    let elements = elements(ctx)?;
+    let pairs = workers.saturating_mul(elements);
+    if let Ok(max) = ctx.param("ps_lite__max_pairs")
+        && pairs as f64 > max
+    {
+        return refuse(
+            ctx,
+            format!(
+                "{workers} workers x {elements} values: {pairs} pairs, over the {max} a parameter-server cell simulates here (ps_lite__max_pairs: the Libra crate's simulation keeps every pair in hash maps and would take minutes of wall time)"
+            ),
+        );
+    }
+    let cfg = match libra_config(ctx, workers, false)? {
+        Ok(cfg) => cfg,
+        Err(why) => return refuse(ctx, why),
+    };
+    let inp: inabench_libra::proto::Inputs = (0..workers)
+        .map(|w| {
+            let cold = inabench_ina::common::gradient(ctx.seed, w, elements)
+                .into_iter()
+                .enumerate()
+                .map(|(k, v)| (k as u32, v))
+                .collect();
+            (Vec::new(), cold)
+        })
+        .collect();
+    let time_ns = run_libra_crate(ctx, &cfg, &inp, 1, None)?;
+    let bits = elements as f64 * 32.0;
+    ctx.record_in_if_declared("algbw", bits / (time_ns / 1e9), "bps")?;
+    Ok(())
 }
 
 /// Every system of [`inabench_ina::SYSTEMS`], in list order, then the other aggregations this
@@ -117,35 +166,81 @@ impl Workload for AllReduce {
             return run(ctx);
         };
         let cfg = config(ctx, sys)?;
-        let faults = crate::fabric::faults(ctx)?;
-        let stack = inabench_ina::drive::host_stack_for(
-            sys,
-            ctx.text("host_stack").ok().as_deref(),
-            crate::hostcost::core_costs(ctx, sys.name())?,
-            None,
-            None,
-            None,
-        )
-        .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
-        let limit_ns = (ctx.param("time_limit_ms").unwrap_or(10_000.0) * 1e6) as u64;
-        // built apart from the run (as inabench_ina::drive::run_sim_stack builds it): a refusal
-        // is the build's own answer to the point, and the event rate times the run alone
-        let (setup, cfg) = match inabench_ina::drive::build_for_sim(sys, &cfg, &stack) {
-            Ok(built) => built,
+        run_dense(ctx, sys, &cfg, None)
+    }
+}
+
+/// Inputs a workload gives an all-reduce instead of the system's generated gradients: one
+/// vector of `elements` values per worker, and the exact sum every worker's result must equal.
+pub(crate) struct Given {
+    pub inputs: Vec<Vec<i32>>,
+    pub want: Vec<i32>,
+}
+
+/// One all-reduce of `sys` for `cfg` on the sim fabric, recorded as a cell: the system's
+/// generated gradients (`given` = None), or the inputs given where the system takes external
+/// inputs ([`System::build_with`]). A system that takes none sums its generated gradients of the
+/// same size instead (the dense equivalent: no system here compresses, so the time does not
+/// depend on the values) and the cell records `own_values` = 1 (0 where it took them); a
+/// point its build refuses is a refused cell.
+pub(crate) fn run_dense(
+    ctx: &mut PointCtx<'_>,
+    sys: &dyn System,
+    cfg: &AllReduceConfig,
+    given: Option<Given>,
+) -> Result<(), WorkloadError> {
+    let faults = crate::fabric::faults(ctx)?;
+    let stack = inabench_ina::drive::host_stack_for(
+        sys,
+        ctx.text("host_stack").ok().as_deref(),
+        crate::hostcost::core_costs(ctx, sys.name())?,
+        None,
+        None,
+        None,
+    )
+    .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
+    let limit_ns = (ctx.param("time_limit_ms").unwrap_or(10_000.0) * 1e6) as u64;
+    // built apart from the run (as inabench_ina::drive::run_sim_stack builds it): a refusal
+    // is the build's own answer to the point, and the event rate times the run alone
+    let generated = |cfg: &AllReduceConfig| reference_sum(cfg.seed, cfg.workers, cfg.elements);
+    let ((setup, cfg), want, own) = match given {
+        None => match inabench_ina::drive::build_for_sim(sys, cfg, &stack) {
+            Ok(built) => (built, generated(cfg), None),
             Err(why) => {
                 let workers = cfg.workers;
                 return refuse(ctx, format!("{workers} workers: {why}"));
             }
-        };
-        // the sim fabric's event rate, said in the log and never recorded: the simulated class
-        // reads no clock of this host (frames delivered to a node per second of wall time)
-        let wall = std::time::Instant::now();
-        let (nodes, rep, _) =
-            inabench_ina::drive::run_setup_sim_stack(setup, &cfg, faults, &stack, limit_ns)
-                .map_err(crate::fabric::run_error)?;
-        let secs = wall.elapsed().as_secs_f64();
-        let frames: u64 = rep.nodes.iter().map(|n| n.frames_rx).sum();
-        ctx.log(
+        },
+        Some(g) => match build_given(sys, cfg, &stack, g.inputs) {
+            Ok(built) => (built, g.want, Some(false)),
+            // no external inputs (or not these): the dense equivalent, or the build's refusal
+            Err(why) => match inabench_ina::drive::build_for_sim(sys, cfg, &stack) {
+                Ok(built) => {
+                    ctx.log(
+                            LogLevel::Info,
+                            format!(
+                                "{} does not take the point's inputs ({why}): it sums its own generated values of the same size, checked against their own exact sum",
+                                sys.name()
+                            ),
+                        );
+                    (built, generated(cfg), Some(true))
+                }
+                Err(why) => {
+                    let workers = cfg.workers;
+                    return refuse(ctx, format!("{workers} workers: {why}"));
+                }
+            },
+        },
+    };
+    // the sim fabric's event rate, said in the log and never recorded: the simulated class
+    // reads no clock of this host (frames delivered to a node per second of wall time)
+    let wall = std::time::Instant::now();
+    let (nodes, rep, _) =
+        inabench_ina::drive::run_setup_sim_stack(setup, &cfg, faults, &stack, limit_ns)
+            .map_err(crate::fabric::run_error)?;
+    let secs = wall.elapsed().as_secs_f64();
+    let frames: u64 = rep.nodes.iter().map(|n| n.frames_rx).sum();
+    ctx.log(
             LogLevel::Info,
             format!(
                 "sim event rate: {frames} frames delivered in {secs:.3} s of wall time, {:.2} M frames/s ({} workers, {} values)",
@@ -154,38 +249,41 @@ impl Workload for AllReduce {
                 cfg.elements
             ),
         );
-        let want = reference_sum(cfg.seed, cfg.workers, cfg.elements);
-        let (mut finished, mut wrong, mut start, mut end, mut retx) =
-            (0usize, 0usize, u64::MAX, 0u64, 0u64);
-        for n in &nodes {
-            let SetupNode::Worker(w) = n else { continue };
-            let st = w.stats();
-            retx += st.retransmissions;
-            match w.result() {
-                Some(r) if r == want => {
-                    finished += 1;
-                    start = start.min(st.start_ns);
-                    end = end.max(st.end_ns);
-                }
-                Some(_) => wrong += 1,
-                None => {}
+    let (mut finished, mut wrong, mut start, mut end, mut retx) =
+        (0usize, 0usize, u64::MAX, 0u64, 0u64);
+    for n in &nodes {
+        let SetupNode::Worker(w) = n else { continue };
+        let st = w.stats();
+        retx += st.retransmissions;
+        match w.result() {
+            Some(r) if r == want => {
+                finished += 1;
+                start = start.min(st.start_ns);
+                end = end.max(st.end_ns);
             }
+            Some(_) => wrong += 1,
+            None => {}
         }
-        ctx.record("refused", 0.0);
-        ctx.record("wrong_workers", wrong as f64);
-        ctx.record_if_declared("retransmissions", retx as f64);
-        ctx.record_if_declared("frames_dropped", rep.faults.dropped as f64);
-        ctx.counter("retransmissions", retx);
-        if wrong > 0 {
-            return Err(WorkloadError::WrongResult(format!(
-                "{wrong} of {} workers got a sum that differs from the reference",
-                cfg.workers
-            )));
-        }
-        let unfinished = cfg.workers - finished;
-        if unfinished > 0 || !rep.finished {
-            if ctx.declares("unfinished_workers") {
-                ctx.log(
+    }
+    ctx.record("refused", 0.0);
+    // only a workload that gives inputs asks (its spec declares the flag)
+    if let Some(own) = own {
+        ctx.record("own_values", if own { 1.0 } else { 0.0 });
+    }
+    ctx.record("wrong_workers", wrong as f64);
+    ctx.record_if_declared("retransmissions", retx as f64);
+    ctx.record_if_declared("frames_dropped", rep.faults.dropped as f64);
+    ctx.counter("retransmissions", retx);
+    if wrong > 0 {
+        return Err(WorkloadError::WrongResult(format!(
+            "{wrong} of {} workers got a sum that differs from the reference",
+            cfg.workers
+        )));
+    }
+    let unfinished = cfg.workers - finished;
+    if unfinished > 0 || !rep.finished {
+        if ctx.declares("unfinished_workers") {
+            ctx.log(
                     LogLevel::Warn,
                     format!(
                         "{} did not finish within {} ms of virtual time: {unfinished} workers without a result",
@@ -193,32 +291,65 @@ impl Workload for AllReduce {
                         limit_ns / 1_000_000
                     ),
                 );
-                ctx.record("unfinished_workers", unfinished as f64);
-                return Ok(());
-            }
-            return Err(WorkloadError::Invalid(format!(
-                "the all-reduce did not finish within {} ms of virtual time: {unfinished} workers without a result",
-                limit_ns / 1_000_000
-            )));
+            ctx.record("unfinished_workers", unfinished as f64);
+            return Ok(());
         }
-        ctx.record_if_declared("unfinished_workers", 0.0);
-        let time_ns = end.saturating_sub(start).max(1) as f64;
-        let bits = cfg.elements as f64 * 32.0;
-        ctx.record_in("time", time_ns, "ns")?;
-        ctx.record_in_if_declared("algbw", bits / (time_ns / 1e9), "bps")?;
-        ctx.record_in_if_declared("goodput", bits / (time_ns / 1e9), "bps")?;
-        Ok(())
+        return Err(WorkloadError::Invalid(format!(
+            "the all-reduce did not finish within {} ms of virtual time: {unfinished} workers without a result",
+            limit_ns / 1_000_000
+        )));
     }
+    ctx.record_if_declared("unfinished_workers", 0.0);
+    let time_ns = end.saturating_sub(start).max(1) as f64;
+    let bits = cfg.elements as f64 * 32.0;
+    ctx.record_in("time", time_ns, "ns")?;
+    ctx.record_in_if_declared("algbw", bits / (time_ns / 1e9), "bps")?;
+    ctx.record_in_if_declared("goodput", bits / (time_ns / 1e9), "bps")?;
+    Ok(())
 }
 
-/// A cell the point's system cannot run: `refused` = 1, no time, and why, in the log.
-fn refuse(ctx: &mut PointCtx<'_>, why: String) -> Result<(), WorkloadError> {
+/// [`inabench_ina::drive::build_for_sim`]'s steps with the workers' inputs given: the released
+/// client's knobs, [`System::build_with`], an aggregator behind the switch on its own links.
+fn build_given(
+    sys: &dyn System,
+    cfg: &AllReduceConfig,
+    stack: &inabench_ina::hoststack::HostStack,
+    inputs: Vec<Vec<i32>>,
+) -> Result<(inabench_ina::common::Setup, AllReduceConfig), inabench_ina::common::SetupError> {
+    let mut cfg = cfg.clone();
+    let extra = stack.client_knobs(&cfg);
+    cfg.knobs.extend(extra);
+    let mut setup = sys.build_with(&cfg, inputs)?;
+    let links = sys.extra_links();
+    if links > 0 {
+        setup.switch = Box::new(inabench_ina::drive::Attached::new(
+            setup.switch,
+            links,
+            &inabench_ina::drive::sim_link(&cfg),
+        ));
+    }
+    Ok((setup, cfg))
+}
+
+/// The prefix of the row that keeps a refused cell's reason with the cell: beside `refused` = 1
+/// the cell records the metric `refused: <why>` = 1 (a row carries a number; the sentence rides
+/// in the metric's name, so the store's format is unchanged and no other experiment's rows
+/// move). The report's leaderboard (`report/src/render/leaderboard.rs`, the same prefix) names
+/// it in the cell's "no value" column.
+pub const REFUSAL_PREFIX: &str = "refused: ";
+
+/// A cell the point's system cannot run: `refused` = 1, no time, and why, in the log and in the
+/// row `refused: <why>` ([`REFUSAL_PREFIX`]).
+pub(crate) fn refuse(ctx: &mut PointCtx<'_>, why: String) -> Result<(), WorkloadError> {
     let system = ctx.system().to_string();
     ctx.log(
         LogLevel::Warn,
         format!("{system} cannot run this cell ({why})"),
     );
     ctx.record("refused", 1.0);
+    // one line: a sentence with a line break would still be one metric, but reads badly
+    let why = why.split_whitespace().collect::<Vec<_>>().join(" ");
+    ctx.record(&format!("{REFUSAL_PREFIX}{why}"), 1.0);
     Ok(())
 }
 
@@ -370,7 +501,15 @@ fn p4sgd_cell(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
 /// virtual time as Table 6's simulated class) and the system's own knobs, the parameters named
 /// `<system>__<knob>`.
 pub fn config(ctx: &PointCtx<'_>, sys: &dyn System) -> Result<AllReduceConfig, WorkloadError> {
-    let elements = elements(ctx)?;
+    config_with(ctx, sys, elements(ctx)?)
+}
+
+/// [`config`] with the elements given (a workload whose vector is not `size_bytes`).
+pub(crate) fn config_with(
+    ctx: &PointCtx<'_>,
+    sys: &dyn System,
+    elements: usize,
+) -> Result<AllReduceConfig, WorkloadError> {
     let prefix = format!("{}__", sys.name());
     let mut knobs = Vec::new();
     for (k, v) in &ctx.point.params {

@@ -6,12 +6,24 @@
 //! - [`allreduce`]: `bench.allreduce` (bench-allreduce: dense all-reduce over sizes and worker
 //!   counts; bench-loss: the same under loss, duplication and reordering; bench-small: the
 //!   latency-bound vectors of P4SGD's regime).
+//! - `sparse` (with the Libra crate): `bench.sparse` (bench-sparse: sparse gradients with their
+//!   density, skew and Libra's hot-key table swept; Libra and PS-lite beside the dense systems'
+//!   all-reduce of the whole model).
+//!
+//! A cell a system cannot run records `refused` = 1 and its reason as the row
+//! `refused: <why>` = 1 ([`allreduce::REFUSAL_PREFIX`]), which the leaderboard prints.
 
 use inabench_core::Workload;
 
 pub mod allreduce;
+#[cfg(feature = "libra")]
+pub mod sparse;
 
 /// The benchmark family's workloads.
 pub fn workloads() -> Vec<Box<dyn Workload>> {
-    vec![Box::new(allreduce::AllReduce)]
+    vec![
+        Box::new(allreduce::AllReduce),
+        #[cfg(feature = "libra")]
+        Box::new(sparse::Sparse),
+    ]
 }
