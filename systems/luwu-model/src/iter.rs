@@ -571,10 +571,14 @@ pub fn prefetched_share(submodules: &[f64], bucket: f64) -> f64 {
 /// `max_live_parameters` is available nothing at all is prefetched (DeepSpeed-Chat's 3e7 against
 /// OPT-175B's 151-604M-parameter submodules), and a group larger than the budget is still
 /// prefetched whole when the budget is not yet spent. Not walked: the persistent small
-/// parameters (`stage3_param_persistence_threshold`), parameters kept for reuse within
-/// `max_reuse_distance`, and ZeRO-Infinity's stop of the prefetch at a parameter still on NVMe
-/// (`_is_currently_on_nvme`), whose partition `__prefetch_nvme_param_partitions` swaps in one
-/// step ahead: each can only delay a prefetch, so the walk is a best case for DeepSpeed.
+/// parameters (`stage3_param_persistence_threshold`) and ZeRO-Infinity's stop of the prefetch
+/// at a parameter still on NVMe (`_is_currently_on_nvme`, whose partition
+/// `__prefetch_nvme_param_partitions` swaps in one step ahead), which can only delay a
+/// prefetch; and parameters kept gathered for reuse within `stage3_max_reuse_distance`
+/// (`__params_to_release`; DeepSpeed's default 1e9, which DeepSpeed-Chat keeps), which works
+/// both ways: a kept parameter needs no second gather (with activation checkpointing, the last
+/// layers of the forward are reused by their recomputation within 1e9 parameters at 1.3B), but
+/// it keeps `available` high and so blocks prefetches meanwhile.
 pub fn deepspeed_prefetched(seq: &[f64], bucket: f64, max_live: f64) -> Vec<bool> {
     let mut pre = vec![false; seq.len()];
     let mut available = 0.0;
