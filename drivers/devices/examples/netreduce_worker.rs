@@ -29,18 +29,18 @@
 //! at message K). Prints one line per message and `netreduce_worker: ok`; exits 1 on the first
 //! failure.
 
-use inabench_devices::verbs::{Completion, PSN_MASK, QpInfo, QpPlan, Verbs};
+#[path = "ring_qps/mod.rs"]
+mod ring_qps;
+
+use inabench_devices::verbs::{Completion, PSN_MASK, QpPlan, Verbs};
 use inabench_wire::ina::NetReduceHeader;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use ring_qps::{R, RingQps, pick_gid, value};
 use std::time::{Duration, Instant};
 
 // ibv_wc_opcode and ibv_wc_status values of verbs.h
 const WC_RDMA_WRITE: u32 = 1;
 const WC_RECV_RDMA_WITH_IMM: u32 = 129;
 const WC_SUCCESS: u32 = 0;
-
-type R<T> = Result<T, String>;
 
 struct Args {
     rank: usize,
@@ -108,97 +108,6 @@ fn args() -> R<Args> {
     Ok(out)
 }
 
-/// SplitMix64's output function.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// Value `k` of message `m` of worker `w`: any int32 (so the sums wrap).
-fn value(seed: u64, w: usize, m: u32, k: usize) -> i32 {
-    let h = mix(seed ^ mix(((w as u64) << 48) ^ (u64::from(m) << 32) ^ k as u64));
-    h as u32 as i32
-}
-
-/// The first IPv4-mapped GID (::ffff:a.b.c.d) of the device's port 1, else index 0.
-fn pick_gid(v: &Verbs, device: Option<&str>) -> R<u8> {
-    let devs = v.devices().map_err(|e| e.to_string())?;
-    let d = match device {
-        Some(n) => devs.iter().find(|d| d.name == n),
-        None => devs.first(),
-    }
-    .ok_or("no RDMA device")?;
-    let port = d.ports.first().ok_or("the device has no port")?;
-    Ok(port
-        .gids
-        .iter()
-        .find(|(_, g)| g.0[..10] == [0; 10] && g.0[10..12] == [0xff, 0xff])
-        .map_or(0, |(i, _)| *i as u8))
-}
-
-fn send_info(s: &mut TcpStream, i: &QpInfo, what: &str) -> R<()> {
-    s.write_all(&i.to_bytes())
-        .map_err(|e| format!("sending QP info to {what}: {e}"))
-}
-
-fn recv_info(s: &mut TcpStream, what: &str) -> R<QpInfo> {
-    let mut b = [0u8; inabench_devices::verbs::QP_INFO_LEN];
-    s.read_exact(&mut b)
-        .map_err(|e| format!("receiving QP info from {what}: {e}"))?;
-    QpInfo::from_bytes(&b).map_err(|e| e.to_string())
-}
-
-fn connect(addr: &str) -> R<TcpStream> {
-    let t = Instant::now();
-    loop {
-        match TcpStream::connect(addr) {
-            Ok(s) => {
-                s.set_read_timeout(Some(Duration::from_secs(180)))
-                    .map_err(|e| e.to_string())?;
-                return Ok(s);
-            }
-            Err(e) if t.elapsed() > Duration::from_secs(180) => {
-                return Err(format!("connecting to {addr}: {e}"));
-            }
-            Err(_) => std::thread::sleep(Duration::from_millis(200)),
-        }
-    }
-}
-
-fn accept(l: &TcpListener, what: &str) -> R<TcpStream> {
-    let s = l.accept().map_err(|e| format!("accepting {what}: {e}"))?.0;
-    s.set_read_timeout(Some(Duration::from_secs(180)))
-        .map_err(|e| e.to_string())?;
-    Ok(s)
-}
-
-/// Every worker reaches `tag` (worker 0 gathers and releases the others).
-fn barrier(star: &mut [TcpStream], tag: u8, worker0: bool) -> R<()> {
-    let err = |e: std::io::Error| format!("barrier {}: {e}", tag as char);
-    let mut b = [0u8; 1];
-    if worker0 {
-        for s in star.iter_mut() {
-            s.read_exact(&mut b).map_err(err)?;
-            if b[0] != tag {
-                return Err(format!("barrier {}: got {}", tag as char, b[0] as char));
-            }
-        }
-        for s in star.iter_mut() {
-            s.write_all(&[tag]).map_err(err)?;
-        }
-    } else {
-        for s in star.iter_mut() {
-            s.write_all(&[tag]).map_err(err)?;
-            s.read_exact(&mut b).map_err(err)?;
-            if b[0] != tag {
-                return Err(format!("barrier {}: got {}", tag as char, b[0] as char));
-            }
-        }
-    }
-    Ok(())
-}
-
 fn main() {
     if let Err(e) = run() {
         eprintln!("netreduce_worker: FAILED: {e}");
@@ -226,70 +135,49 @@ fn run() -> R<()> {
     // distinct first PSNs per worker; worker 0's first message crosses the 24-bit wrap
     plan.sq_psn = (PSN_MASK - 40 + me as u32 * 0x0010_0001) & PSN_MASK;
     let mb = plan.message_bytes() as usize;
-    let mut send = v
-        .connect(a.device.as_deref(), 1, gid_index, &plan)
-        .map_err(|e| format!("the sending QP: {e}"))?;
-    let mut recv = v
-        .connect(a.device.as_deref(), 1, gid_index, &plan)
-        .map_err(|e| format!("the receiving QP: {e}"))?;
     // my messages: the INA header, then my values
     let per_msg = (mb - NetReduceHeader::LEN) / 4;
-    for (m, msg) in send.buf.chunks_mut(mb).enumerate() {
-        NetReduceHeader {
-            ring_id: 0,
-            rank: me as u16,
-            msg_id: m as u32,
-            msg_len: a.msg_packets,
+    let mut header = Ok(());
+    let fill = |buf: &mut [u8]| {
+        for (m, msg) in buf.chunks_mut(mb).enumerate() {
+            let h = NetReduceHeader {
+                ring_id: 0,
+                rank: me as u16,
+                msg_id: m as u32,
+                msg_len: a.msg_packets,
+            };
+            if let Err(e) = h.emit(&mut msg[..NetReduceHeader::LEN]) {
+                header = Err(format!("INA header: {e}"));
+            }
+            for (k, w) in msg[NetReduceHeader::LEN..].chunks_exact_mut(4).enumerate() {
+                w.copy_from_slice(&value(a.seed, me, m as u32, k).to_be_bytes());
+            }
         }
-        .emit(&mut msg[..NetReduceHeader::LEN])
-        .map_err(|e| format!("INA header: {e}"))?;
-        for (k, w) in msg[NetReduceHeader::LEN..].chunks_exact_mut(4).enumerate() {
-            w.copy_from_slice(&value(a.seed, me, m as u32, k).to_be_bytes());
-        }
-    }
-    // control: a stream to the successor (my sending QP's peer), one from the predecessor, and
-    // the barrier's star at worker 0
-    let ring =
-        TcpListener::bind(("0.0.0.0", a.port)).map_err(|e| format!("port {}: {e}", a.port))?;
-    let star_l = if me == 0 {
-        Some(
-            TcpListener::bind(("0.0.0.0", a.port + 1))
-                .map_err(|e| format!("port {}: {e}", a.port + 1))?,
-        )
-    } else {
-        None
     };
-    let mut to_succ = connect(&format!("{}:{}", a.ips[succ], a.port))?;
-    let mut from_pred = accept(&ring, "the predecessor")?;
-    send_info(&mut to_succ, &send.info(), "the successor")?;
-    let pred_send = recv_info(&mut from_pred, "the predecessor")?;
-    recv.connect_to(&pred_send)
-        .map_err(|e| format!("the receiving QP: {e}"))?;
     let mut posted = a.messages.min(a.window + 1);
-    for m in 0..posted {
-        recv.post_recv(u64::from(m), 0, 0)
-            .map_err(|e| e.to_string())?;
-    }
-    send_info(&mut from_pred, &recv.info(), "the predecessor")?;
-    let succ_recv = recv_info(&mut to_succ, "the successor")?;
-    send.connect_to(&succ_recv)
-        .map_err(|e| format!("the sending QP: {e}"))?;
+    let mut q = RingQps::connect(
+        &v,
+        a.device.as_deref(),
+        gid_index,
+        &plan,
+        &a.ips,
+        me,
+        a.port,
+        posted,
+        fill,
+    )?;
+    header?;
     println!(
         "netreduce_worker: rank {me} of {n} on GID index {gid_index}: sending QP {:#x} (first PSN {:#08x}) -> rank {succ}'s receiving QP {:#x} (rkey {:#x}); receiving QP {:#x} <- rank {pred}'s sending QP {:#x}",
-        send.info().qpn,
+        q.send.info().qpn,
         plan.sq_psn,
-        succ_recv.qpn,
-        succ_recv.rkey,
-        recv.info().qpn,
-        pred_send.qpn
+        q.succ_recv.qpn,
+        q.succ_recv.rkey,
+        q.recv.info().qpn,
+        q.pred_send.qpn
     );
-    let mut star = match &star_l {
-        Some(l) => (1..n)
-            .map(|_| accept(l, "a worker for the barrier"))
-            .collect::<R<Vec<_>>>()?,
-        None => vec![connect(&format!("{}:{}", a.ips[0], a.port + 1))?],
-    };
-    barrier(&mut star, b'R', me == 0)?;
+    q.barrier(b'R')?;
+    let (send, recv, succ_recv) = (&q.send, &q.recv, q.succ_recv);
 
     // the all-reduce: WRITEs with immediate = MsgID, `window` in flight
     let writes = plan.writes();
@@ -375,7 +263,7 @@ fn run() -> R<()> {
             at[m].as_secs_f64()
         );
     }
-    barrier(&mut star, b'D', me == 0)?;
+    q.barrier(b'D')?;
     let split = match a.split {
         Some(k) if k > 0 && (k as usize) < total => {
             let k = k as usize;

@@ -231,3 +231,32 @@ fn netreduce_accelerator_between_three_soft_roce_guests_sums_exactly_with_and_wi
         "no data packet sent again:\n{relay}"
     );
 }
+
+/// The ring all-reduce over RC (#36 item 4), the baseline of NetReduce's and SwitchML's papers,
+/// between three guests' kernel RoCE stacks on the rig's bridge (`ring_worker`: 2 x 2 RC
+/// WRITEs with immediate per worker, 64 x 1024 B each): every value of every guest's result is
+/// the exact sum of the three workers' values.
+#[test]
+fn ring_allreduce_over_rc_between_three_soft_roce_guests_sums_exactly() {
+    let Some(stdout) = run_rig(
+        3,
+        &["ring_worker"],
+        None,
+        "exec /mnt/share/ring_worker $RIG_GUEST $RIG_CTL_IPS --chunk-packets 64 --mtu 1024 --seed 5",
+    ) else {
+        return;
+    };
+    for guest in 0..3 {
+        let part = part(&stdout, &format!("guest {guest}: exit status 0"));
+        assert!(
+            part.contains("probe: libibverbs loaded: rxe0 [Soft-RoCE (rdma_rxe), software]"),
+            "guest {guest}: {part}"
+        );
+        assert!(
+            part.contains(&format!(
+                "ring_worker: rank {guest}: ring all-reduce exact: 49152 int32 values (3 chunks of 64 packets of 1024 B), each the sum of the 3 workers' values, in 4 RC WRITEs with immediate each way"
+            )),
+            "guest {guest}:\n{part}"
+        );
+    }
+}
