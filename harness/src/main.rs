@@ -1107,8 +1107,8 @@ fn report(dir: &Path, formats: &[Format], print: bool) -> Result<()> {
         other => other.into(),
     };
     let n = inabench_report::analysis::compact(dir).map_err(|e| match e {
-        // polars' own error names no file
-        ReportError::Polars(p) => anyhow!(
+        // the parquet writer's own error names no file
+        ReportError::Parquet(p) => anyhow!(
             "cannot write {} ({p})",
             dir.join(store::PARQUET_FILE).display()
         ),

@@ -1,4 +1,4 @@
-//! Analysis of a run: rows exported to parquet (polars: typed parameter columns, a UTC
+//! Analysis of a run: rows exported to parquet (the `parquet` crate's column writer: typed parameter columns, a UTC
 //! timestamp, the run's constants in the file's metadata) and CSV, repetitions aggregated
 //! (median, mean, min, max, a 95% confidence interval of the mean), paper values joined, claims
 //! evaluated.
@@ -18,7 +18,6 @@ use inabench_core::spec::{Fidelity, Spec};
 use inabench_core::store::HostFacts;
 use inabench_core::store::{self, Manifest, Row};
 use inabench_core::value::{Params, params_match};
-use polars::prelude::*;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,8 +26,8 @@ use std::path::{Path, PathBuf};
 pub enum ReportError {
     #[error(transparent)]
     Store(#[from] store::StoreError),
-    #[error("polars: {0}")]
-    Polars(#[from] PolarsError),
+    #[error("parquet: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -83,113 +82,249 @@ fn param_types(rows: &[Row]) -> BTreeMap<&str, ParamType> {
     types
 }
 
-/// The rows as the frame `measurements.parquet` holds: one row per measurement, `params` a
-/// struct column with one typed field per parameter (null where a point has no such
-/// parameter), `timestamp` a UTC timestamp in microseconds.
-pub fn rows_to_frame(rows: &[Row]) -> Result<DataFrame, ReportError> {
-    use inabench_core::value::Scalar;
-    let n = rows.len();
-    let mut fields: Vec<Series> = Vec::new();
-    for (name, t) in param_types(rows) {
-        fn value<'a>(r: &'a Row, name: &str) -> Option<&'a inabench_core::value::Scalar> {
-            r.params.get(name)
-        }
-        let s = match t {
-            ParamType::Int => Series::new(
-                name.into(),
-                rows.iter()
-                    .map(|r| match value(r, name) {
-                        Some(Scalar::Int(i)) => Some(*i),
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>(),
-            ),
-            ParamType::Float => Series::new(
-                name.into(),
-                rows.iter()
-                    .map(|r| value(r, name).and_then(Scalar::as_f64))
-                    .collect::<Vec<_>>(),
-            ),
-            ParamType::Bool => Series::new(
-                name.into(),
-                rows.iter()
-                    .map(|r| match value(r, name) {
-                        Some(Scalar::Bool(b)) => Some(*b),
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>(),
-            ),
-            ParamType::Text => Series::new(
-                name.into(),
-                rows.iter()
-                    .map(|r| value(r, name).map(|v| v.to_string()))
-                    .collect::<Vec<_>>(),
+/// One column of `measurements.parquet`: its schema leaf and its values (`None`: null).
+enum ColumnData {
+    Text(Vec<Option<String>>),
+    Int(Vec<Option<i64>>),
+    UInt32(Vec<u32>),
+    Float(Vec<Option<f64>>),
+    Bool(Vec<Option<bool>>),
+    /// Microseconds since the Unix epoch, UTC.
+    Timestamp(Vec<i64>),
+}
+
+impl ColumnData {
+    fn leaf(
+        &self,
+        name: &str,
+        nullable: bool,
+    ) -> Result<parquet::schema::types::Type, ReportError> {
+        use parquet::basic::{LogicalType, Repetition, TimeUnit, Type as Physical};
+        use parquet::schema::types::Type;
+        let (physical, logical) = match self {
+            ColumnData::Text(_) => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
+            ColumnData::Int(_) => (Physical::INT64, None),
+            ColumnData::UInt32(_) => (Physical::INT32, Some(LogicalType::integer(32, false))),
+            ColumnData::Float(_) => (Physical::DOUBLE, None),
+            ColumnData::Bool(_) => (Physical::BOOLEAN, None),
+            ColumnData::Timestamp(_) => (
+                Physical::INT64,
+                Some(LogicalType::timestamp(true, TimeUnit::MICROS)),
             ),
         };
-        fields.push(s);
+        Ok(Type::primitive_type_builder(name, physical)
+            .with_repetition(if nullable {
+                Repetition::OPTIONAL
+            } else {
+                Repetition::REQUIRED
+            })
+            .with_logical_type(logical)
+            .build()?)
     }
-    let mut columns: Vec<Column> = vec![
-        Column::new(
-            "run_id".into(),
-            rows.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(),
+
+    /// Write the column's values with definition levels (1 present, 0 null) when `nullable`.
+    fn write(
+        &self,
+        col: &mut parquet::file::writer::SerializedColumnWriter<'_>,
+        nullable: bool,
+    ) -> Result<(), ReportError> {
+        use parquet::data_type::{
+            BoolType, ByteArray, ByteArrayType, DoubleType, Int32Type, Int64Type,
+        };
+        fn present<T: Clone>(v: &[Option<T>]) -> (Vec<T>, Vec<i16>) {
+            let levels = v.iter().map(|x| i16::from(x.is_some())).collect();
+            (v.iter().flatten().cloned().collect(), levels)
+        }
+        let levels = |l: &[i16]| if nullable { Some(l.to_vec()) } else { None };
+        match self {
+            ColumnData::Text(v) => {
+                let (vals, l) = present(v);
+                let vals: Vec<ByteArray> =
+                    vals.into_iter().map(|s| s.into_bytes().into()).collect();
+                col.typed::<ByteArrayType>()
+                    .write_batch(&vals, levels(&l).as_deref(), None)?;
+            }
+            ColumnData::Int(v) => {
+                let (vals, l) = present(v);
+                col.typed::<Int64Type>()
+                    .write_batch(&vals, levels(&l).as_deref(), None)?;
+            }
+            ColumnData::Float(v) => {
+                let (vals, l) = present(v);
+                col.typed::<DoubleType>()
+                    .write_batch(&vals, levels(&l).as_deref(), None)?;
+            }
+            ColumnData::Bool(v) => {
+                let (vals, l) = present(v);
+                col.typed::<BoolType>()
+                    .write_batch(&vals, levels(&l).as_deref(), None)?;
+            }
+            ColumnData::UInt32(v) => {
+                // an unsigned 32-bit integer is stored in INT32's bits
+                let vals: Vec<i32> = v.iter().map(|&x| x as i32).collect();
+                col.typed::<Int32Type>().write_batch(&vals, None, None)?;
+            }
+            ColumnData::Timestamp(v) => {
+                col.typed::<Int64Type>().write_batch(v, None, None)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The columns `measurements.parquet` holds: one row per measurement, `params` a group (a
+/// struct to arrow, pandas and duckdb) with one typed, nullable field per parameter (null where
+/// a point has no such parameter), `timestamp` a UTC timestamp in microseconds. Each entry:
+/// name, data, and for `params` the group's fields.
+/// Named columns, in file order.
+type Columns = Vec<(String, ColumnData)>;
+
+fn measurement_columns(rows: &[Row]) -> (Columns, Columns) {
+    use inabench_core::value::Scalar;
+    let text = |f: fn(&Row) -> &str| {
+        ColumnData::Text(rows.iter().map(|r| Some(f(r).to_string())).collect())
+    };
+    let mut params = Vec::new();
+    for (name, t) in param_types(rows) {
+        let value = |r: &Row| r.params.get(name).cloned();
+        let data = match t {
+            ParamType::Int => ColumnData::Int(
+                rows.iter()
+                    .map(|r| match value(r) {
+                        Some(Scalar::Int(i)) => Some(i),
+                        _ => None,
+                    })
+                    .collect(),
+            ),
+            ParamType::Float => ColumnData::Float(
+                rows.iter()
+                    .map(|r| value(r).as_ref().and_then(Scalar::as_f64))
+                    .collect(),
+            ),
+            ParamType::Bool => ColumnData::Bool(
+                rows.iter()
+                    .map(|r| match value(r) {
+                        Some(Scalar::Bool(b)) => Some(b),
+                        _ => None,
+                    })
+                    .collect(),
+            ),
+            ParamType::Text => ColumnData::Text(
+                rows.iter()
+                    .map(|r| value(r).map(|v| v.to_string()))
+                    .collect(),
+            ),
+        };
+        params.push((name.to_string(), data));
+    }
+    let head = vec![
+        ("run_id".to_string(), text(|r| &r.run_id)),
+        ("experiment".to_string(), text(|r| &r.experiment)),
+        ("point_id".to_string(), text(|r| &r.point_id)),
+        ("system".to_string(), text(|r| &r.system)),
+        ("fidelity".to_string(), text(|r| r.fidelity.as_str())),
+        ("fabric".to_string(), text(|r| &r.fabric)),
+    ];
+    let tail = vec![
+        (
+            "repetition".to_string(),
+            ColumnData::UInt32(rows.iter().map(|r| r.repetition).collect()),
         ),
-        Column::new(
-            "experiment".into(),
-            rows.iter()
-                .map(|r| r.experiment.as_str())
-                .collect::<Vec<_>>(),
+        ("metric".to_string(), text(|r| &r.metric)),
+        (
+            "value".to_string(),
+            ColumnData::Float(rows.iter().map(|r| Some(r.value)).collect()),
         ),
-        Column::new(
-            "point_id".into(),
-            rows.iter().map(|r| r.point_id.as_str()).collect::<Vec<_>>(),
-        ),
-        Column::new(
-            "system".into(),
-            rows.iter().map(|r| r.system.as_str()).collect::<Vec<_>>(),
-        ),
-        Column::new(
-            "fidelity".into(),
-            rows.iter().map(|r| r.fidelity.as_str()).collect::<Vec<_>>(),
-        ),
-        Column::new(
-            "fabric".into(),
-            rows.iter().map(|r| r.fabric.as_str()).collect::<Vec<_>>(),
+        ("unit".to_string(), text(|r| &r.unit)),
+        (
+            "timestamp".to_string(),
+            ColumnData::Timestamp(
+                rows.iter()
+                    .map(|r| (r.timestamp * 1e6).round() as i64)
+                    .collect(),
+            ),
         ),
     ];
-    if !fields.is_empty() {
-        columns.push(
-            StructChunked::from_series("params".into(), n, fields.iter())?
-                .into_series()
-                .into(),
-        );
+    let mut top = head;
+    // `params` goes between the row's identity and its measurement, as a marker here
+    top.push(("params".to_string(), ColumnData::Int(Vec::new())));
+    top.extend(tail);
+    (top, params)
+}
+
+/// Write `rows` as `measurements.parquet` to `out` (snappy-compressed pages), the run's
+/// constants `kv` in the file's key-value metadata. Returns the number of rows.
+pub fn write_parquet(
+    rows: &[Row],
+    kv: Vec<(String, String)>,
+    out: impl std::io::Write + Send,
+) -> Result<usize, ReportError> {
+    use parquet::basic::Compression;
+    use parquet::file::metadata::KeyValue;
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::writer::SerializedFileWriter;
+    use parquet::schema::types::Type;
+    use std::sync::Arc;
+    let (top, params) = measurement_columns(rows);
+    let mut fields = Vec::new();
+    for (name, data) in &top {
+        if name == "params" {
+            if params.is_empty() {
+                continue;
+            }
+            let group = params
+                .iter()
+                .map(|(n, d)| d.leaf(n, true).map(Arc::new))
+                .collect::<Result<Vec<_>, _>>()?;
+            fields.push(Arc::new(
+                Type::group_type_builder("params")
+                    .with_repetition(parquet::basic::Repetition::REQUIRED)
+                    .with_fields(group)
+                    .build()?,
+            ));
+        } else {
+            fields.push(Arc::new(data.leaf(name, false)?));
+        }
     }
-    columns.extend([
-        Column::new(
-            "repetition".into(),
-            rows.iter().map(|r| r.repetition).collect::<Vec<_>>(),
-        ),
-        Column::new(
-            "metric".into(),
-            rows.iter().map(|r| r.metric.as_str()).collect::<Vec<_>>(),
-        ),
-        Column::new(
-            "value".into(),
-            rows.iter().map(|r| r.value).collect::<Vec<_>>(),
-        ),
-        Column::new(
-            "unit".into(),
-            rows.iter().map(|r| r.unit.as_str()).collect::<Vec<_>>(),
-        ),
-        Series::new(
-            "timestamp".into(),
-            rows.iter()
-                .map(|r| (r.timestamp * 1e6).round() as i64)
-                .collect::<Vec<_>>(),
-        )
-        .into_datetime(TimeUnit::Microseconds, Some(TimeZone::UTC))
-        .into(),
-    ]);
-    Ok(DataFrame::new(n, columns)?)
+    let schema = Arc::new(
+        Type::group_type_builder("measurements")
+            .with_fields(fields)
+            .build()?,
+    );
+    let props = Arc::new(
+        WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .build(),
+    );
+    let mut w = SerializedFileWriter::new(out, schema, props)?;
+    // the leaves in schema order: the top columns with `params`' fields in its place
+    let leaves: Vec<(&ColumnData, bool)> = top
+        .iter()
+        .flat_map(|(name, data)| {
+            if name == "params" {
+                params.iter().map(|(_, d)| (d, true)).collect::<Vec<_>>()
+            } else {
+                vec![(data, false)]
+            }
+        })
+        .collect();
+    let mut rg = w.next_row_group()?;
+    let mut leaf = leaves.iter();
+    while let Some(mut col) = rg.next_column()? {
+        let Some((data, nullable)) = leaf.next() else {
+            return Err(ReportError::Render(
+                "the parquet schema has more columns than the rows".into(),
+            ));
+        };
+        data.write(&mut col, *nullable)?;
+        col.close()?;
+    }
+    rg.close()?;
+    for (k, v) in kv {
+        w.append_key_value_metadata(KeyValue::new(k, v));
+    }
+    w.close()?;
+    Ok(rows.len())
 }
 
 /// The run's constants, written once in the parquet file's key-value metadata (`inabench.*`).
@@ -217,24 +352,36 @@ fn run_metadata(run_dir: &Path) -> Vec<(String, String)> {
 /// number of rows.
 pub fn compact(run_dir: &Path) -> Result<usize, ReportError> {
     let stored = store::read_rows(run_dir)?;
-    let mut df = rows_to_frame(&stored.rows)?;
     let path = run_dir.join(store::PARQUET_FILE);
     let tmp = run_dir.join(".measurements.parquet.tmp");
-    let written = (|| -> Result<(), ReportError> {
+    let written = (|| -> Result<usize, ReportError> {
         // the error names the export, not the temp file it goes through
         let f = std::fs::File::create(&tmp).map_err(io(&path))?;
-        ParquetWriter::new(f)
-            .with_compression(ParquetCompression::Zstd(None))
-            .with_key_value_metadata(Some(KeyValueMetadata::from_static(run_metadata(run_dir))))
-            .finish(&mut df)?;
-        std::fs::rename(&tmp, &path).map_err(io(&path))
+        let mut out = std::io::BufWriter::new(f);
+        let n =
+            write_parquet(&stored.rows, run_metadata(run_dir), &mut out).map_err(|e| match e {
+                ReportError::Parquet(parquet::errors::ParquetError::External(ext)) => {
+                    match ext.downcast::<std::io::Error>() {
+                        Ok(source) => ReportError::Io {
+                            path: path.clone(),
+                            source: *source,
+                        },
+                        Err(ext) => {
+                            ReportError::Parquet(parquet::errors::ParquetError::External(ext))
+                        }
+                    }
+                }
+                other => other,
+            })?;
+        std::io::Write::flush(&mut out).map_err(io(&path))?;
+        std::fs::rename(&tmp, &path).map_err(io(&path))?;
+        Ok(n)
     })();
     if written.is_err() {
         // a failed write (a full disk) leaves no half-written temp file behind
         let _ = std::fs::remove_file(&tmp);
     }
-    written?;
-    Ok(df.height())
+    written
 }
 
 /// The aggregates as CSV (`report.csv`): one line per system, class, fabric, point and metric,
@@ -242,58 +389,63 @@ pub fn compact(run_dir: &Path) -> Result<usize, ReportError> {
 /// max and the 95% interval.
 pub fn aggregates_csv(agg: &[AggRow]) -> Result<Vec<u8>, ReportError> {
     use inabench_core::value::Scalar;
+    // RFC 4180: a field with a comma, a quote or a line break is quoted, its quotes doubled
+    fn field(s: &str) -> String {
+        if s.contains([',', '"', '\n', '\r']) {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        } else {
+            s.to_string()
+        }
+    }
     let names: std::collections::BTreeSet<&str> = agg
         .iter()
         .flat_map(|a| a.params.keys().map(String::as_str))
         .collect();
-    let text = |f: fn(&AggRow) -> &str| agg.iter().map(f).collect::<Vec<_>>();
-    let num = |f: fn(&AggRow) -> f64| agg.iter().map(f).collect::<Vec<_>>();
-    let mut columns: Vec<Column> = vec![
-        Column::new("system".into(), text(|a| &a.system)),
-        Column::new("fidelity".into(), text(|a| a.fidelity.as_str())),
-        Column::new("fabric".into(), text(|a| &a.fabric)),
+    // a parameter named like one of the file's own columns (netreduce-fig7 has `n`) is written
+    // as `param_<name>`
+    const OWN: [&str; 12] = [
+        "system", "fidelity", "fabric", "metric", "unit", "n", "median", "mean", "min", "max",
+        "ci95_lo", "ci95_hi",
     ];
-    for name in names {
-        // a CSV column is text; a number keeps its spec spelling
-        let vals: Vec<Option<String>> = agg
-            .iter()
-            .map(|a| match a.params.get(name) {
-                Some(Scalar::Str(s)) => Some(s.clone()),
-                Some(v) => Some(v.to_string()),
-                None => None,
-            })
-            .collect();
-        // a parameter named like one of the file's own columns (netreduce-fig7 has `n`) is
-        // written as `param_<name>`
-        const OWN: [&str; 12] = [
-            "system", "fidelity", "fabric", "metric", "unit", "n", "median", "mean", "min", "max",
-            "ci95_lo", "ci95_hi",
-        ];
-        let col = if OWN.contains(&name) {
+    let mut header: Vec<String> = vec!["system".into(), "fidelity".into(), "fabric".into()];
+    header.extend(names.iter().map(|name| {
+        if OWN.contains(name) {
             format!("param_{name}")
         } else {
             name.to_string()
-        };
-        columns.push(Column::new(col.into(), vals));
+        }
+    }));
+    header.extend(
+        [
+            "metric", "unit", "n", "median", "mean", "min", "max", "ci95_lo", "ci95_hi",
+        ]
+        .map(String::from),
+    );
+    let mut out = String::new();
+    let mut line = |cells: Vec<String>| {
+        out.push_str(&cells.iter().map(|c| field(c)).collect::<Vec<_>>().join(","));
+        out.push('\n');
+    };
+    line(header);
+    for a in agg {
+        let mut cells = vec![
+            a.system.clone(),
+            a.fidelity.as_str().to_string(),
+            a.fabric.clone(),
+        ];
+        // a parameter keeps its spec spelling; empty where the point has none
+        cells.extend(names.iter().map(|name| match a.params.get(*name) {
+            Some(Scalar::Str(s)) => s.clone(),
+            Some(v) => v.to_string(),
+            None => String::new(),
+        }));
+        cells.push(a.metric.clone());
+        cells.push(a.unit.clone());
+        cells.push(a.n.to_string());
+        cells.extend([a.median, a.mean, a.min, a.max, a.ci_lo, a.ci_hi].map(|v| v.to_string()));
+        line(cells);
     }
-    columns.extend([
-        Column::new("metric".into(), text(|a| &a.metric)),
-        Column::new("unit".into(), text(|a| &a.unit)),
-        Column::new(
-            "n".into(),
-            agg.iter().map(|a| a.n as u64).collect::<Vec<_>>(),
-        ),
-        Column::new("median".into(), num(|a| a.median)),
-        Column::new("mean".into(), num(|a| a.mean)),
-        Column::new("min".into(), num(|a| a.min)),
-        Column::new("max".into(), num(|a| a.max)),
-        Column::new("ci95_lo".into(), num(|a| a.ci_lo)),
-        Column::new("ci95_hi".into(), num(|a| a.ci_hi)),
-    ]);
-    let mut df = DataFrame::new(agg.len(), columns)?;
-    let mut out = Vec::new();
-    CsvWriter::new(&mut out).finish(&mut df)?;
-    Ok(out)
+    Ok(out.into_bytes())
 }
 
 /// Aggregate repetitions per (system, fidelity, fabric, params, metric, unit), in that order.
@@ -749,28 +901,41 @@ mod tests {
         }
         w.flush().expect("flush");
         assert_eq!(compact(d.path()).expect("compact"), 2);
+        // read back with the parquet crate's own reader: the schema's types and every value
+        use parquet::file::reader::{FileReader, SerializedFileReader};
         let f = std::fs::File::open(d.path().join(store::PARQUET_FILE)).expect("parquet");
-        let df = ParquetReader::new(f).finish().expect("read");
-        assert_eq!(df.height(), 2);
-        // the parameter is a typed field of the params struct, the timestamp a UTC timestamp
-        let params = df
-            .column("params")
-            .expect("params")
-            .struct_()
-            .expect("struct");
-        let p = params.field_by_name("P").expect("P");
-        assert_eq!(p.dtype(), &DataType::Int64);
+        let r = SerializedFileReader::new(f).expect("read");
+        let schema = r.metadata().file_metadata().schema_descr();
+        let leaf = |path: &str| {
+            (0..schema.num_columns())
+                .map(|i| schema.column(i))
+                .find(|c| c.path().string() == path)
+                .unwrap_or_else(|| panic!("no column {path}"))
+        };
+        // the parameter is a typed, nullable field of the params group, the timestamp a UTC
+        // timestamp in microseconds
         assert_eq!(
-            {
-                let ca = p.i64().expect("i64");
-                (0..ca.len()).map(|i| ca.get(i)).collect::<Vec<_>>()
-            },
-            vec![Some(32), Some(64)]
+            leaf("params.P").physical_type(),
+            parquet::basic::Type::INT64
         );
+        assert_eq!(leaf("params.P").max_def_level(), 1);
         assert_eq!(
-            df.column("timestamp").expect("ts").dtype(),
-            &DataType::Datetime(TimeUnit::Microseconds, Some(TimeZone::UTC))
+            leaf("timestamp").logical_type_ref(),
+            Some(&parquet::basic::LogicalType::timestamp(
+                true,
+                parquet::basic::TimeUnit::MICROS
+            ))
         );
+        let rows: Vec<String> = r
+            .get_row_iter(None)
+            .expect("rows")
+            .map(|row| row.expect("row").to_string())
+            .collect();
+        assert_eq!(rows.len(), 2);
+        assert!(rows[0].contains("params: {P: 32}"), "{}", rows[0]);
+        assert!(rows[1].contains("params: {P: 64}"), "{}", rows[1]);
+        assert!(rows[1].contains("value: 2.5"), "{}", rows[1]);
+        assert_eq!(r.metadata().file_metadata().num_rows(), 2);
         let agg = aggregate(&store::read_rows(d.path()).expect("rows").rows);
         assert_eq!(
             agg.iter().map(|a| a.median).collect::<Vec<_>>(),
