@@ -3,17 +3,19 @@
 //! (built by `cargo test --workspace`) run in them: `verbs_pair` between two guests (RC WRITE
 //! with immediate, SEND/RECV, UC WRITE with immediate and a refused WRITE, QP information
 //! exchanged over TCP, data and completions compared exactly), on a host bridge and through a
-//! host relay; and `netreduce_worker` in three guests with NetReduce's accelerator
+//! host relay; `netreduce_worker` in three guests with NetReduce's accelerator
 //! (`netreduce_accel`) on the host between their taps (exact all-reduce sums through plain RC
-//! QPs, with and without loss).
+//! QPs, with and without loss); and `ring_worker`, the ring all-reduce over RC, in three guests
+//! on the bridge.
 //!
 //! Needs root, qemu-system-x86_64, debootstrap and (for the first, cached, image build) the
 //! Debian mirror: without them it says why and passes, except under CI=true, where .ci/setup
 //! installs them and a missing one fails. Measured on the 2-core host: the two verbs_pair tests
 //! cold (no cached image) 356 s, of which the image build 248 s (cached under
 //! ~/.cache/inabench/rxe-rig); warm 113 s at a load average of 10 (a single test 42 s on a
-//! quieter host: the guests boot in 15-30 s); the NetReduce test warm 74 s at a load average of
-//! 3 (three guests boot in about 40 s; the all-reduce itself takes 7-8 s under TCG).
+//! quieter host: the guests boot in 15-30 s); the NetReduce test warm 70-91 s at a load average
+//! of 2-3.5 (three guests boot in about 40 s; the all-reduce itself takes 6-8 s under TCG), the
+//! ring test 60 s (its all-reduce 0.26 s).
 //! INABENCH_RXE_RIG=0 skips them (say so when you do). Soft-RoCE in qemu is not a RoCE NIC:
 //! nothing here measures line rate, NIC timestamps or a NIC's own retransmission timing.
 
