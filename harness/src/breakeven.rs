@@ -4,9 +4,12 @@
 //! grid values whose verdicts differ) and judging the claim again on the changed rows.
 //!
 //! What is rerun: in each class the claim was judged in (simulated, modelled, functional: the
-//! classes whose workloads charge the profile), every point of the systems the keys name
-//! (`systems.<system>....`; a `costs.<name>` key reruns every system), repetition 0 with the
-//! run's seed, the other systems' rows kept as measured. One repetition suffices where the class
+//! classes whose workloads charge the profile), every point of the systems the key prices
+//! ([`priced_systems`]: `systems.<system>....` reruns that system and those [`PRICES`] declares
+//! it prices; a `costs.<name>` key reruns every system), repetition 0 with the run's seed, the
+//! other systems' rows kept as measured. An input counted in whole units (unit `count`: a thread
+//! count) is searched over whole values only. Each sentence ends with what its search cost
+//! (points rerun, seconds). One repetition suffices where the class
 //! is a function of spec, profile and seed. The results go to `breakeven.json` in the run folder;
 //! the report reads it (`inabench_report::analysis`): the sentence beside the verdict, and the
 //! verdict `host-dependent` where a break-even lies inside the input's band.
@@ -27,6 +30,7 @@ use inabench_report::types::BreakEven;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
+use std::time::Instant;
 
 /// Grid values tried before bisecting (besides 0, the profile's value and the band's ends).
 const GRID: usize = 8;
@@ -34,6 +38,48 @@ const GRID: usize = 8;
 const STEPS: usize = 10;
 /// At most this many flips are located per claim and class.
 const MAX_FLIPS: usize = 2;
+
+/// The spec systems a profile system's entries price besides the system of the same name: the
+/// declared mapping the break-even search reruns by (a system named alike is always rerun).
+/// Each line says which workload charges the key to which other system; rerunning a system the
+/// key does not price only repeats its rows, while leaving one out would judge the flip on
+/// unchanged rows.
+pub const PRICES: &[(&str, &[&str])] = &[
+    // p4sgd-fig8's `switchml_dpdk` (SwitchML behind its released DPDK client) is charged
+    // SwitchML's cost per frame (workloads/src/p4sgd/fig8.rs: hostcost::core_costs(ctx, "switchml"))
+    ("switchml", &["switchml_dpdk"]),
+    // aleph-fig10's modelled `aleph` runs ALEPH's XDP programs at aleph-xdp-scale's cost per packet
+    // (workloads/src/aleph/testbed_training.rs `net_costs`: xdp_scale::PROGRAM_KEY)
+    ("aleph_xdp_driver", &["aleph"]),
+];
+
+/// The systems among `present` (a class's systems in the run) that a rerun for profile `key`
+/// must rerun: every one for a `costs.<name>` key; for `systems.<system>.<path>.<quantity>`,
+/// `<system>` and the systems [`PRICES`] says it prices.
+pub fn priced_systems(key: &str, present: &BTreeSet<String>) -> BTreeSet<String> {
+    if key.starts_with("costs.") {
+        return present.clone();
+    }
+    let p: Vec<&str> = key.split('.').collect();
+    let Some(owner) = (p.len() == 4 && p[0] == "systems").then(|| p[1]) else {
+        return BTreeSet::new();
+    };
+    let also: &[&str] = PRICES
+        .iter()
+        .find(|(s, _)| *s == owner)
+        .map_or(&[], |(_, v)| v);
+    present
+        .iter()
+        .filter(|s| s.as_str() == owner || also.contains(&s.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// Whether an input takes whole values only (a thread count): the search tries whole values from
+/// 1 and bisects between whole values.
+fn is_count(unit: &str) -> bool {
+    unit == "count"
+}
 
 /// The classes whose workloads charge the host profile.
 fn profile_classes() -> [Fidelity; 3] {
@@ -82,6 +128,8 @@ pub fn solve(
             });
     }
     let mut out = Vec::new();
+    let solve_started = Instant::now();
+    let mut total_points = 0usize;
     let cancel = AtomicBool::new(false);
     // reruns shared by the claims: (class, keys, x) -> rows of the rerun systems
     let mut memo: BTreeMap<(Fidelity, Vec<String>, u64), Vec<Row>> = BTreeMap::new();
@@ -99,14 +147,6 @@ pub fn solve(
                 ));
                 continue;
             };
-            let systems: BTreeSet<String> = {
-                let p: Vec<&str> = key.split('.').collect();
-                (p.len() == 4 && p[0] == "systems")
-                    .then(|| p[1].to_string())
-                    .into_iter()
-                    .collect()
-            };
-            let all_systems = key.starts_with("costs.");
             let classes: Vec<Fidelity> = if c.fidelity.is_empty() {
                 spec.fidelity.clone()
             } else {
@@ -117,14 +157,29 @@ pub fn solve(
                 .filter(|f| profile_classes().contains(f) && manifest.classes().contains(f))
             {
                 let plan = planned.by_class.get(&class).cloned().unwrap_or_default();
-                let rerun_systems: Vec<String> = points
+                let present: BTreeSet<String> = points
                     .keys()
-                    .filter(|(f, s)| *f == class && (all_systems || systems.contains(s)))
+                    .filter(|(f, _)| *f == class)
                     .map(|(_, s)| s.clone())
                     .collect();
+                let rerun_systems: Vec<String> =
+                    priced_systems(key, &present).into_iter().collect();
                 if rerun_systems.is_empty() {
+                    log(format!(
+                        "{} [{class}]: `{key}` prices none of this run's systems ({}): no break-even",
+                        c.id,
+                        present.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ));
                     continue;
                 }
+                let started = Instant::now();
+                let mut rerun_points = 0usize;
+                // a value an earlier claim's search ran already is read from the memo
+                let mut reused_points = 0usize;
+                let per_value: usize = rerun_systems
+                    .iter()
+                    .map(|s| points.get(&(class, s.clone())).map_or(0, |p| p.len()))
+                    .sum();
                 let kept: Vec<&Row> = rows
                     .iter()
                     .filter(|r| r.fidelity == class && !rerun_systems.contains(&r.system))
@@ -132,7 +187,9 @@ pub fn solve(
                 let seed = claims_seed(&spec.id, &c.id, class);
                 let mut verdict_at = |x: f64| -> Result<String> {
                     let mk = (class, vec![key.clone()], x.to_bits());
-                    if !memo.contains_key(&mk) {
+                    if memo.contains_key(&mk) {
+                        reused_points += per_value;
+                    } else {
                         let p = profile.with_value(key, x)?;
                         let mut new_rows = Vec::new();
                         for s in &rerun_systems {
@@ -159,6 +216,7 @@ pub fn solve(
                                 // a point that fails at this value has no rows: the judge sees it
                                 // missing
                                 let _ = run_here(registry, &job, &cancel, &mut sink);
+                                rerun_points += 1;
                             }
                         }
                         memo.insert(mk.clone(), new_rows);
@@ -183,14 +241,26 @@ pub fn solve(
                 };
                 let value = cost.value;
                 let band = cost.band;
+                let count = is_count(&cost.unit);
                 let top = 16.0 * band.map_or(value, |b| b[1].max(value)).max(1.0);
                 let bottom = (band.map_or(value, |b| b[0].min(value)) / 4.0).max(top / 4096.0);
-                let mut xs: Vec<f64> = vec![0.0, value, top];
+                let mut xs: Vec<f64> = vec![value, top];
                 if let Some([lo, hi]) = band {
                     xs.extend([lo, hi]);
                 }
-                for i in 0..GRID {
-                    xs.push(bottom * (top / bottom).powf(i as f64 / (GRID - 1) as f64));
+                if count {
+                    // whole values from 1 (no thread is no client), doubling up to the top
+                    let mut x = 1.0;
+                    while x < top {
+                        xs.push(x);
+                        x *= 2.0;
+                    }
+                    xs.iter_mut().for_each(|x| *x = x.round().max(1.0));
+                } else {
+                    xs.push(0.0);
+                    for i in 0..GRID {
+                        xs.push(bottom * (top / bottom).powf(i as f64 / (GRID - 1) as f64));
+                    }
                 }
                 xs.sort_by(f64::total_cmp);
                 xs.dedup_by(|a, b| (*a - *b).abs() <= 1e-9 * b.abs().max(1.0));
@@ -206,24 +276,34 @@ pub fn solve(
                     let (mut a, mut b) = (at[w].0, at[w + 1].0);
                     let (va, vb) = (at[w].1.clone(), at[w + 1].1.clone());
                     for _ in 0..STEPS {
-                        if b - a <= 1e-3 * b.max(1.0) {
+                        let done = if count {
+                            b - a <= 1.0
+                        } else {
+                            b - a <= 1e-3 * b.max(1.0)
+                        };
+                        if done {
                             break;
                         }
-                        let m = (a + b) / 2.0;
+                        let m = if count {
+                            ((a + b) / 2.0).floor()
+                        } else {
+                            (a + b) / 2.0
+                        };
                         if verdict_at(m)? == va {
                             a = m;
                         } else {
                             b = m;
                         }
                     }
-                    flips.push(((a + b) / 2.0, va, vb));
+                    // a whole-valued input flips at the first value with the other verdict
+                    flips.push((if count { b } else { (a + b) / 2.0 }, va, vb));
                 }
                 let now = at
                     .iter()
                     .find(|(x, _)| *x == value)
                     .map(|(_, v)| v.clone())
                     .unwrap_or_default();
-                let be = describe(
+                let mut be = describe(
                     &c.id,
                     class,
                     key,
@@ -236,15 +316,45 @@ pub fn solve(
                     &flips,
                     top,
                 );
+                // what the search cost (reruns shared with an earlier claim's search through the
+                // memo are counted apart, not run again)
+                let seconds = started.elapsed().as_secs_f64();
+                be.sentence
+                    .push_str(&search_cost(rerun_points, reused_points, seconds));
                 log(format!("{} [{class}]: {}", c.id, be.sentence));
+                total_points += rerun_points;
                 out.push(be);
             }
         }
     }
+    log(format!(
+        "break-evens: {} in {} s, {total_points} points rerun",
+        out.len(),
+        claims::fmt_num(round2(solve_started.elapsed().as_secs_f64()))
+    ));
     let path = run_dir.join(BREAKEVEN_FILE);
     std::fs::write(&path, serde_json::to_string_pretty(&out)?)
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(out)
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+/// The tail of a break-even's sentence: the points its search ran, those it read from an earlier
+/// claim's search, and its wall time.
+pub fn search_cost(points: usize, reused: usize, seconds: f64) -> String {
+    let shared = if reused > 0 {
+        format!(", {reused} read from an earlier claim's search")
+    } else {
+        String::new()
+    };
+    format!(
+        " (search: {points} point{} rerun{shared}, {} s)",
+        if points == 1 { "" } else { "s" },
+        claims::fmt_num(round2(seconds))
+    )
 }
 
 /// The file in a run folder that holds the break-evens.
@@ -285,7 +395,14 @@ pub fn describe(
     };
     let pieces: Vec<String> = flips
         .iter()
-        .map(|(x, below, above)| format!("{below} below {} {unit}, {above} above", n(*x)))
+        .map(|(x, below, above)| {
+            if is_count(unit) {
+                // a whole-valued input: `x` is the first value with the other verdict
+                format!("{below} up to {}, {above} from {}", n(*x - 1.0), n(*x))
+            } else {
+                format!("{below} below {} {unit}, {above} above", n(*x))
+            }
+        })
         .collect();
     let inside: Vec<f64> = flips
         .iter()
@@ -304,7 +421,12 @@ pub fn describe(
         "no band given"
     };
     let flips_text = if pieces.is_empty() {
-        format!("{now} for every {key} from 0 to {} {unit}", n(top))
+        let from = if is_count(unit) { 1.0 } else { 0.0 };
+        format!(
+            "{now} for every {key} from {} to {} {unit}",
+            n(from),
+            n(top)
+        )
     } else {
         format!("{key}: {}", pieces.join("; "))
     };
@@ -331,6 +453,114 @@ pub fn describe(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn set(v: &[&str]) -> BTreeSet<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_key_reruns_the_systems_it_prices_by_the_declared_mapping() {
+        // p4sgd-fig8's systems: SwitchML's cost per frame prices the suite's SwitchML and the one
+        // behind its released DPDK client; the old rule (the system named in the key alone)
+        // left switchml_dpdk's rows as they were and judged the flip on them unchanged
+        let fig8 = set(&["p4sgd", "cpusync", "gpusync", "switchml", "switchml_dpdk"]);
+        assert_eq!(
+            priced_systems("systems.switchml.worker.frame", &fig8),
+            set(&["switchml", "switchml_dpdk"])
+        );
+        // aleph-fig10's modelled ALEPH runs the programs aleph-xdp-scale measured
+        let fig10 = set(&["aleph", "byteps", "horovod"]);
+        assert_eq!(
+            priced_systems("systems.aleph_xdp_driver.worker.program", &fig10),
+            set(&["aleph"])
+        );
+        assert_eq!(
+            priced_systems("systems.aleph.worker.udp_send", &fig10),
+            set(&["aleph"])
+        );
+        // a cost of no one system reruns every system; a system absent from the run, none
+        assert_eq!(priced_systems("costs.kernel_tcp_recv_byte", &fig10), fig10);
+        assert!(priced_systems("systems.atp.worker.frame", &fig10).is_empty());
+        assert!(priced_systems("systems.atp", &fig8).is_empty());
+    }
+
+    #[test]
+    fn every_system_the_mapping_names_is_a_system_of_some_spec() {
+        // a renamed or removed system would leave a line of PRICES that reruns nothing
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut systems = BTreeSet::new();
+        for dir in std::fs::read_dir(root.join("experiments")).expect("experiments") {
+            let dir = dir.expect("entry").path();
+            let Ok(files) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for f in files {
+                let f = f.expect("entry").path();
+                if f.extension().is_some_and(|e| e == "yaml")
+                    && let Ok(spec) = Spec::load(&f)
+                {
+                    systems.extend(spec.systems.iter().cloned());
+                }
+            }
+        }
+        assert!(systems.len() > 20, "read the specs: {systems:?}");
+        for (owner, priced) in PRICES {
+            for s in priced.iter() {
+                assert!(
+                    systems.contains(*s),
+                    "PRICES says {owner}'s entries price `{s}`, which no spec under experiments/ runs"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_whole_valued_input_reads_as_whole_values() {
+        let flips = vec![(7.0, "fails".to_string(), "holds".to_string())];
+        let b = describe(
+            "c",
+            Fidelity::Simulated,
+            "systems.atp.worker.threads",
+            "count",
+            12.0,
+            None,
+            "ATP's released client. More.",
+            "reference",
+            "holds",
+            &flips,
+            192.0,
+        );
+        assert!(
+            b.sentence.contains("fails up to 6, holds from 7"),
+            "{}",
+            b.sentence
+        );
+        assert_eq!(b.status, "no band given");
+        let b = describe(
+            "c",
+            Fidelity::Simulated,
+            "systems.atp.worker.threads",
+            "count",
+            12.0,
+            None,
+            "p",
+            "reference",
+            "holds",
+            &[],
+            192.0,
+        );
+        assert!(
+            b.sentence
+                .contains("holds for every systems.atp.worker.threads from 1 to 192 count"),
+            "{}",
+            b.sentence
+        );
+        assert_eq!(search_cost(1, 0, 0.123), " (search: 1 point rerun, 0.12 s)");
+        assert_eq!(
+            search_cost(0, 96, 2.0),
+            " (search: 0 points rerun, 96 read from an earlier claim's search, 2 s)"
+        );
+    }
 
     #[test]
     fn a_flip_inside_the_band_is_host_dependent_and_outside_it_is_not() {
