@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Deterministic experiments that run in seconds (see the module comment for what is left out).
-const FAST: [&str; 23] = [
+const FAST: [&str; 24] = [
     "netreduce-fig7",
     "netreduce-fig11",
     "netreduce-table7",
@@ -42,6 +42,7 @@ const FAST: [&str; 23] = [
     "luwu-fig13",
     "luwu-fig14",
     "luwu-fig17",
+    "aleph-fig10",
     "aleph-fig13",
     "aleph-fig15-16",
     "aleph-xdp-scale",

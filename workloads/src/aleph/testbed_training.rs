@@ -263,11 +263,138 @@ pub fn model_bytes(system: &str, parent: &[usize], g: f64) -> Result<Vec<f64>, W
     Ok(sent)
 }
 
+/// The profile key of one UDP datagram sent from user space (ALEPH's workers send their
+/// gradients so: Sec. 3.3, "it is difficult to design the acceleration for sending gradients").
+pub const UDP_SEND_KEY: &str = "systems.aleph.worker.udp_send";
+/// The profile key of kernel TCP's send cost per payload byte (TSO on the NIC).
+pub const TCP_SEND_KEY: &str = "costs.kernel_tcp_send_byte";
+/// The profile key of kernel TCP's receive cost per payload byte (GRO, copy to the application).
+pub const TCP_RECV_KEY: &str = "costs.kernel_tcp_recv_byte";
+/// Gradient bytes in one ALEPH packet (128 float32 gradients, Sec. 4.2).
+pub const PACKET_GRAD_BYTES: f64 = 512.0;
+
+/// What the modelled class charges per machine for moving gradients (aleph-fig10): declared
+/// inputs, each a cost per packet or per byte on one core.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NetCosts {
+    /// ns per UDP datagram a user-space sender hands the kernel ([`UDP_SEND_KEY`]).
+    pub udp_send_ns: f64,
+    /// ns per payload byte sent by kernel TCP ([`TCP_SEND_KEY`]).
+    pub tcp_send_ns_per_byte: f64,
+    /// ns per payload byte received by kernel TCP into the application ([`TCP_RECV_KEY`]).
+    pub tcp_recv_ns_per_byte: f64,
+    /// ns per packet a NIC driver's XDP hook receives and consumes (the cited XDP_DROP rate).
+    pub xdp_rx_ns: f64,
+    /// ns per packet an XDP program sends on: the cited XDP_REDIRECT rate (receive and transmit)
+    /// less [`NetCosts::xdp_rx_ns`].
+    pub xdp_tx_ns: f64,
+    /// ns per packet of ALEPH's programs (the profile's `systems.aleph_xdp_driver.worker.program`).
+    pub program_ns: f64,
+}
+
+/// Per machine (workers, then the PS): the CPU seconds of one iteration's network paths with a
+/// gradient of `g` bytes, and the part of them in XDP (driver hook and programs). BytePS: a
+/// worker sends and receives G by TCP, the PS n G each way. Horovod: a worker sends and receives
+/// 2 (n-1)/n G by TCP (its sums run on the GPU, NCCL's ring). ALEPH (Secs. 3.3, 5.3-5.5): every
+/// worker sends its G in 512-B datagrams from user space; an aggregator with k members runs the
+/// Aggregation Service on (k+1) G of packets (its own included), sends the aggregate up from XDP,
+/// receives the total once (the Gradient Receiver keeps it) and sends k copies down from XDP
+/// (Sec. 5.4's multicast); a plain worker's Gradient Receiver takes the total's packets; the PS
+/// aggregates what its children send and sends each a copy. Left out, for every system alike:
+/// the BytePS PS's float sums, reading the totals out of the map or socket buffer beyond the
+/// receive, and everything that is not the gradients' way through the host (training, the
+/// framework).
+pub fn model_cpu_seconds(
+    system: &str,
+    parent: &[usize],
+    g: f64,
+    c: &NetCosts,
+) -> Result<(Vec<f64>, Vec<f64>), WorkloadError> {
+    let n = parent.len();
+    let mut cpu = vec![0.0; n + 1];
+    let mut xdp = vec![0.0; n + 1];
+    let tcp = c.tcp_send_ns_per_byte + c.tcp_recv_ns_per_byte;
+    match system {
+        "byteps" => {
+            cpu[..n].iter_mut().for_each(|x| *x = g * tcp);
+            cpu[n] = n as f64 * g * tcp;
+        }
+        "horovod" => {
+            let each = 2.0 * (n as f64 - 1.0) / n as f64 * g;
+            cpu[..n].iter_mut().for_each(|x| *x = each * tcp);
+        }
+        "aleph" => {
+            let packets = (g / PACKET_GRAD_BYTES).ceil();
+            let mut members = vec![0usize; n + 1];
+            for (w, &p) in parent.iter().enumerate() {
+                let Some(m) = members.get_mut(p).filter(|_| p != w) else {
+                    return Err(WorkloadError::Invalid(format!(
+                        "worker {w}'s parent {p} is not another machine"
+                    )));
+                };
+                *m += 1;
+            }
+            let taken = c.xdp_rx_ns + c.program_ns;
+            for m in 0..=n {
+                let k = members[m] as f64;
+                let (user, kernel) = if m == n {
+                    // the PS: its children's packets aggregated, a copy of the total to each
+                    (0.0, packets * (k * taken + k * c.xdp_tx_ns))
+                } else if k == 0.0 {
+                    // a plain worker: its datagrams, the Gradient Receiver's packets
+                    (packets * c.udp_send_ns, packets * taken)
+                } else {
+                    // an aggregator: its datagrams; its members' and its own packets
+                    // aggregated, the aggregate up, the total received once and k copies down
+                    (
+                        packets * c.udp_send_ns,
+                        packets * ((k + 1.0) * taken + c.xdp_tx_ns + taken + k * c.xdp_tx_ns),
+                    )
+                };
+                cpu[m] = user + kernel;
+                xdp[m] = kernel;
+            }
+        }
+        other => {
+            return Err(WorkloadError::Invalid(format!(
+                "the testbed model has byteps, horovod and aleph, not `{other}`"
+            )));
+        }
+    }
+    let s = |v: Vec<f64>| -> Vec<f64> { v.into_iter().map(|x| x * 1e-9).collect() };
+    Ok((s(cpu), s(xdp)))
+}
+
+/// The point's [`NetCosts`]: the host profile's three entries and the spec's cited XDP rates.
+fn net_costs(ctx: &PointCtx<'_>) -> Result<NetCosts, WorkloadError> {
+    let rx = 1e3 / ctx.param("xdp_drop_mpps")?;
+    let fwd = 1e3 / ctx.param("xdp_forward_mpps")?;
+    let c = NetCosts {
+        udp_send_ns: ctx.host_cost(UDP_SEND_KEY)?,
+        tcp_send_ns_per_byte: ctx.host_cost(TCP_SEND_KEY)?,
+        tcp_recv_ns_per_byte: ctx.host_cost(TCP_RECV_KEY)?,
+        xdp_rx_ns: rx,
+        xdp_tx_ns: fwd - rx,
+        program_ns: ctx.host_cost(super::xdp_scale::PROGRAM_KEY)?,
+    };
+    if !(c.xdp_tx_ns >= 0.0 && rx.is_finite() && fwd.is_finite()) {
+        return Err(WorkloadError::Invalid(format!(
+            "xdp_drop_mpps must be above 0 and at least xdp_forward_mpps (a forward receives too): {rx:.1} ns to receive, {fwd:.1} ns to forward"
+        )));
+    }
+    Ok(c)
+}
+
 /// The modelled class: one iteration of `system` on the flow-level model of the testbed's star
 /// ([`inabench_aleph::convergence::comm_time`]: max-min fair, every access link at its rate in both
 /// directions, the model's real gradient size) and each machine's [`model_bytes`] over that
 /// time. No compute, no protocol overheads: each system's bandwidth bound.
-fn model_outcome(system: &str, s: &Setup, seed: u64) -> Result<Outcome, WorkloadError> {
+fn model_outcome(
+    system: &str,
+    s: &Setup,
+    seed: u64,
+    costs: Option<&NetCosts>,
+) -> Result<Outcome, WorkloadError> {
     use inabench_aleph::convergence::{System, comm_time};
     let n = s.rates_gbps.len() - 1;
     let (rates, ps) = (&s.rates_gbps[..n], s.rates_gbps[n]);
@@ -293,10 +420,20 @@ fn model_outcome(system: &str, s: &Setup, seed: u64) -> Result<Outcome, Workload
             }
         }
     }
+    // CPU per machine: an iteration's network work over its time (communication dominates an
+    // iteration on the testbed: Fig. 11's 0.12-0.84 s against about 0.04 s of compute)
+    let (cpu_cores, xdp_cores) = match costs {
+        Some(c) => {
+            let (cpu, xdp) = model_cpu_seconds(system, &parent, g, c)?;
+            let per = |v: Vec<f64>| -> Vec<f64> { v.into_iter().map(|x| x / t).collect() };
+            (per(cpu), per(xdp))
+        }
+        None => (Vec::new(), Vec::new()),
+    };
     Ok(Outcome {
         rates_gbps: sent.iter().map(|b| b * 8.0 / t / 1e9).collect(),
-        cpu_cores: Vec::new(),
-        xdp_cores: Vec::new(),
+        cpu_cores,
+        xdp_cores,
         comm_time: t,
         aggregator,
     })
@@ -402,10 +539,14 @@ fn run_with(system: &str, s: &Setup, parent: &[usize]) -> Result<Outcome, Worklo
 
 fn outcome(ctx: &mut PointCtx<'_>, system: &str) -> Result<Outcome, WorkloadError> {
     let k = key(ctx, system);
-    if let Some(o) = CACHE
-        .lock()
-        .ok()
-        .and_then(|c| c.as_ref().and_then(|m| m.get(&k).cloned()))
+    // the modelled class is instant and reads the host profile, which the key does not hold (a
+    // break-even search reruns it with an input moved): never cached
+    let cached = ctx.fidelity != Fidelity::Modelled;
+    if cached
+        && let Some(o) = CACHE
+            .lock()
+            .ok()
+            .and_then(|c| c.as_ref().and_then(|m| m.get(&k).cloned()))
     {
         return Ok(o);
     }
@@ -414,7 +555,18 @@ fn outcome(ctx: &mut PointCtx<'_>, system: &str) -> Result<Outcome, WorkloadErro
     // of a repetition (aleph-fig9's machines, aleph-fig11) sees the same clustering
     let seed = u64::from(ctx.repetition);
     let o = if ctx.fidelity == Fidelity::Modelled {
-        model_outcome(system, &s, seed)?
+        let costs = if ctx.declares("cpu_cores") {
+            Some(net_costs(ctx)?)
+        } else {
+            None
+        };
+        if let Some(c) = &costs {
+            ctx.log(
+                LogLevel::Info,
+                format!("{system} (modelled) network costs: {c:?}"),
+            );
+        }
+        model_outcome(system, &s, seed, costs.as_ref())?
     } else {
         run_system(system, &s, seed)?
     };
@@ -434,7 +586,7 @@ fn outcome(ctx: &mut PointCtx<'_>, system: &str) -> Result<Outcome, WorkloadErro
             o.xdp_cores
         ),
     );
-    if let Ok(mut c) = CACHE.lock() {
+    if cached && let Ok(mut c) = CACHE.lock() {
         c.get_or_insert_with(HashMap::new).insert(k, o.clone());
     }
     Ok(o)
@@ -598,10 +750,78 @@ mod tests {
     }
 
     #[test]
+    fn modelled_cpu_charges_each_path_where_the_paper_puts_it() {
+        let p = paper_clustering(&testbed("paper").rates_gbps[..8]).expect("paper");
+        let zero = NetCosts {
+            udp_send_ns: 0.0,
+            tcp_send_ns_per_byte: 0.0,
+            tcp_recv_ns_per_byte: 0.0,
+            xdp_rx_ns: 0.0,
+            xdp_tx_ns: 0.0,
+            program_ns: 0.0,
+        };
+        // one gradient of 10 packets; each cost alone at 1 ns (seconds * 1e9 = ns)
+        let g = 10.0 * PACKET_GRAD_BYTES;
+        let ns = |sys: &str, parent: &[usize], c: NetCosts| {
+            let (cpu, xdp) = model_cpu_seconds(sys, parent, g, &c).expect("model");
+            let r = |v: Vec<f64>| v.iter().map(|x| (x * 1e9).round()).collect::<Vec<f64>>();
+            (r(cpu), r(xdp))
+        };
+        // machines: Agg2 (2 members), Agg1, Agg1, five 10 Gbps (four members, one direct), PS
+        let udp = ns(
+            "aleph",
+            &p,
+            NetCosts {
+                udp_send_ns: 1.0,
+                ..zero
+            },
+        );
+        assert_eq!(udp.0, vec![10., 10., 10., 10., 10., 10., 10., 10., 0.]);
+        assert_eq!(udp.1, vec![0.0; 9], "a user-space send is not XDP");
+        // program per packet taken: Agg2 its 2 members' + its own + the total, Agg1 2 + 1, a
+        // plain worker the total, the PS its 4 children's
+        let prog = ns(
+            "aleph",
+            &p,
+            NetCosts {
+                program_ns: 1.0,
+                ..zero
+            },
+        );
+        assert_eq!(prog.0, vec![40., 30., 30., 10., 10., 10., 10., 10., 40.]);
+        assert_eq!(prog.0, prog.1);
+        // packets sent on by XDP: the aggregate up and a copy per member
+        let tx = ns(
+            "aleph",
+            &p,
+            NetCosts {
+                xdp_tx_ns: 1.0,
+                ..zero
+            },
+        );
+        assert_eq!(tx.0, vec![30., 20., 20., 0., 0., 0., 0., 0., 40.]);
+        // TCP: BytePS's worker G each way, its PS n G; Horovod 2 (n-1)/n G
+        let both = NetCosts {
+            tcp_send_ns_per_byte: 1.0,
+            tcp_recv_ns_per_byte: 2.0,
+            ..zero
+        };
+        let b = ns("byteps", &[8; 8], both);
+        assert_eq!(b.0[0], 3.0 * g);
+        assert_eq!(b.0[8], 8.0 * 3.0 * g);
+        assert_eq!(b.1, vec![0.0; 9]);
+        let h = ns("horovod", &[8; 8], both);
+        assert_eq!(h.0[3], (1.75 * 3.0 * g).round());
+        assert_eq!(h.0[8], 0.0);
+        // a worker that is its own parent is refused
+        assert!(model_cpu_seconds("aleph", &[0, 8], g, &zero).is_err());
+    }
+
+    #[test]
     fn modelled_testbed_runs_every_link_at_its_bound_with_the_papers_clustering() {
         let s = testbed("paper");
         let g = 97e6 * 8.0 / 1e9;
-        let a = model_outcome("aleph", &s, 0).expect("aleph");
+        let a = model_outcome("aleph", &s, 0, None).expect("aleph");
         // four senders into the 40 Gbps PS: 4 G / 40 Gbps
         assert!(close(a.comm_time, 4.0 * g / 40.0), "{}", a.comm_time);
         for (got, want) in a.rates_gbps.iter().zip(&s.rates_gbps) {
@@ -611,16 +831,16 @@ mod tests {
             a.aggregator,
             vec![true, true, true, false, false, false, false, false]
         );
-        let b = model_outcome("byteps", &s, 0).expect("byteps");
+        let b = model_outcome("byteps", &s, 0, None).expect("byteps");
         assert!(close(b.comm_time, 8.0 * g / 40.0));
         assert!(close(b.rates_gbps[3], 5.0) && close(b.rates_gbps[8], 40.0));
-        let h = model_outcome("horovod", &s, 0).expect("horovod");
+        let h = model_outcome("horovod", &s, 0, None).expect("horovod");
         assert!(close(h.comm_time, 2.0 * 7.0 / 8.0 * g / 10.0));
         assert!(close(h.rates_gbps[0], 10.0));
         // M-WCHA's draws differ, and none beats the paper's clustering
         let times: Vec<f64> = (0..50)
             .map(|seed| {
-                model_outcome("aleph", &testbed("mwcha"), seed)
+                model_outcome("aleph", &testbed("mwcha"), seed, None)
                     .expect("draw")
                     .comm_time
             })
