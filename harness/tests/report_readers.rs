@@ -180,8 +180,8 @@ print(json.dumps({
     assert_eq!(got["params"]["P"], "int64", "{got}");
     assert_eq!(got["params"]["B_intra_GBps"], "double", "{got}");
     assert_eq!(got["params"]["alpha_us"], "double", "{got}");
-    // polars writes text columns as Arrow's string view, which pyarrow reports as `string_view`
-    // (older readers say `string`); either is a typed text column, not JSON
+    // a UTF8 byte array, which pyarrow reports as `string` (`string_view` when the writer says
+    // so, as polars did); either is a typed text column, not JSON
     assert!(
         matches!(
             got["params"]["panel"].as_str(),
