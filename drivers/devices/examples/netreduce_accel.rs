@@ -10,13 +10,15 @@
 //!
 //! ```text
 //! netreduce_accel <iface0> <iface1> ... [--msg-packets 170] [--window 2] [--mtu 1024]
-//!                 [--loss P --loss-from-msg K --seed S]
+//!                 [--loss P --loss-from-msg K --seed S] [--release lazy|one-window-away]
 //! ```
 //! Interface i leads to worker i, whose data address is 10.x.y.<i+1> (`netreduce::node_of_ip`).
 //! `--loss P`: once the first packet of message K (MsgID >= K, read from its INA header) has come
 //! in, every frame crossing the bump (either way: the guests' stacks inject nothing) is lost with
 //! probability P, from a seeded generator per link direction (`fabric::fault`); messages 0..K-1
 //! run clean, so one rig run shows both. The workers' RC go-back-N must recover.
+//! `--release`: when an aggregator is freed (`netreduce::Release`): `lazy` (the suite's default)
+//! or `one-window-away` (the paper's rule, Sec. 3.1).
 //!
 //! Runs until the file RIG_RELAY_UNTIL names exists (the rig makes it when the guests are done),
 //! or 900 s; prints its counts and exits 0 when every RoCEv2 frame from the workers had a valid
@@ -197,10 +199,11 @@ struct Args {
     loss: f64,
     loss_from: u32,
     seed: u64,
+    release: Release,
 }
 
 fn args() -> Result<Args, String> {
-    let usage = "usage: netreduce_accel <iface0> <iface1> ... [--msg-packets N] [--window N] [--mtu B] [--loss P --loss-from-msg K --seed S]";
+    let usage = "usage: netreduce_accel <iface0> <iface1> ... [--msg-packets N] [--window N] [--mtu B] [--loss P --loss-from-msg K --seed S] [--release lazy|one-window-away]";
     let a: Vec<String> = std::env::args().skip(1).collect();
     let mut out = Args {
         ifaces: Vec::new(),
@@ -210,6 +213,7 @@ fn args() -> Result<Args, String> {
         loss: 0.0,
         loss_from: 0,
         seed: 1,
+        release: Release::Lazy,
     };
     let mut i = 0;
     while i < a.len() {
@@ -227,6 +231,13 @@ fn args() -> Result<Args, String> {
             "--loss" => out.loss = v.parse().map_err(|_| bad())?,
             "--loss-from-msg" => out.loss_from = v.parse().map_err(|_| bad())?,
             "--seed" => out.seed = v.parse().map_err(|_| bad())?,
+            "--release" => {
+                out.release = match v.as_str() {
+                    "lazy" => Release::Lazy,
+                    "one-window-away" => Release::OneWindowAway,
+                    _ => return Err(bad()),
+                }
+            }
             _ => return Err(usage.into()),
         }
         i += 2;
@@ -258,7 +269,7 @@ fn main() {
         messages: 1,
         elements: 1,
         qps: 1,
-        release: Release::Lazy,
+        release: a.release,
     };
     let links = match a
         .ifaces
@@ -293,11 +304,12 @@ fn main() {
         c: Counts::default(),
     };
     println!(
-        "netreduce_accel: inabench_ina::fpga::Accelerator for {workers} workers on {:?} (AF_PACKET), MsgLen {} x {} B, window {}{}",
+        "netreduce_accel: inabench_ina::fpga::Accelerator for {workers} workers on {:?} (AF_PACKET), MsgLen {} x {} B, window {}, aggregators freed {:?}{}",
         a.ifaces,
         a.msg_packets,
         a.mtu,
         a.window,
+        a.release,
         if a.loss > 0.0 {
             format!(
                 ", loss {} both ways from message {} (seed {})",
@@ -332,12 +344,13 @@ fn main() {
         rep.wall_ns as f64 / 1e9
     );
     println!(
-        "netreduce_accel: accelerator: {} packets in, {} out (aggregates and ACKs), {} dropped, {} duplicates not summed again; messages 0..={}",
+        "netreduce_accel: accelerator: {} packets in, {} out (aggregates and ACKs), {} dropped, {} duplicates not summed again; messages 0..={}; counters {:?}",
         s.packets_in,
         s.packets_out,
         s.dropped,
         s.duplicates_ignored,
-        c.last_msg.map_or("none".into(), |m| m.to_string())
+        c.last_msg.map_or("none".into(), |m| m.to_string()),
+        bump.acc.counters()
     );
     println!(
         "netreduce_accel: lost on purpose: {} frames to the accelerator, {} from it",
