@@ -114,6 +114,9 @@ pub struct Sim {
     pub switch: NodeId,
     pub faults: Faults,
     pub tap: Option<sim::Tap>,
+    /// Per-host link rates where they differ from `link`'s ([`sim::SimFabric::set_node_rates`];
+    /// empty: every link at `link`'s rate).
+    pub rates: Vec<Option<f64>>,
 }
 
 impl Sim {
@@ -125,6 +128,7 @@ impl Sim {
             switch,
             faults: Faults::default(),
             tap: None,
+            rates: Vec::new(),
         }
     }
 }
@@ -161,6 +165,9 @@ impl Sim {
         let mut f = sim::SimFabric::new(nodes, cfg, self.switch, self.link, self.faults);
         if let Some(tap) = self.tap.take() {
             f.set_tap(tap);
+        }
+        if !self.rates.is_empty() {
+            f.set_node_rates(&self.rates);
         }
         let mut done_at: Vec<Nanos> = vec![0; n];
         let rep = f
@@ -410,6 +417,7 @@ impl FabricChoice {
                 switch,
                 faults,
                 tap: None,
+                rates: Vec::new(),
             }),
             FabricChoice::Mem { mtu } => Box::new(Mem { mtu, faults }),
             FabricChoice::Udp { mtu, io } => Box::new(UdpThreads { mtu, faults, io }),

@@ -361,8 +361,13 @@ pub struct SimFabric<N: Endpoint> {
     no_faults: bool,
     queue: Queue,
     seq: u64,
-    /// The serialization time of the last frame length seen (most frames share a length).
+    /// The serialization time of the last frame length seen (most frames share a length), at
+    /// the link's own rate.
     ser_cache: (usize, u64),
+    /// A host's link rate where it differs from the link's (both directions of the host's link
+    /// to the switch; empty or `None`: the link's rate): a star whose hosts have links of
+    /// different speeds.
+    node_rate_bps: Vec<Option<f64>>,
     /// When each directed link (from * nodes + to) is free again.
     link_free: Vec<Nanos>,
     cpu_free: Vec<Nanos>,
@@ -398,6 +403,7 @@ impl<N: Endpoint> SimFabric<N> {
             queue: Queue::new(n),
             seq: 0,
             ser_cache: (usize::MAX, 0),
+            node_rate_bps: Vec::new(),
             link_free: vec![0; n * n],
             cpu_free: vec![0; n],
             timer_at: vec![None; n],
@@ -416,6 +422,12 @@ impl<N: Endpoint> SimFabric<N> {
     /// Call `tap(time, from, to, frame)` for every frame put on a link (e.g. a pcap writer).
     pub fn set_tap(&mut self, tap: Tap) {
         self.tap = Some(tap);
+    }
+
+    /// Host `i`'s link to the switch runs at `rates[i]` bits per second, both ways (`None`, or
+    /// a host past the end: the link's rate). The switch's own entry is not read.
+    pub fn set_node_rates(&mut self, rates: &[Option<f64>]) {
+        self.node_rate_bps = rates.to_vec();
     }
 
     /// Hosts hand their link every frame they have at once, each queued behind the ones before
@@ -517,11 +529,24 @@ impl<N: Endpoint> SimFabric<N> {
         let link = from as usize * self.nodes.len() + to as usize;
         let free = self.link_free[link];
         let start = t.max(free);
-        let ser = if self.ser_cache.0 == len {
+        // the host end's rate (one end is the switch)
+        let host = if from == self.switch { to } else { from };
+        let rate = self
+            .node_rate_bps
+            .get(host as usize)
+            .copied()
+            .flatten()
+            .filter(|r| *r > 0.0);
+        let rate_bps = rate.unwrap_or(self.link.rate_bps);
+        let serialize = |len: usize| {
+            ((len + self.link.framing_bytes) as f64 * 8.0 / rate_bps * 1e9).ceil() as u64
+        };
+        let ser = if rate.is_some() {
+            serialize(len)
+        } else if self.ser_cache.0 == len {
             self.ser_cache.1
         } else {
-            let ser = ((len + self.link.framing_bytes) as f64 * 8.0 / self.link.rate_bps * 1e9)
-                .ceil() as u64;
+            let ser = serialize(len);
             self.ser_cache = (len, ser);
             ser
         };
@@ -529,7 +554,7 @@ impl<N: Endpoint> SimFabric<N> {
         let backlog = if start == t {
             0 // nothing ahead (the formula below gives 0 too)
         } else {
-            ((start - t) as f64 * self.link.rate_bps / 8e9) as usize
+            ((start - t) as f64 * rate_bps / 8e9) as usize
         };
         if backlog + len > self.link.queue_bytes {
             self.report.dropped_queue += 1;

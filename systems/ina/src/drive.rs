@@ -235,7 +235,24 @@ fn sim_driver(cfg: &AllReduceConfig, faults: Faults, stack: &HostStack, nodes: u
     let mut f = Sim::new(sim_link(cfg), cfg.workers as u32);
     f.costs = costs;
     f.faults = faults;
+    f.rates = slow_links(cfg);
     f
+}
+
+/// The knobs `slow_workers` (k) and `slow_link_gbps` (g), read for every system: the last k
+/// workers' links to the switch run at g Gbps both ways, the others at the config's rate (a star
+/// of hosts with links of different speeds, the benchmark's heterogeneous regime; ALEPH's
+/// testbed mixes such hosts). Neither knob: every link at the config's rate (empty).
+pub fn slow_links(cfg: &AllReduceConfig) -> Vec<Option<f64>> {
+    match (cfg.knob("slow_workers"), cfg.knob("slow_link_gbps")) {
+        (Some(k), Some(g)) if k >= 1.0 && g > 0.0 => {
+            let k = (k as usize).min(cfg.workers);
+            (0..cfg.workers)
+                .map(|i| (i >= cfg.workers - k).then_some(g * 1e9))
+                .collect()
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// Run a built setup on `fabric` until every node is done or `max_ns` of virtual time: the
@@ -410,4 +427,66 @@ pub fn measure_frame_ns(sys: &dyn System) -> u64 {
         .sum();
     let ns: u64 = (0..k).map(|i| meter.cpu_ns(i)).sum();
     ns.checked_div(frames).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::common::AllReduceConfig;
+
+    fn cfg(knobs: &[(&str, f64)]) -> AllReduceConfig {
+        AllReduceConfig {
+            workers: 4,
+            elements: 65_536,
+            seed: 3,
+            line_rate_bps: 100e9,
+            mtu: 1024,
+            timeout_ns: 100_000,
+            knobs: knobs.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        }
+    }
+
+    /// One worker's link at a tenth of the others' slows a bandwidth-bound all-reduce about
+    /// tenfold for a system that waits for every worker, and every sum stays exact.
+    #[test]
+    fn a_slow_workers_link_slows_the_all_reduce_and_the_sums_stay_exact() {
+        for name in ["switchml", "ring_allreduce"] {
+            let sys = system(name).expect("listed");
+            let time = |c: &AllReduceConfig| {
+                let (nodes, rep, _) = run_sim_stack(
+                    sys,
+                    c,
+                    Faults::default(),
+                    &HostStack::Nic,
+                    1_000_000_000,
+                    None,
+                )
+                .expect("runs");
+                assert!(rep.finished, "{name} did not finish");
+                let mut end = 0;
+                for n in &nodes {
+                    if let SetupNode::Worker(w) = n {
+                        assert!(w.check(c), "{name}: a wrong sum");
+                        end = end.max(w.stats().end_ns);
+                    }
+                }
+                end
+            };
+            let fast = time(&cfg(&[]));
+            let slow = time(&cfg(&[("slow_workers", 1.0), ("slow_link_gbps", 10.0)]));
+            let ratio = slow as f64 / fast as f64;
+            assert!(
+                (5.0..12.0).contains(&ratio),
+                "{name}: {fast} ns on equal links, {slow} ns with one at 10 Gbps ({ratio:.2}x)"
+            );
+        }
+        assert_eq!(
+            slow_links(&cfg(&[("slow_workers", 2.0)])),
+            Vec::<Option<f64>>::new()
+        );
+        assert_eq!(
+            slow_links(&cfg(&[("slow_workers", 2.0), ("slow_link_gbps", 25.0)])),
+            vec![None, None, Some(25e9), Some(25e9)]
+        );
+    }
 }

@@ -524,6 +524,13 @@ pub(crate) fn config_with(
         })?;
         knobs.push((knob.to_string(), x));
     }
+    // the heterogeneous star (bench-hetero): the last `slow_workers` workers' links at
+    // `slow_link_gbps`, the same for every system (inabench_ina::drive::slow_links)
+    for k in ["slow_workers", "slow_link_gbps"] {
+        if ctx.point.params.contains_key(k) {
+            knobs.push((k.to_string(), ctx.param(k)?));
+        }
+    }
     Ok(AllReduceConfig {
         workers: ctx.positive_count("workers")?,
         elements,
