@@ -61,10 +61,30 @@ pub fn build_for_sim(
     cfg: &AllReduceConfig,
     stack: &HostStack,
 ) -> Result<(crate::common::Setup, AllReduceConfig), crate::common::SetupError> {
+    prepare_for_sim(sys, cfg, stack, |cfg| sys.build(cfg))
+}
+
+/// [`build_for_sim`] with the workers' inputs given ([`System::build_with`]) instead of the
+/// system's generated gradients.
+pub fn build_for_sim_with(
+    sys: &dyn System,
+    cfg: &AllReduceConfig,
+    stack: &HostStack,
+    inputs: Vec<Vec<i32>>,
+) -> Result<(crate::common::Setup, AllReduceConfig), crate::common::SetupError> {
+    prepare_for_sim(sys, cfg, stack, |cfg| sys.build_with(cfg, inputs))
+}
+
+fn prepare_for_sim(
+    sys: &dyn System,
+    cfg: &AllReduceConfig,
+    stack: &HostStack,
+    build: impl FnOnce(&AllReduceConfig) -> Result<crate::common::Setup, crate::common::SetupError>,
+) -> Result<(crate::common::Setup, AllReduceConfig), crate::common::SetupError> {
     let mut cfg = cfg.clone();
     let extra = stack.client_knobs(&cfg);
     cfg.knobs.extend(extra);
-    let mut setup = sys.build(&cfg)?;
+    let mut setup = build(&cfg)?;
     let links = sys.extra_links();
     if links > 0 {
         setup.switch = Box::new(Attached::new(setup.switch, links, &sim_link(&cfg)));

@@ -87,9 +87,7 @@ fn ps_lite_cell(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
         })
         .collect();
     let time_ns = run_libra_crate(ctx, &cfg, &inp, 1, None)?;
-    let bits = elements as f64 * 32.0;
-    ctx.record_in_if_declared("algbw", bits / (time_ns / 1e9), "bps")?;
-    Ok(())
+    record_rates(ctx, time_ns, elements)
 }
 
 /// Every system of [`inabench_ina::SYSTEMS`], in list order, then the other aggregations this
@@ -211,7 +209,7 @@ pub(crate) fn run_dense(
                 return refuse(ctx, format!("{workers} workers: {why}"));
             }
         },
-        Some(g) => match build_given(sys, cfg, &stack, g.inputs) {
+        Some(g) => match inabench_ina::drive::build_for_sim_with(sys, cfg, &stack, g.inputs) {
             Ok(built) => (built, g.want, Some(false)),
             // no external inputs (or not these): the dense equivalent, or the build's refusal
             Err(why) => match inabench_ina::drive::build_for_sim(sys, cfg, &stack) {
@@ -301,34 +299,34 @@ pub(crate) fn run_dense(
     }
     ctx.record_if_declared("unfinished_workers", 0.0);
     let time_ns = end.saturating_sub(start).max(1) as f64;
-    let bits = cfg.elements as f64 * 32.0;
-    ctx.record_in("time", time_ns, "ns")?;
-    ctx.record_in_if_declared("algbw", bits / (time_ns / 1e9), "bps")?;
-    ctx.record_in_if_declared("goodput", bits / (time_ns / 1e9), "bps")?;
+    record_time(ctx, time_ns, cfg.elements)?;
     Ok(())
 }
 
-/// [`inabench_ina::drive::build_for_sim`]'s steps with the workers' inputs given: the released
-/// client's knobs, [`System::build_with`], an aggregator behind the switch on its own links.
-fn build_given(
-    sys: &dyn System,
-    cfg: &AllReduceConfig,
-    stack: &inabench_ina::hoststack::HostStack,
-    inputs: Vec<Vec<i32>>,
-) -> Result<(inabench_ina::common::Setup, AllReduceConfig), inabench_ina::common::SetupError> {
-    let mut cfg = cfg.clone();
-    let extra = stack.client_knobs(&cfg);
-    cfg.knobs.extend(extra);
-    let mut setup = sys.build_with(&cfg, inputs)?;
-    let links = sys.extra_links();
-    if links > 0 {
-        setup.switch = Box::new(inabench_ina::drive::Attached::new(
-            setup.switch,
-            links,
-            &inabench_ina::drive::sim_link(&cfg),
-        ));
-    }
-    Ok((setup, cfg))
+/// A cell's time (ns of an all-reduce of `elements` int32 a worker) and the rates that follow
+/// from it ([`record_rates`]).
+fn record_time(ctx: &mut PointCtx<'_>, time_ns: f64, elements: usize) -> Result<(), WorkloadError> {
+    ctx.record_in("time", time_ns, "ns")?;
+    record_rates(ctx, time_ns, elements)
+}
+
+/// The algorithm bandwidth (size / time, nccl-tests' algbw) and, where the spec declares it, the
+/// goodput (the same bits over the same time) of a cell whose time is recorded.
+fn record_rates(
+    ctx: &mut PointCtx<'_>,
+    time_ns: f64,
+    elements: usize,
+) -> Result<(), WorkloadError> {
+    let bits_per_s = elements as f64 * 32.0 / (time_ns / 1e9);
+    ctx.record_in_if_declared("algbw", bits_per_s, "bps")?;
+    ctx.record_in_if_declared("goodput", bits_per_s, "bps")
+}
+
+/// The middle of a run's per-operation latencies (the upper one of an even count), at least
+/// 1 ns.
+fn middle_latency(mut lat: Vec<u64>) -> f64 {
+    lat.sort_unstable();
+    lat.get(lat.len() / 2).copied().unwrap_or(0).max(1) as f64
 }
 
 /// The prefix of the row that keeps a refused cell's reason with the cell: beside `refused` = 1
@@ -406,13 +404,7 @@ fn mpi_cell(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
             o.wrong
         )));
     }
-    let mut lat = o.latencies;
-    lat.sort_unstable();
-    let time_ns = lat.get(lat.len() / 2).copied().unwrap_or(0).max(1) as f64;
-    let bits = elements as f64 * 32.0;
-    ctx.record_in("time", time_ns, "ns")?;
-    ctx.record_in_if_declared("algbw", bits / (time_ns / 1e9), "bps")?;
-    Ok(())
+    record_time(ctx, middle_latency(o.latencies), elements)
 }
 
 /// The elements of a point: `size_bytes` (a whole number of int32) or `elements`.
@@ -486,13 +478,7 @@ fn p4sgd_cell(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
             o.unfinished
         )));
     }
-    let mut lat = o.latencies;
-    lat.sort_unstable();
-    let time_ns = lat.get(lat.len() / 2).copied().unwrap_or(0).max(1) as f64;
-    let bits = elements as f64 * 32.0;
-    ctx.record_in("time", time_ns, "ns")?;
-    ctx.record_in_if_declared("algbw", bits / (time_ns / 1e9), "bps")?;
-    ctx.record_in_if_declared("goodput", bits / (time_ns / 1e9), "bps")?;
+    record_time(ctx, middle_latency(o.latencies), elements)?;
     Ok(())
 }
 
