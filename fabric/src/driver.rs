@@ -1,8 +1,11 @@
 //! One way to run endpoints on any fabric: the [`Fabric`] trait (quinn's thin drivers around one
 //! sans-IO core, hyperfine's trait at the measuring boundary).
 //!
-//! A caller builds its nodes (node `i` has id `i`), picks a fabric (`sim`, `mem`, `udp`; later
-//! `netns` and `hw`) and calls [`Fabric::run`] once. Every fabric returns the same
+//! A caller describes its nodes as a [`Deployment`] (how many, which count, build node `i`, the
+//! job line a node process rebuilds node `i` from), picks a fabric (`sim`, `mem`, `udp` threads,
+//! `udp` with a process per node: [`crate::procs::UdpProcesses`]) and calls
+//! [`Fabric::run_deployment`] once; callers holding built nodes may call [`Fabric::run`] on the
+//! in-process fabrics. Every fabric returns the same
 //! [`FabricReport`], labelled with the fabric that ran (the row's fabric label comes from here,
 //! never from a workload), and applies the same [`Faults`] the same way: a seeded fate per frame
 //! per link direction from [`crate::fault::FaultInjector`] (loss, duplication, reordering by a
@@ -72,6 +75,9 @@ pub struct FabricReport {
     pub faults: FaultCounters,
     /// Datagrams the kernel refused (`udp` only).
     pub send_errors: u64,
+    /// Each node ran in a process of its own ([`crate::procs::UdpProcesses`] starting node
+    /// processes); false when the nodes ran in this process (threads or virtual time).
+    pub node_processes: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +88,59 @@ pub enum FabricError {
     NodePanicked(&'static str),
     #[error("node {index} has id {id}: node i must have id i")]
     BadIds { index: usize, id: NodeId },
+    /// A [`Deployment`] could not build node `node` (or write its job line).
+    #[error("node {node} cannot be built: {source}")]
+    Build {
+        node: usize,
+        #[source]
+        source: BuildError,
+    },
+}
+
+/// Why a [`Deployment`] cannot build a node or write its job line (the system's own error).
+pub type BuildError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A run's nodes as a recipe, not yet built: how many, which count, how to build node `i` here,
+/// and the job line a node process rebuilds node `i` from. Every fabric takes one through
+/// [`Fabric::run_deployment`]: the in-process fabrics build the nodes and [`Fabric::run`] them;
+/// [`crate::procs::UdpProcesses`] hands each node process its job line instead (hyperfine's one
+/// measuring loop over its executors).
+pub trait Deployment<N>: Sync {
+    /// Nodes (node `i` has id `i`).
+    fn nodes(&self) -> usize;
+    /// The first `counted()` nodes must be done for the run to finish (the workers).
+    fn counted(&self) -> usize;
+    /// Node `node`, built in this process.
+    fn build_node(&self, node: usize) -> Result<N, BuildError>;
+    /// Processes serving node `node` in a process-per-node run (a switch split in shards: one
+    /// process each); 1 unless the deployment splits it. The in-process fabrics run one node.
+    fn processes(&self, _node: usize) -> usize {
+        1
+    }
+    /// The one-line job node `node`'s process rebuilds node `node` from (`bind_any`: the node
+    /// binds every address of its namespace's interfaces instead of 127.0.0.1). A deployment
+    /// without one runs on the in-process fabrics only.
+    fn job(&self, node: usize, _bind_any: bool) -> Result<String, BuildError> {
+        Err(format!("node {node} has no job line: this deployment runs in one process only").into())
+    }
+}
+
+/// Where a deployment's nodes ended up after [`Fabric::run_deployment`].
+#[derive(Debug)]
+pub enum Ran<N> {
+    /// Built and run in this process (`sim`, `mem`, `udp` threads): the nodes, to read.
+    Here(Vec<N>),
+    /// Each built by a node process (or thread) of its own from its job line: each process's own
+    /// report line as `(node, line)`, in process order (nodes `0..n`, then the extra processes
+    /// of split nodes).
+    Apart(Vec<(usize, String)>),
+}
+
+/// What [`Fabric::run_deployment`] returns: the one report, and the nodes or their lines.
+#[derive(Debug)]
+pub struct Deployed<N> {
+    pub report: FabricReport,
+    pub nodes: Ran<N>,
 }
 
 /// A fabric: moves the frames of a set of endpoints until they are done.
@@ -93,6 +152,28 @@ pub trait Fabric<N: Endpoint> {
     fn name(&self) -> &'static str;
     /// Run `nodes` (node `i` has id `i`) until `until`; the nodes come back with the report.
     fn run(&mut self, nodes: Vec<N>, until: &Until) -> Result<(Vec<N>, FabricReport), FabricError>;
+
+    /// Run `d`'s nodes until its counted nodes are done or `limit_ns` (fabric time) passes: the
+    /// one door every fabric shares. By default the nodes are built here ([`Deployment::build_node`])
+    /// and [`Fabric::run`]; a fabric whose nodes live in processes of their own overrides it.
+    fn run_deployment(
+        &mut self,
+        d: &dyn Deployment<N>,
+        limit_ns: Nanos,
+    ) -> Result<Deployed<N>, FabricError> {
+        let nodes = (0..d.nodes())
+            .map(|node| {
+                d.build_node(node)
+                    .map_err(|source| FabricError::Build { node, source })
+            })
+            .collect::<Result<Vec<N>, _>>()?;
+        let until = Until::workers(d.counted(), nodes.len(), limit_ns);
+        let (nodes, report) = self.run(nodes, &until)?;
+        Ok(Deployed {
+            report,
+            nodes: Ran::Here(nodes),
+        })
+    }
 }
 
 fn check_ids<N: Endpoint>(nodes: &[N]) -> Result<(), FabricError> {
@@ -212,6 +293,7 @@ impl Sim {
                 dropped_queue: rep.dropped_queue,
                 faults: rep.faults,
                 send_errors: 0,
+                node_processes: false,
             },
         ))
     }
@@ -286,6 +368,7 @@ impl Mem {
                 dropped_queue: 0,
                 faults: rep.faults.clone(),
                 send_errors: 0,
+                node_processes: false,
             },
             rep,
         ))
@@ -293,8 +376,8 @@ impl Mem {
 }
 
 /// One UDP socket on 127.0.0.1 and one thread (or the `io` model's threads) per node, in this
-/// process (see [`udp`]). Node processes and namespaces are launched by the harness's node
-/// launcher around [`udp::serve`]; this is the in-process form.
+/// process (see [`udp`]). Node processes and namespaces are [`crate::procs::UdpProcesses`];
+/// this is the in-process form.
 pub struct UdpThreads {
     pub mtu: usize,
     pub faults: Faults,

@@ -25,7 +25,8 @@ pub mod udp;
 pub mod wrap;
 
 pub use driver::{
-    Fabric, FabricChoice, FabricError, FabricReport, Mem, NodeTotals, Sim, UdpThreads, Until,
+    BuildError, Deployed, Deployment, Fabric, FabricChoice, FabricError, FabricReport, Mem,
+    NodeTotals, Ran, Sim, UdpThreads, Until,
 };
 pub use endpoint::{BufPool, Endpoint, Nanos, NodeId, Transmit};
 pub use forward::{ForwardStats, Forwarder, Route};
