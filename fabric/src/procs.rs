@@ -1,5 +1,6 @@
-//! The `udp` fabric with one process per node ([`UdpProcesses`]): what [`crate::Fabric`] cannot
-//! carry, because its nodes are built in another process. A [`Deploy`] says how many nodes there
+//! The `udp` fabric with one process per node ([`UdpProcesses`]): a [`crate::Fabric`] whose nodes
+//! are built in other processes, so it runs a [`Deployment`] ([`crate::Fabric::run_deployment`],
+//! the door every fabric shares) and refuses built nodes. The deployment says how many nodes there
 //! are, which are counted, and the job line each node's process rebuilds its node from; the
 //! parent starts every node, wires them and collects one [`FabricReport`] (the same type every
 //! fabric returns, labelled `udp`) and each node's own report line. The child side is
@@ -16,7 +17,10 @@
 //! ([`crate::netns`]; root and node processes). Where no node binary is at hand the same child
 //! code runs as threads of this process ([`Spawn::Threads`]).
 
-use crate::driver::{FabricError, FabricReport, NodeTotals};
+use crate::driver::{
+    Deployed, Deployment, Fabric, FabricError, FabricReport, NodeTotals, Ran, Until,
+};
+use crate::endpoint::{Endpoint, Nanos};
 use crate::udp::{self, Coordinator, NodeConfig, NodeReport, SocketLayer, Steering};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -68,22 +72,6 @@ impl From<String> for NodeError {
     }
 }
 
-/// What a process-per-node run needs to know about its nodes.
-pub trait Deploy: Sync {
-    /// Nodes (node `i` has id `i`).
-    fn nodes(&self) -> usize;
-    /// The first `counted()` nodes must say done for the run to finish (the workers).
-    fn counted(&self) -> usize;
-    /// Processes serving node `i` (a switch split in shards: each shard one process); 1 unless
-    /// the deployment splits it.
-    fn processes(&self, _node: usize) -> usize {
-        1
-    }
-    /// The one-line job node `node`'s process builds its node from (`bind_any`: the node binds
-    /// every address of its namespace's interfaces instead of 127.0.0.1).
-    fn job(&self, node: usize, bind_any: bool) -> Result<String, NodeError>;
-}
-
 /// A child in this process: reads its job from the first, reports on the second.
 pub type ChildMain = fn(&mut dyn BufRead, &mut dyn Write) -> Result<(), NodeError>;
 
@@ -124,13 +112,12 @@ pub trait Around {
 
 impl Around for () {}
 
-/// The `udp` fabric, a process (or thread) per node.
+/// The `udp` fabric, a process (or thread) per node. The run's limit (wall time) is the one
+/// [`crate::Fabric::run_deployment`] is given.
 #[derive(Debug, Clone)]
 pub struct UdpProcesses {
     pub spawn: Spawn,
     pub placement: Placement,
-    /// Give up waiting for the counted nodes after this long.
-    pub deadline: Duration,
 }
 
 /// What a process-per-node run returns.
@@ -236,20 +223,51 @@ fn parse_totals(line: &str) -> Option<(NodeTotals, u64, u64)> {
     Some((t, next()?, next()?))
 }
 
-impl UdpProcesses {
-    /// Start every node of `d`, run until its counted nodes are done or the deadline, stop them
-    /// and collect their reports.
-    pub fn run(&self, d: &dyn Deploy) -> Result<ProcessRun, FabricError> {
-        self.run_around(d, &mut ())
+impl<N: Endpoint> Fabric<N> for UdpProcesses {
+    fn name(&self) -> &'static str {
+        "udp"
     }
 
-    /// As [`UdpProcesses::run`], with `around` called once every node is ready (before the start
-    /// signal) and once every node stopped and reported (before the namespaces go).
-    pub fn run_around(
+    /// Built nodes cannot move into node processes: a process per node runs a [`Deployment`].
+    fn run(
+        &mut self,
+        _nodes: Vec<N>,
+        _until: &Until,
+    ) -> Result<(Vec<N>, FabricReport), FabricError> {
+        Err(setup(
+            "nodes built in this process cannot move into node processes: run a deployment \
+             (Fabric::run_deployment)"
+                .into(),
+        ))
+    }
+
+    /// Start every node of `d` from its job line, run until its counted nodes are done or
+    /// `limit_ns` (wall) passes, stop them and collect their report lines.
+    fn run_deployment(
+        &mut self,
+        d: &dyn Deployment<N>,
+        limit_ns: Nanos,
+    ) -> Result<Deployed<N>, FabricError> {
+        let run = self.run_detailed(d, limit_ns, &mut ())?;
+        Ok(Deployed {
+            report: run.report,
+            nodes: Ran::Apart(run.node_of.into_iter().zip(run.lines).collect()),
+        })
+    }
+}
+
+impl UdpProcesses {
+    /// As [`crate::Fabric::run_deployment`], with `around` called once every node is ready
+    /// (before the start signal) and once every node stopped and reported (before the namespaces
+    /// go), and the process fabric's own detail ([`ProcessRun`]: the namespaces, each process's
+    /// node).
+    pub fn run_detailed<N>(
         &self,
-        d: &dyn Deploy,
+        d: &dyn Deployment<N>,
+        limit_ns: Nanos,
         around: &mut dyn Around,
     ) -> Result<ProcessRun, FabricError> {
+        let deadline = Duration::from_nanos(limit_ns);
         let n_nodes = d.nodes();
         let namespaced = |rate_mbit| -> Result<crate::netns::Netns, FabricError> {
             if matches!(self.spawn, Spawn::Threads(_)) {
@@ -291,7 +309,9 @@ impl UdpProcesses {
         let mut nodes: Vec<NodeIo> = Vec::new();
         let result: Result<ProcessRun, NodeError> = (|| {
             for &i in &procs {
-                let job = d.job(i, topo.is_some())?;
+                let job = d
+                    .job(i, topo.is_some())
+                    .map_err(|e| NodeError::Node(format!("node {i}'s job: {e}")))?;
                 nodes.push(start(
                     &self.spawn,
                     &job,
@@ -338,7 +358,7 @@ impl UdpProcesses {
                     .map_err(NodeError::io(format!("node {} went away", procs[k])))?;
             }
             let counted = d.counted();
-            let (done, last) = coord.wait_and_stop(counted, &addrs, start, self.deadline);
+            let (done, last) = coord.wait_and_stop(counted, &addrs, start, deadline);
             let end_ns = start.elapsed().as_nanos() as u64;
             let mut report = FabricReport {
                 fabric: "udp",
@@ -346,6 +366,7 @@ impl UdpProcesses {
                 time_ns: last.as_nanos() as u64,
                 end_ns,
                 nodes: vec![NodeTotals::default(); n_nodes],
+                node_processes: matches!(self.spawn, Spawn::Processes { .. }),
                 ..FabricReport::default()
             };
             let mut lines = Vec::new();
@@ -536,18 +557,48 @@ fn write_report(output: &mut dyn Write, rep: &NodeReport, own: &str) -> Result<(
 mod tests {
     use super::*;
 
+    use crate::driver::BuildError;
+
+    type AnyNode = Box<dyn Endpoint>;
+
+    /// Two nodes with job lines; never built here.
     struct Two;
 
-    impl Deploy for Two {
+    impl Deployment<AnyNode> for Two {
         fn nodes(&self) -> usize {
             2
         }
         fn counted(&self) -> usize {
             2
         }
-        fn job(&self, node: usize, _bind_any: bool) -> Result<String, NodeError> {
+        fn build_node(&self, node: usize) -> Result<AnyNode, BuildError> {
+            Err(format!("node {node} is built by its process").into())
+        }
+        fn job(&self, node: usize, _bind_any: bool) -> Result<String, BuildError> {
             Ok(format!("job {node}"))
         }
+    }
+
+    /// Two nodes without job lines.
+    struct HereOnly;
+
+    impl Deployment<AnyNode> for HereOnly {
+        fn nodes(&self) -> usize {
+            2
+        }
+        fn counted(&self) -> usize {
+            2
+        }
+        fn build_node(&self, node: usize) -> Result<AnyNode, BuildError> {
+            Err(format!("node {node} is not built in this test").into())
+        }
+    }
+
+    fn run(
+        fabric: &mut UdpProcesses,
+        d: &dyn Deployment<AnyNode>,
+    ) -> Result<Deployed<AnyNode>, FabricError> {
+        fabric.run_deployment(d, 5_000_000_000)
     }
 
     fn refusing(input: &mut dyn BufRead, _output: &mut dyn Write) -> Result<(), NodeError> {
@@ -563,12 +614,11 @@ mod tests {
 
     #[test]
     fn a_node_that_refuses_its_job_is_an_error_with_its_words() {
-        let fabric = UdpProcesses {
+        let mut fabric = UdpProcesses {
             spawn: Spawn::Threads(refusing),
             placement: Placement::Loopback,
-            deadline: Duration::from_secs(5),
         };
-        let Err(e) = fabric.run(&Two) else {
+        let Err(e) = run(&mut fabric, &Two) else {
             panic!("a run whose nodes refused their jobs finished");
         };
         let text = e.to_string();
@@ -579,15 +629,36 @@ mod tests {
 
     #[test]
     fn a_thread_placement_cannot_make_namespaces() {
-        let fabric = UdpProcesses {
+        let mut fabric = UdpProcesses {
             spawn: Spawn::Threads(refusing),
             placement: Placement::Netns { rate_mbit: None },
-            deadline: Duration::from_secs(5),
         };
-        let Err(FabricError::Setup { why, .. }) = fabric.run(&Two) else {
+        let Err(FabricError::Setup { why, .. }) = run(&mut fabric, &Two) else {
             panic!("namespaces without node processes");
         };
         assert!(why.contains("no node binary"), "{why}");
+    }
+
+    #[test]
+    fn built_nodes_and_deployments_without_job_lines_are_refused() {
+        let mut fabric = UdpProcesses {
+            spawn: Spawn::Threads(refusing),
+            placement: Placement::Loopback,
+        };
+        let until = Until::workers(0, 0, 1_000);
+        let Err(FabricError::Setup { why, .. }) =
+            Fabric::<AnyNode>::run(&mut fabric, Vec::new(), &until)
+        else {
+            panic!("built nodes moved into node processes");
+        };
+        assert!(why.contains("run a deployment"), "{why}");
+        let Err(FabricError::Setup { why, .. }) = run(&mut fabric, &HereOnly) else {
+            panic!("a deployment without job lines ran in node processes");
+        };
+        assert!(
+            why.contains("node 0's job") && why.contains("one process only"),
+            "{why}"
+        );
     }
 
     #[test]

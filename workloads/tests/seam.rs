@@ -1,8 +1,9 @@
 //! The seam between systems and fabrics holds (issue #35):
 //! - no system, workload or harness file builds a fabric itself (`SimFabric::new`,
-//!   `fabric::mem::run(`, `fabric::udp::serve`, `fabric::raw::serve`): nodes run through
-//!   `fabric::Fabric` (`Sim`, `Mem`, `UdpThreads`, `FabricChoice`), or a process per node
-//!   through `fabric::procs::UdpProcesses` (udp and raw);
+//!   `fabric::mem::run(`, `fabric::udp::serve`, `fabric::raw::serve`), nor a process-per-node
+//!   fabric from its parts (the udp coordinator and the node handshake): nodes run through
+//!   `fabric::Fabric` (`Sim`, `Mem`, `UdpThreads`, `FabricChoice`, and `procs::UdpProcesses`
+//!   for a process per node, udp and raw), the one door being `Fabric::run_deployment`;
 //! - no code matches on the name of a system of `inabench_ina::SYSTEMS` to decide what it does:
 //!   a system's facts are methods of `inabench_ina::common::System`.
 //!
@@ -54,6 +55,10 @@ fn no_system_or_workload_builds_a_fabric_itself() {
         "udp::serve(",
         "udp::serve_prepared(",
         "raw::serve(",
+        // a process per node wired by hand instead of through `procs::UdpProcesses`
+        "Coordinator::new(",
+        "Coordinator::on(",
+        "child_handshake",
     ];
     let mut found = Vec::new();
     for f in &files {

@@ -9,14 +9,16 @@
 
 use crate::common::AllReduceConfig;
 use crate::common::SetupNode;
+use crate::common::System;
 use crate::drive::system;
 use crate::error::RunError;
-use crate::udp_node::{NodeJob, NodeOutcome, node_count, node_outcome, outcomes};
+use crate::udp_node::{NodeJob, NodeOutcome, node_count, node_outcome, offload_kinds, parse_lines};
 use inabench_fabric::fault::Faults;
 use inabench_fabric::netns::Netns;
 use inabench_fabric::procs::{self, NodeError};
 use inabench_fabric::raw::{self, Capture, Captured};
 use inabench_fabric::udp::{IoModel, NodeConfig};
+use inabench_fabric::{BuildError, Deployment};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -112,30 +114,34 @@ pub struct RawOutcome {
     pub namespaces: Vec<String>,
 }
 
-/// The raw run's deployment: every node of the setup, the workers counted, each node's job line
-/// its [`RawJob`].
+/// The raw run's deployment ([`inabench_fabric::Deployment`]): every node of the setup, the
+/// workers counted, node `i` built by [`crate::common::System::build_node`] (here) or from its
+/// job line, its [`RawJob`] (in its process).
 struct RawDeploy<'a> {
+    sys: &'static dyn System,
     job: &'a NodeJob,
     nodes: usize,
 }
 
-impl procs::Deploy for RawDeploy<'_> {
+impl Deployment<SetupNode> for RawDeploy<'_> {
     fn nodes(&self) -> usize {
         self.nodes
     }
     fn counted(&self) -> usize {
         self.job.workers
     }
-    fn job(&self, node: usize, bind_any: bool) -> Result<String, NodeError> {
-        serde_json::to_string(&RawJob {
+    fn build_node(&self, node: usize) -> Result<SetupNode, BuildError> {
+        Ok(self.sys.build_node(&self.job.config(), node)?)
+    }
+    fn job(&self, node: usize, bind_any: bool) -> Result<String, BuildError> {
+        Ok(serde_json::to_string(&RawJob {
             job: NodeJob {
                 node,
                 bind_any,
                 ..self.job.clone()
             },
             nodes: self.nodes,
-        })
-        .map_err(|e| NodeError::Node(format!("cannot write node {node}'s job: {e}")))
+        })?)
     }
 }
 
@@ -185,21 +191,30 @@ pub fn run_raw(
     capture: Option<(usize, usize)>,
 ) -> Result<RawOutcome, RunError> {
     let n = node_count(job)?;
+    let sys = system(&job.system).ok_or_else(|| RunError::UnknownSystem(job.system.clone()))?;
     let fabric = procs::UdpProcesses {
         spawn: procs::Spawn::Processes {
             exe: exe.to_path_buf(),
             command: "__raw-node",
         },
         placement: procs::Placement::NetnsLinked { link_mtu: LINK_MTU },
-        deadline: Duration::from_millis(job.deadline_ms),
     };
     let mut around = CaptureAround {
         on: capture,
         running: None,
         captured: Vec::new(),
     };
-    let (run, nodes, socket) =
-        outcomes(fabric.run_around(&RawDeploy { job, nodes: n }, &mut around))?;
+    let deploy = RawDeploy { sys, job, nodes: n };
+    // the capture hook and the namespaces need the process fabric's detailed run; the door is
+    // the same deployment
+    let run = fabric.run_detailed(
+        &deploy,
+        job.deadline_ms.saturating_mul(1_000_000),
+        &mut around,
+    )?;
+    let lines: Vec<(usize, String)> = run.node_of.iter().copied().zip(run.lines).collect();
+    let nodes = parse_lines(&lines)?;
+    let socket = offload_kinds(&nodes);
     Ok(RawOutcome {
         nodes,
         finished: run.report.finished,

@@ -9,12 +9,13 @@
 //! and prints its [`NodeOutcome`] as one JSON line. A worker checks its own result against the
 //! reference sum before it reports, so a wrong aggregate is known without shipping it back.
 
-use crate::common::{AllReduceConfig, SetupNode};
+use crate::common::{AllReduceConfig, SetupNode, System};
 use crate::drive::system;
 use crate::error::RunError;
 use inabench_fabric::fault::Faults;
 use inabench_fabric::procs::{self, NodeError};
 use inabench_fabric::udp::{self, IoModel, NodeConfig, Steering};
+use inabench_fabric::{BuildError, Deployment, Fabric, FabricReport, Ran};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 use std::net::SocketAddrV4;
@@ -235,27 +236,27 @@ pub(crate) fn node_count(job: &NodeJob) -> Result<usize, RunError> {
         .len())
 }
 
-/// A process-per-node run's report lines as the nodes' outcomes, with the kinds of socket layer
-/// they ran on (several joined by `/` if they differed).
-pub(crate) fn outcomes(
-    run: Result<procs::ProcessRun, inabench_fabric::FabricError>,
-) -> Result<(procs::ProcessRun, Vec<NodeOutcome>, String), RunError> {
-    let run = run?;
-    let mut outs = Vec::with_capacity(run.lines.len());
-    for (line, &node) in run.lines.iter().zip(&run.node_of) {
-        outs.push(serde_json::from_str::<NodeOutcome>(line).map_err(|cause| {
-            RunError::NodeReport {
-                node,
+/// Process-per-node report lines `(node, line)` as the nodes' outcomes.
+pub(crate) fn parse_lines(lines: &[(usize, String)]) -> Result<Vec<NodeOutcome>, RunError> {
+    lines
+        .iter()
+        .map(|(node, line)| {
+            serde_json::from_str::<NodeOutcome>(line).map_err(|cause| RunError::NodeReport {
+                node: *node,
                 line: line.trim().to_string(),
                 cause,
-            }
-        })?);
-    }
+            })
+        })
+        .collect()
+}
+
+/// The kinds of socket layer the nodes ran on (several joined by `/` if they differed; empty
+/// for nodes that ran in this process).
+pub(crate) fn offload_kinds(outs: &[NodeOutcome]) -> String {
     let mut kinds: Vec<String> = outs.iter().map(|o| o.offload.clone()).collect();
     kinds.sort();
     kinds.dedup();
-    let kinds = kinds.join("/");
-    Ok((run, outs, kinds))
+    kinds.join("/")
 }
 
 /// The switch's shards a run uses (the knob `switch_shards`; each shard an identical switch
@@ -312,21 +313,42 @@ impl Spawn {
     }
 }
 
-/// A job's all-reduce as the process-per-node fabric deploys it: every node of the setup, the
-/// workers counted, the switch in [`switch_shards`] processes, each node's job line its
-/// [`NodeJob`] with its index.
-struct JobDeploy<'a> {
+/// A job's all-reduce as every fabric deploys it ([`inabench_fabric::Deployment`]): every node
+/// of the setup, the workers counted, node `i` built by [`System::build_node`] here or, in a
+/// node process, from its job line (its [`NodeJob`] with its index); the switch in
+/// [`switch_shards`] processes where nodes run apart.
+pub struct JobDeploy<'a> {
+    sys: &'static dyn System,
     job: &'a NodeJob,
+    cfg: AllReduceConfig,
     nodes: usize,
     shards: usize,
 }
 
-impl procs::Deploy for JobDeploy<'_> {
+impl<'a> JobDeploy<'a> {
+    /// `job`'s deployment; a job naming no system of [`crate::SYSTEMS`], or one that cannot
+    /// be built, is an error.
+    pub fn new(job: &'a NodeJob) -> Result<JobDeploy<'a>, RunError> {
+        let sys = system(&job.system).ok_or_else(|| RunError::UnknownSystem(job.system.clone()))?;
+        Ok(JobDeploy {
+            sys,
+            job,
+            cfg: job.config(),
+            nodes: node_count(job)?,
+            shards: switch_shards(job),
+        })
+    }
+}
+
+impl Deployment<SetupNode> for JobDeploy<'_> {
     fn nodes(&self) -> usize {
         self.nodes
     }
     fn counted(&self) -> usize {
         self.job.workers
+    }
+    fn build_node(&self, node: usize) -> Result<SetupNode, BuildError> {
+        Ok(self.sys.build_node(&self.cfg, node)?)
     }
     fn processes(&self, node: usize) -> usize {
         if node == self.job.workers {
@@ -335,14 +357,74 @@ impl procs::Deploy for JobDeploy<'_> {
             1
         }
     }
-    fn job(&self, node: usize, bind_any: bool) -> Result<String, NodeError> {
-        serde_json::to_string(&NodeJob {
+    fn job(&self, node: usize, bind_any: bool) -> Result<String, BuildError> {
+        Ok(serde_json::to_string(&NodeJob {
             node,
             bind_any,
             ..self.job.clone()
-        })
-        .map_err(|e| NodeError::Node(format!("cannot write node {node}'s job: {e}")))
+        })?)
     }
+}
+
+/// One all-reduce of `job` through any fabric ([`Fabric::run_deployment`], the one door): the
+/// nodes' outcomes and the fabric's report, whose label names what ran. On the in-process
+/// fabrics (`sim`, `mem`, `udp` threads) each node's outcome is read from the node itself and
+/// the fabric's totals (no socket layer: `offload` empty; one switch); on
+/// [`inabench_fabric::procs::UdpProcesses`] each node reports its own. The limit is the job's
+/// `deadline_ms` in the fabric's time.
+pub fn run_job_on(fabric: &mut dyn Fabric<SetupNode>, job: &NodeJob) -> Result<JobRun, RunError> {
+    let deploy = JobDeploy::new(job)?;
+    let run = fabric.run_deployment(&deploy, job.deadline_ms.saturating_mul(1_000_000))?;
+    let (nodes, switch_shards) = match &run.nodes {
+        Ran::Apart(lines) => (parse_lines(lines)?, deploy.shards),
+        Ran::Here(nodes) => {
+            let rep = &run.report;
+            let outs = nodes
+                .iter()
+                .zip(&rep.nodes)
+                .enumerate()
+                .map(|(i, (node, t))| {
+                    let one = udp::NodeReport {
+                        frames_tx: t.frames_tx,
+                        frames_rx: t.frames_rx,
+                        bytes_tx: t.bytes_tx,
+                        bytes_rx: t.bytes_rx,
+                        done_ns: t.done_ns,
+                        wall_ns: rep.end_ns,
+                        cpu_ns: t.cpu_ns,
+                        stopped: rep.finished,
+                        ..udp::NodeReport::default()
+                    };
+                    let job = NodeJob {
+                        node: i,
+                        ..job.clone()
+                    };
+                    node_outcome(&job, &deploy.cfg, node, &one, None)
+                })
+                .collect();
+            (outs, 1)
+        }
+    };
+    let offload = offload_kinds(&nodes);
+    Ok(JobRun {
+        outcome: UdpOutcome {
+            nodes,
+            finished: run.report.finished,
+            duration: Duration::from_nanos(run.report.time_ns),
+            switch_shards,
+            offload,
+        },
+        report: run.report,
+    })
+}
+
+/// What [`run_job_on`] returns.
+#[derive(Debug, Clone)]
+pub struct JobRun {
+    pub outcome: UdpOutcome,
+    /// The fabric's report: its label (`sim`, `mem`, `udp`), whether the nodes ran as processes,
+    /// the fault counters.
+    pub report: FabricReport,
 }
 
 /// The outcome of one all-reduce on `udp`.
@@ -377,35 +459,20 @@ pub fn run_udp(job: &NodeJob, spawn: &Spawn) -> Result<UdpOutcome, RunError> {
 }
 
 /// [`run_udp`] with the nodes placed as `placement` says, through the process-per-node fabric
-/// ([`inabench_fabric::procs::UdpProcesses`]).
+/// ([`inabench_fabric::procs::UdpProcesses`]) and [`run_job_on`].
 pub fn run_udp_placed(
     job: &NodeJob,
     spawn: &Spawn,
     placement: Placement,
 ) -> Result<UdpOutcome, RunError> {
-    let n_nodes = node_count(job)?;
-    let shards = switch_shards(job);
-    let fabric = procs::UdpProcesses {
+    let mut fabric = procs::UdpProcesses {
         spawn: spawn.procs(),
         placement: match placement {
             Placement::Loopback => procs::Placement::Loopback,
             Placement::Netns { rate_mbit } => procs::Placement::Netns { rate_mbit },
         },
-        deadline: Duration::from_millis(job.deadline_ms),
     };
-    let deploy = JobDeploy {
-        job,
-        nodes: n_nodes,
-        shards,
-    };
-    let (run, nodes, offload) = outcomes(fabric.run(&deploy))?;
-    Ok(UdpOutcome {
-        nodes,
-        finished: run.report.finished,
-        duration: run.last_done,
-        switch_shards: shards,
-        offload,
-    })
+    Ok(run_job_on(&mut fabric, job)?.outcome)
 }
 
 #[cfg(test)]
@@ -495,6 +562,78 @@ mod tests {
         let sys = system("atp").expect("atp");
         let cfg = job("atp", 1_000, "event", 0.0).config();
         assert!(matches!(sys.build_node(&cfg, 3), Ok(SetupNode::Switch(_))));
+    }
+
+    /// The one door: NetReduce and SwitchML, 4 workers, on `sim`, `mem`, `udp` threads and
+    /// `udp` with a process per node (as threads of this test: no node binary here), each through
+    /// the same `run_job_on` (`Fabric::run_deployment`): every worker's sum is the exact
+    /// reference, and the report's label names the fabric that ran.
+    #[test]
+    fn one_deployment_runs_on_every_fabric_through_one_door() {
+        use inabench_fabric::{FabricChoice, NodeId};
+        for sys in ["netreduce", "switchml"] {
+            let j = NodeJob {
+                workers: 4,
+                ..job(sys, 20_000, "event", 0.0)
+            };
+            let cfg = j.config();
+            let mtu = cfg.mtu + 256;
+            let mut fabrics: Vec<(Box<dyn Fabric<SetupNode>>, &str, bool)> = vec![
+                (
+                    FabricChoice::Sim {
+                        link: crate::drive::sim_link(&cfg),
+                        switch: cfg.workers as NodeId,
+                    }
+                    .build(Faults::default(), Vec::new()),
+                    "sim",
+                    false,
+                ),
+                (
+                    FabricChoice::Mem { mtu }.build(Faults::default(), Vec::new()),
+                    "mem",
+                    false,
+                ),
+                (
+                    FabricChoice::Udp {
+                        mtu,
+                        io: IoModel::Event,
+                    }
+                    .build(Faults::default(), Vec::new()),
+                    "udp",
+                    false,
+                ),
+                (
+                    Box::new(procs::UdpProcesses {
+                        spawn: Spawn::Threads.procs(),
+                        placement: procs::Placement::Loopback,
+                    }),
+                    "udp",
+                    true,
+                ),
+            ];
+            let reference = crate::common::reference_sum(cfg.seed, cfg.workers, cfg.elements);
+            assert!(reference.iter().any(|v| *v != 0));
+            for (f, label, apart) in &mut fabrics {
+                let run = run_job_on(f.as_mut(), &j).expect(sys);
+                let what = format!("{sys} on {label} (node processes as threads: {apart})");
+                assert_eq!(run.report.fabric, *label, "{what}");
+                assert!(!run.report.node_processes, "{what}: threads, not processes");
+                assert!(run.outcome.finished, "{what}");
+                let workers: Vec<_> = run.outcome.nodes.iter().filter(|n| n.is_worker).collect();
+                assert_eq!(workers.len(), 4, "{what}");
+                // `correct`: the worker's result equals `reference`, element by element
+                assert!(workers.iter().all(|w| w.finished && w.correct), "{what}");
+                assert!(
+                    workers
+                        .iter()
+                        .all(|w| w.frames_tx > 0 && !w.rtt_ns.is_empty())
+                );
+                // the apart run's outcomes come from the nodes' own report lines (their
+                // socket layer named), the in-process ones from the nodes themselves
+                assert_eq!(run.outcome.offload.is_empty(), !*apart, "{what}");
+                assert_eq!(run.report.nodes.len(), run.outcome.nodes.len(), "{what}");
+            }
+        }
     }
 
     #[test]
