@@ -278,6 +278,13 @@ pub trait System: Sync {
     fn layout_metrics(&self, _cfg: &AllReduceConfig, _time_ns: f64) -> Vec<(&'static str, f64)> {
         Vec::new()
     }
+    /// Several jobs on one switch at once, each `(job id, its configuration)`: every job's
+    /// workers in job order, the one switch, then each job's other nodes in job order (ATP's
+    /// multi-tenant regime: one aggregator pool for every job). `None` (the default) where the
+    /// system's switch holds one job's state.
+    fn build_shared(&self, _jobs: &[(u16, &AllReduceConfig)]) -> Option<Result<Setup, SetupError>> {
+        None
+    }
     /// Node `node` of the setup for `cfg` (the order of [`Setup::into_nodes`]), alone. By
     /// default the whole setup is built and the rest dropped; a system whose nodes can be built
     /// on their own overrides this, so that a process per node (the udp fabric) builds only its
