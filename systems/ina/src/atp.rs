@@ -47,7 +47,9 @@ use std::collections::{HashMap, VecDeque};
 pub const IP_PROTO: u8 = 253;
 /// Frame bytes: Ethernet, IPv4, ATP header, 62 values, trailer.
 pub const FRAME_LEN: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN + LAYER_LEN;
-const JOB: u16 = 1;
+/// The job id of a build that names none (`atp_job`): every run of the suite but two jobs sharing
+/// a switch ([`build_shared`]).
+pub const DEFAULT_JOB: u16 = 1;
 
 fn ip_of(node: usize) -> [u8; 4] {
     [10, 0, 2, (node + 1) as u8]
@@ -213,7 +215,12 @@ impl Layout {
 
 /// An ATP worker.
 pub struct AtpWorker {
+    /// the worker's bit in its job's bitmap
     rank: usize,
+    /// its node id on the fabric (the rank for a job alone; after the earlier jobs' workers on a
+    /// shared switch)
+    node: usize,
+    job: u16,
     switch: NodeId,
     layout: Layout,
     grad: Vec<i32>,
@@ -245,7 +252,7 @@ impl AtpWorker {
         let a = seq * VALUES_PER_PACKET;
         let b = (a + VALUES_PER_PACKET).min(self.grad.len());
         let s16 = seq as u16;
-        let agg = aggregator_of(JOB, s16, self.layout.pool);
+        let agg = aggregator_of(self.job, s16, self.layout.pool);
         let h = hdr::Repr {
             bitmap: 1 << self.rank,
             fan_in: self.layout.workers as u8,
@@ -256,7 +263,7 @@ impl AtpWorker {
             resend,
             collision: false,
             is_ack: false,
-            job: JOB,
+            job: self.job,
             sequence: s16,
             aggregator: agg,
             aggregator2: agg,
@@ -266,8 +273,8 @@ impl AtpWorker {
             tensor_len: self.layout.elements as u32,
         };
         frame(
-            self.rank,
-            self.layout.workers,
+            self.node,
+            self.switch as usize,
             &h,
             &self.grad[a.min(b)..b],
             &t,
@@ -304,7 +311,7 @@ impl AtpWorker {
 
 impl Endpoint for AtpWorker {
     fn id(&self) -> NodeId {
-        self.rank as NodeId
+        self.node as NodeId
     }
 
     fn handle_packet(&mut self, now: Nanos, _from: NodeId, f: &[u8]) {
@@ -313,7 +320,7 @@ impl Endpoint for AtpWorker {
             self.stats.malformed_rx += 1;
             return;
         };
-        if !h.is_ack || h.job != JOB {
+        if !h.is_ack || h.job != self.job {
             return;
         }
         let Some(seq) = unwrap_seq(h.sequence, self.base) else {
@@ -467,11 +474,45 @@ impl Aggregator {
     }
 }
 
-/// ATP's switch program on the Tofino model.
+/// One job on the switch: where its workers and parameter server are, and its own counts.
+#[derive(Debug, Clone)]
+struct JobPorts {
+    job: u16,
+    /// node id of its rank 0 (its ranks are consecutive nodes)
+    first: usize,
+    workers: usize,
+    ps: NodeId,
+    /// its tensor's values (the trailer of what goes to its PS)
+    tensor_len: u32,
+    /// the Ethernet and IPv4 headers of every frame from the switch to its PS (the same bytes
+    /// each time: written once)
+    ps_outer: [u8; OUTER],
+    /// its workers' data packets in, and those of them that found their aggregator held by
+    /// another (job, sequence) and went on to the PS (collisions)
+    data_in: u64,
+    collisions: u64,
+}
+
+/// Per-job counter names of a shared switch ([`AtpSwitch`]'s counters, jobs in build order).
+const JOB_COLLISIONS: [&str; 4] = [
+    "collisions_job0",
+    "collisions_job1",
+    "collisions_job2",
+    "collisions_job3",
+];
+const JOB_DATA_IN: [&str; 4] = [
+    "data_in_job0",
+    "data_in_job1",
+    "data_in_job2",
+    "data_in_job3",
+];
+
+/// ATP's switch program on the Tofino model: one pool of aggregators, shared by every job whose
+/// workers it serves (ATP's multi-tenant regime, [`build_shared`]; one job in every run but that).
 pub struct AtpSwitch {
     id: NodeId,
-    ps: NodeId,
-    layout: Layout,
+    /// the jobs it serves, by job id (one for a job alone)
+    jobs: Vec<JobPorts>,
     aggs: Vec<Aggregator>,
     pipeline: Pipeline,
     out: VecDeque<Transmit>,
@@ -480,10 +521,7 @@ pub struct AtpSwitch {
     flushes: u64,
     /// frame buffers: delivered frames come back through `recycle`, sends take from here
     pool: BufPool,
-    /// the Ethernet and IPv4 headers of every frame from the switch to the PS (the same bytes
-    /// each time: written once)
-    ps_outer: [u8; OUTER],
-    /// per worker: the ones' complement sum of its IPv4 address's two 16-bit words (the part
+    /// per worker node: the ones' complement sum of its IPv4 address's two 16-bit words (the part
     /// of an ACK copy's header checksum that its destination gives)
     worker_ip_sum: Vec<u32>,
 }
@@ -518,11 +556,13 @@ impl AtpSwitch {
     /// an out-of-line `push_back` that reloaded it at other widths: a store-forwarding stall on
     /// 83% of that function's samples).
     #[inline(never)]
-    fn ack_to_workers(&mut self, f: &[u8], bitmap: u32, rest: u32) {
-        for w in 0..self.layout.workers {
-            if bitmap & (1 << w) == 0 {
+    fn ack_to_workers(&mut self, j: usize, f: &[u8], bitmap: u32, rest: u32) {
+        let (first, workers) = (self.jobs[j].first, self.jobs[j].workers);
+        for r in 0..workers {
+            if bitmap & (1 << r) == 0 {
                 continue;
             }
+            let w = first + r;
             self.stats.packets_out += 1;
             let mut b = self.pool.take_copy(f);
             // rewrite the destination MAC and IP for this worker
@@ -539,14 +579,14 @@ impl AtpSwitch {
         }
     }
 
-    fn send_to_ps(&mut self, h: &hdr::Repr, values: ToPs<'_>) {
+    fn send_to_ps(&mut self, j: usize, h: &hdr::Repr, values: ToPs<'_>) {
         let t = Trailer {
             key: u64::from(h.sequence),
-            tensor_len: self.layout.elements as u32,
+            tensor_len: self.jobs[j].tensor_len,
         };
         self.stats.packets_out += 1;
         let mut buf = self.pool.take(FRAME_LEN);
-        buf[..OUTER].copy_from_slice(&self.ps_outer);
+        buf[..OUTER].copy_from_slice(&self.jobs[j].ps_outer);
         let bytes = match values {
             ToPs::Bytes(be) => layer_into(buf, h, &t, |v| {
                 let n = be.len().min(v.len());
@@ -560,7 +600,8 @@ impl AtpSwitch {
                 })
             }
         };
-        self.out.push_back(Transmit { to: self.ps, bytes });
+        let to = self.jobs[j].ps;
+        self.out.push_back(Transmit { to, bytes });
     }
 }
 
@@ -577,14 +618,20 @@ impl Endpoint for AtpSwitch {
             return;
         };
         let idx = usize::from(h.aggregator);
-        if idx >= self.layout.pool {
+        if idx >= self.aggs.len() {
             self.stats.dropped += 1;
             return;
         }
         self.pipeline.process(f.len() as u32, values.len() as u32);
+        // the job's own ports (the released program forwards by application id): a job the
+        // switch does not serve is dropped
+        let Some(j) = self.jobs.iter().position(|p| p.job == h.job) else {
+            self.stats.dropped += 1;
+            return;
+        };
         let key = (h.job, h.sequence);
         if h.is_ack {
-            if from != self.ps {
+            if from != self.jobs[j].ps {
                 self.stats.dropped += 1;
                 return;
             }
@@ -600,14 +647,15 @@ impl Endpoint for AtpSwitch {
                 return;
             };
             let rest = word_sum(&ip[..10]) + word_sum(&ip[12..16]) + word_sum(&ip[20..]);
-            self.ack_to_workers(f, h.bitmap, rest);
+            self.ack_to_workers(j, f, h.bitmap, rest);
             return;
         }
-        let w = from as usize;
-        if w >= self.layout.workers || h.bitmap != 1 << w {
+        let w = (from as usize).wrapping_sub(self.jobs[j].first);
+        if w >= self.jobs[j].workers || h.bitmap != 1 << w {
             self.stats.dropped += 1;
             return;
         }
+        self.jobs[j].data_in += 1;
         let bit = 1u32 << w;
         let agg = &mut self.aggs[idx];
         if h.resend {
@@ -621,10 +669,10 @@ impl Endpoint for AtpSwitch {
                     ..h
                 };
                 self.flushes += 1;
-                self.send_to_ps(&partial, ToPs::Sum(idx));
+                self.send_to_ps(j, &partial, ToPs::Sum(idx));
                 self.aggs[idx].free();
             } else {
-                self.send_to_ps(&h, ToPs::Bytes(values));
+                self.send_to_ps(j, &h, ToPs::Bytes(values));
             }
             return;
         }
@@ -642,11 +690,12 @@ impl Endpoint for AtpSwitch {
             }
             Some(_) => {
                 self.collisions += 1;
+                self.jobs[j].collisions += 1;
                 let c = hdr::Repr {
                     collision: true,
                     ..h
                 };
-                self.send_to_ps(&c, ToPs::Bytes(values));
+                self.send_to_ps(j, &c, ToPs::Bytes(values));
                 return;
             }
         }
@@ -656,7 +705,7 @@ impl Endpoint for AtpSwitch {
                 bitmap: agg.bitmap,
                 ..h
             };
-            self.send_to_ps(&full, ToPs::Sum(idx));
+            self.send_to_ps(j, &full, ToPs::Sum(idx));
         }
     }
 
@@ -675,7 +724,7 @@ impl Endpoint for AtpSwitch {
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        vec![
+        let mut c = vec![
             ("switch_in", self.stats.packets_in),
             ("collisions", self.collisions),
             ("flushes", self.flushes),
@@ -683,7 +732,15 @@ impl Endpoint for AtpSwitch {
                 "aggregators_held",
                 self.aggs.iter().filter(|a| a.owner.is_some()).count() as u64,
             ),
-        ]
+        ];
+        // a shared switch's counts per job, in build order (a job alone: the totals above)
+        if self.jobs.len() > 1 {
+            for (k, p) in self.jobs.iter().enumerate().take(JOB_COLLISIONS.len()) {
+                c.push((JOB_COLLISIONS[k], p.collisions));
+                c.push((JOB_DATA_IN[k], p.data_in));
+            }
+        }
+        c
     }
 }
 
@@ -707,6 +764,7 @@ struct PsEntry {
 /// ATP's parameter server: completes what the switch could not and sends every result.
 pub struct AtpPs {
     id: NodeId,
+    job: u16,
     switch: NodeId,
     layout: Layout,
     pending: HashMap<usize, PsEntry>,
@@ -726,7 +784,7 @@ impl AtpPs {
         let a = seq * VALUES_PER_PACKET;
         let b = (a + VALUES_PER_PACKET).min(self.results.len());
         let s16 = seq as u16;
-        let agg = aggregator_of(JOB, s16, self.layout.pool);
+        let agg = aggregator_of(self.job, s16, self.layout.pool);
         let h = hdr::Repr {
             bitmap: to,
             fan_in: self.layout.workers as u8,
@@ -737,7 +795,7 @@ impl AtpPs {
             resend: false,
             collision: false,
             is_ack: true,
-            job: JOB,
+            job: self.job,
             sequence: s16,
             aggregator: agg,
             aggregator2: agg,
@@ -769,7 +827,7 @@ impl Endpoint for AtpPs {
         let Some((h, values)) = parse(f) else {
             return;
         };
-        if h.is_ack || h.job != JOB || h.bitmap & !self.layout.all() != 0 || h.bitmap == 0 {
+        if h.is_ack || h.job != self.job || h.bitmap & !self.layout.all() != 0 || h.bitmap == 0 {
             return;
         }
         let Some(seq) = unwrap_seq(h.sequence, self.base) else {
@@ -861,65 +919,127 @@ impl System for Atp {
         &[inabench_fabric::fuzz::Kind::Flip]
     }
 
+    /// One job alone on the switch, with the job id `atp_job` (default [`DEFAULT_JOB`]).
     fn build(&self, cfg: &AllReduceConfig) -> Result<Setup, SetupError> {
+        let job = match cfg.knob("atp_job") {
+            None => DEFAULT_JOB,
+            Some(j) if j.fract() == 0.0 && (1.0..=65535.0).contains(&j) => j as u16,
+            Some(j) => {
+                return Err(SetupError::Config(format!(
+                    "ATP's job id is 1..65535 (got {j})"
+                )));
+            }
+        };
+        build_shared(&[(job, cfg)])
+    }
+
+    /// Jobs sharing one switch's aggregator pool ([`build_shared`]).
+    fn build_shared(&self, jobs: &[(u16, &AllReduceConfig)]) -> Option<Result<Setup, SetupError>> {
+        Some(build_shared(jobs))
+    }
+}
+
+/// Jobs sharing one ATP switch (ATP's multi-tenant regime, NSDI'21 Sec. 3): each job its own
+/// workers (`cfg.workers` of them, gradients from its own `cfg.seed`), window and parameter server;
+/// one pool of `atp_pool` aggregators on the switch for all of them (every job's `atp_pool` must
+/// agree). A packet's aggregator is [`aggregator_of`] its (job, sequence); one whose aggregator
+/// holds another (job, sequence) is a collision and goes on to its own job's PS, which sums it in
+/// software, the rule of the released switch program (in-ATP/ATP `p4src/includes/actions.p4`,
+/// the stateful ALU `check_app_id_and_seq`: an aggregator register holding another application
+/// id and sequence leaves the packet unaggregated, forwarded to the PS).
+///
+/// Where the index comes from differs: the released client (`client/p4ml_manager.cc`,
+/// `P4mlManager::init`, and `common/HashTable.cc`, `HashTable::HashNew_crc`) fixes per job a
+/// table of as many aggregators as its window, each a CRC32 of (application id, slot, salt)
+/// modulo the pool, salted again until the job holds it once, and sends sequence s to slot
+/// (s - 1) mod window; a job's own sequences so never collide and two jobs collide where their
+/// tables overlap. Here every (job, sequence) is hashed afresh (FNV-1a, [`aggregator_of`]), the
+/// paper's wording and this suite's one-job model since Table 6: a job can also collide with its
+/// own older sequences still live, so at a given pool this model collides more than the release.
+///
+/// Nodes: the jobs' workers in job order (job 0's ranks first), the switch, then the jobs'
+/// parameter servers in job order. A job alone (`Atp::build`) is exactly this with one job.
+pub fn build_shared(jobs: &[(u16, &AllReduceConfig)]) -> Result<Setup, SetupError> {
+    let Some((_, first_cfg)) = jobs.first() else {
+        return Err(SetupError::Config("ATP needs at least one job".into()));
+    };
+    let pool_knob = first_cfg.knob("atp_pool");
+    let total: usize = jobs.iter().map(|(_, c)| c.workers).sum();
+    if total + 1 + jobs.len() > 254 {
+        return Err(SetupError::Config(format!(
+            "{total} workers and {} parameter servers do not fit this model's 10.0.2.0/24 addresses",
+            jobs.len()
+        )));
+    }
+    for (k, (job, cfg)) in jobs.iter().enumerate() {
+        if cfg.knob("atp_pool") != pool_knob {
+            return Err(SetupError::Config(
+                "jobs sharing an ATP switch share one pool: every job's atp_pool must agree".into(),
+            ));
+        }
+        if jobs[..k].iter().any(|(j, _)| j == job) {
+            return Err(SetupError::Config(format!(
+                "two jobs sharing an ATP switch with the same job id {job}"
+            )));
+        }
+    }
+    let switch = total as NodeId;
+    let mut workers: Vec<Box<dyn Worker>> = Vec::with_capacity(total);
+    let mut ports = Vec::with_capacity(jobs.len());
+    let mut servers: Vec<Box<dyn Endpoint>> = Vec::with_capacity(jobs.len());
+    let mut pool = 0;
+    for (k, &(job, cfg)) in jobs.iter().enumerate() {
         let layout = Layout::new(cfg)?;
-        let switch = cfg.workers as NodeId;
-        let ps = switch + 1;
+        pool = layout.pool;
+        let first = workers.len();
+        let ps = switch + 1 + k as NodeId;
         let cwnd = cfg.knob("atp_window").unwrap_or(128.0).max(1.0);
-        let workers = (0..cfg.workers)
-            .map(|r| {
-                Box::new(AtpWorker {
-                    rank: r,
-                    switch,
-                    layout,
-                    grad: gradient(cfg.seed, r, cfg.elements),
-                    result: vec![0; cfg.elements],
-                    outstanding: HashMap::new(),
-                    next: 0,
-                    base: 0,
-                    acked: vec![false; layout.chunks],
-                    received: 0,
-                    resend: VecDeque::new(),
-                    cwnd,
-                    max_window: cwnd.max(1024.0),
-                    last_cut: 0,
-                    rto_ns: cfg.timeout_ns,
-                    sent_at: vec![None; layout.chunks],
-                    ready_since: None,
-                    clock: crate::common::TxClock::new(cfg.line_rate_bps),
-                    stats: HostStats {
-                        gradient_bytes: 4 * cfg.elements as u64,
-                        ..HostStats::default()
-                    },
-                    started: false,
-                }) as Box<dyn Worker>
-            })
-            .collect();
-        let aggs = vec![Aggregator::default(); layout.pool];
-        let sw = AtpSwitch {
-            id: switch,
+        for r in 0..cfg.workers {
+            workers.push(Box::new(AtpWorker {
+                rank: r,
+                node: first + r,
+                job,
+                switch,
+                layout,
+                grad: gradient(cfg.seed, r, cfg.elements),
+                result: vec![0; cfg.elements],
+                outstanding: HashMap::new(),
+                next: 0,
+                base: 0,
+                acked: vec![false; layout.chunks],
+                received: 0,
+                resend: VecDeque::new(),
+                cwnd,
+                max_window: cwnd.max(1024.0),
+                last_cut: 0,
+                rto_ns: cfg.timeout_ns,
+                sent_at: vec![None; layout.chunks],
+                ready_since: None,
+                clock: crate::common::TxClock::new(cfg.line_rate_bps),
+                stats: HostStats {
+                    gradient_bytes: 4 * cfg.elements as u64,
+                    ..HostStats::default()
+                },
+                started: false,
+            }));
+        }
+        ports.push(JobPorts {
+            job,
+            first,
+            workers: cfg.workers,
             ps,
-            layout,
-            aggs,
-            pipeline: Pipeline::new(TofinoModel::PAPER, Recirculation::SamePipeline),
-            out: VecDeque::new(),
-            stats: SwitchStats {
-                ports_used: cfg.workers as u32 + 1,
-                ports_total: TofinoModel::PAPER.pipelines * TofinoModel::PAPER.ports_per_pipeline,
-                ..SwitchStats::default()
-            },
-            collisions: 0,
-            flushes: 0,
-            pool: BufPool::default(),
+            tensor_len: cfg.elements as u32,
             ps_outer: {
                 let mut o = [0u8; OUTER];
                 outer_into(&mut o, switch as usize, ps as usize);
                 o
             },
-            worker_ip_sum: (0..cfg.workers).map(|w| word_sum(&ip_of(w))).collect(),
-        };
-        let server = AtpPs {
+            data_in: 0,
+            collisions: 0,
+        });
+        servers.push(Box::new(AtpPs {
             id: ps,
+            job,
             switch,
             layout,
             pending: HashMap::new(),
@@ -930,13 +1050,29 @@ impl System for Atp {
             full_from_switch: 0,
             partial_or_raw: 0,
             overlaps_dropped: 0,
-        };
-        Ok(Setup {
-            workers,
-            switch: Box::new(sw),
-            others: vec![Box::new(server)],
-        })
+        }));
     }
+    let sw = AtpSwitch {
+        id: switch,
+        jobs: ports,
+        aggs: vec![Aggregator::default(); pool],
+        pipeline: Pipeline::new(TofinoModel::PAPER, Recirculation::SamePipeline),
+        out: VecDeque::new(),
+        stats: SwitchStats {
+            ports_used: (total + jobs.len()) as u32,
+            ports_total: TofinoModel::PAPER.pipelines * TofinoModel::PAPER.ports_per_pipeline,
+            ..SwitchStats::default()
+        },
+        collisions: 0,
+        flushes: 0,
+        pool: BufPool::default(),
+        worker_ip_sum: (0..total).map(|w| word_sum(&ip_of(w))).collect(),
+    };
+    Ok(Setup {
+        workers,
+        switch: Box::new(sw),
+        others: servers,
+    })
 }
 
 #[cfg(test)]
@@ -955,7 +1091,7 @@ mod tests {
             resend: true,
             collision: false,
             is_ack: false,
-            job: JOB,
+            job: DEFAULT_JOB,
             sequence: 9,
             aggregator: 7,
             aggregator2: 7,
@@ -1067,6 +1203,83 @@ mod tests {
                 assert_eq!(c.bytes, want, "ACK copy to worker {w}");
             }
         }
+    }
+
+    /// Two jobs on one switch, `pool` aggregators shared, windows of `window` packets: every
+    /// worker's result (job 0: 4 workers, job 1: 3, other sizes and seeds) and the switch's
+    /// per-job collisions.
+    fn two_jobs(pool: f64, window: f64) -> [u64; 2] {
+        use crate::common::reference_sum;
+        let mk = |seed, workers, elements| AllReduceConfig {
+            workers,
+            elements,
+            seed,
+            line_rate_bps: 100e9,
+            mtu: 1024,
+            timeout_ns: 1_000_000,
+            knobs: vec![("atp_pool".into(), pool), ("atp_window".into(), window)],
+        };
+        let (a, b) = (mk(3, 4, 62 * 200 + 5), mk(4, 3, 62 * 150));
+        let setup = build_shared(&[(1, &a), (2, &b)]).expect("build");
+        let all = AllReduceConfig {
+            workers: 7,
+            ..a.clone()
+        };
+        let (nodes, rep) = crate::drive::run_setup_sim(
+            setup,
+            &all,
+            inabench_fabric::fault::Faults::default(),
+            0,
+            10_000_000_000,
+        )
+        .expect("run");
+        assert!(rep.finished);
+        let want = [
+            reference_sum(3, 4, a.elements),
+            reference_sum(4, 3, b.elements),
+        ];
+        assert_ne!(
+            want[0][..10],
+            want[1][..10],
+            "the jobs sum different vectors"
+        );
+        let mut checked = 0;
+        for (i, n) in nodes.iter().enumerate() {
+            if let crate::common::SetupNode::Worker(w) = n {
+                let job = usize::from(i >= 4);
+                assert_eq!(w.result().as_ref(), Some(&want[job]), "node {i}");
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 7);
+        let count = |name: &str| crate::common::counter_sum(&nodes, name);
+        assert_eq!(
+            count("data_in_job0") + count("data_in_job1"),
+            4 * 201 + 3 * 150
+        );
+        [count("collisions_job0"), count("collisions_job1")]
+    }
+
+    /// A pool smaller than the two windows: packets of both jobs find their aggregator held by
+    /// the other job (or an older sequence) and the PSes sum them, exactly.
+    #[test]
+    fn two_jobs_on_a_small_pool_collide_and_sum_exactly() {
+        let c = two_jobs(4.0, 4.0);
+        assert!(c[0] > 0 && c[1] > 0, "{c:?}");
+    }
+
+    /// A pool in which no two of the jobs' (job, sequence) pairs share an aggregator: no
+    /// collision at all, whatever is live together.
+    #[test]
+    fn two_jobs_on_a_large_pool_never_collide() {
+        let pool = 65_535;
+        let mut seen = std::collections::HashSet::new();
+        for (job, seqs) in [(1u16, 201u16), (2, 150)] {
+            for s in 0..seqs {
+                assert!(seen.insert(aggregator_of(job, s, pool)), "({job}, {s})");
+            }
+        }
+        assert_eq!(two_jobs(pool as f64, 4.0), [0, 0]);
     }
 
     #[test]
