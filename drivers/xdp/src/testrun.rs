@@ -99,15 +99,32 @@ pub struct TestRunCost {
 }
 
 /// Time the aggregation program over `rounds` rounds of `members` members (2..=32) cycling over
-/// `segments` slots, as described in the module's documentation.
+/// `segments` slots, as described in the module's documentation (each slot's members one after
+/// the other: [`aggregation_cost_in_blocks`] with blocks of 1).
 pub fn aggregation_cost(
     members: usize,
     segments: u32,
     rounds: u32,
 ) -> Result<TestRunCost, XdpError> {
-    if !(2..=32).contains(&members) || segments == 0 || rounds == 0 {
+    aggregation_cost_in_blocks(members, segments, rounds, 1)
+}
+
+/// [`aggregation_cost`] with the frames in blocks of `block` consecutive slots: the first
+/// member's packets of the block's slots, then the second member's of the same slots, and so
+/// on, as a receive path hands a member's packets over in batches (a NAPI poll takes up to 64 of
+/// one queue). With a block of 1 a slot's last packet finds the slot where its first packet
+/// left it a microsecond earlier; with larger blocks `block - 1` other slots are touched in
+/// between. The rounds (slots completed) are still counted one per slot.
+pub fn aggregation_cost_in_blocks(
+    members: usize,
+    segments: u32,
+    rounds: u32,
+    block: u32,
+) -> Result<TestRunCost, XdpError> {
+    if !(2..=32).contains(&members) || segments == 0 || rounds == 0 || block == 0 {
         return Err(XdpError::Config(format!(
-            "{members} members (2..=32), {segments} segments and {rounds} rounds"
+            "{members} members (2..=32), {segments} segments, {rounds} rounds and blocks of \
+             {block}"
         )));
     }
     let agg = Aggregator::load(segments)?;
@@ -122,6 +139,28 @@ pub fn aggregation_cost(
         forward: Forward::Multicast,
         port: group::PORT,
     })?;
+    aggregation_cost_on(&agg, job, members, rounds, block, 1)
+}
+
+/// [`aggregation_cost_in_blocks`] on an aggregator already loaded and configured (`job`,
+/// `members` members multicast on [`group::PORT`]), over all of its slots, from round
+/// `first_round` on (above every round its slots hold, else the packets are stale): the same
+/// object and map a [`group::Group`] aggregates with in place.
+pub fn aggregation_cost_on(
+    agg: &Aggregator,
+    job: u16,
+    members: usize,
+    rounds: u32,
+    block: u32,
+    first_round: u32,
+) -> Result<TestRunCost, XdpError> {
+    let segments = agg.segments();
+    if !(2..=32).contains(&members) || segments == 0 || rounds == 0 || block == 0 {
+        return Err(XdpError::Config(format!(
+            "{members} members (2..=32), {segments} segments, {rounds} rounds and blocks of \
+             {block}"
+        )));
+    }
     let pass0 = agg.program_run_time(Program::Pass)?;
     let s0 = agg.stats()?;
     let mut grads = [0i32; GRADS];
@@ -131,41 +170,51 @@ pub fn aggregation_cost(
         Vec::with_capacity(rounds as usize),
         Vec::with_capacity(rounds as usize * members),
     );
-    for r in 0..rounds {
-        // round numbers from 1: a slot starts at round 0, which a packet of round 0 would join
-        let (round, segment) = (1 + r / segments, r % segments);
-        let mut sum = 0.0;
+    let mut sums = Vec::with_capacity(block as usize);
+    let mut r0 = 0u32;
+    while r0 < rounds {
+        // the block: consecutive slots of one round (it does not wrap into the next round)
+        let k = block.min(rounds - r0).min(segments - r0 % segments);
+        sums.clear();
+        sums.resize(k as usize, 0.0);
         for w in 0..members {
-            for (i, g) in grads.iter_mut().enumerate() {
-                *g = (i as i32 + 1) * (w as i32 + 1) + r as i32;
-            }
-            let f = frame(
-                group::PORT,
-                &Packet::gradient(job, w as u8, round, segment, grads).emit(),
-            );
-            let a = agg.test_run(Program::Aggregate, &f, 1)?;
-            let want = if w + 1 == members {
-                XDP_REDIRECT
-            } else {
-                XDP_DROP
-            };
-            if a.retval != want {
-                return Err(XdpError::Config(format!(
-                    "the aggregation program returned {} for member {w} of round {round} \
-                     segment {segment}, {want} expected",
-                    a.retval
-                )));
-            }
-            let p = agg.test_run(Program::Pass, &f, 1)?;
-            floor.push(f64::from(p.duration_ns));
-            sum += f64::from(a.duration_ns) - f64::from(p.duration_ns);
-            if w == 0 {
-                first.push(f64::from(a.duration_ns));
-            } else if w + 1 == members {
-                last.push(f64::from(a.duration_ns));
+            for j in 0..k {
+                let r = r0 + j;
+                // round numbers from 1 (or above what the slots hold): a fresh slot is at round
+                // 0, which a packet of round 0 would join
+                let (round, segment) = (first_round + r / segments, r % segments);
+                for (i, g) in grads.iter_mut().enumerate() {
+                    *g = (i as i32 + 1) * (w as i32 + 1) + r as i32;
+                }
+                let f = frame(
+                    group::PORT,
+                    &Packet::gradient(job, w as u8, round, segment, grads).emit(),
+                );
+                let a = agg.test_run(Program::Aggregate, &f, 1)?;
+                let want = if w + 1 == members {
+                    XDP_REDIRECT
+                } else {
+                    XDP_DROP
+                };
+                if a.retval != want {
+                    return Err(XdpError::Config(format!(
+                        "the aggregation program returned {} for member {w} of round {round} \
+                         segment {segment}, {want} expected",
+                        a.retval
+                    )));
+                }
+                let p = agg.test_run(Program::Pass, &f, 1)?;
+                floor.push(f64::from(p.duration_ns));
+                sums[j as usize] += f64::from(a.duration_ns) - f64::from(p.duration_ns);
+                if w == 0 {
+                    first.push(f64::from(a.duration_ns));
+                } else if w + 1 == members {
+                    last.push(f64::from(a.duration_ns));
+                }
             }
         }
-        net.push(sum / members as f64);
+        net.extend(sums.iter().map(|s| s / members as f64));
+        r0 += k;
     }
     let s1 = agg.stats()?;
     let packets = u64::from(rounds) * members as u64;

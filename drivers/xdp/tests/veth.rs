@@ -876,3 +876,46 @@ fn test_run_aggregates_like_a_received_packet() {
         "{c:?}"
     );
 }
+
+/// The test runs on an aggregator already in use (aleph-xdp-scale times the group's own slot
+/// map between its in-place slices), in blocks of slots per member: every packet of the rounds
+/// asked for is aggregated and every slot completed, in any block size; rounds the slots have
+/// already passed are stale and refused, as a received packet of an old round would be.
+#[test]
+fn test_runs_on_a_used_map_aggregate_in_blocks_and_refuse_old_rounds() {
+    use inabench_xdp::testrun::{aggregation_cost_in_blocks, aggregation_cost_on};
+    if !ready() {
+        return;
+    }
+    const S: u32 = 8;
+    let agg = Aggregator::load(S).unwrap();
+    agg.configure(&Config {
+        job: JOB,
+        full_mask: 0b11,
+        forward: Forward::Multicast,
+        port: PORT,
+    })
+    .unwrap();
+    // 20 slots from round 1: rounds 1..=3 (the last one partly), in blocks of 3 slots
+    let c = aggregation_cost_on(&agg, JOB, 2, 20, 3, 1).unwrap();
+    assert_eq!((c.rounds, c.members), (20, 2));
+    assert_eq!(agg.slot(0).unwrap().round, 3);
+    assert_eq!(agg.slot(7).unwrap().round, 2);
+    assert!(agg.slot(3).unwrap().done);
+    // from round 3 again: slot 0 is at round 3 and complete, so its packets are duplicates
+    let before = agg.stats().unwrap();
+    assert!(aggregation_cost_on(&agg, JOB, 2, 8, 1, 3).is_err());
+    assert!(agg.stats().unwrap().duplicate > before.duplicate);
+    // from round 1: stale in every slot
+    let before = agg.stats().unwrap();
+    assert!(aggregation_cost_on(&agg, JOB, 2, 8, 4, 1).is_err());
+    assert!(agg.stats().unwrap().stale > before.stale);
+    // above every round held: accepted again, a block larger than the slots included
+    for block in [1, 5, 64] {
+        let c = aggregation_cost_in_blocks(2, S, 40, block).unwrap();
+        assert_eq!(c.rounds, 40, "block {block}");
+    }
+    let c = aggregation_cost_on(&agg, JOB, 2, 16, 64, 10).unwrap();
+    assert_eq!(c.rounds, 16);
+    assert!((0..S).all(|s| agg.slot(s).unwrap().round == 11));
+}
