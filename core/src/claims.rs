@@ -453,7 +453,7 @@ impl Parser {
                         args.push(self.expr()?);
                     }
                     self.expect_sym(")")?;
-                    check_arity(&name, args.len()).map_err(|m| self.error(&m))?;
+                    check_arity(&name, args.len()).map_err(|m| self.error(&m.to_string()))?;
                     return Ok(Expr::Call(name, args));
                 }
                 // A metric series: metric(system) or metric(*)
@@ -505,7 +505,15 @@ impl Parser {
     }
 }
 
-fn check_arity(name: &str, n: usize) -> Result<(), String> {
+/// A function of the claim language called with the wrong number of arguments.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("wrong number of arguments to `{name}` ({n})")]
+struct ArityError {
+    name: String,
+    n: usize,
+}
+
+fn check_arity(name: &str, n: usize) -> Result<(), ArityError> {
     let ok = match name {
         "within" | "flat" | "highest" | "lowest" => n == 3,
         "increasing" | "decreasing" | "ratio" => n == 2,
@@ -516,7 +524,10 @@ fn check_arity(name: &str, n: usize) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("wrong number of arguments to `{name}` ({n})"))
+        Err(ArityError {
+            name: name.to_string(),
+            n,
+        })
     }
 }
 

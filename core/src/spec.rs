@@ -391,32 +391,74 @@ pub fn param_range(name: &str) -> Option<ParamRange> {
 /// is one sentence naming the parameter and the value (no file or line: the caller adds where
 /// the value came from). `Spec::from_yaml` runs it on every fixed, profile and grid value, and
 /// command-line overrides (`--set name=value`) are checked with the same function.
-pub fn check_param(name: &str, value: &Scalar) -> Result<(), String> {
+pub fn check_param(name: &str, value: &Scalar) -> Result<(), ParamError> {
     let Some(range) = param_range(name) else {
         return Ok(());
+    };
+    let bad = |kind: ParamErrorKind| {
+        Err(ParamError {
+            name: name.to_string(),
+            value: value.to_string(),
+            kind,
+        })
     };
     let v = match value.as_f64() {
         Some(v) if v.is_finite() => v,
         None if range == ParamRange::NonNegative && matches!(value, Scalar::Str(_)) => {
             return Ok(());
         }
-        _ => return Err(format!("`{name}` must be a finite number, not `{value}`")),
+        _ => return bad(ParamErrorKind::NotFinite),
     };
     let whole = v.fract() == 0.0 && v <= 1e9;
     match range {
-        ParamRange::Probability if !(0.0..=1.0).contains(&v) => {
-            Err(format!("`{name}` is a probability in [0, 1], not {value}"))
-        }
-        ParamRange::PositiveCount if !(whole && v >= 1.0) => Err(format!(
-            "`{name}` is a whole number of at least 1, not {value}"
-        )),
-        ParamRange::Count if !(whole && v >= 0.0) => Err(format!(
-            "`{name}` is a whole number of 0 or more, not {value}"
-        )),
-        ParamRange::NonNegative if v < 0.0 => Err(format!(
-            "`{name}` is a time, rate or size of 0 or more, not {value}"
-        )),
+        ParamRange::Probability if !(0.0..=1.0).contains(&v) => bad(ParamErrorKind::Probability),
+        ParamRange::PositiveCount if !(whole && v >= 1.0) => bad(ParamErrorKind::PositiveCount),
+        ParamRange::Count if !(whole && v >= 0.0) => bad(ParamErrorKind::Count),
+        ParamRange::NonNegative if v < 0.0 => bad(ParamErrorKind::NonNegative),
         _ => Ok(()),
+    }
+}
+
+/// A parameter value outside the range its name implies ([`check_param`]): one sentence naming
+/// the parameter and the value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.sentence())]
+pub struct ParamError {
+    pub name: String,
+    /// The value as the spec or `--set` gave it.
+    pub value: String,
+    pub kind: ParamErrorKind,
+}
+
+/// Which range a [`ParamError`]'s value is outside of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamErrorKind {
+    /// Not a finite number (a word, NaN, infinity).
+    NotFinite,
+    Probability,
+    PositiveCount,
+    Count,
+    NonNegative,
+}
+
+impl ParamError {
+    fn sentence(&self) -> String {
+        let (name, value) = (&self.name, &self.value);
+        match self.kind {
+            ParamErrorKind::NotFinite => format!("`{name}` must be a finite number, not `{value}`"),
+            ParamErrorKind::Probability => {
+                format!("`{name}` is a probability in [0, 1], not {value}")
+            }
+            ParamErrorKind::PositiveCount => {
+                format!("`{name}` is a whole number of at least 1, not {value}")
+            }
+            ParamErrorKind::Count => {
+                format!("`{name}` is a whole number of 0 or more, not {value}")
+            }
+            ParamErrorKind::NonNegative => {
+                format!("`{name}` is a time, rate or size of 0 or more, not {value}")
+            }
+        }
     }
 }
 
@@ -584,8 +626,13 @@ impl Spec {
             }
         }
         for (k, v) in &self.parameters {
-            check_param(k, v)
-                .map_err(|m| err(&[K("parameters"), K(k)], &format!("parameters.{k}"), m))?;
+            check_param(k, v).map_err(|m| {
+                err(
+                    &[K("parameters"), K(k)],
+                    &format!("parameters.{k}"),
+                    m.to_string(),
+                )
+            })?;
         }
         for (name, p) in &self.profiles {
             for (k, v) in &p.parameters {
@@ -593,7 +640,7 @@ impl Spec {
                     err(
                         &[K("profiles"), K(name), K("parameters"), K(k)],
                         &format!("profiles.{name}.parameters.{k}"),
-                        m,
+                        m.to_string(),
                     )
                 })?;
             }
@@ -604,7 +651,7 @@ impl Spec {
                             err(
                                 &[K("profiles"), K(name), K("grid"), I(i), K(k), I(j)],
                                 &format!("profiles.{name}.grid[{i}].{k}"),
-                                m,
+                                m.to_string(),
                             )
                         })?;
                     }
@@ -1134,6 +1181,18 @@ mod tests {
     #[test]
     fn check_param_by_name() {
         let ok = |n: &str, v: Scalar| check_param(n, &v).is_ok();
+        // typed, with the sentence the spec errors and `--set` print
+        let e = check_param("loss", &Scalar::Float(-0.01)).expect_err("out of range");
+        assert_eq!(e.kind, ParamErrorKind::Probability);
+        assert_eq!(
+            e.to_string(),
+            "`loss` is a probability in [0, 1], not -0.01"
+        );
+        let e = check_param("workers", &Scalar::Str("many".into())).expect_err("a word");
+        assert_eq!(
+            e.to_string(),
+            "`workers` must be a finite number, not `many`"
+        );
         assert!(ok("loss", Scalar::Float(0.0)) && ok("loss", Scalar::Int(1)));
         assert!(!ok("loss", Scalar::Float(-0.01)) && !ok("loss", Scalar::Str("high".into())));
         assert!(ok("workers", Scalar::Int(1)) && !ok("workers", Scalar::Int(-3)));

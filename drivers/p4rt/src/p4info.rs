@@ -590,24 +590,74 @@ fn register_width(r: &cfg::Register) -> Option<i32> {
     }
 }
 
+/// Where a user's P4Info differs from the suite's description of the program ([`check`]): one
+/// sentence each.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Mismatch {
+    #[error("the P4Info has no table `{table}` that the suite's `{program}` program writes")]
+    NoTable { table: String, program: String },
+    #[error("table `{table}` has no match field `{field}`")]
+    NoMatchField { table: String, field: String },
+    /// `info_kind` and `kind`: the match kinds as the P4Info and the suite name them.
+    #[error(
+        "table `{table}` match field `{field}` is {info_bits} bits {info_kind} in the P4Info, the suite describes {bits} bits {kind}"
+    )]
+    MatchField {
+        table: String,
+        field: String,
+        info_bits: i32,
+        info_kind: String,
+        bits: i32,
+        kind: String,
+    },
+    #[error("the P4Info has no action `{action}`")]
+    NoAction { action: String },
+    #[error("table `{table}` does not list action `{action}` in the P4Info")]
+    ActionNotListed { table: String, action: String },
+    #[error(
+        "action `{action}` parameter `{param}` is {info_bits} bits in the P4Info, the suite describes {bits}"
+    )]
+    ParamWidth {
+        action: String,
+        param: String,
+        info_bits: i32,
+        bits: i32,
+    },
+    #[error("action `{action}` has no parameter `{param}`")]
+    NoParam { action: String, param: String },
+    #[error("the P4Info has no register `{register}` that the suite's `{program}` program uses")]
+    NoRegister { register: String, program: String },
+    /// `info_width`: `N bits`, or `not a bit<W>`.
+    #[error(
+        "register `{register}` is {info_width} x {info_size} in the P4Info, the suite needs {bits} bits x at least {size}"
+    )]
+    Register {
+        register: String,
+        info_width: String,
+        info_size: i32,
+        bits: i32,
+        size: i32,
+    },
+}
+
 /// Check the user's P4Info against the suite's description of the program: every table (with
 /// its match fields' names, widths and kinds, and its actions), every action's parameters and
 /// every register (width, and at least the described size) must be there. The first mismatch is
 /// one sentence.
-pub fn check(info: &cfg::P4Info, prog: &Program) -> Result<(), String> {
+pub fn check(info: &cfg::P4Info, prog: &Program) -> Result<(), Mismatch> {
     for t in &prog.tables {
         let Some(u) = info.tables.iter().find(|u| name_of(&u.preamble) == t.name) else {
-            return Err(format!(
-                "the P4Info has no table `{}` that the suite's `{}` program writes",
-                t.name, prog.name
-            ));
+            return Err(Mismatch::NoTable {
+                table: t.name.clone(),
+                program: prog.name.to_string(),
+            });
         };
         for f in &t.fields {
             let Some(m) = u.match_fields.iter().find(|m| m.name == f.name) else {
-                return Err(format!(
-                    "table `{}` has no match field `{}`",
-                    t.name, f.name
-                ));
+                return Err(Mismatch::NoMatchField {
+                    table: t.name.clone(),
+                    field: f.name.clone(),
+                });
             };
             let kind = match f.kind {
                 MatchKind::Exact => cfg::match_field::MatchType::Exact,
@@ -617,10 +667,14 @@ pub fn check(info: &cfg::P4Info, prog: &Program) -> Result<(), String> {
             if m.bitwidth != f.bitwidth
                 || m.r#match != Some(cfg::match_field::Match::MatchType(kind as i32))
             {
-                return Err(format!(
-                    "table `{}` match field `{}` is {} bits {:?} in the P4Info, the suite describes {} bits {:?}",
-                    t.name, f.name, m.bitwidth, m.r#match, f.bitwidth, kind
-                ));
+                return Err(Mismatch::MatchField {
+                    table: t.name.clone(),
+                    field: f.name.clone(),
+                    info_bits: m.bitwidth,
+                    info_kind: format!("{:?}", m.r#match),
+                    bits: f.bitwidth,
+                    kind: format!("{kind:?}"),
+                });
             }
         }
         for a in &t.actions {
@@ -632,25 +686,32 @@ pub fn check(info: &cfg::P4Info, prog: &Program) -> Result<(), String> {
                 .iter()
                 .find(|x| name_of(&x.preamble) == ad.name)
             else {
-                return Err(format!("the P4Info has no action `{}`", ad.name));
+                return Err(Mismatch::NoAction {
+                    action: ad.name.clone(),
+                });
             };
             if !u.action_refs.iter().any(|r| r.id == id_of(&ua.preamble)) {
-                return Err(format!(
-                    "table `{}` does not list action `{}` in the P4Info",
-                    t.name, ad.name
-                ));
+                return Err(Mismatch::ActionNotListed {
+                    table: t.name.clone(),
+                    action: ad.name.clone(),
+                });
             }
             for (pn, pw) in &ad.params {
                 match ua.params.iter().find(|p| &p.name == pn) {
                     Some(p) if p.bitwidth == *pw => {}
                     Some(p) => {
-                        return Err(format!(
-                            "action `{}` parameter `{pn}` is {} bits in the P4Info, the suite describes {pw}",
-                            ad.name, p.bitwidth
-                        ));
+                        return Err(Mismatch::ParamWidth {
+                            action: ad.name.clone(),
+                            param: pn.clone(),
+                            info_bits: p.bitwidth,
+                            bits: *pw,
+                        });
                     }
                     None => {
-                        return Err(format!("action `{}` has no parameter `{pn}`", ad.name));
+                        return Err(Mismatch::NoParam {
+                            action: ad.name.clone(),
+                            param: pn.clone(),
+                        });
                     }
                 }
             }
@@ -662,20 +723,20 @@ pub fn check(info: &cfg::P4Info, prog: &Program) -> Result<(), String> {
             .iter()
             .find(|u| name_of(&u.preamble) == r.name)
         else {
-            return Err(format!(
-                "the P4Info has no register `{}` that the suite's `{}` program uses",
-                r.name, prog.name
-            ));
+            return Err(Mismatch::NoRegister {
+                register: r.name.clone(),
+                program: prog.name.to_string(),
+            });
         };
         if register_width(u) != Some(r.bitwidth) || u.size < r.size {
-            return Err(format!(
-                "register `{}` is {} x {} in the P4Info, the suite needs {} bits x at least {}",
-                r.name,
-                register_width(u).map_or("not a bit<W>".to_string(), |w| format!("{w} bits")),
-                u.size,
-                r.bitwidth,
-                r.size
-            ));
+            return Err(Mismatch::Register {
+                register: r.name.clone(),
+                info_width: register_width(u)
+                    .map_or("not a bit<W>".to_string(), |w| format!("{w} bits")),
+                info_size: u.size,
+                bits: r.bitwidth,
+                size: r.size,
+            });
         }
     }
     Ok(())

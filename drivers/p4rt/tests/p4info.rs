@@ -86,31 +86,50 @@ fn text_format_as_p4c_emits_it() {
 
 #[test]
 fn mismatches_are_one_sentence() {
+    use inabench_p4rt::p4info::Mismatch;
     let i = load(fixture()).expect("parse").info;
     let mut p = basic();
     p.tables[0].fields[0].kind = MatchKind::Exact;
-    let e = check(&i, &p).expect_err("kind");
+    let m = check(&i, &p).expect_err("kind");
+    let e = m.to_string();
+    assert!(matches!(m, Mismatch::MatchField { .. }), "{m:?}");
     assert!(e.contains("hdr.ipv4.dstAddr") && !e.contains('\n'), "{e}");
     let mut p = basic();
     p.actions[0].params[1].1 = 16;
-    let e = check(&i, &p).expect_err("width");
+    let m = check(&i, &p).expect_err("width");
+    let e = m.to_string();
+    assert!(
+        matches!(
+            m,
+            Mismatch::ParamWidth {
+                info_bits: 9,
+                bits: 16,
+                ..
+            }
+        ),
+        "{m:?}"
+    );
     assert!(
         e.contains("`port` is 9 bits") && e.contains("describes 16"),
         "{e}"
     );
     let mut p = basic();
     p.registers[0].size = 512;
-    let e = check(&i, &p).expect_err("size");
+    let m = check(&i, &p).expect_err("size");
+    let e = m.to_string();
+    assert!(matches!(m, Mismatch::Register { size: 512, .. }), "{m:?}");
     assert!(
         e.contains("MyIngress.sums") && e.contains("at least 512"),
         "{e}"
     );
     let mut p = basic();
     p.tables[0].name = "MyIngress.other".into();
-    let e = check(&i, &p).expect_err("table");
+    let e = check(&i, &p).expect_err("table").to_string();
     assert!(e.contains("no table `MyIngress.other`"), "{e}");
     // the suite's own SwitchML description against a P4Info of another program
-    let e = check(&i, &inabench_p4rt::program::switchml(128)).expect_err("switchml");
+    let e = check(&i, &inabench_p4rt::program::switchml(128))
+        .expect_err("switchml")
+        .to_string();
     assert!(e.contains("SwitchMLIngress.forward_table"), "{e}");
 }
 
