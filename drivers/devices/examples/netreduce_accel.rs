@@ -34,7 +34,7 @@ use inabench_ina::fpga::Accelerator;
 use inabench_ina::netreduce::{Layout, Release};
 use inabench_wire::icrc;
 use inabench_wire::ina::NetReduceHeader;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 const ROCE_PORT: u16 = 4791;
@@ -107,6 +107,15 @@ struct Counts {
     lost_out: u64,
     /// the highest MsgID seen in an INA header
     last_msg: Option<u32>,
+    /// per worker (its link): RoCEv2 frames and their bytes (Ethernet header to ICRC, as on the
+    /// tap) that came in from it, data, resends and ACKs alike
+    link_frames: Vec<u64>,
+    link_bytes: Vec<u64>,
+    /// per (worker, MsgID): when the message's first packet (WRITE First/Only with the INA
+    /// header) first came in from the worker's link, and when the first packet of its aggregate
+    /// first left on that link (the serving loop's clock, ns)
+    first_in: HashMap<(NodeId, u32), Nanos>,
+    first_out: HashMap<(NodeId, u32), Nanos>,
 }
 
 /// The accelerator, with the loss of the bump around it (off until message `loss_from`).
@@ -134,6 +143,10 @@ impl Endpoint for Bump {
             return;
         };
         self.c.roce_in += 1;
+        if let Some(w) = self.c.link_frames.get_mut(from as usize) {
+            *w += 1;
+            self.c.link_bytes[from as usize] += frame.len() as u64;
+        }
         match icrc::verify(&frame[r.ip.clone()]) {
             Ok(()) => self.c.icrc_ok += 1,
             Err(e) => {
@@ -145,6 +158,7 @@ impl Endpoint for Bump {
             }
         }
         if let Some(m) = r.msg_id {
+            self.c.first_in.entry((from, m)).or_insert(now);
             self.c.last_msg = self.c.last_msg.max(Some(m));
             if m >= self.loss_from && !self.lossy && self.faults.faults.loss > 0.0 {
                 self.lossy = true;
@@ -173,6 +187,9 @@ impl Endpoint for Bump {
                 self.c.lost_out += 1;
                 self.acc.recycle(t.bytes);
                 continue;
+            }
+            if let Some(m) = roce(&t.bytes).and_then(|r| r.msg_id) {
+                self.c.first_out.entry((t.to, m)).or_insert(now);
             }
             return Some(t);
         }
@@ -301,7 +318,11 @@ fn main() {
         loss_from: a.loss_from,
         lossy: false,
         seen: HashSet::new(),
-        c: Counts::default(),
+        c: Counts {
+            link_frames: vec![0; workers],
+            link_bytes: vec![0; workers],
+            ..Counts::default()
+        },
     };
     println!(
         "netreduce_accel: inabench_ina::fpga::Accelerator for {workers} workers on {:?} (AF_PACKET), MsgLen {} x {} B, window {}, aggregators freed {:?}{}",
@@ -356,6 +377,25 @@ fn main() {
         "netreduce_accel: lost on purpose: {} frames to the accelerator, {} from it",
         c.lost_in, c.lost_out
     );
+    // per worker: what its link carried to the bump, and each message's round trip on the link
+    // (its first packet in to its aggregate's first packet out; `-` where either is missing)
+    for w in 0..workers {
+        let rtt: Vec<String> = (0..=c.last_msg.unwrap_or(0))
+            .map(|m| {
+                let k = (w as NodeId, m);
+                match (c.first_in.get(&k), c.first_out.get(&k)) {
+                    (Some(i), Some(o)) if o >= i => (o - i).to_string(),
+                    _ => "-".into(),
+                }
+            })
+            .collect();
+        println!(
+            "netreduce_accel: worker {w}: link in {} RoCEv2 frames, {} bytes (Ethernet header to ICRC); rtt_ns by MsgID: {}",
+            c.link_frames[w],
+            c.link_bytes[w],
+            rtt.join(" ")
+        );
+    }
     let ok = c.icrc_failed == 0
         && c.roce_in > 0
         && s.packets_out > 0

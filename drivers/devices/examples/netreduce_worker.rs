@@ -259,7 +259,7 @@ fn run() -> R<()> {
             values += 1;
         }
         println!(
-            "message {m}: aggregate exact ({per_msg} values), INA header of rank {pred}, immediate {m}, in at {:.3} s",
+            "message {m}: aggregate exact ({per_msg} values), INA header of rank {pred}, immediate {m}, in at {:.6} s",
             at[m].as_secs_f64()
         );
     }
