@@ -138,6 +138,33 @@ impl Shape {
         s * b * h * (34.0 + 5.0 * a * s / h)
     }
 
+    /// Peak bytes one layer holds on the GPU during its backward pass (16-bit values): its stored
+    /// activations ([`Self::layer_activation_bytes`]) plus the gradient tensors live at the worst
+    /// step of the backward. Korthikanti et al. count stored activations only ("the memory
+    /// required to store the activations", Sec. 4), and DeepSpeed's own estimators count model
+    /// states only, so neither gives the backward's gradients. Walked here, in units of sbh bytes
+    /// with r = as/h, for the pre-LN layer of Korthikanti's Fig. 3, each node of the backward
+    /// allocating its input gradients before it frees its saved tensors (PyTorch autograd):
+    /// - at the start: the stored 34 + 5r and the gradient arriving from the next layer, 2;
+    /// - MLP: the output dropout's gradient (2, its mask of 1 freed after), then fc2's input
+    ///   gradient (the 4h-wide 8) while fc2's saved input (8) is still held: 34 + 5r + 11, the
+    ///   MLP's peak (GeLU's backward next allocates 8 after fc2 freed 8 + 2: + 9);
+    /// - attention (the MLP's 21 and LN2's saved tensors freed, the attention's 13 + 5r left and
+    ///   the residual's gradient 2): through the output projection and dropout (+ 5), then the
+    ///   score-sized gradient of the softmax output (grad_P, 2r) and V's (2) while P and V are
+    ///   held: 13 + 5r + 3 + 2r = 16 + 7r, the attention's peak (the dropout's and softmax's
+    ///   score gradients that follow replace tensors of the same size that are freed).
+    ///
+    /// So the peak is max(45 + 5r, 16 + 7r) sbh: the attention's score gradients set it only
+    /// when r > 14.5, i.e. below a head dimension of about 70 at 1,024 tokens; every shape of
+    /// the ladder has head dimension 128 (r = 8 at s = 1,024), where fc2's input gradient sets it
+    /// at 85 sbh against the 74 stored.
+    pub fn layer_backward_peak_bytes(&self, b: f64, s: f64) -> f64 {
+        let h = self.hidden as f64;
+        let r = self.heads as f64 * s / h;
+        s * b * h * (45.0 + 5.0 * r).max(16.0 + 7.0 * r)
+    }
+
     /// Bytes of one layer's checkpoint (its 16-bit input, sbh values).
     pub fn checkpoint_bytes(&self, b: f64, s: f64) -> f64 {
         2.0 * s * b * self.hidden as f64

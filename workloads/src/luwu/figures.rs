@@ -158,9 +158,10 @@ fn run_if_fits(
     name: &str,
 ) -> Result<Option<Breakdown>, WorkloadError> {
     // the paper's stated configuration of its baseline: ZeRO-Infinity's largest trainable
-    // micro-batch at 175B is 16 (luwu Sec. 2.1), which this memory accounting does not reach
-    // by itself: with DeepSpeed 0.9.3's GPU buffers (the 1 GB reduce bucket; the prefetch held
-    // to one submodule by max_live_parameters) 32 still fits (35.7 of 40 GB, memory.rs)
+    // micro-batch at 175B is 16 (luwu Sec. 2.1). This memory accounting reaches it by itself
+    // since the backward's gradient tensors are counted (memory.rs: 40.15 GB of 40 at 32), but
+    // by 0.15 GB, so the stated 16 stays the configuration here (fig12's largest micro-batch,
+    // at_max_batch, reads the accounting alone and also gets 16)
     if sys == System::ZeroInfinity
         && let Some(cap) = opt_param(ctx, "zero_infinity_max_micro_batch_175b")
         && *m == shapes::by_id("opt_175b").map_err(invalid)?.1
