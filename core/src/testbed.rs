@@ -29,6 +29,32 @@ pub struct Testbed {
     pub storage: Vec<Storage>,
     #[serde(default = "default_launcher")]
     pub launcher: String,
+    /// A stand-in rig on this machine (the Soft-RoCE rig, tools/rxe-rig): the experiments it
+    /// runs rows of, in place of their software classes.
+    #[serde(default)]
+    pub rig: Option<Rig>,
+}
+
+/// A rig of qemu guests whose kernels run a software RDMA device (`kind: rxe`: Soft-RoCE,
+/// rdma_rxe), booted by a script for each point: its rows are `emulated`, never `hardware`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Rig {
+    /// rxe (Soft-RoCE, the kernel's rdma_rxe), the only kind
+    pub kind: String,
+    /// The rig's script (tools/rxe-rig/rig.sh), relative to the testbed file's folder.
+    pub script: String,
+    /// The folder holding the rig's programs (the devices crate's examples netreduce_worker and
+    /// netreduce_accel), relative to the testbed file's folder; absent: `examples` beside the
+    /// inabench binary (where `cargo test --release --no-run` builds them).
+    #[serde(default)]
+    pub programs: Option<String>,
+    /// The experiments the rig runs (their ids).
+    pub experiments: Vec<String>,
+    /// Parameter values the rig fixes, as `reproduce --set` takes them (`workers=3`): recorded
+    /// as the run's overrides.
+    #[serde(default)]
+    pub set: Vec<String>,
 }
 
 fn default_launcher() -> String {
@@ -231,6 +257,29 @@ impl Testbed {
                 ));
             }
         }
+        if let Some(r) = &t.rig {
+            if r.kind != "rxe" {
+                return Err(err(
+                    &[K("rig"), K("kind")],
+                    format!(
+                        "rig.kind is rxe (Soft-RoCE in qemu guests), not `{}`",
+                        r.kind
+                    ),
+                ));
+            }
+            if r.experiments.is_empty() {
+                return Err(err(
+                    &[K("rig"), K("experiments")],
+                    "rig.experiments names no experiment".into(),
+                ));
+            }
+            if let Some(i) = r.set.iter().position(|s| !s.contains('=')) {
+                return Err(err(
+                    &[K("rig"), K("set"), I(i)],
+                    format!("rig.set `{}` is not key=value", r.set[i]),
+                ));
+            }
+        }
         for (i, n) in t.nics.iter().enumerate() {
             let bad_kind = !["roce", "ethernet"].contains(&n.kind.as_str());
             // `!(x > 0)`, not `x <= 0`: NaN is not a rate either
@@ -358,6 +407,33 @@ mod tests {
         assert_eq!(e.line, Some(5), "{e}");
         let e = parse("name: x\nlauncher: pbs\nhosts: [{name: a}]\n").expect_err("launcher");
         assert_eq!(e.line, Some(2), "{e}");
+    }
+
+    #[test]
+    fn a_rig_entry_reads_and_its_errors_name_their_line() {
+        let t = parse(include_str!("../../experiments/testbeds/rxe-rig.yaml")).expect("rxe-rig");
+        let r = t.rig.clone().expect("a rig");
+        assert_eq!(r.kind, "rxe");
+        assert_eq!(r.experiments, ["netreduce-table6"]);
+        // the rig's device is software: no hardware rows
+        assert!(!t.has_hardware());
+        let e = parse(
+            "name: x\nhosts: [{name: a}]\nrig:\n  kind: siw\n  script: r.sh\n  experiments: [e]\n",
+        )
+        .expect_err("kind");
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(e.to_string().contains("`siw`"), "{e}");
+        let e = parse(
+            "name: x\nhosts: [{name: a}]\nrig:\n  kind: rxe\n  script: r.sh\n  experiments: []\n",
+        )
+        .expect_err("no experiment");
+        assert_eq!(e.line, Some(6), "{e}");
+        let e = parse("name: x\nhosts: [{name: a}]\nrig:\n  kind: rxe\n  script: r.sh\n  experiments: [e]\n  set:\n    - workers=3\n    - paper\n")
+            .expect_err("set");
+        assert_eq!(e.line, Some(9), "{e}");
+        let e = parse("name: x\nhosts: [{name: a}]\nrig:\n  kind: rxe\n  experiments: [e]\n")
+            .expect_err("no script");
+        assert!(e.to_string().contains("script"), "{e}");
     }
 
     #[test]

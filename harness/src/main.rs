@@ -375,6 +375,25 @@ fn run(cli: Cli) -> Result<i32> {
             } else {
                 ids
             };
+            // a testbed with a rig (the Soft-RoCE rig): its workloads stand in for the software
+            // classes of the experiments it names, with the parameters it fixes (recorded as the
+            // run's overrides); anything else on it is one sentence before anything runs
+            let rig = match &testbed {
+                Some(p) => inabench::testbed::RigRun::of(&inabench::testbed::Testbed::load(p)?, p)?,
+                None => None,
+            };
+            if let Some(r) = &rig {
+                r.check(&ids, launcher.map(LauncherArg::as_str))?;
+            }
+            // a resumed run keeps the overrides it was planned with
+            let overrides = match &rig {
+                Some(r) if resume.is_none() => {
+                    let mut o = overrides;
+                    o.set.splice(0..0, r.set.iter().cloned());
+                    o
+                }
+                _ => overrides,
+            };
             let placement = placement(
                 launcher.map(LauncherArg::as_str),
                 testbed.as_deref(),
@@ -398,6 +417,7 @@ fn run(cli: Cli) -> Result<i32> {
                 capture_dir,
                 &overrides,
                 &host_profile,
+                rig.as_ref(),
             )?;
             if all {
                 println!();
@@ -911,6 +931,7 @@ fn reproduce(
     capture_dir: Option<PathBuf>,
     overrides: &Overrides,
     host_profile: &inabench_core::hostprofile::HostProfile,
+    rig: Option<&inabench::testbed::RigRun>,
 ) -> Result<i32> {
     let cat = load_catalog()?;
     // resolve every id (or spec file) and apply the overrides first, so a typo in the third id
@@ -949,7 +970,7 @@ fn reproduce(
             (p.display().to_string(), text)
         }
     };
-    let registry = Registry::builtin();
+    let registry = rig.map_or_else(Registry::builtin, |r| r.registry());
     let interactive = std::io::stdout().is_terminal()
         && std::io::stdin().is_terminal()
         && !headless_flag
@@ -1020,6 +1041,16 @@ fn reproduce(
                 .map_err(|_| anyhow!("the runner thread panicked"))?
                 .map_err(anyhow::Error::from)
         })?;
+        if let Some(r) = rig {
+            // the device and provider the rig's guests reported, in the manifest the report reads
+            let mut m = store::read_manifest(&run_dir)?;
+            for l in r.driver_lines() {
+                if !m.drivers.contains(&l) {
+                    m.drivers.push(l);
+                }
+            }
+            store::write_manifest(&run_dir, &m)?;
+        }
         let m = &outcome.manifest;
         if let Some(w) = &outcome.wrong_result {
             eprintln!(

@@ -4,6 +4,144 @@
 
 pub use inabench_core::testbed::*;
 
+use inabench_core::overrides::SetParam;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// A testbed's rig that cannot run: one sentence.
+#[derive(Debug, thiserror::Error)]
+pub enum RigError {
+    #[error("the testbed {testbed}'s rig script {script} {why}")]
+    Script {
+        testbed: String,
+        script: String,
+        why: String,
+    },
+    #[error(
+        "the testbed {testbed}'s rig runs {runs} only; {experiment} has no rows on it (run it without this --testbed)"
+    )]
+    NotOnRig {
+        testbed: String,
+        runs: String,
+        experiment: String,
+    },
+    #[error(
+        "the testbed {testbed}'s rig boots its guests from this process (root, taps on this host): --launcher {launcher} cannot run it; leave --launcher out"
+    )]
+    Launcher { testbed: String, launcher: String },
+    #[error("the testbed {testbed}'s rig.set: {why}")]
+    Set { testbed: String, why: String },
+}
+
+/// A testbed's rig, ready to stand in for the software classes of the experiments it names:
+/// the workloads it swaps in, the parameters it fixes, and what its guests said about their
+/// device, for the run's manifest.
+pub struct RigRun {
+    pub testbed: String,
+    pub rig: Rig,
+    pub script: PathBuf,
+    pub programs: PathBuf,
+    pub set: Vec<SetParam>,
+    facts: Arc<Mutex<Vec<String>>>,
+}
+
+impl RigRun {
+    /// The rig of the testbed file `file`, when it has one; its script must exist and its
+    /// `set` entries parse.
+    pub fn of(tb: &Testbed, file: &Path) -> Result<Option<RigRun>, RigError> {
+        let Some(rig) = tb.rig.clone() else {
+            return Ok(None);
+        };
+        let testbed = file.display().to_string();
+        let dir = file.parent().unwrap_or(Path::new("."));
+        let script = dir.join(&rig.script);
+        if !script.is_file() {
+            return Err(RigError::Script {
+                testbed,
+                script: script.display().to_string(),
+                why: "is not a file (`rig.script` is relative to the testbed file's folder)".into(),
+            });
+        }
+        let programs = match &rig.programs {
+            Some(p) => dir.join(p),
+            None => std::env::current_exe()
+                .ok()
+                .and_then(|e| e.parent().map(|d| d.join("examples")))
+                .unwrap_or_else(|| PathBuf::from("examples")),
+        };
+        let set = rig
+            .set
+            .iter()
+            .map(|s| {
+                SetParam::parse(s).map_err(|e| RigError::Set {
+                    testbed: testbed.clone(),
+                    why: e.to_string(),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some(RigRun {
+            testbed,
+            rig,
+            script,
+            programs,
+            set,
+            facts: Arc::new(Mutex::new(Vec::new())),
+        }))
+    }
+
+    /// Every experiment asked for must be one the rig runs.
+    pub fn check(&self, experiments: &[String], launcher: Option<&str>) -> Result<(), RigError> {
+        if let Some(l) = launcher.filter(|l| *l != "inproc") {
+            return Err(RigError::Launcher {
+                testbed: self.testbed.clone(),
+                launcher: l.to_string(),
+            });
+        }
+        for e in experiments {
+            if !self.rig.experiments.contains(e) {
+                return Err(RigError::NotOnRig {
+                    testbed: self.testbed.clone(),
+                    runs: self.rig.experiments.join(", "),
+                    experiment: e.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The builtin workloads with the rig's in place of those it stands in for.
+    pub fn registry(&self) -> crate::registry::Registry {
+        use inabench_workloads::netreduce::rig::{RigConfig, RigTable6};
+        let rig = RigTable6::new(
+            RigConfig {
+                script: self.script.clone(),
+                programs: self.programs.clone(),
+            },
+            self.facts.clone(),
+        );
+        let mut w = inabench_workloads::all();
+        w.retain(|x| x.id() != inabench_core::Workload::id(&rig));
+        w.push(Box::new(rig));
+        crate::registry::Registry::new(w)
+    }
+
+    /// The manifest's lines for the rig: the device and provider its guests reported, and how
+    /// the rows were made.
+    /// Nothing when no guest reported (the rig did not run).
+    pub fn driver_lines(&self) -> Vec<String> {
+        let facts = self.facts.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if facts.is_empty() {
+            return Vec::new();
+        }
+        let mut out = vec![format!(
+            "rig {} (tools/rxe-rig, testbed {}): Soft-RoCE, the Linux kernel's software RDMA provider rdma_rxe, device rxe0 on a virtio NIC in each qemu TCG guest (emulated CPUs: no RoCE NIC, no line rate, no NIC timestamps); NetReduce's accelerator inabench_ina::fpga::Accelerator on this host on the guests' taps (AF_PACKET)",
+            self.rig.kind, self.testbed
+        )];
+        out.extend(facts);
+        out
+    }
+}
+
 /// The embedded software testbed (`experiments/testbeds/local.yaml`): what runs without
 /// `--testbed`.
 pub fn local_text() -> String {

@@ -11,6 +11,7 @@ use inabench_core::Workload;
 
 pub mod fig12;
 pub mod fig7;
+pub mod rig;
 pub mod table1;
 pub mod table10;
 pub mod table6;

@@ -1,0 +1,549 @@
+//! NetReduce's Table 6 rows on the Soft-RoCE rig (#36): `reproduce netreduce-table6 --testbed
+//! experiments/testbeds/rxe-rig.yaml` runs this workload in place of `netreduce.table6`'s
+//! software classes (the harness swaps it in for the experiments the testbed's `rig:` names).
+//!
+//! One point boots the rig once (tools/rxe-rig/rig.sh, `--relay`): `workers` qemu TCG guests, each
+//! a NetReduce worker on plain RC QPs of its kernel's RoCE stack (rdma_rxe; the devices crate's
+//! `netreduce_worker` example on the verbs binding), and NetReduce's accelerator
+//! (`inabench_ina::fpga::Accelerator`, the `netreduce_accel` example on the raw fabric's AF_PACKET
+//! sockets) on this host between the guests' data taps. The guests run every repetition of the
+//! point (warm-up ones first) as one stream of messages on the same QPs: repetition r is the
+//! messages r*k..(r+1)*k-1 of it, k = the point's `elements` in whole NetReduce messages (MsgLen x
+//! mtu bytes less the 16-byte INA header, int32 values), so one boot serves them all; the later
+//! calls for the point take their repetition's numbers from that run.
+//!
+//! What a row holds, per repetition (each the mean over the workers, `rtt` the median):
+//! - `goodput`, `algbw`: the repetition's gradient bits (`elements` x 32) over its time as the
+//!   worker's guest clocks it (from the previous repetition's last aggregate in, or from the
+//!   start barrier, to this one's last aggregate in);
+//! - `throughput`: the bytes the worker's link carried to the accelerator over the whole stream
+//!   (every RoCEv2 frame, resends and ACKs too, Ethernet header to ICRC as the host's tap sees
+//!   it: a tap has no FCS, preamble or gap), per gradient byte, times the repetition's goodput;
+//! - `rtt`: per message, from its first packet coming in on the worker's link to its aggregate's
+//!   first packet going out on that link, as the host's accelerator process clocks them (the
+//!   spec's definition, at the link's host end);
+//! - `elements_per_s`; `exact`: 1 when every guest found every value of every message the exact
+//!   wrapping int32 sum of all workers' values (0, and a wrong result, when one did not).
+//!
+//! The numbers are emulated-CPU numbers (TCG): no line rate, no NIC, no NIC timestamps. The device,
+//! provider and the guests' kernel, as the guests report them, go to the run's manifest.
+
+use inabench_core::Fidelity;
+use inabench_core::LogLevel;
+use inabench_core::{PointCtx, Workload, WorkloadError};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+/// The INA header in front of each message's values.
+const INA_HEADER: usize = 16;
+
+/// Where the rig and its programs are.
+#[derive(Debug, Clone)]
+pub struct RigConfig {
+    /// tools/rxe-rig/rig.sh
+    pub script: PathBuf,
+    /// The folder with `netreduce_worker` and `netreduce_accel`.
+    pub programs: PathBuf,
+}
+
+/// `netreduce.table6` on the rig (the id of the workload it stands in for).
+pub struct RigTable6 {
+    cfg: RigConfig,
+    /// What the rig's guests said about their device, for the run's manifest.
+    facts: Arc<Mutex<Vec<String>>>,
+    /// Each booted point's repetitions, by (run, point), until the last is taken.
+    runs: Mutex<HashMap<(String, String), Vec<Rep>>>,
+}
+
+/// One repetition's numbers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rep {
+    pub goodput_bps: f64,
+    pub throughput_bps: f64,
+    pub rtt_ns: f64,
+    pub elements_per_s: f64,
+}
+
+/// What one rig boot gave: the repetitions, or a wrong sum with the guest's words.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Exact(Vec<Rep>),
+    Wrong(String),
+}
+
+impl RigTable6 {
+    pub fn new(cfg: RigConfig, facts: Arc<Mutex<Vec<String>>>) -> RigTable6 {
+        RigTable6 {
+            cfg,
+            facts,
+            runs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn boot(&self, workers: usize, p: &Layout, reps: usize) -> Result<String, WorkloadError> {
+        let share = std::env::temp_dir().join(format!(
+            "inabench-rig-share-{}-{}",
+            std::process::id(),
+            p.messages(reps)
+        ));
+        std::fs::create_dir_all(&share)?;
+        let worker = self.cfg.programs.join("netreduce_worker");
+        let accel = self.cfg.programs.join("netreduce_accel");
+        let copied = std::fs::copy(&worker, share.join("netreduce_worker"));
+        if let Err(e) = copied {
+            let _ = std::fs::remove_dir_all(&share);
+            return Err(WorkloadError::Invalid(format!(
+                "the rig's worker program {}: {e} (build it with `cargo test --release --workspace --no-run`)",
+                worker.display()
+            )));
+        }
+        let relay = format!(
+            "exec {} $RIG_TAPS --msg-packets {} --window {} --mtu {}",
+            shell_word(&accel),
+            p.msg_packets,
+            p.window,
+            p.mtu
+        );
+        let guest = format!(
+            "exec /mnt/share/netreduce_worker $RIG_GUEST $RIG_CTL_IPS --messages {} --msg-packets {} --window {} --mtu {} --seed {}",
+            p.messages(reps),
+            p.msg_packets,
+            p.window,
+            p.mtu,
+            p.seed
+        );
+        let out = Command::new("bash")
+            .arg(&self.cfg.script)
+            .args(["run", "--guests", &workers.to_string(), "--timeout", "1800"])
+            .arg("--share")
+            .arg(&share)
+            .args(["--relay", &relay, "--", &guest])
+            .output();
+        let _ = std::fs::remove_dir_all(&share);
+        let out = out.map_err(|e| {
+            WorkloadError::Invalid(format!(
+                "cannot run the rig {}: {e}",
+                self.cfg.script.display()
+            ))
+        })?;
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        if let Some(line) = stderr.lines().find(|l| l.starts_with("rxe-rig: skipped:")) {
+            return Err(WorkloadError::Invalid(format!(
+                "the rig is unavailable here ({line})"
+            )));
+        }
+        if out.status.success() {
+            return Ok(stdout);
+        }
+        // a guest that found a wrong sum said so: a measured outcome, not a failed run
+        if stdout.contains("netreduce_worker: FAILED: message") && stdout.contains("the sum is") {
+            return Ok(stdout);
+        }
+        let tail: Vec<&str> = stdout.lines().rev().take(30).collect();
+        Err(WorkloadError::Invalid(format!(
+            "the rig failed ({}): {}; its output's last lines: {}",
+            out.status,
+            stderr.lines().last().unwrap_or("").trim(),
+            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+        )))
+    }
+}
+
+/// `s` quoted for a shell command line.
+fn shell_word(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
+}
+
+/// The point's NetReduce layout.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Layout {
+    pub elements: usize,
+    pub msg_packets: usize,
+    pub window: usize,
+    pub mtu: usize,
+    pub seed: u64,
+}
+
+impl Layout {
+    /// int32 values per message.
+    pub fn per_message(&self) -> usize {
+        (self.msg_packets * self.mtu).saturating_sub(INA_HEADER) / 4
+    }
+
+    /// Messages per repetition: the elements in whole messages (the last padded).
+    pub fn messages_per_rep(&self) -> usize {
+        self.elements.div_ceil(self.per_message().max(1))
+    }
+
+    /// Messages of the whole stream of `reps` repetitions.
+    pub fn messages(&self, reps: usize) -> usize {
+        self.messages_per_rep() * reps
+    }
+}
+
+/// The numbers after `key` on each line of `text` that has it, whitespace-separated, up to the
+/// first word that is not a number (`-` kept as NaN).
+fn numbers_after(line: &str, key: &str) -> Option<Vec<f64>> {
+    let at = line.find(key)? + key.len();
+    Some(
+        line[at..]
+            .split_whitespace()
+            .map_while(|w| {
+                let w = w.trim_end_matches([',', ';', ')']);
+                if w == "-" {
+                    Some(f64::NAN)
+                } else {
+                    w.parse().ok()
+                }
+            })
+            .collect(),
+    )
+}
+
+/// The part of the rig's output that starts with `== <head>`.
+fn part<'a>(stdout: &'a str, head: &str) -> Option<&'a str> {
+    stdout
+        .split("\n== ")
+        .find(|s| s.trim_start_matches("== ").starts_with(head))
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Read one rig boot's output: every guest's per-message arrival times and exactness, the
+/// accelerator's per-link bytes and round trips; the repetitions' numbers and the device facts.
+pub fn parse(
+    stdout: &str,
+    workers: usize,
+    p: &Layout,
+    reps: usize,
+) -> Result<(Outcome, Vec<String>), String> {
+    let k = p.messages_per_rep();
+    let total = k * reps;
+    let mut facts = Vec::new();
+    let mut at: Vec<Vec<f64>> = Vec::new();
+    for g in 0..workers {
+        let head = format!("guest {g}: exit status ");
+        let text = part(stdout, &head).ok_or(format!("no output from guest {g}"))?;
+        if let Some(l) = text
+            .lines()
+            .find(|l| l.contains("netreduce_worker: FAILED: message") && l.contains("the sum is"))
+        {
+            return Ok((Outcome::Wrong(format!("guest {g}: {}", l.trim())), facts));
+        }
+        if !text.starts_with(&format!("{head}0")) {
+            return Err(format!(
+                "guest {g} did not finish: {}",
+                text.lines().take(12).collect::<Vec<_>>().join(" | ")
+            ));
+        }
+        if g == 0 {
+            // the device as the guest's kernel and the verbs binding's probe name it
+            for l in text.lines().map(str::trim) {
+                if let Some(d) = l.strip_prefix("setup: link rxe0") {
+                    facts.push(format!("rig guest 0: rdma link rxe0{d}"));
+                } else if let Some(d) = l.strip_prefix("setup: guest 0: ") {
+                    facts.push(format!("rig guest 0: {d}"));
+                } else if let Some(d) = l.strip_prefix("probe: ") {
+                    // the device as the binding found it (what the probe concludes about row
+                    // classes is the run's business: these rows are emulated)
+                    let d = d.split("; ").next().unwrap_or(d);
+                    facts.push(format!("rig guest 0: verbs probe: {d}"));
+                }
+            }
+        }
+        let want = format!("all {total} messages exact");
+        if !text.contains(&want) {
+            return Err(format!("guest {g} did not report `{want}`"));
+        }
+        let mut t = vec![f64::NAN; total];
+        for l in text.lines() {
+            let l = l.trim();
+            let Some(rest) = l.strip_prefix("message ") else {
+                continue;
+            };
+            let m: usize = match rest.split(':').next().and_then(|m| m.parse().ok()) {
+                Some(m) => m,
+                None => continue,
+            };
+            if let (Some(s), true) = (numbers_after(l, "in at "), m < total)
+                && let Some(v) = s.first()
+            {
+                t[m] = *v;
+            }
+        }
+        if let Some(m) = t.iter().position(|v| !v.is_finite()) {
+            return Err(format!("guest {g}: no arrival time for message {m}"));
+        }
+        at.push(t);
+    }
+    let relay = part(stdout, "relay: exit status ").ok_or("no output from the accelerator")?;
+    let mut link_bytes = vec![f64::NAN; workers];
+    let mut rtts: Vec<Vec<f64>> = vec![Vec::new(); workers];
+    for l in relay.lines() {
+        let Some(rest) = l.trim().strip_prefix("netreduce_accel: worker ") else {
+            continue;
+        };
+        let Some(w) = rest
+            .split(':')
+            .next()
+            .and_then(|w| w.parse::<usize>().ok())
+            .filter(|w| *w < workers)
+        else {
+            continue;
+        };
+        if let Some(b) = numbers_after(l, "RoCEv2 frames, ").and_then(|v| v.first().copied()) {
+            link_bytes[w] = b;
+        }
+        rtts[w] = numbers_after(l, "rtt_ns by MsgID: ").unwrap_or_default();
+    }
+    if let Some(w) = link_bytes.iter().position(|b| !b.is_finite()) {
+        return Err(format!(
+            "the accelerator reported no bytes for worker {w}'s link"
+        ));
+    }
+    let gradient_bits = p.elements as f64 * 32.0;
+    let mut out = Vec::new();
+    for r in 0..reps {
+        let (mut good, mut wire, mut eps, mut rtt) = (0.0, 0.0, 0.0, Vec::new());
+        for w in 0..workers {
+            let end = at[w][(r + 1) * k - 1];
+            let start = if r == 0 { 0.0 } else { at[w][r * k - 1] };
+            let secs = end - start;
+            if secs <= 0.0 {
+                return Err(format!(
+                    "guest {w}: repetition {r} took {secs} s by its clock"
+                ));
+            }
+            let g = gradient_bits / secs;
+            good += g;
+            // the link's bytes per gradient byte over the stream, at this repetition's pace
+            wire += g * link_bytes[w] / (p.elements as f64 * 4.0 * reps as f64);
+            eps += p.elements as f64 / secs;
+            rtt.extend(
+                rtts[w]
+                    .iter()
+                    .skip(r * k)
+                    .take(k)
+                    .copied()
+                    .filter(|v| v.is_finite()),
+            );
+        }
+        let n = workers as f64;
+        out.push(Rep {
+            goodput_bps: good / n,
+            throughput_bps: wire / n,
+            rtt_ns: median(&mut rtt),
+            elements_per_s: eps / n,
+        });
+    }
+    Ok((Outcome::Exact(out), facts))
+}
+
+impl Workload for RigTable6 {
+    fn id(&self) -> &'static str {
+        "netreduce.table6"
+    }
+
+    fn fidelities(&self) -> &'static [Fidelity] {
+        &[Fidelity::Emulated]
+    }
+
+    fn fabric(&self, _: Fidelity) -> &'static str {
+        "rdma-rxe"
+    }
+
+    fn systems(&self) -> Option<&'static [&'static str]> {
+        Some(&["netreduce"])
+    }
+
+    fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+        if ctx.system() != "netreduce" {
+            return Err(WorkloadError::BadParam(format!(
+                "the rig runs NetReduce only, not `{}`",
+                ctx.system()
+            )));
+        }
+        if let Ok(s) = ctx.text("host_stack")
+            && s != "paper"
+        {
+            return Err(WorkloadError::BadParam(format!(
+                "host_stack `{s}`: on the rig NetReduce's transport is the guest kernel's RoCE stack, which stands for the paper's RoCE NIC (host_stack paper)"
+            )));
+        }
+        let workers = ctx.positive_count("workers")?;
+        if !(2..=8).contains(&workers) {
+            return Err(WorkloadError::BadParam(format!(
+                "the rig boots 2 to 8 guests, one a worker (workers {workers})"
+            )));
+        }
+        let p = Layout {
+            elements: ctx.positive_count("elements")?,
+            msg_packets: ctx.positive_count("msg_packets")?,
+            window: ctx.positive_count("window")?,
+            mtu: ctx.positive_count("mtu")?,
+            seed: ctx.seed,
+        };
+        let reps = (ctx.point.warmup + ctx.point.repetitions) as usize;
+        // the guests hold every message of the stream in a registered buffer
+        let bytes = p.messages(reps) * p.msg_packets * p.mtu;
+        if bytes > 256 << 20 {
+            return Err(WorkloadError::BadParam(format!(
+                "{} repetitions of {} elements are {} MiB in each guest's buffers; the rig's guests hold 256 MiB",
+                reps,
+                p.elements,
+                bytes >> 20
+            )));
+        }
+        let index = if ctx.warmup {
+            ctx.repetition as usize
+        } else {
+            ctx.point.warmup as usize + ctx.repetition as usize
+        };
+        let key = (ctx.run_id.to_string(), ctx.point.id.clone());
+        let cached = self
+            .runs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned();
+        let reps_done = match cached {
+            Some(r) => r,
+            None => {
+                ctx.log(
+                    LogLevel::Info,
+                    format!(
+                        "booting the Soft-RoCE rig: {workers} qemu guests, {} messages of {} x {} B ({} repetitions of {} elements)",
+                        p.messages(reps),
+                        p.msg_packets,
+                        p.mtu,
+                        reps,
+                        p.elements
+                    ),
+                );
+                let stdout = self.boot(workers, &p, reps)?;
+                let (outcome, facts) =
+                    parse(&stdout, workers, &p, reps).map_err(WorkloadError::Invalid)?;
+                {
+                    let mut f = self.facts.lock().unwrap_or_else(|e| e.into_inner());
+                    for l in facts {
+                        if !f.contains(&l) {
+                            f.push(l);
+                        }
+                    }
+                }
+                match outcome {
+                    Outcome::Wrong(why) => {
+                        ctx.record("exact", 0.0);
+                        return Err(WorkloadError::WrongResult(why));
+                    }
+                    Outcome::Exact(r) => {
+                        self.runs
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(key.clone(), r.clone());
+                        r
+                    }
+                }
+            }
+        };
+        let r = reps_done
+            .get(index)
+            .cloned()
+            .ok_or_else(|| WorkloadError::Invalid(format!("the rig ran no repetition {index}")))?;
+        if index + 1 >= reps {
+            self.runs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&key);
+        }
+        ctx.record_in_if_declared("throughput", r.throughput_bps, "bps")?;
+        ctx.record_in_if_declared("goodput", r.goodput_bps, "bps")?;
+        ctx.record_in_if_declared("algbw", r.goodput_bps, "bps")?;
+        ctx.record_in_if_declared("elements_per_s", r.elements_per_s, "1/s")?;
+        if r.rtt_ns.is_finite() {
+            ctx.record_in_if_declared("rtt", r.rtt_ns, "ns")?;
+        }
+        // the rig runs netreduce-table6 only, whose spec declares `exact`
+        ctx.record("exact", 1.0);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OUT: &str = "rxe-rig: noise\n== relay: exit status 0\nnetreduce_accel: ok\nnetreduce_accel: worker 0: link in 400 RoCEv2 frames, 8000 bytes (Ethernet header to ICRC); rtt_ns by MsgID: 100 200 300 -\nnetreduce_accel: worker 1: link in 400 RoCEv2 frames, 16000 bytes (Ethernet header to ICRC); rtt_ns by MsgID: 500 600 700 800\n== guest 0: exit status 0\n   setup: link rxe0/1 state ACTIVE physical_state LINK_UP netdev ens3\n   setup: guest 0: data nic ens3 10.77.0.1, kernel 6.1.0-50-amd64, up 20 s\nprobe: libibverbs loaded: rxe0 [Soft-RoCE (rdma_rxe), software] (fw 0.0.0): port 1 Ethernet active; no hardware RDMA device (software providers only)\nmessage 0: aggregate exact (4 values), INA header of rank 1, immediate 0, in at 1.000000 s\nmessage 1: aggregate exact (4 values), INA header of rank 1, immediate 1, in at 2.000000 s\nmessage 2: aggregate exact (4 values), INA header of rank 1, immediate 2, in at 3.000000 s\nmessage 3: aggregate exact (4 values), INA header of rank 1, immediate 3, in at 5.000000 s\nnetreduce_worker: rank 0: all 4 messages exact: 16 int32 values\n== guest 1: exit status 0\nmessage 0: aggregate exact (4 values), INA header of rank 0, immediate 0, in at 1.000000 s\nmessage 1: aggregate exact (4 values), INA header of rank 0, immediate 1, in at 2.000000 s\nmessage 2: aggregate exact (4 values), INA header of rank 0, immediate 2, in at 4.000000 s\nmessage 3: aggregate exact (4 values), INA header of rank 0, immediate 3, in at 6.000000 s\nnetreduce_worker: rank 1: all 4 messages exact: 16 int32 values\n";
+
+    /// 2 messages of 4 values a repetition (2 packets of 16 B less the 16-byte header, x2).
+    fn layout() -> Layout {
+        Layout {
+            elements: 8,
+            msg_packets: 2,
+            window: 2,
+            mtu: 16,
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn a_rig_run_gives_each_repetition_its_messages_times_and_the_links_bytes() {
+        let p = layout();
+        assert_eq!(
+            (p.per_message(), p.messages_per_rep(), p.messages(2)),
+            (4, 2, 4)
+        );
+        let (o, facts) = parse(OUT, 2, &p, 2).expect("parses");
+        let Outcome::Exact(r) = o else {
+            panic!("{o:?}")
+        };
+        // repetition 0: guest 0 in 2 s, guest 1 in 2 s; repetition 1: 3 s and 4 s
+        assert_eq!(r[0].goodput_bps, 256.0 / 2.0);
+        assert_eq!(r[1].goodput_bps, (256.0 / 3.0 + 256.0 / 4.0) / 2.0);
+        // bytes per gradient byte over the stream: 8000 / 64 and 16000 / 64
+        assert_eq!(r[0].throughput_bps, (128.0 * 125.0 + 128.0 * 250.0) / 2.0);
+        // rtt: messages 0-1 of both links (100 200 500 600), then 2-3 without the missing one
+        assert_eq!(r[0].rtt_ns, 350.0);
+        assert_eq!(r[1].rtt_ns, 700.0);
+        assert_eq!(r[0].elements_per_s, 4.0);
+        assert!(
+            facts.iter().any(|f| f.contains("rxe0/1 state ACTIVE")),
+            "{facts:?}"
+        );
+        assert!(
+            facts.iter().any(|f| f.contains("kernel 6.1.0-50-amd64")),
+            "{facts:?}"
+        );
+        assert!(
+            facts.iter().any(|f| f.contains("Soft-RoCE (rdma_rxe)")),
+            "{facts:?}"
+        );
+    }
+
+    #[test]
+    fn a_guest_that_found_a_wrong_sum_is_a_wrong_result_and_a_silent_guest_an_error() {
+        let p = layout();
+        let wrong = OUT.replace(
+            "netreduce_worker: rank 1: all 4 messages exact: 16 int32 values",
+            "   stderr: netreduce_worker: FAILED: message 1 value 0: 5, the sum is 7",
+        );
+        let (o, _) = parse(&wrong, 2, &p, 2).expect("parses");
+        assert!(
+            matches!(&o, Outcome::Wrong(w) if w.contains("guest 1") && w.contains("the sum is 7")),
+            "{o:?}"
+        );
+        let silent = OUT.replace("== guest 1: exit status 0", "== guest 1: exit status none");
+        assert!(parse(&silent, 2, &p, 2).is_err());
+        assert!(parse(OUT, 3, &p, 2).is_err(), "a third guest said nothing");
+    }
+}
