@@ -304,3 +304,162 @@ fn the_sparsest_quick_point_is_exact_or_refused_with_a_reason_for_every_system()
         "no dense system summed the sparse gradients"
     );
 }
+
+/// bench-twojobs (two jobs sharing one switch, ATP's multi-tenant regime) for every system of
+/// its spec, at a smaller size than the quick grid's (about 50 KB a worker, so the test takes
+/// about a second): ATP runs both jobs on one switch, exactly, and with a pool under the two
+/// windows packets of both jobs fall back to their parameter servers, while at the largest pool
+/// none do; a static split runs each job alone, exactly; SwitchML and SwitchML-RDMA are refused
+/// with the sentence kept with the cell.
+#[test]
+fn two_jobs_are_exact_shared_or_split_or_refused_with_a_reason() {
+    use inabench_core::Scalar;
+    use inabench_workloads::bench::twojobs::TwoJobs;
+    let s = Spec::load(&root().join("experiments/bench/twojobs.yaml")).expect("spec");
+    let profile =
+        HostProfile::load(&root().join("experiments/hosts/reference.yaml")).expect("profile");
+    let units = |m: &str| s.metric(m).map(|x| x.unit.clone()).unwrap_or_default();
+    let points = expand(&s, "quick").expect("quick");
+    let num = |p: &inabench_core::Point, k: &str| p.params.get(k).and_then(|x| x.as_f64());
+    let pools: Vec<f64> = points
+        .iter()
+        .filter_map(|p| num(p, "atp__atp_pool"))
+        .collect();
+    let (small, large) = (
+        pools.iter().copied().fold(f64::INFINITY, f64::min),
+        pools.iter().copied().fold(0.0, f64::max),
+    );
+    let window = num(&points[0], "atp__atp_window").expect("window");
+    assert!(small < 2.0 * window && large > 2.0 * window);
+    let run = |name: &str, pool: f64| {
+        let mut p = points
+            .iter()
+            .find(|p| {
+                p.system == name
+                    && num(p, "atp__atp_pool") == Some(pool)
+                    && num(p, "job2_size_bytes") == num(p, "size_bytes")
+            })
+            .expect("the point")
+            .clone();
+        p.params
+            .insert("size_bytes".into(), Scalar::Int(62 * 4 * 200));
+        p.params
+            .insert("job2_size_bytes".into(), Scalar::Int(62 * 4 * 150));
+        let (mut rows, mut warnings) = (Vec::new(), Vec::new());
+        let mut sink = |e: Event| match e {
+            Event::Row(r) => rows.push((r.metric, r.value)),
+            Event::Log {
+                level: LogLevel::Warn,
+                message,
+                ..
+            } => warnings.push(message),
+            _ => {}
+        };
+        let cancel = AtomicBool::new(false);
+        let mut ctx = PointCtx::new(
+            &p,
+            0,
+            Fidelity::Simulated,
+            "sim",
+            0,
+            false,
+            1,
+            "test",
+            &s.id,
+            &cancel,
+            &mut sink,
+            &units,
+        )
+        .with_host_profile(Some(&profile));
+        TwoJobs
+            .run(&mut ctx)
+            .unwrap_or_else(|e| panic!("{name} at pool {pool}: {e}"));
+        (rows, warnings)
+    };
+    let get = |rows: &[(String, f64)], m: &str| rows.iter().find(|(k, _)| k == m).map(|(_, v)| *v);
+    // ATP: both jobs on one switch, exact; collisions on the small pool, none on the large one
+    for (pool, collides) in [(small, true), (large, false)] {
+        let (rows, _) = run("atp", pool);
+        assert_eq!(get(&rows, "refused"), Some(0.0), "{rows:?}");
+        assert_eq!(get(&rows, "wrong_workers"), Some(0.0), "{rows:?}");
+        assert_eq!(get(&rows, "shared"), Some(1.0), "{rows:?}");
+        let (t, t1, t2) = (
+            get(&rows, "time").expect("time"),
+            get(&rows, "job1_time").expect("job1_time"),
+            get(&rows, "job2_time").expect("job2_time"),
+        );
+        assert!(t1 > 0.0 && t2 > 0.0 && t >= t1.max(t2), "{rows:?}");
+        let shares = ["job1_fallback_share", "job2_fallback_share"].map(|m| get(&rows, m));
+        if collides {
+            assert!(
+                shares.iter().all(|s| s.is_some_and(|s| s > 0.0)),
+                "pool {pool}: {rows:?}"
+            );
+            assert!(get(&rows, "collisions").is_some_and(|c| c > 0.0));
+        } else {
+            assert_eq!(get(&rows, "collisions"), Some(0.0), "pool {pool}: {rows:?}");
+            assert_eq!(shares, [Some(0.0), Some(0.0)], "pool {pool}");
+        }
+    }
+    for name in &s.systems {
+        if name == "atp" {
+            continue;
+        }
+        let (rows, warnings) = run(name, large);
+        match get(&rows, "refused") {
+            Some(r) if r > 0.0 => {
+                assert_eq!(get(&rows, "time"), None, "{name}");
+                let why = rows
+                    .iter()
+                    .find_map(|(m, _)| m.strip_prefix(REFUSAL_PREFIX))
+                    .unwrap_or_else(|| panic!("{name}: no `refused: <why>` row"));
+                assert!(
+                    why.contains("one job") && warnings.iter().any(|m| m.contains(why)),
+                    "{name}: {why:?}"
+                );
+            }
+            Some(_) => {
+                assert_eq!(get(&rows, "wrong_workers"), Some(0.0), "{name}: {rows:?}");
+                assert_eq!(get(&rows, "shared"), Some(0.0), "{name}: {rows:?}");
+                assert!(get(&rows, "job2_time").is_some_and(|t| t > 0.0), "{name}");
+            }
+            None => panic!("{name}: the cell has neither a value nor a refusal"),
+        }
+    }
+}
+
+/// Gloo's ring all-reduce, the benchmark's second software reference, run for real when Gloo's
+/// headers and g++ are on this host (skipped with the reason printed otherwise; required under
+/// CI): every rank times every all-reduce and every sum is exact, and a contribution changed on
+/// one rank behind the others' backs is caught on every rank.
+#[test]
+fn gloo_ring_sums_exactly_and_a_wrong_contribution_is_caught() {
+    use inabench_workloads::bench::gloo::{self, GlooRun};
+    match gloo::available() {
+        Ok(v) => eprintln!("running with {v}"),
+        Err(e) => {
+            if !inabench_testkit::need(
+                &format!("Gloo ({e})"),
+                false,
+                "Debian packages libgloo-dev g++",
+            ) {
+                return;
+            }
+        }
+    }
+    let asked = |corrupt| GlooRun {
+        ranks: 4,
+        elements: 64,
+        ops: 20,
+        warmup: 2,
+        limit: std::time::Duration::from_secs(120),
+        corrupt,
+    };
+    let o = gloo::run(&asked(false)).expect("gloo");
+    assert_eq!(o.wrong, 0);
+    assert_eq!(o.latencies.len(), 4 * 20);
+    assert!(o.latencies.iter().all(|&l| l > 0));
+    // rank 1 adds 1 to element 0 of every contribution: every rank's every result is wrong
+    let o = gloo::run(&asked(true)).expect("gloo");
+    assert_eq!(o.wrong, 4 * (20 + 2));
+}

@@ -358,7 +358,52 @@ fn references() -> Vec<(&'static str, Other)> {
     vec![
         #[cfg(feature = "p4sgd")]
         ("mpi_allreduce", mpi_cell as Other),
+        ("gloo_ring", gloo_cell as Other),
     ]
+}
+
+/// Gloo's ring all-reduce (`gloo::AllreduceRing`, int32 sum; [`super::gloo`]) of the point's
+/// values across `workers` ranks, a process each on this host connected by Gloo's TCP transport
+/// on loopback, `gloo_ops` timed all-reduces per rank after `gloo_warmup_ops` untimed ones, every
+/// result checked against the exact sum by the driver; the cell's time is the median
+/// all-reduce's latency over every rank's. A host without Gloo's headers or g++ says so in the
+/// cell. Emulated: this host's processes over its loopback TCP, not a 100 Gbps network.
+fn gloo_cell(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+    use super::gloo;
+    let workers = ctx.positive_count("workers")?;
+    let elements = elements(ctx)?;
+    let run = gloo::GlooRun {
+        ranks: workers,
+        elements,
+        ops: ctx.positive_count("gloo_ops")? as u64,
+        warmup: ctx.count("gloo_warmup_ops")? as u64,
+        limit: std::time::Duration::from_secs(600),
+        corrupt: false,
+    };
+    let o = match gloo::run(&run) {
+        Ok(o) => o,
+        Err(gloo::GlooError::NotBuilt(why)) => {
+            return refuse(ctx, format!("Gloo is not on this host: {why}"));
+        }
+        Err(e) => return Err(WorkloadError::Invalid(e.to_string())),
+    };
+    ctx.log(
+        LogLevel::Info,
+        format!(
+            "gloo_ring: {}, {workers} ranks over loopback TCP on this host's {} cores",
+            o.version,
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        ),
+    );
+    ctx.record("refused", 0.0);
+    ctx.record("wrong_workers", o.wrong as f64);
+    if o.wrong > 0 {
+        return Err(WorkloadError::WrongResult(format!(
+            "{} of Gloo's results differ from the exact sum",
+            o.wrong
+        )));
+    }
+    record_time(ctx, middle_latency(o.latencies), elements)
 }
 
 /// OpenMPI's `MPI_Allreduce` (MPI_INT32_T, MPI_SUM) of the point's values across `workers` ranks,
@@ -408,7 +453,7 @@ fn mpi_cell(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
 }
 
 /// The elements of a point: `size_bytes` (a whole number of int32) or `elements`.
-fn elements(ctx: &PointCtx<'_>) -> Result<usize, WorkloadError> {
+pub(crate) fn elements(ctx: &PointCtx<'_>) -> Result<usize, WorkloadError> {
     match ctx.param("size_bytes") {
         Ok(b) => {
             if !(b >= 4.0 && b % 4.0 == 0.0 && b <= 4e9) {

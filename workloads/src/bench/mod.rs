@@ -9,6 +9,8 @@
 //! - `sparse` (with the Libra crate): `bench.sparse` (bench-sparse: sparse gradients with their
 //!   density, skew and Libra's hot-key table swept; Libra and PS-lite beside the dense systems'
 //!   all-reduce of the whole model).
+//! - [`twojobs`]: `bench.twojobs` (bench-twojobs: two jobs sharing one switch, ATP's multi-tenant
+//!   regime, over the pool size and the second job's size).
 //!
 //! A cell a system cannot run records `refused` = 1 and its reason as the row
 //! `refused: <why>` = 1 ([`allreduce::REFUSAL_PREFIX`]), which the leaderboard prints.
@@ -16,13 +18,16 @@
 use inabench_core::Workload;
 
 pub mod allreduce;
+pub mod gloo;
 #[cfg(feature = "libra")]
 pub mod sparse;
+pub mod twojobs;
 
 /// The benchmark family's workloads.
 pub fn workloads() -> Vec<Box<dyn Workload>> {
     vec![
         Box::new(allreduce::AllReduce),
+        Box::new(twojobs::TwoJobs),
         #[cfg(feature = "libra")]
         Box::new(sparse::Sparse),
     ]
