@@ -9,11 +9,11 @@
 //! frame was such a measurement (6.83-8.25 us by the host's load, p4sgd-fig15's
 //! gpusync-before-cpusync flipping at 6.99 us).
 //!
-//! Ignored by default: it runs 17 experiments' modelled classes twice, several minutes on a
-//! 2-core host (the larger P4SGD models, fig9/fig10/fig12/fig15, take tens of seconds each, and
+//! Ignored by default: it runs 15 experiments' modelled classes twice, 18 minutes on this
+//! shared 2-core host at load average 5-9 (p4sgd-fig15 and -table4 take minutes each, and
 //! the claims that rest on a host-profile input rerun points for their break-evens). Run it
-//! with `cargo test --release -p inabench --test modelled_load -- --ignored` (or the test binary
-//! with `--ignored`).
+//! with `cargo test --release --workspace --test modelled_load -- --ignored` (or the test binary,
+//! target/release/deps/modelled_load-*, with `--ignored`).
 
 use inabench::scoreboard;
 use inabench_core::catalog::{Catalog, spec_files};
