@@ -232,6 +232,10 @@ pub fn leaderboards_of(
                         )
                     } else if flag("wrong_workers").is_some_and(|v| v > 0.0) {
                         "a wrong sum (the point failed)".into()
+                    } else if flag("refused") == Some(0.0) {
+                        // the cell ran and recorded no value of this metric: it does not apply
+                        // to the system (bench-twojobs' fallback share on a static split)
+                        format!("ran, but records no {metric} here (it does not apply to it)")
                     } else if not_built.contains(s) {
                         "this version cannot run the system in this workload".into()
                     } else {
@@ -434,6 +438,15 @@ tables:
             sum[0].contains("a at 1 of 2 (size_bytes = 65536), ahead by 2.50x"),
             "{}",
             sum[0]
+        );
+        // a system that ran the cell but records no value of the metric says so
+        let ran = vec![row("a", 4096, "time", 3.0), row("b", 4096, "refused", 0.0)];
+        let boards = leaderboards_of(&spec, &ran, &[Fidelity::Simulated], &[]);
+        assert!(
+            boards[0].rows[0].missing.iter().any(|(s, why)| s == "b"
+                && why == "ran, but records no time here (it does not apply to it)"),
+            "{:?}",
+            boards[0].rows[0].missing
         );
         // a paper's spec gets no leaderboard
         let paper = SPEC
