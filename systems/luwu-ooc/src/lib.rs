@@ -64,6 +64,9 @@ pub enum OocError {
     Cancelled,
     #[error("an optimizer thread stopped unexpectedly: {0}")]
     Runtime(String),
+    /// The pipeline fed its scheduler an event the schedule cannot take (a bug, not an input).
+    #[error("the optimizer's schedule refused an event: {0}")]
+    Schedule(#[from] crate::sched::SchedError),
 }
 
 impl OocError {

@@ -526,7 +526,7 @@ fn coordinate(
                     Event::Updated { layer }
                 }
             };
-            sched.handle(ev).map_err(OocError::Runtime)?;
+            sched.handle(ev)?;
         }
         store.commit(step)?;
         report.iter_times.push(t0.elapsed());

@@ -95,6 +95,22 @@ impl<T> SsdQueues<T> {
     }
 }
 
+/// An event the scheduler's state cannot take (see [`Scheduler::handle`]); nothing changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchedError {
+    #[error("no layer {layer}")]
+    NoLayer { layer: usize },
+    #[error("no shard {shard} of layer {layer}")]
+    NoShard { shard: usize, layer: usize },
+    #[error("{phase:?} layer {layer} asked for out of order")]
+    OutOfOrder { phase: Phase, layer: usize },
+    /// An I/O completion or update that was never issued (`what`: which, in words).
+    #[error("unexpected {what} of layer {layer}")]
+    Unexpected { what: &'static str, layer: usize },
+    #[error("duplicate gradients of layer {layer}")]
+    DuplicateGrads { layer: usize },
+}
+
 /// Forward or backward+opt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Phase {
@@ -285,23 +301,23 @@ impl Scheduler {
     }
 
     /// Feed an event. Events that make no sense in the current state (a duplicate, an I/O that
-    /// was never issued) are reported as an error string and change nothing.
-    pub fn handle(&mut self, ev: Event) -> Result<(), String> {
+    /// was never issued) are reported as a [`SchedError`] and change nothing.
+    pub fn handle(&mut self, ev: Event) -> Result<(), SchedError> {
         match ev {
             Event::Want { phase, layer } => {
                 if layer >= self.layout.layers() {
-                    return Err(format!("no layer {layer}"));
+                    return Err(SchedError::NoLayer { layer });
                 }
                 let e = self.entry(phase, layer);
                 if e != self.next_push || self.tasks[e].wanted {
-                    return Err(format!("{phase:?} layer {layer} asked for out of order"));
+                    return Err(SchedError::OutOfOrder { phase, layer });
                 }
                 self.tasks[e].wanted = true;
                 self.try_push();
             }
             Event::IoDone { kind, layer, shard } => {
                 if layer >= self.layout.layers() || shard >= self.layout.shards(layer).len() {
-                    return Err(format!("no shard {shard} of layer {layer}"));
+                    return Err(SchedError::NoShard { shard, layer });
                 }
                 match kind {
                     IoKind::ReadParams => {
@@ -312,7 +328,10 @@ impl Scheduler {
                                 self.of_entry(e).1 == layer
                                     && self.tasks[e].params_wait.get(shard) == Some(&true)
                             })
-                            .ok_or_else(|| format!("unexpected parameter read of layer {layer}"))?;
+                            .ok_or(SchedError::Unexpected {
+                                what: "parameter read",
+                                layer,
+                            })?;
                         let t = &mut self.tasks[e];
                         t.params_wait[shard] = false;
                         t.params_pending -= 1;
@@ -322,7 +341,10 @@ impl Scheduler {
                     IoKind::ReadStates => {
                         let b = &mut self.bwd[layer];
                         if b.states_pending == 0 {
-                            return Err(format!("unexpected state read of layer {layer}"));
+                            return Err(SchedError::Unexpected {
+                                what: "state read",
+                                layer,
+                            });
                         }
                         b.states_pending -= 1;
                         self.try_update(layer);
@@ -330,7 +352,10 @@ impl Scheduler {
                     IoKind::WriteStates => {
                         let b = &mut self.bwd[layer];
                         if b.writes_pending == 0 {
-                            return Err(format!("unexpected state write of layer {layer}"));
+                            return Err(SchedError::Unexpected {
+                                what: "state write",
+                                layer,
+                            });
                         }
                         b.writes_pending -= 1;
                         if b.writes_pending == 0 {
@@ -350,9 +375,9 @@ impl Scheduler {
                 let b = self
                     .bwd
                     .get_mut(layer)
-                    .ok_or_else(|| format!("no layer {layer}"))?;
+                    .ok_or(SchedError::NoLayer { layer })?;
                 if b.grads {
-                    return Err(format!("duplicate gradients of layer {layer}"));
+                    return Err(SchedError::DuplicateGrads { layer });
                 }
                 b.grads = true;
                 self.try_update(layer);
@@ -362,11 +387,14 @@ impl Scheduler {
                     .layout
                     .shards
                     .get(layer)
-                    .ok_or_else(|| format!("no layer {layer}"))?
+                    .ok_or(SchedError::NoLayer { layer })?
                     .clone();
                 let b = &mut self.bwd[layer];
                 if !b.update_issued || b.updated {
-                    return Err(format!("unexpected update of layer {layer}"));
+                    return Err(SchedError::Unexpected {
+                        what: "update",
+                        layer,
+                    });
                 }
                 b.updated = true;
                 b.writes_pending = shards.len();
@@ -579,9 +607,9 @@ mod tests {
             }
         )));
         assert_eq!(a.len(), 2);
-        assert!(
-            s.handle(Event::Grads { layer: 2 }).is_err(),
-            "duplicate gradients"
+        assert_eq!(
+            s.handle(Event::Grads { layer: 2 }),
+            Err(SchedError::DuplicateGrads { layer: 2 })
         );
     }
 

@@ -177,21 +177,31 @@ pub fn transport_config(workers: usize) -> Config {
     }
 }
 
+/// Why training through the transport could not run or went wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// A configuration the training cannot run with (the point's parameters).
+    #[error("{0}")]
+    Config(&'static str),
+    /// A transfer through the transport gave a result that is not the exact one.
+    #[error("a transfer through the transport was not exact (finished: {finished})")]
+    NotExact { finished: bool },
+}
+
 /// Run one job through the transport; its result must be exact.
 fn transfer(
     tc: &Config,
     job: &Job,
     faults: Faults,
     curves: &mut Curves,
-) -> Result<Vec<i32>, String> {
+) -> Result<Vec<i32>, TrainError> {
     let (_, o) = run_sim(tc, job, faults, 600_000_000_000);
     curves.resends += o.resends;
     curves.transfers += 1;
     if !o.exact {
-        return Err(format!(
-            "a transfer through the transport was not exact (finished: {})",
-            o.finished
-        ));
+        return Err(TrainError::NotExact {
+            finished: o.finished,
+        });
     }
     if !job.params.is_empty() {
         Ok(o.pulled.first().cloned().unwrap_or_default())
@@ -201,18 +211,20 @@ fn transfer(
 }
 
 /// Train both systems and return their loss curves.
-pub fn train(cfg: &TrainConfig) -> Result<Curves, String> {
+pub fn train(cfg: &TrainConfig) -> Result<Curves, TrainError> {
     if cfg.workers < 2 || cfg.workers > 64 || cfg.dims.len() < 2 || cfg.micro_batch == 0 {
-        return Err("need 2..64 workers, at least two layer widths and a micro-batch".into());
+        return Err(TrainError::Config(
+            "need 2..64 workers, at least two layer widths and a micro-batch",
+        ));
     }
     let classes = cfg.dims[cfg.dims.len() - 1];
     let data = match cfg.data {
         Data::Clusters => clusters(cfg.samples, cfg.dims[0], classes, cfg.seed),
         Data::Bigram { vocab, context } => {
             if cfg.dims[0] != vocab * context || classes != vocab || vocab < 2 || context == 0 {
-                return Err(
-                    "a language model needs vocab x context inputs and vocab outputs".into(),
-                );
+                return Err(TrainError::Config(
+                    "a language model needs vocab x context inputs and vocab outputs",
+                ));
             }
             bigram_corpus(cfg.samples, vocab, context, cfg.seed)
         }

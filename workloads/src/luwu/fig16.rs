@@ -18,7 +18,10 @@ fn curves(cfg: &TrainConfig) -> Result<Arc<Curves>, WorkloadError> {
     if let Some(c) = cache.lock().ok().and_then(|m| m.get(&key).cloned()) {
         return Ok(c);
     }
-    let c = Arc::new(fig16::train(cfg).map_err(WorkloadError::Invalid)?);
+    let c = Arc::new(fig16::train(cfg).map_err(|e| match e {
+        fig16::TrainError::Config(_) => WorkloadError::BadParam(e.to_string()),
+        fig16::TrainError::NotExact { .. } => WorkloadError::WrongResult(e.to_string()),
+    })?);
     if let Ok(mut m) = cache.lock() {
         m.insert(key, c.clone());
     }

@@ -119,7 +119,7 @@ impl Workload for Fig8 {
                     .ok_or_else(|| WorkloadError::Param("mpi_allreduce_us".into()))?;
                 let ns = mpi
                     .latency_ns(workers, (elements * 4) as f64)
-                    .map_err(WorkloadError::Invalid)?;
+                    .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
                 Some(ns.round() as u64)
             } else {
                 None

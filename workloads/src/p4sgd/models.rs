@@ -90,6 +90,31 @@ pub struct Inputs {
     pub seed: u64,
 }
 
+/// What is wrong with an `mpi_allreduce_us` table, or a lookup it cannot answer.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum MpiTableError {
+    #[error("`{0}` is not NODES: BYTES=US ...")]
+    Row(String),
+    #[error("`{0}` is not a node count")]
+    Nodes(String),
+    #[error("`{0}` is not BYTES=US")]
+    Point(String),
+    #[error("`{0}` is not a size")]
+    Size(String),
+    #[error("`{0}` is not a latency")]
+    Latency(String),
+    #[error("`{0}`: sizes and latencies are positive")]
+    NotPositive(String),
+    #[error("node count {nodes}: sizes must increase at `{point}`")]
+    NotIncreasing { nodes: usize, point: String },
+    #[error("node count {0} has no sizes")]
+    NoSizes(usize),
+    #[error("no rows")]
+    NoRows,
+    #[error("mpi_allreduce_us has no row for {0} nodes")]
+    NoRowFor(usize),
+}
+
 /// A published MPI_Allreduce latency table: for each node count, (message bytes, mean latency
 /// in ns) in increasing size. From the spec's `mpi_allreduce_us`, written
 /// `"NODES: BYTES=US BYTES=US ...; NODES: ..."`.
@@ -99,38 +124,43 @@ pub struct MpiTable {
 }
 
 impl MpiTable {
-    pub fn parse(text: &str) -> Result<MpiTable, String> {
+    pub fn parse(text: &str) -> Result<MpiTable, MpiTableError> {
         let mut rows = Vec::new();
         for row in text.split(';').map(str::trim).filter(|r| !r.is_empty()) {
             let (n, pts) = row
                 .split_once(':')
-                .ok_or_else(|| format!("`{row}` is not NODES: BYTES=US ..."))?;
+                .ok_or_else(|| MpiTableError::Row(row.to_string()))?;
             let n: usize = n
                 .trim()
                 .parse()
-                .map_err(|_| format!("`{n}` is not a node count"))?;
+                .map_err(|_| MpiTableError::Nodes(n.to_string()))?;
             let mut v = Vec::new();
             for p in pts.split_whitespace() {
                 let (b, us) = p
                     .split_once('=')
-                    .ok_or_else(|| format!("`{p}` is not BYTES=US"))?;
-                let b: f64 = b.parse().map_err(|_| format!("`{b}` is not a size"))?;
-                let us: f64 = us.parse().map_err(|_| format!("`{us}` is not a latency"))?;
+                    .ok_or_else(|| MpiTableError::Point(p.to_string()))?;
+                let b: f64 = b.parse().map_err(|_| MpiTableError::Size(b.to_string()))?;
+                let us: f64 = us
+                    .parse()
+                    .map_err(|_| MpiTableError::Latency(us.to_string()))?;
                 if !(b > 0.0 && us > 0.0 && b.is_finite() && us.is_finite()) {
-                    return Err(format!("`{p}`: sizes and latencies are positive"));
+                    return Err(MpiTableError::NotPositive(p.to_string()));
                 }
                 if v.last().is_some_and(|(lb, _)| *lb >= b) {
-                    return Err(format!("node count {n}: sizes must increase at `{p}`"));
+                    return Err(MpiTableError::NotIncreasing {
+                        nodes: n,
+                        point: p.to_string(),
+                    });
                 }
                 v.push((b, us * 1e3));
             }
             if v.is_empty() {
-                return Err(format!("node count {n} has no sizes"));
+                return Err(MpiTableError::NoSizes(n));
             }
             rows.push((n, v));
         }
         if rows.is_empty() {
-            return Err("no rows".into());
+            return Err(MpiTableError::NoRows);
         }
         Ok(MpiTable { rows })
     }
@@ -149,9 +179,9 @@ impl MpiTable {
     /// The latency (ns) of an all-reduce of `bytes` among `nodes`: the smallest size's below
     /// it (latency-bound), interpolated on log-log axes between sizes, and past the largest
     /// size extended along the last segment's ns per byte.
-    pub fn latency_ns(&self, nodes: usize, bytes: f64) -> Result<f64, String> {
+    pub fn latency_ns(&self, nodes: usize, bytes: f64) -> Result<f64, MpiTableError> {
         let Some((_, v)) = self.rows.iter().find(|(n, _)| *n == nodes) else {
-            return Err(format!("mpi_allreduce_us has no row for {nodes} nodes"));
+            return Err(MpiTableError::NoRowFor(nodes));
         };
         let (b0, l0) = v[0];
         if bytes <= b0 {
@@ -422,7 +452,7 @@ pub fn cpusync_latency_ns(
         None => WorkloadError::Param("mpi_allreduce_us".into()),
     })?;
     t.latency_ns(workers, (elements * 4) as f64)
-        .map_err(WorkloadError::Invalid)
+        .map_err(|e| WorkloadError::Invalid(e.to_string()))
 }
 
 /// Time (ns) of one SwitchML all-reduce of `elements` values (inabench-ina's SwitchML, CPU
@@ -760,11 +790,20 @@ mod tests {
             (big - (10970.0 + 4096.0 * 4990.0 / 3072.0)).abs() < 1e-6,
             "{big}"
         );
-        assert!(t.latency_ns(3, 64.0).is_err());
-        assert!(MpiTable::parse("8: 64=3.9 32=3.8").is_err());
-        assert!(MpiTable::parse("8: 64=-1").is_err());
-        assert!(MpiTable::parse("x: 64=1").is_err());
-        assert!(MpiTable::parse("").is_err());
+        assert_eq!(t.latency_ns(3, 64.0), Err(MpiTableError::NoRowFor(3)));
+        assert!(matches!(
+            MpiTable::parse("8: 64=3.9 32=3.8"),
+            Err(MpiTableError::NotIncreasing { nodes: 8, .. })
+        ));
+        assert!(matches!(
+            MpiTable::parse("8: 64=-1"),
+            Err(MpiTableError::NotPositive(_))
+        ));
+        assert!(matches!(
+            MpiTable::parse("x: 64=1"),
+            Err(MpiTableError::Nodes(_))
+        ));
+        assert_eq!(MpiTable::parse(""), Err(MpiTableError::NoRows));
     }
 
     /// Every number the modelled class computes, for every system over a small grid.
