@@ -1,12 +1,16 @@
 //! What sets aleph-xdp-scale's two timings of the aggregation program apart (issue #33): the
 //! in-place cost (BPF statistics while a veth group aggregates) and the `BPF_PROG_TEST_RUN` cost,
-//! each under a setup changed one thing at a time. Needs root, clang and libbpf.
+//! each under a setup changed one thing at a time. Needs root, clang and libbpf; built by
+//! `cargo test --release --workspace --no-run` (target/release/examples/xdp_cost_probe). What
+//! it measured is in experiments/aleph/xdp-scale.yaml's description.
 //!
-//! `xdp_cost_probe inplace <seconds> <segments> <senders: other|node> <test-run block>
-//! [group|fresh] [slices, 0: one per 400 ms]`: one
-//! [`cpu::program_cost_with`] measurement, printed on one line.
-//! `xdp_cost_probe testrun <segments> <rounds> <block>...`: test runs alone on this thread's core
-//! (the first allowed one) for each block size, printed one line each.
+//! - `inplace <seconds> <segments> <senders: other|node> <test-run block> [group|fresh]
+//!   [slices, 0: one per 400 ms]`: one [`cpu::program_cost_with`] measurement on one line
+//!   (`group 0` is aleph-xdp-scale's design, `fresh 1` the former one).
+//! - `testrun <segments> <rounds> <block>...`: test runs alone on the calling thread's CPU for
+//!   each block size (run it under `taskset -c 0 chrt -f 50` as the measurement does).
+//! - `same <segments> <rounds> <times>`: one map timed again and again beside fresh maps.
+//! - `stats <runs>`: what the BPF statistics count per run of the empty program on this CPU.
 
 use inabench_aleph::testbed::cpu;
 use std::time::Duration;
