@@ -23,11 +23,13 @@
 //! ```text
 //! netreduce_worker <rank> <control ip of worker 0> <... of worker 1> ... [--port 18600]
 //!                  [--messages 8] [--msg-packets 170] [--window 2] [--mtu 1024] [--seed 1]
-//!                  [--rto-ms 500] [--split K] [--device NAME] [--gid-index N]
+//!                  [--rto-ms 500] [--split K] [--slots S] [--device NAME] [--gid-index N]
 //! ```
 //! `--split K` reports the time of messages 0..K-1 and K.. apart (the rig's test turns loss on
-//! at message K). Prints one line per message and `netreduce_worker: ok`; exits 1 on the first
-//! failure.
+//! at message K). `--slots S` (default: every message its own place) registers S messages' worth
+//! of memory per QP and reuses it in turn: message m goes to place m mod S, and is checked before
+//! message m+S is posted (else after the last message). Prints one line per message and
+//! `netreduce_worker: ok`; exits 1 on the first failure.
 
 #[path = "ring_qps/mod.rs"]
 mod ring_qps;
@@ -53,12 +55,13 @@ struct Args {
     seed: u64,
     rto_ms: u64,
     split: Option<u32>,
+    slots: Option<u32>,
     device: Option<String>,
     gid_index: Option<u8>,
 }
 
 fn args() -> R<Args> {
-    let usage = "usage: netreduce_worker <rank> <ctl-ip-0> <ctl-ip-1> ... [--port P] [--messages M] [--msg-packets L] [--window W] [--mtu B] [--seed S] [--rto-ms T] [--split K] [--device NAME] [--gid-index N]";
+    let usage = "usage: netreduce_worker <rank> <ctl-ip-0> <ctl-ip-1> ... [--port P] [--messages M] [--msg-packets L] [--window W] [--mtu B] [--seed S] [--rto-ms T] [--split K] [--slots S] [--device NAME] [--gid-index N]";
     let a: Vec<String> = std::env::args().skip(1).collect();
     let rank = a
         .first()
@@ -75,6 +78,7 @@ fn args() -> R<Args> {
         seed: 1,
         rto_ms: 500,
         split: None,
+        slots: None,
         device: None,
         gid_index: None,
     };
@@ -96,6 +100,7 @@ fn args() -> R<Args> {
             "--seed" => out.seed = v.parse().map_err(|_| bad())?,
             "--rto-ms" => out.rto_ms = v.parse().map_err(|_| bad())?,
             "--split" => out.split = Some(v.parse().map_err(|_| bad())?),
+            "--slots" => out.slots = Some(v.parse().map_err(|_| bad())?),
             "--device" => out.device = Some(v.clone()),
             "--gid-index" => out.gid_index = Some(v.parse().map_err(|_| bad())?),
             _ => return Err(usage.into()),
@@ -104,6 +109,9 @@ fn args() -> R<Args> {
     }
     if out.ips.len() < 2 || out.rank >= out.ips.len() || out.messages == 0 {
         return Err(usage.into());
+    }
+    if out.slots.is_some_and(|s| s <= out.window) {
+        return Err(format!("--slots must exceed the window ({})", out.window));
     }
     Ok(out)
 }
@@ -125,32 +133,34 @@ fn run() -> R<()> {
         Some(i) => i,
         None => pick_gid(&v, a.device.as_deref())?,
     };
-    let mut plan = QpPlan::rc(
-        a.mtu,
-        a.msg_packets,
-        a.window,
-        a.messages,
-        a.rto_ms * 1_000_000,
-    );
+    // the places in each QP's memory: every message its own, or --slots of them in turn
+    let slots = a.slots.unwrap_or(a.messages).min(a.messages);
+    let mut plan = QpPlan::rc(a.mtu, a.msg_packets, a.window, slots, a.rto_ms * 1_000_000);
     // distinct first PSNs per worker; worker 0's first message crosses the 24-bit wrap
     plan.sq_psn = (PSN_MASK - 40 + me as u32 * 0x0010_0001) & PSN_MASK;
     let mb = plan.message_bytes() as usize;
     // my messages: the INA header, then my values
     let per_msg = (mb - NetReduceHeader::LEN) / 4;
+    // message m in its place: the INA header, then my values
+    let write_message = |msg: &mut [u8], m: u32| -> R<()> {
+        let h = NetReduceHeader {
+            ring_id: 0,
+            rank: me as u16,
+            msg_id: m,
+            msg_len: a.msg_packets,
+        };
+        h.emit(&mut msg[..NetReduceHeader::LEN])
+            .map_err(|e| format!("INA header: {e}"))?;
+        for (k, w) in msg[NetReduceHeader::LEN..].chunks_exact_mut(4).enumerate() {
+            w.copy_from_slice(&value(a.seed, me, m, k).to_be_bytes());
+        }
+        Ok(())
+    };
     let mut header = Ok(());
     let fill = |buf: &mut [u8]| {
         for (m, msg) in buf.chunks_mut(mb).enumerate() {
-            let h = NetReduceHeader {
-                ring_id: 0,
-                rank: me as u16,
-                msg_id: m as u32,
-                msg_len: a.msg_packets,
-            };
-            if let Err(e) = h.emit(&mut msg[..NetReduceHeader::LEN]) {
-                header = Err(format!("INA header: {e}"));
-            }
-            for (k, w) in msg[NetReduceHeader::LEN..].chunks_exact_mut(4).enumerate() {
-                w.copy_from_slice(&value(a.seed, me, m as u32, k).to_be_bytes());
+            if let Err(e) = write_message(msg, m as u32) {
+                header = Err(e);
             }
         }
     };
@@ -177,7 +187,33 @@ fn run() -> R<()> {
         q.pred_send.qpn
     );
     q.barrier(b'R')?;
-    let (send, recv, succ_recv) = (&q.send, &q.recv, q.succ_recv);
+    let succ_recv = q.succ_recv;
+    // message m's aggregate in its place: the predecessor's INA header, then the sums of every
+    // worker's values
+    let check = |msg: &[u8], m: u32| -> R<String> {
+        let h = NetReduceHeader::parse(&msg[..NetReduceHeader::LEN])
+            .map_err(|e| format!("message {m}: INA header: {e}"))?;
+        if (usize::from(h.rank), h.msg_id, h.msg_len, h.ring_id) != (pred, m, a.msg_packets, 0) {
+            return Err(format!(
+                "message {m}: INA header {h:?}, expected rank {pred}'s for MsgID {m}"
+            ));
+        }
+        for (k, w) in msg[NetReduceHeader::LEN..].chunks_exact(4).enumerate() {
+            let want = (0..n).fold(0i32, |s, r| s.wrapping_add(value(a.seed, r, m, k)));
+            let got = i32::from_be_bytes([w[0], w[1], w[2], w[3]]);
+            if got != want {
+                let mine = value(a.seed, me, m, k);
+                let theirs = value(a.seed, pred, m, k);
+                return Err(format!(
+                    "message {m} value {k}: {got}, the sum is {want} (my value {mine}, the predecessor's {theirs})"
+                ));
+            }
+        }
+        Ok(format!(
+            "message {m}: aggregate exact ({per_msg} values), INA header of rank {pred}, immediate {m}"
+        ))
+    };
+    let place = |m: usize| (m % slots as usize) * mb..(m % slots as usize + 1) * mb;
 
     // the all-reduce: WRITEs with immediate = MsgID, `window` in flight
     let writes = plan.writes();
@@ -185,14 +221,34 @@ fn run() -> R<()> {
     let t0 = Instant::now();
     let (mut next, mut sent, mut got) = (0usize, 0usize, 0usize);
     let mut at = vec![Duration::ZERO; total];
+    // the messages checked (in order) and their lines
+    let mut lines: Vec<String> = Vec::with_capacity(total);
     while sent < total || got < total {
-        while next < total && next - sent < a.window as usize {
-            send.post_write(next as u64, &writes[next], &succ_recv, Some(next as u32))
+        // message `next` takes the place of message next - slots: posted once that one's data
+        // was sent and its aggregate arrived and was checked
+        while next < total
+            && next - sent < a.window as usize
+            && (next < slots as usize || got > next - slots as usize)
+        {
+            if next >= slots as usize {
+                let old = next - slots as usize;
+                if lines.len() == old {
+                    lines.push(check(&q.recv.buf[place(old)], old as u32)?);
+                }
+                write_message(&mut q.send.buf[place(next)], next as u32)?;
+            }
+            q.send
+                .post_write(
+                    next as u64,
+                    &writes[next % slots as usize],
+                    &succ_recv,
+                    Some(next as u32),
+                )
                 .map_err(|e| e.to_string())?;
             next += 1;
         }
         let mut idle = true;
-        for c in send.poll(4).map_err(|e| e.to_string())? {
+        for c in q.send.poll(4).map_err(|e| e.to_string())? {
             idle = false;
             if c.wr_id != sent as u64 || c.status != WC_SUCCESS || c.opcode != WC_RDMA_WRITE {
                 return Err(format!(
@@ -201,7 +257,7 @@ fn run() -> R<()> {
             }
             sent += 1;
         }
-        for c in recv.poll(4).map_err(|e| e.to_string())? {
+        for c in q.recv.poll(4).map_err(|e| e.to_string())? {
             idle = false;
             let want = Completion {
                 wr_id: got as u64,
@@ -218,7 +274,8 @@ fn run() -> R<()> {
             at[got] = t0.elapsed();
             got += 1;
             if posted < a.messages {
-                recv.post_recv(u64::from(posted), 0, 0)
+                q.recv
+                    .post_recv(u64::from(posted), 0, 0)
                     .map_err(|e| e.to_string())?;
                 posted += 1;
             }
@@ -234,34 +291,13 @@ fn run() -> R<()> {
     }
     let wall = t0.elapsed();
 
-    // every message: the predecessor's INA header, then the sums of every worker's values
-    let mut values = 0usize;
-    for (m, msg) in recv.buf.chunks(mb).enumerate() {
-        let h = NetReduceHeader::parse(&msg[..NetReduceHeader::LEN])
-            .map_err(|e| format!("message {m}: INA header: {e}"))?;
-        if (usize::from(h.rank), h.msg_id, h.msg_len, h.ring_id)
-            != (pred, m as u32, a.msg_packets, 0)
-        {
-            return Err(format!(
-                "message {m}: INA header {h:?}, expected rank {pred}'s for MsgID {m}"
-            ));
-        }
-        for (k, w) in msg[NetReduceHeader::LEN..].chunks_exact(4).enumerate() {
-            let want = (0..n).fold(0i32, |s, r| s.wrapping_add(value(a.seed, r, m as u32, k)));
-            let got = i32::from_be_bytes([w[0], w[1], w[2], w[3]]);
-            if got != want {
-                let mine = value(a.seed, me, m as u32, k);
-                let theirs = value(a.seed, pred, m as u32, k);
-                return Err(format!(
-                    "message {m} value {k}: {got}, the sum is {want} (my value {mine}, the predecessor's {theirs})"
-                ));
-            }
-            values += 1;
-        }
-        println!(
-            "message {m}: aggregate exact ({per_msg} values), INA header of rank {pred}, immediate {m}, in at {:.6} s",
-            at[m].as_secs_f64()
-        );
+    // every message not checked yet (all of them without --slots)
+    for m in lines.len()..total {
+        lines.push(check(&q.recv.buf[place(m)], m as u32)?);
+    }
+    let values = per_msg * total;
+    for (m, l) in lines.iter().enumerate() {
+        println!("{l}, in at {:.6} s", at[m].as_secs_f64());
     }
     q.barrier(b'D')?;
     let split = match a.split {
@@ -276,7 +312,7 @@ fn run() -> R<()> {
         _ => String::new(),
     };
     println!(
-        "netreduce_worker: rank {me}: all {total} messages exact: {values} int32 values, each the sum of the {n} workers' values, through plain RC QPs ({} packets of {} B per message, window {}); {:.3} s{split}",
+        "netreduce_worker: rank {me}: all {total} messages exact: {values} int32 values, each the sum of the {n} workers' values, through plain RC QPs ({} packets of {} B per message, window {}, {slots} places); {:.3} s{split}",
         a.msg_packets,
         a.mtu,
         a.window,

@@ -39,6 +39,10 @@ use std::sync::{Arc, Mutex};
 /// The INA header in front of each message's values.
 const INA_HEADER: usize = 16;
 
+/// The memory per QP a guest registers for the stream's messages (sending and receiving QP
+/// alike), at most.
+const SLOT_BYTES: usize = 64 << 20;
+
 /// Where the rig and its programs are.
 #[derive(Debug, Clone)]
 pub struct RigConfig {
@@ -107,12 +111,13 @@ impl RigTable6 {
             p.mtu
         );
         let guest = format!(
-            "exec /mnt/share/netreduce_worker $RIG_GUEST $RIG_CTL_IPS --messages {} --msg-packets {} --window {} --mtu {} --seed {}",
+            "exec /mnt/share/netreduce_worker $RIG_GUEST $RIG_CTL_IPS --messages {} --msg-packets {} --window {} --mtu {} --seed {} --slots {}",
             p.messages(reps),
             p.msg_packets,
             p.window,
             p.mtu,
-            p.seed
+            p.seed,
+            p.slots(reps)
         );
         let out = Command::new("bash")
             .arg(&self.cfg.script)
@@ -181,6 +186,14 @@ impl Layout {
     /// Messages of the whole stream of `reps` repetitions.
     pub fn messages(&self, reps: usize) -> usize {
         self.messages_per_rep() * reps
+    }
+
+    /// The places in each guest QP's memory the stream takes in turn (`netreduce_worker
+    /// --slots`): every message its own up to SLOT_BYTES, else as many as fit (a guest has 1 GiB
+    /// for its two QPs' memory), never fewer than the window needs.
+    pub fn slots(&self, reps: usize) -> usize {
+        let fit = SLOT_BYTES / (self.msg_packets * self.mtu).max(1);
+        self.messages(reps).min(fit.max(self.window + 1))
     }
 }
 
@@ -394,16 +407,6 @@ impl Workload for RigTable6 {
             seed: ctx.seed,
         };
         let reps = (ctx.point.warmup + ctx.point.repetitions) as usize;
-        // the guests hold every message of the stream in a registered buffer
-        let bytes = p.messages(reps) * p.msg_packets * p.mtu;
-        if bytes > 256 << 20 {
-            return Err(WorkloadError::BadParam(format!(
-                "{} repetitions of {} elements are {} MiB in each guest's buffers; the rig's guests hold 256 MiB",
-                reps,
-                p.elements,
-                bytes >> 20
-            )));
-        }
         let index = if ctx.warmup {
             ctx.repetition as usize
         } else {
@@ -503,6 +506,17 @@ mod tests {
             (p.per_message(), p.messages_per_rep(), p.messages(2)),
             (4, 2, 4)
         );
+        assert_eq!(p.slots(2), 4, "every message its own place");
+        // Table 6's full profile: 385 messages of 170 x 1024 B, 11 repetitions, take turns in
+        // the 385 places of 64 MiB
+        let full = Layout {
+            elements: 16_753_660,
+            msg_packets: 170,
+            window: 2,
+            mtu: 1024,
+            seed: 1,
+        };
+        assert_eq!((full.messages(11), full.slots(11)), (4235, 385));
         let (o, facts) = parse(OUT, 2, &p, 2).expect("parses");
         let Outcome::Exact(r) = o else {
             panic!("{o:?}")
