@@ -463,3 +463,75 @@ fn gloo_ring_sums_exactly_and_a_wrong_contribution_is_caught() {
     let o = gloo::run(&asked(true)).expect("gloo");
     assert_eq!(o.wrong, 4 * (20 + 2));
 }
+
+/// bench-allreduce's LuWu row runs LuWu's push/pull (its crate's WorkerNICs, SmartSwitch and
+/// AggNIC on the sim fabric) as an all-reduce: at the quick profile's smallest point every
+/// worker's pulled vector is the exact sum, and the time is at least the vector's serialisation
+/// twice over the AggNIC's one link (the sums in, then out); a point of one worker is refused
+/// with the sentence why, not a zero.
+#[cfg(feature = "luwu")]
+#[test]
+fn luwu_push_pull_all_reduces_exactly_and_refuses_one_worker() {
+    let s = Spec::load(&root().join("experiments/bench/allreduce.yaml")).expect("spec");
+    let units = |m: &str| s.metric(m).map(|x| x.unit.clone()).unwrap_or_default();
+    let points = expand(&s, "quick").expect("quick");
+    let w = AllReduce;
+    let p = points
+        .iter()
+        .filter(|p| p.system == "luwu")
+        .min_by_key(|p| {
+            let v = |k: &str| p.params.get(k).and_then(|x| x.as_f64()).expect(k) as u64;
+            (v("size_bytes"), v("workers"))
+        })
+        .expect("a luwu point")
+        .clone();
+    let mut one = p.clone();
+    one.params
+        .insert("workers".into(), inabench_core::value::Scalar::Int(1));
+    for (point, runs) in [(&p, true), (&one, false)] {
+        let (mut rows, mut warnings) = (Vec::new(), Vec::new());
+        let mut sink = |e: Event| match e {
+            Event::Row(r) => rows.push((r.metric, r.value)),
+            Event::Log {
+                level: LogLevel::Warn,
+                message,
+                ..
+            } => warnings.push(message),
+            _ => {}
+        };
+        let cancel = AtomicBool::new(false);
+        let mut ctx = PointCtx::new(
+            point,
+            0,
+            Fidelity::Simulated,
+            "sim",
+            0,
+            false,
+            1,
+            "test",
+            &s.id,
+            &cancel,
+            &mut sink,
+            &units,
+        );
+        w.run(&mut ctx).expect("the cell");
+        let get = |m: &str| rows.iter().find(|(k, _)| k == m).map(|(_, v)| *v);
+        if runs {
+            assert_eq!(get("refused"), Some(0.0), "{rows:?}");
+            assert_eq!(get("wrong_workers"), Some(0.0), "{rows:?}");
+            let bytes = point.params["size_bytes"].as_f64().expect("size");
+            let rate = point.params["line_rate_gbps"].as_f64().expect("rate") * 1e9;
+            let twice_us = 2.0 * bytes * 8.0 / rate * 1e6;
+            let t = get("time").expect("a time");
+            assert!(t >= twice_us, "{t} us under {twice_us} us: {rows:?}");
+        } else {
+            assert_eq!(get("refused"), Some(1.0), "{rows:?}");
+            assert_eq!(get("time"), None, "{rows:?}");
+            assert!(
+                rows.iter()
+                    .any(|(m, _)| m.starts_with(REFUSAL_PREFIX) && m.contains("two WorkerNICs")),
+                "{rows:?}"
+            );
+        }
+    }
+}

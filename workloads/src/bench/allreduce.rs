@@ -43,7 +43,101 @@ fn others() -> Vec<(&'static str, Other)> {
         ("p4sgd", p4sgd_cell as Other),
         #[cfg(feature = "libra")]
         ("ps_lite", ps_lite_cell as Other),
+        #[cfg(feature = "luwu")]
+        ("luwu", luwu_cell as Other),
     ]
+}
+
+/// LuWu's push/pull (`inabench_luwu`: its WorkerNIC and AggNIC transports and SmartSwitch
+/// program, with credits and heartbeats) as an all-reduce of the point's dense vector: every
+/// WorkerNIC pushes its int32 gradient (the values the list's systems sum,
+/// [`inabench_ina::common::gradient`]), the switch sums them into its gradient table and forwards
+/// the sums to the AggNIC (one more host on the switch: LuWu's optimizer node); then the AggNIC
+/// pushes the sums as its parameter vector, which the switch broadcasts and every WorkerNIC
+/// pulls. Two jobs of LuWu's transport on the sim fabric ([`inabench_luwu::run::run_sim`], through
+/// the seam), one after the other, as in LuWu's step (luwu-fig16: gradients pushed, then
+/// parameters pulled); the cell's time is the push job's data time (its start to the AggNIC's last
+/// sum drained) plus the pull job's (its start to the last worker's last value drained). The AggNIC's pulled sum and every worker's pulled vector are
+/// checked against the exact sum. Knobs (`luwu__*`) are luwu-pushpull's: 64 values a packet, the
+/// window of 4970 packets its heartbeat figure implies, heartbeats every T_send / 4 (Appendix B),
+/// a 2 s resend timeout staggered by timeout / workers. LuWu's NICs are FPGAs: no host CPU cost
+/// a frame (as luwu-pushpull), its links LuWu's (`inabench_luwu::run::sim_link`: the line rate,
+/// 0.5 us).
+#[cfg(feature = "luwu")]
+fn luwu_cell(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+    use inabench_fabric::fault::Faults;
+    use inabench_luwu::run::{Job, run_sim};
+    use inabench_luwu::transport::Config;
+    let workers = ctx.positive_count("workers")?;
+    let elements = elements(ctx)?;
+    if workers < 2 {
+        return refuse(
+            ctx,
+            format!("{workers} worker: LuWu's switch aggregates at least two WorkerNICs"),
+        );
+    }
+    let vpp = ctx.positive_count("luwu__values_per_packet")?;
+    let window = ctx.positive_count("luwu__window")?;
+    let rate = ctx.param("line_rate_gbps").unwrap_or(100.0) * 1e9;
+    let timeout_ns = (ctx.param("luwu__resend_timeout_ms")? * 1e6) as u64;
+    let t_send = Config::t_send_ns(window, vpp, rate);
+    let cfg = Config {
+        workers,
+        values_per_packet: vpp,
+        window,
+        line_rate_bps: rate,
+        heartbeat_ns: (t_send / 4.0) as u64,
+        resend_timeout_ns: timeout_ns,
+        stagger_ns: timeout_ns / workers as u64,
+        consumer_rate: vec![1.0; workers],
+        agg_consumer_rate: 1.0,
+    };
+    let limit_ns = (ctx.param("time_limit_ms").unwrap_or(10_000.0) * 1e6) as u64;
+    let want = reference_sum(ctx.seed, workers, elements);
+    let push = Job {
+        grads: (0..workers)
+            .map(|w| inabench_ina::common::gradient(ctx.seed, w, elements))
+            .collect(),
+        max: false,
+        params: Vec::new(),
+    };
+    let (_, p) = run_sim(&cfg, &push, Faults::default(), limit_ns);
+    if !p.finished {
+        return Err(WorkloadError::Invalid(format!(
+            "LuWu's push did not finish within {} ms of virtual time",
+            limit_ns / 1_000_000
+        )));
+    }
+    let pull = Job {
+        grads: vec![Vec::new(); workers],
+        max: false,
+        params: p.aggregate.clone(),
+    };
+    let (_, q) = run_sim(&cfg, &pull, Faults::default(), limit_ns);
+    if !q.finished {
+        return Err(WorkloadError::Invalid(format!(
+            "LuWu's pull did not finish within {} ms of virtual time",
+            limit_ns / 1_000_000
+        )));
+    }
+    // the AggNIC's sum and every worker's pulled vector against the exact sum
+    let agg_wrong = p.aggregate != want;
+    let wrong = q.pulled.iter().filter(|v| **v != want).count()
+        + (q.pulled.len() < workers) as usize * (workers - q.pulled.len());
+    ctx.record("refused", 0.0);
+    ctx.record("wrong_workers", wrong as f64);
+    ctx.record_if_declared("retransmissions", (p.resends + q.resends) as f64);
+    if agg_wrong || wrong > 0 || !p.exact || !q.exact {
+        return Err(WorkloadError::WrongResult(format!(
+            "LuWu's all-reduce is not exact: the AggNIC's sum {}, {wrong} of {workers} workers' pulled vectors wrong",
+            if agg_wrong { "wrong" } else { "right" }
+        )));
+    }
+    // the data's times, as the list's systems' (first packet to the last worker's result): the
+    // AggNIC's last sum drained, then the last worker's last value drained; the senders' wait for
+    // their final Ack heartbeat (up to T_send / 4 later) ends neither job's data
+    let pull_ns = q.pull_ns.iter().copied().max().unwrap_or(0);
+    record_time(ctx, (p.push_ns + pull_ns).max(1) as f64, elements)
 }
 
 /// A parameter server (PS-lite: the Libra crate's worker and server code with every pair at one
