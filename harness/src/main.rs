@@ -387,11 +387,7 @@ fn run(cli: Cli) -> Result<i32> {
             }
             // a resumed run keeps the overrides it was planned with
             let overrides = match &rig {
-                Some(r) if resume.is_none() => {
-                    let mut o = overrides;
-                    o.set.splice(0..0, r.set.iter().cloned());
-                    o
-                }
+                Some(r) if resume.is_none() => r.merge(overrides)?,
                 _ => overrides,
             };
             let placement = placement(

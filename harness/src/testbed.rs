@@ -4,7 +4,7 @@
 
 pub use inabench_core::testbed::*;
 
-use inabench_core::overrides::SetParam;
+use inabench_core::overrides::{Overrides, SetParam};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -31,6 +31,14 @@ pub enum RigError {
     Launcher { testbed: String, launcher: String },
     #[error("the testbed {testbed}'s rig.set: {why}")]
     Set { testbed: String, why: String },
+    #[error(
+        "the testbed {testbed}'s rig fixes `{fixed}`; --set `{asked}` cannot change it (run without this --testbed for other values)"
+    )]
+    Fixed {
+        testbed: String,
+        fixed: String,
+        asked: String,
+    },
 }
 
 /// A testbed's rig, ready to stand in for the software classes of the experiments it names:
@@ -107,6 +115,24 @@ impl RigRun {
             }
         }
         Ok(())
+    }
+
+    /// The command line's overrides with the rig's fixed parameters in front (the manifest
+    /// records both); a `--set` of a parameter the rig fixes is refused.
+    pub fn merge(&self, mut o: Overrides) -> Result<Overrides, RigError> {
+        if let Some((f, a)) = self
+            .set
+            .iter()
+            .find_map(|f| o.set.iter().find(|a| a.key == f.key).map(|a| (f, a)))
+        {
+            return Err(RigError::Fixed {
+                testbed: self.testbed.clone(),
+                fixed: f.text.clone(),
+                asked: a.text.clone(),
+            });
+        }
+        o.set.splice(0..0, self.set.iter().cloned());
+        Ok(o)
     }
 
     /// The builtin workloads with the rig's in place of those it stands in for.

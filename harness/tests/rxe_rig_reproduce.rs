@@ -60,6 +60,23 @@ fn a_rig_testbed_that_cannot_run_is_one_sentence_and_runs_nothing() {
         err.contains("runs netreduce-table6 only; netreduce-table1 has no rows on it"),
         "{err}"
     );
+    // a parameter the rig fixes
+    let out = reproduce(
+        &results,
+        &[
+            "netreduce-table6",
+            "--testbed",
+            &rig,
+            "--set",
+            "host_stack=nic",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("rig fixes `host_stack=paper`; --set `host_stack=nic` cannot change it"),
+        "{err}"
+    );
     assert!(!results.exists() || std::fs::read_dir(&results).expect("results").count() == 0);
 }
 
