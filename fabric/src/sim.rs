@@ -644,6 +644,17 @@ impl<N: Endpoint> SimFabric<N> {
         max_ns: Nanos,
         mut done: impl FnMut(Nanos, &[N]) -> bool,
     ) -> &SimReport {
+        self.run_until_event(max_ns, |now, _, nodes| done(now, nodes))
+    }
+
+    /// As [`SimFabric::run_until_at`], the stop condition also told which node handled the event
+    /// (its packet, timer or transmit wake-up; the only node the fabric called), so that it can
+    /// look at that node alone instead of every node after every event.
+    pub fn run_until_event(
+        &mut self,
+        max_ns: Nanos,
+        mut done: impl FnMut(Nanos, NodeId, &[N]) -> bool,
+    ) -> &SimReport {
         for id in 0..self.nodes.len() as NodeId {
             self.drain(id, 0);
         }
@@ -663,7 +674,7 @@ impl<N: Endpoint> SimFabric<N> {
             if !self.handle_event(now, node, popped) {
                 continue;
             }
-            if done(now, &self.nodes) {
+            if done(now, node, &self.nodes) {
                 self.report.finished = true;
                 break;
             }

@@ -224,3 +224,176 @@ fn nodes_must_have_their_index_as_id() {
     let r = f.run(bad, &Until::workers(0, 1, 1_000));
     assert!(matches!(r, Err(FabricError::BadIds { index: 0, id: 3 })));
 }
+
+/// A worker of the stop-check test: bounces a count off the hub until it reaches `limit`. Done
+/// at `limit`, also (when `back`) while its count is 2 mod 5 (done, then not done again), and
+/// once the frames every node received (`total`, shared) reach `cap`: a done state another
+/// node's event can turn.
+struct Bouncer {
+    id: NodeId,
+    hub: NodeId,
+    count: u64,
+    limit: u64,
+    back: bool,
+    out: Option<u64>,
+    total: Arc<AtomicU64>,
+    cap: u64,
+}
+
+impl Endpoint for Bouncer {
+    fn id(&self) -> NodeId {
+        self.id
+    }
+    fn handle_packet(&mut self, _now: Nanos, _from: NodeId, frame: &[u8]) {
+        self.total.fetch_add(1, Ordering::Relaxed);
+        let Ok(b) = <[u8; 8]>::try_from(frame) else {
+            return;
+        };
+        self.count = u64::from_le_bytes(b);
+        if self.count < self.limit {
+            self.out = Some(self.count);
+        }
+    }
+    fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
+        self.out.take().map(|c| Transmit {
+            to: self.hub,
+            bytes: c.to_le_bytes().to_vec(),
+        })
+    }
+    fn poll_timeout(&self) -> Option<Nanos> {
+        None
+    }
+    fn handle_timeout(&mut self, _now: Nanos) {}
+    fn is_done(&self) -> bool {
+        self.count >= self.limit
+            || (self.back && self.count % 5 == 2)
+            || self.total.load(Ordering::Relaxed) >= self.cap
+    }
+}
+
+/// The hub: answers count `c` with `c + 1`; done while it has nothing to send (not counted).
+struct Hub {
+    id: NodeId,
+    out: VecDeque<Transmit>,
+    total: Arc<AtomicU64>,
+}
+
+impl Endpoint for Hub {
+    fn id(&self) -> NodeId {
+        self.id
+    }
+    fn handle_packet(&mut self, _now: Nanos, from: NodeId, frame: &[u8]) {
+        self.total.fetch_add(1, Ordering::Relaxed);
+        let Ok(b) = <[u8; 8]>::try_from(frame) else {
+            return;
+        };
+        self.out.push_back(Transmit {
+            to: from,
+            bytes: (u64::from_le_bytes(b) + 1).to_le_bytes().to_vec(),
+        });
+    }
+    fn poll_transmit(&mut self, _now: Nanos) -> Option<Transmit> {
+        self.out.pop_front()
+    }
+    fn poll_timeout(&self) -> Option<Nanos> {
+        None
+    }
+    fn handle_timeout(&mut self, _now: Nanos) {}
+    fn is_done(&self) -> bool {
+        self.out.is_empty()
+    }
+}
+
+fn bouncers(workers: u32, back: &[u32], cap: u64) -> Vec<Box<dyn Endpoint>> {
+    let total = Arc::new(AtomicU64::new(0));
+    let mut nodes: Vec<Box<dyn Endpoint>> = (0..workers)
+        .map(|i| {
+            Box::new(Bouncer {
+                id: i,
+                hub: workers,
+                count: 0,
+                limit: 20 + 3 * u64::from(i),
+                back: back.contains(&i),
+                out: Some(0),
+                total: total.clone(),
+                cap,
+            }) as Box<dyn Endpoint>
+        })
+        .collect();
+    nodes.push(Box::new(Hub {
+        id: workers,
+        out: VecDeque::new(),
+        total,
+    }));
+    nodes
+}
+
+/// `sim`'s stop check looks at the node that handled the event and one witness, not every node
+/// after every event (issue #39): its runs end at the same event, with the same done times of
+/// every node, as the full scan after every event (the check before), also for done states
+/// that go back, that another node's event turns (a shared cap), with loss, and unfinished.
+#[test]
+fn sims_stop_check_ends_where_a_scan_of_every_node_after_every_event_does() {
+    let lossy = Faults {
+        loss: 0.05,
+        seed: 11,
+        ..Faults::default()
+    };
+    let mut ends = BTreeSet::new();
+    for faults in [Faults::default(), lossy] {
+        for back in [&[][..], &[1, 3], &[0, 1, 2, 3, 4]] {
+            for cap in [u64::MAX, 40, 97, 150] {
+                for limit_ns in [u64::MAX, 3_000] {
+                    let case = format!("{faults:?} back {back:?} cap {cap} limit {limit_ns}");
+                    let until = Until::workers(5, 6, limit_ns);
+                    let mut sim = Sim::new(LinkConfig::gbps100(), 5);
+                    sim.faults = faults;
+                    let (_, rep) = sim.run(bouncers(5, back, cap), &until).expect("runs");
+                    // the check before: every node after every event
+                    let free = inabench_fabric::sim::NodeConfig {
+                        rx_cost_ns: 0,
+                        tx_cost_ns: 0,
+                    };
+                    let mut f = inabench_fabric::sim::SimFabric::new(
+                        bouncers(5, back, cap),
+                        vec![free; 6],
+                        5,
+                        LinkConfig::gbps100(),
+                        faults,
+                    );
+                    let mut done_at = vec![0; 6];
+                    let want = f
+                        .run_until_at(limit_ns, |now, nodes| {
+                            let mut all = true;
+                            for (i, node) in nodes.iter().enumerate() {
+                                if node.is_done() {
+                                    if done_at[i] == 0 {
+                                        done_at[i] = now.max(1);
+                                    }
+                                } else if i < 5 {
+                                    all = false;
+                                }
+                            }
+                            all
+                        })
+                        .clone();
+                    assert_eq!(rep.finished, want.finished, "{case}");
+                    assert_eq!(rep.end_ns, want.end_ns, "{case}");
+                    let got: Vec<Nanos> = rep.nodes.iter().map(|n| n.done_ns).collect();
+                    assert_eq!(got, done_at, "{case}");
+                    let frames: Vec<u64> = rep.nodes.iter().map(|n| n.frames_rx).collect();
+                    let frames_want: Vec<u64> = want.nodes.iter().map(|n| n.frames_rx).collect();
+                    assert_eq!(frames, frames_want, "{case}");
+                    ends.insert((want.finished, want.end_ns));
+                }
+            }
+        }
+    }
+    // the cases end differently: early (a cap; a moment every worker is done at once), at the
+    // workers' own end, at the limit, unfinished (a lost frame, no resend)
+    assert!(ends.len() >= 6, "{ends:?}");
+    assert!(
+        ends.iter().any(|e| e.0) && ends.iter().any(|e| !e.0),
+        "{ends:?}"
+    );
+}
