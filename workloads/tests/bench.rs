@@ -535,3 +535,50 @@ fn luwu_push_pull_all_reduces_exactly_and_refuses_one_worker() {
         }
     }
 }
+
+/// bench-allreduce's ALEPH row is a refused cell at every point, with the sentence why (its
+/// aggregation is an XDP program in servers, with no sim endpoint that is not the star's hub),
+/// never a time.
+#[cfg(feature = "aleph")]
+#[test]
+fn aleph_is_refused_with_why_at_every_point() {
+    let s = Spec::load(&root().join("experiments/bench/allreduce.yaml")).expect("spec");
+    let units = |m: &str| s.metric(m).map(|x| x.unit.clone()).unwrap_or_default();
+    let points = expand(&s, "quick").expect("quick");
+    let w = AllReduce;
+    let mut seen = 0;
+    for p in points.iter().filter(|p| p.system == "aleph") {
+        let mut rows = Vec::new();
+        let mut sink = |e: Event| {
+            if let Event::Row(r) = e {
+                rows.push((r.metric, r.value));
+            }
+        };
+        let cancel = AtomicBool::new(false);
+        let mut ctx = PointCtx::new(
+            p,
+            0,
+            Fidelity::Simulated,
+            "sim",
+            0,
+            false,
+            1,
+            "test",
+            &s.id,
+            &cancel,
+            &mut sink,
+            &units,
+        );
+        w.run(&mut ctx).expect("the cell");
+        let get = |m: &str| rows.iter().find(|(k, _)| k == m).map(|(_, v)| *v);
+        assert_eq!(get("refused"), Some(1.0), "{rows:?}");
+        assert_eq!(get("time"), None, "{rows:?}");
+        assert!(
+            rows.iter()
+                .any(|(m, _)| m.starts_with(REFUSAL_PREFIX) && m.contains("XDP program")),
+            "{rows:?}"
+        );
+        seen += 1;
+    }
+    assert!(seen > 0, "bench-allreduce lists no aleph point");
+}

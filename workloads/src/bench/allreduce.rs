@@ -45,7 +45,27 @@ fn others() -> Vec<(&'static str, Other)> {
         ("ps_lite", ps_lite_cell as Other),
         #[cfg(feature = "luwu")]
         ("luwu", luwu_cell as Other),
+        #[cfg(feature = "aleph")]
+        ("aleph", aleph_cell as Other),
     ]
+}
+
+/// ALEPH's hierarchical aggregation: a refused cell, with why. ALEPH aggregates in servers, not
+/// in the switch: its Aggregation Service is an XDP program on an aggregator's NIC (the slots of
+/// `drivers/xdp`, measured per packet on this host by aleph-xdp-scale's emulated class, the host
+/// profile's `systems.aleph_xdp_driver.worker.program`), and its hierarchy is M-WCHA's choice of
+/// aggregators across a multi-tier topology (aleph-fig9, fig10). The suite's sim endpoints of the
+/// service (`inabench_aleph::service`: `Service` and `Member`) run with the service as the sim
+/// star's hub (`systems/aleph/tests/reliability.rs`, the Integrity Check's loss sweep): a link
+/// of its own to every member, which no server has, and no cost per packet for the program, so
+/// a time there would be that of an aggregating switch, not ALEPH's; and on one switch the
+/// hierarchy collapses to one aggregator. Not a zero and not a number: the cell says so.
+#[cfg(feature = "aleph")]
+fn aleph_cell(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+    refuse(
+        ctx,
+        "ALEPH aggregates in servers (an XDP program on the aggregator's NIC, timed per packet by aleph-xdp-scale), not in the switch; its sim endpoints (inabench_aleph::service) run only as the star's hub, with a link to every member and no per-packet program cost, which would time an aggregating switch, not ALEPH, and one switch leaves its hierarchy one aggregator".to_string(),
+    )
 }
 
 /// LuWu's push/pull (`inabench_luwu`: its WorkerNIC and AggNIC transports and SmartSwitch
