@@ -188,6 +188,12 @@ pub struct SwitchMlWorker {
     current: Vec<Option<usize>>,
     /// per slot: (chunk in flight, deadline)
     outstanding: Vec<Option<(usize, Nanos)>>,
+    /// (deadline, slot, chunk) of every send in send order, hence in deadline order (a deadline
+    /// is the send's time plus the one timeout, and time does not go back); an entry whose slot
+    /// no longer holds that (chunk, deadline) is stale and is dropped when it reaches the front,
+    /// so the front is the earliest live deadline and `poll_timeout` reads it without scanning
+    /// every slot
+    deadlines: VecDeque<(Nanos, usize, usize)>,
     /// per chunk: its result was accepted (the release's received-packet bitmap)
     got: Vec<bool>,
     received: usize,
@@ -214,6 +220,16 @@ impl SwitchMlWorker {
         let a = (c * self.layout.per_packet).min(self.grad.len());
         let b = (a + self.layout.per_packet).min(self.grad.len());
         &self.grad[a..b]
+    }
+
+    /// Drop the stale entries at the front of `deadlines`.
+    fn prune_deadlines(&mut self) {
+        while let Some(&(d, s, c)) = self.deadlines.front() {
+            if self.outstanding[s] == Some((c, d)) {
+                break;
+            }
+            self.deadlines.pop_front();
+        }
     }
 
     fn header(&self, c: usize) -> SwitchMlHeader {
@@ -277,6 +293,7 @@ impl Endpoint for SwitchMlWorker {
         self.got[c] = true;
         self.received += 1;
         self.outstanding[s] = None;
+        self.prune_deadlines();
         self.current[s] = None;
         // a resend of c may be queued after a timeout: the result makes it moot
         self.queue.retain(|&q| q != c);
@@ -308,7 +325,10 @@ impl Endpoint for SwitchMlWorker {
             }
         };
         let s = c % self.layout.slots;
-        self.outstanding[s] = Some((c, now + self.rto_ns));
+        let deadline = now + self.rto_ns;
+        self.outstanding[s] = Some((c, deadline));
+        self.deadlines.push_back((deadline, s, c));
+        self.prune_deadlines();
         let n = self.layout.per_packet;
         let bytes = frame_in_n(
             self.pool.take(HDR + 4 * n),
@@ -333,18 +353,28 @@ impl Endpoint for SwitchMlWorker {
     }
 
     fn poll_timeout(&self) -> Option<Nanos> {
-        self.outstanding.iter().flatten().map(|(_, d)| *d).min()
+        // the front is live (pruned after every change): the earliest deadline
+        self.deadlines.front().map(|&(d, _, _)| d)
     }
 
     fn handle_timeout(&mut self, now: Nanos) {
-        for slot in self.outstanding.iter_mut() {
-            if let Some((c, d)) = *slot
-                && d <= now
-            {
-                *slot = None;
-                self.queue.push_back(c);
+        // every expired slot, queued for a resend in slot order (as a scan of the slots would)
+        let mut expired = Vec::new();
+        while let Some(&(d, s, c)) = self.deadlines.front() {
+            if d > now {
+                break;
+            }
+            self.deadlines.pop_front();
+            if self.outstanding[s] == Some((c, d)) {
+                self.outstanding[s] = None;
+                expired.push((s, c));
             }
         }
+        expired.sort_unstable();
+        for (_, c) in expired {
+            self.queue.push_back(c);
+        }
+        self.prune_deadlines();
     }
 
     fn is_done(&self) -> bool {
@@ -705,6 +735,7 @@ impl System for SwitchMl {
                     result: vec![0; cfg.elements],
                     current: vec![None; layout.slots],
                     outstanding: vec![None; layout.slots],
+                    deadlines: VecDeque::new(),
                     got: vec![false; layout.chunks],
                     received: 0,
                     queue: VecDeque::new(),
