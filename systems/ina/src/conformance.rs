@@ -1,12 +1,16 @@
 //! What every system passes, whatever it is: one all-reduce with exact results on every
-//! in-process fabric (`sim`, `mem`, `udp` threads), through [`inabench_fabric::Fabric`]. The
-//! systems of [`crate::SYSTEMS`] pass it in `tests/conformance.rs`; a new system passes it
-//! before it is added to the list (the worked example in ARCHITECTURE.md, "Adding a system",
-//! is a test system that does exactly that without any other file changing).
+//! in-process fabric (`sim`, `mem`, `udp` threads), through [`inabench_fabric::Fabric`]'s one
+//! door ([`inabench_fabric::Fabric::run_deployment`]: each node built alone by
+//! [`System::build_node`], as a node process builds its own). The systems of [`crate::SYSTEMS`]
+//! pass it in `tests/conformance.rs`; a new system passes it before it is added to the list (the
+//! worked example in ARCHITECTURE.md, "Adding a system", is a test system that does exactly that
+//! without any other file changing).
 
 use crate::common::{AllReduceConfig, SetupNode, System};
 use inabench_fabric::fault::Faults;
-use inabench_fabric::{FabricChoice, Until, udp::IoModel};
+use inabench_fabric::{
+    BuildError, Deployed, Deployment, FabricChoice, FabricError, Ran, udp::IoModel,
+};
 
 /// One fabric's outcome of the conformance all-reduce.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,20 +68,38 @@ pub fn on_every_fabric(
             60_000_000_000,
         ),
     ];
+    let nodes = sys
+        .build(cfg)
+        .map_err(|e| ConformanceError::Build {
+            system: sys.name(),
+            why: e.to_string(),
+        })?
+        .into_nodes()
+        .len();
+    let d = Conformance { sys, cfg, nodes };
     let mut out = Vec::new();
     for (choice, limit_ns) in choices {
-        let setup = sys.build(cfg).map_err(|e| ConformanceError::Build {
-            system: sys.name(),
-            why: e.to_string(),
-        })?;
-        let nodes = setup.into_nodes();
-        let until = Until::workers(cfg.workers, nodes.len(), limit_ns);
         let mut f = choice.build::<SetupNode>(Faults::default(), Vec::new());
-        let (nodes, rep) = f.run(nodes, &until).map_err(|e| ConformanceError::Fabric {
-            system: sys.name(),
-            fabric: f.name(),
-            why: e.to_string(),
-        })?;
+        let fabric = f.name();
+        let Deployed { report: rep, nodes } =
+            f.run_deployment(&d, limit_ns).map_err(|e| match e {
+                FabricError::Build { node, source } => ConformanceError::Build {
+                    system: sys.name(),
+                    why: format!("node {node}: {source}"),
+                },
+                e => ConformanceError::Fabric {
+                    system: sys.name(),
+                    fabric,
+                    why: e.to_string(),
+                },
+            })?;
+        let Ran::Here(nodes) = nodes else {
+            return Err(ConformanceError::Fabric {
+                system: sys.name(),
+                fabric,
+                why: "the nodes ran apart, not in this process".into(),
+            });
+        };
         let (mut workers, mut correct) = (0, 0);
         for n in &nodes {
             if let SetupNode::Worker(w) = n {
@@ -95,4 +117,25 @@ pub fn on_every_fabric(
         });
     }
     Ok(out)
+}
+
+/// The conformance all-reduce as every fabric deploys it: `nodes` nodes of `sys`'s setup for
+/// `cfg`, the workers counted, node `i` built alone by [`System::build_node`]; no job line (the
+/// in-process fabrics only).
+struct Conformance<'a> {
+    sys: &'a dyn System,
+    cfg: &'a AllReduceConfig,
+    nodes: usize,
+}
+
+impl Deployment<SetupNode> for Conformance<'_> {
+    fn nodes(&self) -> usize {
+        self.nodes
+    }
+    fn counted(&self) -> usize {
+        self.cfg.workers
+    }
+    fn build_node(&self, node: usize) -> Result<SetupNode, BuildError> {
+        Ok(self.sys.build_node(self.cfg, node)?)
+    }
 }
