@@ -340,6 +340,7 @@ fn sims_stop_check_ends_where_a_scan_of_every_node_after_every_event_does() {
         ..Faults::default()
     };
     let mut ends = BTreeSet::new();
+    let mut naive_missed = 0;
     for faults in [Faults::default(), lossy] {
         for back in [&[][..], &[1, 3], &[0, 1, 2, 3, 4]] {
             for cap in [u64::MAX, 40, 97, 150] {
@@ -385,6 +386,27 @@ fn sims_stop_check_ends_where_a_scan_of_every_node_after_every_event_does() {
                     let frames_want: Vec<u64> = want.nodes.iter().map(|n| n.frames_rx).collect();
                     assert_eq!(frames, frames_want, "{case}");
                     ends.insert((want.finished, want.end_ns));
+                    // a check that looked only at the node that handled the event would miss
+                    // the workers a shared cap turns at another node's event
+                    let mut f = inabench_fabric::sim::SimFabric::new(
+                        bouncers(5, back, cap),
+                        vec![free; 6],
+                        5,
+                        LinkConfig::gbps100(),
+                        faults,
+                    );
+                    let mut seen: Option<Vec<bool>> = None;
+                    let naive = f
+                        .run_until_event(limit_ns, |_, node, nodes| {
+                            let seen = seen
+                                .get_or_insert_with(|| nodes.iter().map(|n| n.is_done()).collect());
+                            seen[node as usize] = nodes[node as usize].is_done();
+                            seen[..5].iter().all(|d| *d)
+                        })
+                        .clone();
+                    if naive.end_ns != want.end_ns {
+                        naive_missed += 1;
+                    }
                 }
             }
         }
@@ -392,6 +414,10 @@ fn sims_stop_check_ends_where_a_scan_of_every_node_after_every_event_does() {
     // the cases end differently: early (a cap; a moment every worker is done at once), at the
     // workers' own end, at the limit, unfinished (a lost frame, no resend)
     assert!(ends.len() >= 6, "{ends:?}");
+    assert!(
+        naive_missed > 0,
+        "no case needs more than the handling node's state"
+    );
     assert!(
         ends.iter().any(|e| e.0) && ends.iter().any(|e| !e.0),
         "{ends:?}"
