@@ -7,9 +7,9 @@
 //! The simulated classes of `FAST_SIMULATED` are checked too: they charge host costs from the
 //! reference host profile (experiments/hosts/reference.yaml), a declared input, and measure
 //! nothing on this host, so they are a function of spec, profile and seed (their break-even
-//! reruns included). The benchmark family's bench-allreduce, bench-hetero and bench-small (their
-//! simulated class) are among them; bench-loss is not (a point with SwitchML's wrong sum fails,
-//! which this test reads as a point of the suite's own that failed).
+//! reruns included). The benchmark family's bench-allreduce, bench-hetero, bench-small and
+//! bench-twojobs (their simulated class) are among them; bench-loss is not (a point with
+//! SwitchML's wrong sum fails, which this test reads as a point of the suite's own that failed).
 //!
 //! Left out on purpose: P4SGD's larger models (fig9, fig10, fig12, fig15: deterministic since
 //! #34, but tens of seconds each), the Libra aggregation experiments that take a minute or more
@@ -54,10 +54,11 @@ const FAST: [&str; 24] = [
 /// Simulated classes that read only the spec and the host profile, never this host, and run in
 /// seconds (netreduce-table6 in about a minute and a half with its break-even searches,
 /// p4sgd-fig8 in about half a minute with its: its CPU systems read the profile since #34).
-const FAST_SIMULATED: [&str; 10] = [
+const FAST_SIMULATED: [&str; 11] = [
     "bench-allreduce",
     "bench-hetero",
     "bench-small",
+    "bench-twojobs",
     "netreduce-fig7",
     "netreduce-table6",
     "libra-fig14",
