@@ -582,3 +582,75 @@ fn aleph_is_refused_with_why_at_every_point() {
     }
     assert!(seen > 0, "bench-allreduce lists no aleph point");
 }
+
+/// The emulated class runs the list's systems on this host's udp fabric (a process per node, or
+/// threads where no node binary is at hand, as in this test): every worker's sum exact, the time
+/// under its own metric (`single_time`, one cold all-reduce, never ranked beside the references'
+/// `time`), and more workers than the class runs refused with the sentence.
+#[test]
+fn the_list_systems_run_on_this_hosts_udp_fabric_in_the_emulated_class() {
+    use inabench_core::value::Scalar;
+    let s = Spec::load(&root().join("experiments/bench/small.yaml")).expect("spec");
+    let units = |m: &str| s.metric(m).map(|x| x.unit.clone()).unwrap_or_default();
+    let points = expand(&s, "quick").expect("quick");
+    let w = AllReduce;
+    let run = |p: &inabench_core::plan::Point| {
+        let mut rows = Vec::new();
+        let mut sink = |e: Event| {
+            if let Event::Row(r) = e {
+                rows.push((r.metric, r.value));
+            }
+        };
+        let cancel = AtomicBool::new(false);
+        let mut ctx = PointCtx::new(
+            p,
+            0,
+            Fidelity::Emulated,
+            "loopback",
+            0,
+            false,
+            1,
+            "test",
+            &s.id,
+            &cancel,
+            &mut sink,
+            &units,
+        );
+        w.run(&mut ctx).expect("the cell");
+        rows
+    };
+    let mut ran = 0;
+    for p in points.iter().filter(|p| {
+        matches!(p.system.as_str(), "switchml" | "atp" | "ring_allreduce")
+            && p.params.get("elements").and_then(|v| v.as_f64()) == Some(32.0)
+    }) {
+        let rows = run(p);
+        let get = |m: &str| rows.iter().find(|(k, _)| k == m).map(|(_, v)| *v);
+        assert_eq!(get("refused"), Some(0.0), "{}: {rows:?}", p.system);
+        assert_eq!(get("wrong_workers"), Some(0.0), "{}: {rows:?}", p.system);
+        assert!(get("single_time").is_some_and(|t| t > 0.0), "{rows:?}");
+        assert_eq!(
+            get("time"),
+            None,
+            "{}: never ranked with the references",
+            p.system
+        );
+        ran += 1;
+    }
+    assert_eq!(
+        ran, 3,
+        "bench-small's quick profile lost a point at 32 values"
+    );
+    let mut nine = points
+        .iter()
+        .find(|p| p.system == "switchml")
+        .expect("a switchml point")
+        .clone();
+    nine.params.insert("workers".into(), Scalar::Int(9));
+    let rows = run(&nine);
+    assert!(
+        rows.iter()
+            .any(|(m, v)| *v == 1.0 && m.starts_with(REFUSAL_PREFIX) && m.contains("at most 8")),
+        "{rows:?}"
+    );
+}
