@@ -49,6 +49,36 @@ pub struct NodeJob {
 }
 
 impl NodeJob {
+    /// The job that runs one all-reduce of `system` for `cfg` under `faults` (the inverse of
+    /// [`NodeJob::config`]); `node` is set per node by the fabric.
+    pub fn for_config(
+        system: &str,
+        cfg: &AllReduceConfig,
+        faults: &Faults,
+        io: &str,
+        deadline_ms: u64,
+    ) -> NodeJob {
+        NodeJob {
+            system: system.to_string(),
+            node: 0,
+            workers: cfg.workers,
+            elements: cfg.elements,
+            seed: cfg.seed,
+            line_rate_bps: cfg.line_rate_bps,
+            mtu: cfg.mtu,
+            timeout_ns: cfg.timeout_ns,
+            knobs: cfg.knobs.clone(),
+            io: io.to_string(),
+            loss: faults.loss,
+            duplicate: faults.duplicate,
+            reorder: faults.reorder,
+            reorder_delay_ns: faults.reorder_delay_ns,
+            fault_seed: faults.seed,
+            deadline_ms,
+            bind_any: false,
+        }
+    }
+
     pub fn config(&self) -> AllReduceConfig {
         AllReduceConfig {
             workers: self.workers,

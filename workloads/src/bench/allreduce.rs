@@ -314,25 +314,7 @@ fn udp_cell(ctx: &mut PointCtx<'_>, sys: &dyn System) -> Result<(), WorkloadErro
         return refuse(ctx, format!("{workers} workers: {why}"));
     }
     let faults = crate::fabric::faults(ctx)?;
-    let job = NodeJob {
-        system: sys.name().to_string(),
-        node: 0,
-        workers: cfg.workers,
-        elements: cfg.elements,
-        seed: cfg.seed,
-        line_rate_bps: cfg.line_rate_bps,
-        mtu: cfg.mtu,
-        timeout_ns: cfg.timeout_ns,
-        knobs: cfg.knobs.clone(),
-        io: "event".into(),
-        loss: faults.loss,
-        duplicate: faults.duplicate,
-        reorder: faults.reorder,
-        reorder_delay_ns: faults.reorder_delay_ns,
-        fault_seed: faults.seed,
-        deadline_ms: 60_000,
-        bind_any: false,
-    };
+    let job = NodeJob::for_config(sys.name(), &cfg, &faults, "event", 60_000);
     let out = run_udp(&job, &Spawn::detect()).map_err(crate::fabric::run_error)?;
     let ws: Vec<_> = out.nodes.iter().filter(|n| n.is_worker).collect();
     let wrong = ws.iter().filter(|w| w.finished && !w.correct).count();
@@ -583,23 +565,55 @@ fn gloo_cell(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
         }
         Err(e) => return Err(WorkloadError::Invalid(e.to_string())),
     };
+    let ran = Reference {
+        name: "gloo_ring",
+        maker: "Gloo",
+        over: "loopback TCP",
+        version: &o.version,
+    };
+    record_reference(ctx, ran, workers, o.wrong, o.latencies, elements)
+}
+
+/// A software reference's run, for [`record_reference`].
+struct Reference<'a> {
+    /// the cell's system
+    name: &'static str,
+    /// whose code it is, for the wrong-result sentence
+    maker: &'static str,
+    /// what carries its ranks' messages on this host
+    over: &'static str,
+    version: &'a str,
+}
+
+/// The cell of a software reference that ran: what ran (logged), its wrong results (a wrong
+/// one fails the point) and the median latency of its timed operations over every rank's.
+fn record_reference(
+    ctx: &mut PointCtx<'_>,
+    ran: Reference<'_>,
+    workers: usize,
+    wrong: u64,
+    latencies: Vec<u64>,
+    elements: usize,
+) -> Result<(), WorkloadError> {
     ctx.log(
         LogLevel::Info,
         format!(
-            "gloo_ring: {}, {workers} ranks over loopback TCP on this host's {} cores",
-            o.version,
+            "{}: {}, {workers} ranks over {} on this host's {} cores",
+            ran.name,
+            ran.version,
+            ran.over,
             std::thread::available_parallelism().map_or(0, |n| n.get())
         ),
     );
     ctx.record("refused", 0.0);
-    ctx.record("wrong_workers", o.wrong as f64);
-    if o.wrong > 0 {
+    ctx.record("wrong_workers", wrong as f64);
+    if wrong > 0 {
         return Err(WorkloadError::WrongResult(format!(
-            "{} of Gloo's results differ from the exact sum",
-            o.wrong
+            "{wrong} of {}'s results differ from the exact sum",
+            ran.maker
         )));
     }
-    record_time(ctx, middle_latency(o.latencies), elements)
+    record_time(ctx, middle_latency(latencies), elements)
 }
 
 /// OpenMPI's `MPI_Allreduce` (MPI_INT32_T, MPI_SUM) of the point's values across `workers` ranks,
@@ -629,23 +643,13 @@ fn mpi_cell(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
         }
         Err(e) => return Err(WorkloadError::Invalid(e.to_string())),
     };
-    ctx.log(
-        LogLevel::Info,
-        format!(
-            "mpi_allreduce: {}, {workers} ranks over shared memory on this host's {} cores",
-            o.version,
-            std::thread::available_parallelism().map_or(0, |n| n.get())
-        ),
-    );
-    ctx.record("refused", 0.0);
-    ctx.record("wrong_workers", o.wrong as f64);
-    if o.wrong > 0 {
-        return Err(WorkloadError::WrongResult(format!(
-            "{} of OpenMPI's results differ from the exact sum",
-            o.wrong
-        )));
-    }
-    record_time(ctx, middle_latency(o.latencies), elements)
+    let ran = Reference {
+        name: "mpi_allreduce",
+        maker: "OpenMPI",
+        over: "shared memory",
+        version: &o.version,
+    };
+    record_reference(ctx, ran, workers, o.wrong, o.latencies, elements)
 }
 
 /// The elements of a point: `size_bytes` (a whole number of int32) or `elements`.

@@ -286,25 +286,7 @@ fn run_on_udp(
             "io is `event`, `busy_poll` or `threads`, not `{io}`"
         )));
     }
-    let job = NodeJob {
-        system: ctx.system().to_string(),
-        node: 0,
-        workers: cfg.workers,
-        elements: cfg.elements,
-        seed: cfg.seed,
-        line_rate_bps: cfg.line_rate_bps,
-        mtu: cfg.mtu,
-        timeout_ns: cfg.timeout_ns,
-        knobs: cfg.knobs.clone(),
-        io,
-        loss: faults.loss,
-        duplicate: faults.duplicate,
-        reorder: faults.reorder,
-        reorder_delay_ns: faults.reorder_delay_ns,
-        fault_seed: faults.seed,
-        deadline_ms: 60_000,
-        bind_any: false,
-    };
+    let job = NodeJob::for_config(ctx.system(), cfg, &faults, &io, 60_000);
     let spawn = Spawn::detect();
     if raw {
         return run_on_raw(ctx, cfg, &job, &spawn);
