@@ -23,14 +23,20 @@ use crate::endpoint::{Endpoint, Nanos, NodeId, Transmit};
 
 /// A node of a run in one of three roles. `O` defaults to a boxed endpoint, so a system with no
 /// third role writes `Node<MyWorker, MySwitch>`.
+///
+/// `WAIT_ON_WORKERS` is the one thing the role decides: with `false` (the default) every call,
+/// `is_done` included, is the variant's; with `true` a switch or other node counts as done
+/// (`is_done` is `true` whatever the endpoint says) and only a worker's own `is_done` is asked,
+/// so a run's "every node done" waits on its workers (ina's `SetupNode`: its switches keep
+/// `Endpoint`'s default `false`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Node<W, S, O = Box<dyn Endpoint>> {
+pub enum Node<W, S, O = Box<dyn Endpoint>, const WAIT_ON_WORKERS: bool = false> {
     Worker(W),
     Switch(S),
     Other(O),
 }
 
-impl<W, S, O> Node<W, S, O> {
+impl<W, S, O, const WAIT_ON_WORKERS: bool> Node<W, S, O, WAIT_ON_WORKERS> {
     pub fn worker(&self) -> Option<&W> {
         match self {
             Node::Worker(w) => Some(w),
@@ -107,7 +113,9 @@ impl<W, S, O> Node<W, S, O> {
     }
 }
 
-impl<W: Endpoint, S: Endpoint, O: Endpoint> Node<W, S, O> {
+impl<W: Endpoint, S: Endpoint, O: Endpoint, const WAIT_ON_WORKERS: bool>
+    Node<W, S, O, WAIT_ON_WORKERS>
+{
     /// The node as an endpoint, whatever its role.
     pub fn endpoint(&self) -> &dyn Endpoint {
         match self {
@@ -127,8 +135,10 @@ impl<W: Endpoint, S: Endpoint, O: Endpoint> Node<W, S, O> {
 }
 
 /// Every call goes to the variant's endpoint, unchanged (defaulted methods too: a node's
-/// `is_done`, `counters` and `recycle` are its variant's).
-impl<W: Endpoint, S: Endpoint, O: Endpoint> Endpoint for Node<W, S, O> {
+/// `counters` and `recycle` are its variant's, and so is `is_done` unless `WAIT_ON_WORKERS`).
+impl<W: Endpoint, S: Endpoint, O: Endpoint, const WAIT_ON_WORKERS: bool> Endpoint
+    for Node<W, S, O, WAIT_ON_WORKERS>
+{
     fn id(&self) -> NodeId {
         self.endpoint().id()
     }
@@ -145,7 +155,11 @@ impl<W: Endpoint, S: Endpoint, O: Endpoint> Endpoint for Node<W, S, O> {
         self.endpoint_mut().handle_timeout(now)
     }
     fn is_done(&self) -> bool {
-        self.endpoint().is_done()
+        match self {
+            Node::Worker(w) => w.is_done(),
+            _ if WAIT_ON_WORKERS => true,
+            n => n.endpoint().is_done(),
+        }
     }
     fn counters(&self) -> Vec<(&'static str, u64)> {
         self.endpoint().counters()
@@ -263,6 +277,40 @@ mod tests {
             .collect();
             assert_eq!(*log.lock().expect("log"), want, "{name}");
         }
+    }
+
+    #[test]
+    fn waiting_on_workers_counts_the_other_roles_done_and_asks_only_workers() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let rec = |name, id| Rec {
+            name,
+            id,
+            log: log.clone(),
+        };
+        // Rec's is_done is true for "switch" only: each role's answer tells the rules apart
+        let mut waits: Vec<Node<Rec, Rec, Rec, true>> = vec![
+            Node::Worker(rec("worker", 1)),
+            Node::Switch(rec("other", 2)),
+            Node::Other(rec("worker", 3)),
+        ];
+        let own: Vec<Node<Rec, Rec, Rec>> = vec![
+            Node::Worker(rec("worker", 1)),
+            Node::Switch(rec("other", 2)),
+            Node::Other(rec("switch", 3)),
+        ];
+        log.lock().expect("log").clear();
+        let got: Vec<bool> = waits.iter().map(|n| n.is_done()).collect();
+        assert_eq!(got, [false, true, true]);
+        assert_eq!(
+            *log.lock().expect("log"),
+            ["worker:is_done"],
+            "only the worker asked"
+        );
+        let got: Vec<bool> = own.iter().map(|n| n.is_done()).collect();
+        assert_eq!(got, [false, false, true], "each variant's own answer");
+        // every other call still goes to the variant
+        let (id, t, to, _) = exercise(&mut waits[1]);
+        assert_eq!((id, t.map(|t| t.to), to), (2, Some(102), Some(2000)));
     }
 
     #[test]

@@ -324,12 +324,11 @@ pub fn check_inputs(cfg: &AllReduceConfig, inputs: &[Vec<i32>]) -> Result<(), Se
     Ok(())
 }
 
-/// A node of a [`Setup`] on a fabric: a worker or the switch (or another endpoint).
-pub enum SetupNode {
-    Worker(Box<dyn Worker>),
-    Switch(Box<dyn Switch>),
-    Other(Box<dyn Endpoint>),
-}
+/// A node of a [`Setup`] on a fabric: a worker or the switch (or another endpoint), fabric's one
+/// role node. Its switch and other nodes count as done (`WAIT_ON_WORKERS`): a run waits on its
+/// workers, and the switches keep `Endpoint`'s default `is_done`.
+pub type SetupNode =
+    inabench_fabric::Node<Box<dyn Worker>, Box<dyn Switch>, Box<dyn Endpoint>, true>;
 
 impl Setup {
     /// The nodes in id order: workers 0..n, the switch n, then the others.
@@ -371,54 +370,6 @@ pub fn counter_sum(nodes: &[SetupNode], name: &str) -> u64 {
         .filter(|(k, _)| *k == name)
         .map(|(_, v)| v)
         .sum()
-}
-
-impl SetupNode {
-    fn ep(&self) -> &dyn Endpoint {
-        match self {
-            SetupNode::Worker(w) => w.as_ref(),
-            SetupNode::Switch(s) => s.as_ref(),
-            SetupNode::Other(o) => o.as_ref(),
-        }
-    }
-
-    fn ep_mut(&mut self) -> &mut dyn Endpoint {
-        match self {
-            SetupNode::Worker(w) => w.as_mut(),
-            SetupNode::Switch(s) => s.as_mut(),
-            SetupNode::Other(o) => o.as_mut(),
-        }
-    }
-}
-
-impl Endpoint for SetupNode {
-    fn id(&self) -> NodeId {
-        self.ep().id()
-    }
-    fn handle_packet(&mut self, now: inabench_fabric::Nanos, from: NodeId, frame: &[u8]) {
-        self.ep_mut().handle_packet(now, from, frame)
-    }
-    fn poll_transmit(&mut self, now: inabench_fabric::Nanos) -> Option<inabench_fabric::Transmit> {
-        self.ep_mut().poll_transmit(now)
-    }
-    fn poll_timeout(&self) -> Option<inabench_fabric::Nanos> {
-        self.ep().poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: inabench_fabric::Nanos) {
-        self.ep_mut().handle_timeout(now)
-    }
-    fn is_done(&self) -> bool {
-        match self {
-            SetupNode::Worker(w) => w.is_done(),
-            _ => true,
-        }
-    }
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        self.ep().counters()
-    }
-    fn recycle(&mut self, buf: Vec<u8>) {
-        self.ep_mut().recycle(buf)
-    }
 }
 
 /// Aggregation kernels: one value per 4 big-endian bytes, slice at a time, written as plain
