@@ -34,6 +34,7 @@
 use crate::common::{Switch, SwitchStats, kernel};
 use crate::netreduce::{Layout, Release, node_of_ip, qp_index};
 use crate::roce::psn_diff;
+use crate::target::Target;
 use inabench_fabric::{BufPool, Endpoint, Nanos, NodeId, Transmit};
 use inabench_wire::ib::opcode;
 use inabench_wire::icrc::{SharedTail, Shift};
@@ -53,6 +54,23 @@ impl FpgaModel {
         ports: 6,
         port_rate_gbps: 100.0,
     };
+}
+
+/// The board as a [`Target`]: its own ports, and one pass a packet whatever its payload (the
+/// aggregator array is memory addressed by message and PSN, not registers a pass can touch once).
+impl Target for FpgaModel {
+    fn name(&self) -> &'static str {
+        "fpga"
+    }
+    fn ports(&self) -> u32 {
+        self.ports
+    }
+    fn port_gbps(&self) -> f64 {
+        self.port_rate_gbps
+    }
+    fn passes(&self, _payload: u32) -> u32 {
+        1
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -147,7 +165,7 @@ impl Accelerator {
         let model = FpgaModel::PAPER;
         // ports: one switch port per worker, and the accelerator's ports on the same switch
         let host_ports = layout.workers as u32;
-        let accel_ports = model.ports.min(host_ports.max(1));
+        let accel_ports = model.ports().min(host_ports.max(1));
         let stats = SwitchStats {
             ports_used: accel_ports,
             ports_total: host_ports + accel_ports,

@@ -6,6 +6,8 @@
 //! - [`netreduce`]: the host flow-control module and the FPGA accelerator ([`fpga`] model);
 //! - [`switchml`], [`atp`], [`switchml_rdma`]: the baselines' hosts and switch programs, on
 //! - [`tofino`]: the pipeline model (stages, 192 bytes per pass, recirculation, chained pipelines);
+//! - [`target`]: what a switch target gives its program, the one trait the Tofino model and the
+//!   FPGA board implement (ports, line rate, passes a packet takes);
 //! - [`common`]: the interface the experiments drive (config, workers, switch, stats);
 //! - [`SYSTEMS`]: the one list of systems. A system's facts (its host stack in the paper, its
 //!   DPDK client, whether its transport needs order, how its switch shards, its fuzz findings,
@@ -29,6 +31,7 @@ pub mod roce;
 pub mod stream;
 pub mod switchml;
 pub mod switchml_rdma;
+pub mod target;
 pub mod tofino;
 pub mod training;
 pub mod udp_node;

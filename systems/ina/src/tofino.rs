@@ -6,6 +6,9 @@
 //! The switch programs of ATP, SwitchML and SwitchML-RDMA will run on it; what the model derives
 //! (passes, recirculations, the internal bandwidth they take, loopback ports) is where their
 //! "switch overhead" must come from. Here the model and its accounting, tested on its own.
+//! It is one of the two [`Target`]s (the FPGA board the other).
+
+use crate::target::Target;
 
 /// The chip's limits.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -44,6 +47,22 @@ impl TofinoModel {
         } else {
             payload.div_ceil(per_pass)
         }
+    }
+}
+
+/// The Tofino as a [`Target`]: every pipeline's ports, and a pass per 192 bytes of values.
+impl Target for TofinoModel {
+    fn name(&self) -> &'static str {
+        "tofino"
+    }
+    fn ports(&self) -> u32 {
+        self.pipelines * self.ports_per_pipeline
+    }
+    fn port_gbps(&self) -> f64 {
+        self.port_gbps
+    }
+    fn passes(&self, payload: u32) -> u32 {
+        TofinoModel::passes(self, payload)
     }
 }
 
