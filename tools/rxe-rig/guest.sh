@@ -60,7 +60,8 @@ mkdir -p "$RIG_OUT"
   echo "guest $RIG_GUEST: data nic $nic $RIG_IP${ctl:+, control nic $ctl}, kernel $(uname -r), up $(cut -d' ' -f1 /proc/uptime) s"
 } >"$RIG_OUT/setup.log" 2>&1
 RIG_CTL_IPS="${RIG_CTL_IPS# }"
-export RIG_GUEST RIG_GUESTS RIG_IP RIG_IPS RIG_CTL_IPS RIG_OUT RIG_SHARE=/mnt/share HOME=/root
+RIG_NIC="$nic"
+export RIG_GUEST RIG_GUESTS RIG_IP RIG_IPS RIG_CTL_IPS RIG_OUT RIG_NIC RIG_SHARE=/mnt/share HOME=/root
 cd /mnt/rig || exit 1
 sh /mnt/rig/cmd.sh >"$RIG_OUT/stdout" 2>"$RIG_OUT/stderr"
 echo $? >"$RIG_OUT/rc.tmp"

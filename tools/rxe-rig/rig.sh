@@ -17,13 +17,15 @@
 #       status, and tear everything down (a trap removes the qemu processes, taps and bridge on
 #       any exit). COMMAND sees RIG_GUEST (0..N-1), RIG_GUESTS, RIG_IP, RIG_IPS (all guests'
 #       data addresses, space-separated), RIG_CTL_IPS (the addresses for the command's own TCP),
-#       RIG_SHARE=/mnt/share and RIG_OUT (its own folder in the run folder). Peers' data addresses
-#       are static neighbours (MAC 52:54:00:77:00:<i+1>).
+#       RIG_SHARE=/mnt/share, RIG_OUT (its own folder in the run folder) and RIG_NIC (the data
+#       NIC, rxe0's netdev). Peers' data addresses are static neighbours (MAC 52:54:00:77:00:<i+1>).
 #       --relay: the guests' data taps join no bridge: HOSTCOMMAND runs on the host with RIG_TAPS
 #       (the data taps, in guest order) and carries their frames (a bump in the wire); each guest
 #       gets a second NIC on the bridge (10.78.0.<i+1>, RIG_CTL_IPS) for TCP. When the guests are
 #       done the rig creates the file RIG_RELAY_UNTIL names; HOSTCOMMAND then ends (15 s at most),
-#       and its output and exit status are printed with the guests'. --capture writes a pcap of the
+#       and its output and exit status are printed with the guests'. HOSTCOMMAND also sees
+#       RIG_CTL_DIR, the host folder of the guests' RIG_OUT folders (guest<i>/), where a guest can
+#       leave what the host side needs (SwitchML-RDMA's workers their QPs). --capture writes a pcap of the
 #       bridge (dumpcap or tcpdump) to FILE. Exit 0 when every guest ran COMMAND and it exited 0.
 #   tools/rxe-rig/rig.sh clean
 #       Remove the cache.
@@ -281,7 +283,7 @@ run() {
     pids+=($!)
   done
   if [ -n "$relay" ]; then
-    RIG_TAPS="${data_taps[*]}" RIG_RELAY_UNTIL="$run_dir/guests-done" \
+    RIG_TAPS="${data_taps[*]}" RIG_RELAY_UNTIL="$run_dir/guests-done" RIG_CTL_DIR="$run_dir/ctl" \
       bash -c "$relay" >"$run_dir/relay.log" 2>&1 &
     relay_pid=$!
   fi

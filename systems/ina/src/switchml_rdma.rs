@@ -48,6 +48,14 @@ fn buffer_of(w: usize) -> (u64, u32) {
     (0x1000_0000_0000 * (w as u64 + 1), 0x5000 + w as u32)
 }
 
+/// The base address of worker `w`'s result buffer and its R_Key in the switch's address plan
+/// (what [`SwitchMlRdma::build`]'s switch writes results to). A host-side program that drives
+/// this switch between real RoCE hosts (drivers/devices' `switchml_rdma_switch` example on the
+/// Soft-RoCE rig) maps these to each host's own buffer address, R_Key and QPN.
+pub fn result_buffer(w: usize) -> (u64, u32) {
+    buffer_of(w)
+}
+
 fn mac_of(node: usize) -> [u8; 6] {
     [2, 0, 0, 3, 0, (node + 1) as u8]
 }
