@@ -238,7 +238,7 @@ impl FloatTables {
 }
 
 /// The tables, built once per process and shared by every switch that sums floats (and by the
-/// experiments that measure them).
+/// experiments that measure them). Pure: a computed table with no input.
 pub fn tables() -> Arc<FloatTables> {
     static T: OnceLock<Arc<FloatTables>> = OnceLock::new();
     T.get_or_init(|| Arc::new(FloatTables::new())).clone()

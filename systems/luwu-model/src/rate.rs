@@ -1,5 +1,6 @@
-//! The CPU optimizer's update rate: measured once per process on this host, then scaled to the
-//! paper's CPUs by core count and capped by their DRAM bandwidth.
+//! The CPU optimizer's update rate: measured on this host when a run asks for it (never
+//! remembered across runs of one process), then scaled to the paper's CPUs by core count and
+//! capped by their DRAM bandwidth.
 //!
 //! The measurement is `inabench_luwu_ooc::measure_update_rate(None, n)` (Adam over fp32 states in
 //! memory, one thread). While that function is not available yet (it returns an error), the same
@@ -12,7 +13,6 @@
 
 use crate::hw::{ADAM_DRAM_BYTES, Cpu};
 use inabench_train::adam::{AdamParams, AdamStep};
-use std::sync::OnceLock;
 use std::time::Instant;
 
 /// Parameters per measurement: 4 M (64 MB of fp32 states), beyond this host's caches.
@@ -25,22 +25,20 @@ pub struct Measured {
     pub source: &'static str,
 }
 
-static MEASURED: OnceLock<Measured> = OnceLock::new();
-
-/// The measurement, taken on first use.
-pub fn measured() -> Measured {
-    *MEASURED.get_or_init(
-        || match inabench_luwu_ooc::measure_update_rate(None, MEASURE_PARAMS) {
-            Ok(r) if r.from_memory.is_finite() && r.from_memory > 0.0 => Measured {
-                per_core: r.from_memory,
-                source: "inabench_luwu_ooc::measure_update_rate",
-            },
-            _ => Measured {
-                per_core: measure_here(MEASURE_PARAMS),
-                source: "inabench_train::adam (fallback)",
-            },
+/// The measurement, taken now: a rate of this host is a run's input, measured in the run that
+/// uses it (or passed in), never kept for the next experiment of the process (whose host load,
+/// frequency or placement may differ).
+pub fn measure() -> Measured {
+    match inabench_luwu_ooc::measure_update_rate(None, MEASURE_PARAMS) {
+        Ok(r) if r.from_memory.is_finite() && r.from_memory > 0.0 => Measured {
+            per_core: r.from_memory,
+            source: "inabench_luwu_ooc::measure_update_rate",
         },
-    )
+        _ => Measured {
+            per_core: measure_here(MEASURE_PARAMS),
+            source: "inabench_train::adam (fallback)",
+        },
+    }
 }
 
 /// Adam over `n` in-memory fp32 parameters on one thread: the best of three passes.

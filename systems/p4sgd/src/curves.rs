@@ -171,26 +171,79 @@ impl Reducer for ProtocolReducer {
     }
 }
 
-/// The data a point trains on, and a sentence saying which it is.
-pub fn load(name: &str, max_rows: usize, seed: u64) -> Result<(Dataset, String), GlmError> {
-    if let Some(dir) = std::env::var_os("INABENCH_DATA_DIR") {
+/// Where a data set's samples come from: a LIBSVM file found in `INABENCH_DATA_DIR` (named by
+/// its path, length and modification time) or the seeded synthetic stand-in of Table II's shape.
+/// Every memo of results trained on a data set keys on it, so a file that appears, changes or
+/// goes away between two experiments of one process is never answered from the other's memo.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum DataSource {
+    File {
+        path: std::path::PathBuf,
+        len: u64,
+        modified_ns: u128,
+    },
+    Synthetic,
+}
+
+impl DataSource {
+    /// The source of data set `name` now: `<name>`, `<name>.svm` or `<name>.libsvm` in
+    /// `INABENCH_DATA_DIR`, else the synthetic stand-in.
+    pub fn find(name: &str) -> DataSource {
+        let dir = std::env::var_os("INABENCH_DATA_DIR");
+        DataSource::find_in(dir.as_deref().map(std::path::Path::new), name)
+    }
+
+    /// As [`DataSource::find`], looking in `dir`.
+    pub fn find_in(dir: Option<&std::path::Path>, name: &str) -> DataSource {
+        let Some(dir) = dir else {
+            return DataSource::Synthetic;
+        };
         for file in [
             name.to_string(),
             format!("{name}.svm"),
             format!("{name}.libsvm"),
         ] {
-            let p = std::path::Path::new(&dir).join(&file);
-            if p.is_file() {
-                let d = glm::read_libsvm(&p)?;
-                let msg = format!(
-                    "{name}: LIBSVM file {} ({} samples x {} features)",
-                    p.display(),
-                    d.rows(),
-                    d.cols
-                );
-                return Ok((d, msg));
+            let path = dir.join(&file);
+            if let Ok(meta) = std::fs::metadata(&path)
+                && meta.is_file()
+            {
+                let modified_ns = meta
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_nanos());
+                return DataSource::File {
+                    path,
+                    len: meta.len(),
+                    modified_ns,
+                };
             }
         }
+        DataSource::Synthetic
+    }
+}
+
+/// The data a point trains on, and a sentence saying which it is.
+pub fn load(name: &str, max_rows: usize, seed: u64) -> Result<(Dataset, String), GlmError> {
+    load_from(&DataSource::find(name), name, max_rows, seed)
+}
+
+/// The data of `name` from `source`, and a sentence saying which it is.
+pub fn load_from(
+    source: &DataSource,
+    name: &str,
+    max_rows: usize,
+    seed: u64,
+) -> Result<(Dataset, String), GlmError> {
+    if let DataSource::File { path: p, .. } = source {
+        let d = glm::read_libsvm(p)?;
+        let msg = format!(
+            "{name}: LIBSVM file {} ({} samples x {} features)",
+            p.display(),
+            d.rows(),
+            d.cols
+        );
+        return Ok((d, msg));
     }
     let s = glm::shape(name).ok_or_else(|| {
         GlmError::Invalid(format!(
@@ -209,12 +262,47 @@ pub fn load(name: &str, max_rows: usize, seed: u64) -> Result<(Dataset, String),
     Ok((d, msg))
 }
 
-type CurveKey = (String, String, u64, String);
+type CurveKey = (String, String, DataSource, u64, String);
 type CurveCache = Mutex<HashMap<CurveKey, (Vec<f64>, String)>>;
 
-/// Losses after epochs 1..=epochs of one system, cached per process.
+/// Losses after epochs 1..=epochs of one system, on the data set's source now
+/// ([`DataSource::find`]).
 #[allow(clippy::too_many_arguments)]
 pub fn curve(
+    system: &str,
+    dataset: &str,
+    max_rows: usize,
+    seed: u64,
+    glm_kind: Glm,
+    sgd: Sgd,
+    workers: usize,
+    precision_bits: u32,
+    epochs: usize,
+) -> Result<(Vec<f64>, String), GlmError> {
+    curve_from(
+        &DataSource::find(dataset),
+        system,
+        dataset,
+        max_rows,
+        seed,
+        glm_kind,
+        sgd,
+        workers,
+        precision_bits,
+        epochs,
+    )
+}
+
+/// Losses after epochs 1..=epochs (exactly `epochs` of them) of one system trained on
+/// `source`.
+///
+/// Memoised per process. Pure: training is a deterministic function of the key (the system, the
+/// data set and its source, the seed, the rows, the model, the SGD settings, the workers and the
+/// precision; nothing timed), and a curve trained further answers a shorter one with its prefix
+/// (epoch k's loss does not depend on how many epochs follow).
+#[allow(clippy::too_many_arguments)]
+pub fn curve_from(
+    source: &DataSource,
     system: &str,
     dataset: &str,
     max_rows: usize,
@@ -229,16 +317,18 @@ pub fn curve(
     let key = (
         system.to_string(),
         dataset.to_string(),
+        source.clone(),
         seed,
         format!("{max_rows} {glm_kind:?} {sgd:?} {workers} {precision_bits}"),
     );
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(c) = cache.lock().ok().and_then(|m| m.get(&key).cloned())
-        && c.0.len() >= epochs
+    if let Some((losses, about)) = cache.lock().ok().and_then(|m| m.get(&key).cloned())
+        && losses.len() >= epochs
     {
-        return Ok(c);
+        // exactly the epochs asked for: a longer memo must not lengthen the answer
+        return Ok((losses[..epochs].to_vec(), about));
     }
-    let (data, about) = load(dataset, max_rows, seed)?;
+    let (data, about) = load_from(source, dataset, max_rows, seed)?;
     let mut w = vec![0f32; data.cols];
     let mut losses = Vec::new();
     match system {
@@ -323,5 +413,70 @@ mod tests {
                 .expect("sum"),
             vec![1.75, -1.0]
         );
+    }
+
+    fn cpusync_curve(source: &DataSource, seed: u64, epochs: usize) -> Vec<f64> {
+        let sgd = Sgd {
+            glm: Glm::Logistic,
+            lr: 0.1,
+            batch: 16,
+            micro_batch: 8,
+            block: 0,
+        };
+        curve_from(
+            source,
+            "cpusync",
+            "small",
+            64,
+            seed,
+            Glm::Logistic,
+            sgd,
+            2,
+            32,
+            epochs,
+        )
+        .expect("curve")
+        .0
+    }
+
+    /// A memo trained further answers a shorter curve with exactly the epochs asked for: a
+    /// search over "the first epoch below a target within `cap` epochs" must never see epochs
+    /// beyond its cap because another experiment of the process trained longer.
+    #[test]
+    fn a_longer_memo_answers_with_exactly_the_epochs_asked() {
+        let long = cpusync_curve(&DataSource::Synthetic, 911, 5);
+        let short = cpusync_curve(&DataSource::Synthetic, 911, 2);
+        assert_eq!(long.len(), 5);
+        assert_eq!(short, long[..2].to_vec());
+    }
+
+    /// The data's source keys the memo: the same data set name, seed and settings trained on a
+    /// LIBSVM file and on the synthetic stand-in in one process give each its own curve.
+    #[test]
+    fn the_data_source_keys_the_memo() {
+        let dir = std::env::temp_dir().join(format!("inabench-curves-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        assert_eq!(
+            DataSource::find_in(Some(&dir), "small"),
+            DataSource::Synthetic
+        );
+        assert_eq!(DataSource::find_in(None, "small"), DataSource::Synthetic);
+        std::fs::write(
+            dir.join("small.svm"),
+            "1 1:0.5 2:1.0\n-1 1:-0.5 3:1.0\n1 2:0.25 3:-1.0\n-1 1:1.0 2:-1.0\n",
+        )
+        .expect("write");
+        let file = DataSource::find_in(Some(&dir), "small");
+        assert!(
+            matches!(&file, DataSource::File { len, .. } if *len > 0),
+            "{file:?}"
+        );
+        let synthetic = cpusync_curve(&DataSource::Synthetic, 912, 2);
+        let from_file = cpusync_curve(&file, 912, 2);
+        assert_ne!(synthetic, from_file);
+        // a file that changes is another source
+        std::fs::write(dir.join("small.svm"), "1 1:0.5\n-1 2:0.5\n").expect("rewrite");
+        assert_ne!(DataSource::find_in(Some(&dir), "small"), file);
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -75,8 +75,8 @@ pub fn host_costs(ctx: &PointCtx<'_>) -> Result<HostCosts, WorkloadError> {
     })
 }
 
-// Memos of pure functions (simulated results keyed by every input that changes them; nothing
-// measured): SwitchML's ns per element, a configuration's operation counts, a system's result
+// Pure: memos of deterministic functions (simulated results in virtual time, keyed by every
+// input that changes them; nothing measured): SwitchML's ns per element, a configuration's operation counts, a system's result
 // at a point, a hot set.
 type RateKey = (usize, u64, String, String);
 static SWITCHML_RATES: OnceLock<Mutex<HashMap<RateKey, f64>>> = OnceLock::new();

@@ -156,6 +156,7 @@ pub fn precisions(
 type DataKey = (String, u64, usize);
 type Pairs = Arc<Vec<(f32, f32)>>;
 
+/// The seeded pairs of data set `name`. Pure: generated from (name, seed, pairs), the key.
 fn dataset(name: &str, seed: u64, pairs: usize) -> Result<Arc<Vec<(f32, f32)>>, WorkloadError> {
     static CACHE: OnceLock<Mutex<HashMap<DataKey, Pairs>>> = OnceLock::new();
     let key = (name.to_string(), seed, pairs);

@@ -10,7 +10,9 @@ pub struct Fig16;
 
 type CurveCache = Mutex<HashMap<String, Arc<Curves>>>;
 
-/// Both systems' curves of one training configuration, trained once per process.
+/// Both systems' curves of one training configuration, trained once per process. Pure: training
+/// is seeded and runs on the sim fabric, a deterministic function of the whole configuration
+/// (the key); nothing is timed.
 fn curves(cfg: &TrainConfig) -> Result<Arc<Curves>, WorkloadError> {
     static CACHE: OnceLock<CurveCache> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));

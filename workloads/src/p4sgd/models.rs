@@ -359,6 +359,8 @@ impl Inputs {
     }
 }
 
+/// Memo of simulated latencies. Pure: each is a seeded run of protocol code in virtual time,
+/// keyed by every input that changes it ([`Inputs::key`] and the call's own arguments).
 fn cache() -> &'static Mutex<HashMap<String, f64>> {
     static CACHE: OnceLock<Mutex<HashMap<String, f64>>> = OnceLock::new();
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))

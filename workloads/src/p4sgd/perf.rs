@@ -37,6 +37,8 @@ pub fn shape_of(name: &str) -> Result<(usize, usize), WorkloadError> {
         .ok_or_else(|| err(format!("unknown data set `{name}`")))
 }
 
+/// Memo of iteration times. Pure: the timed pipeline runs in virtual time, so a mean is a
+/// deterministic function of its key (every input of the run, the data's source included).
 fn cache() -> &'static Mutex<HashMap<String, (f64, String)>> {
     static C: OnceLock<Mutex<HashMap<String, (f64, String)>>> = OnceLock::new();
     C.get_or_init(|| Mutex::new(HashMap::new()))
@@ -55,17 +57,18 @@ pub struct Run<'a> {
 }
 
 /// Mean iteration time (ns) of real training through the timed protocol (the emulated class),
-/// and a sentence on the data; cached per process.
+/// and a sentence on the data; cached per process, keyed by the data's source too.
 pub fn emulated_iteration_ns(inp: &Inputs, r: &Run<'_>) -> Result<(f64, String), WorkloadError> {
+    let source = curves::DataSource::find(r.dataset);
     let key = format!(
         "emu {} {} {} {} {:?} {:?} {} {} {:?}",
         r.dataset, r.workers, r.batch, r.iterations, r.mode, r.glm, r.lr, inp.seed, inp.fpga
-    ) + &format!("{:?}", inp.sim);
+    ) + &format!("{:?} {source:?}", inp.sim);
     if let Some(v) = cache().lock().ok().and_then(|m| m.get(&key).cloned()) {
         return Ok(v);
     }
     let needed = r.iterations.max(1) * r.batch;
-    let (data, about) = curves::load(r.dataset, needed, inp.seed).map_err(err)?;
+    let (data, about) = curves::load_from(&source, r.dataset, needed, inp.seed).map_err(err)?;
     let q = data.quantised(inp.fpga.precision_bits);
     let compute = Compute::new(&inp.fpga, r.mode, q.cols, r.workers).map_err(err)?;
     let rto = match r.mode {

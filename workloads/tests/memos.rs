@@ -1,0 +1,161 @@
+//! No process-wide cache holds a measurement (#35 item 6): every `static` `OnceLock`/`LazyLock`
+//! in the library and workload crates' sources is either a memo of a pure function, with a
+//! comment within the lines above it saying `Pure:` and why (a computed table, a simulation in
+//! virtual time keyed by every input), or one of the few listed below with what it holds.
+//! A new cache fails this test until it is classified: a rate, a timing or any other value
+//! measured on this host is a run's input (measured in the run, or passed in), never
+//! remembered for the next experiment of the process.
+
+use std::path::{Path, PathBuf};
+
+/// Caches whose file carries no `Pure:` comment, by (file name, static), with what they hold.
+const CLASSIFIED: &[(&str, &str, &str)] = &[
+    (
+        "lib.rs",
+        "NAMES",
+        "the system list's names: derived from a constant list",
+    ),
+    (
+        "fuzz.rs",
+        "NAMES",
+        "the fuzzed systems' names: derived from a constant list",
+    ),
+    (
+        "sparse.rs",
+        "NAMES",
+        "benchmark systems' names: derived from a constant list",
+    ),
+    (
+        "allreduce.rs",
+        "NAMES",
+        "benchmark systems' names: derived from a constant list",
+    ),
+    (
+        "libbpf.rs",
+        "LIBBPF",
+        "a loaded library handle, not a value of a run",
+    ),
+    (
+        "batch.rs",
+        "PROBED",
+        "this kernel's UDP offloads (a capability probed once, not a timing)",
+    ),
+    (
+        "training.rs",
+        "CACHE",
+        "systems/ina training: fits of simulated runs keyed by their inputs, and \
+         exchange_cached, which keeps the emulated class's wall times (a measurement: open, \
+         #35 item 6, in the owner's file)",
+    ),
+];
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        let name = e.file_name().to_string_lossy().to_string();
+        if p.is_dir() {
+            if !matches!(
+                name.as_str(),
+                "target" | "tests" | "benches" | "examples" | "fuzz" | ".git" | "results"
+            ) && !name.starts_with('.')
+            {
+                sources(&p, out);
+            }
+        } else if name.ends_with(".rs") && p.components().any(|c| c.as_os_str() == "src") {
+            out.push(p);
+        }
+    }
+}
+
+/// The statics that hold a lazily filled value: (file, line number, name, lines above it).
+fn lazy_statics(root: &Path) -> Vec<(PathBuf, usize, String, String)> {
+    let mut files = Vec::new();
+    for top in [
+        "core",
+        "fabric",
+        "report",
+        "harness",
+        "systems",
+        "workloads",
+        "drivers",
+        "wire",
+        "bench",
+    ] {
+        sources(&root.join(top), &mut files);
+    }
+    files.sort();
+    let mut found = Vec::new();
+    for f in files {
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let t = line.trim_start();
+            let Some(rest) = t
+                .strip_prefix("static ")
+                .or_else(|| t.strip_prefix("pub static "))
+                .or_else(|| t.strip_prefix("pub(crate) static "))
+            else {
+                continue;
+            };
+            if !(rest.contains("OnceLock") || rest.contains("LazyLock")) {
+                continue;
+            }
+            let name = rest.split(':').next().unwrap_or("").trim().to_string();
+            let above = lines[i.saturating_sub(25)..i].join("\n");
+            found.push((f.clone(), i + 1, name, above));
+        }
+    }
+    found
+}
+
+#[test]
+fn every_process_wide_cache_is_pure_or_classified() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let found = lazy_statics(&root);
+    // the scan sees the caches it is about (a broken scan must not pass)
+    for (file, name) in [
+        ("curves.rs", "CACHE"),
+        ("aggregation.rs", "SWITCHML_RATES"),
+        ("float.rs", "T"),
+    ] {
+        assert!(
+            found
+                .iter()
+                .any(|(f, _, n, _)| f.ends_with(file) && n == name),
+            "the scan missed {file}'s {name}"
+        );
+    }
+    let mut unclassified = Vec::new();
+    for (f, line, name, above) in &found {
+        let file = f.file_name().map(|n| n.to_string_lossy().to_string());
+        let listed = CLASSIFIED
+            .iter()
+            .any(|(lf, ln, _)| file.as_deref() == Some(*lf) && name == ln);
+        if !above.contains("Pure:") && !listed {
+            unclassified.push(format!("{}:{line} {name}", f.display()));
+        }
+    }
+    assert!(
+        unclassified.is_empty(),
+        "process-wide caches with no `Pure:` comment saying why they hold no measurement \
+         (a measured value is a run's input, not a process-wide memo): {unclassified:?}"
+    );
+}
+
+/// The optimizer rate of LuWu's models is measured by the run that asks for it: its module
+/// keeps no static.
+#[test]
+fn the_measured_adam_rate_is_not_remembered() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text =
+        std::fs::read_to_string(root.join("systems/luwu-model/src/rate.rs")).expect("rate.rs");
+    assert!(
+        !text.lines().any(|l| l.trim_start().starts_with("static ")),
+        "rate.rs keeps a measurement in a static"
+    );
+}
