@@ -3,7 +3,7 @@
 //! and on `udp` (a socket per node on loopback, a thread per node) for the MLP.
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use inabench_ina::collective::{Aggregation, Fabric};
+use inabench_ina_run::collective::{Aggregation, Fabric};
 use inabench_workloads::netreduce::fig12::run;
 
 fn bench(c: &mut Criterion) {

@@ -25,7 +25,7 @@ mpirun=(mpirun --allow-run-as-root --oversubscribe -np "$ranks")
 root=$(cd ../.. && pwd)
 # two builds: with `--example`, cargo builds only examples, so `-p inabench` in the same command
 # left the node binary (bin `inabench`) as it was
-(cd "$root" && cargo build --release -q -p inabench && cargo build --release -q -p inabench-ina --example udp_probe \
+(cd "$root" && cargo build --release -q -p inabench && cargo build --release -q -p inabench-ina-run --example udp_probe \
   && cargo build --release -q -p inabench-bench --example mem_floor --example udp_floor)
 target=${CARGO_TARGET_DIR:-$root/target}
 probe() { INABENCH_NODE_EXE="$target/release/inabench" "$target/release/examples/udp_probe" "$@" 2>/dev/null; }

@@ -179,7 +179,7 @@ mod tests {
     #[test]
     fn an_all_reduce_error_becomes_the_points_error_by_kind() {
         use inabench_ina::RunError;
-        use inabench_ina::collective::{Aggregation, Fabric, allreduce_f32};
+        use inabench_ina_run::collective::{Aggregation, Fabric, allreduce_f32};
         // a real refusal of inabench_ina: one worker is no all-reduce, whatever the run
         let Err(one) = allreduce_f32(Aggregation::NETREDUCE, &[vec![1.0]], Fabric::Sim) else {
             panic!("an all-reduce of one worker ran");

@@ -6,6 +6,8 @@
 //!   for a process per node, udp and raw), the one door being `Fabric::run_deployment`;
 //! - no code matches on the name of a system of `inabench_ina::SYSTEMS` to decide what it does:
 //!   a system's facts are methods of `inabench_ina::common::System`.
+//! - no protocol crate under `systems/` depends on the experiment machinery
+//!   (`inabench-ina-run`: training's collective and exchange).
 //!
 //! Both scan the source text (what a reviewer would grep), so a new violation fails here with
 //! its file and line.
@@ -88,7 +90,7 @@ fn no_system_or_workload_builds_a_fabric_itself() {
 
 /// Files that may name systems in a match, and why.
 const NAME_TABLES: &[(&str, &str)] = &[(
-    "systems/ina/src/training.rs",
+    "systems/ina-run/src/training.rs",
     "Schemes::comm: the analytic schemes of NetReduce's Appendix A (flat ring, Tencent's \
      all-reduce, parallel NetReduce) by the names the modelled specs give them: formulas, not \
      the protocol systems",
@@ -135,6 +137,7 @@ fn no_code_matches_on_a_systems_name() {
     let mut files = Vec::new();
     for d in [
         "systems/ina/src",
+        "systems/ina-run/src",
         "workloads/src/netreduce",
         "workloads/src/fabric.rs",
         "workloads/src/hostcost.rs",
@@ -174,5 +177,44 @@ fn no_code_matches_on_a_systems_name() {
         found.is_empty(),
         "decides by a system's name (make it a method of inabench_ina::common::System):\n{}",
         found.join("\n")
+    );
+}
+
+/// Experiment machinery lives above the protocols: no crate under `systems/` but the
+/// machinery's own (`systems/ina-run`) depends on `inabench-ina-run`, so a protocol crate never
+/// reaches its training glue (and the dependency graph stays acyclic).
+#[test]
+fn no_protocol_crate_depends_on_the_experiment_machinery() {
+    let systems = root().join("systems");
+    let mut manifests = Vec::new();
+    for e in std::fs::read_dir(&systems).expect("systems/").flatten() {
+        let m = e.path().join("Cargo.toml");
+        if m.is_file() {
+            manifests.push(m);
+        }
+    }
+    assert!(manifests.len() >= 9, "found {} crates", manifests.len());
+    let mut found = Vec::new();
+    for m in &manifests {
+        let rel = relative(m);
+        let text = std::fs::read_to_string(m).expect("a manifest");
+        if text.contains("name = \"inabench-ina-run\"") {
+            continue;
+        }
+        for (i, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("inabench-ina-run") {
+                found.push(format!("{rel}:{}: {line}", i + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a protocol crate depends on the experiment machinery:\n{}",
+        found.join("\n")
+    );
+    let workloads = std::fs::read_to_string(root().join("workloads/Cargo.toml")).expect("manifest");
+    assert!(
+        workloads.lines().any(|l| l.starts_with("inabench-ina-run")),
+        "the scan reads dependency lines as workloads' manifest writes them"
     );
 }

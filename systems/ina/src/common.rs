@@ -268,7 +268,7 @@ pub trait System: Sync {
     fn in_network(&self) -> bool {
         false
     }
-    /// How the system sums float32 gradients in training ([`crate::collective`]): `None` where
+    /// How the system sums float32 gradients in training (`inabench_ina_run::collective`): `None` where
     /// it does not.
     fn float_sum(&self) -> Option<FloatSum> {
         None

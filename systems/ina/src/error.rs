@@ -1,5 +1,5 @@
-//! What can go wrong when this crate runs an all-reduce ([`crate::drive`],
-//! [`crate::collective`], [`crate::training`]): one typed error, so a caller can tell a system
+//! What can go wrong when this crate runs an all-reduce ([`crate::drive`]; and
+//! `inabench_ina_run`'s `collective` and `training`): one typed error, so a caller can tell a system
 //! that could not be built from a fabric that could not start, a run that did not finish or a
 //! wrong sum. Each variant's text is one sentence without the caller's context (the workload
 //! adds which point it was).

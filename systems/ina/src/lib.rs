@@ -16,7 +16,6 @@
 
 pub mod atp;
 pub mod bfp;
-pub mod collective;
 pub mod common;
 pub mod conformance;
 pub mod drive;
@@ -33,7 +32,6 @@ pub mod switchml;
 pub mod switchml_rdma;
 pub mod target;
 pub mod tofino;
-pub mod training;
 pub mod udp_node;
 
 use common::System;

@@ -6,7 +6,7 @@
 //! [`inabench_train`]'s.
 
 use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
-use inabench_ina::collective::{Aggregation, Fabric, allreduce_f32};
+use inabench_ina_run::collective::{Aggregation, Fabric, allreduce_f32};
 use inabench_train::data;
 use inabench_train::dp::{self, StepLog, Tolerance};
 use inabench_train::model::{Arch, Model};

@@ -1,7 +1,7 @@
 //! `netreduce.training`: NetReduce's training-throughput results (Fig. 11, Fig. 13 / Table 7,
 //! Table 8, Fig. 14 / Table 9; specs `experiments/netreduce/fig11.yaml`, `table7.yaml`,
 //! `table8.yaml` and `table9.yaml`) from the iteration model of [`inabench_netreduce::training`]
-//! and communication times that come from the protocols themselves ([`inabench_ina::training`]
+//! and communication times that come from the protocols themselves ([`inabench_ina_run::training`]
 //! says how each scheme's all-reduce time is fitted and how the emulated class exchanges real
 //! gradients).
 //!
@@ -13,12 +13,14 @@
 
 use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
 use inabench_ina::atp::Atp;
-use inabench_ina::collective::{Aggregation, Fabric};
 use inabench_ina::common::System;
 use inabench_ina::netreduce::NetReduce;
 use inabench_ina::stream::RcStream;
 use inabench_ina::switchml::SwitchMl;
-use inabench_ina::training::{Schemes, dilation, emulated_with, exchange_cached, fit_with_cached};
+use inabench_ina_run::collective::{Aggregation, Fabric};
+use inabench_ina_run::training::{
+    Schemes, dilation, emulated_with, exchange_cached, fit_with_cached,
+};
 use inabench_netreduce::training::{self, Compute};
 
 /// The baseline a point's speedup is relative to.

@@ -3,7 +3,7 @@
 //! communication times that come from the protocols themselves.
 //!
 //! Communication. Each scheme's all-reduce time for a bucket of M bytes is built from what the
-//! systems of this crate do on the `sim` fabric at the spec's line rate (100 Gbps), measured once
+//! systems of `inabench-ina` do on the `sim` fabric at the spec's line rate (100 Gbps), measured once
 //! per process and machine count, and fitted as `T(M) = a + M / G` from two sizes (1 MB, 8 MB):
 //! - `netreduce`: a NetReduce all-reduce among the machines (window 2, 170 packets of 1 KB);
 //! - `switchml`: a SwitchML all-reduce, its host stack as `host_stack` says (`paper`: software,
@@ -27,13 +27,13 @@
 //! bucket size), so the bucket boundaries and the compute per gradient byte are the full model's;
 //! `grad_scale` is a parameter of the rows.
 
-use crate::RunError;
 use crate::collective::{self, Aggregation, Fabric};
-use crate::common::{AllReduceConfig, SetupNode, System};
-use crate::drive::run_sim_stack;
-use crate::hoststack::HostStack;
-use crate::stream::RcStream;
 use inabench_fabric::fault::Faults;
+use inabench_ina::RunError;
+use inabench_ina::common::{AllReduceConfig, SetupNode, System};
+use inabench_ina::drive::run_sim_stack;
+use inabench_ina::hoststack::HostStack;
+use inabench_ina::stream::RcStream;
 use inabench_netreduce::appendix_a::{self, Inputs};
 use inabench_netreduce::training::{self, Compute};
 use std::collections::HashMap;
@@ -84,7 +84,7 @@ pub fn fit(
     fit_with(sys, workers, line_rate_bps, &HostStack::Measured(host_cost))
 }
 
-/// [`fit`] with the hosts on any host-stack model ([`crate::hoststack`]).
+/// [`fit`] with the hosts on any host-stack model ([`inabench_ina::hoststack`]).
 pub fn fit_with(
     sys: &dyn System,
     workers: usize,
@@ -282,10 +282,10 @@ pub fn check_sum(
             let b = i / block * block;
             let e = inputs
                 .iter()
-                .map(|v| crate::bfp::block_exponent(&v[b..(b + block).min(v.len())]))
+                .map(|v| inabench_ina::bfp::block_exponent(&v[b..(b + block).min(v.len())]))
                 .max()
                 .unwrap_or(-126);
-            tol += crate::bfp::error_bound(e, n);
+            tol += inabench_ina::bfp::error_bound(e, n);
         }
         if (f64::from(*got) - want).abs() > tol || !got.is_finite() {
             return Err(RunError::WrongElement {
@@ -492,7 +492,7 @@ pub fn emulated_with(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::netreduce::NetReduce;
+    use inabench_ina::netreduce::NetReduce;
 
     #[test]
     fn fits_come_from_the_protocols_and_order_sensibly() {

@@ -1,7 +1,7 @@
 //! The emulated class of `netreduce-fig11`: real gradient exchange through the protocols.
 
-use inabench_ina::collective::{Aggregation, Fabric};
-use inabench_ina::training::{bucket_sizes, check_sum, emulated, exchange, shrink};
+use inabench_ina_run::collective::{Aggregation, Fabric};
+use inabench_ina_run::training::{bucket_sizes, check_sum, emulated, exchange, shrink};
 use inabench_netreduce::training;
 use inabench_netreduce::training::Compute;
 
@@ -61,7 +61,7 @@ fn probe() {
 #[ignore = "a timing probe, run by hand"]
 fn probe_dilation() {
     for fabric in [Fabric::Mem, Fabric::Udp] {
-        let d = inabench_ina::training::dilation(fabric, 100e9).unwrap();
+        let d = inabench_ina_run::training::dilation(fabric, 100e9).unwrap();
         eprintln!("{fabric:?}: dilation {d:.1}");
     }
 }

@@ -4,14 +4,14 @@
 //! each worker gets back what its host stack delivered. `Local` is the reference: the exact sum in
 //! f64, rounded once.
 
-use crate::RunError;
-use crate::bfp;
-use crate::common::{AllReduceConfig, FloatSum, Setup, SetupNode, System};
-use crate::netreduce::NetReduce;
-use crate::ring::RingAllReduce;
-use crate::switchml::SwitchMl;
-use crate::tofino::TofinoModel;
 use inabench_fabric::fault::Faults;
+use inabench_ina::RunError;
+use inabench_ina::bfp;
+use inabench_ina::common::{AllReduceConfig, FloatSum, Setup, SetupNode, System};
+use inabench_ina::netreduce::NetReduce;
+use inabench_ina::ring::RingAllReduce;
+use inabench_ina::switchml::SwitchMl;
+use inabench_ina::tofino::TofinoModel;
 
 /// How gradients are aggregated: the exact local reference, or through a system whose
 /// [`System::float_sum`] says how it sums float32.
@@ -45,12 +45,12 @@ impl Aggregation {
     pub const SWITCHML: Aggregation = Aggregation::Through(&SwitchMl);
 
     /// `local` (or `reference`), `ring` (the ring all-reduce's short name), or any system of
-    /// [`crate::SYSTEMS`] that sums float32 ([`System::float_sum`]).
+    /// [`inabench_ina::SYSTEMS`] that sums float32 ([`System::float_sum`]).
     pub fn parse(s: &str) -> Option<Aggregation> {
         match s {
             "local" | "reference" => Some(Aggregation::Local),
             "ring" => Some(Aggregation::RING),
-            _ => crate::system(s)
+            _ => inabench_ina::system(s)
                 .filter(|sys| sys.float_sum().is_some())
                 .map(Aggregation::Through),
         }
@@ -65,7 +65,7 @@ impl Aggregation {
     }
 
     /// Whether the values are quantised to block floating point on the way (SwitchML): the
-    /// result is within [`crate::bfp::error_bound`] of the sum, not exact.
+    /// result is within [`inabench_ina::bfp::error_bound`] of the sum, not exact.
     pub fn block_float(&self) -> bool {
         matches!(self, Aggregation::Through(sys) if sys.float_sum() == Some(FloatSum::BlockFloat))
     }
@@ -153,7 +153,7 @@ fn run_nodes(
     let (choice, limit_ns) = match fabric {
         Fabric::Sim => (
             FabricChoice::Sim {
-                link: crate::drive::sim_link(cfg),
+                link: inabench_ina::drive::sim_link(cfg),
                 switch: cfg.workers as inabench_fabric::NodeId,
             },
             600_000_000_000,

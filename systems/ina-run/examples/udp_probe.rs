@@ -1,6 +1,6 @@
 //! One all-reduce on the udp fabric, printing each node's outcome (diagnostics), then a JSON
 //! line like the MPI peer's (`bench/peers/run.sh` compares the two).
-//! `cargo run --release -p inabench-ina --example udp_probe -- netreduce 262144 event 6 [reps]
+//! `cargo run --release -p inabench-ina-run --example udp_probe -- netreduce 262144 event 6 [reps]
 //! [switch shards]`
 //! Set INABENCH_NODE_EXE to the inabench binary for a process per node (threads otherwise);
 //! INABENCH_UDP_OFFLOAD=mmsg turns UDP GSO/GRO off. With `mem` for the I/O model the nodes run
@@ -50,7 +50,7 @@ fn main() {
     };
     let mut secs = Vec::new();
     if job.io == "mem" {
-        use inabench_ina::collective::run_system_mem;
+        use inabench_ina_run::collective::run_system_mem;
         let Some(system) = inabench_ina::drive::system(&sys) else {
             eprintln!("error: no system `{sys}`");
             std::process::exit(1);

@@ -1,0 +1,14 @@
+//! Experiment machinery over the systems of `inabench-ina`, kept out of the protocol crate
+//! (quinn keeps its runtime glue out of quinn-proto): what the training experiments run on the
+//! systems, never a system itself. Protocol crates do not depend on it; `inabench-workloads`
+//! and the benches do.
+//!
+//! - [`collective`]: float32 all-reduce for training through a system's own protocol code
+//!   (ring, NetReduce, SwitchML's block floating point) on `sim`, `mem` or `udp`, each worker's
+//!   result as its host stack delivered it;
+//! - [`training`]: NetReduce's training-throughput model with communication fitted from the
+//!   systems' sim runs, and the emulated class's real gradient exchange (a point's own
+//!   measurement: nothing measured is remembered between calls).
+
+pub mod collective;
+pub mod training;
