@@ -47,10 +47,9 @@ pub enum XdpError {
     NoClang(String),
     #[error("the libbpf headers are missing ({0}): install the Debian package `libbpf-dev`")]
     NoHeaders(String),
-    #[error("libbpf.so.1 is not installed: install the Debian package `libbpf1`")]
-    NoLibbpf,
+    /// libbpf could not be loaded (the same error for every call of the process).
     #[error("libbpf: {0}")]
-    Libbpf(String),
+    Libbpf(libbpf::LoadError),
     #[error("clang could not compile {0}: {1}")]
     Compile(String, String),
     #[error("{call} failed: {error}")]

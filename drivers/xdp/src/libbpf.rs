@@ -13,6 +13,9 @@ pub const LIBRARIES: [&str; 2] = ["libbpf.so.1", "libbpf.so"];
 pub const BPF_ANY: u64 = 0;
 /// `BPF_F_LOCK`: read or write a map value holding a `bpf_spin_lock` under that lock.
 pub const BPF_F_LOCK: u64 = 4;
+/// `BPF_F_TEST_XDP_LIVE_FRAMES`: a test run's XDP frames come from a page pool and the
+/// program's verdict is carried out (Linux 5.18).
+pub const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
 /// `XDP_FLAGS_SKB_MODE` (generic XDP).
 pub const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 /// `XDP_FLAGS_DRV_MODE` (native, in the driver).
@@ -76,18 +79,32 @@ unsafe impl Send for Libbpf {}
 // SAFETY: as above; nothing in it is mutated after loading
 unsafe impl Sync for Libbpf {}
 
-static LIBBPF: OnceLock<Result<Libbpf, String>> = OnceLock::new();
+/// Why libbpf could not be loaded (kept for the process: every later call gets the same).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoadError {
+    #[error("libbpf.so.1 is not installed: install the Debian package `libbpf1`")]
+    NotInstalled,
+    /// The library lacks a symbol this crate binds (`reason`: the dynamic loader's message).
+    #[error("{library} lacks {symbol}: {reason}")]
+    MissingSymbol {
+        library: String,
+        symbol: &'static str,
+        reason: String,
+    },
+}
+
+static LIBBPF: OnceLock<Result<Libbpf, LoadError>> = OnceLock::new();
 
 impl Libbpf {
     /// libbpf, loaded on first use.
     pub fn get() -> Result<&'static Libbpf, XdpError> {
         LIBBPF
-            .get_or_init(|| Libbpf::load().map_err(|e| e.to_string()))
+            .get_or_init(Libbpf::load)
             .as_ref()
             .map_err(|e| XdpError::Libbpf(e.clone()))
     }
 
-    fn load() -> Result<Libbpf, XdpError> {
+    fn load() -> Result<Libbpf, LoadError> {
         let mut found = None;
         for name in LIBRARIES {
             // SAFETY: libbpf's initialisers have no preconditions
@@ -96,12 +113,16 @@ impl Libbpf {
                 break;
             }
         }
-        let (lib, name) = found.ok_or(XdpError::NoLibbpf)?;
+        let (lib, name) = found.ok_or(LoadError::NotInstalled)?;
         macro_rules! sym {
             ($s:literal) => {{
                 // SAFETY: the field's type is the symbol's C signature (libbpf.h, bpf.h)
                 let r = unsafe { lib.get(concat!($s, "\0").as_bytes()) };
-                *r.map_err(|e| XdpError::Libbpf(format!("{name} lacks {}: {e}", $s)))?
+                *r.map_err(|e| LoadError::MissingSymbol {
+                    library: name.clone(),
+                    symbol: $s,
+                    reason: e.to_string(),
+                })?
             }};
         }
         Ok(Libbpf {
@@ -153,5 +174,28 @@ pub fn null_error(lib: &Libbpf, call: &'static str) -> XdpError {
     XdpError::Call {
         call,
         error: std::io::Error::from_raw_os_error(errno),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_errors_read_as_the_former_strings() {
+        assert_eq!(
+            XdpError::Libbpf(LoadError::NotInstalled).to_string(),
+            "libbpf: libbpf.so.1 is not installed: install the Debian package `libbpf1`"
+        );
+        let e = LoadError::MissingSymbol {
+            library: "libbpf.so.1".into(),
+            symbol: "bpf_xdp_attach",
+            reason: "undefined symbol".into(),
+        };
+        assert_eq!(
+            XdpError::Libbpf(e.clone()).to_string(),
+            "libbpf: libbpf.so.1 lacks bpf_xdp_attach: undefined symbol"
+        );
+        assert_ne!(e, LoadError::NotInstalled);
     }
 }
