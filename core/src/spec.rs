@@ -668,6 +668,18 @@ impl Spec {
                 ));
             }
         }
+        // a metric's unit is parsed here, once: a unit core::units converts or a declared count
+        // or label ([`crate::units::LABELS`]); a misspelt unit is an error of the spec, never a
+        // label with no effect or a failure at run time
+        for (j, m) in self.metrics.iter().enumerate() {
+            if !crate::units::is_known(&m.unit) {
+                return Err(err(
+                    &[K("metrics"), I(j), K("unit")],
+                    &format!("metrics[{j}].unit"),
+                    crate::units::unknown_unit_message(&m.unit),
+                ));
+            }
+        }
         let systems: BTreeSet<&str> = self.systems.iter().map(String::as_str).collect();
         for (i, v) in self.paper.values.iter().enumerate() {
             if !systems.contains(v.system.as_str()) {
@@ -1227,6 +1239,40 @@ mod tests {
         assert!(msg.contains("artefact"), "{msg}");
         assert_eq!(e.line, locate(&text, "artefact:"), "{msg}");
         assert!(!msg.contains('\n'), "one sentence: {msg}");
+    }
+
+    /// A metric's unit is parsed when the spec loads: a misspelt one is a spec error naming the
+    /// file, the line and the field, one sentence.
+    #[test]
+    fn an_unknown_metric_unit_names_file_line_and_field() {
+        let base = fig7();
+        let at = base.find("    unit: ms").expect("a unit in fig7");
+        let text = format!(
+            "{}    unit: Gbsp{}",
+            &base[..at],
+            &base[at + "    unit: ms".len()..]
+        );
+        let e = load(&text).expect_err("unknown unit");
+        let line = text[..at].lines().count() + 1;
+        assert_eq!(e.line, Some(line), "{e}");
+        assert_eq!(e.field.as_deref(), Some("metrics[0].unit"), "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with(&format!(
+                "experiments/netreduce/fig7.yaml:{line}: field `metrics[0].unit`: `Gbsp` is not a known unit: "
+            )),
+            "{msg}"
+        );
+        assert!(!msg.contains('\n'), "one sentence: {msg}");
+        // a unit of core::units or a declared count loads
+        for unit in ["us", "count", "x"] {
+            let t = format!(
+                "{}    unit: {unit}{}",
+                &base[..at],
+                &base[at + "    unit: ms".len()..]
+            );
+            assert!(load(&t).is_ok(), "{unit}");
+        }
     }
 
     #[test]

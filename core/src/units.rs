@@ -48,9 +48,70 @@ fn known(unit: &str) -> Option<Known> {
         "1/s" | "Hz" => ("frequency", 1.0),
         "1/ms" | "kHz" => ("frequency", 1e3),
         "1/us" | "MHz" => ("frequency", 1e6),
+        // energy, base: joule; power, base: watt; compute rate, base: FLOP/s
+        "J" => ("energy", 1.0),
+        "kJ" => ("energy", 1e3),
+        "W" => ("power", 1.0),
+        "kW" => ("power", 1e3),
+        "GFLOPS" => ("compute rate", 1e9),
+        "TFLOPS" => ("compute rate", 1e12),
         _ => return None,
     };
     Some(Known { dimension, scale })
+}
+
+/// The units a spec may declare that this module does not convert: counts of things, ratios
+/// and labels of their own. A value in one is matched exactly, never converted (a count stays
+/// a count); a metric declared in any other unknown unit is a spec error.
+pub const LABELS: &[&str] = &[
+    // no unit, or a pure number
+    "",
+    "1",
+    // ratios and flags
+    "x",
+    "ratio",
+    "bool",
+    "index",
+    // counts of things
+    "count",
+    "cores",
+    "workers",
+    "switches",
+    "packets",
+    "frames",
+    "samples",
+    "B params",
+    // rates of things (per second, never converted)
+    "samples/s",
+    "images/s",
+    "Mpairs/s",
+    // losses and money
+    "nats",
+    "nats/token",
+    "$",
+];
+
+/// Whether a spec may declare `unit`: a unit this module converts, or one of [`LABELS`].
+pub fn is_known(unit: &str) -> bool {
+    known(unit).is_some() || LABELS.contains(&unit)
+}
+
+/// Why a declared unit is refused, one sentence.
+pub fn unknown_unit_message(unit: &str) -> String {
+    format!(
+        "`{unit}` is not a known unit: one that converts (time ns, us, ms, s; bit rate bps, \
+         Mbps, Gbps; data B, KB, MB, GB, KiB, Gb; share %, fraction; frequency 1/s, Hz; energy \
+         J; power W; compute TFLOPS) or a declared count or label ({})",
+        LABELS
+            .iter()
+            .map(|l| if l.is_empty() {
+                "none (`\"\"`)".to_string()
+            } else {
+                format!("`{l}`")
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -85,6 +146,30 @@ mod tests {
         assert_eq!(convert(3.0, "GB", "MB"), Ok(3000.0));
         assert_eq!(convert(8.0, "Gb", "GB"), Ok(1.0));
         assert_eq!(convert(7.0, "count", "count"), Ok(7.0));
+    }
+
+    #[test]
+    fn declared_units_are_known_and_misspelt_ones_are_not() {
+        for u in [
+            "Gbps",
+            "us",
+            "%",
+            "count",
+            "x",
+            "",
+            "TFLOPS",
+            "W",
+            "J",
+            "samples/s",
+        ] {
+            assert!(is_known(u), "{u}");
+        }
+        for u in ["Gbsp", "usec", "gbps", "counts", " ms"] {
+            assert!(!is_known(u), "{u}");
+        }
+        assert_eq!(convert(2.0, "kW", "W"), Ok(2000.0));
+        assert!(convert(1.0, "W", "J").is_err());
+        assert!(unknown_unit_message("Gbsp").starts_with("`Gbsp` is not a known unit: "));
     }
 
     #[test]
