@@ -593,8 +593,30 @@ pub enum PointState {
     /// Finished with a wrong result (a wrong aggregate is data: its rows are kept); every claim
     /// over it fails.
     Wrong(String),
-    /// Planned but never finished (failed, interrupted, or a system this version cannot run).
-    Missing(String),
+    /// Planned but never finished: why, as a type.
+    Missing(Missing),
+}
+
+/// Why a planned point has no observations, typed from the run's point records to the verdict
+/// (nothing reads a kind back from words); its sentence is what the verdict shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// This version cannot run the system (the plan left it out).
+    NotBuilt,
+    /// The point ran and did not finish: its setup, its parameters, a launcher, an agent, ...
+    Failed,
+    /// The point never ran: the run was stopped before it (a resume runs it).
+    Interrupted,
+}
+
+impl fmt::Display for Missing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Missing::NotBuilt => "this version cannot run the system",
+            Missing::Failed => "the point failed",
+            Missing::Interrupted => "the point never ran (interrupted run)",
+        })
+    }
 }
 
 /// One planned (system, point) of a class.
@@ -789,7 +811,7 @@ impl<'a> Context<'a> {
                     t.wrong.insert(key.clone(), m.clone());
                 }
                 PointState::Missing(m) => {
-                    t.missing.insert(key.clone(), m.clone());
+                    t.missing.insert(key.clone(), m.to_string());
                 }
             }
             t.planned.insert(key);
@@ -1880,7 +1902,7 @@ mod tests {
         plan.push(Planned {
             system: "a".into(),
             params: p(&[("workers", 16.0), ("size", 1.0)]),
-            state: PointState::Missing("interrupted".into()),
+            state: PointState::Missing(Missing::Interrupted),
         });
         let claims = [
             "g(a) >= 1.8 * g(b)",
@@ -1975,6 +1997,41 @@ mod tests {
     }
 
     #[test]
+    fn each_missing_kind_is_not_checkable_with_its_sentence() {
+        let o = vec![obs("a", "wrong", &[("loss", 0.0)], 0.0)];
+        for (kind, says) in [
+            (Missing::NotBuilt, "this version cannot run the system"),
+            (Missing::Failed, "the point failed"),
+            (
+                Missing::Interrupted,
+                "the point never ran (interrupted run)",
+            ),
+        ] {
+            assert_eq!(kind.to_string(), says);
+            let planned = vec![
+                Planned {
+                    system: "a".into(),
+                    params: p(&[("loss", 0.0)]),
+                    state: PointState::Done,
+                },
+                Planned {
+                    system: "a".into(),
+                    params: p(&[("loss", 0.01)]),
+                    state: PointState::Missing(kind),
+                },
+            ];
+            let e = parse("max(wrong(a)) == 0").expect("parses");
+            let v = Context::new(&o, &[]).with_plan(&planned).verdict(&e);
+            assert!(matches!(v, Verdict::NotCheckable(_)), "{v:?}");
+            assert!(
+                v.detail().contains("1 of 2 planned points missing (a at "),
+                "{v:?}"
+            );
+            assert!(v.detail().contains(&format!(": {says})")), "{v:?}");
+        }
+    }
+
+    #[test]
     fn wrong_point_fails_and_missing_point_is_not_checkable() {
         let o = vec![
             obs("a", "wrong", &[("loss", 0.0)], 0.0),
@@ -2000,7 +2057,7 @@ mod tests {
             Planned {
                 system: "b".into(),
                 params: p(&[("loss", 0.01)]),
-                state: PointState::Missing("never ran".into()),
+                state: PointState::Missing(Missing::Interrupted),
             },
         ];
         let judge_of = |src: &str| {

@@ -100,9 +100,27 @@ pub enum PointFailure {
     Failed(String),
 }
 
+/// The kind of a [`PointFailure`], without its words: what the views decide by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FailureKind {
+    Interrupted,
+    WrongResult,
+    BadParameters,
+    Failed,
+}
+
 impl PointFailure {
     pub fn is_interrupted(&self) -> bool {
         matches!(self, PointFailure::Interrupted)
+    }
+
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            PointFailure::Interrupted => FailureKind::Interrupted,
+            PointFailure::WrongResult(_) => FailureKind::WrongResult,
+            PointFailure::BadParameters(_) => FailureKind::BadParameters,
+            PointFailure::Failed(_) => FailureKind::Failed,
+        }
     }
 }
 

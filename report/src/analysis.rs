@@ -11,7 +11,7 @@
 //! confidence, inconclusive otherwise).
 
 use crate::types::{AggRow, Analysis, ClaimResult, Comparison};
-use inabench_core::claims::{self, Planned, PointState, RepObs, Verdict};
+use inabench_core::claims::{self, Missing, Planned, PointState, RepObs, Verdict};
 use inabench_core::plan;
 use inabench_core::spec::Needs;
 use inabench_core::spec::{Fidelity, Spec};
@@ -35,6 +35,9 @@ pub enum ReportError {
     },
     #[error("{0}")]
     Render(String),
+    /// The embedded font of the figures could not be registered.
+    #[error(transparent)]
+    Font(#[from] crate::render::svg::FontError),
     #[error("json: {0}")]
     Json(#[from] serde_json::Error),
 }
@@ -634,11 +637,11 @@ impl PlanStates {
                 } else if st.done.contains(&key) {
                     PointState::Done
                 } else if m.systems_not_built.contains(&pt.system) {
-                    PointState::Missing("this version cannot run the system".into())
+                    PointState::Missing(Missing::NotBuilt)
                 } else if st.failed.contains(&key) {
-                    PointState::Missing("the point failed".into())
+                    PointState::Missing(Missing::Failed)
                 } else {
-                    PointState::Missing("the point never ran (interrupted run)".into())
+                    PointState::Missing(Missing::Interrupted)
                 };
                 by_class.entry(f).or_default().push(Planned {
                     system: pt.system.clone(),

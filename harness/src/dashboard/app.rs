@@ -1,6 +1,6 @@
 //! Dashboard state: updated by events and keys, never by drawing.
 
-use inabench_core::event::{Event, LogLevel};
+use inabench_core::event::{Event, FailureKind, LogLevel};
 use inabench_core::store::RunStatus;
 use ratatui::crossterm::event::KeyCode;
 use std::collections::{BTreeMap, VecDeque};
@@ -11,9 +11,19 @@ pub const KEEP: usize = 200;
 #[derive(Debug, Clone, PartialEq)]
 pub enum PointState {
     Pending,
-    Running { done: u64, total: u64 },
-    Done { elapsed_s: f64 },
-    Failed { error: String },
+    Running {
+        done: u64,
+        total: u64,
+    },
+    Done {
+        elapsed_s: f64,
+    },
+    /// Finished without its result: the failure's kind (never read from its words) and its
+    /// sentence.
+    Failed {
+        kind: FailureKind,
+        error: String,
+    },
     Earlier,
 }
 
@@ -191,6 +201,7 @@ impl App {
                         },
                         Some(f) if f.is_interrupted() => PointState::Pending,
                         Some(f) => PointState::Failed {
+                            kind: f.kind(),
                             error: f.to_string(),
                         },
                     };
@@ -308,7 +319,7 @@ mod tests {
     #[test]
     fn a_point_is_pending_only_when_the_run_was_interrupted() {
         let mut app = App::new("x", "x");
-        app.states = vec![PointState::Pending; 4];
+        app.states = vec![PointState::Pending; 5];
         let done = |point, failure| Event::PointDone {
             point,
             failure,
@@ -321,18 +332,31 @@ mod tests {
             3,
             Some(PointFailure::WrongResult("sum differs".into())),
         ));
+        app.update(&done(
+            4,
+            Some(PointFailure::BadParameters("workers is 1..8".into())),
+        ));
         assert!(matches!(app.states[0], PointState::Done { .. }));
         assert_eq!(app.states[1], PointState::Pending);
         assert_eq!(
             app.states[2],
             PointState::Failed {
+                kind: FailureKind::Failed,
                 error: "interrupted".into()
             }
         );
         assert_eq!(
             app.states[3],
             PointState::Failed {
+                kind: FailureKind::WrongResult,
                 error: "sum differs".into()
+            }
+        );
+        assert_eq!(
+            app.states[4],
+            PointState::Failed {
+                kind: FailureKind::BadParameters,
+                error: "workers is 1..8".into()
             }
         );
     }

@@ -1,7 +1,7 @@
 //! Drawing: a pure function of the state.
 
 use super::app::{App, PointState};
-use inabench_core::event::LogLevel;
+use inabench_core::event::{FailureKind, LogLevel};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Direction, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -154,9 +154,15 @@ fn plan(app: &App, f: &mut Frame, area: Rect) {
                     format!("done {:.1}s", elapsed_s),
                     Style::default().fg(Color::Green),
                 ),
-                PointState::Failed { .. } => {
-                    ("FAILED".to_string(), Style::default().fg(Color::Red))
-                }
+                PointState::Failed { kind, .. } => (
+                    match kind {
+                        FailureKind::WrongResult => "WRONG",
+                        FailureKind::BadParameters => "BAD PARAMS",
+                        FailureKind::Interrupted | FailureKind::Failed => "FAILED",
+                    }
+                    .to_string(),
+                    Style::default().fg(Color::Red),
+                ),
                 PointState::Earlier => ("earlier".to_string(), Style::default().fg(Color::Blue)),
             };
             ListItem::new(Line::from(vec![
@@ -441,6 +447,42 @@ mod tests {
         ] {
             assert!(s.contains(needle), "`{needle}` missing:\n{s}");
         }
+    }
+
+    /// The plan marks a point by its failure's kind: a wrong result, bad parameters, any other
+    /// failure; a point whose message merely reads "wrong" is marked FAILED.
+    #[test]
+    fn the_plan_marks_a_failure_by_its_kind() {
+        use super::super::app::PointState;
+        use inabench_core::event::FailureKind;
+        let mut app = scripted();
+        app.states = vec![
+            PointState::Failed {
+                kind: FailureKind::WrongResult,
+                error: "sum differs".into(),
+            },
+            PointState::Failed {
+                kind: FailureKind::BadParameters,
+                error: "workers is 1..8".into(),
+            },
+            PointState::Failed {
+                kind: FailureKind::Failed,
+                error: "wrong".into(),
+            },
+        ];
+        let mut t = Terminal::new(TestBackend::new(140, 40)).expect("terminal");
+        t.draw(|f| render(&app, f)).expect("draw");
+        let s = text(&t);
+        let mark = |label: &str| {
+            s.lines()
+                .find(|l| l.contains(label))
+                .map(|l| l.split(label).next().unwrap_or("").to_string())
+                .unwrap_or_default()
+        };
+        assert!(mark("flat_ring P=32").contains("WRONG"), "{s}");
+        assert!(mark("flat_ring P=64").contains("BAD PARAMS"), "{s}");
+        assert!(mark("flat_ring P=128").contains("FAILED"), "{s}");
+        assert!(!mark("flat_ring P=128").contains("WRONG"), "{s}");
     }
 
     #[test]

@@ -26,27 +26,34 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(23, 190, 207),
 ];
 
-/// Register the embedded font with plotters once.
+/// Why the embedded font could not be registered with plotters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum FontError {
+    #[error("the embedded DejaVu Sans Mono font is missing")]
+    Missing,
+    #[error("cannot load the embedded font")]
+    Load,
+}
+
+/// Register the embedded font with plotters once. Pure: the outcome depends on the embedded
+/// bytes alone (no input, nothing measured), so every figure of the process shares it.
 fn font_ready() -> Result<(), ReportError> {
-    static READY: OnceLock<Result<(), String>> = OnceLock::new();
-    READY
-        .get_or_init(|| {
-            let bytes = typst_assets::fonts()
-                .find(|b| {
-                    contains(b, b"DejaVu Sans Mono")
-                        && !contains(b, b"Bold")
-                        && !contains(b, b"Oblique")
-                })
-                .or_else(|| typst_assets::fonts().find(|b| contains(b, b"DejaVu Sans Mono")))
-                .ok_or_else(|| "the embedded DejaVu Sans Mono font is missing".to_string())?;
-            for style in [FontStyle::Normal, FontStyle::Bold] {
-                plotters::style::register_font(FONT, style, bytes)
-                    .map_err(|_| "cannot load the embedded font".to_string())?;
-            }
-            Ok(())
-        })
-        .clone()
-        .map_err(ReportError::Render)
+    static READY: OnceLock<Result<(), FontError>> = OnceLock::new();
+    (*READY.get_or_init(|| {
+        let bytes = typst_assets::fonts()
+            .find(|b| {
+                contains(b, b"DejaVu Sans Mono")
+                    && !contains(b, b"Bold")
+                    && !contains(b, b"Oblique")
+            })
+            .or_else(|| typst_assets::fonts().find(|b| contains(b, b"DejaVu Sans Mono")))
+            .ok_or(FontError::Missing)?;
+        for style in [FontStyle::Normal, FontStyle::Bold] {
+            plotters::style::register_font(FONT, style, bytes).map_err(|_| FontError::Load)?;
+        }
+        Ok(())
+    }))
+    .map_err(ReportError::Font)
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -499,4 +506,26 @@ fn cdf(
         .draw()
         .map_err(err)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod font_tests {
+    use super::*;
+
+    /// The font's errors are typed; each says the sentence it said as text.
+    #[test]
+    fn font_errors_are_typed_with_their_sentences() {
+        let missing = ReportError::from(FontError::Missing);
+        assert!(matches!(missing, ReportError::Font(FontError::Missing)));
+        assert_eq!(
+            missing.to_string(),
+            "the embedded DejaVu Sans Mono font is missing"
+        );
+        let load = ReportError::from(FontError::Load);
+        assert!(matches!(load, ReportError::Font(FontError::Load)));
+        assert_eq!(load.to_string(), "cannot load the embedded font");
+        // the embedded font is there and registers (twice: the memo answers the second)
+        assert!(font_ready().is_ok());
+        assert!(font_ready().is_ok());
+    }
 }

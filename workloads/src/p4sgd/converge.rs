@@ -44,6 +44,8 @@ pub struct Best {
 
 struct Setup {
     dataset: String,
+    /// Where the data set's samples come from (resolved once for the point).
+    source: curves::DataSource,
     max_rows: usize,
     seed: u64,
     glm: Glm,
@@ -56,8 +58,10 @@ struct Setup {
 
 fn setup(ctx: &PointCtx<'_>) -> Result<Setup, WorkloadError> {
     let glm_name = ctx.text("glm")?;
+    let dataset = ctx.text("dataset")?;
     Ok(Setup {
-        dataset: ctx.text("dataset")?,
+        source: curves::DataSource::find(&dataset),
+        dataset,
         max_rows: ctx.count("max_rows")?,
         seed: ctx.count("seed")? as u64,
         glm: Glm::parse(&glm_name).ok_or_else(|| err(format!("unknown glm {glm_name}")))?,
@@ -78,7 +82,8 @@ impl Setup {
             micro_batch: 8,
             block: 0,
         };
-        curves::curve(
+        curves::curve_from(
+            &self.source,
             system,
             &self.dataset,
             self.max_rows,
@@ -95,8 +100,9 @@ impl Setup {
 
     fn key(&self) -> String {
         format!(
-            "{} {} {} {:?} {} {} {} {} {:?} {:?}",
+            "{} {:?} {} {} {:?} {} {} {} {} {:?} {:?}",
             self.dataset,
+            self.source,
             self.max_rows,
             self.seed,
             self.glm,
@@ -112,22 +118,67 @@ impl Setup {
     }
 }
 
-type BestCache = Mutex<HashMap<String, Result<Best, String>>>;
+/// Why a system has no fastest configuration, as the memo keeps it: the kind of the
+/// [`WorkloadError`] and its words, so an answer from the memo is the same error (a wrong result
+/// stays a wrong result) with the same sentence.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BestError {
+    #[error("parameter `{0}` is missing or not a number")]
+    Param(String),
+    #[error("{0}")]
+    BadParam(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("wrong result: {0}")]
+    WrongResult(String),
+}
 
-/// The fastest configuration of `system` (cached per process).
+impl BestError {
+    /// The error to remember (`None`: an interrupted search, which must run again).
+    pub fn remembered(e: &WorkloadError) -> Option<BestError> {
+        Some(match e {
+            WorkloadError::Param(m) => BestError::Param(m.clone()),
+            WorkloadError::BadParam(m) => BestError::BadParam(m.clone()),
+            WorkloadError::Invalid(m) => BestError::Invalid(m.clone()),
+            WorkloadError::WrongResult(m) => BestError::WrongResult(m.clone()),
+            WorkloadError::Io(_) => BestError::Invalid(e.to_string()),
+            WorkloadError::Interrupted => return None,
+        })
+    }
+}
+
+impl From<BestError> for WorkloadError {
+    fn from(e: BestError) -> WorkloadError {
+        match e {
+            BestError::Param(m) => WorkloadError::Param(m),
+            BestError::BadParam(m) => WorkloadError::BadParam(m),
+            BestError::Invalid(m) => WorkloadError::Invalid(m),
+            BestError::WrongResult(m) => WorkloadError::WrongResult(m),
+        }
+    }
+}
+
+type BestCache = Mutex<HashMap<String, Result<Best, BestError>>>;
+
+/// The fastest configuration of `system`, memoised per process. Pure: the search trains in
+/// virtual time and prices with the point's declared inputs only (the key holds every one, the
+/// data's source included; nothing is timed on this host).
 fn best(s: &Setup, system: &str) -> Result<Best, WorkloadError> {
     static CACHE: OnceLock<BestCache> = OnceLock::new();
     let key = format!("{system} {}", s.key());
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     if let Some(v) = cache.lock().ok().and_then(|m| m.get(&key).cloned()) {
-        return v.map_err(err);
+        return v.map_err(WorkloadError::from);
     }
     let r = find_best(s, system);
-    if let Ok(mut m) = cache.lock() {
-        m.insert(
-            key,
-            r.as_ref().map(Clone::clone).map_err(ToString::to_string),
-        );
+    let remembered = match &r {
+        Ok(b) => Some(Ok(b.clone())),
+        Err(e) => BestError::remembered(e).map(Err),
+    };
+    if let Some(v) = remembered
+        && let Ok(mut m) = cache.lock()
+    {
+        m.insert(key, v);
     }
     r
 }
@@ -141,7 +192,7 @@ fn find_best(s: &Setup, system: &str) -> Result<Best, WorkloadError> {
         .ok_or_else(|| err("no reference loss"))?
         * (1.0 + s.target_rel);
     let (rows, features) = shape_of(&s.dataset)?;
-    let (data, _) = curves::load(&s.dataset, s.max_rows, s.seed).map_err(err)?;
+    let (data, _) = curves::load_from(&s.source, &s.dataset, s.max_rows, s.seed).map_err(err)?;
     let initial = glm::mean_loss(s.glm, &data, &vec![0f32; data.cols]);
     let cap = 4 * s.ref_epochs;
     let mut best: Option<Best> = None;
@@ -268,5 +319,42 @@ impl Workload for Table4 {
         ctx.record("power", power);
         ctx.record("energy", power * b.time_s);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The memo keeps an error's kind and sentence: a wrong result answered from it is still a
+    /// wrong result with the same words, and an interrupted search is not remembered.
+    #[test]
+    fn the_memo_keeps_an_errors_kind_and_sentence() {
+        let cases = [
+            WorkloadError::Param("lr".into()),
+            WorkloadError::BadParam("batch is 1..1024".into()),
+            WorkloadError::Invalid("no reference loss".into()),
+            WorkloadError::WrongResult("p4sgd: 1 wrong results, 0 workers unfinished".into()),
+        ];
+        for e in cases {
+            let said = e.to_string();
+            let kept = BestError::remembered(&e).expect("remembered");
+            assert_eq!(kept.to_string(), said);
+            let back = WorkloadError::from(kept);
+            assert_eq!(back.to_string(), said);
+            assert_eq!(
+                std::mem::discriminant(&back),
+                std::mem::discriminant(&e),
+                "{said}"
+            );
+        }
+        let wrong = BestError::remembered(&WorkloadError::WrongResult("sum differs".into()));
+        assert_eq!(wrong, Some(BestError::WrongResult("sum differs".into())));
+        assert_eq!(BestError::remembered(&WorkloadError::Interrupted), None);
+        let io = WorkloadError::Io(std::io::Error::other("disk"));
+        assert_eq!(
+            BestError::remembered(&io),
+            Some(BestError::Invalid("i/o: disk".into()))
+        );
     }
 }
