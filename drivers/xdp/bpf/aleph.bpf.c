@@ -408,4 +408,13 @@ int xdp_pass(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
+// The empty program that drops: the floor of a live-frames test run (BPF_F_TEST_XDP_LIVE_FRAMES),
+// where a passed frame would be handed to the network stack, a cost the aggregation program's
+// drops and redirects do not have.
+SEC("xdp")
+int xdp_drop(struct xdp_md *ctx)
+{
+	return XDP_DROP;
+}
+
 char LICENSE[] SEC("license") = "GPL";

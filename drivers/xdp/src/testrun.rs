@@ -75,6 +75,38 @@ pub fn quantile(v: &[f64], q: f64) -> Option<f64> {
     Some(s[lo] + (h - lo as f64) * (s[hi] - s[lo]))
 }
 
+/// How a test run hands the program its frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TestRunMode {
+    /// The kernel copies the frame into a fresh buffer for each call and only returns the
+    /// program's verdict (the default `BPF_PROG_TEST_RUN`); the floor is the empty program
+    /// `xdp_pass` on the same frame.
+    #[default]
+    Copied,
+    /// Live frames (`BPF_F_TEST_XDP_LIVE_FRAMES`): each call's frame is a page of a page pool,
+    /// as a driver's receive path hands it over, and the verdict's work is carried out (a drop
+    /// recycles the page, the last member's redirect broadcasts the aggregate to the members'
+    /// links); the floor is the empty program `xdp_drop` on the same frame
+    /// ([`crate::Aggregator::test_run_live`]).
+    Live,
+}
+
+impl TestRunMode {
+    pub const ALL: [TestRunMode; 2] = [TestRunMode::Copied, TestRunMode::Live];
+
+    /// The name a spec's parameter gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TestRunMode::Copied => "copied",
+            TestRunMode::Live => "live",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<TestRunMode> {
+        TestRunMode::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
 /// The program's cost as test runs time it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TestRunCost {
@@ -96,6 +128,10 @@ pub struct TestRunCost {
     /// non-zero when some process held the statistics on, whose clock reads are then in every
     /// run timed (and in the floor).
     pub stats_counted_runs: u64,
+    /// With the statistics on: what they counted per run of the aggregation program and of the
+    /// floor program in these test runs (ns, nothing subtracted); `None` when they were off.
+    pub counted_ns: Option<f64>,
+    pub counted_floor_ns: Option<f64>,
 }
 
 /// Time the aggregation program over `rounds` rounds of `members` members (2..=32) cycling over
@@ -154,6 +190,32 @@ pub fn aggregation_cost_on(
     block: u32,
     first_round: u32,
 ) -> Result<TestRunCost, XdpError> {
+    aggregation_cost_on_mode(
+        agg,
+        job,
+        members,
+        rounds,
+        block,
+        first_round,
+        TestRunMode::Copied,
+    )
+}
+
+/// [`aggregation_cost_on`] with the frames handed over as `mode` says. With live frames the
+/// kernel reports no verdict, so the counters alone check that every packet was aggregated and
+/// every round completed; the floor is [`Program::Drop`]. The duration of a live run covers the
+/// verdict's work too, so for the last member of a round (a redirect: the broadcast's copies,
+/// their egress program and transmission) the net time holds more than the program; with the
+/// statistics on, [`TestRunCost::counted_ns`] is the program alone as they count it.
+pub fn aggregation_cost_on_mode(
+    agg: &Aggregator,
+    job: u16,
+    members: usize,
+    rounds: u32,
+    block: u32,
+    first_round: u32,
+    mode: TestRunMode,
+) -> Result<TestRunCost, XdpError> {
     let segments = agg.segments();
     if !(2..=32).contains(&members) || segments == 0 || rounds == 0 || block == 0 {
         return Err(XdpError::Config(format!(
@@ -161,7 +223,12 @@ pub fn aggregation_cost_on(
              {block}"
         )));
     }
-    let pass0 = agg.program_run_time(Program::Pass)?;
+    let floor_prog = match mode {
+        TestRunMode::Copied => Program::Pass,
+        TestRunMode::Live => Program::Drop,
+    };
+    let pass0 = agg.program_run_time(floor_prog)?;
+    let agg0 = agg.program_run_time(Program::Aggregate)?;
     let s0 = agg.stats()?;
     let mut grads = [0i32; GRADS];
     let (mut net, mut first, mut last, mut floor) = (
@@ -190,20 +257,27 @@ pub fn aggregation_cost_on(
                     group::PORT,
                     &Packet::gradient(job, w as u8, round, segment, grads).emit(),
                 );
-                let a = agg.test_run(Program::Aggregate, &f, 1)?;
+                let a = match mode {
+                    TestRunMode::Copied => agg.test_run(Program::Aggregate, &f, 1)?,
+                    TestRunMode::Live => agg.test_run_live(Program::Aggregate, &f)?,
+                };
                 let want = if w + 1 == members {
                     XDP_REDIRECT
                 } else {
                     XDP_DROP
                 };
-                if a.retval != want {
+                // a live run reports no verdict (the counters below check the work)
+                if mode == TestRunMode::Copied && a.retval != want {
                     return Err(XdpError::Config(format!(
                         "the aggregation program returned {} for member {w} of round {round} \
                          segment {segment}, {want} expected",
                         a.retval
                     )));
                 }
-                let p = agg.test_run(Program::Pass, &f, 1)?;
+                let p = match mode {
+                    TestRunMode::Copied => agg.test_run(Program::Pass, &f, 1)?,
+                    TestRunMode::Live => agg.test_run_live(Program::Drop, &f)?,
+                };
                 floor.push(f64::from(p.duration_ns));
                 sums[j as usize] += f64::from(a.duration_ns) - f64::from(p.duration_ns);
                 if w == 0 {
@@ -226,6 +300,10 @@ pub fn aggregation_cost_on(
         )));
     }
     let q = |v: &[f64], p: f64| quantile(v, p).unwrap_or(f64::NAN);
+    let floor_counted = agg.program_run_time(floor_prog)?.since(pass0);
+    let agg_counted = agg.program_run_time(Program::Aggregate)?.since(agg0);
+    let per_run =
+        |t: crate::ProgramTime| (t.runs > 0 && t.nanos > 0).then(|| t.nanos as f64 / t.runs as f64);
     Ok(TestRunCost {
         net_ns: q(&net, 0.5),
         net_p10_ns: q(&net, 0.1),
@@ -235,7 +313,9 @@ pub fn aggregation_cost_on(
         floor_ns: q(&floor, 0.5),
         rounds,
         members,
-        stats_counted_runs: agg.program_run_time(Program::Pass)?.since(pass0).runs,
+        stats_counted_runs: floor_counted.runs,
+        counted_ns: per_run(agg_counted),
+        counted_floor_ns: per_run(floor_counted),
     })
 }
 

@@ -919,3 +919,62 @@ fn test_runs_on_a_used_map_aggregate_in_blocks_and_refuse_old_rounds() {
     assert_eq!(c.rounds, 16);
     assert!((0..S).all(|s| agg.slot(s).unwrap().round == 11));
 }
+
+/// Live-frames test runs (`BPF_F_TEST_XDP_LIVE_FRAMES`) on a group's own map carry the
+/// program's verdict out, as a receive path does: every completed slot's aggregate is really
+/// broadcast (the devmap egress program runs on each copy and every member receives the exact
+/// sum), while test runs of copied frames only return the verdict (no copy leaves); the timing
+/// helper's counters check both modes, and with the statistics on both count the program.
+#[test]
+fn live_test_runs_broadcast_the_aggregate_copied_ones_do_not() {
+    use inabench_xdp::testrun::{TestRunMode, aggregation_cost_on_mode};
+    if !ready() {
+        return;
+    }
+    const S: u32 = 8;
+    const ROUNDS: u32 = 12;
+    let g = Group::create(2, S, AttachMode::Native, JOB, false).unwrap();
+    for s in &g.socks {
+        s.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+    }
+    let stats = inabench_xdp::RunStats::enable().unwrap();
+    let mut first_round = 1;
+    for mode in [TestRunMode::Copied, TestRunMode::Live] {
+        let e0 = g.agg.egress_run_time().unwrap();
+        let c = aggregation_cost_on_mode(&g.agg, JOB, 2, ROUNDS, 1, first_round, mode).unwrap();
+        first_round += ROUNDS / S + 2;
+        assert_eq!((c.rounds, c.members), (ROUNDS, 2), "{mode:?}");
+        assert!(
+            c.counted_ns.is_some() && c.counted_floor_ns.is_some(),
+            "{c:?}"
+        );
+        let copies = g.agg.egress_run_time().unwrap().since(e0).runs;
+        // the results each member's socket got: none from copied test runs, one per round from
+        // live ones, each the slot's exact aggregate
+        let mut got = vec![0u32; 2];
+        for (m, sock) in g.socks.iter().enumerate() {
+            let mut b = [0u8; 2048];
+            while let Ok(n) = sock.recv(&mut b) {
+                let p = Packet::parse(&b[..n]).unwrap();
+                assert_eq!(p.kind, Kind::Result, "{mode:?}");
+                let slot = g.agg.slot(p.segment).unwrap();
+                if slot.round == p.round {
+                    assert_eq!(p.grads, slot.grads, "{mode:?} segment {}", p.segment);
+                }
+                got[m] += 1;
+            }
+        }
+        match mode {
+            TestRunMode::Copied => {
+                assert_eq!(copies, 0);
+                assert_eq!(got, [0, 0]);
+            }
+            TestRunMode::Live => {
+                assert_eq!(copies, 2 * u64::from(ROUNDS));
+                assert_eq!(got, [ROUNDS, ROUNDS]);
+            }
+        }
+    }
+    drop(stats);
+}

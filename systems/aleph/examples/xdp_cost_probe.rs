@@ -5,12 +5,19 @@
 //! it measured is in experiments/aleph/xdp-scale.yaml's description.
 //!
 //! - `inplace <seconds> <segments> <senders: other|node> <test-run block> [group|fresh]
-//!   [slices, 0: one per 400 ms]`: one [`cpu::program_cost_with`] measurement on one line
-//!   (`group 0` is aleph-xdp-scale's design, `fresh 1` the former one).
+//!   [slices, 0: one per 400 ms] [copied|live] [stats]`: one [`cpu::program_cost_with`]
+//!   measurement on one line (`group 0` is aleph-xdp-scale's design, `fresh 1` the former one;
+//!   `live` the test runs with live frames, `stats` the BPF statistics on during them too, their
+//!   count of the program's run time printed as `counted`).
 //! - `testrun <segments> <rounds> <block>...`: test runs alone on the calling thread's CPU for
 //!   each block size (run it under `taskset -c 0 chrt -f 50` as the measurement does).
 //! - `same <segments> <rounds> <times>`: one map timed again and again beside fresh maps.
 //! - `stats <runs>`: what the BPF statistics count per run of the empty program on this CPU.
+//! - `counted <segments> <rounds> <repeat> <times>`: with the BPF statistics on, what they count
+//!   per run of the aggregation program and of the floor program in copied and in live test
+//!   runs alternately (2 members, every frame run `repeat` times in one call: the first run
+//!   aggregates, the others are duplicates), on one fresh aggregator with no members (a live
+//!   redirect then sends nothing); run it under `taskset -c 0 chrt -f 50`.
 
 use inabench_aleph::testbed::cpu;
 use std::time::Duration;
@@ -34,12 +41,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     Some(n) => n.parse()?,
                     None => 0,
                 },
+                test_run_mode: match args.get(7) {
+                    Some(m) => inabench_xdp::testrun::TestRunMode::from_name(m)
+                        .ok_or_else(|| format!("test-run mode {m}: copied or live"))?,
+                    None => inabench_xdp::testrun::TestRunMode::Copied,
+                },
+                test_run_stats: args.get(8).map(String::as_str) == Some("stats"),
             };
             let c = cpu::program_cost_with(Duration::from_secs(u64::from(num(1)?)), None, &setup)?;
             println!(
                 "inplace {setup:?}: aggregate {:.1} egress {:.1} program {:.1} (p10 {:.1} p90 {:.1}) \
                  noop/run {:.1} raw {:.1} packets {} windows {} | test run {:.1} (p10 {:.1} p90 \
-                 {:.1}) store {:.1} complete {:.1} floor {:.1} | ratio {:.2}",
+                 {:.1}) store {:.1} complete {:.1} floor {:.1} counted {:.1} floor counted {:.1} \
+                 | ratio {:.2}",
                 c.aggregate_ns,
                 c.egress_ns,
                 c.ns_per_packet,
@@ -55,6 +69,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 c.test_run.store_ns,
                 c.test_run.complete_ns,
                 c.test_run.floor_ns,
+                c.test_run.counted_ns.unwrap_or(f64::NAN),
+                c.test_run.counted_floor_ns.unwrap_or(f64::NAN),
                 c.aggregate_ns / c.test_run.net_ns
             );
         }
@@ -111,6 +127,78 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 duration as f64 / f64::from(times),
                 off as f64 / f64::from(times)
             );
+        }
+        Some("counted") => {
+            use inabench_xdp::testrun::TestRunMode;
+            use inabench_xdp::{Program, ProgramTime};
+            let (segments, rounds, repeat, times) = (num(1)?, num(2)?, num(3)?, num(4)?);
+            let agg = inabench_xdp::Aggregator::load(segments)?;
+            agg.configure(&inabench_xdp::Config {
+                job: 1,
+                full_mask: 3,
+                forward: inabench_xdp::Forward::Multicast,
+                port: inabench_xdp::group::PORT,
+            })?;
+            let stats = inabench_xdp::RunStats::enable()?;
+            let mut round = 1u32;
+            for _ in 0..times {
+                for mode in TestRunMode::ALL {
+                    let floor = match mode {
+                        TestRunMode::Copied => Program::Pass,
+                        TestRunMode::Live => Program::Drop,
+                    };
+                    let run = |p: Program, f: &[u8]| match mode {
+                        TestRunMode::Copied => agg.test_run(p, f, repeat),
+                        TestRunMode::Live => agg.test_run_live_repeated(p, f, repeat),
+                    };
+                    let (a0, f0, s0) = (
+                        agg.program_run_time(Program::Aggregate)?,
+                        agg.program_run_time(floor)?,
+                        agg.stats()?,
+                    );
+                    let (mut ta, mut tf) = (0u64, 0u64);
+                    for r in 0..rounds {
+                        for w in 0..2u8 {
+                            let f = inabench_xdp::testrun::frame(
+                                inabench_xdp::group::PORT,
+                                &inabench_xdp::proto::Packet::gradient(
+                                    1,
+                                    w,
+                                    round + r / segments,
+                                    r % segments,
+                                    [r as i32; inabench_xdp::proto::GRADS],
+                                )
+                                .emit(),
+                            );
+                            ta += u64::from(run(Program::Aggregate, &f)?.duration_ns);
+                            tf += u64::from(run(floor, &f)?.duration_ns);
+                        }
+                    }
+                    round += rounds / segments + 2;
+                    let per = |t: ProgramTime| t.nanos as f64 / t.runs.max(1) as f64;
+                    let (a, f) = (
+                        agg.program_run_time(Program::Aggregate)?.since(a0),
+                        agg.program_run_time(floor)?.since(f0),
+                    );
+                    let s1 = agg.stats()?;
+                    let calls = f64::from(rounds) * 2.0;
+                    println!(
+                        "{:6} repeat {repeat}: counted aggregate {:.1} ns/run ({} runs), floor \
+                         {:.1} ns/run ({} runs); timer aggregate {:.1}, floor {:.1} ns/run; \
+                         aggregated {} duplicates {}",
+                        mode.name(),
+                        per(a),
+                        a.runs,
+                        per(f),
+                        f.runs,
+                        ta as f64 / calls,
+                        tf as f64 / calls,
+                        s1.aggregated - s0.aggregated,
+                        s1.duplicate - s0.duplicate
+                    );
+                }
+            }
+            drop(stats);
         }
         Some("testrun") => {
             let (segments, rounds) = (num(1)?, num(2)?);

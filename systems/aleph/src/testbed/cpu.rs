@@ -625,6 +625,13 @@ pub struct CostSetup {
     /// In-place slices, with a burst of test runs before each and after the last (0: one per
     /// two [`WINDOW`]s of the duration; 1: one burst before the whole window and one after).
     pub slices: u32,
+    /// How the test runs hand the program its frames (copied or live; on the group's own
+    /// aggregator only: a fresh one has no members to broadcast to).
+    pub test_run_mode: inabench_xdp::testrun::TestRunMode,
+    /// The BPF statistics on during the test runs too (their count of the program's own run
+    /// time in [`inabench_xdp::testrun::TestRunCost::counted_ns`]; their clock reads are then in
+    /// every run timed, the floor's included).
+    pub test_run_stats: bool,
 }
 
 impl Default for CostSetup {
@@ -635,6 +642,8 @@ impl Default for CostSetup {
             test_run_block: 1,
             test_run_on_group: true,
             slices: 0,
+            test_run_mode: inabench_xdp::testrun::TestRunMode::Copied,
+            test_run_stats: false,
         }
     }
 }
@@ -682,18 +691,27 @@ pub fn program_cost_with(
     let mut slice_readings: Vec<Vec<Reading>> = Vec::with_capacity(slices as usize);
     for i in 0..=slices {
         // a burst of test runs with the statistics off
+        let stats = match setup.test_run_stats {
+            true => Some(inabench_xdp::RunStats::enable()?),
+            false => None,
+        };
         let c = if setup.test_run_on_group {
             let (agg, first_round) = (&g.agg, round);
             test_run_half(&node, move || {
-                inabench_xdp::testrun::aggregation_cost_on(
+                inabench_xdp::testrun::aggregation_cost_on_mode(
                     agg,
                     1,
                     MEMBERS,
                     burst,
                     setup.test_run_block,
                     first_round,
+                    setup.test_run_mode,
                 )
             })?
+        } else if setup.test_run_mode != inabench_xdp::testrun::TestRunMode::Copied {
+            return Err(TestbedError::Setup(
+                "live test runs need the group's own aggregator (its members)".into(),
+            ));
         } else {
             test_run_half(&node, || {
                 inabench_xdp::testrun::aggregation_cost_in_blocks(
@@ -704,6 +722,7 @@ pub fn program_cost_with(
                 )
             })?
         };
+        drop(stats);
         round += burst / segments + 2;
         bursts.push(c);
         if i == slices {
@@ -845,6 +864,9 @@ pub fn test_run_pooled(
     let n = bursts.len() as f64;
     let mean =
         |f: fn(&inabench_xdp::testrun::TestRunCost) -> f64| bursts.iter().map(f).sum::<f64>() / n;
+    let mean_of = |f: fn(&inabench_xdp::testrun::TestRunCost) -> Option<f64>| {
+        bursts.iter().map(f).sum::<Option<f64>>().map(|s| s / n)
+    };
     Some(inabench_xdp::testrun::TestRunCost {
         net_ns: mean(|c| c.net_ns),
         net_p10_ns: mean(|c| c.net_p10_ns),
@@ -855,6 +877,8 @@ pub fn test_run_pooled(
         rounds: bursts.iter().map(|c| c.rounds).sum(),
         members: first.members,
         stats_counted_runs: bursts.iter().map(|c| c.stats_counted_runs).sum(),
+        counted_ns: mean_of(|c| c.counted_ns),
+        counted_floor_ns: mean_of(|c| c.counted_floor_ns),
     })
 }
 
@@ -1110,6 +1134,8 @@ mod tests {
             rounds: 100,
             members: 2,
             stats_counted_runs: counted,
+            counted_ns: None,
+            counted_floor_ns: None,
         };
         // a quiet burst, a loaded one and one in between
         let c = test_run_pooled(&[
