@@ -302,6 +302,10 @@ pub fn check_sum(
 /// `agg` on `fabric` (after `warmup` steps that are not kept), every bucket checked against the
 /// exact sum; the wall time of each bucket's all-reduce. `knobs` override the systems' defaults
 /// (window 2 of 32-packet messages).
+///
+/// Measured at every call, never remembered (as [`dilation`]): the wall times are this host's at
+/// that moment, so a point's exchange is its own, not one an earlier point or another experiment
+/// of the same process measured under another load.
 #[allow(clippy::too_many_arguments)]
 pub fn exchange(
     agg: Aggregation,
@@ -343,59 +347,6 @@ pub fn exchange(
         bucket_bytes: sizes,
         steps: out,
     })
-}
-
-/// [`exchange`], once per process for each (system, fabric, knobs, bucket sizes, workers, steps,
-/// seed): the compute band and the host-stack choice of the modelled class do not change what is
-/// exchanged, nor does anything of a model but its buckets (BERT's GLUE and SQuAD variants share
-/// one exchange).
-#[allow(clippy::too_many_arguments)]
-pub fn exchange_cached(
-    agg: Aggregation,
-    fabric: Fabric,
-    knobs: &[(&str, f64)],
-    model: &training::Model,
-    scale: f64,
-    bucket_bytes: f64,
-    workers: usize,
-    warmup: usize,
-    steps: usize,
-    seed: u64,
-) -> Result<Exchanged, RunError> {
-    type Key = (String, usize, usize, usize, u64);
-    static CACHE: OnceLock<Mutex<HashMap<Key, Exchanged>>> = OnceLock::new();
-    let sizes = bucket_sizes(&shrink(model, scale), 4.0, bucket_bytes * scale);
-    let key = (
-        format!(
-            "{agg:?}/{}/{knobs:?}/{:?}",
-            fabric.name(),
-            sizes.iter().map(|b| b.to_bits()).collect::<Vec<_>>()
-        ),
-        workers,
-        warmup,
-        steps,
-        seed,
-    );
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(x) = cache.lock().ok().and_then(|m| m.get(&key).cloned()) {
-        return Ok(x);
-    }
-    let x = exchange(
-        agg,
-        fabric,
-        knobs,
-        model,
-        scale,
-        bucket_bytes,
-        workers,
-        warmup,
-        steps,
-        seed,
-    )?;
-    if let Ok(mut m) = cache.lock() {
-        m.insert(key, x.clone());
-    }
-    Ok(x)
 }
 
 /// How much slower than the testbed's network this host's fabric moves bytes: the wall time of a

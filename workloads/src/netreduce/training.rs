@@ -18,9 +18,7 @@ use inabench_ina::netreduce::NetReduce;
 use inabench_ina::stream::RcStream;
 use inabench_ina::switchml::SwitchMl;
 use inabench_ina_run::collective::{Aggregation, Fabric};
-use inabench_ina_run::training::{
-    Schemes, dilation, emulated_with, exchange_cached, fit_with_cached,
-};
+use inabench_ina_run::training::{Schemes, dilation, emulated_with, exchange, fit_with_cached};
 use inabench_netreduce::training::{self, Compute};
 
 /// The baseline a point's speedup is relative to.
@@ -92,8 +90,8 @@ fn run_emulated(
     let agg = Aggregation::parse(&system).ok_or_else(|| {
         WorkloadError::Invalid(format!("`{system}` has no emulated training exchange"))
     })?;
-    // the gradients' values only feed the sum checks, not the timing: one seed for every point,
-    // so that the points of a run share one measured exchange per system and model
+    // the gradients' values only feed the sum checks, not the timing: one seed for every point
+    // (each point measures its own exchange, the ring's included: `exchange` remembers nothing)
     let seed = ctx.param("gradient_seed").unwrap_or(1.0) as u64;
     // the modelled class's settings (see `fit`): window 2, messages of 170 packets of 1 KB
     let knobs = [
@@ -101,7 +99,7 @@ fn run_emulated(
         ("msg_packets", ctx.param("msg_packets").unwrap_or(170.0)),
     ];
     let ex = |agg: Aggregation| {
-        exchange_cached(
+        exchange(
             agg, fabric, &knobs, model, scale, bucket, machines, warmup, steps, seed,
         )
         .map_err(|e| crate::fabric::run_error_in(format_args!("{agg:?}"), e))
