@@ -3,6 +3,9 @@
 //! systems, never a system itself. Protocol crates do not depend on it; `inabench-workloads`
 //! and the benches do.
 //!
+//! - [`conformance`]: what every system passes, one all-reduce with exact results on `sim`,
+//!   `mem` and `udp` threads through `fabric::Fabric`'s one door (a new system passes it before
+//!   it joins `inabench_ina::SYSTEMS`);
 //! - [`collective`]: float32 all-reduce for training through a system's own protocol code
 //!   (ring, NetReduce, SwitchML's block floating point) on `sim`, `mem` or `udp`, each worker's
 //!   result as its host stack delivered it;
@@ -11,4 +14,5 @@
 //!   measurement: nothing measured is remembered between calls).
 
 pub mod collective;
+pub mod conformance;
 pub mod training;

@@ -17,7 +17,6 @@
 pub mod atp;
 pub mod bfp;
 pub mod common;
-pub mod conformance;
 pub mod drive;
 pub mod error;
 pub mod fpga;

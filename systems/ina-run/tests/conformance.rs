@@ -1,5 +1,5 @@
 //! Every system of `inabench_ina::SYSTEMS` gives exact results on `sim`, `mem` and `udp` threads
-//! through `fabric::Fabric` (`inabench_ina::conformance`), and so does a system written here the
+//! through `fabric::Fabric` (`inabench_ina_run::conformance`), and so does a system written here the
 //! way a newcomer adds one (ARCHITECTURE.md, "Adding a system"): `ToySum`, a switch that sums
 //! whole chunks and multicasts them, implemented in this file alone and run by the same generic
 //! check without any other file changing.
@@ -9,7 +9,7 @@ use inabench_ina::common::{
     AllReduceConfig, HostStats, Setup, SetupError, Switch, SwitchStats, System, Worker,
     check_inputs, gradient,
 };
-use inabench_ina::conformance::on_every_fabric;
+use inabench_ina_run::conformance::on_every_fabric;
 
 fn cfg(workers: usize) -> AllReduceConfig {
     AllReduceConfig {

@@ -1,16 +1,16 @@
 //! What every system passes, whatever it is: one all-reduce with exact results on every
 //! in-process fabric (`sim`, `mem`, `udp` threads), through [`inabench_fabric::Fabric`]'s one
 //! door ([`inabench_fabric::Fabric::run_deployment`]: each node built alone by
-//! [`System::build_node`], as a node process builds its own). The systems of [`crate::SYSTEMS`]
+//! [`System::build_node`], as a node process builds its own). The systems of [`inabench_ina::SYSTEMS`]
 //! pass it in `tests/conformance.rs`; a new system passes it before it is added to the list (the
 //! worked example in ARCHITECTURE.md, "Adding a system", is a test system that does exactly that
 //! without any other file changing).
 
-use crate::common::{AllReduceConfig, SetupNode, System};
 use inabench_fabric::fault::Faults;
 use inabench_fabric::{
     BuildError, Deployed, Deployment, FabricChoice, FabricError, Ran, udp::IoModel,
 };
+use inabench_ina::common::{AllReduceConfig, SetupNode, System};
 
 /// One fabric's outcome of the conformance all-reduce.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,7 +19,7 @@ pub struct Outcome {
     pub fabric: &'static str,
     /// Every worker was done before the limit.
     pub finished: bool,
-    /// Workers whose result was right ([`crate::common::Worker::check`]).
+    /// Workers whose result was right ([`inabench_ina::common::Worker::check`]).
     pub correct: usize,
     pub workers: usize,
 }
@@ -54,7 +54,7 @@ pub fn on_every_fabric(
     let choices = [
         (
             FabricChoice::Sim {
-                link: crate::drive::sim_link(cfg),
+                link: inabench_ina::drive::sim_link(cfg),
                 switch: cfg.workers as inabench_fabric::NodeId,
             },
             60_000_000_000,
