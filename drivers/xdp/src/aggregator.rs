@@ -264,6 +264,7 @@ pub struct Aggregator {
     receive_fd: i32,
     pass_fd: i32,
     drop_fd: i32,
+    egress_empty_fd: i32,
     slots_fd: i32,
     config_fd: i32,
     stats_fd: i32,
@@ -318,6 +319,7 @@ impl Aggregator {
             receive_fd: -1,
             pass_fd: -1,
             drop_fd: -1,
+            egress_empty_fd: -1,
             slots_fd: -1,
             config_fd: -1,
             stats_fd: -1,
@@ -337,6 +339,7 @@ impl Aggregator {
         a.receive_fd = a.prog_fd("aleph_receive")?;
         a.pass_fd = a.prog_fd("xdp_pass")?;
         a.drop_fd = a.prog_fd("xdp_drop")?;
+        a.egress_empty_fd = a.prog_fd("xdp_devmap_pass")?;
         // SAFETY: maps of the loaded object
         unsafe {
             a.slots_fd = libbpf::check("bpf_map__fd", (lib.map_fd)(slots))?;
@@ -419,9 +422,28 @@ impl Aggregator {
     /// egress program rewriting its copies. The kernel resolves a devmap's ifindex in the
     /// namespace of the process writing the entry, so the write happens inside `ns`.
     pub fn add_member(&self, ns: Option<&str>, slot: u32, ifindex: u32) -> Result<(), XdpError> {
+        self.add_member_egress(ns, slot, ifindex, false)
+    }
+
+    /// [`Self::add_member`] with the empty egress program (`xdp_devmap_pass`) on the member's
+    /// copies instead of the rewrite when `empty` (a probe's: the copies then keep the
+    /// aggregator's addresses, and what the statistics count per run of the empty program is
+    /// their own share on the aggregating core). Rewriting an existing slot replaces it.
+    pub fn add_member_egress(
+        &self,
+        ns: Option<&str>,
+        slot: u32,
+        ifindex: u32,
+        empty: bool,
+    ) -> Result<(), XdpError> {
+        let egress = if empty {
+            self.egress_empty_fd
+        } else {
+            self.egress_fd
+        };
         let mut v = [0u8; 8];
         v[0..4].copy_from_slice(&ifindex.to_ne_bytes());
-        v[4..8].copy_from_slice(&self.egress_fd.to_ne_bytes());
+        v[4..8].copy_from_slice(&egress.to_ne_bytes());
         let (lib, fd, key) = (self.lib, self.members_fd, slot.to_ne_bytes());
         // SAFETY: a devmap of u32 keys and `struct bpf_devmap_val` (8 bytes) values
         let rc = in_netns(ns, move || unsafe {
@@ -583,9 +605,10 @@ impl Aggregator {
         }])
     }
 
-    /// [`Self::run_time`] of the egress rewrite alone (it runs on every broadcast copy).
+    /// [`Self::run_time`] of the egress program on the broadcast copies (the rewrite, or the
+    /// empty one where [`Self::add_member_egress`] put it).
     pub fn egress_run_time(&self) -> Result<ProgramTime, XdpError> {
-        Self::fds_run_time(&[self.egress_fd])
+        Self::fds_run_time(&[self.egress_fd, self.egress_empty_fd])
     }
 
     fn fds_run_time(fds: &[i32]) -> Result<ProgramTime, XdpError> {

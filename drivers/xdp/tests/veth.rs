@@ -978,3 +978,53 @@ fn live_test_runs_broadcast_the_aggregate_copied_ones_do_not() {
     }
     drop(stats);
 }
+
+/// The empty devmap egress program (a probe's measure of what the BPF statistics add per run on
+/// the aggregating core) replaces the rewrite on a member's copies and back: with it the copies
+/// keep the aggregator's addresses and never reach the member's result socket, yet every copy
+/// runs it; with the rewrite restored every member gets one result per completed round.
+#[test]
+fn the_empty_egress_program_replaces_the_rewrite_and_back() {
+    use inabench_xdp::testrun::{TestRunMode, aggregation_cost_on_mode};
+    if !ready() {
+        return;
+    }
+    const S: u32 = 4;
+    const ROUNDS: u32 = 8;
+    let g = Group::create(2, S, AttachMode::Native, JOB, false).unwrap();
+    for s in &g.socks {
+        s.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+    }
+    let stats = inabench_xdp::RunStats::enable().unwrap();
+    let mut first_round = 1;
+    for empty in [true, false] {
+        for (i, m) in g.star.members.iter().enumerate() {
+            let idx = inabench_xdp::netns::ifindex(Some(&g.star.aggregator), &m.port).unwrap();
+            g.agg
+                .add_member_egress(Some(&g.star.aggregator), i as u32, idx, empty)
+                .unwrap();
+        }
+        let e0 = g.agg.egress_run_time().unwrap();
+        aggregation_cost_on_mode(&g.agg, JOB, 2, ROUNDS, 1, first_round, TestRunMode::Live)
+            .unwrap();
+        first_round += ROUNDS / S + 2;
+        assert_eq!(
+            g.agg.egress_run_time().unwrap().since(e0).runs,
+            2 * u64::from(ROUNDS),
+            "empty egress: {empty}"
+        );
+        let mut b = [0u8; 2048];
+        let got: Vec<u32> = g
+            .socks
+            .iter()
+            .map(|s| std::iter::from_fn(|| s.recv(&mut b).ok()).count() as u32)
+            .collect();
+        assert_eq!(
+            got,
+            if empty { [0, 0] } else { [ROUNDS, ROUNDS] },
+            "empty egress: {empty}"
+        );
+    }
+    drop(stats);
+}

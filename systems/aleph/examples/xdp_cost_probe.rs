@@ -5,10 +5,13 @@
 //! it measured is in experiments/aleph/xdp-scale.yaml's description.
 //!
 //! - `inplace <seconds> <segments> <senders: other|node> <test-run block> [group|fresh]
-//!   [slices, 0: one per 400 ms] [copied|live] [stats]`: one [`cpu::program_cost_with`]
+//!   [slices, 0: one per 400 ms] [copied|live] [stats|nostats] [empty-egress]`: one
+//!   [`cpu::program_cost_with`]
 //!   measurement on one line (`group 0` is aleph-xdp-scale's design, `fresh 1` the former one;
 //!   `live` the test runs with live frames, `stats` the BPF statistics on during them too, their
-//!   count of the program's run time printed as `counted`).
+//!   count of the program's run time printed as `counted`; `empty-egress` the broadcast copies
+//!   through the empty devmap program, whose count per run, egress + noop/run, is the
+//!   statistics' own share on the aggregator's core in place).
 //! - `testrun <segments> <rounds> <block>...`: test runs alone on the calling thread's CPU for
 //!   each block size (run it under `taskset -c 0 chrt -f 50` as the measurement does).
 //! - `same <segments> <rounds> <times>`: one map timed again and again beside fresh maps.
@@ -47,6 +50,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     None => inabench_xdp::testrun::TestRunMode::Copied,
                 },
                 test_run_stats: args.get(8).map(String::as_str) == Some("stats"),
+                empty_egress: args.get(9).map(String::as_str) == Some("empty-egress"),
             };
             let c = cpu::program_cost_with(Duration::from_secs(u64::from(num(1)?)), None, &setup)?;
             println!(

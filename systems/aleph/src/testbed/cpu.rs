@@ -632,6 +632,10 @@ pub struct CostSetup {
     /// time in [`inabench_xdp::testrun::TestRunCost::counted_ns`]; their clock reads are then in
     /// every run timed, the floor's included).
     pub test_run_stats: bool,
+    /// The members' copies run the empty devmap egress program instead of the rewrite (a
+    /// probe's: egress_ns plus the noop share is then what the statistics count per run on the
+    /// aggregator's own core in place; the copies keep the aggregator's addresses).
+    pub empty_egress: bool,
 }
 
 impl Default for CostSetup {
@@ -644,6 +648,7 @@ impl Default for CostSetup {
             slices: 0,
             test_run_mode: inabench_xdp::testrun::TestRunMode::Copied,
             test_run_stats: false,
+            empty_egress: false,
         }
     }
 }
@@ -666,6 +671,13 @@ pub fn program_cost_with(
     let (node, other) = isolated_split(1)?;
     let _aff = Affinity::pin_to(&other)?;
     let g = Group::create(MEMBERS, segments, AttachMode::Native, 1, false)?;
+    if setup.empty_egress {
+        for (i, m) in g.star.members.iter().enumerate() {
+            let idx = inabench_xdp::netns::ifindex(Some(&g.star.aggregator), &m.port)?;
+            g.agg
+                .add_member_egress(Some(&g.star.aggregator), i as u32, idx, true)?;
+        }
+    }
     for m in &g.star.members {
         super::multicast::threaded_napi_at(&g.star.aggregator, &m.port, &node, true)?;
         super::multicast::threaded_napi_at(&m.namespace, "eth0", &other, true)?;
