@@ -12,13 +12,16 @@
 //!
 //! Needs root, qemu-system-x86_64, debootstrap and (for the first, cached, image build) the
 //! Debian mirror: without them it says why and passes, except under CI=true, where .ci/setup
-//! installs them and a missing one fails. Measured on the 2-core host: the two verbs_pair tests
-//! cold (no cached image) 356 s, of which the image build 248 s (cached under
-//! ~/.cache/inabench/rxe-rig); warm 113 s at a load average of 10 (a single test 42 s on a
-//! quieter host: the guests boot in 15-30 s); the NetReduce test warm 70-91 s at a load average
-//! of 2-3.5 (three guests boot in about 40 s; the all-reduce itself takes 6-8 s under TCG), the
-//! ring test 60 s (its all-reduce 0.26 s); the SwitchML-RDMA test 53 s at a load average of 9
-//! (its all-reduce 2.0-2.1 s, 2 s of it the timeout before the stale-ICRC result's resend).
+//! installs them and a missing one fails. Five tests, three boots (a boot is most of a test's
+//! time): verbs_pair on the bridge and the ring share one boot of three guests (`bridge_boot`),
+//! NetReduce and SwitchML-RDMA one boot of three guests with their taps on the host
+//! (`relay_boot`: the accelerator, then the switch), and verbs_pair through icrc_relay has its
+//! own. Measured on the 2-core host, warm (image cached under ~/.cache/inabench/rxe-rig; a cold
+//! image build adds ~250 s): all five 179.5 s and 227.8 s at load averages of 5-10 (the relay boot 69 s:
+//! NetReduce's all-reduce 8-9 s under TCG, SwitchML-RDMA's 2.0 s, 2 s of it the timeout before
+//! the stale-ICRC result's resend; the bridge boot 52 s, the ring's all-reduce 0.05-0.07 s; the
+//! icrc_relay boot 52 s); apart, as before this sharing, the five took 5 boots (NetReduce 70-91 s,
+//! SwitchML-RDMA 53 s, the ring 60 s, each verbs_pair 42-56 s).
 //! INABENCH_RXE_RIG=0 skips them (say so when you do). Soft-RoCE in qemu is not a RoCE NIC:
 //! nothing here measures line rate, NIC timestamps or a NIC's own retransmission timing.
 
@@ -113,20 +116,18 @@ fn number_after(text: &str, before: &str) -> u64 {
         .unwrap_or_else(|| panic!("no number after `{before}` in:\n{text}"))
 }
 
-/// Run verbs_pair in two rig guests (with `relay`, through that host command); None when the
-/// rig is unavailable here (off CI), else its stdout.
-fn run_pair(relay: Option<&str>) -> Option<String> {
-    let stdout = run_rig(
-        2,
-        &["verbs_pair"],
-        relay,
-        "if [ \"$RIG_GUEST\" = 0 ]; then exec /mnt/share/verbs_pair server 18515; \
-         else exec /mnt/share/verbs_pair client ${RIG_CTL_IPS%% *}:18515; fi",
-    )?;
+/// The shell command that runs verbs_pair between guests 0 (server) and 1 (client); other guests
+/// run nothing of it.
+const PAIR: &str = "if [ \"$RIG_GUEST\" = 0 ]; then /mnt/share/verbs_pair server 18515 || exit 1; \
+                    elif [ \"$RIG_GUEST\" = 1 ]; then \
+                    /mnt/share/verbs_pair client ${RIG_CTL_IPS%% *}:18515 || exit 1; fi";
+
+/// verbs_pair's checks in guests 0 and 1 of a rig run's stdout.
+fn check_pair(stdout: &str) {
     // both guests ran every check: the server's side checks data and receive completions, the
     // client's the send completions and the refused write
     for guest in 0..2 {
-        let part = part(&stdout, &format!("guest {guest}: exit status 0"));
+        let part = part(stdout, &format!("guest {guest}: exit status 0"));
         assert!(part.contains("state ACTIVE"), "guest {guest}: {part}");
         for check in [
             "check 1: RC WRITE with immediate: 8 messages x 5120 B",
@@ -146,12 +147,32 @@ fn run_pair(relay: Option<&str>) -> Option<String> {
             "guest {guest}: {part}"
         );
     }
-    Some(stdout)
+}
+
+/// One boot of three guests on the bridge for two tests (CI time: a boot is most of a rig
+/// test): verbs_pair between guests 0 and 1, then the ring all-reduce over RC in all three.
+/// None when the rig is unavailable here (off CI).
+fn bridge_boot() -> Option<&'static str> {
+    static BOOT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    BOOT.get_or_init(|| {
+        run_rig(
+            3,
+            &["verbs_pair", "ring_worker"],
+            None,
+            &format!(
+                "{PAIR}\nexec /mnt/share/ring_worker $RIG_GUEST $RIG_CTL_IPS --chunk-packets 64 \
+                 --mtu 1024 --seed 5"
+            ),
+        )
+    })
+    .as_deref()
 }
 
 #[test]
 fn verbs_pair_between_two_soft_roce_guests() {
-    run_pair(None);
+    if let Some(stdout) = bridge_boot() {
+        check_pair(stdout);
+    }
 }
 
 /// The same between guests whose data NICs meet only in a host process (icrc_relay, on the raw
@@ -161,9 +182,15 @@ fn verbs_pair_between_two_soft_roce_guests() {
 #[test]
 fn verbs_pair_through_a_host_relay_that_checks_and_corrupts_icrcs() {
     let relay = example("icrc_relay");
-    let Some(stdout) = run_pair(Some(&format!("exec {} $RIG_TAPS", relay.display()))) else {
+    let Some(stdout) = run_rig(
+        2,
+        &["verbs_pair"],
+        Some(&format!("exec {} $RIG_TAPS", relay.display())),
+        PAIR,
+    ) else {
         return;
     };
+    check_pair(&stdout);
     let part = part(&stdout, "relay: exit status 0");
     assert!(part.contains(", failed: 0, send errors: 0"), "{part}");
     assert!(
@@ -171,6 +198,45 @@ fn verbs_pair_through_a_host_relay_that_checks_and_corrupts_icrcs() {
         "{part}"
     );
     assert!(!part.contains("came again 0 time(s)"), "{part}");
+}
+
+/// The lines of `text` that start with `prefix`, each with its newline.
+fn lines(text: &str, prefix: &str) -> String {
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// One boot of three guests with their data taps on the host for two tests (CI time): first
+/// NetReduce (`netreduce_worker` in the guests, `netreduce_accel` on the host, until guest 0
+/// has finished and left `netreduce-done` in the run folder), then SwitchML-RDMA over UC
+/// (`switchml_rdma_worker`, `switchml_rdma_switch`; the workers wait for the switch's `ready`
+/// file). None when the rig is unavailable here (off CI).
+fn relay_boot() -> Option<&'static str> {
+    static BOOT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    BOOT.get_or_init(|| {
+        let relay = format!(
+            "RIG_RELAY_UNTIL=$RIG_CTL_DIR/netreduce-done {} $RIG_TAPS --msg-packets 170 --window 2 \
+             --mtu 1024 --loss 0.01 --loss-from-msg 4 --seed 7 && \
+             exec {} $RIG_TAPS --mtu 1024 --msg-packets 4 --pool 32 --stale-icrc 1",
+            example("netreduce_accel").display(),
+            example("switchml_rdma_switch").display()
+        );
+        run_rig(
+            3,
+            &["netreduce_worker", "switchml_rdma_worker"],
+            Some(&relay),
+            "/mnt/share/netreduce_worker $RIG_GUEST $RIG_CTL_IPS --messages 8 --msg-packets 170 \
+             --window 2 --mtu 1024 --seed 11 --split 4 || exit 1\n\
+             if [ \"$RIG_GUEST\" = 0 ]; then touch /mnt/rig/netreduce-done; fi\n\
+             ip neigh replace 10.77.0.254 lladdr 52:54:00:77:00:fe dev $RIG_NIC nud permanent || exit 1\n\
+             exec /mnt/share/switchml_rdma_worker $RIG_GUEST $RIG_GUESTS \
+             --info-file $RIG_OUT/switchml_rdma_qp --wait-dir /mnt/rig --elements 64924 --mtu 1024 \
+             --msg-packets 4 --pool 32 --seed 3 --timeout-ms 2000",
+        )
+    })
+    .as_deref()
 }
 
 /// NetReduce's transport transparency (#36 item 4): three guests' kernel RoCE stacks (rdma_rxe,
@@ -187,22 +253,11 @@ fn verbs_pair_through_a_host_relay_that_checks_and_corrupts_icrcs() {
 /// RC QP time out without loss.)
 #[test]
 fn netreduce_accelerator_between_three_soft_roce_guests_sums_exactly_with_and_without_loss() {
-    let accel = example("netreduce_accel");
-    let relay = format!(
-        "exec {} $RIG_TAPS --msg-packets 170 --window 2 --mtu 1024 --loss 0.01 --loss-from-msg 4 --seed 7",
-        accel.display()
-    );
-    let Some(stdout) = run_rig(
-        3,
-        &["netreduce_worker"],
-        Some(&relay),
-        "exec /mnt/share/netreduce_worker $RIG_GUEST $RIG_CTL_IPS --messages 8 --msg-packets 170 \
-         --window 2 --mtu 1024 --seed 11 --split 4",
-    ) else {
+    let Some(stdout) = relay_boot() else {
         return;
     };
     for guest in 0..3 {
-        let part = part(&stdout, &format!("guest {guest}: exit status 0"));
+        let part = part(stdout, &format!("guest {guest}: exit status 0"));
         assert!(part.contains("state ACTIVE"), "guest {guest}: {part}");
         assert!(
             part.contains("probe: libibverbs loaded: rxe0 [Soft-RoCE (rdma_rxe), software]"),
@@ -224,7 +279,7 @@ fn netreduce_accelerator_between_three_soft_roce_guests_sums_exactly_with_and_wi
             "guest {guest}:\n{part}"
         );
     }
-    let relay = part(&stdout, "relay: exit status 0");
+    let relay = &lines(part(stdout, "relay: exit status 0"), "netreduce_accel: ");
     assert!(relay.contains(", failed 0;"), "{relay}");
     assert!(relay.contains("send errors 0"), "{relay}");
     assert!(relay.contains("netreduce_accel: ok"), "{relay}");
@@ -259,23 +314,13 @@ fn netreduce_accelerator_between_three_soft_roce_guests_sums_exactly_with_and_wi
 /// simulator (systems/ina/tests/reliability.rs, netreduce-reliability).
 #[test]
 fn switchml_rdma_switch_between_three_soft_roce_guests_over_uc_sums_exactly() {
-    let switch = example("switchml_rdma_switch");
-    let relay = format!(
-        "exec {} $RIG_TAPS --mtu 1024 --msg-packets 4 --pool 32 --stale-icrc 1",
-        switch.display()
-    );
-    let Some(stdout) = run_rig(
-        3,
-        &["switchml_rdma_worker"],
-        Some(&relay),
-        "ip neigh replace 10.77.0.254 lladdr 52:54:00:77:00:fe dev $RIG_NIC nud permanent && \
-         exec /mnt/share/switchml_rdma_worker $RIG_GUEST $RIG_GUESTS \
-         --info-file $RIG_OUT/switchml_rdma_qp --wait-dir /mnt/rig --elements 64924 --mtu 1024 \
-         --msg-packets 4 --pool 32 --seed 3 --timeout-ms 2000",
-    ) else {
+    let Some(stdout) = relay_boot() else {
         return;
     };
-    let relay = part(&stdout, "relay: exit status 0");
+    let relay = &lines(
+        part(stdout, "relay: exit status 0"),
+        "switchml_rdma_switch: ",
+    );
     for check in [
         "switchml_rdma_switch: ok",
         ", failed 0;",
@@ -289,7 +334,7 @@ fn switchml_rdma_switch_between_three_soft_roce_guests_over_uc_sums_exactly() {
         );
     }
     for guest in 0..3 {
-        let part = part(&stdout, &format!("guest {guest}: exit status 0"));
+        let part = part(stdout, &format!("guest {guest}: exit status 0"));
         assert!(part.contains("state ACTIVE"), "guest {guest}: {part}");
         assert!(
             part.contains("probe: libibverbs loaded: rxe0 [Soft-RoCE (rdma_rxe), software]"),
@@ -327,16 +372,11 @@ fn switchml_rdma_switch_between_three_soft_roce_guests_over_uc_sums_exactly() {
 /// the exact sum of the three workers' values.
 #[test]
 fn ring_allreduce_over_rc_between_three_soft_roce_guests_sums_exactly() {
-    let Some(stdout) = run_rig(
-        3,
-        &["ring_worker"],
-        None,
-        "exec /mnt/share/ring_worker $RIG_GUEST $RIG_CTL_IPS --chunk-packets 64 --mtu 1024 --seed 5",
-    ) else {
+    let Some(stdout) = bridge_boot() else {
         return;
     };
     for guest in 0..3 {
-        let part = part(&stdout, &format!("guest {guest}: exit status 0"));
+        let part = part(stdout, &format!("guest {guest}: exit status 0"));
         assert!(
             part.contains("probe: libibverbs loaded: rxe0 [Soft-RoCE (rdma_rxe), software]"),
             "guest {guest}: {part}"
