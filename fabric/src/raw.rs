@@ -394,6 +394,71 @@ pub fn serve_until<N: Endpoint>(
     rep
 }
 
+/// What [`forward_until`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ForwardReport {
+    pub frames_in: u64,
+    /// Copies sent (a frame to k ports is k copies).
+    pub copies_out: u64,
+    /// Frames that went to no port (or only to ports past the list).
+    pub dropped: u64,
+    pub send_errors: u64,
+    /// Whether `stop` ended it (false: the limit).
+    pub stopped: bool,
+}
+
+/// A software switch's forwarding on AF_PACKET sockets, one per switch port: every frame that
+/// comes in on `ports[i]` goes out as it is on each port `decide(i, frame)` names (a port past
+/// the list counts as a send error), until `stop()` says so (asked whenever no frame waits, at
+/// least every 5 ms) or `limit` passes. Frames this host sent on a port are not taken in again;
+/// frames larger than `mtu` are not taken. The decision is the caller's: `inabench_p4rt`'s
+/// `SoftSwitch::forwarding` gives the one a P4Runtime controller wrote (#36 item 6).
+pub fn forward_until(
+    ports: &[PacketSocket],
+    mtu: usize,
+    limit: std::time::Duration,
+    decide: &mut dyn FnMut(usize, &[u8]) -> Vec<u32>,
+    stop: &mut dyn FnMut() -> bool,
+) -> ForwardReport {
+    let start = Instant::now();
+    let fds: Vec<RawFd> = ports.iter().map(PacketSocket::raw_fd).collect();
+    let mut buf = vec![0u8; mtu.max(2048) + 64];
+    let mut rep = ForwardReport::default();
+    loop {
+        if start.elapsed() > limit {
+            break;
+        }
+        let mut got = 0usize;
+        for (i, p) in ports.iter().enumerate() {
+            while let Ok(Some((n, outgoing))) = p.recv(&mut buf) {
+                if outgoing || n > buf.len() || n > mtu {
+                    continue;
+                }
+                got += 1;
+                rep.frames_in += 1;
+                let out = decide(i, &buf[..n]);
+                if out.is_empty() {
+                    rep.dropped += 1;
+                }
+                for o in out {
+                    match ports.get(o as usize) {
+                        Some(s) if s.send(&buf[..n]).is_ok() => rep.copies_out += 1,
+                        _ => rep.send_errors += 1,
+                    }
+                }
+            }
+        }
+        if got == 0 {
+            if stop() {
+                rep.stopped = true;
+                break;
+            }
+            wait_readable(&fds, 5);
+        }
+    }
+    rep
+}
+
 /// Move the calling thread into the network namespace `name` (`/run/netns/<name>`, as `ip netns`
 /// makes them). Only this thread moves.
 pub fn enter_netns(name: &str) -> io::Result<()> {

@@ -8,9 +8,12 @@
 //! - [`server`]: the software switch's P4Runtime server: arbitration on the stream channel,
 //!   pipeline config, table/register/multicast writes and reads, packet-out into its data plane.
 //! - [`client`]: the driver: connect, become primary, push a pipeline, write, read, packet-out.
+//! - [`dataplane`]: where the software switch forwards a frame, as its tables and multicast
+//!   groups say (the raw fabric's `forward_until` moves the frames).
 
 pub mod client;
 pub mod codec;
+pub mod dataplane;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod p4info;
