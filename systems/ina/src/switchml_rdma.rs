@@ -36,6 +36,7 @@
 use crate::common::{
     AllReduceConfig, HostStats, Setup, SetupError, Switch, SwitchStats, System, Worker, gradient,
 };
+use crate::target::Target;
 use crate::tofino::{Pipeline, Recirculation, TofinoModel};
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
 use inabench_wire::ib::{BthRepr, PSN_MASK, RethRepr, opcode};
@@ -590,7 +591,7 @@ impl Switch for SmlrSwitch {
         s.recirculations = self.pipeline.stats.recirculations;
         s.recirculated_bytes = self.pipeline.stats.recirculated_bytes;
         let share = self.pipeline.loopback_port_share(self.payload);
-        s.ports_total = self.pipeline.model.pipelines * self.pipeline.model.ports_per_pipeline;
+        s.ports_total = self.pipeline.model.ports();
         s.ports_used =
             (f64::from(s.ports_total) * share).round() as u32 + self.layout.workers as u32;
         s.overhead_fraction = share;
