@@ -55,7 +55,7 @@ impl Curve {
 
     /// A curve from CSV text: a header line, then `epoch,accuracy` lines with epochs 1, 2, ...
     /// and accuracies in percent (0-100).
-    pub fn from_csv(text: &str, start: f64) -> Result<Curve, String> {
+    pub fn from_csv(text: &str, start: f64) -> Result<Curve, CurveError> {
         let mut acc = Vec::new();
         for (no, line) in text.lines().enumerate().skip(1) {
             let line = line.trim();
@@ -68,25 +68,49 @@ impl Curve {
                 f.get(1).and_then(|v| v.parse::<f64>().ok()),
                 f.len(),
             ) else {
-                return Err(format!("line {}: `{line}` is not `epoch,accuracy`", no + 1));
+                return Err(CurveError::NotEpochAccuracy {
+                    line: no + 1,
+                    text: line.to_string(),
+                });
             };
             if e != acc.len() + 1 {
-                return Err(format!(
-                    "line {}: epoch {e} where epoch {} was expected",
-                    no + 1,
-                    acc.len() + 1
-                ));
+                return Err(CurveError::EpochOutOfOrder {
+                    line: no + 1,
+                    epoch: e,
+                    expected: acc.len() + 1,
+                });
             }
             if !(0.0..=100.0).contains(&a) {
-                return Err(format!("line {}: accuracy {a} is not a percentage", no + 1));
+                return Err(CurveError::NotAPercentage {
+                    line: no + 1,
+                    accuracy: a,
+                });
             }
             acc.push(a / 100.0);
         }
         if acc.is_empty() {
-            return Err("no `epoch,accuracy` line".into());
+            return Err(CurveError::Empty);
         }
         Ok(Curve { acc, start })
     }
+}
+
+/// Why a CSV accuracy curve was refused (`Curve::from_csv`); `line` counts from 1, the header
+/// being line 1.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CurveError {
+    #[error("line {line}: `{text}` is not `epoch,accuracy`")]
+    NotEpochAccuracy { line: usize, text: String },
+    #[error("line {line}: epoch {epoch} where epoch {expected} was expected")]
+    EpochOutOfOrder {
+        line: usize,
+        epoch: usize,
+        expected: usize,
+    },
+    #[error("line {line}: accuracy {accuracy} is not a percentage")]
+    NotAPercentage { line: usize, accuracy: f64 },
+    #[error("no `epoch,accuracy` line")]
+    Empty,
 }
 
 /// The functional trainer's curve: a small CNN (16 x 16 images, 8 filters) on seeded bar images

@@ -1,7 +1,7 @@
 //! aleph-fig12's model: the curve's reading, the CSV reader's errors, and a default curve that
 //! really learns (the testbed's communication times: workloads/tests/aleph_convergence.rs).
 
-use inabench_aleph::convergence::{Curve, trained_curve};
+use inabench_aleph::convergence::{Curve, CurveError, trained_curve};
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * b.abs().max(1e-12)
@@ -41,8 +41,20 @@ fn the_csv_curve_is_checked_line_by_line() {
         ("epoch,accuracy\n", "no `epoch,accuracy` line"),
     ] {
         let e = Curve::from_csv(text, 0.1).unwrap_err();
-        assert!(e.contains(says), "{text:?}: {e}");
+        assert!(e.to_string().contains(says), "{text:?}: {e}");
     }
+    assert_eq!(
+        Curve::from_csv("epoch,accuracy\n1,40\n3,50\n", 0.1),
+        Err(CurveError::EpochOutOfOrder {
+            line: 3,
+            epoch: 3,
+            expected: 2
+        })
+    );
+    assert_eq!(
+        Curve::from_csv("epoch,accuracy\n", 0.1),
+        Err(CurveError::Empty)
+    );
 }
 
 #[test]
