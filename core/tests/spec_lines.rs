@@ -184,6 +184,7 @@ fn bad(path: &[String], names: &Names) -> (String, By) {
         ["profiles", "quick" | "full", "grid", _, _] => check("[]"),
         ["metrics", i, "name"] if index(i) != Some(0) => check(&names.first_metric),
         ["metrics", _, "better"] => ("sideways".into(), By::Parser),
+        ["metrics", _, "unit"] => check("Gbsp"),
         ["paper", "values", _, "system"] => check("zz_system"),
         ["paper", "values", _, "metric"] => check("zz_metric"),
         ["claims", i, "id"] if index(i) != Some(0) => {
