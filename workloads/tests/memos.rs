@@ -38,14 +38,18 @@ const CLASSIFIED: &[(&str, &str, &str)] = &[
     (
         "batch.rs",
         "PROBED",
-        "this kernel's UDP offloads (a capability probed once, not a timing)",
+        "fabric's udp offloads: an environment setting (INABENCH_UDP_OFFLOAD=mmsg|off turns \
+         them off), read once, else this kernel's GSO/GRO support (a yes/no capability probed \
+         once, not a timing or a rate); neither changes between the experiments of a process, \
+         and rows and manifests record which was used",
     ),
     (
         "training.rs",
         "CACHE",
-        "systems/ina training: fits of simulated runs keyed by their inputs, and \
-         exchange_cached, which keeps the emulated class's wall times (a measurement: open, \
-         #35 item 6, in the owner's file)",
+        "systems/ina-run training (fit_with_cached): fits of simulated runs in virtual time, \
+         keyed by system, workers, line rate and host stack (a measured host cost is passed \
+         in and is part of the key); the emulated class's wall-time memo (exchange_cached) is \
+         gone since 633c7fe, see the test below",
     ),
 ];
 
@@ -157,5 +161,27 @@ fn the_measured_adam_rate_is_not_remembered() {
     assert!(
         !text.lines().any(|l| l.trim_start().starts_with("static ")),
         "rate.rs keeps a measurement in a static"
+    );
+}
+
+/// The emulated class of netreduce.training measures its exchange at every point (633c7fe): no
+/// source keeps a wall-clock exchange for the process any more.
+#[test]
+fn the_emulated_exchange_is_not_remembered() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = Vec::new();
+    sources(&root.join("systems"), &mut files);
+    sources(&root.join("workloads"), &mut files);
+    assert!(
+        files.iter().any(|f| f.ends_with("ina-run/src/training.rs")),
+        "the scan missed systems/ina-run/src/training.rs"
+    );
+    let keeping: Vec<_> = files
+        .iter()
+        .filter(|f| std::fs::read_to_string(f).is_ok_and(|t| t.contains("fn exchange_cached")))
+        .collect();
+    assert!(
+        keeping.is_empty(),
+        "a wall-clock exchange memo is back: {keeping:?}"
     );
 }

@@ -3,7 +3,8 @@
 //! - [`shapes`]: OPT shapes (Table 2), parameters, FLOPs with activation checkpointing,
 //!   activation bytes;
 //! - [`hw`]: the testbed's hardware, each number from a cited datasheet or measurement;
-//! - [`rate`]: the CPU optimizer's update rate, measured once on this host and scaled;
+//! - [`rate`]: the CPU optimizer's update rate, measured on this host by the run that asks
+//!   for it (never kept for the process) and scaled;
 //! - [`memory`]: per-system placement of model states and activations, the largest trainable
 //!   model and micro-batch (luwu-fig10, functional);
 //! - [`iter`]: iteration models of LuWu, ZeRO-Infinity (+SHARP), ZeRO-3, ZeRO-Offload and
