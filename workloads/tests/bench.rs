@@ -536,18 +536,22 @@ fn luwu_push_pull_all_reduces_exactly_and_refuses_one_worker() {
     }
 }
 
-/// bench-allreduce's ALEPH row is a refused cell at every point, with the sentence why (its
-/// aggregation is an XDP program in servers, with no sim endpoint that is not the star's hub),
-/// never a time.
+/// bench-allreduce's ALEPH cell runs ALEPH's service and members (its PS behind one link of the
+/// star, the host profile's XDP and sender costs): every member's aggregate exact with a time at
+/// the quick profile's smallest points, its senders' cost a packet in the time (more than the
+/// 570-byte frames' wire time alone), and 33 members, more than the service's bitmap holds,
+/// refused with its sentence.
 #[cfg(feature = "aleph")]
 #[test]
-fn aleph_is_refused_with_why_at_every_point() {
+fn aleph_all_reduces_exactly_through_its_ps_and_refuses_33_members() {
+    use inabench_core::value::Scalar;
     let s = Spec::load(&root().join("experiments/bench/allreduce.yaml")).expect("spec");
+    let profile =
+        HostProfile::load(&root().join("experiments/hosts/reference.yaml")).expect("profile");
     let units = |m: &str| s.metric(m).map(|x| x.unit.clone()).unwrap_or_default();
     let points = expand(&s, "quick").expect("quick");
     let w = AllReduce;
-    let mut seen = 0;
-    for p in points.iter().filter(|p| p.system == "aleph") {
+    let run = |p: &inabench_core::plan::Point| {
         let mut rows = Vec::new();
         let mut sink = |e: Event| {
             if let Event::Row(r) = e {
@@ -568,19 +572,43 @@ fn aleph_is_refused_with_why_at_every_point() {
             &cancel,
             &mut sink,
             &units,
-        );
+        )
+        .with_host_profile(Some(&profile));
         w.run(&mut ctx).expect("the cell");
-        let get = |m: &str| rows.iter().find(|(k, _)| k == m).map(|(_, v)| *v);
-        assert_eq!(get("refused"), Some(1.0), "{rows:?}");
-        assert_eq!(get("time"), None, "{rows:?}");
-        assert!(
-            rows.iter()
-                .any(|(m, _)| m.starts_with(REFUSAL_PREFIX) && m.contains("XDP program")),
-            "{rows:?}"
-        );
+        rows
+    };
+    let get = |rows: &[(String, f64)], m: &str| rows.iter().find(|(k, _)| k == m).map(|(_, v)| *v);
+    let mut seen = 0;
+    for p in points.iter().filter(|p| {
+        p.system == "aleph" && p.params.get("size_bytes").and_then(|v| v.as_f64()) == Some(4096.0)
+    }) {
+        let rows = run(p);
+        assert_eq!(get(&rows, "refused"), Some(0.0), "{rows:?}");
+        assert_eq!(get(&rows, "wrong_workers"), Some(0.0), "{rows:?}");
+        let t = get(&rows, "time").expect("a time");
+        // 4096 B: 8 datagrams a member, each at least its sender's 1601 ns (the profile's
+        // udp_send) before the wire, so the time is above 8 x 1.601 us
+        assert!(t > 8.0 * 1.601, "{t} us: {rows:?}");
         seen += 1;
     }
-    assert!(seen > 0, "bench-allreduce lists no aleph point");
+    assert_eq!(
+        seen, 2,
+        "bench-allreduce quick: ALEPH at 4096 B, 4 and 8 workers"
+    );
+    let mut many = points
+        .iter()
+        .find(|p| p.system == "aleph")
+        .expect("an aleph point")
+        .clone();
+    many.params.insert("workers".into(), Scalar::Int(33));
+    let rows = run(&many);
+    assert_eq!(get(&rows, "refused"), Some(1.0), "{rows:?}");
+    assert_eq!(get(&rows, "time"), None, "{rows:?}");
+    assert!(
+        rows.iter()
+            .any(|(m, _)| m.starts_with(REFUSAL_PREFIX) && m.contains("33 members")),
+        "{rows:?}"
+    );
 }
 
 /// The emulated class runs the list's systems on this host's udp fabric (a process per node, or
@@ -652,5 +680,110 @@ fn the_list_systems_run_on_this_hosts_udp_fabric_in_the_emulated_class() {
         rows.iter()
             .any(|(m, v)| *v == 1.0 && m.starts_with(REFUSAL_PREFIX) && m.contains("at most 8")),
         "{rows:?}"
+    );
+}
+
+/// bench-allreduce's emulated class (the dense regime on this host's udp fabric, 4 and 8
+/// workers): a point within the profile's size bound runs exact with its own metric
+/// (`single_time`, never the simulated class's `time`); a point over `udp_max_bytes` is refused
+/// with the bound's sentence; and a cell over its time limit records its workers without a
+/// result (`unfinished_workers`) and no time at all, never a zero.
+#[test]
+fn bench_allreduce_runs_the_list_on_udp_and_a_cell_over_its_limit_says_so() {
+    use inabench_core::value::Scalar;
+    let s = Spec::load(&root().join("experiments/bench/allreduce.yaml")).expect("spec");
+    assert!(
+        s.fidelity.contains(&Fidelity::Emulated),
+        "no emulated class"
+    );
+    let units = |m: &str| s.metric(m).map(|x| x.unit.clone()).unwrap_or_default();
+    let points = expand(&s, "quick").expect("quick");
+    let w = AllReduce;
+    let run = |p: &inabench_core::plan::Point| {
+        let (mut rows, mut warnings) = (Vec::new(), Vec::new());
+        let mut sink = |e: Event| match e {
+            Event::Row(r) => rows.push((r.metric, r.value)),
+            Event::Log {
+                level: LogLevel::Warn,
+                message,
+                ..
+            } => warnings.push(message),
+            _ => {}
+        };
+        let cancel = AtomicBool::new(false);
+        let mut ctx = PointCtx::new(
+            p,
+            0,
+            Fidelity::Emulated,
+            "loopback",
+            0,
+            false,
+            1,
+            "test",
+            &s.id,
+            &cancel,
+            &mut sink,
+            &units,
+        );
+        w.run(&mut ctx).expect("the cell");
+        (rows, warnings)
+    };
+    let get = |rows: &[(String, f64)], m: &str| rows.iter().find(|(k, _)| k == m).map(|(_, v)| *v);
+    let at = |sys: &str, bytes: f64, workers: f64| {
+        points
+            .iter()
+            .find(|p| {
+                let v = |k: &str| p.params.get(k).and_then(|x| x.as_f64());
+                p.system == sys && v("size_bytes") == Some(bytes) && v("workers") == Some(workers)
+            })
+            .unwrap_or_else(|| {
+                panic!("bench-allreduce quick has no {sys} point at {bytes} B, {workers} workers")
+            })
+            .clone()
+    };
+    // within the bound: exact, its own metric
+    for sys in ["switchml", "netreduce"] {
+        let (rows, _) = run(&at(sys, 4096.0, 4.0));
+        assert_eq!(get(&rows, "refused"), Some(0.0), "{sys}: {rows:?}");
+        assert_eq!(get(&rows, "wrong_workers"), Some(0.0), "{sys}: {rows:?}");
+        assert_eq!(
+            get(&rows, "unfinished_workers"),
+            Some(0.0),
+            "{sys}: {rows:?}"
+        );
+        assert!(
+            get(&rows, "single_time").is_some_and(|t| t > 0.0),
+            "{sys}: {rows:?}"
+        );
+        assert_eq!(get(&rows, "time"), None, "{sys}: {rows:?}");
+    }
+    // over the quick profile's size bound: refused with the sentence
+    let (rows, _) = run(&at("switchml", 16777216.0, 8.0));
+    assert_eq!(get(&rows, "refused"), Some(1.0), "{rows:?}");
+    assert!(
+        rows.iter()
+            .any(|(m, _)| m.starts_with(REFUSAL_PREFIX) && m.contains("udp_max_bytes")),
+        "{rows:?}"
+    );
+    assert_eq!(get(&rows, "single_time"), None, "{rows:?}");
+    // over its time limit (1 ms of wall time for 1 MiB a worker through ATP's switch): the
+    // workers without a result, no time
+    let mut short = at("atp", 1048576.0, 4.0);
+    short
+        .params
+        .insert("udp_time_limit_ms".into(), Scalar::Int(1));
+    let (rows, warnings) = run(&short);
+    assert_eq!(get(&rows, "refused"), Some(0.0), "{rows:?}");
+    assert!(
+        get(&rows, "unfinished_workers").is_some_and(|u| u > 0.0),
+        "{rows:?}"
+    );
+    assert_eq!(get(&rows, "single_time"), None, "{rows:?}");
+    assert_eq!(get(&rows, "time"), None, "{rows:?}");
+    assert!(
+        warnings
+            .iter()
+            .any(|m| m.contains("did not finish within its time limit")),
+        "{warnings:?}"
     );
 }

@@ -9,6 +9,8 @@
 //! - `sparse` (with the Libra crate): `bench.sparse` (bench-sparse: sparse gradients with their
 //!   density, skew and Libra's hot-key table swept; Libra and PS-lite beside the dense systems'
 //!   all-reduce of the whole model).
+//! - `aleph` (with the ALEPH crate): bench-allreduce's ALEPH cell, its service on a PS behind
+//!   one link of the star, members sending from user space, XDP costs from the host profile.
 //! - [`twojobs`]: `bench.twojobs` (bench-twojobs: two jobs sharing one switch, ATP's multi-tenant
 //!   regime, over the pool size and the second job's size).
 //!
@@ -17,6 +19,8 @@
 
 use inabench_core::Workload;
 
+#[cfg(feature = "aleph")]
+pub mod aleph;
 pub mod allreduce;
 pub mod gloo;
 #[cfg(feature = "libra")]

@@ -163,9 +163,9 @@ fn sparse_cell(
     pairs: u64,
     data_seed: u64,
 ) -> Result<(), WorkloadError> {
-    let cfg = match libra_config(ctx, workers, libra)? {
+    let cfg = match libra_config(ctx, workers, libra) {
         Ok(cfg) => cfg,
-        Err(why) => return refuse(ctx, why),
+        Err(e) => return e.into_cell(ctx),
     };
     let (hot, placement) = if libra {
         let k = knob(ctx, "hot_keys")? as usize;
@@ -199,21 +199,44 @@ fn sparse_cell(
     Ok(())
 }
 
+/// Why the Libra crate cannot be configured for a point: a point it cannot run (the cell is
+/// refused with the sentence) or a parameter the spec got wrong (the point fails).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LibraConfigError {
+    /// The star's rate is not the one the crate's driver runs: the cell is refused.
+    #[error(
+        "the Libra crate's driver runs its star at 100 Gbps only, not {0} Gbps (inabench_libra::aggregation)"
+    )]
+    Rate(f64),
+    /// A knob missing or malformed.
+    #[error(transparent)]
+    Param(#[from] WorkloadError),
+}
+
+impl LibraConfigError {
+    /// The cell of a point the crate cannot be configured for: refused with the sentence where
+    /// the point is one it cannot run, the parameter's error otherwise.
+    pub(crate) fn into_cell(self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+        match self {
+            LibraConfigError::Param(e) => Err(e),
+            refused => refuse(ctx, refused.to_string()),
+        }
+    }
+}
+
 /// The Libra crate's configuration of the point's system (`libra` or `ps_lite`) from its knobs
-/// (`<system>__window`, `__timeout_us`, `__server_pairs_per_packet`), refused unless the star
-/// runs at the 100 Gbps the crate's driver runs.
+/// (`<system>__window`, `__timeout_us`, `__server_pairs_per_packet`), refused
+/// ([`LibraConfigError::Rate`]) unless the star runs at the 100 Gbps the crate's driver runs.
 pub(crate) fn libra_config(
     ctx: &PointCtx<'_>,
     workers: usize,
     libra: bool,
-) -> Result<Result<Config, String>, WorkloadError> {
+) -> Result<Config, LibraConfigError> {
     let rate = ctx.param("line_rate_gbps").unwrap_or(100.0);
     if rate != 100.0 {
-        return Ok(Err(format!(
-            "the Libra crate's driver runs its star at 100 Gbps only, not {rate} Gbps (inabench_libra::aggregation)"
-        )));
+        return Err(LibraConfigError::Rate(rate));
     }
-    Ok(Ok(Config {
+    Ok(Config {
         workers,
         libra,
         window: knob(ctx, "window")? as usize,
@@ -222,7 +245,7 @@ pub(crate) fn libra_config(
         cold_cap: knob(ctx, "server_pairs_per_packet")? as usize,
         dedup_all: false,
         float: false,
-    }))
+    })
 }
 
 /// One iteration of the Libra crate's aggregation of `inp` on its star, its hosts priced by the
