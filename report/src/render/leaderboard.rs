@@ -4,7 +4,9 @@
 //! in the direction the metric's `better` gives: the best system, by how much it leads the next,
 //! the whole ranking, and every system of the spec that has no value there with why (its build
 //! refused the point, with the build's sentence the cell kept as its row `refused: <why>`; it did
-//! not finish, its sum was wrong, the version cannot run it, or the point never ran). Then a summary: which system is best where, and by how much.
+//! not finish, its sum was wrong, the version cannot run it, or the point never ran). A table
+//! whose metric no cell of a class recorded has no board in that class (it is another class's
+//! table). Then a summary: which system is best where, and by how much.
 
 use crate::types::{AggRow, Analysis};
 use inabench_core::claims::fmt_num;
@@ -188,6 +190,16 @@ pub fn leaderboards_of(
             .map(|m| (m.unit.clone(), m.better))
             .unwrap_or((String::new(), Better::Lower));
         for &class in a.fidelities {
+            // a table whose metric no cell of the class recorded is another class's (bench-small's
+            // udp table in the simulated class, the simulated `time` among the emulated class's
+            // udp cells): no board of rows that all say "records no value here"
+            if !a
+                .agg
+                .iter()
+                .any(|r| r.fidelity == class && &r.metric == metric)
+            {
+                continue;
+            }
             let mut keys: Vec<String> = a
                 .agg
                 .iter()
@@ -447,6 +459,12 @@ tables:
                 && why == "ran, but records no time here (it does not apply to it)"),
             "{:?}",
             boards[0].rows[0].missing
+        );
+        // a class in which no cell recorded the table's metric gets no board of it
+        let boards = leaderboards_of(&spec, &ran, &[Fidelity::Simulated, Fidelity::Emulated], &[]);
+        assert_eq!(
+            boards.iter().map(|b| b.class).collect::<Vec<_>>(),
+            [Fidelity::Simulated]
         );
         // a paper's spec gets no leaderboard
         let paper = SPEC
