@@ -105,6 +105,7 @@ fn report(c: &mut Criterion) {
             ok: true,
             error: None,
             wrong: false,
+            failure: None,
         })
         .expect("done");
     }

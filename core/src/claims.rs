@@ -6,6 +6,7 @@
 //! keyed by the point's parameters; comparisons between series are checked point by point on the
 //! points both have, and a claim holds when every compared point holds (and there is at least one).
 
+use crate::event::FailureKind;
 use crate::spec::PaperValue;
 use crate::value::{Params, Scalar, params_key, params_match};
 use std::collections::{BTreeMap, BTreeSet};
@@ -603,8 +604,10 @@ pub enum PointState {
 pub enum Missing {
     /// This version cannot run the system (the plan left it out).
     NotBuilt,
-    /// The point ran and did not finish: its setup, its parameters, a launcher, an agent, ...
-    Failed,
+    /// The point ran and did not finish, and how, as its record says: for its parameter values
+    /// ([`FailureKind::BadParameters`]), or its setup, a launcher, an agent, ...
+    /// ([`FailureKind::Failed`], also every failure recorded before the kind was kept).
+    Failed(FailureKind),
     /// The point never ran: the run was stopped before it (a resume runs it).
     Interrupted,
 }
@@ -613,7 +616,10 @@ impl fmt::Display for Missing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Missing::NotBuilt => "this version cannot run the system",
-            Missing::Failed => "the point failed",
+            Missing::Failed(FailureKind::BadParameters) => {
+                "the point failed for its parameter values"
+            }
+            Missing::Failed(_) => "the point failed",
             Missing::Interrupted => "the point never ran (interrupted run)",
         })
     }
@@ -2001,7 +2007,11 @@ mod tests {
         let o = vec![obs("a", "wrong", &[("loss", 0.0)], 0.0)];
         for (kind, says) in [
             (Missing::NotBuilt, "this version cannot run the system"),
-            (Missing::Failed, "the point failed"),
+            (Missing::Failed(FailureKind::Failed), "the point failed"),
+            (
+                Missing::Failed(FailureKind::BadParameters),
+                "the point failed for its parameter values",
+            ),
             (
                 Missing::Interrupted,
                 "the point never ran (interrupted run)",

@@ -100,8 +100,10 @@ pub enum PointFailure {
     Failed(String),
 }
 
-/// The kind of a [`PointFailure`], without its words: what the views decide by.
+/// The kind of a [`PointFailure`], without its words: what the views decide by. A run folder's
+/// `point_done` records keep it (`failure`, snake_case), so the report reads it back typed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum FailureKind {
     Interrupted,
     WrongResult,

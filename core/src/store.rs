@@ -3,6 +3,7 @@
 //! crate, `measurements.parquet`. An interrupted run keeps every finished row; `--resume`
 //! finishes only the points that have no `point_done` record.
 
+use crate::event::FailureKind;
 use crate::spec::Fidelity;
 use crate::value::Params;
 use serde::{Deserialize, Serialize};
@@ -232,6 +233,11 @@ pub enum Record {
         /// data, resume does not rerun it, and every claim over it fails.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         wrong: bool,
+        /// How a point that did not finish failed (bad parameters, wrong result, other); absent
+        /// for a finished point and in records written before it was kept (then a failed
+        /// point reads as [`FailureKind::Failed`], a wrong one as [`FailureKind::WrongResult`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure: Option<FailureKind>,
     },
 }
 
@@ -452,7 +458,8 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, StoreError> {
 pub struct Stored {
     pub rows: Vec<Row>,
     pub done: BTreeSet<String>,
-    pub failed: BTreeSet<String>,
+    /// Points whose last record says they failed, with how (resume runs them again).
+    pub failed: std::collections::BTreeMap<String, FailureKind>,
     /// Points that finished with a wrong result, with the message (also in `done`).
     pub wrong: std::collections::BTreeMap<String, String>,
     /// Rows of points that never finished (dropped: resume measures them again).
@@ -494,6 +501,7 @@ pub fn read_rows(dir: &Path) -> Result<Stored, StoreError> {
                 ok,
                 wrong,
                 error,
+                failure,
             }) => {
                 if ok || wrong {
                     st.failed.remove(&point_id);
@@ -502,7 +510,9 @@ pub fn read_rows(dir: &Path) -> Result<Stored, StoreError> {
                     }
                     st.done.insert(point_id);
                 } else {
-                    st.failed.insert(point_id);
+                    // records written before the kind was kept: a failure of any other kind
+                    st.failed
+                        .insert(point_id, failure.unwrap_or(FailureKind::Failed));
                 }
             }
             Err(_) if i + 1 == n => st.torn_lines += 1,
@@ -599,6 +609,7 @@ pub fn rewrite_rows(dir: &Path, st: &Stored) -> Result<(), StoreError> {
                 ok: wrong.is_none(),
                 error: wrong.cloned(),
                 wrong: wrong.is_some(),
+                failure: wrong.map(|_| FailureKind::WrongResult),
             };
             serde_json::to_writer(&mut w, &rec).map_err(|e| StoreError::Io {
                 path: tmp.clone(),
@@ -761,6 +772,7 @@ mod tests {
                 ok: true,
                 error: None,
                 wrong: false,
+                failure: None,
             })
             .expect("done");
             w.flush().expect("flush");
@@ -829,6 +841,7 @@ mod tests {
             ok: true,
             error: None,
             wrong: false,
+            failure: None,
         })
         .expect("done");
         w.append(&Record::Row(row("b", 0, 9.0))).expect("row");
@@ -866,6 +879,7 @@ mod tests {
             ok: true,
             error: None,
             wrong: false,
+            failure: None,
         })
         .expect("done");
         w.flush().expect("flush");
@@ -878,6 +892,71 @@ mod tests {
         let mut expect = row("a", 0, 3.5);
         expect.run_id = "run-7".into();
         assert_eq!(st.rows, vec![expect]);
+    }
+
+    /// A point_done record keeps how the point failed; one written before the field (an old
+    /// results folder) still loads, its failed point as `Failed`, its wrong one as wrong.
+    #[test]
+    fn point_records_keep_the_failure_kind_and_old_records_load() {
+        let d = tempfile::tempdir().expect("tmp");
+        let mut w = RunWriter::open(d.path()).expect("open");
+        for (id, kind) in [
+            ("bad", FailureKind::BadParameters),
+            ("other", FailureKind::Failed),
+        ] {
+            w.append(&Record::PointDone {
+                point_id: id.into(),
+                ok: false,
+                error: Some(format!("{id} failed")),
+                wrong: false,
+                failure: Some(kind),
+            })
+            .expect("failed");
+        }
+        w.append(&Record::PointDone {
+            point_id: "wrong".into(),
+            ok: false,
+            error: Some("sum 3, expected 4".into()),
+            wrong: true,
+            failure: Some(FailureKind::WrongResult),
+        })
+        .expect("wrong");
+        w.flush().expect("flush");
+        drop(w);
+        let text = std::fs::read_to_string(d.path().join(ROWS_FILE)).expect("rows");
+        assert!(text.contains(r#""failure":"bad_parameters""#), "{text}");
+        assert!(text.contains(r#""failure":"wrong_result""#), "{text}");
+        let st = read_rows(d.path()).expect("read");
+        assert_eq!(st.failed.get("bad"), Some(&FailureKind::BadParameters));
+        assert_eq!(st.failed.get("other"), Some(&FailureKind::Failed));
+        assert!(st.done.contains("wrong") && !st.failed.contains_key("wrong"));
+        // a resume keeps the wrong point's kind and drops the failed ones (it runs them again)
+        rewrite_rows(d.path(), &st).expect("rewrite");
+        let text = std::fs::read_to_string(d.path().join(ROWS_FILE)).expect("rows");
+        assert_eq!(
+            text.trim(),
+            r#"{"kind":"point_done","point_id":"wrong","ok":false,"error":"sum 3, expected 4","wrong":true,"failure":"wrong_result"}"#
+        );
+
+        // written before the kind was kept
+        let old = tempfile::tempdir().expect("tmp");
+        std::fs::write(
+            old.path().join(ROWS_FILE),
+            concat!(
+                r#"{"kind":"point_done","point_id":"f","ok":false,"error":"agent lost"}"#,
+                "\n",
+                r#"{"kind":"point_done","point_id":"w","ok":false,"error":"sum 3","wrong":true}"#,
+                "\n",
+                r#"{"kind":"point_done","point_id":"a","ok":true,"error":null}"#,
+                "\n",
+            ),
+        )
+        .expect("write");
+        let st = read_rows(old.path()).expect("an old folder loads");
+        assert_eq!(st.failed.get("f"), Some(&FailureKind::Failed));
+        assert_eq!(st.failed.len(), 1);
+        assert_eq!(st.wrong.get("w").map(String::as_str), Some("sum 3"));
+        assert!(st.done.contains("a") && st.done.contains("w"));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::executor::{Agents, Executor, InProcess};
 use crate::launcher::{Job, JobFailure, LaunchError, RemoteLauncher};
 use crate::registry::Registry;
 use inabench_core::catalog::Entry;
-use inabench_core::event::{Event, LogLevel, PlannedPoint, PointFailure};
+use inabench_core::event::{Event, FailureKind, LogLevel, PlannedPoint, PointFailure};
 use inabench_core::plan::{self, Plan, PlanError};
 use inabench_core::rng::SplitMix64;
 use inabench_core::spec::Fidelity;
@@ -674,6 +674,7 @@ pub fn execute_with(
                 ok: true,
                 error: None,
                 wrong: false,
+                failure: None,
             }) {
                 store_err = Some(e);
                 break 'points;
@@ -690,6 +691,7 @@ pub fn execute_with(
                 ok: false,
                 error: Some(m.clone()),
                 wrong: true,
+                failure: Some(FailureKind::WrongResult),
             }) {
                 store_err = Some(e);
                 break 'points;
@@ -717,6 +719,7 @@ pub fn execute_with(
                 ok: false,
                 error: error.clone(),
                 wrong: false,
+                failure: failure.as_ref().map(PointFailure::kind),
             }) {
                 store_err = Some(e);
                 break 'points;

@@ -638,8 +638,8 @@ impl PlanStates {
                     PointState::Done
                 } else if m.systems_not_built.contains(&pt.system) {
                     PointState::Missing(Missing::NotBuilt)
-                } else if st.failed.contains(&key) {
-                    PointState::Missing(Missing::Failed)
+                } else if let Some(kind) = st.failed.get(&key) {
+                    PointState::Missing(Missing::Failed(*kind))
                 } else {
                     PointState::Missing(Missing::Interrupted)
                 };
@@ -899,6 +899,7 @@ mod tests {
                 ok: true,
                 error: None,
                 wrong: false,
+                failure: None,
             })
             .expect("done");
         }

@@ -1,0 +1,189 @@
+//! A failed point's kind goes through the store to the report (#35 item 6): the runner's
+//! `point_done` record keeps it, `store::read_rows` gives it back, and the plan's states tell a
+//! point that failed for its parameter values from one that failed otherwise. A results folder
+//! written before the kind was kept loads, reads its failures as "the point failed" and resumes
+//! the same points as before.
+
+use inabench::executor::Scripted;
+use inabench::launcher::JobFailure;
+use inabench::registry::Registry;
+use inabench::runner::{self, Placement, RunRequest};
+use inabench_core::catalog::Entry;
+use inabench_core::claims::{Missing, PointState};
+use inabench_core::event::{Event, FailureKind};
+use inabench_core::plan::run_key;
+use inabench_core::spec::{Fidelity, Spec};
+use inabench_core::store::{self, Row};
+use inabench_report::analysis::PlanStates;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+fn entry() -> Entry {
+    let text = "id: netreduce-probe\npaper_id: netreduce\ntitle: probe\ncitation: none\nartifact: none\nstatus: implemented\nworkload: harness.probe\ndescription: test fixture\nsystems: [probe]\nfidelity: [functional]\nprofiles:\n  quick:\n    estimated_seconds: 1\n    grid:\n      - work: [1, 2, 3, 4]\n  full:\n    estimated_seconds: 1\n    grid:\n      - work: [1]\nmetrics:\n  - {name: checksum, unit: \"1\", better: none}\n  - {name: pid, unit: \"1\", better: none}\npaper:\n  source: none\n  values: []\n".to_string();
+    let file = PathBuf::from("experiments/netreduce/probe.yaml");
+    let spec = Spec::from_yaml(&file, &text).expect("fixture spec");
+    Entry { spec, file, text }
+}
+
+fn request(results: &Path, resume: Option<PathBuf>) -> RunRequest {
+    RunRequest {
+        entry: entry(),
+        profile: "quick".into(),
+        fidelities: Vec::new(),
+        seed: 1,
+        resume,
+        results: results.to_path_buf(),
+        placement: Placement::InProcess,
+        command: vec![],
+        testbed_name: "local".into(),
+        testbed_text: inabench::testbed::local_text(),
+        capture_dir: None,
+        overrides: vec![],
+        host_profile: None,
+    }
+}
+
+fn row(point_id: &str, value: f64) -> Event {
+    Event::Row(Row {
+        run_id: "r".into(),
+        experiment: "netreduce-probe".into(),
+        point_id: point_id.into(),
+        system: "probe".into(),
+        fidelity: Fidelity::Functional,
+        fabric: "model".into(),
+        params: Default::default(),
+        repetition: 0,
+        metric: "checksum".into(),
+        value,
+        unit: "1".into(),
+        timestamp: 0.0,
+    })
+}
+
+/// The plan's states of the run's one class, in plan order.
+fn states(run_dir: &Path) -> Vec<PointState> {
+    let m = store::read_manifest(run_dir).expect("manifest");
+    let plan = PlanStates::of_run(run_dir, &entry().spec, &m).expect("plan states");
+    plan.by_class[&Fidelity::Functional]
+        .iter()
+        .map(|p| p.state.clone())
+        .collect()
+}
+
+/// The points a resume of `run_dir` counts as done (it runs the others again).
+fn resumed_done(results: &Path, run_dir: &Path) -> BTreeSet<String> {
+    let reg = Registry::builtin();
+    let p = runner::prepare(&request(results, Some(run_dir.to_path_buf())), &reg)
+        .expect("prepare a resume");
+    p.done.clone()
+}
+
+#[test]
+fn a_points_failure_kind_reaches_the_report_and_old_folders_read_as_before() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let reg = Registry::builtin();
+    let prepared = runner::prepare(&request(dir.path(), None), &reg).expect("prepare");
+    let ids: Vec<String> = prepared.plan.points.iter().map(|p| p.id.clone()).collect();
+    assert_eq!(ids.len(), 4);
+    let key = |i: usize| run_key(Fidelity::Functional, &ids[i]);
+    let mut ex = Scripted::default();
+    // 1: bad parameters; 2: a failure of another kind; 3: a wrong result; 4: fine
+    ex.steps.push_back((
+        vec![],
+        Err(JobFailure::BadParameters {
+            message: "work must be below 2".into(),
+        }),
+    ));
+    ex.steps.push_back((
+        vec![],
+        Err(JobFailure::Failed {
+            message: "the node could not bind".into(),
+        }),
+    ));
+    ex.steps.push_back((
+        vec![row(&ids[2], 2.0)],
+        Err(JobFailure::WrongResult {
+            message: "sum 5 != 6".into(),
+        }),
+    ));
+    ex.steps.push_back((vec![row(&ids[3], 1.0)], Ok(())));
+    let (tx, _rx) = std::sync::mpsc::channel();
+    let out = runner::execute_with(
+        prepared,
+        &reg,
+        tx,
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(Mutex::new(Vec::new())),
+        &mut ex,
+    )
+    .expect("the run ends");
+    assert_eq!(ex.jobs.len(), 4, "every point ran once");
+    assert_eq!(
+        (out.manifest.points_failed, out.manifest.points_invalid),
+        (2, 1)
+    );
+
+    // the store keeps each failure's kind
+    let text = std::fs::read_to_string(out.run_dir.join(store::ROWS_FILE)).expect("rows");
+    for kind in ["bad_parameters", "failed", "wrong_result"] {
+        assert!(
+            text.contains(&format!(r#""failure":"{kind}""#)),
+            "{kind}: {text}"
+        );
+    }
+    let st = store::read_rows(&out.run_dir).expect("rows");
+    assert_eq!(st.failed.get(&key(0)), Some(&FailureKind::BadParameters));
+    assert_eq!(st.failed.get(&key(1)), Some(&FailureKind::Failed));
+    assert_eq!(st.failed.len(), 2);
+
+    // the report's plan tells them apart, by type and in its sentence
+    let new = states(&out.run_dir);
+    assert_eq!(
+        new,
+        vec![
+            PointState::Missing(Missing::Failed(FailureKind::BadParameters)),
+            PointState::Missing(Missing::Failed(FailureKind::Failed)),
+            PointState::Wrong("sum 5 != 6".into()),
+            PointState::Done,
+        ]
+    );
+    assert_eq!(
+        Missing::Failed(FailureKind::BadParameters).to_string(),
+        "the point failed for its parameter values"
+    );
+    let done_new = resumed_done(dir.path(), &out.run_dir);
+    assert_eq!(done_new, BTreeSet::from([key(2), key(3)]));
+
+    // the same folder as an older version wrote it: no `failure` field in any record
+    let old: String = text
+        .lines()
+        .map(|l| {
+            let mut l = l.to_string();
+            for kind in ["bad_parameters", "failed", "wrong_result"] {
+                l = l.replace(&format!(r#","failure":"{kind}""#), "");
+            }
+            l + "\n"
+        })
+        .collect();
+    assert!(!old.contains("failure"), "{old}");
+    std::fs::write(out.run_dir.join(store::ROWS_FILE), old).expect("write the old records");
+    let st = store::read_rows(&out.run_dir).expect("an old folder loads");
+    assert_eq!(st.failed.get(&key(0)), Some(&FailureKind::Failed));
+    assert_eq!(st.failed.get(&key(1)), Some(&FailureKind::Failed));
+    assert_eq!(
+        states(&out.run_dir),
+        vec![
+            PointState::Missing(Missing::Failed(FailureKind::Failed)),
+            PointState::Missing(Missing::Failed(FailureKind::Failed)),
+            PointState::Wrong("sum 5 != 6".into()),
+            PointState::Done,
+        ]
+    );
+    assert_eq!(
+        Missing::Failed(FailureKind::Failed).to_string(),
+        "the point failed"
+    );
+    assert_eq!(resumed_done(dir.path(), &out.run_dir), done_new);
+}
