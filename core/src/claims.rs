@@ -605,8 +605,9 @@ pub enum Missing {
     /// This version cannot run the system (the plan left it out).
     NotBuilt,
     /// The point ran and did not finish, and how, as its record says: for its parameter values
-    /// ([`FailureKind::BadParameters`]), or its setup, a launcher, an agent, ...
-    /// ([`FailureKind::Failed`], also every failure recorded before the kind was kept).
+    /// ([`FailureKind::BadParameters`]), in its setup (no agent, no such workload:
+    /// [`FailureKind::Setup`]), or otherwise ([`FailureKind::Failed`]: the workload's error, a
+    /// lost agent, ...; also every failure recorded before the kind was kept).
     Failed(FailureKind),
     /// The point never ran: the run was stopped before it (a resume runs it).
     Interrupted,
@@ -619,6 +620,7 @@ impl fmt::Display for Missing {
             Missing::Failed(FailureKind::BadParameters) => {
                 "the point failed for its parameter values"
             }
+            Missing::Failed(FailureKind::Setup) => "the point's setup failed",
             Missing::Failed(_) => "the point failed",
             Missing::Interrupted => "the point never ran (interrupted run)",
         })
@@ -2011,6 +2013,10 @@ mod tests {
             (
                 Missing::Failed(FailureKind::BadParameters),
                 "the point failed for its parameter values",
+            ),
+            (
+                Missing::Failed(FailureKind::Setup),
+                "the point's setup failed",
             ),
             (
                 Missing::Interrupted,

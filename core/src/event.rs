@@ -96,7 +96,10 @@ pub enum PointFailure {
     WrongResult(String),
     /// It fails for its parameter values (rerunning fails the same way).
     BadParameters(String),
-    /// Setup, a launcher, an agent or anything else.
+    /// Its setup failed before its workload ran: no agent could be started, or the binary
+    /// has no such workload (rerunning may succeed once the launcher or binary is fixed).
+    Setup(String),
+    /// Anything else: the workload's own error, an agent lost mid-point, a panic, ...
     Failed(String),
 }
 
@@ -108,6 +111,7 @@ pub enum FailureKind {
     Interrupted,
     WrongResult,
     BadParameters,
+    Setup,
     Failed,
 }
 
@@ -121,6 +125,7 @@ impl PointFailure {
             PointFailure::Interrupted => FailureKind::Interrupted,
             PointFailure::WrongResult(_) => FailureKind::WrongResult,
             PointFailure::BadParameters(_) => FailureKind::BadParameters,
+            PointFailure::Setup(_) => FailureKind::Setup,
             PointFailure::Failed(_) => FailureKind::Failed,
         }
     }
@@ -132,6 +137,7 @@ impl std::fmt::Display for PointFailure {
             PointFailure::Interrupted => f.write_str("interrupted"),
             PointFailure::WrongResult(m)
             | PointFailure::BadParameters(m)
+            | PointFailure::Setup(m)
             | PointFailure::Failed(m) => f.write_str(m),
         }
     }

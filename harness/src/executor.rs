@@ -43,7 +43,7 @@ pub fn run_here(
     sink: &mut dyn FnMut(Event),
 ) -> Result<(), JobFailure> {
     let Some(w) = registry.get(&job.workload) else {
-        return Err(JobFailure::Failed {
+        return Err(JobFailure::Setup {
             message: format!("this binary has no workload `{}`", job.workload),
         });
     };
@@ -127,7 +127,7 @@ impl Agents {
             }
             Err(e) => {
                 self.gave_up = matches!(self.placement, Placement::Remote(_));
-                Err(JobFailure::Failed {
+                Err(JobFailure::Setup {
                     message: e.to_string(),
                 })
             }
@@ -142,7 +142,7 @@ impl Executor for Agents {
         }
         let slot = job.index % self.agents.len().max(1);
         let Some(agent) = self.agents.get_mut(slot) else {
-            return Err(JobFailure::Failed {
+            return Err(JobFailure::Setup {
                 message: "the launcher started no agent".into(),
             });
         };

@@ -152,6 +152,9 @@ pub enum JobFailure {
     /// The point's parameter values are wrong for its workload: it fails again when rerun.
     #[error("{message}")]
     BadParameters { message: String },
+    /// The point could not be set up to run: no agent started, or no such workload here.
+    #[error("{message}")]
+    Setup { message: String },
 }
 
 impl From<inabench_core::WorkloadError> for JobFailure {

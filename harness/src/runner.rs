@@ -655,6 +655,7 @@ pub fn execute_with(
                         point_bad_parameters = true;
                         PointFailure::BadParameters(e.to_string())
                     }
+                    JobFailure::Setup { .. } => PointFailure::Setup(e.to_string()),
                     _ => PointFailure::Failed(e.to_string()),
                 });
                 break;

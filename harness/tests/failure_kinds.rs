@@ -1,6 +1,6 @@
 //! A failed point's kind goes through the store to the report (#35 item 6): the runner's
 //! `point_done` record keeps it, `store::read_rows` gives it back, and the plan's states tell a
-//! point that failed for its parameter values from one that failed otherwise. A results folder
+//! point that failed for its parameter values, or in its setup, from one that failed otherwise. A results folder
 //! written before the kind was kept loads, reads its failures as "the point failed" and resumes
 //! the same points as before.
 
@@ -21,7 +21,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 fn entry() -> Entry {
-    let text = "id: netreduce-probe\npaper_id: netreduce\ntitle: probe\ncitation: none\nartifact: none\nstatus: implemented\nworkload: harness.probe\ndescription: test fixture\nsystems: [probe]\nfidelity: [functional]\nprofiles:\n  quick:\n    estimated_seconds: 1\n    grid:\n      - work: [1, 2, 3, 4]\n  full:\n    estimated_seconds: 1\n    grid:\n      - work: [1]\nmetrics:\n  - {name: checksum, unit: \"1\", better: none}\n  - {name: pid, unit: \"1\", better: none}\npaper:\n  source: none\n  values: []\n".to_string();
+    let text = "id: netreduce-probe\npaper_id: netreduce\ntitle: probe\ncitation: none\nartifact: none\nstatus: implemented\nworkload: harness.probe\ndescription: test fixture\nsystems: [probe]\nfidelity: [functional]\nprofiles:\n  quick:\n    estimated_seconds: 1\n    grid:\n      - work: [1, 2, 3, 4, 5]\n  full:\n    estimated_seconds: 1\n    grid:\n      - work: [1]\nmetrics:\n  - {name: checksum, unit: \"1\", better: none}\n  - {name: pid, unit: \"1\", better: none}\npaper:\n  source: none\n  values: []\n".to_string();
     let file = PathBuf::from("experiments/netreduce/probe.yaml");
     let spec = Spec::from_yaml(&file, &text).expect("fixture spec");
     Entry { spec, file, text }
@@ -86,10 +86,10 @@ fn a_points_failure_kind_reaches_the_report_and_old_folders_read_as_before() {
     let reg = Registry::builtin();
     let prepared = runner::prepare(&request(dir.path(), None), &reg).expect("prepare");
     let ids: Vec<String> = prepared.plan.points.iter().map(|p| p.id.clone()).collect();
-    assert_eq!(ids.len(), 4);
+    assert_eq!(ids.len(), 5);
     let key = |i: usize| run_key(Fidelity::Functional, &ids[i]);
     let mut ex = Scripted::default();
-    // 1: bad parameters; 2: a failure of another kind; 3: a wrong result; 4: fine
+    // 1: bad parameters; 2: a failure of another kind; 3: a wrong result; 4: fine; 5: setup
     ex.steps.push_back((
         vec![],
         Err(JobFailure::BadParameters {
@@ -109,6 +109,12 @@ fn a_points_failure_kind_reaches_the_report_and_old_folders_read_as_before() {
         }),
     ));
     ex.steps.push_back((vec![row(&ids[3], 1.0)], Ok(())));
+    ex.steps.push_back((
+        vec![],
+        Err(JobFailure::Setup {
+            message: "the launcher started no agent".into(),
+        }),
+    ));
     let (tx, _rx) = std::sync::mpsc::channel();
     let out = runner::execute_with(
         prepared,
@@ -119,15 +125,15 @@ fn a_points_failure_kind_reaches_the_report_and_old_folders_read_as_before() {
         &mut ex,
     )
     .expect("the run ends");
-    assert_eq!(ex.jobs.len(), 4, "every point ran once");
+    assert_eq!(ex.jobs.len(), 5, "every point ran once");
     assert_eq!(
         (out.manifest.points_failed, out.manifest.points_invalid),
-        (2, 1)
+        (3, 1)
     );
 
     // the store keeps each failure's kind
     let text = std::fs::read_to_string(out.run_dir.join(store::ROWS_FILE)).expect("rows");
-    for kind in ["bad_parameters", "failed", "wrong_result"] {
+    for kind in ["bad_parameters", "failed", "wrong_result", "setup"] {
         assert!(
             text.contains(&format!(r#""failure":"{kind}""#)),
             "{kind}: {text}"
@@ -136,7 +142,8 @@ fn a_points_failure_kind_reaches_the_report_and_old_folders_read_as_before() {
     let st = store::read_rows(&out.run_dir).expect("rows");
     assert_eq!(st.failed.get(&key(0)), Some(&FailureKind::BadParameters));
     assert_eq!(st.failed.get(&key(1)), Some(&FailureKind::Failed));
-    assert_eq!(st.failed.len(), 2);
+    assert_eq!(st.failed.get(&key(4)), Some(&FailureKind::Setup));
+    assert_eq!(st.failed.len(), 3);
 
     // the report's plan tells them apart, by type and in its sentence
     let new = states(&out.run_dir);
@@ -147,11 +154,16 @@ fn a_points_failure_kind_reaches_the_report_and_old_folders_read_as_before() {
             PointState::Missing(Missing::Failed(FailureKind::Failed)),
             PointState::Wrong("sum 5 != 6".into()),
             PointState::Done,
+            PointState::Missing(Missing::Failed(FailureKind::Setup)),
         ]
     );
     assert_eq!(
         Missing::Failed(FailureKind::BadParameters).to_string(),
         "the point failed for its parameter values"
+    );
+    assert_eq!(
+        Missing::Failed(FailureKind::Setup).to_string(),
+        "the point's setup failed"
     );
     let done_new = resumed_done(dir.path(), &out.run_dir);
     assert_eq!(done_new, BTreeSet::from([key(2), key(3)]));
@@ -161,7 +173,7 @@ fn a_points_failure_kind_reaches_the_report_and_old_folders_read_as_before() {
         .lines()
         .map(|l| {
             let mut l = l.to_string();
-            for kind in ["bad_parameters", "failed", "wrong_result"] {
+            for kind in ["bad_parameters", "failed", "wrong_result", "setup"] {
                 l = l.replace(&format!(r#","failure":"{kind}""#), "");
             }
             l + "\n"
@@ -172,6 +184,7 @@ fn a_points_failure_kind_reaches_the_report_and_old_folders_read_as_before() {
     let st = store::read_rows(&out.run_dir).expect("an old folder loads");
     assert_eq!(st.failed.get(&key(0)), Some(&FailureKind::Failed));
     assert_eq!(st.failed.get(&key(1)), Some(&FailureKind::Failed));
+    assert_eq!(st.failed.get(&key(4)), Some(&FailureKind::Failed));
     assert_eq!(
         states(&out.run_dir),
         vec![
@@ -179,6 +192,7 @@ fn a_points_failure_kind_reaches_the_report_and_old_folders_read_as_before() {
             PointState::Missing(Missing::Failed(FailureKind::Failed)),
             PointState::Wrong("sum 5 != 6".into()),
             PointState::Done,
+            PointState::Missing(Missing::Failed(FailureKind::Failed)),
         ]
     );
     assert_eq!(

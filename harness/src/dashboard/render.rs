@@ -158,6 +158,7 @@ fn plan(app: &App, f: &mut Frame, area: Rect) {
                     match kind {
                         FailureKind::WrongResult => "WRONG",
                         FailureKind::BadParameters => "BAD PARAMS",
+                        FailureKind::Setup => "SETUP",
                         FailureKind::Interrupted | FailureKind::Failed => "FAILED",
                     }
                     .to_string(),
@@ -449,8 +450,8 @@ mod tests {
         }
     }
 
-    /// The plan marks a point by its failure's kind: a wrong result, bad parameters, any other
-    /// failure; a point whose message merely reads "wrong" is marked FAILED.
+    /// The plan marks a point by its failure's kind: a wrong result, bad parameters, its setup,
+    /// any other failure; a point whose message merely reads "wrong" is marked FAILED.
     #[test]
     fn the_plan_marks_a_failure_by_its_kind() {
         use super::super::app::PointState;
@@ -483,6 +484,22 @@ mod tests {
         assert!(mark("flat_ring P=64").contains("BAD PARAMS"), "{s}");
         assert!(mark("flat_ring P=128").contains("FAILED"), "{s}");
         assert!(!mark("flat_ring P=128").contains("WRONG"), "{s}");
+        // a point whose setup failed (no agent, no such workload)
+        app.states[2] = PointState::Failed {
+            kind: FailureKind::Setup,
+            error: "the launcher started no agent".into(),
+        };
+        t.draw(|f| render(&app, f)).expect("draw");
+        let s = text(&t);
+        let line = s.lines().find(|l| l.contains("flat_ring P=128"));
+        assert!(
+            line.is_some_and(|l| l
+                .split("flat_ring P=128")
+                .next()
+                .unwrap_or("")
+                .contains("SETUP")),
+            "{s}"
+        );
     }
 
     #[test]
