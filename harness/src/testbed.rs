@@ -160,7 +160,7 @@ impl RigRun {
             return Vec::new();
         }
         let mut out = vec![format!(
-            "rig {} (tools/rxe-rig, testbed {}): Soft-RoCE, the Linux kernel's software RDMA provider rdma_rxe, device rxe0 on a virtio NIC in each qemu TCG guest (emulated CPUs: no RoCE NIC, no line rate, no NIC timestamps); NetReduce's accelerator inabench_ina::fpga::Accelerator on this host on the guests' taps (AF_PACKET)",
+            "rig {} (tools/rxe-rig, testbed {}): Soft-RoCE, the Linux kernel's software RDMA provider rdma_rxe, device rxe0 on a virtio NIC in each qemu TCG guest (emulated CPUs: no RoCE NIC, no line rate, no NIC timestamps); NetReduce's accelerator inabench_ina::fpga::Accelerator (RC QPs in the guests) and SwitchML-RDMA's switch inabench_ina::switchml_rdma (UC QPs in the guests, 1024 B a packet: the release's payload and a verbs path MTU; the spec's simulated rows send 768) on this host on the guests' taps (AF_PACKET), the ICRC recomputed in software",
             self.rig.kind, self.testbed
         )];
         out.extend(facts);

@@ -42,6 +42,7 @@ use inabench_fabric::raw::{Link, PacketSocket, serve_until};
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
 use inabench_ina::common::{AllReduceConfig, Switch, System};
 use inabench_ina::switchml_rdma::{SwitchMlRdma, result_buffer};
+use inabench_wire::ina::switchml_rdma::ResultImm;
 use inabench_wire::roce::{FrameRepr, IcrcCheck};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -96,6 +97,16 @@ struct Counts {
     stale_out: Vec<u64>,
     results_to: Vec<u64>,
     rewrite_failed: u64,
+    /// per worker: the RoCEv2 frames and bytes its link carried to the switch (Ethernet header
+    /// to ICRC, as the tap sees them)
+    link_frames: Vec<u64>,
+    link_bytes: Vec<u64>,
+    /// per worker: when each message's first packet (the one with the RETH, keyed by its pool
+    /// index, the R_Key) came in, until the result for that pool index goes out to the worker
+    first_in: Vec<std::collections::HashMap<u32, Nanos>>,
+    /// per worker, in the order the results went out: a message's first packet in to the result
+    /// of its first slot out, as this host clocks them
+    rtt_ns: Vec<Vec<u64>>,
 }
 
 /// The switch with its address plan around it.
@@ -140,11 +151,13 @@ impl Planned {
 
     /// A worker's WRITE, its RETH address mapped into the switch's plan, the ICRC recomputed;
     /// None when it is not a RoCEv2 frame to the switch from a planned worker.
-    fn inbound(&mut self, w: usize, frame: &[u8]) -> Option<Vec<u8>> {
+    fn inbound(&mut self, now: Nanos, w: usize, frame: &[u8]) -> Option<Vec<u8>> {
         let (mut f, payload) = match FrameRepr::parse_with(frame, IcrcCheck::Verify) {
             Ok(p) => {
                 self.c.roce_in += 1;
                 self.c.icrc_ok += 1;
+                self.c.link_frames[w] += 1;
+                self.c.link_bytes[w] += frame.len() as u64;
                 p
             }
             Err(_) => {
@@ -179,14 +192,20 @@ impl Planned {
                 return None;
             };
             r.va = result_buffer(w).0 + off;
+            self.c.first_in[w].entry(r.rkey).or_insert(now);
         }
         f.build(payload).ok()
     }
 
     /// A result of the switch to worker `to`, with the worker's addresses and a recomputed ICRC
     /// (or the switch's stale one for the first `--stale-icrc` results).
-    fn outbound(&mut self, to: usize, frame: &[u8]) -> Option<Vec<u8>> {
+    fn outbound(&mut self, now: Nanos, to: usize, frame: &[u8]) -> Option<Vec<u8>> {
         let (mut f, payload) = FrameRepr::parse_with(frame, IcrcCheck::Ignore).ok()?;
+        if let Some(r) = f.immdt.and_then(|i| ResultImm::from_imm(i).ok())
+            && let Some(t) = self.c.first_in[to].remove(&u32::from(r.pool.index()))
+        {
+            self.c.rtt_ns[to].push(now.saturating_sub(t));
+        }
         let e = self.entry(to)?;
         let mac = self.macs.get(to).copied().flatten()?;
         f.src_mac = self.switch_mac;
@@ -223,7 +242,7 @@ impl Endpoint for Planned {
         if w >= self.workers {
             return;
         }
-        if let Some(f) = self.inbound(w, frame) {
+        if let Some(f) = self.inbound(now, w, frame) {
             self.switch.handle_packet(now, from, &f);
         }
     }
@@ -231,7 +250,7 @@ impl Endpoint for Planned {
     fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
         loop {
             let t = self.switch.poll_transmit(now)?;
-            match self.outbound(t.to as usize, &t.bytes) {
+            match self.outbound(now, t.to as usize, &t.bytes) {
                 Some(bytes) => {
                     return Some(Transmit { to: t.to, bytes });
                 }
@@ -380,6 +399,10 @@ fn main() {
         c: Counts {
             stale_out: vec![0; workers],
             results_to: vec![0; workers],
+            link_frames: vec![0; workers],
+            link_bytes: vec![0; workers],
+            first_in: vec![Default::default(); workers],
+            rtt_ns: vec![Vec::new(); workers],
             ..Counts::default()
         },
     };
@@ -449,6 +472,15 @@ fn main() {
         println!(
             "switchml_rdma_switch: worker {w}: {} results sent, {} of them with the stale ICRC",
             c.results_to[w], c.stale_out[w]
+        );
+    }
+    for w in 0..workers {
+        let rtts: Vec<String> = c.rtt_ns[w].iter().map(u64::to_string).collect();
+        println!(
+            "switchml_rdma_switch: link of worker {w}: link in {} RoCEv2 frames, {} bytes (Ethernet header to ICRC); rtt_ns by message: {}",
+            c.link_frames[w],
+            c.link_bytes[w],
+            rtts.join(" ")
         );
     }
     let ok = c.icrc_failed == 0

@@ -28,8 +28,11 @@
 //! switchml_rdma_worker <rank> <workers> --info-file PATH [--elements 64924] [--mtu 1024]
 //!                      [--msg-packets 4] [--pool 32] [--seed 1] [--timeout-ms 2000]
 //!                      [--switch-ip 10.77.0.254] [--switch-psn 0] [--wait-dir DIR]
-//!                      [--device NAME] [--gid-index N]
+//!                      [--device NAME] [--gid-index N] [--reps R]
 //! ```
+//! `--reps R` (`inabench reproduce` on the rig): the stream's messages are R repetitions of
+//! equally many messages; when every message of repetition r is exact the worker prints
+//! `repetition r: messages a..b exact, in at T s` (T from the first WRITE, its own clock).
 //! `--wait-dir DIR` (the rig's run folder, /mnt/rig): before its first WRITE the worker waits
 //! (180 s at most) until every worker's info file is there (`DIR/guest<i>/<the info file's
 //! name>`) and the switch said it is serving (`DIR/switchml_rdma_switch.ready`), so no worker's
@@ -69,10 +72,11 @@ struct Args {
     wait_dir: Option<String>,
     device: Option<String>,
     gid_index: Option<u8>,
+    reps: usize,
 }
 
 fn args() -> R<Args> {
-    let usage = "usage: switchml_rdma_worker <rank> <workers> --info-file PATH [--elements E] [--mtu B] [--msg-packets K] [--pool S] [--seed S] [--timeout-ms T] [--switch-ip A.B.C.D] [--switch-psn P] [--wait-dir DIR] [--device NAME] [--gid-index N]";
+    let usage = "usage: switchml_rdma_worker <rank> <workers> --info-file PATH [--elements E] [--mtu B] [--msg-packets K] [--pool S] [--seed S] [--timeout-ms T] [--switch-ip A.B.C.D] [--switch-psn P] [--wait-dir DIR] [--device NAME] [--gid-index N] [--reps R]";
     let a: Vec<String> = std::env::args().skip(1).collect();
     let num = |i: usize| a.get(i).and_then(|r| r.parse().ok()).ok_or(usage);
     let mut out = Args {
@@ -90,6 +94,7 @@ fn args() -> R<Args> {
         wait_dir: None,
         device: None,
         gid_index: None,
+        reps: 1,
     };
     let mut i = 2;
     while i < a.len() {
@@ -111,6 +116,7 @@ fn args() -> R<Args> {
             "--wait-dir" => out.wait_dir = Some(v.clone()),
             "--device" => out.device = Some(v.clone()),
             "--gid-index" => out.gid_index = Some(v.parse().map_err(|_| bad())?),
+            "--reps" => out.reps = v.parse().map_err(|_| bad())?,
             _ => return Err(usage.into()),
         }
         i += 2;
@@ -156,6 +162,14 @@ fn run() -> R<()> {
     let packets = a.elements.div_ceil(per_packet);
     let messages = packets.div_ceil(k);
     let groups = a.pool / k;
+    if a.reps == 0 || !messages.is_multiple_of(a.reps) {
+        return Err(format!(
+            "--reps {}: the stream's {messages} messages are not whole repetitions",
+            a.reps
+        ));
+    }
+    let per_rep = messages / a.reps;
+    let mut rep_left = vec![per_rep; a.reps];
     // packets of message m (the last may be short), its first pool index (as the suite's
     // switchml_rdma::Layout::pool_of)
     let len_of = |m: usize| k.min(packets - m * k);
@@ -373,6 +387,16 @@ fn run() -> R<()> {
             }
             out[g] = None;
             done += 1;
+            let r = m / per_rep;
+            rep_left[r] -= 1;
+            if rep_left[r] == 0 {
+                println!(
+                    "repetition {r}: messages {}..{} exact, in at {:.6} s",
+                    r * per_rep,
+                    (r + 1) * per_rep - 1,
+                    t0.elapsed().as_secs_f64()
+                );
+            }
             if m + groups < messages {
                 ready.push_back(m + groups);
             }

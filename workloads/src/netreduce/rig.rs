@@ -43,12 +43,85 @@ const INA_HEADER: usize = 16;
 /// alike), at most.
 const SLOT_BYTES: usize = 64 << 20;
 
+/// The systems the rig runs, each with its programs: NetReduce's accelerator between the
+/// guests' unmodified RC queue pairs, and SwitchML-RDMA's switch between their plain UC queue
+/// pairs (ATP and SwitchML have no rig program: their released clients are DPDK / raw-Ethernet
+/// programs for a host, not verbs on a RoCE stack; they are `not built` on the rig).
+const RIG_SYSTEMS: &[&str] = &["netreduce", "switchml_rdma"];
+
+/// SwitchML-RDMA's payload on the rig: 1024 B a packet, the release's (RDMAExampleClient sends
+/// 1 KB packets). A UC QP cuts a WRITE at the path MTU, which verbs allows only as 256, 512,
+/// 1024, 2048 or 4096 B, so the spec's simulated 768 B (four chained 192-byte pipelines) cannot
+/// be a guest's packet; the testbed file says so. Packets a message and the pool are the
+/// simulated system's defaults (`smlr_msg_packets` 4, `pool` 128 slots a set).
+pub const SMLR_RIG_PAYLOAD: usize = 1024;
+const SMLR_MSG_PACKETS: usize = 4;
+const SMLR_POOL: usize = 128;
+
+/// Which of the rig's systems a point runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RigSystem {
+    NetReduce,
+    SwitchMlRdma,
+}
+
+impl RigSystem {
+    fn of(name: &str) -> Option<RigSystem> {
+        match name {
+            "netreduce" => Some(RigSystem::NetReduce),
+            "switchml_rdma" => Some(RigSystem::SwitchMlRdma),
+            _ => None,
+        }
+    }
+
+    /// The guests' program.
+    fn worker(self) -> &'static str {
+        match self {
+            RigSystem::NetReduce => "netreduce_worker",
+            RigSystem::SwitchMlRdma => "switchml_rdma_worker",
+        }
+    }
+
+    /// The host's program between the guests' taps.
+    fn relay(self) -> &'static str {
+        match self {
+            RigSystem::NetReduce => "netreduce_accel",
+            RigSystem::SwitchMlRdma => "switchml_rdma_switch",
+        }
+    }
+
+    /// The relay's per-link line starts with this, then the worker's index and `:`.
+    fn link_line(self) -> &'static str {
+        match self {
+            RigSystem::NetReduce => "netreduce_accel: worker ",
+            RigSystem::SwitchMlRdma => "switchml_rdma_switch: link of worker ",
+        }
+    }
+
+    /// ... and its round trips follow this.
+    fn rtt_key(self) -> &'static str {
+        match self {
+            RigSystem::NetReduce => "rtt_ns by MsgID: ",
+            RigSystem::SwitchMlRdma => "rtt_ns by message: ",
+        }
+    }
+
+    /// The bytes in front of a message's values (NetReduce's INA header).
+    fn header(self) -> usize {
+        match self {
+            RigSystem::NetReduce => INA_HEADER,
+            RigSystem::SwitchMlRdma => 0,
+        }
+    }
+}
+
 /// Where the rig and its programs are.
 #[derive(Debug, Clone)]
 pub struct RigConfig {
     /// tools/rxe-rig/rig.sh
     pub script: PathBuf,
-    /// The folder with `netreduce_worker` and `netreduce_accel`.
+    /// The folder with `netreduce_worker`, `netreduce_accel`, `switchml_rdma_worker` and
+    /// `switchml_rdma_switch`.
     pub programs: PathBuf,
 }
 
@@ -88,14 +161,15 @@ impl RigTable6 {
 
     fn boot(&self, workers: usize, p: &Layout, reps: usize) -> Result<String, WorkloadError> {
         let share = std::env::temp_dir().join(format!(
-            "inabench-rig-share-{}-{}",
+            "inabench-rig-share-{}-{}-{}",
             std::process::id(),
+            p.system.worker(),
             p.messages(reps)
         ));
         std::fs::create_dir_all(&share)?;
-        let worker = self.cfg.programs.join("netreduce_worker");
-        let accel = self.cfg.programs.join("netreduce_accel");
-        let copied = std::fs::copy(&worker, share.join("netreduce_worker"));
+        let worker = self.cfg.programs.join(p.system.worker());
+        let accel = self.cfg.programs.join(p.system.relay());
+        let copied = std::fs::copy(&worker, share.join(p.system.worker()));
         if let Err(e) = copied {
             let _ = std::fs::remove_dir_all(&share);
             return Err(WorkloadError::Invalid(format!(
@@ -103,22 +177,46 @@ impl RigTable6 {
                 worker.display()
             )));
         }
-        let relay = format!(
-            "exec {} $RIG_TAPS --msg-packets {} --window {} --mtu {}",
-            shell_word(&accel),
-            p.msg_packets,
-            p.window,
-            p.mtu
-        );
-        let guest = format!(
-            "exec /mnt/share/netreduce_worker $RIG_GUEST $RIG_CTL_IPS --messages {} --msg-packets {} --window {} --mtu {} --seed {} --slots {}",
-            p.messages(reps),
-            p.msg_packets,
-            p.window,
-            p.mtu,
-            p.seed,
-            p.slots(reps)
-        );
+        let (relay, guest) = match p.system {
+            RigSystem::NetReduce => (
+                format!(
+                    "exec {} $RIG_TAPS --msg-packets {} --window {} --mtu {}",
+                    shell_word(&accel),
+                    p.msg_packets,
+                    p.window,
+                    p.mtu
+                ),
+                format!(
+                    "exec /mnt/share/netreduce_worker $RIG_GUEST $RIG_CTL_IPS --messages {} --msg-packets {} --window {} --mtu {} --seed {} --slots {}",
+                    p.messages(reps),
+                    p.msg_packets,
+                    p.window,
+                    p.mtu,
+                    p.seed,
+                    p.slots(reps)
+                ),
+            ),
+            // the switch's address on the guests' data network (the example's default) with a
+            // permanent neighbour entry: a UC QP's first WRITE must not wait for ARP
+            RigSystem::SwitchMlRdma => (
+                format!(
+                    "exec {} $RIG_TAPS --mtu {} --msg-packets {} --pool {}",
+                    shell_word(&accel),
+                    p.mtu,
+                    p.msg_packets,
+                    SMLR_POOL
+                ),
+                format!(
+                    "ip neigh replace 10.77.0.254 lladdr 52:54:00:77:00:fe dev $RIG_NIC nud permanent || exit 1\n\
+                     exec /mnt/share/switchml_rdma_worker $RIG_GUEST $RIG_GUESTS --info-file $RIG_OUT/switchml_rdma_qp --wait-dir /mnt/rig --elements {} --mtu {} --msg-packets {} --pool {} --seed {} --timeout-ms 2000 --reps {reps}",
+                    p.messages(reps) * p.per_message(),
+                    p.mtu,
+                    p.msg_packets,
+                    SMLR_POOL,
+                    p.seed
+                ),
+            ),
+        };
         let out = Command::new("bash")
             .arg(&self.cfg.script)
             .args(["run", "--guests", &workers.to_string(), "--timeout", "1800"])
@@ -144,7 +242,9 @@ impl RigTable6 {
             return Ok(stdout);
         }
         // a guest that found a wrong sum said so: a measured outcome, not a failed run
-        if stdout.contains("netreduce_worker: FAILED: message") && stdout.contains("the sum is") {
+        if stdout.contains(&format!("{}: FAILED: message", p.system.worker()))
+            && stdout.contains("the sum is")
+        {
             return Ok(stdout);
         }
         let tail: Vec<&str> = stdout.lines().rev().take(30).collect();
@@ -165,6 +265,7 @@ fn shell_word(p: &Path) -> String {
 /// The point's NetReduce layout.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Layout {
+    pub system: RigSystem,
     pub elements: usize,
     pub msg_packets: usize,
     pub window: usize,
@@ -175,7 +276,7 @@ pub struct Layout {
 impl Layout {
     /// int32 values per message.
     pub fn per_message(&self) -> usize {
-        (self.msg_packets * self.mtu).saturating_sub(INA_HEADER) / 4
+        (self.msg_packets * self.mtu).saturating_sub(self.system.header()) / 4
     }
 
     /// Messages per repetition: the elements in whole messages (the last padded).
@@ -243,13 +344,15 @@ pub fn parse(
     let k = p.messages_per_rep();
     let total = k * reps;
     let mut facts = Vec::new();
+    // per worker, when each repetition's last result came in (its clock)
     let mut at: Vec<Vec<f64>> = Vec::new();
+    let failed = format!("{}: FAILED: message", p.system.worker());
     for g in 0..workers {
         let head = format!("guest {g}: exit status ");
         let text = part(stdout, &head).ok_or(format!("no output from guest {g}"))?;
         if let Some(l) = text
             .lines()
-            .find(|l| l.contains("netreduce_worker: FAILED: message") && l.contains("the sum is"))
+            .find(|l| l.contains(&failed) && l.contains("the sum is"))
         {
             return Ok((Outcome::Wrong(format!("guest {g}: {}", l.trim())), facts));
         }
@@ -278,32 +381,42 @@ pub fn parse(
         if !text.contains(&want) {
             return Err(format!("guest {g} did not report `{want}`"));
         }
-        let mut t = vec![f64::NAN; total];
+        // NetReduce's worker prints every message's arrival (in order: a repetition ends with
+        // its last message); SwitchML-RDMA's, whose slot groups finish out of order, prints
+        // when each repetition's last message is exact
+        let (line, count) = match p.system {
+            RigSystem::NetReduce => ("message ", total),
+            RigSystem::SwitchMlRdma => ("repetition ", reps),
+        };
+        let mut t = vec![f64::NAN; count];
         for l in text.lines() {
             let l = l.trim();
-            let Some(rest) = l.strip_prefix("message ") else {
+            let Some(rest) = l.strip_prefix(line) else {
                 continue;
             };
             let m: usize = match rest.split(':').next().and_then(|m| m.parse().ok()) {
                 Some(m) => m,
                 None => continue,
             };
-            if let (Some(s), true) = (numbers_after(l, "in at "), m < total)
+            if let (Some(s), true) = (numbers_after(l, "in at "), m < count)
                 && let Some(v) = s.first()
             {
                 t[m] = *v;
             }
         }
         if let Some(m) = t.iter().position(|v| !v.is_finite()) {
-            return Err(format!("guest {g}: no arrival time for message {m}"));
+            return Err(format!("guest {g}: no arrival time for {line}{m}"));
         }
-        at.push(t);
+        at.push(match p.system {
+            RigSystem::NetReduce => (0..reps).map(|r| t[(r + 1) * k - 1]).collect(),
+            RigSystem::SwitchMlRdma => t,
+        });
     }
-    let relay = part(stdout, "relay: exit status ").ok_or("no output from the accelerator")?;
+    let relay = part(stdout, "relay: exit status ").ok_or("no output from the host's program")?;
     let mut link_bytes = vec![f64::NAN; workers];
     let mut rtts: Vec<Vec<f64>> = vec![Vec::new(); workers];
     for l in relay.lines() {
-        let Some(rest) = l.trim().strip_prefix("netreduce_accel: worker ") else {
+        let Some(rest) = l.trim().strip_prefix(p.system.link_line()) else {
             continue;
         };
         let Some(w) = rest
@@ -317,11 +430,12 @@ pub fn parse(
         if let Some(b) = numbers_after(l, "RoCEv2 frames, ").and_then(|v| v.first().copied()) {
             link_bytes[w] = b;
         }
-        rtts[w] = numbers_after(l, "rtt_ns by MsgID: ").unwrap_or_default();
+        rtts[w] = numbers_after(l, p.system.rtt_key()).unwrap_or_default();
     }
     if let Some(w) = link_bytes.iter().position(|b| !b.is_finite()) {
         return Err(format!(
-            "the accelerator reported no bytes for worker {w}'s link"
+            "{} reported no bytes for worker {w}'s link",
+            p.system.relay()
         ));
     }
     let gradient_bits = p.elements as f64 * 32.0;
@@ -329,8 +443,8 @@ pub fn parse(
     for r in 0..reps {
         let (mut good, mut wire, mut eps, mut rtt) = (0.0, 0.0, 0.0, Vec::new());
         for w in 0..workers {
-            let end = at[w][(r + 1) * k - 1];
-            let start = if r == 0 { 0.0 } else { at[w][r * k - 1] };
+            let end = at[w][r];
+            let start = if r == 0 { 0.0 } else { at[w][r - 1] };
             let secs = end - start;
             if secs <= 0.0 {
                 return Err(format!(
@@ -362,10 +476,6 @@ pub fn parse(
     Ok((Outcome::Exact(out), facts))
 }
 
-/// The systems the rig runs: NetReduce's accelerator between the guests' unmodified RC queue
-/// pairs (the guests' programs are NetReduce's; no other system has a rig program yet).
-const RIG_SYSTEMS: &[&str] = &["netreduce"];
-
 impl Workload for RigTable6 {
     fn id(&self) -> &'static str {
         "netreduce.table6"
@@ -384,17 +494,17 @@ impl Workload for RigTable6 {
     }
 
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
-        if !RIG_SYSTEMS.contains(&ctx.system()) {
+        let Some(system) = RigSystem::of(ctx.system()) else {
             return Err(WorkloadError::BadParam(format!(
-                "the rig runs NetReduce only, not `{}`",
+                "the rig runs NetReduce and SwitchML-RDMA only, not `{}`",
                 ctx.system()
             )));
-        }
+        };
         if let Ok(s) = ctx.text("host_stack")
             && s != "paper"
         {
             return Err(WorkloadError::BadParam(format!(
-                "host_stack `{s}`: on the rig NetReduce's transport is the guest kernel's RoCE stack, which stands for the paper's RoCE NIC (host_stack paper)"
+                "host_stack `{s}`: on the rig NetReduce's and SwitchML-RDMA's transport is the guest kernel's RoCE stack, which stands for the paper's RoCE NIC (host_stack paper)"
             )));
         }
         let workers = ctx.positive_count("workers")?;
@@ -403,12 +513,25 @@ impl Workload for RigTable6 {
                 "the rig boots 2 to 8 guests, one a worker (workers {workers})"
             )));
         }
-        let p = Layout {
-            elements: ctx.positive_count("elements")?,
-            msg_packets: ctx.positive_count("msg_packets")?,
-            window: ctx.positive_count("window")?,
-            mtu: ctx.positive_count("mtu")?,
-            seed: ctx.seed,
+        let p = match system {
+            RigSystem::NetReduce => Layout {
+                system,
+                elements: ctx.positive_count("elements")?,
+                msg_packets: ctx.positive_count("msg_packets")?,
+                window: ctx.positive_count("window")?,
+                mtu: ctx.positive_count("mtu")?,
+                seed: ctx.seed,
+            },
+            // the stream as whole messages of 4 x 1024 B; a repetition's last message is
+            // padded (its padding counts in throughput, not in goodput)
+            RigSystem::SwitchMlRdma => Layout {
+                system,
+                elements: ctx.positive_count("elements")?,
+                msg_packets: SMLR_MSG_PACKETS,
+                window: SMLR_POOL / SMLR_MSG_PACKETS,
+                mtu: SMLR_RIG_PAYLOAD,
+                seed: ctx.seed,
+            },
         };
         let reps = (ctx.point.warmup + ctx.point.repetitions) as usize;
         let index = if ctx.warmup {
@@ -429,7 +552,8 @@ impl Workload for RigTable6 {
                 ctx.log(
                     LogLevel::Info,
                     format!(
-                        "booting the Soft-RoCE rig: {workers} qemu guests, {} messages of {} x {} B ({} repetitions of {} elements)",
+                        "booting the Soft-RoCE rig for {}: {workers} qemu guests, {} messages of {} x {} B ({} repetitions of {} elements)",
+                        ctx.system(),
                         p.messages(reps),
                         p.msg_packets,
                         p.mtu,
@@ -495,6 +619,7 @@ mod tests {
     /// 2 messages of 4 values a repetition (2 packets of 16 B less the 16-byte header, x2).
     fn layout() -> Layout {
         Layout {
+            system: RigSystem::NetReduce,
             elements: 8,
             msg_packets: 2,
             window: 2,
@@ -514,6 +639,7 @@ mod tests {
         // Table 6's full profile: 385 messages of 170 x 1024 B, 11 repetitions, take turns in
         // the 385 places of 64 MiB
         let full = Layout {
+            system: RigSystem::NetReduce,
             elements: 16_753_660,
             msg_packets: 170,
             window: 2,
@@ -563,5 +689,48 @@ mod tests {
         let silent = OUT.replace("== guest 1: exit status 0", "== guest 1: exit status none");
         assert!(parse(&silent, 2, &p, 2).is_err());
         assert!(parse(OUT, 3, &p, 2).is_err(), "a third guest said nothing");
+    }
+
+    /// SwitchML-RDMA's rows: repetitions end where each guest said its last message was exact
+    /// (slot groups finish out of order), the switch's per-link bytes and round trips by the
+    /// `link of worker` lines (not its `worker N: results sent` lines), a guest's wrong sum a
+    /// wrong result.
+    #[test]
+    fn a_switchml_rdma_rig_run_reads_repetition_ends_and_the_switchs_links() {
+        // 2 repetitions of 2 messages of 2 x 16 B (8 values a message, no header)
+        let p = Layout {
+            system: RigSystem::SwitchMlRdma,
+            elements: 16,
+            msg_packets: 2,
+            window: 1,
+            mtu: 16,
+            seed: 1,
+        };
+        assert_eq!((p.per_message(), p.messages_per_rep()), (8, 2));
+        let out = "== relay: exit status 0\nswitchml_rdma_switch: worker 0: 9 results sent, 0 of them with the stale ICRC\nswitchml_rdma_switch: link of worker 0: link in 8 RoCEv2 frames, 1280 bytes (Ethernet header to ICRC); rtt_ns by message: 10 20 30 40\nswitchml_rdma_switch: link of worker 1: link in 8 RoCEv2 frames, 2560 bytes (Ethernet header to ICRC); rtt_ns by message: 50 60 70 80\n== guest 0: exit status 0\nmessage 3: aggregate exact, in at 9.0 s\nrepetition 0: messages 0..1 exact, in at 2.000000 s\nrepetition 1: messages 2..3 exact, in at 4.000000 s\nswitchml_rdma_worker: rank 0: all 4 messages exact: 32 int32 values\n== guest 1: exit status 0\nrepetition 1: messages 2..3 exact, in at 8.000000 s\nrepetition 0: messages 0..1 exact, in at 4.000000 s\nswitchml_rdma_worker: rank 1: all 4 messages exact: 32 int32 values\n";
+        let (o, _) = parse(out, 2, &p, 2).expect("parses");
+        let Outcome::Exact(r) = o else {
+            panic!("{o:?}")
+        };
+        // repetition 0: 2 s and 4 s; repetition 1: 2 s and 4 s (8 - 4)
+        assert_eq!(r[0].goodput_bps, (512.0 / 2.0 + 512.0 / 4.0) / 2.0);
+        assert_eq!(r[1].goodput_bps, r[0].goodput_bps);
+        // 1280 and 2560 link bytes over 128 gradient bytes
+        assert_eq!(r[0].throughput_bps, (256.0 * 10.0 + 128.0 * 20.0) / 2.0);
+        assert_eq!((r[0].rtt_ns, r[1].rtt_ns), (35.0, 55.0));
+        let wrong = out.replace(
+            "switchml_rdma_worker: rank 1: all 4 messages exact: 32 int32 values",
+            "switchml_rdma_worker: FAILED: message 2 value 17: 5, the sum is 7 (my value 1)",
+        );
+        let (o, _) = parse(&wrong, 2, &p, 2).expect("parses");
+        assert!(
+            matches!(&o, Outcome::Wrong(w) if w.contains("guest 1") && w.contains("the sum is 7")),
+            "{o:?}"
+        );
+        // a repetition a guest did not report, a link the switch did not report: errors
+        let missing = out.replace("repetition 1: messages 2..3 exact, in at 8.000000 s\n", "");
+        assert!(parse(&missing, 2, &p, 2).is_err());
+        let no_link = out.replace("link of worker 1", "worker 1");
+        assert!(parse(&no_link, 2, &p, 2).is_err());
     }
 }
