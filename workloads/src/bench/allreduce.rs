@@ -62,6 +62,21 @@ fn others() -> Vec<(&'static str, Other)> {
 fn aleph_cell(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
     let workers = ctx.positive_count("workers")?;
     let elements = elements(ctx)?;
+    // a bound of this simulation, not of ALEPH: the Gradient Receiver's completeness check
+    // (inabench_xdp::proto::Receiver::complete) scans the segments on every aggregate, so a
+    // member's work grows with the square of its segments (16 MiB, 32768 segments, 8 members:
+    // 107 s of wall time on this 2-core host)
+    let segments = elements.div_ceil(inabench_wire::ina::aleph::GRADS);
+    if let Ok(max) = ctx.param("aleph__max_segments")
+        && segments as f64 > max
+    {
+        return refuse(
+            ctx,
+            format!(
+                "{elements} values: {segments} segments of 128, over the {max} an ALEPH cell simulates here (aleph__max_segments: the suite's Gradient Receiver scans every segment on each aggregate, quadratic in segments; at 32768 a cell took 107 s of wall time)"
+            ),
+        );
+    }
     let costs = super::aleph::costs(ctx)?;
     let cfg = AllReduceConfig {
         workers,
