@@ -292,6 +292,13 @@ pub struct Spec {
     /// them here, so the harness knows no paper or system by name.
     #[serde(default)]
     pub testbed_devices: Vec<String>,
+    /// A system's own devices for its `hardware` rows, where they differ from
+    /// `testbed_devices` (which the systems not listed here need): e.g. netreduce-table1's host
+    /// I/O rows need a RoCE NIC, not the FPGA switch and the GPUs of the paper's testbed. The
+    /// experiment's hardware class needs what its systems' rows need together
+    /// (harness/src/doctor.rs `hardware_needs`).
+    #[serde(default)]
+    pub system_devices: BTreeMap<String, Vec<String>>,
     pub description: String,
     pub systems: Vec<String>,
     pub fidelity: Vec<Fidelity>,
@@ -597,6 +604,26 @@ impl Spec {
                 "systems",
                 "list at least one system".into(),
             ));
+        }
+        for (sys, kinds) in &self.system_devices {
+            if !self.systems.contains(sys) {
+                return Err(err(
+                    &[K("system_devices"), KeyLine(sys)],
+                    &format!("system_devices.{sys}"),
+                    format!("`{sys}` is not in `systems` ({})", self.systems.join(", ")),
+                ));
+            }
+            if let Some((j, d)) = kinds
+                .iter()
+                .enumerate()
+                .find(|(_, d)| !TESTBED_DEVICES.contains(&d.as_str()))
+            {
+                return Err(err(
+                    &[K("system_devices"), K(sys), I(j)],
+                    &format!("system_devices.{sys}"),
+                    format!("`{d}` is not one of {}", TESTBED_DEVICES.join(", ")),
+                ));
+            }
         }
         for name in ["quick", "full"] {
             let Some(p) = self.profiles.get(name) else {

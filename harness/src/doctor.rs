@@ -348,13 +348,28 @@ impl Need {
 /// Libra and SwitchML/ATP baselines: a Tofino switch. P4SGD (TPDS'23): FPGA workers (Alveo) and a
 /// Tofino; its GPUSync baselines need GPUs. ALEPH (ToN'24): GPU servers for the training figures.
 /// LuWu: GPU servers with RDMA NICs.
+/// The spec names them (validated against the same four kinds): per system where
+/// `system_devices` lists it, else `testbed_devices`; the experiment's hardware class needs what
+/// its systems' rows need together (a host with only RoCE NICs runs netreduce-table1's rows,
+/// which need no FPGA and no GPU).
 pub fn hardware_needs(spec: &Spec) -> Vec<Need> {
-    // the spec names them (validated against the same four kinds)
     let mut v: Vec<Need> = spec
-        .testbed_devices
+        .systems
         .iter()
-        .filter_map(|d| Need::from_kind(d))
+        .flat_map(|s| hardware_needs_of(spec, s))
         .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// The devices the `hardware` rows of one system of `spec` need.
+pub fn hardware_needs_of(spec: &Spec, system: &str) -> Vec<Need> {
+    let kinds = spec
+        .system_devices
+        .get(system)
+        .unwrap_or(&spec.testbed_devices);
+    let mut v: Vec<Need> = kinds.iter().filter_map(|d| Need::from_kind(d)).collect();
     v.sort();
     v.dedup();
     v
@@ -862,5 +877,87 @@ fn p4info_check(p: &crate::testbed::P4Runtime) -> Check {
         } else {
             problems.join("; ")
         },
+    }
+}
+
+#[cfg(test)]
+mod device_need_tests {
+    use super::*;
+
+    fn spec(extra: &str) -> Result<Spec, inabench_core::spec::SpecError> {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../experiments/netreduce/table1.yaml"
+        ))
+        .expect("table1.yaml");
+        Spec::from_yaml(
+            std::path::Path::new("table1.yaml"),
+            &format!("{text}{extra}"),
+        )
+    }
+
+    /// netreduce-table1's rows need a RoCE NIC (its system_devices), not the FPGA and the GPUs of
+    /// the paper's testbed (its testbed_devices): a host with only RoCE NICs may plan its
+    /// hardware class, a host without one may not; a system left out of system_devices needs
+    /// testbed_devices.
+    #[test]
+    fn a_systems_own_devices_decide_what_its_rows_need() {
+        let t1 = spec("").expect("table1 valid");
+        assert_eq!(hardware_needs(&t1), [Need::Rdma]);
+        assert_eq!(hardware_needs_of(&t1, "roce"), [Need::Rdma]);
+        let rdma_only = Devices {
+            found: [Need::Rdma].into_iter().collect(),
+        };
+        let all = [Fidelity::Hardware, Fidelity::Emulated];
+        assert_eq!(planner_classes(&t1, &all, &rdma_only), all);
+        assert_eq!(
+            planner_classes(&t1, &all, &Devices::default()),
+            [Fidelity::Emulated]
+        );
+        // without its system_devices the same spec asks for the paper's whole testbed
+        let mut whole = t1.clone();
+        whole.system_devices.clear();
+        assert_eq!(hardware_needs(&whole), [Need::Fpga, Need::Rdma, Need::Gpu]);
+        assert_eq!(
+            planner_classes(&whole, &all, &rdma_only),
+            [Fidelity::Emulated]
+        );
+        // one system left to testbed_devices brings them back for the experiment
+        let mut one = t1.clone();
+        one.system_devices.remove("dpdk");
+        assert_eq!(
+            hardware_needs_of(&one, "dpdk"),
+            [Need::Fpga, Need::Rdma, Need::Gpu]
+        );
+        assert_eq!(hardware_needs(&one), [Need::Fpga, Need::Rdma, Need::Gpu]);
+    }
+
+    #[test]
+    fn system_devices_name_listed_systems_and_known_kinds_with_file_line_field() {
+        // table1.yaml carries system_devices; the texts below change one entry of it
+        let base = spec("").expect("valid");
+        assert!(!base.system_devices.is_empty());
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../experiments/netreduce/table1.yaml"
+        ))
+        .expect("table1.yaml");
+        let bad_sys = text.replacen("  parallel_dma: [rdma]", "  parallel_dmaa: [rdma]", 1);
+        let e = Spec::from_yaml(std::path::Path::new("table1.yaml"), &bad_sys)
+            .expect_err("an unknown system")
+            .to_string();
+        assert!(
+            e.contains("system_devices.parallel_dmaa") && e.contains("is not in `systems`"),
+            "{e}"
+        );
+        let bad_kind = text.replacen("  parallel_dma: [rdma]", "  parallel_dma: [nic]", 1);
+        let e = Spec::from_yaml(std::path::Path::new("table1.yaml"), &bad_kind)
+            .expect_err("an unknown kind")
+            .to_string();
+        assert!(
+            e.starts_with("table1.yaml:")
+                && e.contains("`nic` is not one of tofino, fpga, rdma, gpu"),
+            "{e}"
+        );
     }
 }
