@@ -66,12 +66,16 @@ pub enum RigSystem {
 }
 
 impl RigSystem {
+    /// The rig's systems in `RIG_SYSTEMS`'s order: the one list the workload's `systems()` and a
+    /// point's system both read (no match on a system's name outside `inabench_ina::SYSTEMS`).
+    const ALL: [RigSystem; 2] = [RigSystem::NetReduce, RigSystem::SwitchMlRdma];
+    const _SAME_LENGTH: () = assert!(RIG_SYSTEMS.len() == RigSystem::ALL.len());
+
     fn of(name: &str) -> Option<RigSystem> {
-        match name {
-            "netreduce" => Some(RigSystem::NetReduce),
-            "switchml_rdma" => Some(RigSystem::SwitchMlRdma),
-            _ => None,
-        }
+        RIG_SYSTEMS
+            .iter()
+            .position(|n| *n == name)
+            .map(|i| RigSystem::ALL[i])
     }
 
     /// The guests' program.
