@@ -37,6 +37,7 @@ use crate::common::{
     AllReduceConfig, HostStats, Setup, SetupError, Switch, SwitchStats, System, Worker, gradient,
     kernel,
 };
+use crate::target::Target;
 use crate::tofino::{Pipeline, Recirculation, TofinoModel};
 use inabench_fabric::{BufPool, Endpoint, Nanos, NodeId, Transmit};
 use inabench_wire::ina::atp::{self as hdr, LAYER_LEN, Trailer, VALUES_PER_PACKET};
@@ -1060,7 +1061,7 @@ pub fn build_shared(jobs: &[(u16, &AllReduceConfig)]) -> Result<Setup, SetupErro
         out: VecDeque::new(),
         stats: SwitchStats {
             ports_used: (total + jobs.len()) as u32,
-            ports_total: TofinoModel::PAPER.pipelines * TofinoModel::PAPER.ports_per_pipeline,
+            ports_total: TofinoModel::PAPER.ports(),
             ..SwitchStats::default()
         },
         collisions: 0,
