@@ -220,7 +220,12 @@ pub fn run(run: &MpiRun) -> Result<MpiOutcome, MpiError> {
     let out = dir.0.join("latencies.txt");
     let log = dir.0.join("mpirun.log");
     let mut cmd = Command::new("mpirun");
-    cmd.args(["--allow-run-as-root", "--oversubscribe", "-np"])
+    // Open MPI 4 puts every job's session directory under one per-user directory in the temp
+    // folder and removes it when a job ends: two mpiruns at once (a test beside a benchmark run)
+    // could then fail with "orte_session_dir failed". Each run gets its own base, in its own
+    // temporary folder (removed with it).
+    cmd.env("OMPI_MCA_orte_tmpdir_base", &dir.0)
+        .args(["--allow-run-as-root", "--oversubscribe", "-np"])
         .arg(run.ranks.to_string())
         .args(run.transport.mca())
         .arg(&exe)
