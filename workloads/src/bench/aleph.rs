@@ -216,12 +216,22 @@ pub struct Outcome {
     pub fetches: u64,
 }
 
+/// Why an ALEPH cell has no time: the service or a member refuses the group (a refusal, the
+/// cell says why), or the fabric failed (the point's error).
+#[derive(Debug, thiserror::Error)]
+pub enum CellError {
+    #[error("{0}")]
+    Refused(inabench_aleph::AlephError),
+    #[error("the sim fabric failed: {0}")]
+    Fabric(inabench_fabric::FabricError),
+}
+
 /// One all-reduce of `cfg.elements` int32 values a member among `cfg.workers` members through
 /// ALEPH's service on the PS, on the sim star of `cfg`'s link (`inabench_ina::drive::sim_link`,
 /// the list's systems' link). Members are nodes 0..workers, the PS `workers`, the switch
 /// `workers + 1`. A group ALEPH's service cannot hold (its bitmap's 32 members) is an `Err` with
 /// the service's sentence.
-pub fn run(cfg: &AllReduceConfig, costs: &Costs, limit_ns: Nanos) -> Result<Outcome, String> {
+pub fn run(cfg: &AllReduceConfig, costs: &Costs, limit_ns: Nanos) -> Result<Outcome, CellError> {
     let n = cfg.workers;
     let (ps, switch) = (n as NodeId, n as NodeId + 1);
     let segments = cfg.elements.div_ceil(GRADS) as u32;
@@ -231,7 +241,7 @@ pub fn run(cfg: &AllReduceConfig, costs: &Costs, limit_ns: Nanos) -> Result<Outc
         members: (0..n as NodeId).collect(),
         segments,
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(CellError::Refused)?;
     let mut nodes = Vec::with_capacity(n + 2);
     for w in 0..n {
         let member = Member::new(
@@ -249,7 +259,7 @@ pub fn run(cfg: &AllReduceConfig, costs: &Costs, limit_ns: Nanos) -> Result<Outc
                 got: None,
             },
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(CellError::Refused)?;
         nodes.push(Node::Member(Host {
             inner: member,
             switch,
@@ -283,7 +293,7 @@ pub fn run(cfg: &AllReduceConfig, costs: &Costs, limit_ns: Nanos) -> Result<Outc
     };
     let (nodes, rep) = sim
         .run(nodes, &Until::workers(n, n + 2, limit_ns))
-        .map_err(|e| e.to_string())?;
+        .map_err(CellError::Fabric)?;
     let want = reference_sum(cfg.seed, n, cfg.elements);
     let (mut wrong, mut unfinished, mut resent, mut fetches) = (0, 0, 0, 0);
     for node in &nodes {

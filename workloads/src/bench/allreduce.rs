@@ -90,7 +90,10 @@ fn aleph_cell(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
     let limit_ns = (ctx.param("time_limit_ms").unwrap_or(10_000.0) * 1e6) as u64;
     let o = match super::aleph::run(&cfg, &costs, limit_ns) {
         Ok(o) => o,
-        Err(why) => return refuse(ctx, format!("{workers} workers: {why}")),
+        Err(super::aleph::CellError::Refused(why)) => {
+            return refuse(ctx, format!("{workers} workers: {why}"));
+        }
+        Err(e) => return Err(WorkloadError::Invalid(e.to_string())),
     };
     ctx.record("refused", 0.0);
     ctx.record("wrong_workers", o.wrong as f64);
