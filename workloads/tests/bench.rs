@@ -6,14 +6,45 @@
 //! never a zero time. The systems that aggregate in the network must run it.
 
 use inabench_core::hostprofile::HostProfile;
-use inabench_core::plan::expand;
-use inabench_core::{Event, Fidelity, LogLevel, PointCtx, Spec, Workload};
+use inabench_core::plan::{Point, expand};
+use inabench_core::{Event, Fidelity, LogLevel, PointCtx, Spec, Workload, WorkloadError};
 use inabench_workloads::bench::allreduce::{AllReduce, REFUSAL_PREFIX};
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
 fn root() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+/// One cell of `spec` run as the harness runs a point (repetition 0, no warm-up): the rows it
+/// recorded (metric, value) and its warning lines, or the workload's error.
+fn run_cell(
+    w: &dyn Workload,
+    spec: &Spec,
+    point: &Point,
+    fidelity: Fidelity,
+    fabric: &'static str,
+    profile: Option<&HostProfile>,
+) -> Result<(Vec<(String, f64)>, Vec<String>), WorkloadError> {
+    let units = |m: &str| spec.metric(m).map(|x| x.unit.clone()).unwrap_or_default();
+    let (mut rows, mut warnings) = (Vec::new(), Vec::new());
+    let mut sink = |e: Event| match e {
+        Event::Row(r) => rows.push((r.metric, r.value)),
+        Event::Log {
+            level: LogLevel::Warn,
+            message,
+            ..
+        } => warnings.push(message),
+        _ => {}
+    };
+    let cancel = AtomicBool::new(false);
+    let mut ctx = PointCtx::new(
+        point, 0, fidelity, fabric, 0, false, 1, "test", &spec.id, &cancel, &mut sink, &units,
+    )
+    .with_host_profile(profile);
+    w.run(&mut ctx)?;
+    drop(ctx);
+    Ok((rows, warnings))
 }
 
 #[test]
@@ -35,7 +66,6 @@ fn the_smallest_quick_point_is_exact_or_refused_with_a_reason_for_every_system()
         (v("size_bytes") as u64, v("workers") as u64)
     };
     let smallest = points.iter().map(size).min().expect("points");
-    let units = |m: &str| s.metric(m).map(|x| x.unit.clone()).unwrap_or_default();
     let w = AllReduce;
     let mut ran = 0;
     for sys in inabench_ina::SYSTEMS {
@@ -43,34 +73,15 @@ fn the_smallest_quick_point_is_exact_or_refused_with_a_reason_for_every_system()
             .iter()
             .find(|p| p.system == sys.name() && size(p) == smallest)
             .expect("the system's smallest point");
-        let (mut rows, mut warnings) = (Vec::new(), Vec::new());
-        let mut sink = |e: Event| match e {
-            Event::Row(r) => rows.push((r.metric, r.value)),
-            Event::Log {
-                level: LogLevel::Warn,
-                message,
-                ..
-            } => warnings.push(message),
-            _ => {}
-        };
-        let cancel = AtomicBool::new(false);
-        let mut ctx = PointCtx::new(
+        let (rows, warnings) = run_cell(
+            &w,
+            &s,
             p,
-            0,
             Fidelity::Simulated,
             w.fabric(Fidelity::Simulated),
-            0,
-            false,
-            1,
-            "test",
-            &s.id,
-            &cancel,
-            &mut sink,
-            &units,
+            Some(&profile),
         )
-        .with_host_profile(Some(&profile));
-        w.run(&mut ctx)
-            .unwrap_or_else(|e| panic!("{} at {smallest:?}: {e}", sys.name()));
+        .unwrap_or_else(|e| panic!("{} at {smallest:?}: {e}", sys.name()));
         let get = |m: &str| rows.iter().find(|(k, _)| k == m).map(|(_, v)| *v);
         match get("refused") {
             Some(r) if r > 0.0 => {
@@ -131,7 +142,6 @@ fn the_smallest_quick_point_is_exact_or_refused_with_a_reason_for_every_system()
 #[test]
 fn p4sgd_runs_small_vectors_and_refuses_what_one_packet_cannot_hold() {
     let s = Spec::load(&root().join("experiments/bench/small.yaml")).expect("spec");
-    let units = |m: &str| s.metric(m).map(|x| x.unit.clone()).unwrap_or_default();
     let points = expand(&s, "quick").expect("quick");
     let w = AllReduce;
     for (elements, runs) in [(8, true), (1024, false)] {
@@ -142,32 +152,8 @@ fn p4sgd_runs_small_vectors_and_refuses_what_one_packet_cannot_hold() {
                     && p.params.get("elements").and_then(|x| x.as_f64()) == Some(elements as f64)
             })
             .expect("a p4sgd point");
-        let (mut rows, mut warnings) = (Vec::new(), Vec::new());
-        let mut sink = |e: Event| match e {
-            Event::Row(r) => rows.push((r.metric, r.value)),
-            Event::Log {
-                level: LogLevel::Warn,
-                message,
-                ..
-            } => warnings.push(message),
-            _ => {}
-        };
-        let cancel = AtomicBool::new(false);
-        let mut ctx = PointCtx::new(
-            p,
-            0,
-            Fidelity::Simulated,
-            "sim",
-            0,
-            false,
-            1,
-            "test",
-            &s.id,
-            &cancel,
-            &mut sink,
-            &units,
-        );
-        w.run(&mut ctx).expect("the cell");
+        let (rows, warnings) =
+            run_cell(&w, &s, p, Fidelity::Simulated, "sim", None).expect("the cell");
         let get = |m: &str| rows.iter().find(|(k, _)| k == m).map(|(_, v)| *v);
         if runs {
             assert_eq!(get("refused"), Some(0.0), "{rows:?}");
@@ -211,7 +197,6 @@ fn the_sparsest_quick_point_is_exact_or_refused_with_a_reason_for_every_system()
             sys.name()
         );
     }
-    let units = |m: &str| s.metric(m).map(|x| x.unit.clone()).unwrap_or_default();
     let points = expand(&s, "quick").expect("quick");
     let batch = |p: &inabench_core::Point| p.params.get("batch").and_then(|x| x.as_f64());
     let sparsest = points
@@ -226,33 +211,7 @@ fn the_sparsest_quick_point_is_exact_or_refused_with_a_reason_for_every_system()
             .iter()
             .find(|p| &p.system == name && batch(p) == Some(sparsest))
             .expect("the system's sparsest point");
-        let (mut rows, mut warnings) = (Vec::new(), Vec::new());
-        let mut sink = |e: Event| match e {
-            Event::Row(r) => rows.push((r.metric, r.value)),
-            Event::Log {
-                level: LogLevel::Warn,
-                message,
-                ..
-            } => warnings.push(message),
-            _ => {}
-        };
-        let cancel = AtomicBool::new(false);
-        let mut ctx = PointCtx::new(
-            p,
-            0,
-            Fidelity::Simulated,
-            "sim",
-            0,
-            false,
-            1,
-            "test",
-            &s.id,
-            &cancel,
-            &mut sink,
-            &units,
-        )
-        .with_host_profile(Some(&profile));
-        w.run(&mut ctx)
+        let (rows, warnings) = run_cell(&w, &s, p, Fidelity::Simulated, "sim", Some(&profile))
             .unwrap_or_else(|e| panic!("{name} at batch {sparsest}: {e}"));
         let get = |m: &str| rows.iter().find(|(k, _)| k == m).map(|(_, v)| *v);
         let density = get("density").unwrap_or_else(|| panic!("{name}: no density"));
@@ -318,7 +277,6 @@ fn two_jobs_are_exact_shared_or_split_or_refused_with_a_reason() {
     let s = Spec::load(&root().join("experiments/bench/twojobs.yaml")).expect("spec");
     let profile =
         HostProfile::load(&root().join("experiments/hosts/reference.yaml")).expect("profile");
-    let units = |m: &str| s.metric(m).map(|x| x.unit.clone()).unwrap_or_default();
     let points = expand(&s, "quick").expect("quick");
     let num = |p: &inabench_core::Point, k: &str| p.params.get(k).and_then(|x| x.as_f64());
     let pools: Vec<f64> = points
@@ -345,35 +303,9 @@ fn two_jobs_are_exact_shared_or_split_or_refused_with_a_reason() {
             .insert("size_bytes".into(), Scalar::Int(62 * 4 * 200));
         p.params
             .insert("job2_size_bytes".into(), Scalar::Int(62 * 4 * 150));
-        let (mut rows, mut warnings) = (Vec::new(), Vec::new());
-        let mut sink = |e: Event| match e {
-            Event::Row(r) => rows.push((r.metric, r.value)),
-            Event::Log {
-                level: LogLevel::Warn,
-                message,
-                ..
-            } => warnings.push(message),
-            _ => {}
-        };
-        let cancel = AtomicBool::new(false);
-        let mut ctx = PointCtx::new(
-            &p,
-            0,
-            Fidelity::Simulated,
-            "sim",
-            0,
-            false,
-            1,
-            "test",
-            &s.id,
-            &cancel,
-            &mut sink,
-            &units,
-        )
-        .with_host_profile(Some(&profile));
-        TwoJobs
-            .run(&mut ctx)
-            .unwrap_or_else(|e| panic!("{name} at pool {pool}: {e}"));
+        let (rows, warnings) =
+            run_cell(&TwoJobs, &s, &p, Fidelity::Simulated, "sim", Some(&profile))
+                .unwrap_or_else(|e| panic!("{name} at pool {pool}: {e}"));
         (rows, warnings)
     };
     let get = |rows: &[(String, f64)], m: &str| rows.iter().find(|(k, _)| k == m).map(|(_, v)| *v);
@@ -473,7 +405,6 @@ fn gloo_ring_sums_exactly_and_a_wrong_contribution_is_caught() {
 #[test]
 fn luwu_push_pull_all_reduces_exactly_and_refuses_one_worker() {
     let s = Spec::load(&root().join("experiments/bench/allreduce.yaml")).expect("spec");
-    let units = |m: &str| s.metric(m).map(|x| x.unit.clone()).unwrap_or_default();
     let points = expand(&s, "quick").expect("quick");
     let w = AllReduce;
     let p = points
@@ -489,32 +420,8 @@ fn luwu_push_pull_all_reduces_exactly_and_refuses_one_worker() {
     one.params
         .insert("workers".into(), inabench_core::value::Scalar::Int(1));
     for (point, runs) in [(&p, true), (&one, false)] {
-        let (mut rows, mut warnings) = (Vec::new(), Vec::new());
-        let mut sink = |e: Event| match e {
-            Event::Row(r) => rows.push((r.metric, r.value)),
-            Event::Log {
-                level: LogLevel::Warn,
-                message,
-                ..
-            } => warnings.push(message),
-            _ => {}
-        };
-        let cancel = AtomicBool::new(false);
-        let mut ctx = PointCtx::new(
-            point,
-            0,
-            Fidelity::Simulated,
-            "sim",
-            0,
-            false,
-            1,
-            "test",
-            &s.id,
-            &cancel,
-            &mut sink,
-            &units,
-        );
-        w.run(&mut ctx).expect("the cell");
+        let (rows, _) =
+            run_cell(&w, &s, point, Fidelity::Simulated, "sim", None).expect("the cell");
         let get = |m: &str| rows.iter().find(|(k, _)| k == m).map(|(_, v)| *v);
         if runs {
             assert_eq!(get("refused"), Some(0.0), "{rows:?}");
@@ -548,33 +455,11 @@ fn aleph_all_reduces_exactly_through_its_ps_and_refuses_33_members() {
     let s = Spec::load(&root().join("experiments/bench/allreduce.yaml")).expect("spec");
     let profile =
         HostProfile::load(&root().join("experiments/hosts/reference.yaml")).expect("profile");
-    let units = |m: &str| s.metric(m).map(|x| x.unit.clone()).unwrap_or_default();
     let points = expand(&s, "quick").expect("quick");
     let w = AllReduce;
-    let run = |p: &inabench_core::plan::Point| {
-        let mut rows = Vec::new();
-        let mut sink = |e: Event| {
-            if let Event::Row(r) = e {
-                rows.push((r.metric, r.value));
-            }
-        };
-        let cancel = AtomicBool::new(false);
-        let mut ctx = PointCtx::new(
-            p,
-            0,
-            Fidelity::Simulated,
-            "sim",
-            0,
-            false,
-            1,
-            "test",
-            &s.id,
-            &cancel,
-            &mut sink,
-            &units,
-        )
-        .with_host_profile(Some(&profile));
-        w.run(&mut ctx).expect("the cell");
+    let run = |p: &Point| {
+        let (rows, _) =
+            run_cell(&w, &s, p, Fidelity::Simulated, "sim", Some(&profile)).expect("the cell");
         rows
     };
     let get = |rows: &[(String, f64)], m: &str| rows.iter().find(|(k, _)| k == m).map(|(_, v)| *v);
@@ -635,32 +520,11 @@ fn aleph_all_reduces_exactly_through_its_ps_and_refuses_33_members() {
 fn the_list_systems_run_on_this_hosts_udp_fabric_in_the_emulated_class() {
     use inabench_core::value::Scalar;
     let s = Spec::load(&root().join("experiments/bench/small.yaml")).expect("spec");
-    let units = |m: &str| s.metric(m).map(|x| x.unit.clone()).unwrap_or_default();
     let points = expand(&s, "quick").expect("quick");
     let w = AllReduce;
-    let run = |p: &inabench_core::plan::Point| {
-        let mut rows = Vec::new();
-        let mut sink = |e: Event| {
-            if let Event::Row(r) = e {
-                rows.push((r.metric, r.value));
-            }
-        };
-        let cancel = AtomicBool::new(false);
-        let mut ctx = PointCtx::new(
-            p,
-            0,
-            Fidelity::Emulated,
-            "loopback",
-            0,
-            false,
-            1,
-            "test",
-            &s.id,
-            &cancel,
-            &mut sink,
-            &units,
-        );
-        w.run(&mut ctx).expect("the cell");
+    let run = |p: &Point| {
+        let (rows, _) =
+            run_cell(&w, &s, p, Fidelity::Emulated, "loopback", None).expect("the cell");
         rows
     };
     let mut ran = 0;
@@ -712,36 +576,11 @@ fn bench_allreduce_runs_the_list_on_udp_and_a_cell_over_its_limit_says_so() {
         s.fidelity.contains(&Fidelity::Emulated),
         "no emulated class"
     );
-    let units = |m: &str| s.metric(m).map(|x| x.unit.clone()).unwrap_or_default();
     let points = expand(&s, "quick").expect("quick");
     let w = AllReduce;
-    let run = |p: &inabench_core::plan::Point| {
-        let (mut rows, mut warnings) = (Vec::new(), Vec::new());
-        let mut sink = |e: Event| match e {
-            Event::Row(r) => rows.push((r.metric, r.value)),
-            Event::Log {
-                level: LogLevel::Warn,
-                message,
-                ..
-            } => warnings.push(message),
-            _ => {}
-        };
-        let cancel = AtomicBool::new(false);
-        let mut ctx = PointCtx::new(
-            p,
-            0,
-            Fidelity::Emulated,
-            "loopback",
-            0,
-            false,
-            1,
-            "test",
-            &s.id,
-            &cancel,
-            &mut sink,
-            &units,
-        );
-        w.run(&mut ctx).expect("the cell");
+    let run = |p: &Point| {
+        let (rows, warnings) =
+            run_cell(&w, &s, p, Fidelity::Emulated, "loopback", None).expect("the cell");
         (rows, warnings)
     };
     let get = |rows: &[(String, f64)], m: &str| rows.iter().find(|(k, _)| k == m).map(|(_, v)| *v);
