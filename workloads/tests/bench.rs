@@ -16,6 +16,9 @@ fn root() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
+/// A cell's rows: (metric, value).
+type Rows = Vec<(String, f64)>;
+
 /// One cell of `spec` run as the harness runs a point (repetition 0, no warm-up): the rows it
 /// recorded (metric, value) and its warning lines, or the workload's error.
 fn run_cell(
@@ -25,7 +28,7 @@ fn run_cell(
     fidelity: Fidelity,
     fabric: &'static str,
     profile: Option<&HostProfile>,
-) -> Result<(Vec<(String, f64)>, Vec<String>), WorkloadError> {
+) -> Result<(Rows, Vec<String>), WorkloadError> {
     let units = |m: &str| spec.metric(m).map(|x| x.unit.clone()).unwrap_or_default();
     let (mut rows, mut warnings) = (Vec::new(), Vec::new());
     let mut sink = |e: Event| match e {
@@ -43,7 +46,6 @@ fn run_cell(
     )
     .with_host_profile(profile);
     w.run(&mut ctx)?;
-    drop(ctx);
     Ok((rows, warnings))
 }
 
