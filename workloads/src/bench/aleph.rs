@@ -136,52 +136,8 @@ impl Endpoint for Switch {
     }
 }
 
-enum Node {
-    Member(Host<Member<Dense>>),
-    Service(Host<Service>),
-    Switch(Switch),
-}
-
-impl Node {
-    fn endpoint(&self) -> &dyn Endpoint {
-        match self {
-            Node::Member(m) => m,
-            Node::Service(s) => s,
-            Node::Switch(s) => s,
-        }
-    }
-    fn endpoint_mut(&mut self) -> &mut dyn Endpoint {
-        match self {
-            Node::Member(m) => m,
-            Node::Service(s) => s,
-            Node::Switch(s) => s,
-        }
-    }
-}
-
-impl Endpoint for Node {
-    fn id(&self) -> NodeId {
-        self.endpoint().id()
-    }
-    fn handle_packet(&mut self, now: Nanos, from: NodeId, frame: &[u8]) {
-        self.endpoint_mut().handle_packet(now, from, frame)
-    }
-    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
-        self.endpoint_mut().poll_transmit(now)
-    }
-    fn poll_timeout(&self) -> Option<Nanos> {
-        self.endpoint().poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Nanos) {
-        self.endpoint_mut().handle_timeout(now)
-    }
-    fn is_done(&self) -> bool {
-        self.endpoint().is_done()
-    }
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        self.endpoint().counters()
-    }
-}
+/// A member is a worker, the switch the switch, ALEPH's service on the PS the third role.
+type Node = inabench_fabric::Node<Host<Member<Dense>>, Switch, Host<Service>>;
 
 /// The costs a packet (ns) the run charges, from the host profile and the spec's cited rates.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -260,12 +216,12 @@ pub fn run(cfg: &AllReduceConfig, costs: &Costs, limit_ns: Nanos) -> Result<Outc
             },
         )
         .map_err(CellError::Refused)?;
-        nodes.push(Node::Member(Host {
+        nodes.push(Node::Worker(Host {
             inner: member,
             switch,
         }));
     }
-    nodes.push(Node::Service(Host {
+    nodes.push(Node::Other(Host {
         inner: service,
         switch,
     }));
@@ -297,7 +253,7 @@ pub fn run(cfg: &AllReduceConfig, costs: &Costs, limit_ns: Nanos) -> Result<Outc
     let want = reference_sum(cfg.seed, n, cfg.elements);
     let (mut wrong, mut unfinished, mut resent, mut fetches) = (0, 0, 0, 0);
     for node in &nodes {
-        let Node::Member(m) = node else { continue };
+        let Node::Worker(m) = node else { continue };
         let st = m.inner.stats();
         resent += st.resent;
         fetches += st.fetches_sent;
