@@ -1,6 +1,6 @@
 //! `raw`: the endpoints' frames (whole Ethernet frames) sent and received as they are on named
 //! network interfaces through `AF_PACKET` sockets (`SOCK_RAW`, every ethertype), one process per
-//! node (the runner is `inabench_ina::raw_node`).
+//! node (the runner is `inabench_ina_run::raw_node`).
 //!
 //! Topology: one point-to-point link per pair of nodes (a veth pair between two network
 //! namespaces, [`crate::netns::Netns::link`]); a frame an endpoint addresses to node `j`

@@ -20,7 +20,7 @@ pub enum Emulated {
     /// In-process channels, a thread per node.
     Mem,
     /// The raw fabric: the endpoints' Ethernet frames through AF_PACKET sockets on veth links
-    /// between network namespaces, a process per node (`inabench_ina::raw_node`; root).
+    /// between network namespaces, a process per node (`inabench_ina_run::raw_node`; root).
     /// Labelled `raw-veth`: an emulation of a NIC testbed on this host, not one.
     Raw,
 }

@@ -11,8 +11,11 @@
 //!   result as its host stack delivered it;
 //! - [`training`]: NetReduce's training-throughput model with communication fitted from the
 //!   systems' sim runs, and the emulated class's real gradient exchange (a point's own
-//!   measurement: nothing measured is remembered between calls).
+//!   measurement: nothing measured is remembered between calls);
+//! - [`raw_node`]: a Table 6 system on the `raw` fabric, every node a process in a network
+//!   namespace of its own (`inabench __raw-node`), launched by `fabric::procs`.
 
 pub mod collective;
 pub mod conformance;
+pub mod raw_node;
 pub mod training;

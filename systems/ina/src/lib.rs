@@ -23,7 +23,6 @@ pub mod fpga;
 pub mod fuzz;
 pub mod hoststack;
 pub mod netreduce;
-pub mod raw_node;
 pub mod ring;
 pub mod roce;
 pub mod stream;

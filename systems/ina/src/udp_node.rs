@@ -213,7 +213,8 @@ fn child_dyn(input: &mut dyn BufRead, output: &mut dyn Write) -> Result<(), Node
 /// What node `job.node` reports after serving: the fabric's totals and, for a worker, whether its
 /// result is right (checked here, so a wrong aggregate is known without shipping it back), for a
 /// switch its overhead. Shared by the udp and raw node processes.
-pub(crate) fn node_outcome(
+#[doc(hidden)]
+pub fn node_outcome(
     job: &NodeJob,
     cfg: &AllReduceConfig,
     node: &SetupNode,
@@ -255,7 +256,8 @@ pub(crate) fn node_outcome(
 }
 
 /// The nodes of `job`'s setup (built with one element: only the count is wanted).
-pub(crate) fn node_count(job: &NodeJob) -> Result<usize, RunError> {
+#[doc(hidden)]
+pub fn node_count(job: &NodeJob) -> Result<usize, RunError> {
     let sys = system(&job.system).ok_or_else(|| RunError::UnknownSystem(job.system.clone()))?;
     Ok(sys
         .build(&AllReduceConfig {
@@ -267,7 +269,8 @@ pub(crate) fn node_count(job: &NodeJob) -> Result<usize, RunError> {
 }
 
 /// Process-per-node report lines `(node, line)` as the nodes' outcomes.
-pub(crate) fn parse_lines(lines: &[(usize, String)]) -> Result<Vec<NodeOutcome>, RunError> {
+#[doc(hidden)]
+pub fn parse_lines(lines: &[(usize, String)]) -> Result<Vec<NodeOutcome>, RunError> {
     lines
         .iter()
         .map(|(node, line)| {
@@ -282,7 +285,8 @@ pub(crate) fn parse_lines(lines: &[(usize, String)]) -> Result<Vec<NodeOutcome>,
 
 /// The kinds of socket layer the nodes ran on (several joined by `/` if they differed; empty
 /// for nodes that ran in this process).
-pub(crate) fn offload_kinds(outs: &[NodeOutcome]) -> String {
+#[doc(hidden)]
+pub fn offload_kinds(outs: &[NodeOutcome]) -> String {
     let mut kinds: Vec<String> = outs.iter().map(|o| o.offload.clone()).collect();
     kinds.sort();
     kinds.dedup();

@@ -270,7 +270,7 @@ impl Workload for Table6 {
 
 /// One all-reduce on the `udp` fabric: a process per node (see [`inabench_ina::udp_node`]), each
 /// worker's CPU its own threads' accounting, every worker's sum checked by the worker itself.
-/// With `raw`, on the raw fabric instead ([`inabench_ina::raw_node`]: the same node processes
+/// With `raw`, on the raw fabric instead ([`inabench_ina_run::raw_node`]: the same node processes
 /// and outcome, frames through AF_PACKET on veth links between namespaces; root and the binary
 /// are required, nothing falls back to udp).
 fn run_on_udp(
@@ -360,7 +360,8 @@ fn run_on_raw(
                 .into(),
         ));
     }
-    let out = inabench_ina::raw_node::run_raw(job, exe, None).map_err(crate::fabric::run_error)?;
+    let out =
+        inabench_ina_run::raw_node::run_raw(job, exe, None).map_err(crate::fabric::run_error)?;
     ctx.log(
         inabench_core::LogLevel::Info,
         format!("raw fabric: {} sockets on veth links", out.socket),

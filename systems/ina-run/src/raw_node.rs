@@ -7,18 +7,20 @@
 //!
 //! The switch runs as one process (no shards: the `switch_shards` knob is not read here).
 
-use crate::common::AllReduceConfig;
-use crate::common::SetupNode;
-use crate::common::System;
-use crate::drive::system;
-use crate::error::RunError;
-use crate::udp_node::{NodeJob, NodeOutcome, node_count, node_outcome, offload_kinds, parse_lines};
 use inabench_fabric::fault::Faults;
 use inabench_fabric::netns::Netns;
 use inabench_fabric::procs::{self, NodeError};
 use inabench_fabric::raw::{self, Capture, Captured};
 use inabench_fabric::udp::{IoModel, NodeConfig};
 use inabench_fabric::{BuildError, Deployment};
+use inabench_ina::RunError;
+use inabench_ina::common::AllReduceConfig;
+use inabench_ina::common::SetupNode;
+use inabench_ina::common::System;
+use inabench_ina::system;
+use inabench_ina::udp_node::{
+    NodeJob, NodeOutcome, node_count, node_outcome, offload_kinds, parse_lines,
+};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 use std::path::Path;
@@ -115,7 +117,7 @@ pub struct RawOutcome {
 }
 
 /// The raw run's deployment ([`inabench_fabric::Deployment`]): every node of the setup, the
-/// workers counted, node `i` built by [`crate::common::System::build_node`] (here) or from its
+/// workers counted, node `i` built by [`inabench_ina::common::System::build_node`] (here) or from its
 /// job line, its [`RawJob`] (in its process).
 struct RawDeploy<'a> {
     sys: &'static dyn System,
