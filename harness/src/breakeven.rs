@@ -104,8 +104,9 @@ pub fn solve(
         return Ok(Vec::new());
     }
     let manifest = store::read_manifest(run_dir)?;
-    let rows = store::read_rows(run_dir)?.rows;
-    let planned = PlanStates::of_run(run_dir, &spec, &manifest)?;
+    let stored = store::read_rows(run_dir)?;
+    let planned = PlanStates::of_stored(&stored, &spec, &manifest);
+    let rows = stored.rows;
     let workload = spec.workload.clone().unwrap_or_default();
     let units: BTreeMap<String, String> = spec
         .metrics

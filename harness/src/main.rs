@@ -1133,7 +1133,9 @@ fn report(dir: &Path, formats: &[Format], print: bool) -> Result<()> {
         ReportError::Io { path, source } => anyhow!("cannot write {} ({source})", path.display()),
         other => other.into(),
     };
-    let n = inabench_report::analysis::compact(dir).map_err(|e| match e {
+    // rows.jsonl read once: the parquet export and the analysis take the same rows
+    let stored = store::read_rows(dir)?;
+    let n = inabench_report::analysis::compact(dir, &stored, &manifest).map_err(|e| match e {
         // the parquet writer's own error names no file
         ReportError::Parquet(p) => anyhow!(
             "cannot write {} ({p})",
@@ -1141,7 +1143,7 @@ fn report(dir: &Path, formats: &[Format], print: bool) -> Result<()> {
         ),
         other => unwritten(other),
     })?;
-    let analysis = inabench_report::analysis::analyse(dir, &spec, manifest)?;
+    let analysis = inabench_report::analysis::analyse_stored(dir, &stored, &spec, manifest)?;
     let written = write_reports(dir, &analysis, formats).map_err(unwritten)?;
     if print {
         println!(

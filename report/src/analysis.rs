@@ -16,7 +16,7 @@ use inabench_core::plan;
 use inabench_core::spec::Needs;
 use inabench_core::spec::{Fidelity, Spec};
 use inabench_core::store::HostFacts;
-use inabench_core::store::{self, Manifest, Row};
+use inabench_core::store::{self, Manifest, Row, Stored};
 use inabench_core::value::{Params, params_match};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 use std::collections::BTreeMap;
@@ -331,18 +331,18 @@ pub fn write_parquet(
 }
 
 /// The run's constants, written once in the parquet file's key-value metadata (`inabench.*`).
-fn run_metadata(run_dir: &Path) -> Vec<(String, String)> {
-    let Ok(m) = store::read_manifest(run_dir) else {
-        return Vec::new();
-    };
+fn run_metadata(m: &Manifest) -> Vec<(String, String)> {
     let mut kv = vec![
-        ("inabench.run_id".to_string(), m.run_id),
-        ("inabench.experiment".to_string(), m.experiment),
-        ("inabench.profile".to_string(), m.profile),
+        ("inabench.run_id".to_string(), m.run_id.clone()),
+        ("inabench.experiment".to_string(), m.experiment.clone()),
+        ("inabench.profile".to_string(), m.profile.clone()),
         ("inabench.seed".to_string(), m.seed.to_string()),
-        ("inabench.spec_sha256".to_string(), m.spec_sha256),
-        ("inabench.git_revision".to_string(), m.git_revision),
-        ("inabench.inabench_version".to_string(), m.inabench_version),
+        ("inabench.spec_sha256".to_string(), m.spec_sha256.clone()),
+        ("inabench.git_revision".to_string(), m.git_revision.clone()),
+        (
+            "inabench.inabench_version".to_string(),
+            m.inabench_version.clone(),
+        ),
     ];
     if !m.overrides.is_empty() {
         kv.push(("inabench.overrides".to_string(), m.overrides.join(" ")));
@@ -350,11 +350,12 @@ fn run_metadata(run_dir: &Path) -> Vec<(String, String)> {
     kv
 }
 
-/// Compact `rows.jsonl` into `measurements.parquet` (written to a temp file, then renamed): the
-/// export for pandas, polars, duckdb and arrow; the analysis reads `rows.jsonl`. Returns the
-/// number of rows.
-pub fn compact(run_dir: &Path) -> Result<usize, ReportError> {
-    let stored = store::read_rows(run_dir)?;
+/// Compact the run's rows (`rows.jsonl` as [`store::read_rows`] read it, once for the whole
+/// report) into `measurements.parquet` in `run_dir` (written to a temp file, then renamed): the
+/// export for pandas, polars, duckdb and arrow, the run's constants from `manifest` in its
+/// metadata. Nothing is read back: the analysis works on the same rows. Returns the number of
+/// rows written.
+pub fn compact(run_dir: &Path, stored: &Stored, manifest: &Manifest) -> Result<usize, ReportError> {
     let path = run_dir.join(store::PARQUET_FILE);
     let tmp = run_dir.join(".measurements.parquet.tmp");
     let written = (|| -> Result<usize, ReportError> {
@@ -362,7 +363,7 @@ pub fn compact(run_dir: &Path) -> Result<usize, ReportError> {
         let f = std::fs::File::create(&tmp).map_err(io(&path))?;
         let mut out = std::io::BufWriter::new(f);
         let n =
-            write_parquet(&stored.rows, run_metadata(run_dir), &mut out).map_err(|e| match e {
+            write_parquet(&stored.rows, run_metadata(manifest), &mut out).map_err(|e| match e {
                 ReportError::Parquet(parquet::errors::ParquetError::External(ext)) => {
                     match ext.downcast::<std::io::Error>() {
                         Ok(source) => ReportError::Io {
@@ -616,12 +617,17 @@ pub struct PlanStates {
 }
 
 impl PlanStates {
-    /// From the spec's profile, the run's classes and `rows.jsonl`'s point records.
+    /// From the spec's profile, the run's classes and the point records of `rows.jsonl` (read
+    /// from `run_dir`; [`PlanStates::of_stored`] when the caller has read them already).
     pub fn of_run(run_dir: &Path, spec: &Spec, m: &Manifest) -> Result<PlanStates, ReportError> {
+        Ok(PlanStates::of_stored(&store::read_rows(run_dir)?, spec, m))
+    }
+
+    /// From the spec's profile, the run's classes and `st`'s point records.
+    pub fn of_stored(st: &Stored, spec: &Spec, m: &Manifest) -> PlanStates {
         let Ok(points) = plan::expand(spec, &m.profile) else {
-            return Ok(PlanStates::default());
+            return PlanStates::default();
         };
-        let st = store::read_rows(run_dir)?;
         // runs written before multi-class runs keyed points by their bare id
         let legacy = m.fidelities.is_empty();
         let mut by_class: BTreeMap<Fidelity, Vec<Planned>> = BTreeMap::new();
@@ -638,6 +644,8 @@ impl PlanStates {
                     PointState::Done
                 } else if m.systems_not_built.contains(&pt.system) {
                     PointState::Missing(Missing::NotBuilt)
+                } else if let Some(why) = plan::why_not_here(&m.rows_not_here, f, &pt.system) {
+                    PointState::Missing(Missing::NotHere(why.to_string()))
                 } else if let Some(kind) = st.failed.get(&key) {
                     PointState::Missing(Missing::Failed(*kind))
                 } else {
@@ -650,7 +658,7 @@ impl PlanStates {
                 });
             }
         }
-        Ok(PlanStates { by_class })
+        PlanStates { by_class }
     }
 }
 
@@ -814,18 +822,31 @@ fn with_breakevens(
         .collect()
 }
 
-/// Analyse a run folder against its spec.
+/// Analyse a run folder against its spec, reading its `rows.jsonl` (the scoreboard's path for
+/// a run without `report.json`; the report after a run reads the rows once and calls
+/// [`analyse_stored`]).
 pub fn analyse(run_dir: &Path, spec: &Spec, manifest: Manifest) -> Result<Analysis, ReportError> {
-    let rows = store::read_rows(run_dir)?.rows;
+    analyse_stored(run_dir, &store::read_rows(run_dir)?, spec, manifest)
+}
+
+/// Analyse a run's rows and point records as [`store::read_rows`] read them from `run_dir`
+/// (which is read again only for the harness's `breakeven.json`).
+pub fn analyse_stored(
+    run_dir: &Path,
+    stored: &Stored,
+    spec: &Spec,
+    manifest: Manifest,
+) -> Result<Analysis, ReportError> {
+    let rows = &stored.rows;
     let rows_total = rows.len();
-    let agg = aggregate(&rows);
+    let agg = aggregate(rows);
     let mut fidelities: Vec<Fidelity> = agg.iter().map(|a| a.fidelity).collect();
     // classes the run planned count even when no row came back (every point failed)
     fidelities.extend(manifest.classes());
     fidelities.sort();
     fidelities.dedup();
     let comparisons = compare(spec, &agg, &fidelities);
-    let planned = PlanStates::of_run(run_dir, spec, &manifest)?;
+    let planned = PlanStates::of_stored(stored, spec, &manifest);
     let claims = check_claims_planned(spec, &agg, &fidelities, &planned, Some(&manifest.host));
     let claims = with_breakevens(run_dir, claims);
     Ok(Analysis {
@@ -862,6 +883,19 @@ mod tests {
             unit: "Gbps".into(),
             timestamp: 0.0,
         }
+    }
+
+    /// A manifest as a run writes it (fields added later take their defaults).
+    fn manifest(run_id: &str) -> Manifest {
+        serde_json::from_value(serde_json::json!({
+            "run_id": run_id, "experiment": "e", "title": "", "spec_file": "",
+            "spec_sha256": "", "profile": "quick", "fidelity": "emulated", "fabric": "mem",
+            "seed": 7, "git_revision": "", "inabench_version": "", "command": [],
+            "host": HostFacts::default(), "testbed": "", "testbed_sha256": "", "drivers": [],
+            "fidelity_reason": "", "started": "", "finished": null, "elapsed_s": 0.0,
+            "status": "complete", "points_total": 2, "points_done": 2, "points_failed": 0,
+        }))
+        .expect("manifest")
     }
 
     #[test]
@@ -904,7 +938,11 @@ mod tests {
             .expect("done");
         }
         w.flush().expect("flush");
-        assert_eq!(compact(d.path()).expect("compact"), 2);
+        let stored = store::read_rows(d.path()).expect("rows");
+        assert_eq!(
+            compact(d.path(), &stored, &manifest("run-9")).expect("compact"),
+            2
+        );
         // read back with the parquet crate's own reader: the schema's types and every value
         use parquet::file::reader::{FileReader, SerializedFileReader};
         let f = std::fs::File::open(d.path().join(store::PARQUET_FILE)).expect("parquet");
@@ -940,7 +978,16 @@ mod tests {
         assert!(rows[1].contains("params: {P: 64}"), "{}", rows[1]);
         assert!(rows[1].contains("value: 2.5"), "{}", rows[1]);
         assert_eq!(r.metadata().file_metadata().num_rows(), 2);
-        let agg = aggregate(&store::read_rows(d.path()).expect("rows").rows);
+        // the run's constants come from the manifest given, once, in the file's metadata
+        let kv = r
+            .metadata()
+            .file_metadata()
+            .key_value_metadata()
+            .expect("metadata");
+        let meta = |k: &str| kv.iter().find(|e| e.key == k).and_then(|e| e.value.clone());
+        assert_eq!(meta("inabench.run_id").as_deref(), Some("run-9"));
+        assert_eq!(meta("inabench.seed").as_deref(), Some("7"));
+        let agg = aggregate(&stored.rows);
         assert_eq!(
             agg.iter().map(|a| a.median).collect::<Vec<_>>(),
             vec![1.5, 2.5]

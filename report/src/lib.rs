@@ -1,5 +1,5 @@
 //! inabench-report: the aggregation of a run, claim checking, plotters figures, and HTML, PDF,
-//! Markdown, JSON and CSV reports; `measurements.parquet` written with polars.
+//! Markdown, JSON and CSV reports; `measurements.parquet` written with the parquet crate.
 
 pub mod analysis;
 pub mod types;
