@@ -18,7 +18,11 @@ use crate::pb::p4::config::v1::P4Info;
 use crate::pb::p4::v1 as p4;
 use crate::program;
 use crate::server::SoftSwitch;
-use std::collections::{BTreeMap, HashMap};
+use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+use inabench_ina::switchml::table::{
+    Ingress, JobTable, Masked, Rule, RuleAction, TableError, TableSwitch,
+};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// The multicast group group-addressed frames go to.
 pub const FLOOD_GROUP: u32 = 1;
@@ -31,6 +35,8 @@ pub enum DataplaneError {
     Missing(String),
     #[error("table entry {0}")]
     BadEntry(String),
+    #[error("the job tables: {0}")]
+    Job(#[from] TableError),
 }
 
 /// What a frame's destination IPv4 address maps to.
@@ -147,6 +153,225 @@ impl Forwarding {
     }
 }
 
+/// The entries of table `name` (none written: empty), with the P4Info's ids of its match
+/// fields `fields` and the table's name for errors.
+fn entries<'a>(
+    info: &P4Info,
+    tables: &'a HashMap<u32, BTreeMap<Vec<u8>, p4::TableEntry>>,
+    name: &str,
+    fields: &[&str],
+) -> Result<(Vec<&'a p4::TableEntry>, Vec<u32>), DataplaneError> {
+    let ids = crate::p4info::Ids(info);
+    let missing = |what: &str| DataplaneError::Missing(what.to_string());
+    let table = ids.table(name).ok_or_else(|| missing(name))?;
+    let fields = fields
+        .iter()
+        .map(|f| {
+            ids.match_field(name, f)
+                .ok_or_else(|| missing(&format!("{name}'s {f}")))
+        })
+        .collect::<Result<Vec<u32>, _>>()?;
+    let entries = tables
+        .get(&table)
+        .into_iter()
+        .flat_map(|t| t.values())
+        .collect();
+    Ok((entries, fields))
+}
+
+/// An entry's action (its id and parameters).
+fn action_of(e: &p4::TableEntry) -> Result<&p4::Action, DataplaneError> {
+    match &e.action {
+        Some(p4::TableAction {
+            r#type: Some(p4::table_action::Type::Action(a)),
+        }) => Ok(a),
+        _ => Err(DataplaneError::BadEntry(format!(
+            "without an action: {e:?}"
+        ))),
+    }
+}
+
+/// The value of parameter `param` of action `action` in `params`, at most `bytes` bytes.
+fn param(
+    info: &P4Info,
+    action: &str,
+    param: &str,
+    params: &[p4::action::Param],
+    bytes: usize,
+    e: &p4::TableEntry,
+) -> Result<u64, DataplaneError> {
+    let id = crate::p4info::Ids(info)
+        .param(action, param)
+        .ok_or_else(|| DataplaneError::Missing(format!("{action}'s {param}")))?;
+    params
+        .iter()
+        .find(|p| p.param_id == id)
+        .and_then(|p| number(&p.value, bytes))
+        .ok_or_else(|| {
+            DataplaneError::BadEntry(format!(
+                "{action} without a {param} of at most {bytes} bytes: {e:?}"
+            ))
+        })
+}
+
+/// The job the SwitchML program's job tables say ([`program::switchml_with_job_tables`]):
+/// `receive_udp`'s entries (a ternary field left out matches anything, as P4Runtime's
+/// don't-care), `dst_addr`'s, every multicast group's replicas (node id = the replica's
+/// instance), and the pool (the size of the register array `SwitchMLIngress.bitmap0`) and
+/// values a packet (the `SwitchMLIngress.sum0_*` arrays) of the pipeline. An entry the program
+/// does not declare (an exact value on a ternary field, a missing parameter, an action the table
+/// does not take) is a [`DataplaneError::BadEntry`]; a pipeline without the tables is
+/// [`DataplaneError::Missing`]. Whether the job can run is [`TableSwitch::new`]'s check.
+pub fn job_table(
+    info: &P4Info,
+    tables: &HashMap<u32, BTreeMap<Vec<u8>, p4::TableEntry>>,
+    groups: &BTreeMap<u32, p4::MulticastGroupEntry>,
+) -> Result<JobTable, DataplaneError> {
+    let ids = crate::p4info::Ids(info);
+    let missing = |what: &str| DataplaneError::Missing(what.to_string());
+    let (set_bitmap, drop, set_dst) = (
+        "SwitchMLIngress.set_bitmap",
+        "SwitchMLIngress.drop",
+        "SwitchMLEgress.set_dst_addr",
+    );
+    let set_bitmap_id = ids.action(set_bitmap).ok_or_else(|| missing(set_bitmap))?;
+    let drop_id = ids.action(drop).ok_or_else(|| missing(drop))?;
+    let set_dst_id = ids.action(set_dst).ok_or_else(|| missing(set_dst))?;
+
+    let (rx, fields) = entries(
+        info,
+        tables,
+        "SwitchMLIngress.receive_udp",
+        &[
+            "hdr.ethernet.src_addr",
+            "hdr.ipv4.src_addr",
+            "hdr.udp.dst_port",
+        ],
+    )?;
+    let mut rules = Vec::new();
+    for e in rx {
+        let bad = |why: String| DataplaneError::BadEntry(format!("{why}: {e:?}"));
+        let mut keys = [Masked::default(); 3];
+        for m in &e.r#match {
+            let Some(k) = fields.iter().position(|f| *f == m.field_id) else {
+                return Err(bad(format!("with match field {}", m.field_id)));
+            };
+            let bytes = [6, 4, 2][k];
+            let Some(p4::field_match::FieldMatchType::Ternary(t)) = &m.field_match_type else {
+                return Err(bad(format!(
+                    "receive_udp's field {} is ternary",
+                    m.field_id
+                )));
+            };
+            keys[k] = match (number(&t.value, bytes), number(&t.mask, bytes)) {
+                (Some(value), Some(mask)) => Masked { value, mask },
+                _ => {
+                    return Err(bad(format!(
+                        "field {} wider than {bytes} bytes",
+                        m.field_id
+                    )));
+                }
+            };
+        }
+        let a = action_of(e)?;
+        let (action, params) = (a.action_id, &a.params);
+        let action = if action == set_bitmap_id {
+            let p = |name: &str, bytes: usize| param(info, set_bitmap, name, params, bytes, e);
+            RuleAction::Worker {
+                id: p("worker_id", 2)? as u16,
+                num_workers: p("num_workers", 1)? as u16,
+                mgid: p("mgid", 2)? as u32,
+                bitmap: p("worker_bitmap", 4)? as u32,
+            }
+        } else if action == drop_id {
+            RuleAction::Drop
+        } else {
+            return Err(bad("with an action receive_udp does not take".into()));
+        };
+        rules.push(Rule {
+            src_mac: keys[0],
+            src_ip: keys[1],
+            udp_dst_port: keys[2],
+            priority: e.priority,
+            action,
+        });
+    }
+
+    let (tx, fields) = entries(
+        info,
+        tables,
+        "SwitchMLEgress.dst_addr",
+        &["eg_md.switchml_md.worker_id"],
+    )?;
+    let mut results = BTreeMap::new();
+    for e in tx {
+        let bad = |why: &str| DataplaneError::BadEntry(format!("{why}: {e:?}"));
+        let worker = e
+            .r#match
+            .iter()
+            .find(|m| m.field_id == fields[0])
+            .and_then(|m| match &m.field_match_type {
+                Some(p4::field_match::FieldMatchType::Exact(x)) => number(&x.value, 2),
+                _ => None,
+            })
+            .ok_or_else(|| bad("without an exact 16-bit worker id"))?;
+        let a = action_of(e)?;
+        let (action, params) = (a.action_id, &a.params);
+        if action != set_dst_id {
+            return Err(bad("with an action dst_addr does not take"));
+        }
+        let mac = param(info, set_dst, "eth_dst_addr", params, 6, e)?;
+        let ip = param(info, set_dst, "ip_dst_addr", params, 4, e)?;
+        let mut m = [0u8; 6];
+        m.copy_from_slice(&mac.to_be_bytes()[2..]);
+        results.insert(worker as u16, (m, (ip as u32).to_be_bytes()));
+    }
+
+    let groups = groups
+        .iter()
+        .map(|(id, g)| {
+            let replicas = g
+                .replicas
+                .iter()
+                .filter_map(|r| {
+                    let port = match &r.port_kind {
+                        Some(p4::replica::PortKind::EgressPort(p)) => Some(*p),
+                        Some(p4::replica::PortKind::Port(b)) => number(b, 4).map(|p| p as u32),
+                        None => None,
+                    }?;
+                    Some((r.instance, port))
+                })
+                .collect();
+            (*id, replicas)
+        })
+        .collect();
+
+    let register = |name: &str| {
+        info.registers
+            .iter()
+            .find(|r| r.preamble.as_ref().is_some_and(|p| p.name == name))
+    };
+    let slots = register("SwitchMLIngress.bitmap0")
+        .ok_or_else(|| missing("SwitchMLIngress.bitmap0"))?
+        .size as usize;
+    let lanes = info
+        .registers
+        .iter()
+        .filter(|r| {
+            r.preamble
+                .as_ref()
+                .is_some_and(|p| p.name.starts_with("SwitchMLIngress.sum0_"))
+        })
+        .count();
+    Ok(JobTable {
+        rules,
+        results,
+        groups,
+        slots,
+        lanes,
+    })
+}
+
 impl SoftSwitch {
     /// The forwarding the switch's state says now (a snapshot: a later write needs a new one).
     pub fn forwarding(&self) -> Result<Forwarding, DataplaneError> {
@@ -155,6 +380,112 @@ impl SoftSwitch {
             .and_then(|c| c.p4info)
             .ok_or(DataplaneError::NoPipeline)?;
         Forwarding::from_parts(&info, &tables, &groups)
+    }
+
+    /// The job the switch's job tables say now ([`job_table`]; a snapshot).
+    pub fn job_table(&self) -> Result<JobTable, DataplaneError> {
+        let (config, tables, _, groups) = self.contents().ok_or(DataplaneError::NoPipeline)?;
+        let info = config
+            .and_then(|c| c.p4info)
+            .ok_or(DataplaneError::NoPipeline)?;
+        job_table(&info, &tables, &groups)
+    }
+}
+
+/// The software switch's data plane as a snapshot of its P4Runtime state says: SwitchML's
+/// aggregation (systems/ina's switch, [`TableSwitch`], configured by the job tables) takes the
+/// frames `receive_udp` names; every other frame goes where the forwarding table and group 1 say
+/// ([`Forwarding::egress`]), or is dropped and counted. Sans-IO: a frame's `from` is the port it
+/// came in on, a transmit's `to` the port it leaves by (`inabench_fabric::raw::serve_until` runs
+/// it on AF_PACKET sockets, one per port).
+pub struct DataPlane {
+    id: NodeId,
+    forwarding: Forwarding,
+    job: Option<TableSwitch>,
+    out: VecDeque<Transmit>,
+    forwarded: u64,
+    dropped: u64,
+}
+
+impl DataPlane {
+    /// The data plane `sw`'s state says now, as node `id`. A state with no worker entry runs no
+    /// job (forwarding only); one whose job cannot run is refused with why.
+    pub fn of(sw: &SoftSwitch, id: NodeId) -> Result<DataPlane, DataplaneError> {
+        let forwarding = sw.forwarding()?;
+        let table = sw.job_table()?;
+        let job = if table
+            .rules
+            .iter()
+            .any(|r| matches!(r.action, RuleAction::Worker { .. }))
+        {
+            Some(TableSwitch::new(id, &table)?)
+        } else {
+            None
+        };
+        Ok(DataPlane {
+            id,
+            forwarding,
+            job,
+            out: VecDeque::new(),
+            forwarded: 0,
+            dropped: 0,
+        })
+    }
+
+    /// The job's number of workers (None: no job).
+    pub fn workers(&self) -> Option<usize> {
+        self.job.as_ref().map(TableSwitch::workers)
+    }
+
+    fn forward(&mut self, f: &[u8]) {
+        let ports = self.forwarding.egress(f);
+        if ports.is_empty() {
+            self.dropped += 1;
+        }
+        for p in ports {
+            self.forwarded += 1;
+            self.out.push_back(Transmit {
+                to: p as NodeId,
+                bytes: f.to_vec(),
+            });
+        }
+    }
+}
+
+impl Endpoint for DataPlane {
+    fn id(&self) -> NodeId {
+        self.id
+    }
+
+    fn handle_packet(&mut self, now: Nanos, from: NodeId, f: &[u8]) {
+        match self.job.as_mut().map(|j| j.ingress(now, from, f)) {
+            Some(Ingress::Aggregated | Ingress::DroppedByTable) => {}
+            Some(Ingress::Miss) | None => self.forward(f),
+        }
+    }
+
+    fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        self.job
+            .as_mut()
+            .and_then(|j| j.poll_transmit(now))
+            .or_else(|| self.out.pop_front())
+    }
+
+    fn poll_timeout(&self) -> Option<Nanos> {
+        None
+    }
+
+    fn handle_timeout(&mut self, _now: Nanos) {}
+
+    /// `forwarded` copies and `dropped` frames of the forwarding; the job's counters
+    /// (`aggregated_in`, `dropped_by_table`, `misses`: frames no entry took, then forwarded or
+    /// dropped here; the aggregation's own).
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let mut c = vec![("forwarded", self.forwarded), ("dropped", self.dropped)];
+        if let Some(j) = &self.job {
+            c.extend(j.counters());
+        }
+        c
     }
 }
 
@@ -255,5 +586,130 @@ mod tests {
         // a switch without a pipeline forwards nothing
         let (sw, _dp) = SoftSwitch::new(1);
         assert_eq!(sw.forwarding(), Err(DataplaneError::NoPipeline));
+    }
+
+    fn ternary(value: &[u8], mask: &[u8]) -> Option<p4::field_match::FieldMatchType> {
+        Some(p4::field_match::FieldMatchType::Ternary(
+            p4::field_match::Ternary {
+                value: value.to_vec(),
+                mask: mask.to_vec(),
+            },
+        ))
+    }
+
+    /// A `receive_udp` entry: source IPv4 `ip` (exact when `exact`), UDP port 0xbee0/0xfff0,
+    /// source MAC left out (don't care), `set_bitmap` with `params` (name, value).
+    fn worker_entry(
+        info: &P4Info,
+        ip: [u8; 4],
+        exact: bool,
+        params: &[(&str, &[u8])],
+    ) -> p4::TableEntry {
+        let ids = crate::p4info::Ids(info);
+        let t = "SwitchMLIngress.receive_udp";
+        let a = "SwitchMLIngress.set_bitmap";
+        p4::TableEntry {
+            table_id: ids.table(t).expect("table"),
+            r#match: vec![
+                p4::FieldMatch {
+                    field_id: ids.match_field(t, "hdr.ipv4.src_addr").expect("field"),
+                    field_match_type: if exact {
+                        Some(p4::field_match::FieldMatchType::Exact(
+                            p4::field_match::Exact { value: ip.to_vec() },
+                        ))
+                    } else {
+                        ternary(&ip, &[255; 4])
+                    },
+                },
+                p4::FieldMatch {
+                    field_id: ids.match_field(t, "hdr.udp.dst_port").expect("field"),
+                    field_match_type: ternary(&[0xbe, 0xe0], &[0xff, 0xf0]),
+                },
+            ],
+            action: Some(p4::TableAction {
+                r#type: Some(p4::table_action::Type::Action(p4::Action {
+                    action_id: ids.action(a).expect("action"),
+                    params: params
+                        .iter()
+                        .map(|(n, v)| p4::action::Param {
+                            param_id: ids.param(a, n).expect("param"),
+                            value: v.to_vec(),
+                        })
+                        .collect(),
+                })),
+            }),
+            priority: 10,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn job_tables_read_as_the_program_declares_them() {
+        let info = program::switchml_with_job_tables(64).p4info();
+        let rx = crate::p4info::Ids(&info)
+            .table("SwitchMLIngress.receive_udp")
+            .expect("table");
+        let full: &[(&str, &[u8])] = &[
+            ("mgid", &[1]),
+            ("worker_id", &[1]),
+            ("num_workers", &[3]),
+            ("worker_bitmap", &[2]),
+        ];
+        let one = |e: p4::TableEntry| HashMap::from([(rx, BTreeMap::from([(vec![0u8], e)]))]);
+        let t = job_table(
+            &info,
+            &one(worker_entry(&info, [10, 0, 1, 2], false, full)),
+            &BTreeMap::new(),
+        )
+        .expect("a job table");
+        assert_eq!((t.slots, t.lanes), (64, 48), "the pipeline's registers");
+        let r = t.rules[0];
+        assert_eq!(
+            r.action,
+            RuleAction::Worker {
+                id: 1,
+                num_workers: 3,
+                mgid: 1,
+                bitmap: 2
+            }
+        );
+        // the MAC left out matches any; the IP and port as written
+        assert_eq!(r.src_mac.mask, 0);
+        assert!(r.src_ip.matches(0x0a00_0102) && !r.src_ip.matches(0x0a00_0103));
+        assert!(r.udp_dst_port.matches(48864) && r.udp_dst_port.matches(0xbeef));
+        assert!(!r.udp_dst_port.matches(0xbef0));
+        // an exact value on a ternary field, a missing parameter: entries the program does not
+        // declare
+        let e = job_table(
+            &info,
+            &one(worker_entry(&info, [10, 0, 1, 2], true, full)),
+            &BTreeMap::new(),
+        );
+        assert!(
+            matches!(e, Err(DataplaneError::BadEntry(ref m)) if m.contains("ternary")),
+            "{e:?}"
+        );
+        let e = job_table(
+            &info,
+            &one(worker_entry(&info, [10, 0, 1, 2], false, &full[..3])),
+            &BTreeMap::new(),
+        );
+        assert!(
+            matches!(e, Err(DataplaneError::BadEntry(ref m)) if m.contains("worker_bitmap")),
+            "{e:?}"
+        );
+        // a pipeline without the job tables has no job to read
+        assert_eq!(
+            job_table(
+                &program::switchml(8).p4info(),
+                &HashMap::new(),
+                &BTreeMap::new()
+            ),
+            Err(DataplaneError::Missing("SwitchMLIngress.set_bitmap".into()))
+        );
+        // a worker entry alone is not a job the switch can run: said by the switch's check
+        let (sw, _dp) = SoftSwitch::new(1);
+        assert!(matches!(sw.job_table(), Err(DataplaneError::NoPipeline)));
+        assert_eq!(TableSwitch::new(9, &t).err(), Some(TableError::NoGroup(1)));
     }
 }

@@ -221,3 +221,62 @@ pub fn switchml(slots: i32) -> Program {
         registers,
     }
 }
+
+/// [`switchml`] with the tables its control plane writes to run a job on the switch (#36 item
+/// 6), after the SwitchML release's (p4app-switchML `dev_root/p4/udp_receiver.p4`,
+/// `udp_sender.p4`; written by `dev_root/controller/udp_receiver.py`, `udp_sender.py`):
+/// `receive_udp`, ternary on a frame's source MAC, source IPv4 and UDP destination port, whose
+/// `set_bitmap` names a worker (its id, bitmap bit, the job's number of workers and multicast
+/// group) or `drop`s the frame; and the egress table `dst_addr`, worker id to the destination
+/// MAC and IPv4 of its results. The pool size and the values a packet carries stay the
+/// register arrays' ([`switchml`]'s `slots` and 48 lanes). `inabench_p4rt::dataplane` reads a
+/// job from these entries; `switchml` alone (what a testbed's switch gets, `for_system`) has
+/// the forwarding only. The release also keys `receive_udp` on the ingress port, the switch's
+/// own addresses and parser errors, and has a `worker_type` parameter (UDP or RDMA): left out
+/// (systems/ina's `switchml::table` says why).
+pub fn switchml_with_job_tables(slots: i32) -> Program {
+    let mut p = switchml(slots);
+    let set_bitmap = p.actions.len();
+    p.actions.push(ActionDesc {
+        name: "SwitchMLIngress.set_bitmap".into(),
+        params: vec![
+            ("mgid".into(), 16),
+            ("worker_id".into(), 16),
+            ("num_workers".into(), 8),
+            ("worker_bitmap".into(), 32),
+        ],
+    });
+    let set_dst_addr = p.actions.len();
+    p.actions.push(ActionDesc {
+        name: "SwitchMLEgress.set_dst_addr".into(),
+        params: vec![("eth_dst_addr".into(), 48), ("ip_dst_addr".into(), 32)],
+    });
+    let ternary = |name: &str, bitwidth: i32| Field {
+        name: name.into(),
+        bitwidth,
+        kind: MatchKind::Ternary,
+    };
+    p.tables.push(TableDesc {
+        name: "SwitchMLIngress.receive_udp".into(),
+        fields: vec![
+            ternary("hdr.ethernet.src_addr", 48),
+            ternary("hdr.ipv4.src_addr", 32),
+            ternary("hdr.udp.dst_port", 16),
+        ],
+        // drop is action 1
+        actions: vec![set_bitmap, 1],
+        // the release's max_num_workers + 16
+        size: 48,
+    });
+    p.tables.push(TableDesc {
+        name: "SwitchMLEgress.dst_addr".into(),
+        fields: vec![Field {
+            name: "eg_md.switchml_md.worker_id".into(),
+            bitwidth: 16,
+            kind: MatchKind::Exact,
+        }],
+        actions: vec![set_dst_addr],
+        size: 32,
+    });
+    p
+}

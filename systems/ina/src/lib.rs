@@ -21,7 +21,6 @@ pub mod drive;
 pub mod error;
 pub mod fpga;
 pub mod fuzz;
-pub mod hierarchical;
 pub mod hoststack;
 pub mod netreduce;
 pub mod ring;
@@ -46,7 +45,6 @@ pub const SYSTEMS: &[&dyn System] = &[
     &atp::Atp,
     &ring::RingAllReduce,
     &stream::RcStream,
-    &hierarchical::HierarchicalAllReduce,
 ];
 
 /// A system by its spec name.

@@ -39,6 +39,8 @@ use inabench_wire::ina::SwitchMlHeader;
 use inabench_wire::{ethernet, ipv4, udp};
 use std::collections::VecDeque;
 
+pub mod table;
+
 pub const UDP_PORT: u16 = 48864;
 /// Ethernet, IPv4 and UDP headers.
 const OUTER: usize = inabench_wire::node::OUTER_LEN;
@@ -452,6 +454,24 @@ pub struct SwitchMlSwitch {
 }
 
 impl SwitchMlSwitch {
+    /// The switch program as node `id`, for `layout` (its workers, slots and values a packet),
+    /// on the Tofino `model`.
+    fn new(id: NodeId, layout: Layout, model: TofinoModel) -> Result<SwitchMlSwitch, SetupError> {
+        Ok(SwitchMlSwitch {
+            id,
+            layout,
+            slots: vec![SlotState::default(); layout.slots],
+            sums: vec![0; 2 * layout.slots * layout.per_packet],
+            pipeline: Pipeline::new(model, Recirculation::SamePipeline),
+            out: VecDeque::new(),
+            stats: SwitchStats::default(),
+            mixed: 0,
+            pool: BufPool::default(),
+            outer: SwitchMlSwitch::outer_headers(&layout)?,
+            row: vec![0; SwitchMlHeader::LEN + 4 * layout.per_packet],
+        })
+    }
+
     /// The outer headers of a result frame from the switch (node `workers`) to each worker.
     fn outer_headers(layout: &Layout) -> Result<Vec<[u8; OUTER]>, SetupError> {
         let payload = SwitchMlHeader::LEN + 4 * layout.per_packet;
@@ -754,19 +774,7 @@ impl System for SwitchMl {
                 }) as Box<dyn Worker>
             })
             .collect();
-        let sw = SwitchMlSwitch {
-            id: switch,
-            layout,
-            slots: vec![SlotState::default(); layout.slots],
-            sums: vec![0; 2 * layout.slots * layout.per_packet],
-            pipeline: Pipeline::new(model, Recirculation::SamePipeline),
-            out: VecDeque::new(),
-            stats: SwitchStats::default(),
-            mixed: 0,
-            pool: BufPool::default(),
-            outer: SwitchMlSwitch::outer_headers(&layout)?,
-            row: vec![0; SwitchMlHeader::LEN + 4 * layout.per_packet],
-        };
+        let sw = SwitchMlSwitch::new(switch, layout, model)?;
         Ok(Setup {
             workers,
             switch: Box::new(sw),
