@@ -514,6 +514,69 @@ fn aleph_all_reduces_exactly_through_its_ps_and_refuses_33_members() {
     );
 }
 
+/// The hierarchical all-reduce (inabench_ina::hierarchical) in bench-allreduce's quick run: its
+/// cells at 16 workers (two groups of the spec's 8: two levels) and 4 workers (one group, the
+/// flat ring) are exact with a time, the one-group cell the ring's own time (the same steps over
+/// the same chunks); and with groups of 2 (two levels at 4 workers) it is exact on every fabric
+/// of the conformance check (`sim`, `mem`, `udp` threads through `Fabric::run_deployment`).
+#[test]
+fn hierarchical_all_reduce_is_exact_in_the_spec_and_on_every_fabric() {
+    let s = Spec::load(&root().join("experiments/bench/allreduce.yaml")).expect("spec");
+    assert_eq!(
+        s.parameters
+            .get("hierarchical_allreduce__group_size")
+            .and_then(|v| v.as_f64()),
+        Some(8.0),
+        "the spec declares the group size"
+    );
+    let profile =
+        HostProfile::load(&root().join("experiments/hosts/reference.yaml")).expect("profile");
+    let points = expand(&s, "quick").expect("quick");
+    let w = AllReduce;
+    let at = |sys: &str, workers: f64, bytes: f64| {
+        let p = points
+            .iter()
+            .find(|p| {
+                let v = |k: &str| p.params.get(k).and_then(|x| x.as_f64());
+                p.system == sys && v("workers") == Some(workers) && v("size_bytes") == Some(bytes)
+            })
+            .unwrap_or_else(|| panic!("{sys} at {workers} workers, {bytes} B"));
+        let (rows, _) = run_cell(&w, &s, p, Fidelity::Simulated, "sim", Some(&profile))
+            .unwrap_or_else(|e| panic!("{sys} at {workers}: {e}"));
+        rows
+    };
+    let get = |rows: &[(String, f64)], m: &str| rows.iter().find(|(k, _)| k == m).map(|(_, v)| *v);
+    for (workers, bytes) in [(16.0, 1048576.0), (4.0, 65536.0)] {
+        let rows = at("hierarchical_allreduce", workers, bytes);
+        assert_eq!(get(&rows, "refused"), Some(0.0), "{rows:?}");
+        assert_eq!(get(&rows, "wrong_workers"), Some(0.0), "{rows:?}");
+        let t = get(&rows, "time").unwrap_or_else(|| panic!("no time: {rows:?}"));
+        assert!(t > 0.0, "{rows:?}");
+        if workers == 4.0 {
+            let ring = get(&at("ring_allreduce", workers, bytes), "time").expect("ring time");
+            assert_eq!(t, ring, "one group is the flat ring");
+        }
+    }
+    let sys = inabench_ina::system("hierarchical_allreduce").expect("listed");
+    assert!(!sys.in_network() && !sys.fuzzed() && sys.float_sum().is_none());
+    let cfg = inabench_ina::common::AllReduceConfig {
+        workers: 4,
+        elements: 3 * 256 + 17,
+        seed: 5,
+        line_rate_bps: 100e9,
+        mtu: 1024,
+        timeout_ns: 1_000_000,
+        knobs: vec![("group_size".into(), 2.0)],
+    };
+    let out =
+        inabench_ina_run::conformance::on_every_fabric(sys, &cfg).unwrap_or_else(|e| panic!("{e}"));
+    let fabrics: Vec<&str> = out.iter().map(|o| o.fabric).collect();
+    assert_eq!(fabrics, ["sim", "mem", "udp"]);
+    for o in &out {
+        assert!(o.passed(), "groups of 2: {o:?}");
+    }
+}
+
 /// The emulated class runs the list's systems on this host's udp fabric (a process per node, or
 /// threads where no node binary is at hand, as in this test): every worker's sum exact, the time
 /// under its own metric (`single_time`, one cold all-reduce, never ranked beside the references'

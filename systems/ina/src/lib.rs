@@ -21,6 +21,7 @@ pub mod drive;
 pub mod error;
 pub mod fpga;
 pub mod fuzz;
+pub mod hierarchical;
 pub mod hoststack;
 pub mod netreduce;
 pub mod ring;
@@ -45,6 +46,7 @@ pub const SYSTEMS: &[&dyn System] = &[
     &atp::Atp,
     &ring::RingAllReduce,
     &stream::RcStream,
+    &hierarchical::HierarchicalAllReduce,
 ];
 
 /// A system by its spec name.
