@@ -37,9 +37,14 @@ pub enum GpuError {
     NcclOtherName { found: String },
 }
 
+/// A panic inside a [`guarded`] call: the first line of its message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Panicked(pub String);
+
 /// Run `f`, turning a panic inside it into its message (one line), with the panic hook silenced
 /// for the call (the doctor's output stays one sentence per check).
-pub fn guarded<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Result<T, String> {
+pub fn guarded<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Result<T, Panicked> {
     // one guarded call at a time: two interleaved take/set pairs could leave the silent hook
     static HOOK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = HOOK
@@ -55,7 +60,7 @@ pub fn guarded<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Result<T, S
             .cloned()
             .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
             .unwrap_or_else(|| "a panic without a message".into());
-        msg.lines().next().unwrap_or_default().to_string()
+        Panicked(msg.lines().next().unwrap_or_default().to_string())
     })
 }
 
@@ -63,7 +68,7 @@ pub fn guarded<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Result<T, S
 /// why a library that is there is unusable.
 pub fn cuda_library() -> Result<bool, GpuError> {
     // SAFETY: only tries to load the library and drops it
-    guarded(|| unsafe { cudarc::driver::sys::is_culib_present() }).map_err(|why| {
+    guarded(|| unsafe { cudarc::driver::sys::is_culib_present() }).map_err(|Panicked(why)| {
         GpuError::Unusable {
             library: "the CUDA driver library",
             why,
@@ -75,10 +80,12 @@ pub fn cuda_library() -> Result<bool, GpuError> {
 /// libnccl's state, as [`cuda_library`].
 pub fn nccl_library() -> Result<bool, GpuError> {
     // SAFETY: as above
-    guarded(|| unsafe { cudarc::nccl::sys::is_culib_present() }).map_err(|why| GpuError::Unusable {
-        library: "the NCCL library",
-        why,
-        consequence: "the NCCL GPU baselines are modelled",
+    guarded(|| unsafe { cudarc::nccl::sys::is_culib_present() }).map_err(|Panicked(why)| {
+        GpuError::Unusable {
+            library: "the NCCL library",
+            why,
+            consequence: "the NCCL GPU baselines are modelled",
+        }
     })
 }
 
@@ -410,7 +417,7 @@ mod tests {
         })
         .expect_err("a panic");
         assert_eq!(
-            e,
+            e.to_string(),
             "Expected symbol in library: DlSym { desc: \"undefined symbol: cuFoo\" }"
         );
         assert_eq!(guarded(|| 7), Ok(7));

@@ -376,7 +376,7 @@ pub fn functional_run(
             abs_per_block: fixed_error,
         },
     };
-    let mut agg = |g: &[Vec<f32>]| -> Result<Vec<Vec<f32>>, String> {
+    let mut agg = |g: &[Vec<f32>]| -> Result<Vec<Vec<f32>>, std::convert::Infallible> {
         let s = summation.sum(g);
         Ok(vec![s; g.len()])
     };

@@ -21,8 +21,14 @@ pub enum TrainError {
         got: f32,
         want: f64,
     },
-    #[error("step {step}: {message}")]
-    Aggregation { step: usize, message: String },
+    /// The aggregation itself failed (its own error, typed by the system that aggregates).
+    #[error("step {step}: {source}")]
+    Aggregation {
+        step: usize,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("step {step}: the aggregation returned the wrong number or length of results")]
+    Shape { step: usize },
 }
 
 /// How far an aggregate may be from the exact sum: `rel` of the terms' magnitudes, plus `abs`.
@@ -32,8 +38,9 @@ pub struct Tolerance {
     pub abs_per_block: fn(&[Vec<f32>], usize) -> f64,
 }
 
-/// An aggregation: one gradient vector per worker in, one sum per worker out.
-pub type Aggregate<'a> = dyn FnMut(&[Vec<f32>]) -> Result<Vec<Vec<f32>>, String> + 'a;
+/// An aggregation: one gradient vector per worker in, one sum per worker out, or the
+/// aggregation's own error `E` (a fabric's, a system's; `Infallible` for a local sum).
+pub type Aggregate<'a, E> = dyn FnMut(&[Vec<f32>]) -> Result<Vec<Vec<f32>>, E> + 'a;
 
 /// One step's record.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -46,7 +53,7 @@ pub struct StepLog {
 /// Train `steps` steps of `workers` workers on `data` (global batch `batch`, learning rate `lr`),
 /// aggregating with `aggregate` (one gradient vector per worker in, one sum per worker out).
 #[allow(clippy::too_many_arguments)]
-pub fn train(
+pub fn train<E: std::error::Error + Send + Sync + 'static>(
     model: &Model,
     data: &Dataset,
     workers: usize,
@@ -54,7 +61,7 @@ pub fn train(
     steps: usize,
     lr: f32,
     tolerance: Tolerance,
-    aggregate: &mut Aggregate<'_>,
+    aggregate: &mut Aggregate<'_, E>,
 ) -> Result<(Vec<StepLog>, Vec<Model>), TrainError> {
     let mut replicas: Vec<Model> = (0..workers).map(|_| model.clone()).collect();
     let per = (batch / workers).max(1);
@@ -72,14 +79,13 @@ pub fn train(
             loss += f64::from(l);
             grads.push(g);
         }
-        let sums =
-            aggregate(&grads).map_err(|message| TrainError::Aggregation { step, message })?;
+        let sums = aggregate(&grads).map_err(|e| TrainError::Aggregation {
+            step,
+            source: Box::new(e),
+        })?;
         // the aggregate is the sum of the gradients
         if sums.len() != workers || sums.iter().any(|s| s.len() != grads[0].len()) {
-            return Err(TrainError::Aggregation {
-                step,
-                message: "the aggregation returned the wrong number or length of results".into(),
-            });
+            return Err(TrainError::Shape { step });
         }
         for (worker, sum) in sums.iter().enumerate() {
             for (i, got) in sum.iter().enumerate() {
@@ -130,4 +136,63 @@ pub fn bfp_block_error(grads: &[Vec<f32>], i: usize) -> f64 {
         .max()
         .unwrap_or(-126);
     inabench_ina::bfp::error_bound(e, grads.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Arch;
+
+    #[derive(Debug, thiserror::Error, PartialEq)]
+    #[error("the fabric lost worker {0}")]
+    struct Lost(usize);
+
+    /// An aggregation's own error reaches the caller typed (the step and the source, which
+    /// downcasts to the aggregation's type), and results of the wrong shape are their own error;
+    /// an exact local sum trains.
+    #[test]
+    fn an_aggregation_error_stays_typed_and_a_wrong_shape_is_refused() {
+        let model = Model::new(
+            Arch::Mlp {
+                dims: vec![4, 8, 3],
+            },
+            1,
+        );
+        let data = crate::data::clusters(64, 4, 3, 1);
+        let tol = Tolerance {
+            rel: 1e-5,
+            abs_per_block: no_block_error,
+        };
+        let mut calls = 0;
+        let mut lossy = |g: &[Vec<f32>]| {
+            calls += 1;
+            if calls == 2 {
+                return Err(Lost(1));
+            }
+            let sum: Vec<f32> = (0..g[0].len())
+                .map(|i| g.iter().map(|v| v[i]).sum())
+                .collect();
+            Ok(vec![sum; g.len()])
+        };
+        let e = train(&model, &data, 2, 16, 3, 0.05, tol, &mut lossy).expect_err("lost");
+        assert_eq!(e.to_string(), "step 1: the fabric lost worker 1");
+        let TrainError::Aggregation { step, source } = e else {
+            panic!("{e}")
+        };
+        assert_eq!(step, 1);
+        assert_eq!(source.downcast_ref::<Lost>(), Some(&Lost(1)));
+        let mut short = |g: &[Vec<f32>]| -> Result<_, std::convert::Infallible> {
+            Ok(vec![vec![0.0; g[0].len()]; g.len() - 1])
+        };
+        let e = train(&model, &data, 2, 16, 3, 0.05, tol, &mut short).expect_err("shape");
+        assert!(matches!(e, TrainError::Shape { step: 0 }), "{e}");
+        let mut exact = |g: &[Vec<f32>]| -> Result<_, std::convert::Infallible> {
+            let sum: Vec<f32> = (0..g[0].len())
+                .map(|i| g.iter().map(|v| v[i]).sum())
+                .collect();
+            Ok(vec![sum; g.len()])
+        };
+        let (log, _) = train(&model, &data, 2, 16, 3, 0.05, tol, &mut exact).expect("trains");
+        assert_eq!(log.len(), 3);
+    }
 }

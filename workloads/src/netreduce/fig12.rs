@@ -76,11 +76,7 @@ pub fn run(
             dp::no_block_error
         },
     };
-    let mut aggregate = |g: &[Vec<f32>]| {
-        allreduce_f32(agg, g, fabric)
-            .map(|o| o.results)
-            .map_err(|e| e.to_string())
-    };
+    let mut aggregate = |g: &[Vec<f32>]| allreduce_f32(agg, g, fabric).map(|o| o.results);
     dp::train(&m, &d, workers, batch, steps, lr, tolerance, &mut aggregate)
         .map(|(log, _)| log)
         .map_err(|e| e.to_string())
@@ -155,6 +151,7 @@ impl Workload for Quality {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use inabench_ina::RunError;
 
     #[test]
     fn ring_and_netreduce_learn_and_stay_close() {
@@ -188,10 +185,8 @@ mod tests {
             abs_per_block: dp::no_block_error,
         };
         // count worker 0's largest gradient element twice
-        let mut twice = |g: &[Vec<f32>]| {
-            let mut s = allreduce_f32(Aggregation::Local, g, Fabric::Sim)
-                .map_err(|e| e.to_string())?
-                .results;
+        let mut twice = |g: &[Vec<f32>]| -> Result<_, RunError> {
+            let mut s = allreduce_f32(Aggregation::Local, g, Fabric::Sim)?.results;
             let (i, _) = g[0].iter().enumerate().fold((0, 0f32), |a, (i, v)| {
                 if v.abs() > a.1 { (i, v.abs()) } else { a }
             });
@@ -208,10 +203,8 @@ mod tests {
             "{e}"
         );
         // and one that gives workers different sums
-        let mut uneven = |g: &[Vec<f32>]| {
-            let mut s = allreduce_f32(Aggregation::Local, g, Fabric::Sim)
-                .map_err(|e| e.to_string())?
-                .results;
+        let mut uneven = |g: &[Vec<f32>]| -> Result<_, RunError> {
+            let mut s = allreduce_f32(Aggregation::Local, g, Fabric::Sim)?.results;
             let (i, _) = g[0].iter().enumerate().fold((0, 0f32), |a, (i, v)| {
                 if v.abs() > a.1 { (i, v.abs()) } else { a }
             });
@@ -289,8 +282,8 @@ mod tests {
                 },
             };
             let mut frames = 0;
-            let mut via_udp = |g: &[Vec<f32>]| {
-                let o = allreduce_f32(agg, g, Fabric::Udp).map_err(|e| e.to_string())?;
+            let mut via_udp = |g: &[Vec<f32>]| -> Result<_, RunError> {
+                let o = allreduce_f32(agg, g, Fabric::Udp)?;
                 frames += o.frames;
                 Ok(o.results)
             };
@@ -314,10 +307,8 @@ mod tests {
             rel: 8.0 * f64::from(f32::EPSILON),
             abs_per_block: dp::no_block_error,
         };
-        let mut twice = |g: &[Vec<f32>]| {
-            let mut s = allreduce_f32(Aggregation::NETREDUCE, g, Fabric::Udp)
-                .map_err(|e| e.to_string())?
-                .results;
+        let mut twice = |g: &[Vec<f32>]| -> Result<_, RunError> {
+            let mut s = allreduce_f32(Aggregation::NETREDUCE, g, Fabric::Udp)?.results;
             for r in &mut s {
                 r[5] += g[1][5];
             }
