@@ -123,9 +123,11 @@ fn report(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(1));
     g.bench_function("1m_rows", |b| {
         b.iter(|| {
-            let n = inabench_report::analysis::compact(&dir).expect("compact");
-            let a = inabench_report::analysis::analyse(&dir, &entry, manifest.clone())
-                .expect("analyse");
+            let stored = inabench_core::store::read_rows(&dir).expect("rows");
+            let n = inabench_report::analysis::compact(&dir, &stored, &manifest).expect("compact");
+            let a =
+                inabench_report::analysis::analyse_stored(&dir, &stored, &entry, manifest.clone())
+                    .expect("analyse");
             inabench_report::write_reports(&dir, &a, &formats).expect("write");
             n
         })
