@@ -449,7 +449,8 @@ fn luwu_push_pull_all_reduces_exactly_and_refuses_one_worker() {
 /// star, the host profile's XDP and sender costs): every member's aggregate exact with a time at
 /// the quick profile's smallest points, its senders' cost a packet in the time (more than the
 /// 570-byte frames' wire time alone); 33 members, more than the service's bitmap holds, and
-/// 16 MiB, over the simulation's bound of segments, refused with their sentences.
+/// 256 MiB (the full profile's largest), over the simulation's bound of segments, refused with
+/// their sentences.
 #[cfg(feature = "aleph")]
 #[test]
 fn aleph_all_reduces_exactly_through_its_ps_and_refuses_33_members() {
@@ -483,14 +484,18 @@ fn aleph_all_reduces_exactly_through_its_ps_and_refuses_33_members() {
         "bench-allreduce quick: ALEPH at 4096 B, 4 and 8 workers"
     );
     // over the simulation's bound of segments: refused with the bound's sentence, no time
-    let big = points
+    // the full profile's 256 MiB (524288 segments) is over the bound: refused before it runs
+    let mut big = points
         .iter()
         .find(|p| {
             p.system == "aleph"
                 && p.params.get("size_bytes").and_then(|v| v.as_f64()) == Some(16777216.0)
         })
-        .expect("ALEPH at 16 MiB");
-    let rows = run(big);
+        .expect("ALEPH at 16 MiB")
+        .clone();
+    big.params
+        .insert("size_bytes".into(), Scalar::Int(268_435_456));
+    let rows = run(&big);
     assert_eq!(get(&rows, "refused"), Some(1.0), "{rows:?}");
     assert_eq!(get(&rows, "time"), None, "{rows:?}");
     assert!(

@@ -62,10 +62,9 @@ fn others() -> Vec<(&'static str, Other)> {
 fn aleph_cell(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
     let workers = ctx.positive_count("workers")?;
     let elements = elements(ctx)?;
-    // a bound of this simulation, not of ALEPH: the Gradient Receiver's completeness check
-    // (inabench_xdp::proto::Receiver::complete) scans the segments on every aggregate, so a
-    // member's work grows with the square of its segments (16 MiB, 32768 segments, 8 members:
-    // 107 s of wall time on this 2-core host)
+    // a bound of this simulation, not of ALEPH: every member holds its vector three times and
+    // each aggregate as it arrives (64 MiB, 131072 segments, 8 members: 3.0 GB resident and
+    // 13.6 s of wall time on this 2-core host; 256 MiB would hold ~12 GB)
     let segments = elements.div_ceil(inabench_wire::ina::aleph::GRADS);
     if let Ok(max) = ctx.param("aleph__max_segments")
         && segments as f64 > max
@@ -73,7 +72,7 @@ fn aleph_cell(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
         return refuse(
             ctx,
             format!(
-                "{elements} values: {segments} segments of 128, over the {max} an ALEPH cell simulates here (aleph__max_segments: the suite's Gradient Receiver scans every segment on each aggregate, quadratic in segments; at 32768 a cell took 107 s of wall time)"
+                "{elements} values: {segments} segments of 128, over the {max} an ALEPH cell simulates here (aleph__max_segments: the simulation holds every member's vector and aggregates, 3.0 GB at 131072 segments and 8 members)"
             ),
         );
     }
