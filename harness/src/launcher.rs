@@ -24,6 +24,7 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub mod qp_exchange;
 pub mod slurm;
 pub mod ssh;
 
@@ -136,6 +137,13 @@ pub enum Msg {
         error: Option<JobFailure>,
     },
     Exit,
+    /// An agent's queue pairs (its rank and each QP's connection info), sent to the runner
+    /// before a job's hosts connect them ([`qp_exchange`]).
+    QpInfo(qp_exchange::QpSet),
+    /// The runner's answer once every agent of the job sent its QPs: every rank's.
+    QpPeers {
+        ranks: Vec<qp_exchange::QpSet>,
+    },
 }
 
 /// Why a job did not succeed, typed across the agent channel (the runner keeps a wrong

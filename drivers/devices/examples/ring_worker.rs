@@ -1,6 +1,8 @@
 //! The ring all-reduce over RC (#36 item 4, "ring all-reduce over RC"), the baseline NetReduce
 //! and SwitchML compare with, on plain RC queue pairs of a host's RoCE stack through the verbs
-//! binding: worker r of N WRITEs (with immediate = the step) to its successor's receiving QP,
+//! binding, run by the ring written once over the message-level host transport
+//! (`inabench_transport::ring::RingAllReduce` on `inabench_devices::transport::VerbsQp`: the
+//! same code the software RC stack runs in systems/transport/tests/ring_soft.rs): worker r of N WRITEs (with immediate = the step) to its successor's receiving QP,
 //! QPs connected as in `netreduce_worker` (QPN, PSN, GID, address and rkey over TCP). The
 //! vector is N chunks of `chunk-packets` packets; N-1 reduce-scatter steps (send the running sum
 //! of chunk r-s, add the predecessor's chunk r-1-s) and N-1 all-gather steps (pass the finished
@@ -19,14 +21,11 @@
 #[path = "ring_qps/mod.rs"]
 mod ring_qps;
 
-use inabench_devices::verbs::{Completion, PSN_MASK, QpPlan, Verbs};
+use inabench_devices::transport::VerbsQp;
+use inabench_devices::verbs::{PSN_MASK, QpPlan, Verbs};
+use inabench_transport::ring::RingAllReduce;
 use ring_qps::{R, RingQps, pick_gid, value};
 use std::time::{Duration, Instant};
-
-// ibv_wc_opcode and ibv_wc_status values of verbs.h
-const WC_RDMA_WRITE: u32 = 1;
-const WC_RECV_RDMA_WITH_IMM: u32 = 129;
-const WC_SUCCESS: u32 = 0;
 
 struct Args {
     rank: usize,
@@ -128,88 +127,45 @@ fn run() -> R<()> {
         q.pred_send.qpn
     );
     // my vector: chunk j is "part" j of the seeded values
-    let mut acc: Vec<i32> = (0..n)
+    let acc: Vec<i32> = (0..n)
         .flat_map(|j| (0..per_chunk).map(move |k| (j, k)))
         .map(|(j, k)| value(a.seed, me, j as u32, k))
         .collect();
+    let mut ring = RingAllReduce::new(n, me, acc).map_err(|e| e.to_string())?;
+    if ring.chunk_bytes() as usize != cb || ring.steps() != steps {
+        return Err(format!(
+            "the ring's shape ({} steps of {} B) is not the QPs' ({steps} of {cb} B)",
+            ring.steps(),
+            ring.chunk_bytes()
+        ));
+    }
     q.barrier(b'R')?;
-    let writes = plan.writes();
     let t0 = Instant::now();
-    let mut sent = 0u32;
-    let chunk = |c: usize| c * per_chunk..(c + 1) * per_chunk;
-    for s in 0..steps {
-        let su = s as usize;
-        // reduce-scatter: my running sum of chunk me-s; all-gather: the finished chunk me+1-t
-        let out = if s < n as u32 - 1 {
-            (me + n - su % n) % n
-        } else {
-            (me + 1 + n - (su - (n - 1)) % n) % n
-        };
-        let slot = &mut q.send.buf[su * cb..(su + 1) * cb];
-        for (w, x) in slot.chunks_exact_mut(4).zip(&acc[chunk(out)]) {
-            w.copy_from_slice(&x.to_be_bytes());
-        }
-        q.send
-            .post_write(u64::from(s), &writes[su], &q.succ_recv, Some(s))
-            .map_err(|e| e.to_string())?;
-        // the predecessor's chunk of this step
-        let t = Instant::now();
-        let c = loop {
-            for c in q.send.poll(4).map_err(|e| e.to_string())? {
-                if c.wr_id != u64::from(sent) || c.status != WC_SUCCESS || c.opcode != WC_RDMA_WRITE
-                {
-                    return Err(format!("step {sent}: send completion {c:?}"));
-                }
-                sent += 1;
-            }
-            if let Some(c) = q.recv.poll(1).map_err(|e| e.to_string())?.pop() {
-                break c;
-            }
-            if t.elapsed() > Duration::from_secs(120) {
-                return Err(format!("step {s}: nothing from the predecessor in 120 s"));
+    {
+        // the ring over the message-level transport (the code the software stack runs), on
+        // the two verbs QPs as connected above
+        let (succ_recv, pred_send) = (q.succ_recv, q.pred_send);
+        let mut send = VerbsQp::connected(&mut q.send, succ_recv);
+        let mut recv = VerbsQp::connected(&mut q.recv, pred_send);
+        let mut last = (0, Instant::now());
+        while !ring
+            .progress(&mut send, &mut recv)
+            .map_err(|e| e.to_string())?
+        {
+            let moved = ring.received() + ring.sent();
+            if moved != last.0 {
+                last = (moved, Instant::now());
+            } else if last.1.elapsed() > Duration::from_secs(120) {
+                return Err(format!(
+                    "no progress in 120 s: {} of {steps} steps received, {} WRITEs acknowledged",
+                    ring.received(),
+                    ring.sent()
+                ));
             }
             std::thread::sleep(Duration::from_micros(100));
-        };
-        let want = Completion {
-            wr_id: u64::from(s),
-            status: WC_SUCCESS,
-            opcode: WC_RECV_RDMA_WITH_IMM,
-            byte_len: cb as u32,
-            imm: Some(s),
-        };
-        if c != want {
-            return Err(format!(
-                "step {s}: receive completion {c:?}, expected {want:?}"
-            ));
-        }
-        let inc = if s < n as u32 - 1 {
-            (pred + n - su % n) % n
-        } else {
-            (pred + 1 + n - (su - (n - 1)) % n) % n
-        };
-        let data = &q.recv.buf[su * cb..(su + 1) * cb];
-        for (x, w) in acc[chunk(inc)].iter_mut().zip(data.chunks_exact(4)) {
-            let y = i32::from_be_bytes([w[0], w[1], w[2], w[3]]);
-            *x = if s < n as u32 - 1 {
-                x.wrapping_add(y)
-            } else {
-                y
-            };
         }
     }
-    let t = Instant::now();
-    while sent < steps {
-        for c in q.send.poll(4).map_err(|e| e.to_string())? {
-            if c.wr_id != u64::from(sent) || c.status != WC_SUCCESS || c.opcode != WC_RDMA_WRITE {
-                return Err(format!("step {sent}: send completion {c:?}"));
-            }
-            sent += 1;
-        }
-        if t.elapsed() > Duration::from_secs(120) {
-            return Err(format!("{sent} of {steps} WRITEs acknowledged after 120 s"));
-        }
-        std::thread::sleep(Duration::from_micros(100));
-    }
+    let acc = ring.result().ok_or("the ring finished without a result")?;
     let wall = t0.elapsed();
     for (j, part) in acc.chunks(per_chunk).enumerate() {
         for (k, got) in part.iter().enumerate() {

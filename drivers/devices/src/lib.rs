@@ -9,6 +9,8 @@
 //!   and the data path (PD, MR, CQ, RC/UC QP, RDMA WRITE with immediate, SEND, completions) with
 //!   the QP attributes and message sizes of the suite's software RoCEv2 transport. Bound here with
 //!   libloading, not with `sideway`: sideway's `rdma-mummy-sys` needs CMake and libclang to build.
+//! - [`transport`]: the verbs QPs as `inabench_transport::HostTransport` (the message-level
+//!   host transport the software RoCEv2 stack also implements).
 //! - [`cuda`]: GPUs through `cudarc` (dynamic loading; NCCL all-reduce for the GPU baselines) and
 //!   power/energy through `nvml-wrapper`; both load their libraries at run time.
 //!
@@ -16,6 +18,7 @@
 //! sentence for `inabench doctor`.
 
 pub mod cuda;
+pub mod transport;
 pub mod verbs;
 pub mod xrt;
 

@@ -1,10 +1,11 @@
 //! What the rig's ring examples (`netreduce_worker`, `ring_worker`) share: worker r of N has a
 //! sending RC QP connected to its successor's receiving QP and a receiving QP connected to its
 //! predecessor's sending QP, their QPN, first PSN, GID, buffer address and rkey exchanged with
-//! the two neighbours over TCP (the control network), and a barrier at worker 0; and the values
+//! the two neighbours over TCP (the control network; as `inabench_transport::ConnInfo`, checked), and a barrier at worker 0; and the values
 //! every worker derives for every worker from a seed, so each knows the sums.
 
 use inabench_devices::verbs::{Connection, QpInfo, QpPlan, Verbs};
+use inabench_transport::ConnInfo;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
@@ -40,16 +41,21 @@ pub fn pick_gid(v: &Verbs, device: Option<&str>) -> R<u8> {
         .map_or(0, |(i, _)| *i as u8))
 }
 
+/// QP info travels as the message-level transport's `ConnInfo` (the same 36 bytes as
+/// `QpInfo`), checked on arrival: a QPN or PSN beyond 24 bits, a reserved QPN or a zero GID is
+/// refused with its reason before any QP is connected to it.
 fn send_info(s: &mut TcpStream, i: &QpInfo, what: &str) -> R<()> {
-    s.write_all(&i.to_bytes())
+    s.write_all(&ConnInfo::from(*i).to_bytes())
         .map_err(|e| format!("sending QP info to {what}: {e}"))
 }
 
 fn recv_info(s: &mut TcpStream, what: &str) -> R<QpInfo> {
-    let mut b = [0u8; inabench_devices::verbs::QP_INFO_LEN];
+    let mut b = [0u8; inabench_transport::CONN_INFO_LEN];
     s.read_exact(&mut b)
         .map_err(|e| format!("receiving QP info from {what}: {e}"))?;
-    QpInfo::from_bytes(&b).map_err(|e| e.to_string())
+    ConnInfo::from_bytes(&b)
+        .map(|c| QpInfo::from(&c))
+        .map_err(|e| format!("QP info from {what}: {e}"))
 }
 
 fn connect(addr: &str) -> R<TcpStream> {

@@ -1,0 +1,145 @@
+//! The ring all-reduce written over `HostTransport` (the code the Soft-RoCE rig's `ring_worker`
+//! runs on verbs QPs) on the software RoCEv2 RC stack, through `fabric::Fabric` (sim and mem):
+//! every value of every worker's result is the exact wrapping sum of the workers' values, with
+//! and without loss (the stack's go-back-N recovers); a WRITE to a wrong rkey lands nowhere.
+
+use inabench_fabric::fault::Faults;
+use inabench_fabric::sim::LinkConfig;
+use inabench_fabric::{Endpoint, Fabric, Forwarder, Mem, Node, Sim, Until};
+use inabench_transport::soft::{SoftHost, ring_nodes};
+use inabench_transport::{HostTransport, STATUS_REMOTE_ACCESS};
+
+/// SplitMix64's output function: seeded int32 values of every sign (so sums wrap).
+fn value(seed: u64, w: usize, k: usize) -> i32 {
+    let mut z = seed ^ ((w as u64) << 40) ^ k as u64;
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) as u32 as i32
+}
+
+fn inputs(n: usize, len: usize, seed: u64) -> Vec<Vec<i32>> {
+    (0..n)
+        .map(|w| (0..len).map(|k| value(seed, w, k)).collect())
+        .collect()
+}
+
+/// The reference: the wrapping sum of every worker's value at each index.
+fn reference(v: &[Vec<i32>]) -> Vec<i32> {
+    (0..v[0].len())
+        .map(|k| v.iter().fold(0i32, |s, w| s.wrapping_add(w[k])))
+        .collect()
+}
+
+type RingNode = Node<SoftHost, Forwarder>;
+
+fn check(nodes: &[RingNode], want: &[i32], what: &str) -> u64 {
+    let mut retrans = 0;
+    for (i, n) in nodes.iter().enumerate() {
+        let Some(h) = n.worker() else { continue };
+        assert_eq!(h.error(), None, "{what}: worker {i}");
+        let got = h
+            .ring
+            .result()
+            .unwrap_or_else(|| panic!("{what}: worker {i} unfinished"));
+        assert_eq!(got.len(), want.len());
+        let bad = got.iter().zip(want).filter(|(a, b)| a != b).count();
+        assert_eq!(
+            bad, 0,
+            "{what}: worker {i}: {bad} values differ from the sums"
+        );
+        retrans += h.counters()[0].1;
+    }
+    retrans
+}
+
+#[test]
+fn ring_over_the_trait_on_the_software_stack_sums_exactly_on_sim_and_mem() {
+    // 4 workers, 4 chunks of 8 packets of 256 B (512 values each)
+    let (n, mtu, per_chunk) = (4usize, 256u32, 8 * 256 / 4);
+    let v = inputs(n, n * per_chunk, 7);
+    let want = reference(&v);
+    assert_ne!(want, v[0], "the sums are not one worker's values");
+    for loss in [0.0, 0.02] {
+        let faults = Faults {
+            loss,
+            seed: 11,
+            ..Faults::default()
+        };
+        let nodes = ring_nodes(v.clone(), mtu, 50_000).expect("ring");
+        let mut sim = Sim::new(LinkConfig::gbps100(), n as u32);
+        sim.faults = faults;
+        let (nodes, rep) = sim
+            .run(nodes, &Until::workers(n, n + 1, 5_000_000_000))
+            .expect("sim run");
+        assert!(rep.finished, "sim, loss {loss}: {rep:?}");
+        let retrans = check(&nodes, &want, &format!("sim, loss {loss}"));
+        assert_eq!(
+            retrans > 0,
+            loss > 0.0,
+            "sim, loss {loss}: {retrans} resends"
+        );
+    }
+    let nodes = ring_nodes(v.clone(), mtu, 20_000_000).expect("ring");
+    let mut mem = Mem {
+        mtu: 9216,
+        faults: Faults::default(),
+    };
+    let (nodes, rep) = mem
+        .run(nodes, &Until::workers(n, n + 1, 60_000_000_000))
+        .expect("mem run");
+    assert!(rep.finished, "mem: {rep:?}");
+    check(&nodes, &want, "mem");
+}
+
+#[test]
+fn a_write_to_a_wrong_rkey_lands_nowhere_and_fails_its_receive() {
+    let (n, mtu) = (2usize, 256u32);
+    let v = inputs(n, n * 64, 3);
+    let mut nodes = ring_nodes(v, mtu, 50_000).expect("ring");
+    let peer = nodes[1].worker().expect("worker 1").send.info();
+    // worker 0's receiving QP now registers another rkey than the one worker 1 was told
+    let Node::Worker(h0) = &mut nodes[0] else {
+        unreachable!()
+    };
+    let mut info = h0.recv.info();
+    info.rkey ^= 1;
+    let shape_len = h0.recv.buf().len();
+    let mut forged = inabench_transport::soft::SoftQp::new(
+        [10, 0, 9, 1],
+        info.qpn,
+        info.psn,
+        inabench_transport::soft::Shape {
+            mtu,
+            msg_len: 1,
+            window: 2,
+            messages: 2,
+            rto_ns: 50_000,
+        },
+        info.addr,
+        info.rkey,
+    )
+    .expect("qp");
+    assert_eq!(forged.buf().len(), shape_len);
+    forged
+        .connect(&peer)
+        .expect("connect to worker 1's sending QP");
+    std::mem::swap(&mut h0.recv, &mut forged);
+    h0.ring.post_receives(&mut h0.recv).expect("receives");
+    let mut sim = Sim::new(LinkConfig::gbps100(), n as u32);
+    let (nodes, _) = sim
+        .run(nodes, &Until::workers(n, n + 1, 10_000_000))
+        .expect("sim run");
+    let h0 = nodes[0].worker().expect("worker");
+    assert!(h0.ring.result().is_none(), "no result from refused data");
+    let err = h0.error().expect("the ring stopped");
+    assert!(
+        err.contains(&format!("error: Some({STATUS_REMOTE_ACCESS})")),
+        "{err}"
+    );
+    assert!(h0.recv.access_errors > 0);
+    assert!(
+        h0.recv.buf().iter().all(|b| *b == 0),
+        "nothing written to the buffer"
+    );
+}
