@@ -13,6 +13,13 @@
 //! replica of multicast group 1 (none written: dropped); an IPv4 frame goes to the port its
 //! destination's entry names, or nowhere (`drop`, or no entry: a miss drops); anything else is
 //! dropped.
+//!
+//! With the job tables ([`program::switchml_with_job_tables`]) the same state also configures
+//! SwitchML's aggregation: [`job_table`] reads the job a controller wrote (as the SwitchML
+//! release's controller writes its switch) and [`DataPlane`] runs systems/ina's switch on it,
+//! ahead of the forwarding: a frame `receive_udp` names is aggregated, any other is forwarded
+//! as above (drivers/p4rt/tests/p4runtime_aggregation.rs: p4runtime-shell writes a job, the
+//! suite's SwitchML workers all-reduce through it across veth pairs).
 
 use crate::pb::p4::config::v1::P4Info;
 use crate::pb::p4::v1 as p4;

@@ -9,7 +9,9 @@
 //!   pipeline config, table/register/multicast writes and reads, packet-out into its data plane.
 //! - [`client`]: the driver: connect, become primary, push a pipeline, write, read, packet-out.
 //! - [`dataplane`]: where the software switch forwards a frame, as its tables and multicast
-//!   groups say (the raw fabric's `forward_until` moves the frames).
+//!   groups say (the raw fabric's `forward_until` moves the frames), and `DataPlane`, the switch
+//!   whose SwitchML aggregation the job tables a controller wrote configure (systems/ina's
+//!   switch, `switchml::table`; the raw fabric's `serve_until` runs it on AF_PACKET ports).
 
 pub mod client;
 pub mod codec;
