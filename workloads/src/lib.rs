@@ -25,11 +25,11 @@ pub mod netreduce;
 pub mod p4sgd;
 pub mod probe;
 
-/// The node side of the udp fabric's process-per-node runs: the node processes an emulated
-/// all-reduce spawns run `udp_node::child_main` (the binary's hidden `__fabric-node` command).
-pub use inabench_ina::udp_node;
 /// The node side of the raw fabric's runs (the binary's hidden `__raw-node` command).
 pub use inabench_ina_run::raw_node;
+/// The node side of the udp fabric's process-per-node runs: the node processes an emulated
+/// all-reduce spawns run `udp_node::child_main` (the binary's hidden `__fabric-node` command).
+pub use inabench_ina_run::udp_node;
 
 /// Every workload compiled into this build.
 pub fn all() -> Vec<Box<dyn Workload>> {

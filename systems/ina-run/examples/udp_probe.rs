@@ -8,7 +8,7 @@
 //! run's per-node CPU, per-thread CPU and the threads' time in no node go to stderr. On `udp`
 //! the JSON line also carries the medians over the reps of the switch's CPU time in the run
 //! (all its shards), the workers' (all six, summed) and the switch's scheduler run delay, in ms.
-use inabench_ina::udp_node::{NodeJob, NodeOutcome, Spawn, run_udp};
+use inabench_ina_run::udp_node::{NodeJob, NodeOutcome, Spawn, run_udp};
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();

@@ -12,10 +12,15 @@
 //! - [`training`]: NetReduce's training-throughput model with communication fitted from the
 //!   systems' sim runs, and the emulated class's real gradient exchange (a point's own
 //!   measurement: nothing measured is remembered between calls);
-//! - [`raw_node`]: a Table 6 system on the `raw` fabric, every node a process in a network
+//! - [`udp_node`]: a Table 6 system as a `fabric::Deployment` (its node job and outcome as JSON
+//!   lines, node `i` rebuilt in its own process by `inabench __fabric-node`), run on any fabric
+//!   through the one door (`run_job_on`) or as node processes on loopback or in namespaces
+//!   (`run_udp_placed`, through `fabric::procs::UdpProcesses`, the generic launcher);
+//! - [`raw_node`]: the same jobs on the `raw` fabric, every node a process in a network
 //!   namespace of its own (`inabench __raw-node`), launched by `fabric::procs`.
 
 pub mod collective;
 pub mod conformance;
 pub mod raw_node;
 pub mod training;
+pub mod udp_node;

@@ -7,6 +7,7 @@
 //!
 //! The switch runs as one process (no shards: the `switch_shards` knob is not read here).
 
+use crate::udp_node::{NodeJob, NodeOutcome, node_count, node_outcome, offload_kinds, parse_lines};
 use inabench_fabric::fault::Faults;
 use inabench_fabric::netns::Netns;
 use inabench_fabric::procs::{self, NodeError};
@@ -18,9 +19,6 @@ use inabench_ina::common::AllReduceConfig;
 use inabench_ina::common::SetupNode;
 use inabench_ina::common::System;
 use inabench_ina::system;
-use inabench_ina::udp_node::{
-    NodeJob, NodeOutcome, node_count, node_outcome, offload_kinds, parse_lines,
-};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 use std::path::Path;

@@ -31,7 +31,6 @@ pub mod switchml;
 pub mod switchml_rdma;
 pub mod target;
 pub mod tofino;
-pub mod udp_node;
 
 use common::System;
 pub use error::RunError;

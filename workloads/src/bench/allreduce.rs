@@ -348,7 +348,7 @@ impl Workload for AllReduce {
 const UDP_MAX_WORKERS: usize = 8;
 
 /// One all-reduce of a system of [`inabench_ina::SYSTEMS`] on this host's `udp` fabric: a process
-/// per node on loopback (inabench_ina::udp_node, as netreduce-table6's emulated class runs it;
+/// per node on loopback (inabench_ina_run::udp_node, as netreduce-table6's emulated class runs it;
 /// threads where no node binary is at hand), the same protocol code and parameters as the
 /// simulated cell, every worker's sum checked by the worker against the reference. The time
 /// (`single_time`) is the runner's wall clock from the start signal to the last worker's result
@@ -361,7 +361,7 @@ const UDP_MAX_WORKERS: usize = 8;
 /// records its `unfinished_workers` and no time where the spec declares that metric (it says
 /// so in the leaderboard, never a zero), and fails the point where it does not.
 fn udp_cell(ctx: &mut PointCtx<'_>, sys: &dyn System) -> Result<(), WorkloadError> {
-    use inabench_ina::udp_node::{NodeJob, Spawn, run_udp};
+    use inabench_ina_run::udp_node::{NodeJob, Spawn, run_udp};
     let workers = ctx.positive_count("workers")?;
     if workers > UDP_MAX_WORKERS {
         return refuse(

@@ -18,7 +18,7 @@
 //! over its wall time, in percent of one core.
 
 use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
-use inabench_ina::udp_node::{NodeJob, Spawn, UdpOutcome, run_udp};
+use inabench_ina_run::udp_node::{NodeJob, Spawn, UdpOutcome, run_udp};
 
 pub struct Table1;
 

@@ -10,7 +10,7 @@
 //! [`crate::hostcost`]), charged to every host frame: a simulated point is a function of the
 //! spec, the profile and the seed, nothing measured while it runs.
 //! `emulated` runs the same endpoints on the `udp` fabric, a process per node (see
-//! [`inabench_ina::udp_node`]; CPU is each worker's own threads' time), or with
+//! [`inabench_ina_run::udp_node`]; CPU is each worker's own threads' time), or with
 //! `emulated_fabric: mem` on the `mem` fabric (a thread per node).
 
 use crate::fabric::Emulated;
@@ -268,7 +268,7 @@ impl Workload for Table6 {
     }
 }
 
-/// One all-reduce on the `udp` fabric: a process per node (see [`inabench_ina::udp_node`]), each
+/// One all-reduce on the `udp` fabric: a process per node (see [`inabench_ina_run::udp_node`]), each
 /// worker's CPU its own threads' accounting, every worker's sum checked by the worker itself.
 /// With `raw`, on the raw fabric instead ([`inabench_ina_run::raw_node`]: the same node processes
 /// and outcome, frames through AF_PACKET on veth links between namespaces; root and the binary
@@ -279,7 +279,7 @@ fn run_on_udp(
     faults: Faults,
     raw: bool,
 ) -> Result<(), WorkloadError> {
-    use inabench_ina::udp_node::{NodeJob, Placement, Spawn, run_udp_placed};
+    use inabench_ina_run::udp_node::{NodeJob, Placement, Spawn, run_udp_placed};
     let io = ctx.text("io").unwrap_or_else(|_| "event".into());
     if inabench_fabric::udp::IoModel::parse(&io).is_none() {
         return Err(WorkloadError::Invalid(format!(
@@ -337,10 +337,10 @@ fn run_on_udp(
 fn run_on_raw(
     ctx: &mut PointCtx<'_>,
     cfg: &AllReduceConfig,
-    job: &inabench_ina::udp_node::NodeJob,
-    spawn: &inabench_ina::udp_node::Spawn,
+    job: &inabench_ina_run::udp_node::NodeJob,
+    spawn: &inabench_ina_run::udp_node::Spawn,
 ) -> Result<(), WorkloadError> {
-    use inabench_ina::udp_node::{Spawn, UdpOutcome};
+    use inabench_ina_run::udp_node::{Spawn, UdpOutcome};
     let Spawn::Processes(exe) = spawn else {
         return Err(WorkloadError::Invalid(
             "emulated_fabric raw starts node processes, and there is no inabench binary to start"
@@ -385,7 +385,7 @@ fn run_on_raw(
 fn record_udp_outcome(
     ctx: &mut PointCtx<'_>,
     cfg: &AllReduceConfig,
-    out: inabench_ina::udp_node::UdpOutcome,
+    out: inabench_ina_run::udp_node::UdpOutcome,
 ) -> Result<(), WorkloadError> {
     let workers: Vec<_> = out.nodes.iter().filter(|n| n.is_worker).collect();
     let unfinished = workers.iter().filter(|w| !w.finished).count();

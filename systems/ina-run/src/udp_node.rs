@@ -9,13 +9,13 @@
 //! and prints its [`NodeOutcome`] as one JSON line. A worker checks its own result against the
 //! reference sum before it reports, so a wrong aggregate is known without shipping it back.
 
-use crate::common::{AllReduceConfig, SetupNode, System};
-use crate::drive::system;
-use crate::error::RunError;
 use inabench_fabric::fault::Faults;
 use inabench_fabric::procs::{self, NodeError};
 use inabench_fabric::udp::{self, IoModel, NodeConfig, Steering};
 use inabench_fabric::{BuildError, Deployment, Fabric, FabricReport, Ran};
+use inabench_ina::RunError;
+use inabench_ina::common::{AllReduceConfig, SetupNode, System};
+use inabench_ina::system;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
 use std::net::SocketAddrV4;
@@ -213,8 +213,7 @@ fn child_dyn(input: &mut dyn BufRead, output: &mut dyn Write) -> Result<(), Node
 /// What node `job.node` reports after serving: the fabric's totals and, for a worker, whether its
 /// result is right (checked here, so a wrong aggregate is known without shipping it back), for a
 /// switch its overhead. Shared by the udp and raw node processes.
-#[doc(hidden)]
-pub fn node_outcome(
+pub(crate) fn node_outcome(
     job: &NodeJob,
     cfg: &AllReduceConfig,
     node: &SetupNode,
@@ -256,8 +255,7 @@ pub fn node_outcome(
 }
 
 /// The nodes of `job`'s setup (built with one element: only the count is wanted).
-#[doc(hidden)]
-pub fn node_count(job: &NodeJob) -> Result<usize, RunError> {
+pub(crate) fn node_count(job: &NodeJob) -> Result<usize, RunError> {
     let sys = system(&job.system).ok_or_else(|| RunError::UnknownSystem(job.system.clone()))?;
     Ok(sys
         .build(&AllReduceConfig {
@@ -269,8 +267,7 @@ pub fn node_count(job: &NodeJob) -> Result<usize, RunError> {
 }
 
 /// Process-per-node report lines `(node, line)` as the nodes' outcomes.
-#[doc(hidden)]
-pub fn parse_lines(lines: &[(usize, String)]) -> Result<Vec<NodeOutcome>, RunError> {
+pub(crate) fn parse_lines(lines: &[(usize, String)]) -> Result<Vec<NodeOutcome>, RunError> {
     lines
         .iter()
         .map(|(node, line)| {
@@ -285,8 +282,7 @@ pub fn parse_lines(lines: &[(usize, String)]) -> Result<Vec<NodeOutcome>, RunErr
 
 /// The kinds of socket layer the nodes ran on (several joined by `/` if they differed; empty
 /// for nodes that ran in this process).
-#[doc(hidden)]
-pub fn offload_kinds(outs: &[NodeOutcome]) -> String {
+pub(crate) fn offload_kinds(outs: &[NodeOutcome]) -> String {
     let mut kinds: Vec<String> = outs.iter().map(|o| o.offload.clone()).collect();
     kinds.sort();
     kinds.dedup();
@@ -296,8 +292,8 @@ pub fn offload_kinds(outs: &[NodeOutcome]) -> String {
 /// The switch's shards a run uses (the knob `switch_shards`; each shard an identical switch
 /// program on its own socket and thread or process, as a Tofino splits its work across pipes).
 /// A shard must hold every packet of an aggregation, so only systems whose packets name their
-/// aggregator can be split: [`crate::common::System::switch_shards`] and
-/// [`crate::common::System::shard_key`] (SwitchML by slot, NetReduce by QP; every other system 1).
+/// aggregator can be split: [`inabench_ina::common::System::switch_shards`] and
+/// [`inabench_ina::common::System::shard_key`] (SwitchML by slot, NetReduce by QP; every other system 1).
 pub fn switch_shards(job: &NodeJob) -> usize {
     system(&job.system).map_or(1, |sys| sys.switch_shards(&job.config()))
 }
@@ -360,7 +356,7 @@ pub struct JobDeploy<'a> {
 }
 
 impl<'a> JobDeploy<'a> {
-    /// `job`'s deployment; a job naming no system of [`crate::SYSTEMS`], or one that cannot
+    /// `job`'s deployment; a job naming no system of [`inabench_ina::SYSTEMS`], or one that cannot
     /// be built, is an error.
     pub fn new(job: &'a NodeJob) -> Result<JobDeploy<'a>, RunError> {
         let sys = system(&job.system).ok_or_else(|| RunError::UnknownSystem(job.system.clone()))?;
@@ -561,7 +557,6 @@ mod tests {
 
     #[test]
     fn a_netreduce_node_built_alone_is_the_node_of_the_whole_setup() {
-        use crate::common::SetupNode;
         for shards in [1.0, 2.0] {
             let mut j = job("netreduce", 50_000, "event", 0.0);
             j.timeout_ns = 1_000_000_000_000;
@@ -598,14 +593,14 @@ mod tests {
         assert!(matches!(sys.build_node(&cfg, 3), Ok(SetupNode::Switch(_))));
     }
 
-    /// The one door: every system of [`crate::SYSTEMS`], 4 workers, on `sim`, `mem`, `udp`
+    /// The one door: every system of [`inabench_ina::SYSTEMS`], 4 workers, on `sim`, `mem`, `udp`
     /// threads and `udp` with a process per node (as threads of this test: no node binary here),
     /// each through the same `run_job_on` (`Fabric::run_deployment`): every worker's sum is the
     /// exact reference, and the report's label names the fabric that ran.
     #[test]
     fn one_deployment_runs_on_every_fabric_through_one_door() {
         use inabench_fabric::{FabricChoice, NodeId};
-        let names: Vec<&str> = crate::SYSTEMS.iter().map(|s| s.name()).collect();
+        let names: Vec<&str> = inabench_ina::SYSTEMS.iter().map(|s| s.name()).collect();
         assert!(names.contains(&"netreduce") && names.contains(&"switchml"));
         for sys in names {
             // the RC stream is a transfer between two hosts
@@ -619,7 +614,7 @@ mod tests {
             let mut fabrics: Vec<(Box<dyn Fabric<SetupNode>>, &str, bool)> = vec![
                 (
                     FabricChoice::Sim {
-                        link: crate::drive::sim_link(&cfg),
+                        link: inabench_ina::drive::sim_link(&cfg),
                         switch: cfg.workers as NodeId,
                     }
                     .build(Faults::default(), Vec::new()),
@@ -649,7 +644,8 @@ mod tests {
                     true,
                 ),
             ];
-            let reference = crate::common::reference_sum(cfg.seed, cfg.workers, cfg.elements);
+            let reference =
+                inabench_ina::common::reference_sum(cfg.seed, cfg.workers, cfg.elements);
             assert!(reference.iter().any(|v| *v != 0));
             for (f, label, apart) in &mut fabrics {
                 let run = run_job_on(f.as_mut(), &j).expect(sys);
