@@ -166,6 +166,7 @@ fn serde_json_manifest() -> inabench_core::Manifest {
         points_invalid: 0,
         resumed_from: vec![],
         systems_not_built: vec![],
+        rows_not_here: vec![],
         launcher: None,
         overrides: vec![],
         host_profile: None,

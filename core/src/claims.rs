@@ -600,10 +600,13 @@ pub enum PointState {
 
 /// Why a planned point has no observations, typed from the run's point records to the verdict
 /// (nothing reads a kind back from words); its sentence is what the verdict shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Missing {
     /// This version cannot run the system (the plan left it out).
     NotBuilt,
+    /// The testbed lacks what the system's rows of this class need (the plan left them out of
+    /// this class only): the sentence says what (`needs an FPGA board (XRT)`).
+    NotHere(String),
     /// The point ran and did not finish, and how, as its record says: for its parameter values
     /// ([`FailureKind::BadParameters`]), in its setup (no agent, no such workload:
     /// [`FailureKind::Setup`]), or otherwise ([`FailureKind::Failed`]: the workload's error, a
@@ -616,6 +619,7 @@ pub enum Missing {
 impl fmt::Display for Missing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            Missing::NotHere(why) => return write!(f, "not run on this testbed: {why}"),
             Missing::NotBuilt => "this version cannot run the system",
             Missing::Failed(FailureKind::BadParameters) => {
                 "the point failed for its parameter values"
@@ -2009,6 +2013,10 @@ mod tests {
         let o = vec![obs("a", "wrong", &[("loss", 0.0)], 0.0)];
         for (kind, says) in [
             (Missing::NotBuilt, "this version cannot run the system"),
+            (
+                Missing::NotHere("needs an FPGA board (XRT)".into()),
+                "not run on this testbed: needs an FPGA board (XRT)",
+            ),
             (Missing::Failed(FailureKind::Failed), "the point failed"),
             (
                 Missing::Failed(FailureKind::BadParameters),

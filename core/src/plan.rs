@@ -30,6 +30,19 @@ pub struct Plan {
     pub fidelities: Vec<Fidelity>,
     pub points: Vec<Point>,
     pub estimated_seconds: f64,
+    /// The rows of a class the plan does not run here, and why (a testbed without the devices a
+    /// system's `hardware` rows need): left out of [`Plan::entries`], recorded in the manifest,
+    /// and judged `not checkable here` with their sentence, never dropped silently.
+    pub not_here: Vec<NotHere>,
+}
+
+/// One system's rows of one class that this testbed cannot run.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NotHere {
+    pub fidelity: Fidelity,
+    pub system: String,
+    /// What is missing, as a sentence: `needs an FPGA board (XRT)`.
+    pub why: String,
 }
 
 /// One unit of a run: a point in one class.
@@ -52,18 +65,62 @@ pub fn run_key(fidelity: Fidelity, point_id: &str) -> String {
 }
 
 impl Plan {
-    /// Every (class, point) of the run in the order it runs: class by class, best first.
+    /// Every (class, point) of the run in the order it runs: class by class, best first; the
+    /// rows [`Plan::not_here`] lists are not among them.
     pub fn entries(&self) -> Vec<Entry<'_>> {
         self.fidelities
             .iter()
             .flat_map(|f| {
-                self.points.iter().map(move |p| Entry {
-                    fidelity: *f,
-                    point: p,
-                })
+                self.points
+                    .iter()
+                    .filter(move |p| self.why_not_here(*f, &p.system).is_none())
+                    .map(move |p| Entry {
+                        fidelity: *f,
+                        point: p,
+                    })
             })
             .collect()
     }
+
+    /// Why a system's rows of a class do not run here (None: they run).
+    pub fn why_not_here(&self, fidelity: Fidelity, system: &str) -> Option<&str> {
+        why_not_here(&self.not_here, fidelity, system)
+    }
+
+    /// Leave out of the `class` rows every system for which `lacks` names what this testbed
+    /// lacks (`needs ...`); the other classes and systems keep every row.
+    pub fn leave_out(&mut self, class: Fidelity, lacks: impl Fn(&str) -> Option<String>) {
+        if !self.fidelities.contains(&class) {
+            return;
+        }
+        let mut out: Vec<NotHere> = Vec::new();
+        for p in &self.points {
+            let s = p.system.as_str();
+            if why_not_here(&out, class, s).is_none()
+                && why_not_here(&self.not_here, class, s).is_none()
+                && let Some(why) = lacks(s)
+            {
+                out.push(NotHere {
+                    fidelity: class,
+                    system: s.to_string(),
+                    why,
+                });
+            }
+        }
+        self.not_here.extend(out);
+    }
+}
+
+/// Why `system`'s rows of `fidelity` are in `not_here` (a manifest's `rows_not_here`).
+pub fn why_not_here<'a>(
+    not_here: &'a [NotHere],
+    fidelity: Fidelity,
+    system: &str,
+) -> Option<&'a str> {
+    not_here
+        .iter()
+        .find(|n| n.fidelity == fidelity && n.system == system)
+        .map(|n| n.why.as_str())
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -280,6 +337,7 @@ pub fn plan_classes(
         fidelities,
         points,
         estimated_seconds,
+        not_here: Vec::new(),
     })
 }
 
@@ -355,6 +413,53 @@ mod tests {
         assert_eq!(p.fidelities, vec![Fidelity::Simulated, Fidelity::Modelled]);
         assert!(plan_classes(&s, "quick", &[Fidelity::Emulated], &both).is_err());
         assert!(plan_classes(&s, "quick", &[], &[Fidelity::Hardware]).is_err());
+    }
+
+    /// A class's rows of a system the testbed cannot run leave that class's entries only, each
+    /// with its sentence; the other class keeps every row.
+    #[test]
+    fn rows_left_out_of_one_class_keep_their_reason() {
+        let s = fig7();
+        let both = [Fidelity::Simulated, Fidelity::Modelled];
+        let mut p = plan_classes(&s, "quick", &[], &both).expect("plan");
+        let n = p.points.len();
+        let sys: Vec<String> = s.systems.clone();
+        let per_system = p.points.iter().filter(|q| q.system == sys[0]).count();
+        p.leave_out(Fidelity::Simulated, |x| {
+            (x == sys[0]).then(|| "needs a GPU (CUDA)".to_string())
+        });
+        // asked twice (a resume): no second entry
+        p.leave_out(Fidelity::Simulated, |x| {
+            (x == sys[0]).then(|| "needs a GPU (CUDA)".to_string())
+        });
+        assert_eq!(
+            p.not_here,
+            vec![NotHere {
+                fidelity: Fidelity::Simulated,
+                system: sys[0].clone(),
+                why: "needs a GPU (CUDA)".into()
+            }]
+        );
+        let e = p.entries();
+        assert_eq!(e.len(), 2 * n - per_system);
+        assert!(
+            !e.iter()
+                .any(|x| x.fidelity == Fidelity::Simulated && x.point.system == sys[0])
+        );
+        assert_eq!(
+            e.iter()
+                .filter(|x| x.fidelity == Fidelity::Modelled && x.point.system == sys[0])
+                .count(),
+            per_system
+        );
+        assert_eq!(
+            p.why_not_here(Fidelity::Simulated, &sys[0]),
+            Some("needs a GPU (CUDA)")
+        );
+        assert_eq!(p.why_not_here(Fidelity::Modelled, &sys[0]), None);
+        // a class the plan does not run is left alone
+        p.leave_out(Fidelity::Hardware, |_| Some("needs everything".into()));
+        assert_eq!(p.not_here.len(), 1);
     }
 
     #[test]

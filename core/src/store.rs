@@ -12,14 +12,12 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-/// A measurement row, in the long format of ARCHITECTURE.md.
+/// A measurement row, in the long format of ARCHITECTURE.md. The run's constants (its id, the
+/// experiment) are not a row's: the manifest (and `Event::RunStarted`) carry them, and the
+/// parquet export writes them from the manifest. Lines of older folders that repeat them still
+/// read (the fields are ignored).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
-    /// Not written to `rows.jsonl` (it is the run's, in the manifest); filled in when read.
-    #[serde(default)]
-    pub run_id: String,
-    #[serde(default)]
-    pub experiment: String,
     pub point_id: String,
     pub system: String,
     pub fidelity: Fidelity,
@@ -143,6 +141,11 @@ pub struct Manifest {
     /// Systems of the spec this version cannot run yet (left out of the plan).
     #[serde(default)]
     pub systems_not_built: Vec<String>,
+    /// The rows of a class the plan left out because the testbed lacks what they need (a
+    /// system's `hardware` rows without its devices), with the sentence: judged `not checkable
+    /// here`, never dropped silently.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rows_not_here: Vec<crate::plan::NotHere>,
     /// The launcher that started the processes of the run (`local`, `ssh`, `slurm`); None: the
     /// points ran in the runner's process.
     #[serde(default)]
@@ -310,40 +313,20 @@ impl RunWriter {
         })
     }
 
-    /// Append a row without copying it. The run id and experiment are the run's (they are in
-    /// the manifest), so they are not repeated on every line: `read_rows` fills them in.
+    /// Append a row without copying it (the line `append(&Record::Row(..))` writes).
     pub fn append_row(&mut self, row: &Row) -> Result<(), StoreError> {
         #[derive(Serialize)]
-        struct RowRef<'a> {
+        struct Tagged<'a> {
             kind: &'static str,
-            point_id: &'a str,
-            system: &'a str,
-            fidelity: Fidelity,
-            fabric: &'a str,
-            params: &'a Params,
-            repetition: u32,
-            metric: &'a str,
-            value: f64,
-            unit: &'a str,
-            timestamp: f64,
+            #[serde(flatten)]
+            row: &'a Row,
         }
-        let r = RowRef {
-            kind: "row",
-            point_id: &row.point_id,
-            system: &row.system,
-            fidelity: row.fidelity,
-            fabric: &row.fabric,
-            params: &row.params,
-            repetition: row.repetition,
-            metric: &row.metric,
-            value: row.value,
-            unit: &row.unit,
-            timestamp: row.timestamp,
-        };
         let path = || self.dir.join(ROWS_FILE);
-        serde_json::to_writer(&mut self.rows, &r).map_err(|e| StoreError::Io {
-            path: path(),
-            error: e.into(),
+        serde_json::to_writer(&mut self.rows, &Tagged { kind: "row", row }).map_err(|e| {
+            StoreError::Io {
+                path: path(),
+                error: e.into(),
+            }
         })?;
         self.rows.write_all(b"\n").map_err(|e| StoreError::Io {
             path: path(),
@@ -525,18 +508,7 @@ pub fn read_rows(dir: &Path) -> Result<Stored, StoreError> {
             }
         }
     }
-    // rows written by `append_row` leave the run's id and experiment to the manifest
-    let (run_id, experiment) = match read_manifest(dir) {
-        Ok(m) => (m.run_id, m.experiment),
-        Err(_) => (String::new(), String::new()),
-    };
-    for mut r in all {
-        if r.run_id.is_empty() {
-            r.run_id.clone_from(&run_id);
-        }
-        if r.experiment.is_empty() {
-            r.experiment.clone_from(&experiment);
-        }
+    for r in all {
         // multi-class runs key their point records by class and point id; older runs by the id
         if st
             .done
@@ -728,8 +700,6 @@ mod tests {
         let mut params = Params::new();
         params.insert("P".into(), Scalar::Int(32));
         Row {
-            run_id: "r".into(),
-            experiment: "netreduce-fig7".into(),
             point_id: point.into(),
             system: "flat_ring".into(),
             fidelity: Fidelity::Modelled,
@@ -824,6 +794,7 @@ mod tests {
             points_invalid: 0,
             resumed_from: vec![],
             systems_not_built: vec![],
+            rows_not_here: vec![],
             launcher: None,
             overrides: vec![],
             host_profile: None,

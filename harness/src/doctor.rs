@@ -400,16 +400,45 @@ impl Devices {
     }
 }
 
+/// What this testbed lacks for `system`'s `hardware` rows of `spec`, as the sentence a row left
+/// out shows (`needs an FPGA board (XRT), a GPU (CUDA)`); None: it has all of it.
+pub fn lacks_for_rows(spec: &Spec, system: &str, devices: &Devices) -> Option<String> {
+    let missing = devices.missing(&hardware_needs_of(spec, system));
+    (!missing.is_empty()).then(|| {
+        format!(
+            "needs {}",
+            missing
+                .iter()
+                .map(|n| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
+/// The systems of `spec` whose `hardware` rows this testbed can run (it has every device their
+/// row needs), in the spec's order.
+pub fn equipped_systems<'a>(spec: &'a Spec, devices: &Devices) -> Vec<&'a str> {
+    spec.systems
+        .iter()
+        .filter(|s| lacks_for_rows(spec, s, devices).is_none())
+        .map(String::as_str)
+        .collect()
+}
+
 /// The classes the planner may choose from for `spec` run by a workload implementing
-/// `implemented`: all of them, except `hardware` when a device the experiment needs is missing.
+/// `implemented`: all of them, except `hardware` when the testbed lacks a device of every
+/// system's rows. Rows are chosen per system: where some systems' rows have their devices and
+/// others' do not, `hardware` is planned and the runner leaves the others' rows out of it
+/// (`Plan::leave_out` with [`lacks_for_rows`]: `not checkable here` with what they need).
 /// The runner passes the workload's classes to [`inabench_core::plan::plan`]; this is that list
 /// with the testbed's devices applied.
 pub fn planner_classes(spec: &Spec, implemented: &[Fidelity], devices: &Devices) -> Vec<Fidelity> {
-    let needs = hardware_needs(spec);
+    let any = !equipped_systems(spec, devices).is_empty();
     implemented
         .iter()
         .copied()
-        .filter(|f| *f != Fidelity::Hardware || devices.missing(&needs).is_empty())
+        .filter(|f| *f != Fidelity::Hardware || any)
         .collect()
 }
 
@@ -481,6 +510,18 @@ pub fn verdict(spec: &Spec, implemented: Option<&[Fidelity]>, devices: &Devices)
                     spec.workload.as_deref().unwrap_or(""),
                     join(implemented.iter().map(|f| f.as_str()))
                 );
+                if f == Fidelity::Hardware {
+                    let left: Vec<String> = spec
+                        .systems
+                        .iter()
+                        .filter_map(|s| {
+                            lacks_for_rows(spec, s, devices).map(|w| format!("{s}'s rows {w}"))
+                        })
+                        .collect();
+                    if !left.is_empty() {
+                        v.reason += &format!("; not checkable here: {}", left.join("; "));
+                    }
+                }
             }
             Err(e) => v.reason = e.to_string(),
         }

@@ -206,30 +206,38 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
     // The classes the planner may pick: the workload's, with `hardware` only when the devices the
     // experiment needs were found by the probes `inabench doctor` prints (so the two agree).
     let implemented = workload.fidelities();
-    let (classes, devices_note) = if implemented.contains(&Fidelity::Hardware) {
-        let devices = crate::doctor::Devices::from_checks(&crate::doctor::checks(Some(&tb)));
-        let missing = devices.missing(&crate::doctor::hardware_needs(spec));
-        let note = if missing.is_empty() {
-            "the testbed has the devices hardware needs".to_string()
-        } else {
-            format!(
-                "hardware needs {}",
-                missing
-                    .iter()
-                    .map(|n| n.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+    let devices = implemented
+        .contains(&Fidelity::Hardware)
+        .then(|| crate::doctor::Devices::from_checks(&crate::doctor::checks(Some(&tb))));
+    let (classes, devices_note) = match &devices {
+        Some(devices) => {
+            let missing = devices.missing(&crate::doctor::hardware_needs(spec));
+            let note = if missing.is_empty() {
+                "the testbed has the devices hardware needs".to_string()
+            } else if crate::doctor::equipped_systems(spec, devices).is_empty() {
+                format!(
+                    "hardware needs {}",
+                    missing
+                        .iter()
+                        .map(|n| n.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            } else {
+                format!(
+                    "hardware runs the rows whose devices the testbed has: {}",
+                    crate::doctor::equipped_systems(spec, devices).join(", ")
+                )
+            };
+            (
+                crate::doctor::planner_classes(spec, implemented, devices),
+                note,
             )
-        };
-        (
-            crate::doctor::planner_classes(spec, implemented, &devices),
-            note,
-        )
-    } else {
-        (
+        }
+        None => (
             implemented.to_vec(),
             "this binary has no hardware path for it".to_string(),
-        )
+        ),
     };
     let mut plan = plan::plan_classes(spec, &profile, &asked, &classes)?;
     let not_built: Vec<String> = match workload.systems() {
@@ -242,6 +250,9 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         None => Vec::new(),
     };
     plan.points.retain(|p| !not_built.contains(&p.system));
+    if let Some(devices) = &devices {
+        choose_rows(spec, &mut plan, devices);
+    }
     let class_list = plan
         .fidelities
         .iter()
@@ -349,6 +360,7 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         points_invalid: 0,
         resumed_from,
         systems_not_built: not_built,
+        rows_not_here: plan.not_here.clone(),
         launcher: req.placement.launcher_name().map(str::to_string),
         host_profile: req.host_profile.as_ref().map(|h| h.label()),
         overrides: req.overrides.clone(),
@@ -379,6 +391,21 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         fresh,
         _lock: lock,
     })
+}
+
+/// Choose the rows of a hardware run: the `hardware` class runs only the rows of the systems
+/// whose devices (`system_devices`, else `testbed_devices`) the testbed has; every other
+/// system's hardware rows are left out with what they need (`needs a RoCE NIC (verbs)`), which
+/// the manifest records and the report judges `not checkable here`. Other classes keep every
+/// row.
+pub fn choose_rows(
+    spec: &inabench_core::spec::Spec,
+    plan: &mut Plan,
+    devices: &crate::doctor::Devices,
+) {
+    plan.leave_out(Fidelity::Hardware, |s| {
+        crate::doctor::lacks_for_rows(spec, s, devices)
+    });
 }
 
 /// How a run ended.
@@ -529,6 +556,16 @@ pub fn execute_with(
             })
             .collect(),
     });
+    for n in &p.plan.not_here {
+        batch.push(Event::Log {
+            level: LogLevel::Warn,
+            source: "runner".into(),
+            message: format!(
+                "[{}] {}: not checkable here, not run on this testbed: {}",
+                n.fidelity, n.system, n.why
+            ),
+        });
+    }
     if !p.done.is_empty() {
         batch.push(Event::Log {
             level: LogLevel::Info,
@@ -1014,4 +1051,122 @@ pub fn cpu_ticks(pid: u32) -> Option<f64> {
     let utime: f64 = f.get(11)?.parse().ok()?;
     let stime: f64 = f.get(12)?.parse().ok()?;
     Some(utime + stime)
+}
+
+#[cfg(test)]
+mod row_tests {
+    use super::*;
+    use crate::doctor::{Devices, Need};
+    use inabench_core::claims::{Missing, PointState};
+    use inabench_core::plan::NotHere;
+
+    /// netreduce-table1 with `dpdk` left to the paper's whole testbed (testbed_devices: an FPGA,
+    /// RoCE NICs, GPUs): its other three systems need a RoCE NIC only.
+    fn table1_mixed() -> inabench_core::spec::Spec {
+        let text = include_str!("../../experiments/netreduce/table1.yaml");
+        let mixed = text.replacen("  dpdk: [rdma]\n", "", 1);
+        assert_ne!(mixed, text, "table1.yaml lists dpdk's devices");
+        inabench_core::spec::Spec::from_yaml(std::path::Path::new("table1.yaml"), &mixed)
+            .expect("valid")
+    }
+
+    /// A testbed with only RoCE NICs runs the hardware rows of the systems that need nothing
+    /// more and marks the others' with what they need; the emulated class keeps every row; the
+    /// report reads those rows as `not checkable here` with the sentence.
+    #[test]
+    fn a_testbed_with_only_rdma_runs_the_rows_it_can_and_marks_the_others() {
+        let spec = table1_mixed();
+        let rdma = Devices {
+            found: [Need::Rdma].into_iter().collect(),
+        };
+        let implemented = [Fidelity::Hardware, Fidelity::Emulated];
+        let classes = crate::doctor::planner_classes(&spec, &implemented, &rdma);
+        assert_eq!(
+            classes, implemented,
+            "hardware is planned: some rows can run"
+        );
+        let mut plan = plan::plan_classes(&spec, "quick", &[], &classes).expect("plan");
+        choose_rows(&spec, &mut plan, &rdma);
+        let why = "needs an FPGA board (XRT), a GPU (CUDA)";
+        assert_eq!(
+            plan.not_here,
+            vec![NotHere {
+                fidelity: Fidelity::Hardware,
+                system: "dpdk".into(),
+                why: why.into(),
+            }]
+        );
+        let systems = |f: Fidelity| -> BTreeSet<String> {
+            plan.entries()
+                .iter()
+                .filter(|e| e.fidelity == f)
+                .map(|e| e.point.system.clone())
+                .collect()
+        };
+        assert_eq!(
+            systems(Fidelity::Hardware),
+            ["event_driven", "parallel_dma", "roce"]
+                .map(String::from)
+                .into()
+        );
+        assert_eq!(
+            systems(Fidelity::Emulated),
+            ["dpdk", "event_driven", "parallel_dma", "roce"]
+                .map(String::from)
+                .into()
+        );
+        let per_system = plan.points.iter().filter(|p| p.system == "dpdk").count();
+        assert_eq!(plan.entries().len(), 2 * plan.points.len() - per_system);
+        // the manifest keeps them and the report judges them with the sentence
+        let d = tempfile::tempdir().expect("tmp");
+        let m: inabench_core::store::Manifest = serde_json::from_value(serde_json::json!({
+            "run_id": "t", "experiment": spec.id, "title": "", "spec_file": "",
+            "spec_sha256": "", "profile": "quick", "fidelity": "hardware",
+            "fidelities": ["hardware", "emulated"], "fabric": "", "seed": 1,
+            "git_revision": "", "inabench_version": "", "command": [],
+            "host": serde_json::to_value(inabench_core::store::HostFacts::default())
+                .expect("host"),
+            "testbed": "", "testbed_sha256": "", "drivers": [], "fidelity_reason": "",
+            "started": "", "finished": null, "elapsed_s": 0.0, "status": "complete",
+            "points_total": 0, "points_done": 0, "points_failed": 0,
+            "rows_not_here": serde_json::to_value(&plan.not_here).expect("rows"),
+        }))
+        .expect("manifest");
+        store::write_manifest(d.path(), &m).expect("write");
+        let back = store::read_manifest(d.path()).expect("read");
+        assert_eq!(back.rows_not_here, plan.not_here);
+        let states =
+            inabench_report::analysis::PlanStates::of_run(d.path(), &spec, &back).expect("states");
+        let state = |f: Fidelity, s: &str| -> Vec<PointState> {
+            states.by_class[&f]
+                .iter()
+                .filter(|p| p.system == s)
+                .map(|p| p.state.clone())
+                .collect()
+        };
+        let dpdk = state(Fidelity::Hardware, "dpdk");
+        assert_eq!(dpdk.len(), per_system);
+        for st in dpdk {
+            let PointState::Missing(m) = st else {
+                panic!("{st:?}")
+            };
+            assert_eq!(m, Missing::NotHere(why.into()));
+            assert_eq!(
+                m.to_string(),
+                "not run on this testbed: needs an FPGA board (XRT), a GPU (CUDA)"
+            );
+        }
+        // the rows that were planned and not run read as never run, not as not here
+        assert!(
+            state(Fidelity::Hardware, "roce")
+                .iter()
+                .chain(&state(Fidelity::Emulated, "dpdk"))
+                .all(|s| *s == PointState::Missing(Missing::Interrupted))
+        );
+        // a testbed with no RoCE NIC plans no hardware class at all
+        assert_eq!(
+            crate::doctor::planner_classes(&spec, &implemented, &Devices::default()),
+            [Fidelity::Emulated]
+        );
+    }
 }
