@@ -73,6 +73,13 @@ fn ring_over_the_trait_on_the_software_stack_sums_exactly_on_sim_and_mem() {
             .run(nodes, &Until::workers(n, n + 1, 5_000_000_000))
             .expect("sim run");
         assert!(rep.finished, "sim, loss {loss}: {rep:?}");
+        // every step's WRITE crossed the switch as its 8 packets (and their ACKs came back)
+        let data = (n * 2 * (n - 1) * 8) as u64;
+        assert!(
+            rep.nodes[n].frames_rx > data,
+            "sim, loss {loss}: the switch saw {} frames, fewer than the {data} data packets and their ACKs",
+            rep.nodes[n].frames_rx
+        );
         let retrans = check(&nodes, &want, &format!("sim, loss {loss}"));
         assert_eq!(
             retrans > 0,
