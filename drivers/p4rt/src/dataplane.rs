@@ -719,4 +719,84 @@ mod tests {
         assert!(matches!(sw.job_table(), Err(DataplaneError::NoPipeline)));
         assert_eq!(TableSwitch::new(9, &t).err(), Some(TableError::NoGroup(1)));
     }
+
+    #[test]
+    fn the_data_plane_aggregates_what_receive_udp_names_and_forwards_the_rest() {
+        use inabench_ina::common::{AllReduceConfig, System};
+        let rule = |w: u16| Rule {
+            src_mac: Masked::default(),
+            src_ip: Masked::exact(0x0a00_0101 + u64::from(w), 32),
+            udp_dst_port: Masked {
+                value: 0xbee0,
+                mask: 0xfff0,
+            },
+            priority: 1,
+            action: RuleAction::Worker {
+                id: w,
+                num_workers: 2,
+                mgid: 1,
+                bitmap: 1 << w,
+            },
+        };
+        let table = JobTable {
+            rules: vec![rule(0), rule(1)],
+            results: (0..2u8)
+                .map(|w| (u16::from(w), ([2, 0, 0, 1, 0, w + 1], [10, 0, 1, w + 1])))
+                .collect(),
+            // worker 1's results on two ports
+            groups: BTreeMap::from([(1, vec![(0, 0), (1, 1), (1, 3)])]),
+            slots: 8,
+            lanes: 48,
+        };
+        let mut dp = DataPlane {
+            id: 7,
+            forwarding: Forwarding {
+                routes: HashMap::from([([10, 0, 1, 9], Route::Forward(5))]),
+                groups: BTreeMap::new(),
+            },
+            job: Some(TableSwitch::new(7, &table).expect("a job")),
+            out: VecDeque::new(),
+            forwarded: 0,
+            dropped: 0,
+        };
+        assert_eq!(dp.workers(), Some(2));
+        let cfg = AllReduceConfig {
+            workers: 2,
+            elements: 48 * 8,
+            seed: 3,
+            line_rate_bps: 100e9,
+            mtu: 1500,
+            timeout_ns: 1_000_000,
+            knobs: vec![],
+        };
+        let mut workers = inabench_ina::switchml::SwitchMl
+            .build(&cfg)
+            .expect("build")
+            .workers;
+        for (w, wk) in workers.iter_mut().enumerate() {
+            let f = wk.poll_transmit(0).expect("a frame").bytes;
+            dp.handle_packet(0, w as NodeId, &f);
+        }
+        let mut out = Vec::new();
+        while let Some(t) = dp.poll_transmit(0) {
+            out.push((t.to, t.bytes[29], t.bytes[33]));
+        }
+        // chunk 0 complete: a copy per replica, each with its worker's address (source the
+        // switch's node address, 10.0.1.3)
+        assert_eq!(out, vec![(0, 3, 1), (1, 3, 2), (3, 3, 2)]);
+        let uni = [2, 0, 0, 0, 0, 1];
+        dp.handle_packet(0, 2, &frame(uni, [10, 0, 1, 9]));
+        assert_eq!(dp.poll_transmit(0).map(|t| t.to), Some(5), "forwarded");
+        dp.handle_packet(0, 2, &frame(uni, [10, 0, 1, 77]));
+        assert!(dp.poll_transmit(0).is_none(), "a miss of both tables");
+        let c = dp.counters();
+        for k in [
+            ("forwarded", 1),
+            ("dropped", 1),
+            ("aggregated_in", 2),
+            ("misses", 2),
+        ] {
+            assert!(c.contains(&k), "{k:?} in {c:?}");
+        }
+    }
 }

@@ -570,6 +570,65 @@ mod tests {
         );
     }
 
+    /// Frames off the network that are not a worker's (random bytes; a worker's frame cut; a
+    /// worker's frame with a byte flipped, from another MAC): no panic, only frames an entry
+    /// names reach the aggregation, and the job still sums exactly afterwards.
+    #[test]
+    fn junk_frames_neither_panic_nor_disturb_the_job() {
+        use inabench_rng::SplitMix64;
+        let c = cfg(2);
+        let mut sw = TableSwitch::new(2, &table(2)).expect("a job");
+        let mut g = SplitMix64::new(36);
+        let mut other = cfg(2);
+        other.seed = 5;
+        let valid = {
+            let mut w = SwitchMl.build(&other).expect("build").workers;
+            w[1].poll_transmit(0).expect("a frame").bytes
+        };
+        let mut junk = Vec::new();
+        for i in 0..3000 {
+            let r = g.next_u64();
+            let f = match i % 3 {
+                0 => (0..(r % 300) as usize)
+                    .map(|_| g.next_u64() as u8)
+                    .collect(),
+                1 => valid[..(r as usize) % valid.len()].to_vec(),
+                _ => {
+                    let mut f = valid.clone();
+                    let at = (r as usize >> 8) % f.len();
+                    f[at] ^= (r as u8) | 1;
+                    // a flip in the source MAC or IP leaves the frame no entry's
+                    f[11] = 0x77;
+                    f
+                }
+            };
+            junk.push(f);
+        }
+        let res = run(&mut sw, &c, &junk);
+        let want = reference_sum(c.seed, 2, c.elements);
+        assert!(res.iter().all(|r| r.as_deref() == Some(&want[..])));
+        let got = |k: &str| {
+            sw.counters()
+                .into_iter()
+                .find(|(n, _)| *n == k)
+                .map(|x| x.1)
+        };
+        // the random and re-addressed frames are misses, and the cut ones too short to hold
+        // a UDP destination port; the other cut ones come from worker 1's address, reach the
+        // aggregation (the worker field rewritten where the frame still has one) and are
+        // dropped there as malformed, beside the job's 2 x 385 packets
+        let named = junk
+            .iter()
+            .skip(1)
+            .step_by(3)
+            .filter(|f| f.len() >= 14 + 20 + 4)
+            .count() as u64;
+        assert!(named > 500, "{named}");
+        assert_eq!(got("misses"), Some(3000 - named));
+        assert_eq!(got("aggregated_in"), Some(named + 2 * 385));
+        assert_eq!(got("mixed_rounds"), Some(0));
+    }
+
     #[test]
     fn a_table_that_cannot_run_a_job_says_why() {
         let err = |t: &JobTable| TableSwitch::new(3, t).err();
