@@ -83,8 +83,6 @@ fn report(c: &mut Criterion) {
         for (mi, metric) in metrics.iter().enumerate() {
             for rep in 0..100u32 {
                 let row = Row {
-                    run_id: "bench".into(),
-                    experiment: "netreduce-fig7".into(),
                     point_id: pid.clone(),
                     system: system.into(),
                     fidelity: Fidelity::Modelled,

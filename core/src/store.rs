@@ -837,32 +837,43 @@ mod tests {
         assert_eq!(again.dropped_rows, 0);
     }
 
+    /// A row's line holds no run constants (the manifest has them): `append_row` writes what
+    /// `append(&Record::Row(..))` writes, and a line of an older folder that repeats the run's
+    /// id and experiment still reads, to the same row.
     #[test]
-    fn compact_rows_take_run_id_and_experiment_from_the_manifest() {
+    fn rows_carry_no_run_constants_and_old_lines_still_read() {
         let d = tempfile::tempdir().expect("tmp");
-        let mut m = manifest("run-7", "2026-01-01");
-        m.experiment = "netreduce-fig7".into();
-        write_manifest(d.path(), &m).expect("manifest");
         let mut w = RunWriter::open(d.path()).expect("open");
         w.append_row(&row("a", 0, 3.5)).expect("row");
-        w.append(&Record::PointDone {
-            point_id: "a".into(),
-            ok: true,
-            error: None,
-            wrong: false,
-            failure: None,
-        })
-        .expect("done");
+        w.append(&Record::Row(row("a", 0, 3.5))).expect("row");
         w.flush().expect("flush");
-        let line = std::fs::read_to_string(d.path().join(ROWS_FILE)).expect("rows");
+        let text = std::fs::read_to_string(d.path().join(ROWS_FILE)).expect("rows");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0], lines[1]);
         assert!(
-            !line.contains("run_id"),
-            "constant columns are not repeated: {line}"
+            lines[0].starts_with(r#"{"kind":"row","point_id":"a","#),
+            "{}",
+            lines[0]
         );
-        let st = read_rows(d.path()).expect("read");
-        let mut expect = row("a", 0, 3.5);
-        expect.run_id = "run-7".into();
-        assert_eq!(st.rows, vec![expect]);
+        assert!(
+            !lines[0].contains("run_id") && !lines[0].contains("experiment"),
+            "{}",
+            lines[0]
+        );
+        let old = tempfile::tempdir().expect("tmp");
+        std::fs::write(
+            old.path().join(ROWS_FILE),
+            concat!(
+                r#"{"kind":"row","run_id":"run-7","experiment":"netreduce-fig7","point_id":"a","system":"flat_ring","fidelity":"modelled","fabric":"model","params":{"P":32},"repetition":1,"metric":"comm_time","value":3.5,"unit":"ms","timestamp":1.0}"#,
+                "\n",
+                r#"{"kind":"point_done","point_id":"a","ok":true,"error":null}"#,
+                "\n",
+            ),
+        )
+        .expect("write");
+        let st = read_rows(old.path()).expect("an old folder loads");
+        assert_eq!(st.rows, vec![row("a", 1, 3.5)]);
     }
 
     /// A point_done record keeps how the point failed; one written before the field (an old

@@ -208,8 +208,6 @@ impl<'a> PointCtx<'a> {
         }
         // a stored row is also the views' live sample (no second copy)
         let row = Row {
-            run_id: self.run_id.to_string(),
-            experiment: self.experiment.to_string(),
             point_id: self.point.id.clone(),
             system: system.to_string(),
             fidelity: self.fidelity,

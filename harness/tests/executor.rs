@@ -23,8 +23,6 @@ fn entry() -> Entry {
 
 fn row(point_id: &str, value: f64) -> Event {
     Event::Row(Row {
-        run_id: "r".into(),
-        experiment: "netreduce-probe".into(),
         point_id: point_id.into(),
         system: "probe".into(),
         fidelity: Fidelity::Functional,

@@ -47,8 +47,6 @@ fn request(results: &Path, resume: Option<PathBuf>) -> RunRequest {
 
 fn row(point_id: &str, value: f64) -> Event {
     Event::Row(Row {
-        run_id: "r".into(),
-        experiment: "netreduce-probe".into(),
         point_id: point_id.into(),
         system: "probe".into(),
         fidelity: Fidelity::Functional,

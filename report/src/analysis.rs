@@ -182,7 +182,7 @@ impl ColumnData {
 /// Named columns, in file order.
 type Columns = Vec<(String, ColumnData)>;
 
-fn measurement_columns(rows: &[Row]) -> (Columns, Columns) {
+fn measurement_columns(rows: &[Row], run: &Manifest) -> (Columns, Columns) {
     use inabench_core::value::Scalar;
     let text = |f: fn(&Row) -> &str| {
         ColumnData::Text(rows.iter().map(|r| Some(f(r).to_string())).collect())
@@ -220,9 +220,11 @@ fn measurement_columns(rows: &[Row]) -> (Columns, Columns) {
         };
         params.push((name.to_string(), data));
     }
+    // the run's constants, repeated on every row of the long format (a row does not carry them)
+    let constant = |v: &str| ColumnData::Text(vec![Some(v.to_string()); rows.len()]);
     let head = vec![
-        ("run_id".to_string(), text(|r| &r.run_id)),
-        ("experiment".to_string(), text(|r| &r.experiment)),
+        ("run_id".to_string(), constant(&run.run_id)),
+        ("experiment".to_string(), constant(&run.experiment)),
         ("point_id".to_string(), text(|r| &r.point_id)),
         ("system".to_string(), text(|r| &r.system)),
         ("fidelity".to_string(), text(|r| r.fidelity.as_str())),
@@ -255,11 +257,12 @@ fn measurement_columns(rows: &[Row]) -> (Columns, Columns) {
     (top, params)
 }
 
-/// Write `rows` as `measurements.parquet` to `out` (snappy-compressed pages), the run's
-/// constants `kv` in the file's key-value metadata. Returns the number of rows.
+/// Write `rows` as `measurements.parquet` to `out` (snappy-compressed pages): the run's id and
+/// experiment from `run` as columns, its constants also in the file's key-value metadata.
+/// Returns the number of rows.
 pub fn write_parquet(
     rows: &[Row],
-    kv: Vec<(String, String)>,
+    run: &Manifest,
     out: impl std::io::Write + Send,
 ) -> Result<usize, ReportError> {
     use parquet::basic::Compression;
@@ -268,7 +271,7 @@ pub fn write_parquet(
     use parquet::file::writer::SerializedFileWriter;
     use parquet::schema::types::Type;
     use std::sync::Arc;
-    let (top, params) = measurement_columns(rows);
+    let (top, params) = measurement_columns(rows, run);
     let mut fields = Vec::new();
     for (name, data) in &top {
         if name == "params" {
@@ -323,7 +326,7 @@ pub fn write_parquet(
         col.close()?;
     }
     rg.close()?;
-    for (k, v) in kv {
+    for (k, v) in run_metadata(run) {
         w.append_key_value_metadata(KeyValue::new(k, v));
     }
     w.close()?;
@@ -362,21 +365,18 @@ pub fn compact(run_dir: &Path, stored: &Stored, manifest: &Manifest) -> Result<u
         // the error names the export, not the temp file it goes through
         let f = std::fs::File::create(&tmp).map_err(io(&path))?;
         let mut out = std::io::BufWriter::new(f);
-        let n =
-            write_parquet(&stored.rows, run_metadata(manifest), &mut out).map_err(|e| match e {
-                ReportError::Parquet(parquet::errors::ParquetError::External(ext)) => {
-                    match ext.downcast::<std::io::Error>() {
-                        Ok(source) => ReportError::Io {
-                            path: path.clone(),
-                            source: *source,
-                        },
-                        Err(ext) => {
-                            ReportError::Parquet(parquet::errors::ParquetError::External(ext))
-                        }
-                    }
+        let n = write_parquet(&stored.rows, manifest, &mut out).map_err(|e| match e {
+            ReportError::Parquet(parquet::errors::ParquetError::External(ext)) => {
+                match ext.downcast::<std::io::Error>() {
+                    Ok(source) => ReportError::Io {
+                        path: path.clone(),
+                        source: *source,
+                    },
+                    Err(ext) => ReportError::Parquet(parquet::errors::ParquetError::External(ext)),
                 }
-                other => other,
-            })?;
+            }
+            other => other,
+        })?;
         std::io::Write::flush(&mut out).map_err(io(&path))?;
         std::fs::rename(&tmp, &path).map_err(io(&path))?;
         Ok(n)
@@ -870,8 +870,6 @@ mod tests {
         let mut params = Params::new();
         params.insert("P".into(), Scalar::Int(p));
         Row {
-            run_id: "r".into(),
-            experiment: "e".into(),
             point_id: format!("{system}{p}"),
             system: system.into(),
             fidelity: Fidelity::Emulated,
@@ -977,6 +975,12 @@ mod tests {
         assert!(rows[0].contains("params: {P: 32}"), "{}", rows[0]);
         assert!(rows[1].contains("params: {P: 64}"), "{}", rows[1]);
         assert!(rows[1].contains("value: 2.5"), "{}", rows[1]);
+        // the run's id and experiment are columns of every row, from the manifest
+        assert!(
+            rows.iter()
+                .all(|r| r.contains(r#"run_id: "run-9", experiment: "e""#)),
+            "{rows:?}"
+        );
         assert_eq!(r.metadata().file_metadata().num_rows(), 2);
         // the run's constants come from the manifest given, once, in the file's metadata
         let kv = r
