@@ -23,7 +23,7 @@
 //! rate bounds it), frames delivered per wall second, the whole run (setup included: building
 //! the nodes and their gradients is part of what a point costs):
 //! - `sim64/{netreduce,switchml,ring_allreduce}`: the system's own endpoints, as
-//!   `inabench_ina::drive::run_sim_stack` runs them (100 Gbps, MTU 1024, 100 us timeout, no loss),
+//!   `inabench_ina_run::drive::run_sim_stack` runs them (100 Gbps, MTU 1024, 100 us timeout, no loss),
 //!   with the hosts' stack in the NIC (`HostStack::Nic`: no CPU cost charged, no transmit
 //!   buffer), so the figure is the fabric plus the endpoints' own code;
 //! - `sim64/null`: [`Lean`]'s endpoints on 64 hosts, each sending 1024 frames of 1 KB (1 MiB) to
@@ -291,7 +291,7 @@ fn run_system64(system: &str) -> u64 {
         timeout_ns: 100_000,
         knobs: Vec::new(),
     };
-    let (nodes, rep, _) = inabench_ina::drive::run_sim_stack(
+    let (nodes, rep, _) = inabench_ina_run::drive::run_sim_stack(
         sys,
         &cfg,
         Faults::default(),

@@ -27,7 +27,7 @@ pub fn threads_key(system: &str) -> String {
 /// A system's software client costs from the point's host profile (`systems.<system>.worker.frame`
 /// and `.threads`); `None` for a system the profile does not price, or where no profile is
 /// attached (a context built by hand): its host stack must then be `nic`, or
-/// [`inabench_ina::drive::host_stack_for`] says which system's cost is missing.
+/// [`inabench_ina_run::drive::host_stack_for`] says which system's cost is missing.
 pub fn core_costs(ctx: &PointCtx<'_>, system: &str) -> Result<Option<CoreCosts>, WorkloadError> {
     match ctx.host_profile {
         Some(p) => costs_of(p, system),
@@ -113,7 +113,7 @@ impl Measured {
 /// The ina systems' measuring rule, for the provenance line.
 fn ina_method(system: &str) -> String {
     format!(
-        "the CPU time of the suite's {system} worker code (handle_packet and poll_transmit) per frame received or sent in a lossless 6-worker all-reduce of 200,000 int32 on sim (inabench_ina::drive::measure_frame_ns, the measuring rule of inabench_fabric::wrap), on one core"
+        "the CPU time of the suite's {system} worker code (handle_packet and poll_transmit) per frame received or sent in a lossless 6-worker all-reduce of 200,000 int32 on sim (inabench_ina_run::drive::measure_frame_ns, the measuring rule of inabench_fabric::wrap), on one core"
     )
 }
 
@@ -121,7 +121,7 @@ fn ina_method(system: &str) -> String {
 /// per frame and this build can run (`systems.<system>.worker.frame` with an ina system of that
 /// name), `reps` times each, interleaved (system 1, system 2, ..., then again), so that a change
 /// in the host's load hits every system alike; `progress` hears each sample. The measuring rule
-/// is [`inabench_ina::drive::measure_frame_ns`]'s.
+/// is [`inabench_ina_run::drive::measure_frame_ns`]'s.
 pub fn measure(
     reference: &HostProfile,
     reps: u32,
@@ -130,7 +130,7 @@ pub fn measure(
     let systems: Vec<String> = reference
         .systems
         .keys()
-        .filter(|s| reference.has(&frame_key(s)) && inabench_ina::drive::system(s).is_some())
+        .filter(|s| reference.has(&frame_key(s)) && inabench_ina_run::drive::system(s).is_some())
         .cloned()
         .collect();
     let mut out: Vec<Measured> = systems
@@ -146,8 +146,8 @@ pub fn measure(
     let libra = libra_measure::Libra::new(reference, &mut out);
     for r in 0..reps.max(1) {
         for m in out.iter_mut().filter(|m| m.key.starts_with("systems.")) {
-            if let Some(sys) = inabench_ina::drive::system(&m.system) {
-                let ns = inabench_ina::drive::measure_frame_ns(sys);
+            if let Some(sys) = inabench_ina_run::drive::system(&m.system) {
+                let ns = inabench_ina_run::drive::measure_frame_ns(sys);
                 progress(&m.system, r, ns);
                 m.samples.push(ns);
             }

@@ -51,7 +51,7 @@ fn main() {
     let mut secs = Vec::new();
     if job.io == "mem" {
         use inabench_ina_run::collective::run_system_mem;
-        let Some(system) = inabench_ina::drive::system(&sys) else {
+        let Some(system) = inabench_ina_run::drive::system(&sys) else {
             eprintln!("error: no system `{sys}`");
             std::process::exit(1);
         };

@@ -153,7 +153,7 @@ fn run_nodes(
     let (choice, limit_ns) = match fabric {
         Fabric::Sim => (
             FabricChoice::Sim {
-                link: inabench_ina::drive::sim_link(cfg),
+                link: crate::drive::sim_link(cfg),
                 switch: cfg.workers as inabench_fabric::NodeId,
             },
             600_000_000_000,

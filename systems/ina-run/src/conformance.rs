@@ -54,7 +54,7 @@ pub fn on_every_fabric(
     let choices = [
         (
             FabricChoice::Sim {
-                link: inabench_ina::drive::sim_link(cfg),
+                link: crate::drive::sim_link(cfg),
                 switch: cfg.workers as inabench_fabric::NodeId,
             },
             60_000_000_000,

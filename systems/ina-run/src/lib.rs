@@ -21,6 +21,7 @@
 
 pub mod collective;
 pub mod conformance;
+pub mod drive;
 pub mod raw_node;
 pub mod training;
 pub mod udp_node;

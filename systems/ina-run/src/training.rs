@@ -28,10 +28,10 @@
 //! `grad_scale` is a parameter of the rows.
 
 use crate::collective::{self, Aggregation, Fabric};
+use crate::drive::run_sim_stack;
 use inabench_fabric::fault::Faults;
 use inabench_ina::RunError;
 use inabench_ina::common::{AllReduceConfig, SetupNode, System};
-use inabench_ina::drive::run_sim_stack;
 use inabench_ina::hoststack::HostStack;
 use inabench_ina::stream::RcStream;
 use inabench_netreduce::appendix_a::{self, Inputs};

@@ -614,7 +614,7 @@ mod tests {
             let mut fabrics: Vec<(Box<dyn Fabric<SetupNode>>, &str, bool)> = vec![
                 (
                     FabricChoice::Sim {
-                        link: inabench_ina::drive::sim_link(&cfg),
+                        link: crate::drive::sim_link(&cfg),
                         switch: cfg.workers as NodeId,
                     }
                     .build(Faults::default(), Vec::new()),

@@ -29,6 +29,23 @@ impl AllReduceConfig {
     }
 }
 
+/// Link propagation latency (one way, host to accelerator): the paper does not give it; 0.5 us
+/// stands for a rack-local cable and a switch hop.
+pub const LINK_LATENCY_NS: u64 = 500;
+
+/// The links of an all-reduce on `sim`: the config's rate and MTU (plus headers), 0.5 us, 4 MB of
+/// egress queue, Ethernet framing. Data, not a driver: the fuzz body here and the sim drivers of
+/// `inabench_ina_run::drive` build their fabric from it.
+pub fn sim_link(cfg: &AllReduceConfig) -> inabench_fabric::sim::LinkConfig {
+    inabench_fabric::sim::LinkConfig {
+        rate_bps: cfg.line_rate_bps,
+        latency_ns: LINK_LATENCY_NS,
+        mtu: cfg.mtu + 128,
+        queue_bytes: 4 << 20,
+        framing_bytes: 24,
+    }
+}
+
 /// Node ids: workers are 0..workers, the switch is `workers`, extra nodes (a parameter server
 /// fallback) follow.
 pub fn switch_id(cfg: &AllReduceConfig) -> NodeId {
@@ -210,7 +227,7 @@ pub trait System: Sync {
     /// (host to switch, switch to host): 0 where the switch itself aggregates; 2 for an
     /// aggregator that hangs off the switch by its own ports, as NetReduce's FPGA does (Sec. 4,
     /// Fig. 5: switch to FPGA and back, the "two extra hops" of Sec. 5.2). The sim fabric charges
-    /// each such link's latency and serialization ([`crate::drive::Attached`]).
+    /// each such link's latency and serialization (`inabench_ina_run::drive::Attached`).
     fn extra_links(&self) -> u32 {
         0
     }

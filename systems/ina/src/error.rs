@@ -1,7 +1,7 @@
-//! What can go wrong when this crate runs an all-reduce ([`crate::drive`]; and
-//! `inabench_ina_run`'s `collective` and `training`): one typed error, so a caller can tell a system
-//! that could not be built from a fabric that could not start, a run that did not finish or a
-//! wrong sum. Each variant's text is one sentence without the caller's context (the workload
+//! What can go wrong when an all-reduce of this crate's systems runs (`inabench_ina_run`'s
+//! `drive`, `collective`, `training`, `udp_node` and `raw_node`): one typed error, so a caller
+//! can tell a system that could not be built from a fabric that could not start, a run that did
+//! not finish or a wrong sum. Each variant's text is one sentence without the caller's context (the workload
 //! adds which point it was).
 
 use crate::common::SetupError;

@@ -12,8 +12,8 @@
 //! sum and frames after the run do not change it. Memory is bounded by libFuzzer's RSS limit here;
 //! the heap-growth property is `tests/arbitrary_frames.rs`'s.
 
-use crate::common::{AllReduceConfig, SetupNode, reference_sum};
-use crate::drive::{sim_link, system};
+use crate::common::{AllReduceConfig, SetupNode, reference_sum, sim_link};
+use crate::system;
 use inabench_fabric::Endpoint;
 use inabench_fabric::fuzz::{
     Corpora, Corpus, Kind, Scheduled, addressed_run, cached, finish_all, pick, schedule, scheduled,

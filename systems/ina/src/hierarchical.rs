@@ -545,7 +545,7 @@ impl System for HierarchicalAllReduce {
 mod tests {
     use super::*;
     use crate::common::{SetupNode, reference_sum};
-    use crate::drive::run_sim;
+    use crate::testing::run_sim;
     use inabench_fabric::fault::Faults;
 
     fn cfg(workers: usize, elements: usize, group: Option<f64>) -> AllReduceConfig {

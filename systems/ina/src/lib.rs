@@ -17,7 +17,6 @@
 pub mod atp;
 pub mod bfp;
 pub mod common;
-pub mod drive;
 pub mod error;
 pub mod fpga;
 pub mod fuzz;
@@ -30,6 +29,8 @@ pub mod stream;
 pub mod switchml;
 pub mod switchml_rdma;
 pub mod target;
+#[cfg(test)]
+mod testing;
 pub mod tofino;
 
 use common::System;

@@ -302,27 +302,6 @@ mod tests {
     }
 
     #[test]
-    fn the_stream_arrives_intact_with_and_without_loss() {
-        for loss in [0.0, 0.02] {
-            let (c, f) = cfg(loss);
-            let (nodes, rep) =
-                crate::drive::run_sim(&RcStream, &c, f, 0, 10_000_000_000).expect("run");
-            assert!(rep.finished, "loss {loss}");
-            for n in &nodes {
-                if let SetupNode::Worker(w) = n {
-                    assert!(w.check(&c), "loss {loss}");
-                }
-            }
-            let s = match &nodes[0] {
-                SetupNode::Worker(w) => w.stats(),
-                _ => unreachable!(),
-            };
-            assert_eq!(s.rtt_ns.len(), 400_000usize.div_ceil(1024).div_ceil(16));
-            assert_eq!(s.retransmissions > 0, loss > 0.0);
-        }
-    }
-
-    #[test]
     fn a_wrong_byte_is_caught_by_the_receiver() {
         let (c, _) = cfg(0.0);
         let setup = RcStream.build(&c).expect("build");

@@ -18,8 +18,8 @@ use inabench_fabric::fuzz::Kind;
 use inabench_fabric::sim::LinkConfig;
 use inabench_fabric::testing::properties::{Judged, Subject, hostile_run};
 use inabench_fabric::testing::*;
+use inabench_ina::common::sim_link;
 use inabench_ina::common::{AllReduceConfig, SetupNode, reference_sum};
-use inabench_ina::drive::sim_link;
 use inabench_ina::system;
 
 fn cfg(seed: u64) -> AllReduceConfig {

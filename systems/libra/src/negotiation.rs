@@ -17,7 +17,7 @@
 //! exponent, -126).
 
 use crate::sparse::SparseGen;
-use inabench_ina::common::{AllReduceConfig, SetupNode, System};
+use inabench_ina::common::{AllReduceConfig, Setup, SetupNode, System};
 use inabench_ina::switchml::SwitchMl;
 use inabench_ina::tofino::TofinoModel;
 
@@ -113,51 +113,30 @@ fn outcome(
     }
 }
 
-/// The negotiation on `sim` (virtual time), each host charged `host_cost_ns` per frame.
-pub fn run_sim(
+/// The negotiation's setup for `inputs` (SwitchML with `cfg`'s op_max knob, [`config`]) and the
+/// exponents every worker must end with: what a driver runs. On `sim` the driver is experiment
+/// machinery (`inabench_ina_run::drive`, called by the `libra.fig17` workload), so it is not
+/// here: the workload runs this setup and reads the nodes back with [`sim_outcome`].
+pub fn sim_setup(
     cfg: &AllReduceConfig,
     inputs: Vec<Vec<i32>>,
-    host_cost_ns: u64,
-) -> Result<Negotiated, crate::LibraError> {
-    run_sim_stack(
-        cfg,
-        inputs,
-        &inabench_ina::hoststack::HostStack::Measured(host_cost_ns),
-    )
+) -> Result<(Setup, Vec<i32>), crate::LibraError> {
+    let want = reference_max(&inputs);
+    Ok((SwitchMl.build_with(cfg, inputs)?, want))
 }
 
-/// The negotiation on `sim` (virtual time), the hosts' stack as `stack` says
-/// ([`inabench_ina::hoststack`]).
-pub fn run_sim_stack(
-    cfg: &AllReduceConfig,
-    inputs: Vec<Vec<i32>>,
-    stack: &inabench_ina::hoststack::HostStack,
-) -> Result<Negotiated, crate::LibraError> {
-    let want = reference_max(&inputs);
-    let setup = SwitchMl.build_with(cfg, inputs)?;
-    let (nodes, rep, _) = inabench_ina::drive::run_setup_sim_stack(
-        setup,
-        cfg,
-        inabench_fabric::fault::Faults::default(),
-        stack,
-        600_000_000_000,
-    )?;
+/// The negotiation's outcome from its nodes after a run on `sim` (virtual time: the first
+/// worker's start to the last worker's end).
+pub fn sim_outcome(nodes: &[SetupNode], want: &[i32], finished: bool) -> Negotiated {
     let (mut start, mut end) = (u64::MAX, 0u64);
-    for n in &nodes {
+    for n in nodes {
         if let SetupNode::Worker(w) = n {
             let s = w.stats();
             start = start.min(s.start_ns);
             end = end.max(s.end_ns);
         }
     }
-    // (inabench_ina::drive runs it on its sim fabric)
-    Ok(outcome(
-        &nodes,
-        &want,
-        end.saturating_sub(start),
-        rep.finished,
-        "sim",
-    ))
+    outcome(nodes, want, end.saturating_sub(start), finished, "sim")
 }
 
 /// The negotiation on the in-process `mem` fabric (a thread per node, real time; the duration
@@ -228,18 +207,6 @@ mod tests {
         }
         assert!(touched > 0);
         assert!(e.contains(&-126), "untouched blocks offer -126");
-    }
-
-    #[test]
-    fn sim_negotiation_agrees_on_the_maximum() {
-        let inp = inputs(4, 2_000_000);
-        let want = reference_max(&inp);
-        assert!(want.iter().zip(&inp[0]).any(|(m, x)| m > x));
-        let cfg = config(4, inp[0].len(), 1.0, 100_000);
-        let o = run_sim(&cfg, inp, 200).unwrap();
-        assert!(o.finished);
-        assert_eq!(o.wrong, 0);
-        assert!(o.duration_ns > 0);
     }
 
     #[test]

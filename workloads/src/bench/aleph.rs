@@ -183,7 +183,7 @@ pub enum CellError {
 }
 
 /// One all-reduce of `cfg.elements` int32 values a member among `cfg.workers` members through
-/// ALEPH's service on the PS, on the sim star of `cfg`'s link (`inabench_ina::drive::sim_link`,
+/// ALEPH's service on the PS, on the sim star of `cfg`'s link (`inabench_ina_run::drive::sim_link`,
 /// the list's systems' link). Members are nodes 0..workers, the PS `workers`, the switch
 /// `workers + 1`. A group ALEPH's service cannot hold (its bitmap's 32 members) is an `Err` with
 /// the service's sentence.
@@ -245,7 +245,7 @@ pub fn run(cfg: &AllReduceConfig, costs: &Costs, limit_ns: Nanos) -> Result<Outc
     costs_by_node.push(server);
     let mut sim = Sim {
         costs: costs_by_node,
-        ..Sim::new(inabench_ina::drive::sim_link(cfg), switch)
+        ..Sim::new(inabench_ina_run::drive::sim_link(cfg), switch)
     };
     let (nodes, rep) = sim
         .run(nodes, &Until::workers(n, n + 2, limit_ns))

@@ -462,7 +462,7 @@ pub(crate) fn run_dense(
     given: Option<Given>,
 ) -> Result<(), WorkloadError> {
     let faults = crate::fabric::faults(ctx)?;
-    let stack = inabench_ina::drive::host_stack_for(
+    let stack = inabench_ina_run::drive::host_stack_for(
         sys,
         ctx.text("host_stack").ok().as_deref(),
         crate::hostcost::core_costs(ctx, sys.name())?,
@@ -472,21 +472,21 @@ pub(crate) fn run_dense(
     )
     .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
     let limit_ns = (ctx.param("time_limit_ms").unwrap_or(10_000.0) * 1e6) as u64;
-    // built apart from the run (as inabench_ina::drive::run_sim_stack builds it): a refusal
+    // built apart from the run (as inabench_ina_run::drive::run_sim_stack builds it): a refusal
     // is the build's own answer to the point, and the event rate times the run alone
     let generated = |cfg: &AllReduceConfig| reference_sum(cfg.seed, cfg.workers, cfg.elements);
     let ((setup, cfg), want, own) = match given {
-        None => match inabench_ina::drive::build_for_sim(sys, cfg, &stack) {
+        None => match inabench_ina_run::drive::build_for_sim(sys, cfg, &stack) {
             Ok(built) => (built, generated(cfg), None),
             Err(why) => {
                 let workers = cfg.workers;
                 return refuse(ctx, format!("{workers} workers: {why}"));
             }
         },
-        Some(g) => match inabench_ina::drive::build_for_sim_with(sys, cfg, &stack, g.inputs) {
+        Some(g) => match inabench_ina_run::drive::build_for_sim_with(sys, cfg, &stack, g.inputs) {
             Ok(built) => (built, g.want, Some(false)),
             // no external inputs (or not these): the dense equivalent, or the build's refusal
-            Err(why) => match inabench_ina::drive::build_for_sim(sys, cfg, &stack) {
+            Err(why) => match inabench_ina_run::drive::build_for_sim(sys, cfg, &stack) {
                 Ok(built) => {
                     ctx.log(
                             LogLevel::Info,
@@ -508,7 +508,7 @@ pub(crate) fn run_dense(
     // reads no clock of this host (frames delivered to a node per second of wall time)
     let wall = std::time::Instant::now();
     let (nodes, rep, _) =
-        inabench_ina::drive::run_setup_sim_stack(setup, &cfg, faults, &stack, limit_ns)
+        inabench_ina_run::drive::run_setup_sim_stack(setup, &cfg, faults, &stack, limit_ns)
             .map_err(crate::fabric::run_error)?;
     let secs = wall.elapsed().as_secs_f64();
     let frames: u64 = rep.nodes.iter().map(|n| n.frames_rx).sum();
@@ -767,7 +767,7 @@ pub(crate) fn elements(ctx: &PointCtx<'_>) -> Result<usize, WorkloadError> {
 /// a closed loop of `p4sgd__ops` one-packet all-reduces per worker (P4SGD's regime: each
 /// operation one packet of at most 255 values), every result checked against the exact sum; the
 /// cell's time is the median operation's latency. The link is the one the list's systems get
-/// ([`inabench_ina::drive::sim_link`]: rate and latency); like them no NIC, PCIe or switch
+/// ([`inabench_ina_run::drive::sim_link`]: rate and latency); like them no NIC, PCIe or switch
 /// pipeline latency is charged (P4SGD's own figures for those are uncited, p4sgd-fig8), only one
 /// 512-bit beat per frame at `p4sgd__fpga_clock_mhz` (the U280 design's clock, p4sgd-fig8).
 #[cfg(feature = "p4sgd")]
@@ -776,7 +776,7 @@ fn p4sgd_cell(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
     let workers = ctx.positive_count("workers")?;
     let elements = elements(ctx)?;
     let timeout_ns = (ctx.param("timeout_us").unwrap_or(100.0) * 1e3) as u64;
-    let link = inabench_ina::drive::sim_link(&AllReduceConfig {
+    let link = inabench_ina_run::drive::sim_link(&AllReduceConfig {
         workers,
         elements,
         seed: ctx.seed,
@@ -852,7 +852,7 @@ pub(crate) fn config_with(
         knobs.push((knob.to_string(), x));
     }
     // the heterogeneous star (bench-hetero): the last `slow_workers` workers' links at
-    // `slow_link_gbps`, the same for every system (inabench_ina::drive::slow_links)
+    // `slow_link_gbps`, the same for every system (inabench_ina_run::drive::slow_links)
     for k in ["slow_workers", "slow_link_gbps"] {
         if ctx.point.params.contains_key(k) {
             knobs.push((k.to_string(), ctx.param(k)?));

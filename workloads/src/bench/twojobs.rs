@@ -56,7 +56,7 @@ impl Workload for TwoJobs {
             }
             Err(_) => e1,
         };
-        let stack = inabench_ina::drive::host_stack_for(
+        let stack = inabench_ina_run::drive::host_stack_for(
             sys,
             ctx.text("host_stack").ok().as_deref(),
             crate::hostcost::core_costs(ctx, sys.name())?,
@@ -82,9 +82,10 @@ impl Workload for TwoJobs {
                     ..jobs[0].clone()
                 };
                 let setup = attach(sys, setup, &all);
-                let (nodes, rep, _) =
-                    inabench_ina::drive::run_setup_sim_stack(setup, &all, faults, &stack, limit_ns)
-                        .map_err(crate::fabric::run_error)?;
+                let (nodes, rep, _) = inabench_ina_run::drive::run_setup_sim_stack(
+                    setup, &all, faults, &stack, limit_ns,
+                )
+                .map_err(crate::fabric::run_error)?;
                 let count = |n: &str| inabench_ina::common::counter_sum(&nodes, n);
                 let fallback = [
                     (count("collisions_job0"), count("data_in_job0")),
@@ -99,13 +100,14 @@ impl Workload for TwoJobs {
             None if jobs[0].knob("static_split") == Some(1.0) => {
                 let mut parts = Vec::new();
                 for c in &jobs {
-                    let (setup, cfg) = match inabench_ina::drive::build_for_sim(sys, c, &stack) {
+                    let (setup, cfg) = match inabench_ina_run::drive::build_for_sim(sys, c, &stack)
+                    {
                         Ok(b) => b,
                         Err(why) => {
                             return refuse(ctx, format!("{} workers: {why}", c.workers));
                         }
                     };
-                    let (nodes, rep, _) = inabench_ina::drive::run_setup_sim_stack(
+                    let (nodes, rep, _) = inabench_ina_run::drive::run_setup_sim_stack(
                         setup, &cfg, faults, &stack, limit_ns,
                     )
                     .map_err(crate::fabric::run_error)?;
@@ -172,14 +174,14 @@ impl Workload for TwoJobs {
 }
 
 /// An aggregator behind the switch on its own links where the system has one
-/// ([`inabench_ina::drive::Attached`], as `drive::build_for_sim` adds it).
+/// ([`inabench_ina_run::drive::Attached`], as `drive::build_for_sim` adds it).
 fn attach(sys: &dyn System, mut setup: Setup, cfg: &AllReduceConfig) -> Setup {
     let links = sys.extra_links();
     if links > 0 {
-        setup.switch = Box::new(inabench_ina::drive::Attached::new(
+        setup.switch = Box::new(inabench_ina_run::drive::Attached::new(
             setup.switch,
             links,
-            &inabench_ina::drive::sim_link(cfg),
+            &inabench_ina_run::drive::sim_link(cfg),
         ));
     }
     setup

@@ -12,7 +12,7 @@
 //!   and the model's time is params / rate (streaming is linear in size; simulating 150M
 //!   elements per worker would not fit a quick profile). Its host stack is priced by the host
 //!   profile's SwitchML entries ([`crate::hostcost::core_costs`] and
-//!   [`inabench_ina::drive::host_stack_for`], as NetReduce's training models do).
+//!   [`inabench_ina_run::drive::host_stack_for`], as NetReduce's training models do).
 //!
 //! Options (spec parameters): `memory_mb` (the switch memory cap: it bounds the hot set, 4 B a
 //! parameter, and sizes SwitchML's pool), `scale_hot_with_memory` with `base_memory_mb` (Fig. 13:
@@ -151,9 +151,9 @@ pub(crate) fn switchml_time_ns(
     // core on one thread) or `dpdk` (that cost over the released client's threads, and its
     // 64-packet transmit buffer drained every 10 us)
     let stack =
-        inabench_ina::drive::host_stack_for(&sys, Some(name), Some(costs), None, None, None)
+        inabench_ina_run::drive::host_stack_for(&sys, Some(name), Some(costs), None, None, None)
             .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
-    let (nodes, rep, _) = inabench_ina::drive::run_sim_stack(
+    let (nodes, rep, _) = inabench_ina_run::drive::run_sim_stack(
         &sys,
         &cfg,
         Faults::default(),
@@ -393,7 +393,7 @@ impl Workload for Aggregation {
         let system = ctx.system().to_string();
         let me = measure(ctx, &system, hot_k, loss, memory_mb)?;
         // the row's fabric label: the report's of the fabric that ran (SwitchML's rate comes
-        // from inabench_ina::drive's sim run, labelled as the workload declares)
+        // from inabench_ina_run::drive's sim run, labelled as the workload declares)
         if let Some(o) = &me.outcome {
             ctx.fabric = o.fabric;
         }

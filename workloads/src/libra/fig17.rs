@@ -6,10 +6,12 @@ use super::aggregation::switchml_time_ns;
 use super::common::{opt, task_of};
 use crate::hostcost::require_core_costs;
 use inabench_core::{Fidelity, LogLevel, PointCtx, Workload, WorkloadError};
-use inabench_ina::drive::host_stack_for;
 use inabench_ina::hoststack::HostStack;
 use inabench_ina::switchml::SwitchMl;
-use inabench_libra::negotiation::{config, exponents, run_mem, run_sim_stack, scan_ns};
+use inabench_ina_run::drive::host_stack_for;
+use inabench_libra::negotiation::{
+    Negotiated, config, exponents, run_mem, scan_ns, sim_outcome, sim_setup,
+};
 use inabench_libra::sparse::SparseGen;
 
 /// `libra.fig17`: the negotiation all-reduce per iteration, against the number of workers.
@@ -129,5 +131,51 @@ impl Workload for Fig17 {
             ),
         );
         Ok(())
+    }
+}
+
+/// The negotiation on `sim` (virtual time), the hosts' stack as `stack` says
+/// ([`inabench_ina::hoststack`]), through the sim driver of [`inabench_ina_run::drive`] (the
+/// negotiation's setup and reading are [`inabench_libra::negotiation`]'s).
+fn run_sim_stack(
+    cfg: &inabench_ina::common::AllReduceConfig,
+    inputs: Vec<Vec<i32>>,
+    stack: &HostStack,
+) -> Result<Negotiated, inabench_libra::LibraError> {
+    let (setup, want) = sim_setup(cfg, inputs)?;
+    let (nodes, rep, _) = inabench_ina_run::drive::run_setup_sim_stack(
+        setup,
+        cfg,
+        inabench_fabric::fault::Faults::default(),
+        stack,
+        600_000_000_000,
+    )?;
+    Ok(sim_outcome(&nodes, &want, rep.finished))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inabench_libra::negotiation::reference_max;
+    use inabench_libra::sparse::Task;
+
+    fn inputs(workers: usize, params: u64) -> Vec<Vec<i32>> {
+        let mut t = Task::named("se").unwrap();
+        t.params = params;
+        let g = SparseGen::new(t, 7).unwrap();
+        (0..workers).map(|w| exponents(&g, params, w, 0)).collect()
+    }
+
+    /// (Was libra's negotiation test; the sim driver is the workload's.)
+    #[test]
+    fn sim_negotiation_agrees_on_the_maximum() {
+        let inp = inputs(4, 2_000_000);
+        let want = reference_max(&inp);
+        assert!(want.iter().zip(&inp[0]).any(|(m, x)| m > x));
+        let cfg = config(4, inp[0].len(), 1.0, 100_000);
+        let o = run_sim_stack(&cfg, inp, &HostStack::Measured(200)).unwrap();
+        assert!(o.finished);
+        assert_eq!(o.wrong, 0);
+        assert!(o.duration_ns > 0);
     }
 }

@@ -17,7 +17,7 @@ use crate::fabric::Emulated;
 use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
 use inabench_fabric::fault::Faults;
 use inabench_ina::common::{AllReduceConfig, SetupNode, Worker, reference_sum, switch_stats};
-use inabench_ina::drive::{run_sim_stack, system};
+use inabench_ina_run::drive::{run_sim_stack, system};
 
 pub struct Table6;
 
@@ -96,7 +96,7 @@ impl Workload for Table6 {
         // `paper` (what each system had in the paper: the RoCE NIC for NetReduce and
         // SwitchML-RDMA, the released client (`dpdk`) for ATP and SwitchML; `paper_host_stack`)
         let text = ctx.text("host_stack").ok();
-        let stack = inabench_ina::drive::host_stack_for(
+        let stack = inabench_ina_run::drive::host_stack_for(
             sys,
             text.as_deref(),
             crate::hostcost::core_costs(ctx, sys.name())?,

@@ -260,7 +260,7 @@ impl Workload for Training {
             };
             let costs = crate::hostcost::core_costs(ctx, sys.name())?;
             let stack =
-                inabench_ina::drive::host_stack_for(sys, Some(name), costs, None, None, None)
+                inabench_ina_run::drive::host_stack_for(sys, Some(name), costs, None, None, None)
                     .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
             fit_with_cached(sys, w, rate, &stack).map_err(crate::fabric::run_error)
         };

@@ -3,8 +3,8 @@
 //! sum, the unfinished ones and the contributions the switch counted into another chunk's round.
 use inabench_fabric::fault::Faults;
 use inabench_ina::common::{AllReduceConfig, SetupNode, counter_sum, reference_sum};
-use inabench_ina::drive::run_sim;
 use inabench_ina::switchml::SwitchMl;
+use inabench_ina_run::drive::run_sim;
 
 fn main() {
     let c = AllReduceConfig {

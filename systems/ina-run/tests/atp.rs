@@ -5,7 +5,7 @@ mod support;
 use inabench_fabric::fault::Faults;
 use inabench_ina::atp::Atp;
 use inabench_ina::common::{AllReduceConfig, counter_sum, switch_stats, total_retransmissions};
-use inabench_ina::drive::run_sim;
+use inabench_ina_run::drive::run_sim;
 use support::check;
 
 fn cfg(elements: usize, knobs: Vec<(String, f64)>) -> AllReduceConfig {

@@ -20,7 +20,7 @@
 
 use inabench_fabric::fault::Faults;
 use inabench_ina::common::{AllReduceConfig, SetupNode, counter_sum, reference_sum};
-use inabench_ina::drive::{run_sim, system};
+use inabench_ina_run::drive::{run_sim, system};
 
 fn cfg(seed: u64) -> AllReduceConfig {
     AllReduceConfig {

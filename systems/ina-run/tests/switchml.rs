@@ -3,9 +3,9 @@
 mod support;
 use inabench_fabric::fault::Faults;
 use inabench_ina::common::{AllReduceConfig, switch_stats, total_retransmissions};
-use inabench_ina::drive::run_sim;
 use inabench_ina::switchml::{SwitchMl, payload_bound};
 use inabench_ina::tofino::TofinoModel;
+use inabench_ina_run::drive::run_sim;
 use support::check;
 
 fn cfg(elements: usize) -> AllReduceConfig {

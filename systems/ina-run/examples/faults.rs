@@ -2,8 +2,8 @@
 use inabench_fabric::Endpoint;
 use inabench_fabric::fault::Faults;
 use inabench_ina::common::{AllReduceConfig, total_retransmissions};
-use inabench_ina::drive::run_sim;
 use inabench_ina::netreduce::NetReduce;
+use inabench_ina_run::drive::run_sim;
 
 fn main() {
     if std::env::args().any(|a| a == "switchml") {

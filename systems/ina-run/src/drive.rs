@@ -2,22 +2,21 @@
 //! cost per frame on this machine ([`measure_frame_ns`]: what `inabench calibrate` writes into a
 //! host profile; a run never measures, it charges the profile's declared costs). Shared by the
 //! workloads of every paper that runs these systems (NetReduce's Table 6, Libra, LuWu); no
-//! harness types here.
+//! harness types here. Experiment machinery, so out of the protocol crate: `inabench_ina` keeps
+//! the systems and the link model they run on ([`sim_link`], re-exported here).
 
-use crate::RunError;
-use crate::common::{AllReduceConfig, SetupNode, System};
-use crate::hoststack::{CoreCosts, HostStack, StackError, StackStats, TxBuffered};
 use inabench_fabric::fault::Faults;
 use inabench_fabric::sim::{LinkConfig, NodeConfig};
 use inabench_fabric::wrap::{CpuMeter, Timed};
 use inabench_fabric::{Endpoint, Fabric, FabricReport, Sim, Until};
+use inabench_ina::RunError;
+use inabench_ina::common::{AllReduceConfig, SetupNode, System};
+use inabench_ina::hoststack::{CoreCosts, HostStack, StackError, StackStats, TxBuffered};
 
-/// Link propagation latency (one way, host to accelerator): the paper does not give it; 0.5 us
-/// stands for a rack-local cable and a switch hop.
-pub const LINK_LATENCY_NS: u64 = 500;
-
-/// A system by its spec name ([`crate::SYSTEMS`]).
-pub use crate::system;
+/// The links of an all-reduce on `sim` and their latency: the systems' link model.
+pub use inabench_ina::common::{LINK_LATENCY_NS, sim_link};
+/// A system by its spec name ([`inabench_ina::SYSTEMS`]).
+pub use inabench_ina::system;
 
 /// Run one all-reduce on the sim fabric.
 pub fn run_sim(
@@ -60,7 +59,7 @@ pub fn build_for_sim(
     sys: &dyn System,
     cfg: &AllReduceConfig,
     stack: &HostStack,
-) -> Result<(crate::common::Setup, AllReduceConfig), crate::common::SetupError> {
+) -> Result<(inabench_ina::common::Setup, AllReduceConfig), inabench_ina::common::SetupError> {
     prepare_for_sim(sys, cfg, stack, |cfg| sys.build(cfg))
 }
 
@@ -71,7 +70,7 @@ pub fn build_for_sim_with(
     cfg: &AllReduceConfig,
     stack: &HostStack,
     inputs: Vec<Vec<i32>>,
-) -> Result<(crate::common::Setup, AllReduceConfig), crate::common::SetupError> {
+) -> Result<(inabench_ina::common::Setup, AllReduceConfig), inabench_ina::common::SetupError> {
     prepare_for_sim(sys, cfg, stack, |cfg| sys.build_with(cfg, inputs))
 }
 
@@ -79,8 +78,10 @@ fn prepare_for_sim(
     sys: &dyn System,
     cfg: &AllReduceConfig,
     stack: &HostStack,
-    build: impl FnOnce(&AllReduceConfig) -> Result<crate::common::Setup, crate::common::SetupError>,
-) -> Result<(crate::common::Setup, AllReduceConfig), crate::common::SetupError> {
+    build: impl FnOnce(
+        &AllReduceConfig,
+    ) -> Result<inabench_ina::common::Setup, inabench_ina::common::SetupError>,
+) -> Result<(inabench_ina::common::Setup, AllReduceConfig), inabench_ina::common::SetupError> {
     let mut cfg = cfg.clone();
     let extra = stack.client_knobs(&cfg);
     cfg.knobs.extend(extra);
@@ -93,7 +94,7 @@ fn prepare_for_sim(
 }
 
 /// Run one all-reduce on the sim fabric with the hosts' stack as `stack` says (its service
-/// time per frame and its transmit buffer, [`crate::hoststack`]); every frame put on a link
+/// time per frame and its transmit buffer, [`inabench_ina::hoststack`]); every frame put on a link
 /// goes to `pcap` if given.
 pub fn run_sim_stack(
     sys: &dyn System,
@@ -138,7 +139,7 @@ pub fn run_sim_stack(
 /// the accelerator has a port per worker, so nothing queues there). Sans-IO: frames wait in a
 /// queue ordered by the time they are due, reported through `poll_timeout`.
 pub struct Attached {
-    inner: Box<dyn crate::common::Switch>,
+    inner: Box<dyn inabench_ina::common::Switch>,
     links: u64,
     link: LinkConfig,
     /// (due, order, frame), in due order
@@ -147,7 +148,11 @@ pub struct Attached {
 }
 
 impl Attached {
-    pub fn new(inner: Box<dyn crate::common::Switch>, links: u32, link: &LinkConfig) -> Attached {
+    pub fn new(
+        inner: Box<dyn inabench_ina::common::Switch>,
+        links: u32,
+        link: &LinkConfig,
+    ) -> Attached {
         Attached {
             inner,
             links: u64::from(links),
@@ -215,8 +220,8 @@ impl Endpoint for Attached {
     }
 }
 
-impl crate::common::Switch for Attached {
-    fn stats(&self) -> crate::common::SwitchStats {
+impl inabench_ina::common::Switch for Attached {
+    fn stats(&self) -> inabench_ina::common::SwitchStats {
         self.inner.stats()
     }
 }
@@ -277,10 +282,10 @@ pub fn slow_links(cfg: &AllReduceConfig) -> Vec<Option<f64>> {
 
 /// Run a built setup on `fabric` until every node is done or `max_ns` of virtual time: the
 /// hosts send through the stack's transmit buffer with a DPDK stack
-/// ([`crate::hoststack::TxBuffered`]).
+/// ([`inabench_ina::hoststack::TxBuffered`]).
 fn run_wrapped(
     fabric: &mut Sim,
-    setup: crate::common::Setup,
+    setup: inabench_ina::common::Setup,
     stack: &HostStack,
     max_ns: u64,
 ) -> Result<(Vec<SetupNode>, FabricReport, StackStats), RunError> {
@@ -308,21 +313,9 @@ fn run_wrapped(
     Ok((nodes, rep, st))
 }
 
-/// The links of an all-reduce on `sim`: the config's rate and MTU (plus headers), 0.5 us, 4 MB of
-/// egress queue, Ethernet framing.
-pub fn sim_link(cfg: &AllReduceConfig) -> LinkConfig {
-    LinkConfig {
-        rate_bps: cfg.line_rate_bps,
-        latency_ns: LINK_LATENCY_NS,
-        mtu: cfg.mtu + 128,
-        queue_bytes: 4 << 20,
-        framing_bytes: 24,
-    }
-}
-
 /// Run an already built setup (e.g. one made with [`System::build_with`]) on the sim fabric.
 pub fn run_setup_sim(
-    setup: crate::common::Setup,
+    setup: inabench_ina::common::Setup,
     cfg: &AllReduceConfig,
     faults: Faults,
     host_cost_ns: u64,
@@ -340,7 +333,7 @@ pub fn run_setup_sim(
 
 /// As [`run_setup_sim`] with the hosts' stack as `stack` says.
 pub fn run_setup_sim_stack(
-    setup: crate::common::Setup,
+    setup: inabench_ina::common::Setup,
     cfg: &AllReduceConfig,
     faults: Faults,
     stack: &HostStack,
@@ -356,7 +349,7 @@ pub fn run_setup_sim_stack(
 /// [`System::paper_host_stack`]), priced by `costs`, the host profile's cost per frame and core and
 /// thread count for the system's software client (needed by every stack but `nic`):
 /// `measured` runs it on one thread, `dpdk` on the released client's threads with its
-/// transmit buffer ([`crate::hoststack::DpdkStack::from_costs`]: ATP's release for `atp`,
+/// transmit buffer ([`inabench_ina::hoststack::DpdkStack::from_costs`]: ATP's release for `atp`,
 /// SwitchML's for every other system), `cores`, `tx_burst` and `drain_us` override those.
 pub fn host_stack_for(
     sys: &dyn System,
@@ -379,13 +372,15 @@ pub fn host_stack_for(
     match name {
         "nic" => Ok(HostStack::Nic),
         "measured" | "software" => Ok(HostStack::Measured(need(name)?.core_ns())),
-        "dpdk" => Ok(HostStack::Dpdk(crate::hoststack::DpdkStack::with_costs(
-            sys,
-            need(name)?,
-            cores,
-            tx_burst,
-            drain_us,
-        )?)),
+        "dpdk" => Ok(HostStack::Dpdk(
+            inabench_ina::hoststack::DpdkStack::with_costs(
+                sys,
+                need(name)?,
+                cores,
+                tx_burst,
+                drain_us,
+            )?,
+        )),
         other => Err(StackError::Unknown(other.to_string())),
     }
 }
@@ -452,7 +447,7 @@ pub fn measure_frame_ns(sys: &dyn System) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::common::AllReduceConfig;
+    use inabench_ina::common::AllReduceConfig;
 
     fn cfg(knobs: &[(&str, f64)]) -> AllReduceConfig {
         AllReduceConfig {

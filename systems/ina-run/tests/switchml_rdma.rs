@@ -5,8 +5,8 @@
 mod support;
 use inabench_fabric::fault::Faults;
 use inabench_ina::common::{AllReduceConfig, counter_sum, switch_stats, total_retransmissions};
-use inabench_ina::drive::run_sim_tapped;
 use inabench_ina::switchml_rdma::SwitchMlRdma;
+use inabench_ina_run::drive::run_sim_tapped;
 use inabench_wire::ib::opcode;
 use inabench_wire::roce::{FrameRepr, IcrcCheck};
 use support::check;

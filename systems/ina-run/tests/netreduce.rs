@@ -131,7 +131,7 @@ fn switch_ports_overhead_comes_from_the_wiring() {
 
 #[test]
 fn rtt_starts_on_the_wire_and_the_senders_queue_is_reported_apart() {
-    use inabench_ina::drive::run_sim;
+    use inabench_ina_run::drive::run_sim;
     // seven messages with a window of two: a message's first packet waits behind the previous 170-packet message
     // (170 x 1,106 B at 100 Gbps = 15 us) in its own host's queue; the RTT from its first bit
     // on the wire must not contain that wait
@@ -341,7 +341,7 @@ fn the_uplink_stays_busy_between_windows() {
 /// serialization, so every RTT sample is that much longer; nothing else changes (exact sums).
 #[test]
 fn the_accelerator_behind_the_switch_costs_two_link_crossings() {
-    use inabench_ina::drive::{run_sim, sim_link};
+    use inabench_ina_run::drive::{run_sim, sim_link};
     let c = cfg(4, 4 * 32 * 256, 32.0);
     let median = |nodes: &[SetupNode]| {
         let mut v: Vec<u64> = nodes
