@@ -582,6 +582,97 @@ fn hierarchical_all_reduce_is_exact_in_the_spec_and_on_every_fabric() {
     }
 }
 
+/// ALEPH in bench-hetero (ALEPH's regime): with one worker at 10 Gbps M-WCHA clusters the others
+/// under an aggregator (two levels) and the cell is exact with a time; with every link at
+/// 100 Gbps it groups nobody and the cell is bench-allreduce's one-level 1 MiB cell, the same
+/// time; and a hierarchy of two levels given by hand (two aggregators of three members, two
+/// workers straight to the PS) sums exactly too.
+#[cfg(feature = "aleph")]
+#[test]
+fn aleph_runs_two_levels_where_a_link_is_slower() {
+    use inabench_workloads::bench::aleph;
+    let s = Spec::load(&root().join("experiments/bench/hetero.yaml")).expect("spec");
+    let profile =
+        HostProfile::load(&root().join("experiments/hosts/reference.yaml")).expect("profile");
+    let points = expand(&s, "quick").expect("quick");
+    let w = AllReduce;
+    let cell = |slow: f64| {
+        let p = points
+            .iter()
+            .find(|p| {
+                let v = |k: &str| p.params.get(k).and_then(|x| x.as_f64());
+                p.system == "aleph"
+                    && v("slow_workers") == Some(1.0)
+                    && v("slow_link_gbps") == Some(slow)
+            })
+            .unwrap_or_else(|| panic!("ALEPH with one worker at {slow} Gbps"));
+        run_cell(&w, &s, p, Fidelity::Simulated, "sim", Some(&profile))
+            .unwrap_or_else(|e| panic!("{slow} Gbps: {e}"))
+            .0
+    };
+    let get = |rows: &[(String, f64)], m: &str| rows.iter().find(|(k, _)| k == m).map(|(_, v)| *v);
+    // M-WCHA on these links: an aggregator among the fast workers
+    let mut rates = vec![100.0; 8];
+    rates[7] = 10.0;
+    let parents =
+        inabench_workloads::aleph::testbed_training::clustering(&rates, 1).expect("clustering");
+    assert!(
+        parents.iter().any(|&p| p < 8),
+        "two levels at 10 Gbps: {parents:?}"
+    );
+    let slow = cell(10.0);
+    assert_eq!(get(&slow, "refused"), Some(0.0), "{slow:?}");
+    assert_eq!(get(&slow, "wrong_workers"), Some(0.0), "{slow:?}");
+    assert!(get(&slow, "time").is_some_and(|t| t > 0.0), "{slow:?}");
+    let even = cell(100.0);
+    assert_eq!(get(&even, "wrong_workers"), Some(0.0), "{even:?}");
+    let s1 = Spec::load(&root().join("experiments/bench/allreduce.yaml")).expect("spec");
+    let one_level = expand(&s1, "quick")
+        .expect("quick")
+        .into_iter()
+        .find(|p| {
+            let v = |k: &str| p.params.get(k).and_then(|x| x.as_f64());
+            p.system == "aleph" && v("workers") == Some(8.0) && v("size_bytes") == Some(1048576.0)
+        })
+        .expect("bench-allreduce's ALEPH cell at 1 MiB, 8 workers");
+    let (flat, _) = run_cell(
+        &w,
+        &s1,
+        &one_level,
+        Fidelity::Simulated,
+        "sim",
+        Some(&profile),
+    )
+    .expect("the one-level cell");
+    assert_eq!(
+        get(&even, "time"),
+        get(&flat, "time"),
+        "every link at 100 Gbps: one level"
+    );
+    // two aggregators (0 and 4) of three members each, workers 3 and 7 to the PS (node 8)
+    let cfg = inabench_ina::common::AllReduceConfig {
+        workers: 8,
+        elements: 5 * 128 + 7,
+        seed: 3,
+        line_rate_bps: 100e9,
+        mtu: 1024,
+        timeout_ns: 0,
+        knobs: vec![],
+    };
+    let costs = aleph::Costs {
+        udp_send_ns: 1601.0,
+        xdp_rx_ns: 41.7,
+        xdp_tx_ns: 74.0,
+        program_ns: 277.7,
+        ps_cores: 8.0,
+        sender_threads: 1.0,
+    };
+    let o = aleph::run(&cfg, &costs, &[8, 0, 0, 8, 8, 4, 4, 8], 10_000_000_000).expect("run");
+    assert!(o.finished && o.wrong == 0 && o.unfinished == 0, "{o:?}");
+    // an aggregator's member cannot aggregate in turn
+    assert!(aleph::run(&cfg, &costs, &[8, 0, 1, 8, 8, 8, 8, 8], 1_000_000).is_err());
+}
+
 /// The emulated class runs the list's systems on this host's udp fabric (a process per node, or
 /// threads where no node binary is at hand, as in this test): every worker's sum exact, the time
 /// under its own metric (`single_time`, one cold all-reduce, never ranked beside the references'

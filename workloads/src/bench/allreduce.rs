@@ -56,7 +56,11 @@ fn others() -> Vec<(&'static str, Other)> {
 /// and the senders' costs a packet from the host profile (`systems.aleph_xdp_driver.worker.program`,
 /// `systems.aleph.worker.udp_send`) and the spec's cited XDP rates, as aleph-fig10's modelled
 /// class charges them; every member's aggregate checked against the exact sum. One level (every
-/// worker the PS's member): on a star of equal links M-WCHA has no slower workers to group.
+/// worker the PS's member) on a star of equal links, where M-WCHA has no slower workers to
+/// group; with slower links (bench-hetero's `slow_workers` at `slow_link_gbps`) M-WCHA clusters
+/// the workers by their links' rates ([`crate::aleph::testbed_training::clustering`], as
+/// aleph-fig9 clusters its testbed; seeded by the point's seed) and the hierarchy has two
+/// levels, its aggregators ([`super::aleph::Aggregator`]) summing their clusters before the PS.
 /// More members than the service's 32-bit bitmap holds are refused with its sentence.
 #[cfg(feature = "aleph")]
 fn aleph_cell(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
@@ -84,10 +88,33 @@ fn aleph_cell(ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
         line_rate_bps: ctx.param("line_rate_gbps").unwrap_or(100.0) * 1e9,
         mtu: ctx.param("mtu").unwrap_or(1024.0) as usize,
         timeout_ns: 0,
-        knobs: Vec::new(),
+        knobs: ["slow_workers", "slow_link_gbps"]
+            .into_iter()
+            .filter(|k| ctx.point.params.contains_key(*k))
+            .map(|k| Ok((k.to_string(), ctx.param(k)?)))
+            .collect::<Result<_, WorkloadError>>()?,
+    };
+    // the links' rates: M-WCHA's clustering where they differ (bench-hetero), one level where
+    // the spec gives every link the same rate
+    let slow = inabench_ina_run::drive::slow_links(&cfg);
+    let parents = if slow.is_empty() {
+        super::aleph::one_level(workers)
+    } else {
+        let rates: Vec<f64> = slow
+            .iter()
+            .map(|r| r.unwrap_or(cfg.line_rate_bps) / 1e9)
+            .collect();
+        let parents = crate::aleph::testbed_training::clustering(&rates, ctx.seed)?;
+        ctx.log(
+            LogLevel::Info,
+            format!(
+                "ALEPH's M-WCHA clustering of links {rates:?} Gbps: each worker's parent {parents:?} ({workers} = the PS)"
+            ),
+        );
+        parents
     };
     let limit_ns = (ctx.param("time_limit_ms").unwrap_or(10_000.0) * 1e6) as u64;
-    let o = match super::aleph::run(&cfg, &costs, limit_ns) {
+    let o = match super::aleph::run(&cfg, &costs, &parents, limit_ns) {
         Ok(o) => o,
         Err(super::aleph::CellError::Refused(why)) => {
             return refuse(ctx, format!("{workers} workers: {why}"));
