@@ -510,6 +510,22 @@ mod tests {
         assert!(res[0].is_some() && res[0] == res[1] && res[0].as_deref() != Some(&want[..]));
         assert!(res[2].is_none());
 
+        // the pool is the pipeline's: a 64-slot switch sums workers whose pool is 64 exactly;
+        // workers of the default 128 slots get only the chunks of slots below 64 (the switch
+        // drops the rest as out of its pool)
+        let mut t64 = table(3);
+        t64.slots = 64;
+        let mut c64 = cfg(3);
+        c64.knobs = vec![("pool".into(), 64.0)];
+        let mut sw = TableSwitch::new(3, &t64).expect("a job");
+        assert!(
+            run(&mut sw, &c64, &[])
+                .iter()
+                .all(|r| r.as_deref() == Some(&want[..]))
+        );
+        let mut sw = TableSwitch::new(3, &t64).expect("a job");
+        assert!(run(&mut sw, &c, &[]).iter().all(Option::is_none));
+
         // a two-worker job, and a frame from an address no entry names that claims to be
         // worker 1 with other values: a miss, never aggregated, and the sums stay exact
         let c2 = cfg(2);
