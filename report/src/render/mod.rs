@@ -22,6 +22,15 @@ pub enum Format {
     Csv,
 }
 
+/// Why a list of report formats does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    #[error("`{0}` is not a report format (html, pdf, md, json, csv)")]
+    Unknown(String),
+    #[error("name at least one report format (html, pdf, md, json, csv)")]
+    Empty,
+}
+
 impl Format {
     pub const ALL: [Format; 5] = [
         Format::Html,
@@ -42,7 +51,7 @@ impl Format {
     }
 
     /// Parse `html,pdf,md,json`.
-    pub fn parse_list(s: &str) -> Result<Vec<Format>, String> {
+    pub fn parse_list(s: &str) -> Result<Vec<Format>, FormatError> {
         let mut out = Vec::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let f = match part {
@@ -51,18 +60,14 @@ impl Format {
                 "md" | "markdown" => Format::Md,
                 "json" => Format::Json,
                 "csv" => Format::Csv,
-                other => {
-                    return Err(format!(
-                        "`{other}` is not a report format (html, pdf, md, json, csv)"
-                    ));
-                }
+                other => return Err(FormatError::Unknown(other.to_string())),
             };
             if !out.contains(&f) {
                 out.push(f);
             }
         }
         if out.is_empty() {
-            return Err("name at least one report format (html, pdf, md, json, csv)".into());
+            return Err(FormatError::Empty);
         }
         Ok(out)
     }
@@ -510,6 +515,23 @@ mod tests {
     use crate::types::AggRow;
     use inabench_core::spec::{Fidelity, Spec};
     use inabench_core::value::{Params, Scalar};
+
+    /// A list of formats parses in order without repeats (`markdown` is `md`); a name that is
+    /// not a format, or no name, is a typed error with its sentence.
+    #[test]
+    fn format_lists_parse_or_say_why_not() {
+        assert_eq!(
+            Format::parse_list("pdf, markdown,json,md"),
+            Ok(vec![Format::Pdf, Format::Md, Format::Json])
+        );
+        let e = Format::parse_list("html,docx").expect_err("docx");
+        assert_eq!(e, FormatError::Unknown("docx".into()));
+        assert_eq!(
+            e.to_string(),
+            "`docx` is not a report format (html, pdf, md, json, csv)"
+        );
+        assert_eq!(Format::parse_list(" , "), Err(FormatError::Empty));
+    }
 
     const SPEC: &str = r#"
 id: aleph-t
