@@ -7,7 +7,9 @@
 //! - no code matches on the name of a system of `inabench_ina::SYSTEMS` to decide what it does:
 //!   a system's facts are methods of `inabench_ina::common::System`.
 //! - no protocol crate under `systems/` depends on the experiment machinery
-//!   (`inabench-ina-run`: training's collective and exchange).
+//!   (`inabench-ina-run`: the sim drivers and calibration, node processes, training's collective
+//!   and exchange), and no module of `inabench_ina` runs nodes on a fabric or launches node
+//!   processes itself (that machinery moved out; it does not come back).
 //!
 //! Both scan the source text (what a reviewer would grep), so a new violation fails here with
 //! its file and line.
@@ -216,5 +218,96 @@ fn no_protocol_crate_depends_on_the_experiment_machinery() {
     assert!(
         workloads.lines().any(|l| l.starts_with("inabench-ina-run")),
         "the scan reads dependency lines as workloads' manifest writes them"
+    );
+}
+
+/// Modules of `inabench_ina` that may drive nodes on a fabric, and why.
+const INA_DRIVERS: &[(&str, &str)] = &[(
+    "systems/ina/src/fuzz.rs",
+    "the fuzz body (the cargo-fuzz target ina_endpoints and tests/fuzz_smoke.rs): hostile \
+     schedules through fabric::fuzz, the fuzzing harness's own sim star",
+)];
+
+/// What runs nodes on a fabric or launches node processes: the fabrics and their drivers, the
+/// process-per-node launcher and its namespaces, the calibration's CPU meter.
+const DRIVER_APIS: &[&str] = &[
+    "Sim::new(",
+    "Sim {",
+    "Mem {",
+    "UdpThreads",
+    "FabricChoice",
+    "UdpProcesses",
+    "procs::",
+    "run_deployment(",
+    "run_observed(",
+    "Until {",
+    "netns::",
+    "raw::",
+    "CpuMeter",
+    "Timed::",
+    "sim_fabric(",
+    "SimFabric",
+];
+
+/// `file`'s code lines (not comments, nothing after `#[cfg(test)]`) that use a driver API.
+fn driver_uses(file: &Path) -> Vec<String> {
+    let rel = relative(file);
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let mut found = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let code = line.trim_start();
+        if code.starts_with("#[cfg(test)]") {
+            break;
+        }
+        if code.starts_with("//") {
+            continue;
+        }
+        if DRIVER_APIS.iter().any(|p| code.contains(p)) {
+            found.push(format!("{rel}:{}: {code}", i + 1));
+        }
+    }
+    found
+}
+
+/// The protocol crate runs nothing (#35 item 3): the sim drivers and the calibration
+/// (`inabench_ina_run::drive`), the systems as node processes (`udp_node`, `raw_node`) and
+/// training's glue live in `inabench-ina-run`. A module of `systems/ina/src` that runs nodes on a
+/// fabric or launches node processes fails here with its file and line; in-file tests (after
+/// `#[cfg(test)]`) and test-only modules (`#[cfg(test)] mod x;` in lib.rs, the in-file tests'
+/// virtual-time driver) may drive their nodes, as quinn-proto's tests do.
+#[test]
+fn the_protocol_crate_runs_no_driver() {
+    let dir = root().join("systems/ina/src");
+    let lib = std::fs::read_to_string(dir.join("lib.rs")).expect("ina's lib.rs");
+    let lines: Vec<&str> = lib.lines().map(str::trim).collect();
+    let test_only: Vec<String> = lines
+        .windows(2)
+        .filter(|w| w[0] == "#[cfg(test)]")
+        .filter_map(|w| {
+            w[1].strip_prefix("mod ")
+                .or(w[1].strip_prefix("pub(crate) mod "))
+        })
+        .map(|m| format!("systems/ina/src/{}.rs", m.trim_end_matches(';')))
+        .collect();
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    assert!(files.len() > 15, "the scan found {} files", files.len());
+    let mut found = Vec::new();
+    for f in &files {
+        let rel = relative(f);
+        if INA_DRIVERS.iter().any(|(file, _)| *file == rel) || test_only.contains(&rel) {
+            continue;
+        }
+        found.extend(driver_uses(f));
+    }
+    assert!(
+        found.is_empty(),
+        "the protocol crate runs nodes itself (put the driver in systems/ina-run):\n{}",
+        found.join("\n")
+    );
+    // the scan sees a driver where one is: the machinery's own sim driver
+    assert!(
+        !driver_uses(&root().join("systems/ina-run/src/drive.rs")).is_empty(),
+        "the scan finds no driver in inabench_ina_run::drive"
     );
 }
