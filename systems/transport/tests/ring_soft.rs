@@ -1,11 +1,13 @@
 //! The ring all-reduce written over `HostTransport` (the code the Soft-RoCE rig's `ring_worker`
-//! runs on verbs QPs) on the software RoCEv2 RC stack, through `fabric::Fabric` (sim and mem):
+//! runs on verbs QPs) on the software RoCEv2 RC stack, through `fabric::Fabric` (sim, mem and
+//! udp threads on loopback):
 //! every value of every worker's result is the exact wrapping sum of the workers' values, with
 //! and without loss (the stack's go-back-N recovers); a WRITE to a wrong rkey lands nowhere.
 
 use inabench_fabric::fault::Faults;
 use inabench_fabric::sim::LinkConfig;
-use inabench_fabric::{Endpoint, Fabric, Forwarder, Mem, Node, Sim, Until};
+use inabench_fabric::udp::IoModel;
+use inabench_fabric::{Endpoint, Fabric, Forwarder, Mem, Node, Sim, UdpThreads, Until};
 use inabench_transport::soft::{SoftHost, ring_nodes};
 use inabench_transport::{HostTransport, STATUS_REMOTE_ACCESS};
 
@@ -54,7 +56,7 @@ fn check(nodes: &[RingNode], want: &[i32], what: &str) -> u64 {
 }
 
 #[test]
-fn ring_over_the_trait_on_the_software_stack_sums_exactly_on_sim_and_mem() {
+fn ring_over_the_trait_on_the_software_stack_sums_exactly_on_sim_mem_and_udp() {
     // 4 workers, 4 chunks of 8 packets of 256 B (512 values each)
     let (n, mtu, per_chunk) = (4usize, 256u32, 8 * 256 / 4);
     let v = inputs(n, n * per_chunk, 7);
@@ -87,16 +89,46 @@ fn ring_over_the_trait_on_the_software_stack_sums_exactly_on_sim_and_mem() {
             "sim, loss {loss}: {retrans} resends"
         );
     }
-    let nodes = ring_nodes(v.clone(), mtu, 20_000_000).expect("ring");
-    let mut mem = Mem {
-        mtu: 9216,
-        faults: Faults::default(),
-    };
-    let (nodes, rep) = mem
-        .run(nodes, &Until::workers(n, n + 1, 60_000_000_000))
-        .expect("mem run");
-    assert!(rep.finished, "mem: {rep:?}");
-    check(&nodes, &want, "mem");
+    // threads and channels, then UDP sockets on loopback: wall-clock time, the same endpoints;
+    // mem with 1% loss (go-back-N on a 5 ms timer)
+    let fabrics: Vec<(&str, Box<dyn Fabric<RingNode>>)> = vec![
+        (
+            "mem",
+            Box::new(Mem {
+                mtu: 9216,
+                faults: Faults {
+                    loss: 0.01,
+                    seed: 5,
+                    ..Faults::default()
+                },
+            }),
+        ),
+        (
+            "udp",
+            Box::new(UdpThreads {
+                mtu: 9216,
+                faults: Faults::default(),
+                io: IoModel::Event,
+            }),
+        ),
+    ];
+    for (what, mut f) in fabrics {
+        let nodes = ring_nodes(v.clone(), mtu, 5_000_000).expect("ring");
+        let (nodes, rep) = f
+            .run(nodes, &Until::workers(n, n + 1, 60_000_000_000))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(rep.finished, "{what}: {rep:?}");
+        assert_eq!(rep.fabric, what);
+        let resent = check(&nodes, &want, what);
+        if what == "mem" {
+            assert!(rep.faults.dropped > 0, "mem: no frame lost");
+            assert!(
+                resent > 0,
+                "mem: {} frames lost, none resent",
+                rep.faults.dropped
+            );
+        }
+    }
 }
 
 #[test]
