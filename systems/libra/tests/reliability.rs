@@ -1,5 +1,5 @@
 //! Libra and PS-lite under the reliability spec's faults on the sim fabric (as
-//! `systems/ina/tests/reliability.rs` runs NetReduce's Table 6): duplication 0.1% and reordering
+//! `systems/ina-run/tests/reliability.rs` runs NetReduce's Table 6): duplication 0.1% and reordering
 //! 0.1% (delayed 5 us) on every link, loss 0, 0.01%, 0.1% and 1%, fault seeds 1 to 8. Six workers,
 //! a switch and a server; each Libra worker pushes about 3,600 hot pairs (60% of 6,000 ranks, 24
 //! a packet, Algorithm 1 on 48 registers) to the switch and about 6,000 cold pairs (30% of 20,000

@@ -1,5 +1,5 @@
 //! LuWu's push/pull job (WorkerNIC and AggNIC transports through the SmartSwitch) under the
-//! reliability spec's faults on the sim fabric (as `systems/ina/tests/reliability.rs` runs
+//! reliability spec's faults on the sim fabric (as `systems/ina-run/tests/reliability.rs` runs
 //! NetReduce's Table 6): duplication 0.1% and reordering 0.1% (delayed 5 us) on every link, loss
 //! 0, 0.01%, 0.1% and 1%, fault seeds 1 to 8, with the switch summing and with it taking the
 //! maximum (SwitchML's exponent negotiation, flags bit 0). Eight workers push 600 packets of 64

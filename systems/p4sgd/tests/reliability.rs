@@ -1,5 +1,5 @@
 //! P4SGD and its baselines under the reliability spec's faults on the sim fabric (as
-//! `systems/ina/tests/reliability.rs` runs NetReduce's Table 6): duplication 0.1% and reordering
+//! `systems/ina-run/tests/reliability.rs` runs NetReduce's Table 6): duplication 0.1% and reordering
 //! 0.1% (delayed 5 us) on every link, loss 0, 0.01%, 0.1% and 1%, fault seeds 1 to 8. Every
 //! worker is a `driver::LoopWorker`, which checks each all-reduce against the exact int32 sum
 //! (`driver::reference`) and counts a result delivered twice or for an operation never issued.
