@@ -182,3 +182,70 @@ fn a_write_to_a_wrong_rkey_lands_nowhere_and_fails_its_receive() {
         "nothing written to the buffer"
     );
 }
+
+#[test]
+fn the_software_qp_refuses_what_a_verbs_qp_would() {
+    use inabench_transport::soft::{Shape, SoftError, SoftQp};
+    use inabench_transport::{ConnInfo, ConnInfoError, ipv4_gid};
+    let shape = Shape {
+        mtu: 256,
+        msg_len: 2,
+        window: 1,
+        messages: 2,
+        rto_ns: 1000,
+    };
+    let mut a = SoftQp::new([10, 0, 9, 1], 0x20, 7, shape, 0x1000, 0x11).expect("qp a");
+    let b = SoftQp::new([10, 0, 9, 2], 0x21, 9, shape, 0x8000, 0x12).expect("qp b");
+    assert_eq!(
+        SoftQp::new([10, 0, 9, 1], 1, 7, shape, 0, 0).err(),
+        Some(SoftError::Info(ConnInfoError::ReservedQpn(1)))
+    );
+    assert_eq!(a.post_write(0, 0, 512, None), Err(SoftError::NotConnected));
+    let not_v4 = ConnInfo {
+        gid: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+        ..b.info()
+    };
+    assert_eq!(a.connect(&not_v4), Err(SoftError::NotIpv4));
+    let bad_psn = ConnInfo {
+        psn: 1 << 24,
+        ..b.info()
+    };
+    assert_eq!(
+        a.connect(&bad_psn),
+        Err(SoftError::Info(ConnInfoError::PsnRange(1 << 24)))
+    );
+    assert_eq!(b.info().gid, ipv4_gid([10, 0, 9, 2]));
+    a.connect(&b.info()).expect("connect");
+    assert_eq!(a.connect(&b.info()), Err(SoftError::AlreadyConnected));
+    assert!(matches!(
+        a.post_write(0, 0, 256, None),
+        Err(SoftError::Message { expected: 512, .. })
+    ));
+    assert!(matches!(
+        a.post_write(0, 256, 512, None),
+        Err(SoftError::Message { .. })
+    ));
+    assert!(matches!(
+        a.post_write(0, 1024, 512, None),
+        Err(SoftError::Region { .. })
+    ));
+    a.post_write(0, 0, 512, Some(1)).expect("message 0");
+    a.post_write(1, 512, 512, None).expect("message 1");
+    assert_eq!(a.post_write(2, 0, 512, None), Err(SoftError::Exhausted(2)));
+    // the window (one message) lets out message 0's two packets, then waits for its ACK
+    let frames: Vec<Vec<u8>> = std::iter::from_fn(|| a.poll_transmit(0)).collect();
+    assert_eq!(frames.len(), 2);
+    let (f0, _) = inabench_wire::roce::FrameRepr::parse(&frames[0]).expect("frame 0");
+    let (f1, _) = inabench_wire::roce::FrameRepr::parse(&frames[1]).expect("frame 1");
+    assert_eq!((f0.bth.dest_qp, f0.bth.psn, f1.bth.psn), (0x21, 7, 8));
+    assert_eq!(
+        f0.reth.map(|r| (r.va, r.rkey, r.dma_len)),
+        Some((0x8000, 0x12, 512))
+    );
+    assert_eq!(f1.immdt, Some(1), "the immediate rides on the last packet");
+    assert_eq!(
+        a.poll(8).expect("poll"),
+        vec![],
+        "no completion before the ACK"
+    );
+}
