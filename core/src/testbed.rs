@@ -70,6 +70,127 @@ pub struct Host {
     /// Address the launcher reaches it at (ssh/slurm); absent for this machine.
     #[serde(default)]
     pub address: Option<String>,
+    /// The host's address on the data network its frames cross (a worker's RoCE or Ethernet
+    /// interface; the switch host's side of it): what the systems' address plans take instead
+    /// of their synthetic values (`Testbed::data_addresses`). Absent: the synthetic plan.
+    #[serde(default)]
+    pub data: Option<DataAddress>,
+}
+
+/// One host's data-network address as the testbed file writes it; checked by the reader (a bad
+/// MAC, IPv4 address or GID is an error with its file, line and field).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DataAddress {
+    /// The interface the frames leave by (`ens3`, `enp1s0f0`: a rig's guest's virtio NIC, a
+    /// host's RoCE NIC's netdev); absent where the host's side is several links (a rig's host
+    /// relay on one tap per guest).
+    #[serde(default)]
+    pub interface: Option<String>,
+    /// `aa:bb:cc:dd:ee:ff`
+    pub mac: String,
+    /// `a.b.c.d`
+    pub ipv4: String,
+    /// The RoCEv2 GID the host's RDMA device uses on that interface (IPv6 form; for an IPv4
+    /// address, `::ffff:a.b.c.d`); for RoCE hosts, absent elsewhere.
+    #[serde(default)]
+    pub gid: Option<String>,
+}
+
+/// A host's data-network address, read: what an address plan is built from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostAddress {
+    pub host: String,
+    pub interface: Option<String>,
+    pub mac: [u8; 6],
+    pub ipv4: [u8; 4],
+    pub gid: Option<[u8; 16]>,
+}
+
+/// `aa:bb:cc:dd:ee:ff` (hex digits, either case) as six bytes.
+pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        return None;
+    }
+    let mut out = [0u8; 6];
+    for (o, p) in out.iter_mut().zip(parts) {
+        if p.len() != 2 {
+            return None;
+        }
+        *o = u8::from_str_radix(p, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// A GID in IPv6 form (`fe80::...`, `::ffff:10.77.0.1`) as its 16 bytes.
+pub fn parse_gid(s: &str) -> Option<[u8; 16]> {
+    s.parse::<std::net::Ipv6Addr>().ok().map(|a| a.octets())
+}
+
+impl DataAddress {
+    /// The address read, or the field that does not read and why.
+    fn read(&self, host: &str) -> Result<HostAddress, (&'static str, String)> {
+        if let Some(i) = &self.interface
+            && (i.is_empty() || i.len() > 15 || i.contains(['/', ' ']))
+        {
+            return Err((
+                "interface",
+                format!(
+                    "host {host}'s data.interface `{i}` is not an interface name (1 to 15 characters, no `/` or space)"
+                ),
+            ));
+        }
+        let mac = parse_mac(&self.mac).ok_or_else(|| {
+            (
+                "mac",
+                format!(
+                    "host {host}'s data.mac `{}` is not a MAC address (aa:bb:cc:dd:ee:ff)",
+                    self.mac
+                ),
+            )
+        })?;
+        if mac[0] & 1 == 1 {
+            return Err((
+                "mac",
+                format!(
+                    "host {host}'s data.mac `{}` is a multicast address, not a host's",
+                    self.mac
+                ),
+            ));
+        }
+        let ipv4 = self
+            .ipv4
+            .parse::<std::net::Ipv4Addr>()
+            .map_err(|_| {
+                (
+                    "ipv4",
+                    format!(
+                        "host {host}'s data.ipv4 `{}` is not an IPv4 address (a.b.c.d)",
+                        self.ipv4
+                    ),
+                )
+            })?
+            .octets();
+        let gid = match &self.gid {
+            None => None,
+            Some(g) => Some(parse_gid(g).ok_or_else(|| {
+                (
+                    "gid",
+                    format!(
+                        "host {host}'s data.gid `{g}` is not a GID in IPv6 form (::ffff:a.b.c.d)"
+                    ),
+                )
+            })?),
+        };
+        Ok(HostAddress {
+            host: host.to_string(),
+            interface: self.interface.clone(),
+            mac,
+            ipv4,
+            gid,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -280,6 +401,35 @@ impl Testbed {
                 ));
             }
         }
+        let mut seen: Vec<HostAddress> = Vec::new();
+        for (i, h) in t.hosts.iter().enumerate() {
+            let Some(d) = &h.data else { continue };
+            let a = d
+                .read(&h.name)
+                .map_err(|(field, m)| err(&[K("hosts"), I(i), K("data"), K(field)], m))?;
+            if let Some(o) = seen.iter().find(|o| o.mac == a.mac || o.ipv4 == a.ipv4) {
+                let field = if o.mac == a.mac { "mac" } else { "ipv4" };
+                return Err(err(
+                    &[K("hosts"), I(i), K("data"), K(field)],
+                    format!(
+                        "host {}'s data.{field} is host {}'s too: each host has its own",
+                        h.name, o.host
+                    ),
+                ));
+            }
+            let roce = t.nics.iter().any(|n| n.host == h.name && n.kind == "roce");
+            if roce && a.gid.is_none() {
+                return Err(err(
+                    &[K("hosts"), I(i), K("data")],
+                    format!(
+                        "host {} has a RoCE NIC: its data address needs `gid` (the RoCEv2 GID, ::ffff:{})",
+                        h.name,
+                        std::net::Ipv4Addr::from(a.ipv4)
+                    ),
+                ));
+            }
+            seen.push(a);
+        }
         for (i, n) in t.nics.iter().enumerate() {
             let bad_kind = !["roce", "ethernet"].contains(&n.kind.as_str());
             // `!(x > 0)`, not `x <= 0`: NaN is not a rate either
@@ -307,6 +457,17 @@ impl Testbed {
         Testbed::from_yaml(file, &text)
     }
 
+    /// The data-network addresses of the hosts with role `role` (`worker`, `switch`) that give
+    /// one, in the file's order (worker i of a job is the i-th): what an address plan is built
+    /// from. Empty when none gives one (the systems keep their synthetic plan).
+    pub fn data_addresses(&self, role: &str) -> Vec<HostAddress> {
+        self.hosts
+            .iter()
+            .filter(|h| h.role.iter().any(|r| r == role))
+            .filter_map(|h| h.data.as_ref().and_then(|d| d.read(&h.name).ok()))
+            .collect()
+    }
+
     /// Whether the testbed has devices for `hardware` rows.
     pub fn has_hardware(&self) -> bool {
         self.switch.kind != "soft"
@@ -326,6 +487,7 @@ pub fn fuzz(data: &[u8]) {
         Ok(t) => {
             let _ = t.has_hardware();
             let _ = t.agent_hosts();
+            let _ = t.data_addresses("worker");
         }
         Err(e) => {
             if let Some(l) = e.line {
@@ -434,6 +596,107 @@ mod tests {
         let e = parse("name: x\nhosts: [{name: a}]\nrig:\n  kind: rxe\n  experiments: [e]\n")
             .expect_err("no script");
         assert!(e.to_string().contains("script"), "{e}");
+    }
+
+    /// The rig's file states its guests' data addresses (worker i the i-th) and its switch's.
+    #[test]
+    fn hosts_data_addresses_read_in_file_order() {
+        let t = parse(include_str!("../../experiments/testbeds/rxe-rig.yaml")).expect("rxe-rig");
+        let w = t.data_addresses("worker");
+        assert_eq!(w.len(), 3);
+        for (i, a) in w.iter().enumerate() {
+            let b = i as u8 + 1;
+            assert_eq!(a.host, format!("guest{i}"));
+            assert_eq!(a.interface.as_deref(), Some("eth0"));
+            assert_eq!(a.mac, [0x52, 0x54, 0, 0x77, 0, b]);
+            assert_eq!(a.ipv4, [10, 77, 0, b]);
+            let mut gid = [0u8; 16];
+            gid[10..12].copy_from_slice(&[0xff, 0xff]);
+            gid[12..].copy_from_slice(&[10, 77, 0, b]);
+            assert_eq!(a.gid, Some(gid));
+        }
+        let s = t.data_addresses("switch");
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].interface, None);
+        assert_eq!(s[0].mac, [0x52, 0x54, 0, 0x77, 0, 0xfe]);
+        assert_eq!(s[0].ipv4, [10, 77, 0, 254]);
+        // no addresses: nothing (the systems keep their synthetic plan)
+        let l = parse(include_str!("../../experiments/testbeds/local.yaml")).expect("local");
+        assert!(l.data_addresses("worker").is_empty());
+    }
+
+    /// A bad data address is one sentence naming the file, the field's own line and the field.
+    #[test]
+    fn a_bad_data_address_names_its_file_line_and_field() {
+        let host = |data: &str| {
+            format!("name: x\nhosts:\n  - name: a\n    role: [worker]\n    data:\n{data}")
+        };
+        let cases = [
+            (
+                "      interface: eth0\n      mac: '52:54:00:77:00'\n      ipv4: 10.0.0.1\n",
+                7,
+                "data.mac `52:54:00:77:00` is not a MAC address",
+            ),
+            (
+                "      interface: eth0\n      mac: '01:00:5e:00:00:01'\n      ipv4: 10.0.0.1\n",
+                7,
+                "is a multicast address",
+            ),
+            (
+                "      interface: eth0\n      mac: '52:54:00:77:00:01'\n      ipv4: 10.0.0.256\n",
+                8,
+                "data.ipv4 `10.0.0.256` is not an IPv4 address",
+            ),
+            (
+                "      interface: eth0\n      mac: '52:54:00:77:00:01'\n      ipv4: 10.0.0.1\n      gid: '::ffff:10.0.0'\n",
+                9,
+                "data.gid `::ffff:10.0.0` is not a GID",
+            ),
+            (
+                "      interface: 'eth 0'\n      mac: '52:54:00:77:00:01'\n      ipv4: 10.0.0.1\n",
+                6,
+                "data.interface `eth 0` is not an interface name",
+            ),
+            (
+                "      mac: '52:54:00:77:00:01'\n      ip: 10.0.0.1\n",
+                7,
+                "ip",
+            ),
+        ];
+        for (data, line, says) in cases {
+            let e = parse(&host(data)).expect_err(says);
+            assert_eq!(e.line, Some(line), "{e}");
+            assert!(
+                e.to_string().starts_with(&format!("tb.yaml:{line}: ")),
+                "{e}"
+            );
+            assert!(e.to_string().contains(says), "{e}");
+        }
+        // two hosts on one address: the second's field
+        let twin = "name: x\nhosts:\n  - name: a\n    data: {mac: '52:54:00:00:00:01', ipv4: 10.0.0.1}\n  - name: b\n    data:\n      mac: '52:54:00:00:00:02'\n      ipv4: 10.0.0.1\n";
+        let e = parse(twin).expect_err("shared ipv4");
+        assert_eq!(e.line, Some(8), "{e}");
+        assert!(
+            e.to_string().contains("host b's data.ipv4 is host a's too"),
+            "{e}"
+        );
+        // a RoCE host's address needs its GID
+        let roce = "name: x\nhosts:\n  - name: a\n    data: {interface: enp1s0f0, mac: '52:54:00:00:00:01', ipv4: 10.0.0.1}\nnics:\n  - {host: a, kind: roce, device: mlx5_0, rate_gbps: 100}\n";
+        let e = parse(roce).expect_err("no gid");
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(
+            e.to_string().contains("needs `gid`") && e.to_string().contains("::ffff:10.0.0.1"),
+            "{e}"
+        );
+        let ok = roce.replace("ipv4: 10.0.0.1}", "ipv4: 10.0.0.1, gid: '::ffff:10.0.0.1'}");
+        assert_eq!(
+            parse(&ok).expect("with gid").hosts[0]
+                .data
+                .as_ref()
+                .and_then(|d| d.gid.clone())
+                .as_deref(),
+            Some("::ffff:10.0.0.1")
+        );
     }
 
     #[test]

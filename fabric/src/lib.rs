@@ -7,6 +7,7 @@
 //! hardware and in virtual time. [`Fabric`] is the one way to run a set of endpoints on any of
 //! them, with one report type; [`wrap`] holds wrappers that compose around any endpoint.
 
+pub mod addresses;
 pub mod batch;
 pub mod driver;
 pub mod endpoint;

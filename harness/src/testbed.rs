@@ -29,6 +29,8 @@ pub enum RigError {
         "the testbed {testbed}'s rig boots its guests from this process (root, taps on this host): --launcher {launcher} cannot run it; leave --launcher out"
     )]
     Launcher { testbed: String, launcher: String },
+    #[error("the testbed {testbed}'s data addresses: {why}")]
+    Addresses { testbed: String, why: String },
     #[error("the testbed {testbed}'s rig.set: {why}")]
     Set { testbed: String, why: String },
     #[error(
@@ -50,6 +52,9 @@ pub struct RigRun {
     pub script: PathBuf,
     pub programs: PathBuf,
     pub set: Vec<SetParam>,
+    /// The testbed's data addresses (its hosts' `data:`), which the rig's switch takes and its
+    /// guests are checked against; None where it states none.
+    pub addresses: Option<inabench_workloads::netreduce::rig::AddressPlan>,
     facts: Arc<Mutex<Vec<String>>>,
 }
 
@@ -87,12 +92,19 @@ impl RigRun {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let addresses = inabench_workloads::netreduce::rig::address_plan(tb).map_err(|e| {
+            RigError::Addresses {
+                testbed: testbed.clone(),
+                why: e.to_string(),
+            }
+        })?;
         Ok(Some(RigRun {
             testbed,
             rig,
             script,
             programs,
             set,
+            addresses,
             facts: Arc::new(Mutex::new(Vec::new())),
         }))
     }
@@ -142,6 +154,7 @@ impl RigRun {
             RigConfig {
                 script: self.script.clone(),
                 programs: self.programs.clone(),
+                addresses: self.addresses.clone(),
             },
             self.facts.clone(),
         );
@@ -163,6 +176,9 @@ impl RigRun {
             "rig {} (tools/rxe-rig, testbed {}): Soft-RoCE, the Linux kernel's software RDMA provider rdma_rxe, device rxe0 on a virtio NIC in each qemu TCG guest (emulated CPUs: no RoCE NIC, no line rate, no NIC timestamps); NetReduce's accelerator inabench_ina::fpga::Accelerator (RC QPs in the guests) and SwitchML-RDMA's switch inabench_ina::switchml_rdma (UC QPs in the guests, 1024 B a packet: the release's payload and a verbs path MTU; the spec's simulated rows send 768) on this host on the guests' taps (AF_PACKET), the ICRC recomputed in software",
             self.rig.kind, self.testbed
         )];
+        if let Some(a) = &self.addresses {
+            out.push(inabench_workloads::netreduce::rig::describe_plan(a));
+        }
         out.extend(facts);
         out
     }

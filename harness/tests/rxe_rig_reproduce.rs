@@ -139,6 +139,10 @@ fn netreduce_table6_on_the_soft_roce_rig_is_emulated_rdma_rxe_with_exact_sums_an
         "rdma link rxe0/1 state ACTIVE",
         "verbs probe: libibverbs loaded: rxe0 [Soft-RoCE (rdma_rxe), software]",
         ", kernel ",
+        // the testbed file's addresses, which the guests were checked against (#36 item 1)
+        "data addresses from the testbed file",
+        "worker 0 eth0 52:54:00:77:00:01 10.77.0.1 gid ::ffff:10.77.0.1",
+        "switch 52:54:00:77:00:fe 10.77.0.254",
     ] {
         assert!(all.contains(want), "no `{want}` in the drivers:\n{all}");
     }

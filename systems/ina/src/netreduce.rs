@@ -344,6 +344,58 @@ impl Host {
     }
 }
 
+/// Worker `i`'s address on its QP `q` in an address plan: the plan's MAC and IPv4 address for
+/// the worker, the QPN numbered as [`worker_qp_addr`] numbers it (a QPN is the NIC's, not the
+/// testbed's). With the synthetic plan this is [`worker_qp_addr`]; None where the plan names
+/// fewer workers.
+pub fn worker_qp_addr_in(
+    plan: &inabench_fabric::addresses::AddressPlan,
+    i: usize,
+    recv: bool,
+    q: u32,
+) -> Option<Addr> {
+    let a = plan.worker(i)?;
+    Some(Addr {
+        mac: a.mac,
+        ip: a.ipv4,
+        ..worker_qp_addr(i, recv, q)
+    })
+}
+
+impl Host {
+    /// As [`Host::with_line_rate`], every connection addressed from `plan` (a testbed's hosts'
+    /// MACs and IPv4 addresses) instead of the synthetic plan; the QPNs and PSNs are the same.
+    /// Refused where the plan names fewer workers than the layout.
+    pub fn with_addresses(
+        rank: usize,
+        layout: Layout,
+        grad: &[i32],
+        switch: NodeId,
+        rto_ns: u64,
+        line_rate_bps: f64,
+        plan: &inabench_fabric::addresses::AddressPlan,
+    ) -> Result<Host, SetupError> {
+        plan.covers(layout.workers)
+            .map_err(|e| SetupError::Config(e.to_string()))?;
+        let n = layout.workers;
+        let pred = (rank + n - 1) % n;
+        let at = |i: usize, recv: bool, q: u32| {
+            worker_qp_addr_in(plan, i, recv, q)
+                .ok_or_else(|| SetupError::Config(format!("the address plan has no worker {i}")))
+        };
+        let mut h = Host::with_line_rate(rank, layout, grad, switch, rto_ns, line_rate_bps);
+        for (q, s) in h.send.iter_mut().enumerate() {
+            s.local = at(rank, false, q as u32)?;
+            s.remote = at((rank + 1) % n, true, q as u32)?;
+        }
+        for (q, r) in h.recv.iter_mut().enumerate() {
+            r.local = at(rank, true, q as u32)?;
+            r.remote = at(pred, false, q as u32)?;
+        }
+        Ok(h)
+    }
+}
+
 impl Host {
     /// Note when QP `q`'s message window admits new messages (`now`): the messages up to its
     /// acknowledged ones plus the window N.

@@ -127,6 +127,98 @@ pub struct RigConfig {
     /// The folder with `netreduce_worker`, `netreduce_accel`, `switchml_rdma_worker` and
     /// `switchml_rdma_switch`.
     pub programs: PathBuf,
+    /// The guests' and the switch's data addresses as the testbed file states them
+    /// ([`address_plan`]); None: the testbed states none (the rig's own numbering stands).
+    pub addresses: Option<AddressPlan>,
+}
+
+pub use inabench_fabric::addresses::AddressPlan;
+use inabench_fabric::addresses::{AddressError, HostAddress, fmt_mac, ipv4_gid};
+
+/// SwitchML-RDMA's switch's own address on the guests' data network when the testbed gives
+/// none (the `switchml_rdma_switch` example's default).
+const SWITCH_DEFAULT: ([u8; 4], [u8; 6]) = ([10, 77, 0, 254], [0x52, 0x54, 0, 0x77, 0, 0xfe]);
+
+/// The address plan a testbed file states (`hosts[].data`): its workers' addresses in the
+/// file's order (worker i the i-th host with role `worker` that gives one) and its switch
+/// host's; None when no worker gives one (the systems keep their synthetic plan). A RoCE host
+/// without a `gid` has its IPv4-mapped one (the reader already asks a RoCE NIC's host for one).
+pub fn address_plan(
+    tb: &inabench_core::testbed::Testbed,
+) -> Result<Option<AddressPlan>, AddressError> {
+    let conv = |a: inabench_core::testbed::HostAddress| HostAddress {
+        interface: a.interface,
+        mac: a.mac,
+        ipv4: a.ipv4,
+        gid: a.gid.unwrap_or_else(|| ipv4_gid(a.ipv4)),
+    };
+    let workers: Vec<HostAddress> = tb.data_addresses("worker").into_iter().map(conv).collect();
+    if workers.is_empty() {
+        return Ok(None);
+    }
+    let switch = tb.data_addresses("switch").into_iter().next().map(conv);
+    AddressPlan::new(workers, switch).map(Some)
+}
+
+/// The manifest's line for a testbed's address plan.
+pub fn describe_plan(a: &AddressPlan) -> String {
+    let one = |h: &HostAddress| {
+        format!(
+            "{}{} {} gid {}",
+            h.interface
+                .as_deref()
+                .map(|i| format!("{i} "))
+                .unwrap_or_default(),
+            fmt_mac(h.mac),
+            std::net::Ipv4Addr::from(h.ipv4),
+            std::net::Ipv6Addr::from(h.gid)
+        )
+    };
+    let workers: Vec<String> = (0..a.len().unwrap_or(0))
+        .filter_map(|i| a.worker(i).map(|h| format!("worker {i} {}", one(&h))))
+        .collect();
+    format!(
+        "data addresses from the testbed file (the guests checked against them, SwitchML-RDMA's switch at the switch host's): {}{}",
+        workers.join("; "),
+        a.switch
+            .as_ref()
+            .map(|s| format!("; switch {}", one(s)))
+            .unwrap_or_default()
+    )
+}
+
+/// That the guests are where the testbed says: each guest's own report of its data NIC and
+/// address (`guest i: data nic eth0 10.77.0.1`, from tools/rxe-rig/guest.sh) against the plan's
+/// worker i. A guest that did not report is not judged here (its run fails on its own).
+pub fn check_guest_addresses(
+    stdout: &str,
+    workers: usize,
+    plan: &AddressPlan,
+) -> Result<(), String> {
+    plan.covers(workers)
+        .map_err(|e| format!("the testbed's data addresses: {e}"))?;
+    for g in 0..workers {
+        let head = format!("guest {g}: data nic ");
+        let Some(line) = stdout
+            .lines()
+            .find_map(|l| l.split_once(&head).map(|(_, r)| r))
+        else {
+            continue;
+        };
+        let mut w = line.split([' ', ',']).filter(|x| !x.is_empty());
+        let (nic, ip) = (w.next().unwrap_or(""), w.next().unwrap_or(""));
+        let Some(want) = plan.worker(g) else { continue };
+        let want_ip = std::net::Ipv4Addr::from(want.ipv4).to_string();
+        let nic_ok = want.interface.as_deref().is_none_or(|i| i == nic);
+        if !nic_ok || ip != want_ip {
+            return Err(format!(
+                "guest {g} is on {nic} {ip}, the testbed file says {} {want_ip} ({}): the testbed's data addresses must be the rig's (tools/rxe-rig gives guest i 10.77.0.<i+1> on its virtio NIC)",
+                want.interface.as_deref().unwrap_or("(any interface)"),
+                fmt_mac(want.mac)
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `netreduce.table6` on the rig (the id of the workload it stands in for).
@@ -161,6 +253,16 @@ impl RigTable6 {
             facts,
             runs: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// SwitchML-RDMA's switch's IPv4 and MAC address: the testbed's switch host's, else the
+    /// example's default.
+    fn switch_address(&self) -> ([u8; 4], [u8; 6]) {
+        self.cfg
+            .addresses
+            .as_ref()
+            .and_then(|a| a.switch.as_ref())
+            .map_or(SWITCH_DEFAULT, |s| (s.ipv4, s.mac))
     }
 
     fn boot(&self, workers: usize, p: &Layout, reps: usize) -> Result<String, WorkloadError> {
@@ -200,24 +302,30 @@ impl RigTable6 {
                     p.slots(reps)
                 ),
             ),
-            // the switch's address on the guests' data network (the example's default) with a
-            // permanent neighbour entry: a UC QP's first WRITE must not wait for ARP
+            // the switch's address on the guests' data network (the testbed's switch host's, else
+            // the example's default), given to the switch and, as a permanent neighbour entry,
+            // to the guests: a UC QP's first WRITE must not wait for ARP
             RigSystem::SwitchMlRdma => (
                 format!(
-                    "exec {} $RIG_TAPS --mtu {} --msg-packets {} --pool {}",
+                    "exec {} $RIG_TAPS --mtu {} --msg-packets {} --pool {} --switch-ip {} --switch-mac {}",
                     shell_word(&accel),
                     p.mtu,
                     p.msg_packets,
-                    SMLR_POOL
+                    SMLR_POOL,
+                    std::net::Ipv4Addr::from(self.switch_address().0),
+                    fmt_mac(self.switch_address().1)
                 ),
                 format!(
-                    "ip neigh replace 10.77.0.254 lladdr 52:54:00:77:00:fe dev $RIG_NIC nud permanent || exit 1\n\
-                     exec /mnt/share/switchml_rdma_worker $RIG_GUEST $RIG_GUESTS --info-file $RIG_OUT/switchml_rdma_qp --wait-dir /mnt/rig --elements {} --mtu {} --msg-packets {} --pool {} --seed {} --timeout-ms 2000 --reps {reps}",
+                    "ip neigh replace {} lladdr {} dev $RIG_NIC nud permanent || exit 1\n\
+                     exec /mnt/share/switchml_rdma_worker $RIG_GUEST $RIG_GUESTS --info-file $RIG_OUT/switchml_rdma_qp --wait-dir /mnt/rig --elements {} --mtu {} --msg-packets {} --pool {} --seed {} --timeout-ms 2000 --reps {reps} --switch-ip {}",
+                    std::net::Ipv4Addr::from(self.switch_address().0),
+                    fmt_mac(self.switch_address().1),
                     p.messages(reps) * p.per_message(),
                     p.mtu,
                     p.msg_packets,
                     SMLR_POOL,
-                    p.seed
+                    p.seed,
+                    std::net::Ipv4Addr::from(self.switch_address().0)
                 ),
             ),
         };
@@ -565,7 +673,15 @@ impl Workload for RigTable6 {
                         p.elements
                     ),
                 );
+                if let Some(a) = &self.cfg.addresses {
+                    a.covers(workers).map_err(|e| {
+                        WorkloadError::BadParam(format!("the testbed's data addresses: {e}"))
+                    })?;
+                }
                 let stdout = self.boot(workers, &p, reps)?;
+                if let Some(a) = &self.cfg.addresses {
+                    check_guest_addresses(&stdout, workers, a).map_err(WorkloadError::Invalid)?;
+                }
                 let (outcome, facts) =
                     parse(&stdout, workers, &p, reps).map_err(WorkloadError::Invalid)?;
                 {
@@ -736,5 +852,121 @@ mod tests {
         assert!(parse(&missing, 2, &p, 2).is_err());
         let no_link = out.replace("link of worker 1", "worker 1");
         assert!(parse(&no_link, 2, &p, 2).is_err());
+    }
+
+    /// A plan from a testbed file reaches the frames: NetReduce's worker built with the rig
+    /// testbed's addresses sends from its guest's MAC and IPv4 address to its ring successor's;
+    /// with the synthetic plan it sends exactly the frames it always has.
+    #[test]
+    fn a_testbed_address_plan_reaches_a_workers_frames() {
+        use inabench_fabric::Endpoint;
+        use inabench_ina::common::AllReduceConfig;
+        use inabench_ina::netreduce::{Host, Layout as NrLayout};
+        let tb = inabench_core::testbed::Testbed::from_yaml(
+            Path::new("rxe-rig.yaml"),
+            include_str!("../../../experiments/testbeds/rxe-rig.yaml"),
+        )
+        .expect("rxe-rig.yaml");
+        let plan = address_plan(&tb).expect("a valid plan").expect("addresses");
+        assert_eq!(plan.len(), Some(3));
+        let cfg = AllReduceConfig {
+            workers: 3,
+            elements: 2000,
+            seed: 7,
+            line_rate_bps: 0.0,
+            mtu: 1024,
+            timeout_ns: 1_000_000,
+            knobs: vec![],
+        };
+        let layout = NrLayout::new(&cfg).expect("layout");
+        let grad = inabench_ina::common::gradient(cfg.seed, 0, cfg.elements);
+        let first = |h: &mut Host| h.poll_transmit(0).expect("a first frame").bytes;
+        let mut h = Host::with_addresses(0, layout, &grad, 3, cfg.timeout_ns, 0.0, &plan)
+            .expect("worker 0");
+        let frame = first(&mut h);
+        let (repr, _) = inabench_wire::roce::FrameRepr::parse(&frame).expect("a RoCEv2 frame");
+        assert_eq!(repr.src_mac, [0x52, 0x54, 0, 0x77, 0, 0x01], "guest0's MAC");
+        assert_eq!(repr.src_ip, [10, 77, 0, 1], "guest0's address");
+        assert_eq!(
+            repr.dst_mac,
+            [0x52, 0x54, 0, 0x77, 0, 0x02],
+            "its successor guest1's"
+        );
+        assert_eq!(repr.dst_ip, [10, 77, 0, 2]);
+        // the synthetic plan: the same frame as the constructor without a plan, byte for byte
+        let mut old = Host::with_line_rate(0, layout, &grad, 3, cfg.timeout_ns, 0.0);
+        let mut syn = Host::with_addresses(
+            0,
+            layout,
+            &grad,
+            3,
+            cfg.timeout_ns,
+            0.0,
+            &AddressPlan::synthetic(),
+        )
+        .expect("synthetic");
+        let a = first(&mut old);
+        assert_eq!(a, first(&mut syn));
+        let (r, _) = inabench_wire::roce::FrameRepr::parse(&a).expect("frame");
+        assert_eq!((r.src_ip, r.dst_ip), ([10, 0, 0, 1], [10, 0, 0, 2]));
+        // the synthetic plan is NetReduce's own numbering for every index and QP, and reads an
+        // address back as it does
+        let syn = AddressPlan::synthetic();
+        for i in 0..300 {
+            for (recv, q) in [(false, 0), (true, 0), (false, 3), (true, 15)] {
+                assert_eq!(
+                    inabench_ina::netreduce::worker_qp_addr_in(&syn, i, recv, q),
+                    Some(inabench_ina::netreduce::worker_qp_addr(i, recv, q))
+                );
+            }
+        }
+        for ip in [
+            [10, 0, 0, 3],
+            [10, 77, 0, 1],
+            [10, 0, 0, 0],
+            [192, 168, 1, 5],
+        ] {
+            assert_eq!(syn.node_of_ip(ip), inabench_ina::netreduce::node_of_ip(ip));
+        }
+        // a plan with fewer workers than the job is refused
+        let four = NrLayout::new(&AllReduceConfig { workers: 4, ..cfg }).expect("layout");
+        assert!(Host::with_addresses(0, four, &grad, 4, 1, 0.0, &plan).is_err());
+    }
+
+    /// The guests' own reports of their NIC and address are checked against the testbed's plan.
+    #[test]
+    fn guests_are_checked_against_the_testbeds_addresses() {
+        let tb = inabench_core::testbed::Testbed::from_yaml(
+            Path::new("rxe-rig.yaml"),
+            include_str!("../../../experiments/testbeds/rxe-rig.yaml"),
+        )
+        .expect("rxe-rig.yaml");
+        let plan = address_plan(&tb).expect("valid").expect("addresses");
+        assert_eq!(plan.switch.as_ref().map(|s| s.ipv4), Some([10, 77, 0, 254]));
+        // the guests' kernel names the data NIC eth0 (the rig's init runs no udev)
+        let out = OUT.replace("data nic ens3 ", "data nic eth0 ");
+        check_guest_addresses(&out, 2, &plan).expect("guest 0 is where the file says");
+        let moved = out.replace("data nic eth0 10.77.0.1,", "data nic eth0 10.77.0.9,");
+        let e = check_guest_addresses(&moved, 2, &plan).expect_err("moved");
+        assert!(
+            e.starts_with("guest 0 is on eth0 10.77.0.9, the testbed file says eth0 10.77.0.1"),
+            "{e}"
+        );
+        let e = check_guest_addresses(OUT, 2, &plan).expect_err("another NIC");
+        assert!(e.starts_with("guest 0 is on ens3 10.77.0.1"), "{e}");
+        assert!(
+            check_guest_addresses(&out, 4, &plan).is_err(),
+            "3 addresses, 4 guests"
+        );
+        assert!(describe_plan(&plan).contains(
+            "worker 2 eth0 52:54:00:77:00:03 10.77.0.3 gid ::ffff:10.77.0.3; switch 52:54:00:77:00:fe 10.77.0.254"
+        ));
+        // the local testbed states none: no plan, the rig's own numbering
+        let local = inabench_core::testbed::Testbed::from_yaml(
+            Path::new("local.yaml"),
+            include_str!("../../../experiments/testbeds/local.yaml"),
+        )
+        .expect("local");
+        assert_eq!(address_plan(&local).expect("valid"), None);
     }
 }
