@@ -671,6 +671,29 @@ fn aleph_runs_two_levels_where_a_link_is_slower() {
     assert!(o.finished && o.wrong == 0 && o.unfinished == 0, "{o:?}");
     // an aggregator's member cannot aggregate in turn
     assert!(aleph::run(&cfg, &costs, &[8, 0, 1, 8, 8, 8, 8, 8], 1_000_000).is_err());
+    // 2% of the frames lost, some duplicated: the Integrity Check recovers at both levels
+    // (members from their aggregator, aggregators from the PS), every aggregate exact
+    for seed in 1..=4 {
+        let faults = inabench_fabric::fault::Faults {
+            loss: 0.02,
+            duplicate: 0.01,
+            seed,
+            ..Default::default()
+        };
+        let o = aleph::run_with_faults(
+            &cfg,
+            &costs,
+            &[8, 0, 0, 8, 8, 4, 4, 8],
+            faults,
+            20_000_000_000,
+        )
+        .expect("run");
+        assert!(o.finished && o.wrong == 0, "seed {seed}: {o:?}");
+        assert!(
+            o.resent + o.fetches > 0,
+            "seed {seed}: nothing recovered: {o:?}"
+        );
+    }
 }
 
 /// The emulated class runs the list's systems on this host's udp fabric (a process per node, or

@@ -33,6 +33,7 @@
 use inabench_aleph::service::{DEFAULT_RECEIVE_TIMEOUT_NS, Member, MemberConfig, Service};
 use inabench_aleph::service::{ServiceConfig, Trainer};
 use inabench_core::{PointCtx, WorkloadError};
+use inabench_fabric::fault::Faults;
 use inabench_fabric::{Endpoint, Fabric, Nanos, NodeId, Sim, Transmit, Until};
 use inabench_ina::common::{AllReduceConfig, gradient, reference_sum};
 use inabench_wire::ina::aleph::{ControlKind, ControlRepr, GRADS, Kind, PACKET_LEN};
@@ -529,6 +530,18 @@ pub fn run(
     parents: &[usize],
     limit_ns: Nanos,
 ) -> Result<Outcome, CellError> {
+    run_with_faults(cfg, costs, parents, Faults::default(), limit_ns)
+}
+
+/// [`run`] with the sim fabric's `faults` on every link (loss, duplication, reordering): the
+/// Integrity Check's recovery at both levels.
+pub fn run_with_faults(
+    cfg: &AllReduceConfig,
+    costs: &Costs,
+    parents: &[usize],
+    faults: Faults,
+    limit_ns: Nanos,
+) -> Result<Outcome, CellError> {
     let n = cfg.workers;
     let (ps, switch) = (n as NodeId, n as NodeId + 1);
     let bad = |why: String| CellError::Refused(inabench_aleph::AlephError::Invalid(why));
@@ -623,6 +636,7 @@ pub fn run(
     let mut sim = Sim {
         costs: costs_by_node,
         rates: inabench_ina_run::drive::slow_links(cfg),
+        faults,
         ..Sim::new(inabench_ina_run::drive::sim_link(cfg), switch)
     };
     let (nodes, rep) = sim
