@@ -5,7 +5,9 @@
 //! Connection info converts both ways with the binding's [`QpInfo`] (the same 36 bytes).
 
 use crate::verbs::{Completion as WorkCompletion, Connection, Gid, QpInfo, VerbsError, WriteOp};
-use inabench_transport::{Completion, CompletionKind, ConnInfo, ConnInfoError, HostTransport};
+use inabench_transport::{
+    Completion, CompletionKind, ConnInfo, ConnInfoError, HostTransport, RemoteAddr,
+};
 
 // ibv_wc_opcode values of verbs.h
 const WC_RDMA_WRITE: u32 = 1;
@@ -120,6 +122,25 @@ impl HostTransport for VerbsQp<'_, '_> {
             packets: 0,
         };
         Ok(self.conn.post_write(wr_id, &w, &remote, imm)?)
+    }
+
+    fn post_write_to(
+        &mut self,
+        wr_id: u64,
+        offset: u64,
+        len: u32,
+        to: RemoteAddr,
+        imm: Option<u32>,
+    ) -> Result<(), VerbsQpError> {
+        if self.remote.is_none() {
+            return Err(VerbsQpError::NotConnected);
+        }
+        let w = WriteOp {
+            offset,
+            len,
+            packets: 0,
+        };
+        Ok(self.conn.post_write_to(wr_id, &w, to.addr, to.rkey, imm)?)
     }
 
     fn post_recv(&mut self, wr_id: u64) -> Result<(), VerbsQpError> {

@@ -1073,6 +1073,26 @@ impl<'a> Connection<'a> {
         remote: &QpInfo,
         imm: Option<u32>,
     ) -> Result<(), VerbsError> {
+        self.post_write_to(
+            wr_id,
+            w,
+            remote.addr.wrapping_add(w.offset),
+            remote.rkey,
+            imm,
+        )
+    }
+
+    /// Post `w`'s bytes of the local MR as an RDMA WRITE (with immediate when given) to the
+    /// peer's virtual address `va` with R_Key `rkey` (the RETH's), whatever the peer's buffer
+    /// (SwitchML-RDMA's worker names its own result address and a pool index).
+    pub fn post_write_to(
+        &self,
+        wr_id: u64,
+        w: &WriteOp,
+        va: u64,
+        rkey: u32,
+        imm: Option<u32>,
+    ) -> Result<(), VerbsError> {
         let mut sge = self.sge(w.offset, w.len)?;
         let mut wr = SendWr {
             wr_id,
@@ -1086,7 +1106,7 @@ impl<'a> Connection<'a> {
             },
             send_flags: SEND_SIGNALED,
             imm_data: imm.unwrap_or(0).to_be(),
-            wr: [remote.addr + w.offset, u64::from(remote.rkey), 0, 0],
+            wr: [va, u64::from(rkey), 0, 0],
             qp_type: 0,
             _pad: 0,
             tail: [0; 6],

@@ -3,7 +3,8 @@
 //!
 //! - [`HostTransport`]: one queue pair: its registered buffer, an RDMA WRITE (with immediate) of
 //!   a message from that buffer into the same offset of the peer's buffer, receives for the
-//!   peer's WRITEs with immediate, and completions; its [`ConnInfo`] (QPN, first PSN, GID,
+//!   peer's WRITEs with immediate (or one to an address and R_Key the peer names per message,
+//!   [`HostTransport::post_write_to`]), and completions; its [`ConnInfo`] (QPN, first PSN, GID,
 //!   buffer address and rkey) is what the two sides exchange before [`HostTransport::connect`].
 //! - Two implementations: [`soft::SoftQp`], the suite's software RoCEv2 RC stack
 //!   (`inabench_ina::roce`) as a sans-IO QP whose frames a [`soft::SoftHost`] endpoint carries on
@@ -228,6 +229,13 @@ pub const STATUS_NO_RECEIVE: u32 = 0x100;
 /// was refused (a wrong rkey, or an address outside the buffer).
 pub const STATUS_REMOTE_ACCESS: u32 = 10;
 
+/// Where a WRITE lands at the peer: the RETH's virtual address and R_Key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteAddr {
+    pub addr: u64,
+    pub rkey: u32,
+}
+
 /// One queue pair of a host, at the level of messages.
 ///
 /// A message is one RDMA WRITE of `len` bytes from `offset` of this side's buffer into the same
@@ -250,6 +258,19 @@ pub trait HostTransport {
         wr_id: u64,
         offset: u64,
         len: u32,
+        imm: Option<u32>,
+    ) -> Result<(), Self::Error>;
+    /// Post a WRITE of `len` bytes at `offset` to `to`, an address and R_Key the peer named
+    /// for this message rather than "the same offset of the buffer it connected with"
+    /// (SwitchML-RDMA's worker: the VA is its own result address for the message, the R_Key
+    /// the message's pool index, which the switch reads as a slot). The frames are those of
+    /// [`HostTransport::post_write`] with this RETH.
+    fn post_write_to(
+        &mut self,
+        wr_id: u64,
+        offset: u64,
+        len: u32,
+        to: RemoteAddr,
         imm: Option<u32>,
     ) -> Result<(), Self::Error>;
     /// Post a receive for one WRITE with immediate (its data lands where the WRITE says).

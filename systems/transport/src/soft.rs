@@ -14,8 +14,8 @@
 
 use crate::ring::{RingAllReduce, RingError};
 use crate::{
-    Completion, CompletionKind, ConnInfo, ConnInfoError, HostTransport, STATUS_NO_RECEIVE,
-    STATUS_REMOTE_ACCESS, ipv4_gid,
+    Completion, CompletionKind, ConnInfo, ConnInfoError, HostTransport, RemoteAddr,
+    STATUS_NO_RECEIVE, STATUS_REMOTE_ACCESS, ipv4_gid,
 };
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
 use inabench_ina::roce::{Accept, Addr, RcResponder, RcSender};
@@ -92,8 +92,8 @@ pub struct SoftQp {
     remote: Option<ConnInfo>,
     tx: Option<RcSender>,
     rx: Option<RcResponder>,
-    /// Posted WRITEs in order: (wr_id, offset, immediate).
-    posted: Vec<(u64, u64, Option<u32>)>,
+    /// Posted WRITEs in order: (wr_id, offset, where at the peer, immediate).
+    posted: Vec<(u64, u64, RemoteAddr, Option<u32>)>,
     /// WRITEs acknowledged (completed).
     acked: usize,
     recvs: VecDeque<u64>,
@@ -186,7 +186,7 @@ impl SoftQp {
             while self.acked < self.posted.len()
                 && tx.acked() as usize >= (self.acked + 1) * msg_len
             {
-                let (wr_id, _, _) = self.posted[self.acked];
+                let (wr_id, _, _, _) = self.posted[self.acked];
                 self.completions.push_back(Completion {
                     wr_id,
                     kind: CompletionKind::Write,
@@ -258,7 +258,7 @@ impl SoftQp {
         let tx = self.tx.as_mut()?;
         let msg_len = self.shape.msg_len;
         let i = tx.next_to_send_until(now, self.posted.len() as u32 * msg_len)?;
-        let (_, offset, imm) = self.posted[(i / msg_len) as usize];
+        let (_, offset, to, imm) = self.posted[(i / msg_len) as usize];
         let k = i % msg_len;
         let (first, last) = (k == 0, k == msg_len - 1);
         let mtu = u64::from(self.shape.mtu);
@@ -284,8 +284,8 @@ impl SoftQp {
                 psn: tx.psn_of(i),
             },
             reth: first.then_some(RethRepr {
-                va: remote.addr.wrapping_add(offset),
-                rkey: remote.rkey,
+                va: to.addr,
+                rkey: to.rkey,
                 dma_len: self.shape.message_bytes(),
             }),
             aeth: None,
@@ -387,6 +387,22 @@ impl HostTransport for SoftQp {
         len: u32,
         imm: Option<u32>,
     ) -> Result<(), SoftError> {
+        let remote = self.remote.ok_or(SoftError::NotConnected)?;
+        let to = RemoteAddr {
+            addr: remote.addr.wrapping_add(offset),
+            rkey: remote.rkey,
+        };
+        self.post_write_to(wr_id, offset, len, to, imm)
+    }
+
+    fn post_write_to(
+        &mut self,
+        wr_id: u64,
+        offset: u64,
+        len: u32,
+        to: RemoteAddr,
+        imm: Option<u32>,
+    ) -> Result<(), SoftError> {
         if self.tx.is_none() {
             return Err(SoftError::NotConnected);
         }
@@ -408,7 +424,7 @@ impl HostTransport for SoftQp {
         if self.posted.len() as u32 >= self.shape.messages {
             return Err(SoftError::Exhausted(self.shape.messages));
         }
-        self.posted.push((wr_id, offset, imm));
+        self.posted.push((wr_id, offset, to, imm));
         Ok(())
     }
 

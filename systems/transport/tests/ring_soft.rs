@@ -2,7 +2,8 @@
 //! runs on verbs QPs) on the software RoCEv2 RC stack, through `fabric::Fabric` (sim, mem and
 //! udp threads on loopback):
 //! every value of every worker's result is the exact wrapping sum of the workers' values, with
-//! and without loss (the stack's go-back-N recovers); a WRITE to a wrong rkey lands nowhere.
+//! and without loss (the stack's go-back-N recovers); a WRITE to a wrong rkey lands nowhere; a
+//! WRITE to an address and R_Key the peer names (`post_write_to`) lands there.
 
 use inabench_fabric::fault::Faults;
 use inabench_fabric::sim::LinkConfig;
@@ -248,4 +249,100 @@ fn the_software_qp_refuses_what_a_verbs_qp_would() {
         vec![],
         "no completion before the ACK"
     );
+}
+
+/// Carry every frame `from` has to send to `to` (parsed, ICRC verified on the way).
+fn carry(
+    from: &mut inabench_transport::soft::SoftQp,
+    to: &mut inabench_transport::soft::SoftQp,
+) -> Vec<inabench_wire::roce::FrameRepr> {
+    let mut seen = Vec::new();
+    while let Some(f) = from.poll_transmit(0) {
+        let (fr, payload) = inabench_wire::roce::FrameRepr::parse(&f).expect("a frame");
+        to.handle_frame(0, &fr, payload);
+        seen.push(fr);
+    }
+    seen
+}
+
+#[test]
+fn a_write_to_an_address_and_rkey_the_peer_names_lands_there() {
+    // HostTransport::post_write_to (SwitchML-RDMA's worker's WRITE: a VA and R_Key per
+    // message): the RETH carries them, the data lands at that address, a wrong key nowhere
+    use inabench_transport::soft::{Shape, SoftQp};
+    use inabench_transport::{CompletionKind, RemoteAddr};
+    let shape = Shape {
+        mtu: 256,
+        msg_len: 2,
+        window: 1,
+        messages: 3,
+        rto_ns: 1000,
+    };
+    let mb = u64::from(shape.message_bytes());
+    let mut a = SoftQp::new([10, 0, 9, 1], 0x20, 7, shape, 0x1000, 0x11).expect("qp a");
+    let mut b = SoftQp::new([10, 0, 9, 2], 0x21, 9, shape, 0x8000, 0x12).expect("qp b");
+    let to = RemoteAddr {
+        addr: 0x8000 + 2 * mb,
+        rkey: 0x12,
+    };
+    assert_eq!(
+        a.post_write_to(0, 0, mb as u32, to, None),
+        Err(inabench_transport::soft::SoftError::NotConnected)
+    );
+    a.connect(&b.info()).expect("connect a");
+    b.connect(&a.info()).expect("connect b");
+    for (i, x) in a.buf_mut().iter_mut().enumerate() {
+        *x = (i % 251) as u8 + 1;
+    }
+    b.post_recv(40).expect("recv");
+    b.post_recv(41).expect("recv");
+    // a's message at offset 0 into b's third place (not b's offset 0)
+    a.post_write_to(1, 0, mb as u32, to, Some(0xabc))
+        .expect("post");
+    let frames = carry(&mut a, &mut b);
+    assert_eq!(frames.len(), 2);
+    assert_eq!(
+        frames[0].reth.map(|r| (r.va, r.rkey, r.dma_len)),
+        Some((to.addr, to.rkey, mb as u32))
+    );
+    assert_eq!(frames[1].immdt, Some(0xabc));
+    carry(&mut b, &mut a);
+    let got = b.poll(8).expect("poll b");
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        (got[0].wr_id, got[0].kind, got[0].error, got[0].imm),
+        (40, CompletionKind::RecvWriteImm, None, Some(0xabc))
+    );
+    let m = mb as usize;
+    assert!(
+        b.buf()[..2 * m].iter().all(|x| *x == 0),
+        "places 0, 1 untouched"
+    );
+    assert_eq!(&b.buf()[2 * m..3 * m], &a.buf()[..m], "place 2 holds it");
+    let done = a.poll(8).expect("poll a");
+    assert_eq!(
+        done.iter().map(|c| (c.wr_id, c.kind)).collect::<Vec<_>>(),
+        vec![(1, CompletionKind::Write)]
+    );
+    // the same with another R_Key: refused at b, nothing written, its receive fails
+    let before = b.buf().to_vec();
+    a.post_write_to(
+        2,
+        mb,
+        mb as u32,
+        RemoteAddr {
+            addr: 0x8000,
+            rkey: 0x13,
+        },
+        Some(1),
+    )
+    .expect("post");
+    carry(&mut a, &mut b);
+    let got = b.poll(8).expect("poll b");
+    assert_eq!(
+        got.iter().map(|c| (c.wr_id, c.error)).collect::<Vec<_>>(),
+        vec![(41, Some(STATUS_REMOTE_ACCESS))]
+    );
+    assert_eq!(b.access_errors, 1);
+    assert_eq!(b.buf(), &before[..]);
 }
