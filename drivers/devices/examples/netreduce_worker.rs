@@ -5,7 +5,9 @@
 //! Worker r of N has two RC QPs: a sending QP connected to the receiving QP of its successor
 //! r+1 (mod N), and a receiving QP connected to its predecessor's sending QP. QPN, first PSN,
 //! GID, buffer address and rkey are exchanged with the two neighbours over TCP (the control
-//! NIC), nothing rewritten or synthetic. Each message is one RDMA WRITE with immediate (the
+//! NIC), nothing rewritten or synthetic. The data path runs over the message-level host
+//! transport (`inabench_transport::HostTransport` on `inabench_devices::transport::VerbsQp`, as
+//! `ring_worker`'s). Each message is one RDMA WRITE with immediate (the
 //! immediate is its MsgID) of MsgLen packets: the NetReduce INA header (InetTag, RingID 0, Rank r,
 //! MsgID, MsgLen) in front of the message's int32 values (big-endian), at most `window` messages
 //! in flight. Every worker derives every worker's values from the seed, so it knows the sums.
@@ -34,15 +36,12 @@
 #[path = "ring_qps/mod.rs"]
 mod ring_qps;
 
-use inabench_devices::verbs::{Completion, PSN_MASK, QpPlan, Verbs};
+use inabench_devices::transport::VerbsQp;
+use inabench_devices::verbs::{PSN_MASK, QpPlan, Verbs};
+use inabench_transport::{Completion, CompletionKind, HostTransport};
 use inabench_wire::ina::NetReduceHeader;
 use ring_qps::{R, RingQps, pick_gid, value};
 use std::time::{Duration, Instant};
-
-// ibv_wc_opcode and ibv_wc_status values of verbs.h
-const WC_RDMA_WRITE: u32 = 1;
-const WC_RECV_RDMA_WITH_IMM: u32 = 129;
-const WC_SUCCESS: u32 = 0;
 
 struct Args {
     rank: usize,
@@ -215,7 +214,9 @@ fn run() -> R<()> {
     };
     let place = |m: usize| (m % slots as usize) * mb..(m % slots as usize + 1) * mb;
 
-    // the all-reduce: WRITEs with immediate = MsgID, `window` in flight
+    // the all-reduce: WRITEs with immediate = MsgID, `window` in flight, over the
+    // message-level transport (inabench_transport::HostTransport on the two verbs QPs as
+    // connected above: the same WRITEs, into the same offsets of the successor's buffer)
     let writes = plan.writes();
     let total = a.messages as usize;
     let t0 = Instant::now();
@@ -223,70 +224,69 @@ fn run() -> R<()> {
     let mut at = vec![Duration::ZERO; total];
     // the messages checked (in order) and their lines
     let mut lines: Vec<String> = Vec::with_capacity(total);
-    while sent < total || got < total {
-        // message `next` takes the place of message next - slots: posted once that one's data
-        // was sent and its aggregate arrived and was checked
-        while next < total
-            && next - sent < a.window as usize
-            && (next < slots as usize || got > next - slots as usize)
-        {
-            if next >= slots as usize {
-                let old = next - slots as usize;
-                if lines.len() == old {
-                    lines.push(check(&q.recv.buf[place(old)], old as u32)?);
+    {
+        let pred_send = q.pred_send;
+        let mut send = VerbsQp::connected(&mut q.send, succ_recv);
+        let mut recv = VerbsQp::connected(&mut q.recv, pred_send);
+        while sent < total || got < total {
+            // message `next` takes the place of message next - slots: posted once that one's
+            // data was sent and its aggregate arrived and was checked
+            while next < total
+                && next - sent < a.window as usize
+                && (next < slots as usize || got > next - slots as usize)
+            {
+                if next >= slots as usize {
+                    let old = next - slots as usize;
+                    if lines.len() == old {
+                        lines.push(check(&recv.buf()[place(old)], old as u32)?);
+                    }
+                    write_message(&mut send.buf_mut()[place(next)], next as u32)?;
                 }
-                write_message(&mut q.send.buf[place(next)], next as u32)?;
-            }
-            q.send
-                .post_write(
-                    next as u64,
-                    &writes[next % slots as usize],
-                    &succ_recv,
-                    Some(next as u32),
-                )
-                .map_err(|e| e.to_string())?;
-            next += 1;
-        }
-        let mut idle = true;
-        for c in q.send.poll(4).map_err(|e| e.to_string())? {
-            idle = false;
-            if c.wr_id != sent as u64 || c.status != WC_SUCCESS || c.opcode != WC_RDMA_WRITE {
-                return Err(format!(
-                    "message {sent}: send completion {c:?} (status 12 is IBV_WC_RETRY_EXC_ERR: the QP's retries ran out)"
-                ));
-            }
-            sent += 1;
-        }
-        for c in q.recv.poll(4).map_err(|e| e.to_string())? {
-            idle = false;
-            let want = Completion {
-                wr_id: got as u64,
-                status: WC_SUCCESS,
-                opcode: WC_RECV_RDMA_WITH_IMM,
-                byte_len: mb as u32,
-                imm: Some(got as u32),
-            };
-            if c != want {
-                return Err(format!(
-                    "message {got}: receive completion {c:?}, expected {want:?}"
-                ));
-            }
-            at[got] = t0.elapsed();
-            got += 1;
-            if posted < a.messages {
-                q.recv
-                    .post_recv(u64::from(posted), 0, 0)
+                let w = &writes[next % slots as usize];
+                send.post_write(next as u64, w.offset, w.len, Some(next as u32))
                     .map_err(|e| e.to_string())?;
-                posted += 1;
+                next += 1;
             }
-        }
-        if idle {
-            if t0.elapsed() > Duration::from_secs(300) {
-                return Err(format!(
-                    "after 300 s: {sent} of {total} messages acknowledged, {got} of {total} aggregates received"
-                ));
+            let mut idle = true;
+            for c in send.poll(4).map_err(|e| e.to_string())? {
+                idle = false;
+                if c.wr_id != sent as u64 || c.error.is_some() || c.kind != CompletionKind::Write {
+                    return Err(format!(
+                        "message {sent}: send completion {c:?} (status 12 is IBV_WC_RETRY_EXC_ERR: the QP's retries ran out)"
+                    ));
+                }
+                sent += 1;
             }
-            std::thread::sleep(Duration::from_micros(100));
+            for c in recv.poll(4).map_err(|e| e.to_string())? {
+                idle = false;
+                let want = Completion {
+                    wr_id: got as u64,
+                    kind: CompletionKind::RecvWriteImm,
+                    error: None,
+                    byte_len: mb as u32,
+                    imm: Some(got as u32),
+                };
+                if c != want {
+                    return Err(format!(
+                        "message {got}: receive completion {c:?}, expected {want:?}"
+                    ));
+                }
+                at[got] = t0.elapsed();
+                got += 1;
+                if posted < a.messages {
+                    recv.post_recv(u64::from(posted))
+                        .map_err(|e| e.to_string())?;
+                    posted += 1;
+                }
+            }
+            if idle {
+                if t0.elapsed() > Duration::from_secs(300) {
+                    return Err(format!(
+                        "after 300 s: {sent} of {total} messages acknowledged, {got} of {total} aggregates received"
+                    ));
+                }
+                std::thread::sleep(Duration::from_micros(100));
+            }
         }
     }
     let wall = t0.elapsed();

@@ -2,7 +2,9 @@
 //! "SwitchML-RDMA over UC"): what SwitchML-RDMA's released client (microsoft/SwitchML,
 //! `RDMAExampleClient`) does over an unmodified RDMA NIC, on the verbs binding
 //! (drivers/devices/src/verbs.rs), against the suite's SwitchML-RDMA switch run on the rig's host
-//! (the `switchml_rdma_switch` example).
+//! (the `switchml_rdma_switch` example). The data path runs over the message-level host
+//! transport (`inabench_transport::HostTransport` on `inabench_devices::transport::VerbsQp`),
+//! each WRITE to the VA and R_Key it names (`HostTransport::post_write_to`).
 //!
 //! Worker r's one UC QP is connected to the switch: DestQP `0x800000 | r << 16` (bit 23, the
 //! worker id, queue pair index 0: `inabench_wire::ina::switchml_rdma`), the switch's GID
@@ -44,16 +46,14 @@
 #[allow(dead_code)]
 mod ring_qps;
 
-use inabench_devices::verbs::{Gid, PSN_MASK, QpInfo, QpPlan, Transport, Verbs, WriteOp};
+use inabench_devices::transport::VerbsQp;
+use inabench_devices::verbs::{Gid, PSN_MASK, QpInfo, QpPlan, Transport, Verbs};
 use inabench_ina::common::{gradient, reference_sum};
+use inabench_transport::{CompletionKind, HostTransport, RemoteAddr};
 use inabench_wire::ina::switchml_rdma::{PoolIndex, QPN_MARK, ResultImm};
 use ring_qps::{R, pick_gid};
 use std::time::{Duration, Instant};
 
-// ibv_wc_opcode and ibv_wc_status values of verbs.h
-const WC_RDMA_WRITE: u32 = 1;
-const WC_RECV_RDMA_WITH_IMM: u32 = 129;
-const WC_SUCCESS: u32 = 0;
 /// Send work requests carry this bit in their wr_id (receives do not).
 const SEND_BIT: u64 = 1 << 63;
 
@@ -277,6 +277,9 @@ fn run() -> R<()> {
     let mut out: Vec<Option<Outstanding>> = vec![None; groups];
     let (mut done, mut results, mut duplicates, mut foreign) = (0usize, 0u64, 0u64, 0u64);
     let (mut resent, mut sends_posted, mut sends_done) = (0u64, 0u64, 0u64);
+    // the data path over the message-level transport (inabench_transport::HostTransport on the
+    // UC QP as connected above); each WRITE names its own RETH (post_write_to)
+    let mut qp = VerbsQp::connected(&mut q, switch);
     while done < messages {
         // a slot group's next message, or a message whose results are overdue, written whole
         let now = Instant::now();
@@ -304,20 +307,24 @@ fn run() -> R<()> {
                 deadline: Instant::now() + timeout,
             });
             let len = len_of(m);
-            let w = WriteOp {
-                offset: (m * k * bytes) as u64,
-                len: (len * bytes) as u32,
-                packets: len as u32,
-            };
-            let to = QpInfo {
+            // the RETH: the worker's own result address for the message (VA), its first pool
+            // index (R_Key)
+            let offset = (m * k * bytes) as u64;
+            let to = RemoteAddr {
+                addr: switch.addr + offset,
                 rkey: u32::from(pool_of(m).index()),
-                ..switch
             };
-            q.post_write(SEND_BIT | m as u64, &w, &to, Some(0))
-                .map_err(|e| format!("message {m}: {e}"))?;
+            qp.post_write_to(
+                SEND_BIT | m as u64,
+                offset,
+                (len * bytes) as u32,
+                to,
+                Some(0),
+            )
+            .map_err(|e| format!("message {m}: {e}"))?;
             sends_posted += 1;
         }
-        let cs = q.poll(16).map_err(|e| e.to_string())?;
+        let cs = qp.poll(16).map_err(|e| e.to_string())?;
         if cs.is_empty() {
             if t0.elapsed() > Duration::from_secs(300) {
                 return Err(format!(
@@ -329,21 +336,21 @@ fn run() -> R<()> {
         }
         for c in cs {
             if c.wr_id & SEND_BIT != 0 {
-                if c.status != WC_SUCCESS || c.opcode != WC_RDMA_WRITE {
+                if c.error.is_some() || c.kind != CompletionKind::Write {
                     return Err(format!("send completion {c:?}"));
                 }
                 sends_done += 1;
                 continue;
             }
-            if c.status != WC_SUCCESS
-                || c.opcode != WC_RECV_RDMA_WITH_IMM
+            if c.error.is_some()
+                || c.kind != CompletionKind::RecvWriteImm
                 || c.byte_len != bytes as u32
             {
                 return Err(format!(
                     "receive completion {c:?}: expected a {bytes}-byte RDMA WRITE with immediate"
                 ));
             }
-            q.post_recv(posted, 0, 0).map_err(|e| e.to_string())?;
+            qp.post_recv(posted).map_err(|e| e.to_string())?;
             posted += 1;
             results += 1;
             let imm = c.imm.ok_or("a result without its immediate")?;
@@ -373,7 +380,7 @@ fn run() -> R<()> {
             let m = o.msg;
             let first = m * k * per_packet;
             let last = ((m * k + len_of(m)) * per_packet).min(a.elements);
-            let place = &q.buf[grad_bytes + first * 4..grad_bytes + last * 4];
+            let place = &qp.buf()[grad_bytes + first * 4..grad_bytes + last * 4];
             for (i, w) in place.chunks_exact(4).enumerate() {
                 let x = i32::from_be_bytes([w[0], w[1], w[2], w[3]]);
                 if x != want[first + i] {
@@ -410,7 +417,7 @@ fn run() -> R<()> {
     }
     let wall = t0.elapsed();
     // the whole result, once more, against the reference
-    let all = q.buf[grad_bytes..grad_bytes + 4 * a.elements]
+    let all = qp.buf()[grad_bytes..grad_bytes + 4 * a.elements]
         .chunks_exact(4)
         .map(|w| i32::from_be_bytes([w[0], w[1], w[2], w[3]]));
     let wrong = all.zip(&want).filter(|(x, w)| x != *w).count();
