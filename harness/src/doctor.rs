@@ -11,6 +11,35 @@ use inabench_core::Workload;
 use inabench_core::spec::{Fidelity, Spec, Status};
 use std::fmt::Write as _;
 
+/// Why one of doctor's probes has no answer; each reads as the sentence a check's detail shows.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    /// The command could not be started.
+    #[error("cannot run {name}: {source}")]
+    Spawn {
+        name: String,
+        source: std::io::Error,
+    },
+    /// Waiting on a started command, or building the probe's runtime, failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The command ran past its limit and was killed.
+    #[error("{name} gave no answer in {secs} s")]
+    NoAnswer { name: String, secs: u64 },
+    /// The command ran and exited non-zero: the command line and its first line of stderr.
+    #[error("`{command}`: {stderr}")]
+    Failed { command: String, stderr: String },
+    /// The experiment catalogue does not load.
+    #[error("{0}")]
+    Catalog(#[from] inabench_core::catalog::CatalogError),
+    /// The P4Runtime switch refused or failed a request.
+    #[error("{0}")]
+    P4rt(#[from] inabench_p4rt::P4rtError),
+    /// The P4Runtime switch gave no answer within the probe's limit.
+    #[error("{address} did not answer within {secs} s")]
+    Timeout { address: String, secs: u64 },
+}
+
 pub struct Check {
     pub name: String,
     pub ok: bool,
@@ -147,7 +176,7 @@ pub fn checks(testbed: Option<&crate::testbed::Testbed>) -> Vec<Check> {
 fn output_within(
     cmd: &mut std::process::Command,
     limit: std::time::Duration,
-) -> Result<std::process::Output, String> {
+) -> Result<std::process::Output, ProbeError> {
     use std::process::Stdio;
     let name = cmd.get_program().to_string_lossy().to_string();
     let mut child = cmd
@@ -155,20 +184,26 @@ fn output_within(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run {name}: {e}"))?;
+        .map_err(|source| ProbeError::Spawn {
+            name: name.clone(),
+            source,
+        })?;
     let t = std::time::Instant::now();
     loop {
         match child.try_wait() {
-            Ok(Some(_)) => return child.wait_with_output().map_err(|e| e.to_string()),
+            Ok(Some(_)) => return Ok(child.wait_with_output()?),
             Ok(None) if t.elapsed() < limit => {
                 std::thread::sleep(std::time::Duration::from_millis(50))
             }
             Ok(None) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("{name} gave no answer in {} s", limit.as_secs()));
+                return Err(ProbeError::NoAnswer {
+                    name,
+                    secs: limit.as_secs(),
+                });
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -577,8 +612,8 @@ pub fn verdicts(
         .collect()
 }
 
-fn all_verdicts(checks: &[Check]) -> Result<Vec<Verdict>, String> {
-    let cat = crate::paths::catalog().map_err(|e| e.to_string())?;
+fn all_verdicts(checks: &[Check]) -> Result<Vec<Verdict>, ProbeError> {
+    let cat = crate::paths::catalog()?;
     let reg = crate::registry::Registry::builtin();
     Ok(verdicts(&cat, &reg, &Devices::from_checks(checks)))
 }
@@ -619,7 +654,7 @@ pub fn tool_checks() -> Vec<Check> {
             std::time::Duration::from_secs(10),
         )
         .map(|o| first_line(&o.stdout))
-        .unwrap_or_else(|e| e);
+        .unwrap_or_else(|e| e.to_string());
         Check {
             name: "tshark".into(),
             ok: true,
@@ -641,7 +676,7 @@ pub fn tool_checks() -> Vec<Check> {
 fn veth_tbf_check() -> Check {
     let a = format!("inbd{:x}a", std::process::id() % 0x00ff_ffff);
     let b = format!("inbd{:x}b", std::process::id() % 0x00ff_ffff);
-    let run = |args: &[&str]| -> Result<(), String> {
+    let run = |args: &[&str]| -> Result<(), ProbeError> {
         let o = output_within(
             std::process::Command::new(args[0]).args(&args[1..]),
             std::time::Duration::from_secs(10),
@@ -649,7 +684,10 @@ fn veth_tbf_check() -> Check {
         if o.status.success() {
             Ok(())
         } else {
-            Err(format!("`{}`: {}", args.join(" "), first_line(&o.stderr)))
+            Err(ProbeError::Failed {
+                command: args.join(" "),
+                stderr: first_line(&o.stderr),
+            })
         }
     };
     let r = run(&["ip", "link", "add", &a, "type", "veth", "peer", "name", &b]).and_then(|()| {
@@ -665,7 +703,7 @@ fn veth_tbf_check() -> Check {
         ok: r.is_ok(),
         detail: match r {
             Ok(()) => "a veth pair with a tbf rate limit was made and removed".into(),
-            Err(e) => e,
+            Err(e) => e.to_string(),
         },
     }
 }
@@ -705,7 +743,7 @@ pub fn json(
             }
         }
         Err(e) => v.push(
-            serde_json::json!({"kind": "check", "name": "catalogue", "ok": false, "detail": e}),
+            serde_json::json!({"kind": "check", "name": "catalogue", "ok": false, "detail": e.to_string()}),
         ),
     }
     serde_json::Value::Array(v).to_string()
@@ -842,11 +880,10 @@ fn p4runtime_check(testbed: Option<&crate::testbed::Testbed>) -> Check {
                     .into(),
         };
     };
-    let probe = || -> Result<String, String> {
+    let probe = || -> Result<String, ProbeError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
-            .build()
-            .map_err(|e| e.to_string())?;
+            .build()?;
         rt.block_on(async {
             let fut = async {
                 let mut c = inabench_p4rt::client::Controller::connect(
@@ -854,9 +891,8 @@ fn p4runtime_check(testbed: Option<&crate::testbed::Testbed>) -> Check {
                     p.device_id,
                     (p.election_id[0], p.election_id[1]),
                 )
-                .await
-                .map_err(|e| e.to_string())?;
-                let v = c.capabilities().await.map_err(|e| e.to_string())?;
+                .await?;
+                let v = c.capabilities().await?;
                 let pipeline = match c.get_pipeline().await {
                     Ok(cfg) => cfg
                         .p4info
@@ -866,14 +902,17 @@ fn p4runtime_check(testbed: Option<&crate::testbed::Testbed>) -> Check {
                         }),
                     Err(_) => "no pipeline loaded".to_string(),
                 };
-                Ok::<String, String>(format!(
+                Ok::<String, ProbeError>(format!(
                     "{} (device {}): P4Runtime {v}, {pipeline}",
                     p.address, p.device_id
                 ))
             };
             tokio::time::timeout(std::time::Duration::from_secs(5), fut)
                 .await
-                .map_err(|_| format!("{} did not answer within 5 s", p.address))?
+                .map_err(|_| ProbeError::Timeout {
+                    address: p.address.clone(),
+                    secs: 5,
+                })?
         })
     };
     match probe() {
@@ -885,7 +924,7 @@ fn p4runtime_check(testbed: Option<&crate::testbed::Testbed>) -> Check {
         Err(e) => Check {
             name,
             ok: false,
-            detail: e,
+            detail: e.to_string(),
         },
     }
 }

@@ -187,6 +187,41 @@ pub fn describe_plan(a: &AddressPlan) -> String {
     )
 }
 
+/// Why a rig boot's output is refused: a guest not where the testbed file says, or a guest or the
+/// host's program that did not say what a finished, exact run says. Each reads as the sentence
+/// the run's error shows.
+#[derive(Debug, thiserror::Error)]
+pub enum RigError {
+    /// The testbed's plan has too few addresses for the point's workers.
+    #[error("the testbed's data addresses: {0}")]
+    Addresses(#[from] AddressError),
+    /// A guest reported another data NIC or address than the plan's: `on` is the guest's
+    /// `NIC IP`, `want` the file's `NIC IP (MAC)`.
+    #[error(
+        "guest {guest} is on {on}, the testbed file says {want}: the testbed's data addresses must be the rig's (tools/rxe-rig gives guest i 10.77.0.<i+1> on its virtio NIC)"
+    )]
+    Misplaced {
+        guest: usize,
+        on: String,
+        want: String,
+    },
+    #[error("no output from guest {0}")]
+    NoGuestOutput(usize),
+    #[error("no output from the host's program")]
+    NoHostOutput,
+    /// A guest's worker exited non-zero: its first lines.
+    #[error("guest {guest} did not finish: {lines}")]
+    Unfinished { guest: usize, lines: String },
+    #[error("guest {guest} did not report `{want}`")]
+    NotExact { guest: usize, want: String },
+    #[error("guest {guest}: no arrival time for {what}")]
+    NoArrival { guest: usize, what: String },
+    #[error("{relay} reported no bytes for worker {worker}'s link")]
+    NoLinkBytes { relay: &'static str, worker: usize },
+    #[error("guest {guest}: repetition {rep} took {secs} s by its clock")]
+    BadClock { guest: usize, rep: usize, secs: f64 },
+}
+
 /// That the guests are where the testbed says: each guest's own report of its data NIC and
 /// address (`guest i: data nic eth0 10.77.0.1`, from tools/rxe-rig/guest.sh) against the plan's
 /// worker i. A guest that did not report is not judged here (its run fails on its own).
@@ -194,9 +229,8 @@ pub fn check_guest_addresses(
     stdout: &str,
     workers: usize,
     plan: &AddressPlan,
-) -> Result<(), String> {
-    plan.covers(workers)
-        .map_err(|e| format!("the testbed's data addresses: {e}"))?;
+) -> Result<(), RigError> {
+    plan.covers(workers)?;
     for g in 0..workers {
         let head = format!("guest {g}: data nic ");
         let Some(line) = stdout
@@ -211,11 +245,15 @@ pub fn check_guest_addresses(
         let want_ip = std::net::Ipv4Addr::from(want.ipv4).to_string();
         let nic_ok = want.interface.as_deref().is_none_or(|i| i == nic);
         if !nic_ok || ip != want_ip {
-            return Err(format!(
-                "guest {g} is on {nic} {ip}, the testbed file says {} {want_ip} ({}): the testbed's data addresses must be the rig's (tools/rxe-rig gives guest i 10.77.0.<i+1> on its virtio NIC)",
-                want.interface.as_deref().unwrap_or("(any interface)"),
-                fmt_mac(want.mac)
-            ));
+            return Err(RigError::Misplaced {
+                guest: g,
+                on: format!("{nic} {ip}"),
+                want: format!(
+                    "{} {want_ip} ({})",
+                    want.interface.as_deref().unwrap_or("(any interface)"),
+                    fmt_mac(want.mac)
+                ),
+            });
         }
     }
     Ok(())
@@ -452,7 +490,7 @@ pub fn parse(
     workers: usize,
     p: &Layout,
     reps: usize,
-) -> Result<(Outcome, Vec<String>), String> {
+) -> Result<(Outcome, Vec<String>), RigError> {
     let k = p.messages_per_rep();
     let total = k * reps;
     let mut facts = Vec::new();
@@ -461,7 +499,7 @@ pub fn parse(
     let failed = format!("{}: FAILED: message", p.system.worker());
     for g in 0..workers {
         let head = format!("guest {g}: exit status ");
-        let text = part(stdout, &head).ok_or(format!("no output from guest {g}"))?;
+        let text = part(stdout, &head).ok_or(RigError::NoGuestOutput(g))?;
         if let Some(l) = text
             .lines()
             .find(|l| l.contains(&failed) && l.contains("the sum is"))
@@ -469,10 +507,10 @@ pub fn parse(
             return Ok((Outcome::Wrong(format!("guest {g}: {}", l.trim())), facts));
         }
         if !text.starts_with(&format!("{head}0")) {
-            return Err(format!(
-                "guest {g} did not finish: {}",
-                text.lines().take(12).collect::<Vec<_>>().join(" | ")
-            ));
+            return Err(RigError::Unfinished {
+                guest: g,
+                lines: text.lines().take(12).collect::<Vec<_>>().join(" | "),
+            });
         }
         if g == 0 {
             // the device as the guest's kernel and the verbs binding's probe name it
@@ -491,7 +529,7 @@ pub fn parse(
         }
         let want = format!("all {total} messages exact");
         if !text.contains(&want) {
-            return Err(format!("guest {g} did not report `{want}`"));
+            return Err(RigError::NotExact { guest: g, want });
         }
         // NetReduce's worker prints every message's arrival (in order: a repetition ends with
         // its last message); SwitchML-RDMA's, whose slot groups finish out of order, prints
@@ -517,14 +555,17 @@ pub fn parse(
             }
         }
         if let Some(m) = t.iter().position(|v| !v.is_finite()) {
-            return Err(format!("guest {g}: no arrival time for {line}{m}"));
+            return Err(RigError::NoArrival {
+                guest: g,
+                what: format!("{line}{m}"),
+            });
         }
         at.push(match p.system {
             RigSystem::NetReduce => (0..reps).map(|r| t[(r + 1) * k - 1]).collect(),
             RigSystem::SwitchMlRdma => t,
         });
     }
-    let relay = part(stdout, "relay: exit status ").ok_or("no output from the host's program")?;
+    let relay = part(stdout, "relay: exit status ").ok_or(RigError::NoHostOutput)?;
     let mut link_bytes = vec![f64::NAN; workers];
     let mut rtts: Vec<Vec<f64>> = vec![Vec::new(); workers];
     for l in relay.lines() {
@@ -545,10 +586,10 @@ pub fn parse(
         rtts[w] = numbers_after(l, p.system.rtt_key()).unwrap_or_default();
     }
     if let Some(w) = link_bytes.iter().position(|b| !b.is_finite()) {
-        return Err(format!(
-            "{} reported no bytes for worker {w}'s link",
-            p.system.relay()
-        ));
+        return Err(RigError::NoLinkBytes {
+            relay: p.system.relay(),
+            worker: w,
+        });
     }
     let gradient_bits = p.elements as f64 * 32.0;
     let mut out = Vec::new();
@@ -559,9 +600,11 @@ pub fn parse(
             let start = if r == 0 { 0.0 } else { at[w][r - 1] };
             let secs = end - start;
             if secs <= 0.0 {
-                return Err(format!(
-                    "guest {w}: repetition {r} took {secs} s by its clock"
-                ));
+                return Err(RigError::BadClock {
+                    guest: w,
+                    rep: r,
+                    secs,
+                });
             }
             let g = gradient_bits / secs;
             good += g;
@@ -680,10 +723,11 @@ impl Workload for RigTable6 {
                 }
                 let stdout = self.boot(workers, &p, reps)?;
                 if let Some(a) = &self.cfg.addresses {
-                    check_guest_addresses(&stdout, workers, a).map_err(WorkloadError::Invalid)?;
+                    check_guest_addresses(&stdout, workers, a)
+                        .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
                 }
-                let (outcome, facts) =
-                    parse(&stdout, workers, &p, reps).map_err(WorkloadError::Invalid)?;
+                let (outcome, facts) = parse(&stdout, workers, &p, reps)
+                    .map_err(|e| WorkloadError::Invalid(e.to_string()))?;
                 {
                     let mut f = self.facts.lock().unwrap_or_else(|e| e.into_inner());
                     for l in facts {
@@ -949,11 +993,15 @@ mod tests {
         let moved = out.replace("data nic eth0 10.77.0.1,", "data nic eth0 10.77.0.9,");
         let e = check_guest_addresses(&moved, 2, &plan).expect_err("moved");
         assert!(
-            e.starts_with("guest 0 is on eth0 10.77.0.9, the testbed file says eth0 10.77.0.1"),
+            e.to_string()
+                .starts_with("guest 0 is on eth0 10.77.0.9, the testbed file says eth0 10.77.0.1"),
             "{e}"
         );
         let e = check_guest_addresses(OUT, 2, &plan).expect_err("another NIC");
-        assert!(e.starts_with("guest 0 is on ens3 10.77.0.1"), "{e}");
+        assert!(
+            e.to_string().starts_with("guest 0 is on ens3 10.77.0.1"),
+            "{e}"
+        );
         assert!(
             check_guest_addresses(&out, 4, &plan).is_err(),
             "3 addresses, 4 guests"
