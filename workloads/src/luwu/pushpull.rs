@@ -149,17 +149,12 @@ impl Workload for PushPull {
         };
         // the row's fabric label: the report's of the fabric that ran
         ctx.fabric = o.fabric;
-        if !o.finished {
-            ctx.log(
-                LogLevel::Warn,
-                "the push/pull did not finish within its time limit",
-            );
-        }
-        if o.finished && !o.exact {
-            return Err(WorkloadError::WrongResult(
-                "an aggregate or a pulled parameter differs from the reference".into(),
-            ));
-        }
+        let limit = if emulated {
+            "60 s of wall time"
+        } else {
+            "3600 s of virtual time"
+        };
+        completed(&o, limit)?;
         // payload-bound line rate: the values' share of each data frame's wire bytes
         let bound = rate * payload as f64 / packet::wire_bytes(vpp) as f64;
         let bits = elements as f64 * 32.0;
@@ -200,9 +195,78 @@ impl Workload for PushPull {
     }
 }
 
+/// A run that did not finish is no row: `Outcome::exact` is false then whatever the sums so far
+/// (`run::outcome` starts it from `finished`), and a row's `exact = 0` must mean a wrong sum. So
+/// an unfinished run fails the point ("did not finish", its claims then miss the point: not
+/// checkable, never fails), and a finished run with a sum or a parameter that differs from the
+/// reference is a wrong result.
+fn completed(o: &Outcome, limit: &str) -> Result<(), WorkloadError> {
+    if !o.finished {
+        return Err(WorkloadError::Invalid(format!(
+            "the push/pull did not finish within its time limit ({limit}): {} stalls, {} resends, \
+             {} aggregates re-forwarded, {} frames lost on links (its sums are checked only when it \
+             finishes)",
+            o.stalls, o.resends, o.reforwarded, o.dropped
+        )));
+    }
+    if !o.exact {
+        return Err(WorkloadError::WrongResult(
+            "an aggregate or a pulled parameter differs from the reference".into(),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn small() -> (Config, Job) {
+        let workers = 4;
+        let cfg = Config {
+            workers,
+            values_per_packet: 8,
+            window: 16,
+            line_rate_bps: 100e9,
+            heartbeat_ns: 1000,
+            resend_timeout_ns: 50_000,
+            stagger_ns: 10_000,
+            consumer_rate: vec![1.0; workers],
+            agg_consumer_rate: 1.0,
+        };
+        let job = Job {
+            grads: (0..workers)
+                .map(|w| inabench_ina::common::gradient(1, w, 1024))
+                .collect(),
+            max: false,
+            params: inabench_ina::common::gradient(1, 1_000_000, 1024),
+        };
+        (cfg, job)
+    }
+
+    #[test]
+    fn an_unfinished_run_fails_its_point_and_is_no_wrong_sum() {
+        // the same job in virtual time, once cut off after 2 us and once given its time: the cut
+        // run's outcome says exact = false (nothing is checked before the end), which must not
+        // read as a wrong sum
+        let (cfg, job) = small();
+        let cut = run::run_sim(&cfg, &job, Faults::default(), 2_000).1;
+        assert!(!cut.finished && !cut.exact, "{cut:?}");
+        match completed(&cut, "2 us of virtual time") {
+            Err(WorkloadError::Invalid(m)) => assert!(m.contains("did not finish"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let whole = run::run_sim(&cfg, &job, Faults::default(), 1_000_000_000).1;
+        assert!(whole.finished && whole.exact, "{whole:?}");
+        assert!(completed(&whole, "1 s").is_ok());
+        // a finished run whose outcome is not exact is a wrong result
+        let mut wrong = whole.clone();
+        wrong.exact = false;
+        assert!(matches!(
+            completed(&wrong, "1 s"),
+            Err(WorkloadError::WrongResult(_))
+        ));
+    }
 
     #[test]
     fn the_out_of_core_node_consumes_below_line_rate() {
