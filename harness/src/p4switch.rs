@@ -1,26 +1,50 @@
 //! A testbed's P4Runtime switch, programmed before a run: for each system of the plan that has
-//! a switch program description (drivers/p4rt `program`), push its P4Info as the pipeline,
-//! install the forwarding entries (one per worker) and the multicast group the results go to.
-//! The data plane of our runs stays the software switch model; what goes through the driver is
-//! the control plane a Tofino run needs, and the manifest says so.
+//! a switch program description (drivers/p4rt `program`), push its P4Info as the pipeline and
+//! write the entries a job of the run's workers needs (drivers/p4rt `entries`): the forwarding
+//! (each worker's IPv4 address to its port) and, for a program with job tables (SwitchML's
+//! `receive_udp`, `dst_addr` and the job's multicast group, `program::job_program_for`), the
+//! job as the SwitchML release's controller writes it, so a switch running the program
+//! aggregates the run's workers. What the switch holds is read back and checked as the job the
+//! software switch would run from it (`dataplane::job_table`, `TableSwitch::new`); the
+//! manifest's driver line says what was written and read back. The data plane of our runs stays
+//! the software switch model; what goes through the driver is the control plane a Tofino run
+//! needs, and the manifest says so.
+//!
+//! The workers' addresses: the synthetic plan SwitchML's workers send from
+//! (`entries::switchml_workers`: 10.0.1.<w+1>, 02:00:00:01:00:<w+1>), worker `w` on switch port
+//! `w`, as the forwarding entries have always been; a testbed stating its hosts' addresses
+//! passes them to [`program_switch_for`].
 
 use anyhow::{Context, Result, anyhow};
-use inabench_p4rt::client::{Controller, update};
+use inabench_p4rt::client::Controller;
+use inabench_p4rt::entries::{self, JobWorker};
+use inabench_p4rt::pb::p4::config::v1::P4Info;
 use inabench_p4rt::pb::p4::v1 as p4;
 use inabench_p4rt::program;
+use std::collections::{BTreeMap, HashMap};
 
 /// The program description of a system, if it runs on a programmable switch here (the P4
-/// driver lists the programs it can describe).
+/// driver lists the programs it can describe): what a testbed's P4Info must match.
 pub fn program_of(system: &str) -> Option<program::Program> {
     program::for_system(system)
 }
 
-/// Program `systems` on the switch at `tb`'s P4Runtime address for `workers` workers; returns
-/// one line per system for the manifest's drivers.
+/// Program `systems` on the switch at `tb`'s P4Runtime address for `workers` workers at the
+/// synthetic addresses their frames carry; returns one line per system for the manifest's
+/// drivers.
 pub fn program_switch(
     tb: &crate::testbed::P4Runtime,
     systems: &[String],
     workers: usize,
+) -> Result<Vec<String>> {
+    program_switch_for(tb, systems, &entries::switchml_workers(workers))
+}
+
+/// [`program_switch`] for workers at given addresses and ports (worker `w` is the `w`-th).
+pub fn program_switch_for(
+    tb: &crate::testbed::P4Runtime,
+    systems: &[String],
+    workers: &[JobWorker],
 ) -> Result<Vec<String>> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -39,87 +63,118 @@ pub fn program_switch(
                 ));
                 continue;
             };
-            let (info, device_config, source) = pipeline_of(tb, s, &prog)?;
-            let ids = inabench_p4rt::p4info::Ids(&info);
-            let (tname, aname) = (&prog.tables[0].name, &prog.actions[0].name);
-            let table = ids
-                .table(tname)
-                .ok_or_else(|| anyhow!("the P4Info of `{s}` has no table `{tname}`"))?;
-            let forward = ids
-                .action(aname)
-                .ok_or_else(|| anyhow!("the P4Info of `{s}` has no action `{aname}`"))?;
-            let field = ids
-                .match_field(tname, &prog.tables[0].fields[0].name)
-                .unwrap_or(1);
-            let port = ids.param(aname, "port").unwrap_or(1);
-            c.set_pipeline(info, device_config, 1)
+            let job_prog = program::job_program_for(s);
+            let (info, device_config, source) = pipeline_of(tb, s, &prog, job_prog.as_ref())?;
+            // the job tables are written when the pushed P4Info has them
+            let job = match &job_prog {
+                Some(j) => match inabench_p4rt::p4info::check(&info, j) {
+                    Ok(()) => Ok(j),
+                    Err(e) => Err(format!("the P4Info has no job tables ({e})")),
+                },
+                None => Err(format!("the suite describes no job tables for `{s}`")),
+            };
+            let pushed = if job.is_ok() { job_prog.as_ref().unwrap_or(&prog) } else { &prog };
+            let n = workers.len();
+            let max = inabench_p4rt::dataplane::MAX_WORKERS;
+            let job = job.and_then(|j| {
+                if (2..=max).contains(&n) {
+                    Ok(j)
+                } else {
+                    Err(format!("a job of {n} workers: SwitchML's switch takes 2..={max}"))
+                }
+            });
+            c.set_pipeline(info.clone(), device_config, 1)
                 .await
                 .map_err(|e| anyhow!("pushing `{}`: {e}", prog.name))?;
-            let mut updates: Vec<p4::Update> = (0..workers)
-                .map(|w| {
-                    update(
-                        p4::update::Type::Insert,
-                        p4::entity::Entity::TableEntry(p4::TableEntry {
-                            table_id: table,
-                            r#match: vec![p4::FieldMatch {
-                                field_id: field,
-                                field_match_type: Some(p4::field_match::FieldMatchType::Exact(
-                                    p4::field_match::Exact {
-                                        value: vec![10, 0, 1, (w + 1) as u8],
-                                    },
-                                )),
-                            }],
-                            action: Some(p4::TableAction {
-                                r#type: Some(p4::table_action::Type::Action(p4::Action {
-                                    action_id: forward,
-                                    params: vec![p4::action::Param {
-                                        param_id: port,
-                                        value: (w as u16).to_be_bytes().to_vec(),
-                                    }],
-                                })),
-                            }),
-                            ..Default::default()
-                        }),
-                    )
-                })
-                .collect();
-            updates.push(update(
-                p4::update::Type::Insert,
-                p4::entity::Entity::PacketReplicationEngineEntry(p4::PacketReplicationEngineEntry {
-                    r#type: Some(p4::packet_replication_engine_entry::Type::MulticastGroupEntry(
-                        p4::MulticastGroupEntry {
-                            multicast_group_id: 1,
-                            replicas: (0..workers)
-                                .map(|w| p4::Replica {
-                                    port_kind: Some(p4::replica::PortKind::EgressPort(w as u32)),
-                                    instance: 1,
-                                })
-                                .collect(),
-                        },
-                    )),
-                }),
-            ));
+            let mut updates = entries::forwarding_updates(&info, workers)
+                .map_err(|e| anyhow!("`{s}`'s forwarding entries: {e}"))?;
+            // the job, with the pool the pushed pipeline's registers give
+            let job = job.and_then(|_| {
+                inabench_p4rt::dataplane::pool_of(&info)
+                    .map(|(slots, lanes)| entries::switchml_job(workers, slots, lanes))
+                    .map_err(|e| e.to_string())
+            });
+            match &job {
+                Ok(table) => updates.extend(
+                    entries::job_updates(&info, table)
+                        .map_err(|e| anyhow!("`{s}`'s job entries: {e}"))?,
+                ),
+                Err(_) => {
+                    // results and floods to every worker's port (the forwarding program's group)
+                    updates.push(entries::group(
+                        entries::JOB_GROUP,
+                        &workers.iter().map(|w| (1, w.port)).collect::<Vec<_>>(),
+                    ));
+                }
+            }
             c.write(updates)
                 .await
                 .map_err(|e| anyhow!("installing `{}`'s entries: {e}", prog.name))?;
             // read back what the switch holds
-            let entries = c
-                .read(vec![p4::Entity {
-                    entity: Some(p4::entity::Entity::TableEntry(p4::TableEntry {
-                        table_id: table,
-                        ..Default::default()
-                    })),
-                }])
+            let read = c
+                .read(vec![
+                    p4::Entity {
+                        entity: Some(p4::entity::Entity::TableEntry(p4::TableEntry::default())),
+                    },
+                    p4::Entity {
+                        entity: Some(p4::entity::Entity::PacketReplicationEngineEntry(
+                            p4::PacketReplicationEngineEntry::default(),
+                        )),
+                    },
+                ])
                 .await
                 .map_err(|e| anyhow!("reading back `{}`'s entries: {e}", prog.name))?;
+            let (tables, groups) = held(read);
+            let ids = inabench_p4rt::p4info::Ids(&info);
+            let count = |t: &str| {
+                ids.table(t)
+                    .and_then(|id| tables.get(&id))
+                    .map_or(0, BTreeMap::len)
+            };
+            let forwarding = count(&prog.tables[0].name);
+            let group = groups.get(&entries::JOB_GROUP).map_or(0, |g| g.replicas.len());
+            let what = match job {
+                Ok(written) => {
+                    let mut held = inabench_p4rt::dataplane::job_table(&info, &tables, &groups)
+                        .map_err(|e| anyhow!("reading back `{s}`'s job: {e}"))?;
+                    held.rules.sort_by_key(|r| match r.action {
+                        inabench_p4rt::dataplane::RuleAction::Worker { id, .. } => id,
+                        inabench_p4rt::dataplane::RuleAction::Drop => u16::MAX,
+                    });
+                    if held != written {
+                        anyhow::bail!(
+                            "the switch holds another job than the one written for `{s}`: {held:?}"
+                        );
+                    }
+                    let read_workers = inabench_p4rt::dataplane::runnable(&held)
+                        .map_err(|e| anyhow!("`{s}`'s job as read back: {e}"))?;
+                    format!(
+                        "{} receive_udp entries, {} dst_addr entries, multicast group {} of {group} replicas read back: a job of {} workers ({} slots of {} values)",
+                        count("SwitchMLIngress.receive_udp"),
+                        count("SwitchMLEgress.dst_addr"),
+                        entries::JOB_GROUP,
+                        read_workers,
+                        held.slots,
+                        held.lanes
+                    )
+                }
+                Err(why) => format!(
+                    "multicast group {} over {group} ports; no job written ({why}): the switch forwards but does not aggregate",
+                    entries::JOB_GROUP
+                ),
+            };
             lines.push(format!(
-                "p4runtime {} device {}: pipeline `{}` ({} registers, {} table; P4Info: {source}) pushed, {} forwarding entries read back, multicast group 1 over {workers} ports; the data plane is the software switch model",
+                "p4runtime {} device {}: pipeline `{}` ({} registers, {} tables; P4Info: {source}) pushed, {forwarding} forwarding entries read back, {what}; workers at {}; the data plane of our runs is the software switch model",
                 tb.address,
                 tb.device_id,
-                prog.name,
-                prog.registers.len(),
-                prog.tables.len(),
-                entries.len()
+                pushed.name,
+                pushed.registers.len(),
+                pushed.tables.len(),
+                if workers == entries::switchml_workers(n).as_slice() {
+                    "SwitchML's synthetic addresses (10.0.1.<w+1>), worker w on port w"
+                } else {
+                    "the testbed's addresses"
+                }
             ));
         }
         Ok(lines)
@@ -137,6 +192,36 @@ pub fn program_switch(
     })
 }
 
+/// Read-back entities as the switch's tables (table id -> entries) and groups.
+#[allow(clippy::type_complexity)]
+fn held(
+    read: Vec<p4::Entity>,
+) -> (
+    HashMap<u32, BTreeMap<Vec<u8>, p4::TableEntry>>,
+    BTreeMap<u32, p4::MulticastGroupEntry>,
+) {
+    let (mut tables, mut groups) = (HashMap::new(), BTreeMap::new());
+    for (k, e) in read.into_iter().enumerate() {
+        match e.entity {
+            Some(p4::entity::Entity::TableEntry(t)) => {
+                tables
+                    .entry(t.table_id)
+                    .or_insert_with(BTreeMap::new)
+                    .insert((k as u64).to_be_bytes().to_vec(), t);
+            }
+            Some(p4::entity::Entity::PacketReplicationEngineEntry(
+                p4::PacketReplicationEngineEntry {
+                    r#type: Some(p4::packet_replication_engine_entry::Type::MulticastGroupEntry(g)),
+                },
+            )) => {
+                groups.insert(g.multicast_group_id, g);
+            }
+            _ => {}
+        }
+    }
+    (tables, groups)
+}
+
 /// The P4Info and device config to push for `system`: the testbed's files when it names them
 /// (text-format or binary P4Info, checked against the suite's description of the program),
 /// else the suite's description. Relative paths are taken from the working directory.
@@ -144,7 +229,8 @@ fn pipeline_of(
     tb: &crate::testbed::P4Runtime,
     system: &str,
     prog: &program::Program,
-) -> Result<(inabench_p4rt::pb::p4::config::v1::P4Info, Vec<u8>, String)> {
+    job_prog: Option<&program::Program>,
+) -> Result<(P4Info, Vec<u8>, String)> {
     let given = tb.programs.get(system);
     let Some(path) = given.and_then(|p| p.p4info.as_deref()) else {
         if let Some(dc) = given.and_then(|p| p.device_config.as_deref()) {
@@ -152,7 +238,11 @@ fn pipeline_of(
                 "the testbed gives `{system}` a device config ({dc}) but no p4info: name both"
             );
         }
-        return Ok((prog.p4info(), Vec::new(), "the suite's description".into()));
+        return Ok((
+            job_prog.unwrap_or(prog).p4info(),
+            Vec::new(),
+            "the suite's description".into(),
+        ));
     };
     let l = inabench_p4rt::p4info::load(std::path::Path::new(path))?;
     inabench_p4rt::p4info::check(&l.info, prog).map_err(|e| {

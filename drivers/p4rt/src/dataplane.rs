@@ -26,10 +26,12 @@ use crate::pb::p4::v1 as p4;
 use crate::program;
 use crate::server::SoftSwitch;
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
-use inabench_ina::switchml::table::{
-    Ingress, JobTable, Masked, Rule, RuleAction, TableError, TableSwitch,
-};
+use inabench_ina::switchml::table::{Ingress, JobTable, Masked, Rule, TableError, TableSwitch};
 use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// The most workers a job may have (the SwitchML release's `max_num_workers`), and what a
+/// `receive_udp` entry does.
+pub use inabench_ina::switchml::table::{MAX_WORKERS, RuleAction};
 
 /// The multicast group group-addressed frames go to.
 pub const FLOOD_GROUP: u32 = 1;
@@ -353,13 +355,26 @@ pub fn job_table(
         })
         .collect();
 
-    let register = |name: &str| {
-        info.registers
-            .iter()
-            .find(|r| r.preamble.as_ref().is_some_and(|p| p.name == name))
-    };
-    let slots = register("SwitchMLIngress.bitmap0")
-        .ok_or_else(|| missing("SwitchMLIngress.bitmap0"))?
+    let (slots, lanes) = pool_of(info)?;
+    Ok(JobTable {
+        rules,
+        results,
+        groups,
+        slots,
+        lanes,
+    })
+}
+
+/// The pool of a pipeline with SwitchML's registers: its slots (the size of the register
+/// array `SwitchMLIngress.bitmap0`) and the values a packet carries (the number of
+/// `SwitchMLIngress.sum0_*` arrays).
+pub fn pool_of(info: &P4Info) -> Result<(usize, usize), DataplaneError> {
+    let name = "SwitchMLIngress.bitmap0";
+    let slots = info
+        .registers
+        .iter()
+        .find(|r| r.preamble.as_ref().is_some_and(|p| p.name == name))
+        .ok_or_else(|| DataplaneError::Missing(name.to_string()))?
         .size as usize;
     let lanes = info
         .registers
@@ -370,13 +385,13 @@ pub fn job_table(
                 .is_some_and(|p| p.name.starts_with("SwitchMLIngress.sum0_"))
         })
         .count();
-    Ok(JobTable {
-        rules,
-        results,
-        groups,
-        slots,
-        lanes,
-    })
+    Ok((slots, lanes))
+}
+
+/// The number of workers of the job `table` says, or why the switch cannot run it
+/// ([`TableSwitch::new`]'s check).
+pub fn runnable(table: &JobTable) -> Result<usize, TableError> {
+    TableSwitch::new(0, table).map(|s| s.workers())
 }
 
 impl SoftSwitch {
@@ -415,11 +430,17 @@ pub struct DataPlane {
 }
 
 impl DataPlane {
-    /// The data plane `sw`'s state says now, as node `id`. A state with no worker entry runs no
-    /// job (forwarding only); one whose job cannot run is refused with why.
+    /// The data plane `sw`'s state says now, as node `id`. A pipeline without the job tables or
+    /// a state with no worker entry runs no job (forwarding only); one whose job cannot run is
+    /// refused with why.
     pub fn of(sw: &SoftSwitch, id: NodeId) -> Result<DataPlane, DataplaneError> {
         let forwarding = sw.forwarding()?;
-        let table = sw.job_table()?;
+        // a pipeline without the job tables (the forwarding-only program) forwards only
+        let table = match sw.job_table() {
+            Ok(t) => t,
+            Err(DataplaneError::Missing(_)) => JobTable::default(),
+            Err(e) => return Err(e),
+        };
         let job = if table
             .rules
             .iter()

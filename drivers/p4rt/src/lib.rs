@@ -16,6 +16,7 @@
 pub mod client;
 pub mod codec;
 pub mod dataplane;
+pub mod entries;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod p4info;

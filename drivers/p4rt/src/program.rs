@@ -170,6 +170,17 @@ pub fn for_system(system: &str) -> Option<Program> {
     }
 }
 
+/// The program with the tables its control plane writes to run a job on the switch, for a
+/// system whose job tables the suite describes (`None`: [`for_system`]'s forwarding is all its
+/// switch is written). A testbed's P4Info is checked against [`for_system`]'s program; when it
+/// also has these tables the harness writes the job into them.
+pub fn job_program_for(system: &str) -> Option<Program> {
+    match system {
+        "switchml" => Some(switchml_with_job_tables(128)),
+        _ => None,
+    }
+}
+
 /// SwitchML's switch program as systems/ina runs it on the Tofino model: a forwarding table
 /// (destination address to egress port) and, per 32-bit lane of a 192-byte pass, one register
 /// array per shadow copy holding the slot's partial sums, plus the per-copy worker bitmaps and

@@ -1,0 +1,400 @@
+//! The entries a controller writes to run a job on a switch of the suite's programs (#36 item
+//! 6, the testbed path): the forwarding (each worker's IPv4 address to its port) and, for a
+//! pipeline with SwitchML's job tables ([`program::switchml_with_job_tables`]), the job as the
+//! SwitchML release's controller writes it (p4app-switchML `dev_root/controller/
+//! udp_receiver.py`, `udp_sender.py`, `pre.py`): one `receive_udp` entry per worker (its source
+//! MAC, source IPv4 and the release's UDP base port under its mask to `set_bitmap`), one
+//! `dst_addr` entry per worker id, and the job's multicast group with a replica per worker
+//! (instance = worker id, on the worker's port). [`crate::dataplane::job_table`] reads back
+//! exactly what [`job_updates`] writes. Sans-IO: the harness's `p4switch` sends them.
+//!
+//! Bytestrings are written in P4Runtime's canonical form (leading zero bytes left out, zero as
+//! one byte), as p4runtime-shell writes them.
+
+use crate::dataplane::DataplaneError;
+use crate::pb::p4::config::v1::P4Info;
+use crate::pb::p4::v1 as p4;
+use crate::program;
+use inabench_ina::switchml::table::{JobTable, Masked, Rule, RuleAction};
+use std::collections::BTreeMap;
+
+/// One worker of a job as the switch's tables name it: the source MAC and IPv4 address its
+/// frames carry and the switch port it is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobWorker {
+    pub mac: [u8; 6],
+    pub ip: [u8; 4],
+    pub port: u32,
+}
+
+/// The multicast group the job's results go to (the release's session 0 writes its job's
+/// group; ours is group 1, the group the forwarding floods to as well).
+pub const JOB_GROUP: u32 = 1;
+
+/// The addresses the suite's SwitchML workers put in their frames (systems/ina's `switchml`:
+/// network 1, worker `w` at `mac_of(1, w)` and `ip_of(1, w)`), worker `w` on switch port `w`:
+/// the synthetic address plan of a run whose testbed states no per-host address.
+pub fn switchml_workers(n: usize) -> Vec<JobWorker> {
+    (0..n)
+        .map(|w| JobWorker {
+            mac: inabench_wire::node::mac_of(1, w as u32),
+            ip: inabench_wire::node::ip_of(1, w as u32),
+            port: w as u32,
+        })
+        .collect()
+}
+
+fn be(b: &[u8]) -> u64 {
+    b.iter().fold(0u64, |a, x| a << 8 | u64::from(*x))
+}
+
+/// The job a SwitchML controller writes for `workers` (worker `w` is the `w`-th): each worker's
+/// `receive_udp` rule (its MAC and IPv4 exact, the release's UDP port 0xbee0 under mask
+/// 0xfff0, which takes the suite's `switchml::UDP_PORT`), `set_bitmap` with id `w`, bit
+/// `1 << w`, the count and group [`JOB_GROUP`]; its results to its own addresses; the group's
+/// replicas on the workers' ports. `slots` and `lanes` are the pipeline's (not written: its
+/// register arrays).
+pub fn switchml_job(workers: &[JobWorker], slots: usize, lanes: usize) -> JobTable {
+    let n = workers.len() as u16;
+    JobTable {
+        rules: workers
+            .iter()
+            .enumerate()
+            .map(|(w, a)| Rule {
+                src_mac: Masked::exact(be(&a.mac), 48),
+                src_ip: Masked::exact(be(&a.ip), 32),
+                udp_dst_port: Masked {
+                    value: u64::from(inabench_ina::switchml::UDP_PORT),
+                    mask: 0xfff0,
+                },
+                priority: 10,
+                action: RuleAction::Worker {
+                    id: w as u16,
+                    num_workers: n,
+                    mgid: JOB_GROUP,
+                    bitmap: 1u32 << w,
+                },
+            })
+            .collect(),
+        results: workers
+            .iter()
+            .enumerate()
+            .map(|(w, a)| (w as u16, (a.mac, a.ip)))
+            .collect(),
+        groups: BTreeMap::from([(
+            JOB_GROUP,
+            workers
+                .iter()
+                .enumerate()
+                .map(|(w, a)| (w as u32, a.port))
+                .collect(),
+        )]),
+        slots,
+        lanes,
+    }
+}
+
+/// `x` as a canonical P4Runtime bytestring of a field at most `bytes` wide.
+fn canonical(x: u64, bytes: usize) -> Vec<u8> {
+    let b = x.to_be_bytes();
+    let b = &b[8 - bytes.min(8)..];
+    let zeros = b.iter().take_while(|v| **v == 0).count().min(b.len() - 1);
+    b[zeros..].to_vec()
+}
+
+fn missing(what: &str) -> DataplaneError {
+    DataplaneError::Missing(what.to_string())
+}
+
+fn insert(entity: p4::entity::Entity) -> p4::Update {
+    crate::client::update(p4::update::Type::Insert, entity)
+}
+
+fn action(id: u32, params: Vec<p4::action::Param>) -> Option<p4::TableAction> {
+    Some(p4::TableAction {
+        r#type: Some(p4::table_action::Type::Action(p4::Action {
+            action_id: id,
+            params,
+        })),
+    })
+}
+
+/// Inserts of the forwarding entries of `workers` (`forward_table`: each worker's IPv4
+/// address, exact, to `forward(its port)`), with `info`'s ids.
+pub fn forwarding_updates(
+    info: &P4Info,
+    workers: &[JobWorker],
+) -> Result<Vec<p4::Update>, DataplaneError> {
+    let prog = program::switchml(1);
+    let (t, fwd) = (&prog.tables[0], &prog.actions[0].name);
+    let ids = crate::p4info::Ids(info);
+    let table = ids.table(&t.name).ok_or_else(|| missing(&t.name))?;
+    let field = ids
+        .match_field(&t.name, &t.fields[0].name)
+        .ok_or_else(|| missing(&t.fields[0].name))?;
+    let forward = ids.action(fwd).ok_or_else(|| missing(fwd))?;
+    let port = ids
+        .param(fwd, "port")
+        .ok_or_else(|| missing("forward's port"))?;
+    Ok(workers
+        .iter()
+        .map(|w| {
+            insert(p4::entity::Entity::TableEntry(p4::TableEntry {
+                table_id: table,
+                r#match: vec![p4::FieldMatch {
+                    field_id: field,
+                    field_match_type: Some(p4::field_match::FieldMatchType::Exact(
+                        p4::field_match::Exact {
+                            value: canonical(be(&w.ip), 4),
+                        },
+                    )),
+                }],
+                action: action(
+                    forward,
+                    vec![p4::action::Param {
+                        param_id: port,
+                        value: canonical(u64::from(w.port), 2),
+                    }],
+                ),
+                ..Default::default()
+            }))
+        })
+        .collect())
+}
+
+/// Inserts that write `table` (its rules, result addresses and groups; not its pool, the
+/// pipeline's) into a pipeline `info` with SwitchML's job tables, with `info`'s ids: what
+/// [`crate::dataplane::job_table`] reads back as the same job. A pipeline without the tables is
+/// [`DataplaneError::Missing`].
+pub fn job_updates(info: &P4Info, table: &JobTable) -> Result<Vec<p4::Update>, DataplaneError> {
+    let ids = crate::p4info::Ids(info);
+    let (rx, tx) = ("SwitchMLIngress.receive_udp", "SwitchMLEgress.dst_addr");
+    let (set_bitmap, drop, set_dst) = (
+        "SwitchMLIngress.set_bitmap",
+        "SwitchMLIngress.drop",
+        "SwitchMLEgress.set_dst_addr",
+    );
+    let rx_id = ids.table(rx).ok_or_else(|| missing(rx))?;
+    let tx_id = ids.table(tx).ok_or_else(|| missing(tx))?;
+    let field = |t: &str, f: &str| {
+        ids.match_field(t, f)
+            .ok_or_else(|| missing(&format!("{t}'s {f}")))
+    };
+    let rx_fields = [
+        field(rx, "hdr.ethernet.src_addr")?,
+        field(rx, "hdr.ipv4.src_addr")?,
+        field(rx, "hdr.udp.dst_port")?,
+    ];
+    let tx_field = field(tx, "eg_md.switchml_md.worker_id")?;
+    let param = |a: &str, p: &str| {
+        ids.param(a, p)
+            .ok_or_else(|| missing(&format!("{a}'s {p}")))
+    };
+    let mut out = Vec::new();
+    for r in &table.rules {
+        let keys = [(r.src_mac, 6), (r.src_ip, 4), (r.udp_dst_port, 2)];
+        let r#match = keys
+            .iter()
+            .zip(rx_fields)
+            // a field whose mask is zero is P4Runtime's don't-care: left out
+            .filter(|((m, _), _)| m.mask != 0)
+            .map(|((m, bytes), id)| p4::FieldMatch {
+                field_id: id,
+                field_match_type: Some(p4::field_match::FieldMatchType::Ternary(
+                    p4::field_match::Ternary {
+                        value: canonical(m.value & m.mask, *bytes),
+                        mask: canonical(m.mask, *bytes),
+                    },
+                )),
+            })
+            .collect();
+        let act = match r.action {
+            RuleAction::Worker {
+                id,
+                num_workers,
+                mgid,
+                bitmap,
+            } => {
+                let a = ids.action(set_bitmap).ok_or_else(|| missing(set_bitmap))?;
+                let p = |name: &str, v: u64, bytes: usize| {
+                    Ok::<_, DataplaneError>(p4::action::Param {
+                        param_id: param(set_bitmap, name)?,
+                        value: canonical(v, bytes),
+                    })
+                };
+                action(
+                    a,
+                    vec![
+                        p("mgid", u64::from(mgid), 2)?,
+                        p("worker_id", u64::from(id), 2)?,
+                        p("num_workers", u64::from(num_workers), 1)?,
+                        p("worker_bitmap", u64::from(bitmap), 4)?,
+                    ],
+                )
+            }
+            RuleAction::Drop => action(ids.action(drop).ok_or_else(|| missing(drop))?, vec![]),
+        };
+        out.push(insert(p4::entity::Entity::TableEntry(p4::TableEntry {
+            table_id: rx_id,
+            r#match,
+            action: act,
+            priority: r.priority,
+            ..Default::default()
+        })));
+    }
+    let set_dst_id = ids.action(set_dst).ok_or_else(|| missing(set_dst))?;
+    for (w, (mac, ip)) in &table.results {
+        out.push(insert(p4::entity::Entity::TableEntry(p4::TableEntry {
+            table_id: tx_id,
+            r#match: vec![p4::FieldMatch {
+                field_id: tx_field,
+                field_match_type: Some(p4::field_match::FieldMatchType::Exact(
+                    p4::field_match::Exact {
+                        value: canonical(u64::from(*w), 2),
+                    },
+                )),
+            }],
+            action: action(
+                set_dst_id,
+                vec![
+                    p4::action::Param {
+                        param_id: param(set_dst, "eth_dst_addr")?,
+                        value: canonical(be(mac), 6),
+                    },
+                    p4::action::Param {
+                        param_id: param(set_dst, "ip_dst_addr")?,
+                        value: canonical(be(ip), 4),
+                    },
+                ],
+            ),
+            ..Default::default()
+        })));
+    }
+    for (id, replicas) in &table.groups {
+        out.push(group(*id, replicas));
+    }
+    Ok(out)
+}
+
+/// An insert of multicast group `id` with `replicas` (instance, egress port).
+pub fn group(id: u32, replicas: &[(u32, u32)]) -> p4::Update {
+    insert(p4::entity::Entity::PacketReplicationEngineEntry(
+        p4::PacketReplicationEngineEntry {
+            r#type: Some(
+                p4::packet_replication_engine_entry::Type::MulticastGroupEntry(
+                    p4::MulticastGroupEntry {
+                        multicast_group_id: id,
+                        replicas: replicas
+                            .iter()
+                            .map(|(instance, port)| p4::Replica {
+                                port_kind: Some(p4::replica::PortKind::EgressPort(*port)),
+                                instance: *instance,
+                            })
+                            .collect(),
+                    },
+                ),
+            ),
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataplane::job_table;
+    use std::collections::HashMap;
+
+    /// What a switch holds after `updates` (all inserts): table id -> entries, groups.
+    #[allow(clippy::type_complexity)]
+    fn held(
+        updates: &[p4::Update],
+    ) -> (
+        HashMap<u32, BTreeMap<Vec<u8>, p4::TableEntry>>,
+        BTreeMap<u32, p4::MulticastGroupEntry>,
+    ) {
+        let (mut tables, mut groups) = (HashMap::new(), BTreeMap::new());
+        for (k, u) in updates.iter().enumerate() {
+            assert_eq!(u.r#type, p4::update::Type::Insert as i32);
+            match u.entity.as_ref().and_then(|e| e.entity.as_ref()) {
+                Some(p4::entity::Entity::TableEntry(t)) => {
+                    tables
+                        .entry(t.table_id)
+                        .or_insert_with(BTreeMap::new)
+                        .insert((k as u32).to_be_bytes().to_vec(), t.clone());
+                }
+                Some(p4::entity::Entity::PacketReplicationEngineEntry(
+                    p4::PacketReplicationEngineEntry {
+                        r#type:
+                            Some(p4::packet_replication_engine_entry::Type::MulticastGroupEntry(g)),
+                    },
+                )) => {
+                    groups.insert(g.multicast_group_id, g.clone());
+                }
+                other => panic!("an update of {other:?}"),
+            }
+        }
+        (tables, groups)
+    }
+
+    #[test]
+    fn a_written_job_reads_back_as_the_same_job() {
+        let info = program::switchml_with_job_tables(64).p4info();
+        let mut workers = switchml_workers(3);
+        // a worker whose address has a zero byte (canonical form) and a port of 0x1ff
+        workers[2] = JobWorker {
+            mac: [0, 0x1b, 0x21, 0, 0, 7],
+            ip: [0, 9, 0, 1],
+            port: 0x1ff,
+        };
+        let want = switchml_job(&workers, 64, 48);
+        let mut updates = forwarding_updates(&info, &workers).expect("forwarding");
+        assert_eq!(updates.len(), 3);
+        updates.extend(job_updates(&info, &want).expect("job"));
+        assert_eq!(updates.len(), 3 + 3 + 3 + 1);
+        let (tables, groups) = held(&updates);
+        let mut got = job_table(&info, &tables, &groups).expect("reads back");
+        got.rules.sort_by_key(|r| match r.action {
+            RuleAction::Worker { id, .. } => id,
+            RuleAction::Drop => u16::MAX,
+        });
+        assert_eq!(got, want);
+        // and the forwarding: each worker's IPv4 to its port
+        let f = crate::dataplane::Forwarding::from_parts(&info, &tables, &groups).expect("fwd");
+        assert_eq!(
+            f.routes.get(&[0, 9, 0, 1]),
+            Some(&crate::dataplane::Route::Forward(0x1ff))
+        );
+        assert_eq!(f.groups.get(&JOB_GROUP), Some(&vec![0, 1, 0x1ff]));
+        // canonical bytestrings: 0 is one byte, leading zeros left out
+        assert_eq!(canonical(0, 2), vec![0]);
+        assert_eq!(canonical(0x0009_0001, 4), vec![9, 0, 1]);
+        // a pipeline without the job tables (the forwarding-only program) cannot take a job
+        assert_eq!(
+            job_updates(&program::switchml(64).p4info(), &want),
+            Err(DataplaneError::Missing(
+                "SwitchMLIngress.receive_udp".into()
+            ))
+        );
+        // the synthetic plan is the addresses SwitchML's workers send from
+        let c = inabench_ina::common::AllReduceConfig {
+            workers: 3,
+            elements: 48,
+            seed: 1,
+            line_rate_bps: 100e9,
+            mtu: 1500,
+            timeout_ns: 1_000_000,
+            knobs: vec![],
+        };
+        use inabench_ina::common::System;
+        let built = inabench_ina::switchml::SwitchMl.build(&c).expect("build");
+        for (w, mut wk) in built.workers.into_iter().enumerate() {
+            let f = wk.poll_transmit(0).expect("a frame").bytes;
+            let a = switchml_workers(3)[w];
+            assert_eq!(
+                (&f[6..12], &f[26..30]),
+                (&a.mac[..], &a.ip[..]),
+                "worker {w}"
+            );
+        }
+    }
+}

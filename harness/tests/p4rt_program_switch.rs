@@ -1,0 +1,188 @@
+//! A testbed run writes SwitchML's job tables (#36 item 6, the testbed path): the harness's
+//! `p4switch::program_switch`, which a run with a P4Runtime switch in its testbed calls before
+//! the first point, pushes SwitchML's program with its job tables and writes a job of the run's
+//! workers (`receive_udp`, `dst_addr`, the job's multicast group) besides the forwarding; the
+//! switch's state then configures a data plane (`inabench_p4rt::dataplane::DataPlane::of`, the
+//! software switch the entries drive) that aggregates the suite's SwitchML workers, sums exact.
+//! A switch that held only the old forwarding pipeline would run no job here. In process (the
+//! soft P4Runtime server on loopback); well under a second.
+
+use inabench_fabric::{Endpoint, NodeId};
+use inabench_ina::common::{AllReduceConfig, System, reference_sum};
+use inabench_ina::switchml::SwitchMl;
+use inabench_p4rt::dataplane::{DataPlane, RuleAction};
+use inabench_p4rt::entries::switchml_workers;
+use inabench_p4rt::program;
+use inabench_p4rt::server::{SoftSwitch, spawn_local};
+use std::path::Path;
+
+fn testbed(addr: &str, programs: &str) -> inabench::testbed::Testbed {
+    let yaml = format!(
+        "name: lab\nhosts: [{{name: localhost, role: [runner]}}]\nswitch:\n  kind: tofino\n  p4runtime:\n    address: \"{addr}\"\n{programs}"
+    );
+    inabench::testbed::Testbed::from_yaml(Path::new("lab.yaml"), &yaml).expect("testbed")
+}
+
+/// A soft switch serving P4Runtime on loopback; the runtime keeps it serving.
+fn switch() -> (tokio::runtime::Runtime, SoftSwitch, String) {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let (sw, _packet_outs) = SoftSwitch::new(1);
+    let addr = rt
+        .block_on(spawn_local(sw.clone()))
+        .expect("serve")
+        .to_string();
+    (rt, sw, addr)
+}
+
+/// The suite's SwitchML workers of `cfg` through the data plane by hand, worker `w` on port `w`
+/// (the plan's ports): each worker's result.
+fn run(dp: &mut DataPlane, cfg: &AllReduceConfig) -> Vec<Option<Vec<i32>>> {
+    let mut workers = SwitchMl.build(cfg).expect("build").workers;
+    let plan = switchml_workers(cfg.workers);
+    for now in 0..100_000u64 {
+        let mut moved = false;
+        for (w, wk) in workers.iter_mut().enumerate() {
+            while let Some(t) = wk.poll_transmit(now) {
+                moved = true;
+                dp.handle_packet(now, plan[w].port as NodeId, &t.bytes);
+            }
+        }
+        while let Some(t) = dp.poll_transmit(now) {
+            moved = true;
+            let w = plan
+                .iter()
+                .position(|a| a.port as NodeId == t.to)
+                .expect("a result goes to a worker's port");
+            // with its worker's addresses, as dst_addr says
+            assert_eq!(t.bytes[..6], plan[w].mac);
+            assert_eq!(t.bytes[30..34], plan[w].ip);
+            workers[w].handle_packet(now, cfg.workers as NodeId, &t.bytes);
+        }
+        if !moved {
+            break;
+        }
+    }
+    workers.iter().map(|w| w.result()).collect()
+}
+
+#[test]
+fn a_testbed_run_writes_the_job_that_aggregates_its_workers() {
+    let (_rt, sw, addr) = switch();
+    let tb = testbed(&addr, "");
+    let p4 = tb.switch.p4runtime.as_ref().expect("p4runtime");
+    let lines =
+        inabench::p4switch::program_switch(p4, &["switchml".to_string()], 3).expect("programmed");
+    let l = &lines[0];
+    println!("{l}");
+    for part in [
+        "pipeline `switchml` (100 registers, 3 tables",
+        "3 forwarding entries read back",
+        "3 receive_udp entries, 3 dst_addr entries, multicast group 1 of 3 replicas read back",
+        "a job of 3 workers (128 slots of 48 values)",
+        "SwitchML's synthetic addresses",
+    ] {
+        assert!(l.contains(part), "{part:?} in {l}");
+    }
+
+    // the switch's state is a job of 3 workers at the plan's addresses
+    let plan = switchml_workers(3);
+    let table = sw.job_table().expect("a job table");
+    assert_eq!(table.rules.len(), 3);
+    for r in &table.rules {
+        let RuleAction::Worker {
+            id,
+            num_workers,
+            mgid,
+            bitmap,
+        } = r.action
+        else {
+            panic!("a drop entry: {r:?}");
+        };
+        let a = plan[usize::from(id)];
+        assert_eq!((num_workers, mgid, bitmap), (3, 1, 1 << id));
+        let be = |b: &[u8]| b.iter().fold(0u64, |x, v| x << 8 | u64::from(*v));
+        assert!(r.src_mac.matches(be(&a.mac)) && r.src_mac.mask == (1 << 48) - 1);
+        assert!(r.src_ip.matches(be(&a.ip)) && r.src_ip.mask == 0xffff_ffff);
+        assert!(r.udp_dst_port.matches(48864));
+        assert_eq!(table.results.get(&id), Some(&(a.mac, a.ip)));
+    }
+    assert_eq!(table.groups.get(&1), Some(&vec![(0, 0), (1, 1), (2, 2)]));
+
+    // the data plane those entries configure sums the suite's SwitchML workers exactly
+    let mut dp = DataPlane::of(&sw, 100).expect("the entries make a job");
+    assert_eq!(
+        dp.workers(),
+        Some(3),
+        "the old forwarding-only pipeline runs no job"
+    );
+    let cfg = AllReduceConfig {
+        workers: 3,
+        // three rounds of the 128-slot pool and a short last chunk
+        elements: 48 * 128 * 3 + 5,
+        seed: 11,
+        line_rate_bps: 100e9,
+        mtu: 1500,
+        timeout_ns: u64::MAX / 4,
+        knobs: vec![],
+    };
+    let want = reference_sum(cfg.seed, 3, cfg.elements);
+    let got = run(&mut dp, &cfg);
+    for (w, r) in got.iter().enumerate() {
+        assert!(r.as_deref() == Some(&want[..]), "worker {w}'s sum");
+    }
+    let c = dp.counters();
+    assert!(
+        c.contains(&("misses", 0)) && c.contains(&("dropped", 0)),
+        "{c:?}"
+    );
+
+    // programming again (a second run) starts from a fresh pipeline: the same job, not twice
+    let again =
+        inabench::p4switch::program_switch(p4, &["switchml".to_string()], 3).expect("again");
+    assert!(again[0].contains("a job of 3 workers"), "{}", again[0]);
+}
+
+#[test]
+fn a_testbed_p4info_without_job_tables_or_a_job_the_switch_cannot_run_gets_forwarding_only() {
+    let (_rt, sw, addr) = switch();
+    // the testbed's P4Info (binary) is the forwarding-only program: pushed as given, no job
+    let d = tempfile::tempdir().expect("tmp");
+    let bin = d.path().join("switchml.p4info.bin");
+    std::fs::write(
+        &bin,
+        prost::Message::encode_to_vec(&program::switchml(128).p4info()),
+    )
+    .expect("write");
+    let tb = testbed(
+        &addr,
+        &format!(
+            "    programs:\n      switchml: {{p4info: \"{}\"}}\n",
+            bin.display()
+        ),
+    );
+    let p4 = tb.switch.p4runtime.as_ref().expect("p4runtime");
+    let lines =
+        inabench::p4switch::program_switch(p4, &["switchml".to_string()], 3).expect("programmed");
+    let l = &lines[0];
+    println!("{l}");
+    assert!(
+        l.contains("3 forwarding entries read back")
+            && l.contains("no job written (the P4Info has no job tables")
+            && l.contains("SwitchMLIngress.receive_udp")
+            && l.contains("does not aggregate"),
+        "{l}"
+    );
+    assert_eq!(DataPlane::of(&sw, 100).expect("forwarding").workers(), None);
+
+    // one worker: the suite's program, but no job a SwitchML switch runs
+    let tb = testbed(&addr, "");
+    let p4 = tb.switch.p4runtime.as_ref().expect("p4runtime");
+    let lines =
+        inabench::p4switch::program_switch(p4, &["switchml".to_string()], 1).expect("programmed");
+    assert!(
+        lines[0].contains("no job written (a job of 1 workers: SwitchML's switch takes 2..=32)"),
+        "{}",
+        lines[0]
+    );
+    assert_eq!(DataPlane::of(&sw, 100).expect("forwarding").workers(), None);
+}
