@@ -89,20 +89,31 @@ pub fn nccl_library() -> Result<bool, GpuError> {
     })
 }
 
+/// Why a library found under another NCCL name cannot tell its version.
+#[derive(Debug, thiserror::Error)]
+pub enum NcclVersionError {
+    /// The library has no `ncclGetVersion` (it is not NCCL).
+    #[error("it lacks ncclGetVersion: {0}")]
+    Lacks(#[source] libloading::Error),
+    /// `ncclGetVersion` answered an NCCL error code.
+    #[error("ncclGetVersion returned {0}")]
+    Returned(i32),
+}
+
 /// NCCL under a name cudarc does not try (`candidates`, e.g. `libnccl.so.2`): `None` when none
 /// loads; otherwise the library and its version (`ncclGetVersion`), or why it cannot be asked.
-pub fn nccl_elsewhere(candidates: &[&str]) -> Option<(String, Result<i32, String>)> {
+pub fn nccl_elsewhere(candidates: &[&str]) -> Option<(String, Result<i32, NcclVersionError>)> {
     let (lib, name) = crate::load(candidates)?;
     // SAFETY: ncclGetVersion's C signature is `ncclResult_t ncclGetVersion(int *version)`
     let f = unsafe { lib.get::<unsafe extern "C" fn(*mut i32) -> i32>(b"ncclGetVersion\0") };
     let version = match f {
-        Err(e) => Err(format!("it lacks ncclGetVersion: {e}")),
+        Err(e) => Err(NcclVersionError::Lacks(e)),
         Ok(f) => {
             let mut v = 0i32;
             // SAFETY: a valid out-pointer
             match unsafe { f(&mut v) } {
                 0 => Ok(v),
-                rc => Err(format!("ncclGetVersion returned {rc}")),
+                rc => Err(NcclVersionError::Returned(rc)),
             }
         }
     };
@@ -448,7 +459,14 @@ mod tests {
         let (name, v) = nccl_elsewhere(&[fake.as_str()]).expect("it loads");
         assert_eq!(name, fake);
         let why = v.expect_err("libc has no ncclGetVersion");
-        assert!(why.contains("lacks ncclGetVersion"), "{why}");
+        assert!(matches!(why, NcclVersionError::Lacks(_)), "{why:?}");
+        // the sentence the doctor shows, with the loader's own words after it
+        let said = why.to_string();
+        assert!(said.starts_with("it lacks ncclGetVersion: "), "{said}");
+        assert_eq!(
+            NcclVersionError::Returned(3).to_string(),
+            "ncclGetVersion returned 3"
+        );
         let missing = dir.join("nothing.so").to_string_lossy().to_string();
         assert!(nccl_elsewhere(&[missing.as_str()]).is_none());
         let _ = std::fs::remove_dir_all(&dir);

@@ -30,9 +30,19 @@ pub struct SshLauncher {
     pub connect_timeout: Duration,
 }
 
+/// Why a hostfile gives no hosts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostfileError {
+    /// A word after the host that is not `slots=N` with N > 0 (line counted from 1).
+    #[error("line {line}: `{word}` is not `slots=N` with N a positive integer")]
+    Slots { line: usize, word: String },
+    #[error("it names no host")]
+    NoHost,
+}
+
 /// Parse a hostfile: one host per line, optionally `slots=N` (that many agents on it), `#`
 /// comments and blank lines ignored. Returns one entry per agent.
-pub fn parse_hostfile(text: &str) -> Result<Vec<String>, String> {
+pub fn parse_hostfile(text: &str) -> Result<Vec<String>, HostfileError> {
     let mut hosts = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.split('#').next().unwrap_or("").trim();
@@ -43,17 +53,17 @@ pub fn parse_hostfile(text: &str) -> Result<Vec<String>, String> {
             match w.strip_prefix("slots=").map(str::parse::<usize>) {
                 Some(Ok(n)) if n > 0 => slots = n,
                 _ => {
-                    return Err(format!(
-                        "line {}: `{w}` is not `slots=N` with N a positive integer",
-                        i + 1
-                    ));
+                    return Err(HostfileError::Slots {
+                        line: i + 1,
+                        word: w.to_string(),
+                    });
                 }
             }
         }
         hosts.extend(std::iter::repeat_n(host.to_string(), slots));
     }
     if hosts.is_empty() {
-        return Err("it names no host".into());
+        return Err(HostfileError::NoHost);
     }
     Ok(hosts)
 }
@@ -247,8 +257,27 @@ mod tests {
         let h = parse_hostfile("# cluster\nnode1 slots=2\n\nnode2 # the second\n").unwrap();
         assert_eq!(h, vec!["node1", "node1", "node2"]);
         let e = parse_hostfile("node1\nnode2 slot=2\n").unwrap_err();
-        assert!(e.starts_with("line 2: `slot=2`"), "{e}");
-        assert!(parse_hostfile("# nothing\n").is_err());
+        assert_eq!(
+            e,
+            HostfileError::Slots {
+                line: 2,
+                word: "slot=2".into()
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "line 2: `slot=2` is not `slots=N` with N a positive integer"
+        );
+        assert_eq!(
+            parse_hostfile("node1 slots=0\n"),
+            Err(HostfileError::Slots {
+                line: 1,
+                word: "slots=0".into()
+            })
+        );
+        let none = parse_hostfile("# nothing\n").unwrap_err();
+        assert_eq!(none, HostfileError::NoHost);
+        assert_eq!(none.to_string(), "it names no host");
     }
 
     #[test]

@@ -54,6 +54,18 @@ pub fn setup(model: &str, seed: u64) -> Option<(Model, data::Dataset)> {
     })
 }
 
+/// Why [`run`] trained no model.
+#[derive(Debug, thiserror::Error)]
+pub enum Fig12Error {
+    /// The point names a model [`setup`] does not build.
+    #[error("no model `{0}` (mlp, cnn, transformer)")]
+    NoModel(String),
+    /// Training stopped: a wrong or uneven aggregate, diverged workers, or the aggregation's
+    /// own error (a `RunError`, kept typed as the source).
+    #[error(transparent)]
+    Train(#[from] dp::TrainError),
+}
+
 /// Train with `agg` and return the losses.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
@@ -65,9 +77,8 @@ pub fn run(
     lr: f32,
     fabric: Fabric,
     seed: u64,
-) -> Result<Vec<StepLog>, String> {
-    let (m, d) =
-        setup(model, seed).ok_or_else(|| format!("no model `{model}` (mlp, cnn, transformer)"))?;
+) -> Result<Vec<StepLog>, Fig12Error> {
+    let (m, d) = setup(model, seed).ok_or_else(|| Fig12Error::NoModel(model.to_string()))?;
     let tolerance = Tolerance {
         rel: 8.0 * f64::from(f32::EPSILON),
         abs_per_block: if agg.block_float() {
@@ -77,9 +88,8 @@ pub fn run(
         },
     };
     let mut aggregate = |g: &[Vec<f32>]| allreduce_f32(agg, g, fabric).map(|o| o.results);
-    dp::train(&m, &d, workers, batch, steps, lr, tolerance, &mut aggregate)
-        .map(|(log, _)| log)
-        .map_err(|e| e.to_string())
+    let (log, _) = dp::train(&m, &d, workers, batch, steps, lr, tolerance, &mut aggregate)?;
+    Ok(log)
 }
 
 impl Workload for Quality {
@@ -175,6 +185,19 @@ mod tests {
         );
         let r = (inet[39].loss - ring[39].loss).abs() / ring[39].loss;
         assert!(r < 1e-3, "{r}");
+    }
+
+    /// A model the point names but `setup` does not build is refused before any training,
+    /// with the sentence the row's error carries.
+    #[test]
+    fn an_unknown_model_is_refused_by_name() {
+        let e = run(Aggregation::RING, "resnet", 4, 1, 64, 0.05, Fabric::Sim, 1)
+            .expect_err("no such model");
+        assert!(
+            matches!(&e, Fig12Error::NoModel(m) if m == "resnet"),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "no model `resnet` (mlp, cnn, transformer)");
     }
 
     #[test]
