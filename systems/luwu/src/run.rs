@@ -99,6 +99,9 @@ pub struct Outcome {
     /// Every worker's pulled parameters equal the pushed ones and the AggNIC's pulled aggregate
     /// equals the reference, bit for bit, each packet drained exactly once.
     pub exact: bool,
+    /// Every value drained so far (each RX buffer drains in SeqNum order, so a prefix) equals the
+    /// reference's: a wrong sum shows even in a run that did not finish.
+    pub drained_exact: bool,
     /// The aggregate the AggNIC pulled (truncated to the gradient length).
     pub aggregate: Vec<i32>,
     /// What each worker pulled.
@@ -141,6 +144,9 @@ pub fn outcome(cfg: &Config, job: &Job, nodes: &[Node], finished: bool, end_ns: 
     };
     let want = job.reference();
     let mut exact = finished;
+    let mut drained_exact = true;
+    // the values drained so far against the same prefix of the reference
+    let prefix = |got: &[i32], want: &[i32]| got.len() <= want.len() && got == &want[..got.len()];
     for (i, n) in nodes.iter().enumerate() {
         if let Some(nic) = nic(n) {
             o.resends += nic.tx.resends;
@@ -156,11 +162,13 @@ pub fn outcome(cfg: &Config, job: &Job, nodes: &[Node], finished: bool, end_ns: 
             let got: Vec<i32> = nic.rx.out.clone();
             if i == cfg.agg_id() as usize {
                 let got = got.get(..want.len()).unwrap_or(&got).to_vec();
+                drained_exact &= prefix(&got, &want);
                 exact &= got == want && nic.rx.consumed == nic.rx.packets;
                 o.aggregate = got;
                 o.push_ns = done;
             } else {
                 let got = got.get(..job.params.len()).unwrap_or(&got).to_vec();
+                drained_exact &= prefix(&got, &job.params);
                 exact &= got == job.params && nic.rx.consumed == nic.rx.packets;
                 o.pulled.push(got);
                 o.pull_ns.push(done);
@@ -175,6 +183,7 @@ pub fn outcome(cfg: &Config, job: &Job, nodes: &[Node], finished: bool, end_ns: 
         }
     }
     o.exact = exact;
+    o.drained_exact = drained_exact;
     o
 }
 

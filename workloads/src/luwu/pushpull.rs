@@ -201,11 +201,21 @@ impl Workload for PushPull {
 /// checkable, never fails), and a finished run with a sum or a parameter that differs from the
 /// reference is a wrong result.
 fn completed(o: &Outcome, limit: &str) -> Result<(), WorkloadError> {
+    if !o.drained_exact {
+        return Err(WorkloadError::WrongResult(format!(
+            "a value drained {} differs from the reference",
+            if o.finished {
+                "by the end"
+            } else {
+                "before the time limit"
+            }
+        )));
+    }
     if !o.finished {
         return Err(WorkloadError::Invalid(format!(
             "the push/pull did not finish within its time limit ({limit}): {} stalls, {} resends, \
              {} aggregates re-forwarded, {} frames lost on links (its sums are checked only when it \
-             finishes)",
+             finishes; every value drained so far equals the reference's)",
             o.stalls, o.resends, o.reforwarded, o.dropped
         )));
     }
@@ -251,7 +261,11 @@ mod tests {
         // read as a wrong sum
         let (cfg, job) = small();
         let cut = run::run_sim(&cfg, &job, Faults::default(), 2_000).1;
-        assert!(!cut.finished && !cut.exact, "{cut:?}");
+        assert!(!cut.finished && !cut.exact && cut.drained_exact, "{cut:?}");
+        assert!(
+            cut.aggregate.len() < job.grads[0].len(),
+            "cut after everything drained"
+        );
         match completed(&cut, "2 us of virtual time") {
             Err(WorkloadError::Invalid(m)) => assert!(m.contains("did not finish"), "{m}"),
             other => panic!("{other:?}"),
@@ -264,6 +278,23 @@ mod tests {
         wrong.exact = false;
         assert!(matches!(
             completed(&wrong, "1 s"),
+            Err(WorkloadError::WrongResult(_))
+        ));
+        // a drained value that differs from the reference is a wrong result, finished or not:
+        // the workers' nodes of a cut run, one drained parameter flipped, gathered again
+        let (mut nodes, _) = run::run_sim(&cfg, &job, Faults::default(), 20_000);
+        let flipped = nodes.iter_mut().find_map(|n| match n {
+            run::Node::Worker(nic) if !nic.rx.out.is_empty() => {
+                nic.rx.out[0] ^= 1;
+                Some(())
+            }
+            _ => None,
+        });
+        assert!(flipped.is_some(), "no worker drained a value in 20 us");
+        let o = run::outcome(&cfg, &job, &nodes, false, 20_000);
+        assert!(!o.drained_exact);
+        assert!(matches!(
+            completed(&o, "20 us"),
             Err(WorkloadError::WrongResult(_))
         ));
     }
