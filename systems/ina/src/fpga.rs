@@ -32,9 +32,10 @@
 //! overhead of Table 6 is the accelerator's share of the switch ports it needs.
 
 use crate::common::{Switch, SwitchStats, kernel};
-use crate::netreduce::{Layout, Release, node_of_ip, qp_index};
+use crate::netreduce::{Layout, Release, qp_index};
 use crate::roce::psn_diff;
 use crate::target::Target;
+use inabench_fabric::addresses::AddressPlan;
 use inabench_fabric::{BufPool, Endpoint, Nanos, NodeId, Transmit};
 use inabench_wire::ib::opcode;
 use inabench_wire::icrc::{SharedTail, Shift};
@@ -151,6 +152,10 @@ pub struct Accelerator {
     released_early: u64,
     /// packets that came for a message whose aggregate the one-window-away rule had freed
     refetch_after_release: u64,
+    /// which worker an IPv4 address is (a frame's sender, an ACK's destination): the
+    /// synthetic plan reads any 10.x.y.<i+1> as worker i, as the accelerator always has; a
+    /// testbed's plan ([`Accelerator::with_addresses`]) its hosts' own addresses
+    addresses: AddressPlan,
 }
 
 impl Accelerator {
@@ -194,7 +199,15 @@ impl Accelerator {
             emit_cache: vec![EmitCache::default(); layout.workers * layout.qps as usize],
             released_early: 0,
             refetch_after_release: 0,
+            addresses: AddressPlan::synthetic(),
         }
+    }
+
+    /// The accelerator finding its workers by a testbed's addresses (worker i is the plan's
+    /// worker i, whatever its IPv4 address) instead of the 10.x.y.<i+1> numbering.
+    pub fn with_addresses(mut self, plan: AddressPlan) -> Accelerator {
+        self.addresses = plan;
+        self
     }
 
     pub fn model(&self) -> FpgaModel {
@@ -271,7 +284,9 @@ impl Accelerator {
             let Ok(h) = NetReduceHeader::parse(payload) else {
                 return;
             };
-            let Some(rank) = node_of_ip(repr.src_ip)
+            let Some(rank) = self
+                .addresses
+                .node_of_ip(repr.src_ip)
                 .map(|r| r as usize)
                 .filter(|r| *r < self.layout.workers)
             else {
@@ -296,7 +311,9 @@ impl Accelerator {
                 None => conns.push((key, entry)),
             }
         }
-        let found = node_of_ip(repr.src_ip)
+        let found = self
+            .addresses
+            .node_of_ip(repr.src_ip)
             .and_then(|r| self.clt.get(r as usize))
             .and_then(|conns| conns.iter().find(|(k, _)| *k == key));
         let Some(&(_, c)) = found else {
@@ -486,7 +503,11 @@ impl Endpoint for Accelerator {
             return;
         };
         if repr.bth.opcode & 0x1f == opcode::ACKNOWLEDGE {
-            match node_of_ip(repr.dst_ip).filter(|d| (*d as usize) < self.layout.workers) {
+            match self
+                .addresses
+                .node_of_ip(repr.dst_ip)
+                .filter(|d| (*d as usize) < self.layout.workers)
+            {
                 Some(to) => {
                     self.stats.packets_out += 1;
                     self.out.push_back(Transmit {
@@ -553,6 +574,81 @@ mod tests {
             }
         }
         (frames, Accelerator::new(cfg.workers as NodeId, layout))
+    }
+
+    /// A testbed's plan with addresses outside 10.x.y.<i+1> (and in no rank order): the
+    /// accelerator given the plan finds each worker by its own address and sends every rank its
+    /// results; without it, none of those frames is a worker's and all are dropped.
+    #[test]
+    fn a_testbed_plan_finds_workers_at_any_address() {
+        use inabench_fabric::addresses::{HostAddress, ipv4_gid};
+        let ips = [[192, 168, 7, 42], [172, 16, 0, 9], [192, 168, 7, 3]];
+        let plan = AddressPlan::new(
+            ips.iter()
+                .enumerate()
+                .map(|(i, ip)| HostAddress {
+                    interface: None,
+                    mac: [0x52, 0x54, 0, 0x11, 0, 0x30 + i as u8],
+                    ipv4: *ip,
+                    gid: ipv4_gid(*ip),
+                })
+                .collect(),
+            None,
+        )
+        .expect("a plan");
+        let cfg = AllReduceConfig {
+            workers: 3,
+            elements: 1500,
+            seed: 7,
+            line_rate_bps: 100e9,
+            mtu: 1024,
+            timeout_ns: 1_000_000,
+            knobs: vec![],
+        };
+        let layout = Layout::new(&cfg).expect("layout");
+        let frames: Vec<Vec<Vec<u8>>> = (0..3)
+            .map(|w| {
+                let grad = crate::common::gradient(cfg.seed, w, cfg.elements);
+                let mut h = crate::netreduce::Host::with_addresses(
+                    w,
+                    layout,
+                    &grad,
+                    3,
+                    cfg.timeout_ns,
+                    0.0,
+                    &plan,
+                )
+                .expect("worker");
+                let mut mine = Vec::new();
+                while let Some(t) = h.poll_transmit(0) {
+                    mine.push(t.bytes);
+                }
+                mine
+            })
+            .collect();
+        let packets = frames[0].len();
+        assert!(packets > 0 && frames.iter().all(|f| f.len() == packets));
+        let run = |mut acc: Accelerator| {
+            let mut to = Vec::new();
+            for i in 0..packets {
+                for (w, f) in frames.iter().enumerate() {
+                    acc.handle_packet(0, w as NodeId, &f[i]);
+                    while let Some(t) = acc.poll_transmit(0) {
+                        to.push(t.to);
+                    }
+                }
+            }
+            (to, acc.stats.dropped)
+        };
+        let (to, dropped) = run(Accelerator::new(3, layout).with_addresses(plan.clone()));
+        assert_eq!(dropped, 0);
+        assert_eq!(to.len(), packets * 3);
+        for r in 0..3 {
+            assert_eq!(to.iter().filter(|t| **t == r).count(), packets, "rank {r}");
+        }
+        let (to, dropped) = run(Accelerator::new(3, layout));
+        assert!(to.is_empty());
+        assert_eq!(dropped, (packets * 3) as u64);
     }
 
     /// Each result copy (its aggregate's tail hashed once for the ICRC of every copy) is the
