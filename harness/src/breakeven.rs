@@ -24,7 +24,7 @@ use inabench_core::hostprofile::HostProfile;
 use inabench_core::plan::Point;
 use inabench_core::rng::SplitMix64;
 use inabench_core::spec::{Fidelity, Spec};
-use inabench_core::store::{self, Row};
+use inabench_core::store::{self, Row, Stored};
 use inabench_report::analysis::{PlanStates, aggregate};
 use inabench_report::types::BreakEven;
 use std::collections::{BTreeMap, BTreeSet};
@@ -91,10 +91,12 @@ fn profile_classes() -> [Fidelity; 3] {
 }
 
 /// Solve the break-evens of a finished run's claims that declare `rests_on:`; writes
-/// `breakeven.json` into the run folder (nothing when no claim declares one). `log` hears one
-/// line per claim.
+/// `breakeven.json` into the run folder (nothing when no claim declares one). `stored` is the
+/// run's rows as [`store::read_rows`] read them from `run_dir` (read once by the caller, which
+/// hands the same rows to the report). `log` hears one line per claim.
 pub fn solve(
     run_dir: &Path,
+    stored: &Stored,
     registry: &Registry,
     profile: &HostProfile,
     log: &mut dyn FnMut(String),
@@ -104,9 +106,8 @@ pub fn solve(
         return Ok(Vec::new());
     }
     let manifest = store::read_manifest(run_dir)?;
-    let stored = store::read_rows(run_dir)?;
-    let planned = PlanStates::of_stored(&stored, &spec, &manifest);
-    let rows = stored.rows;
+    let planned = PlanStates::of_stored(stored, &spec, &manifest);
+    let rows = &stored.rows;
     let workload = spec.workload.clone().unwrap_or_default();
     let units: BTreeMap<String, String> = spec
         .metrics
@@ -115,7 +116,7 @@ pub fn solve(
         .collect();
     // the points that ran, per class: (class, system) -> points
     let mut points: BTreeMap<(Fidelity, String), BTreeMap<String, Point>> = BTreeMap::new();
-    for r in &rows {
+    for r in rows {
         points
             .entry((r.fidelity, r.system.clone()))
             .or_default()

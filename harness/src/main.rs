@@ -1055,17 +1055,25 @@ fn reproduce(
             );
             exit = 1;
         }
+        // rows.jsonl read once: the break-even search and the report take the same rows
+        let stored = store::read_rows(&run_dir);
         // where the verdicts of claims that rest on a host profile input flip (reruns of their
         // points with the input moved; harness/src/breakeven.rs); the report shows them
-        if let Err(e) =
-            inabench::breakeven::solve(&run_dir, &registry, host_profile, &mut |l| eprintln!("{l}"))
+        if let Ok(stored) = &stored
+            && let Err(e) =
+                inabench::breakeven::solve(&run_dir, stored, &registry, host_profile, &mut |l| {
+                    eprintln!("{l}")
+                })
         {
             eprintln!(
                 "warning: no break-even values: {}",
                 inabench::error_sentence(&e)
             );
         }
-        if let Err(e) = report(&run_dir, formats, true) {
+        let reported = stored
+            .map_err(anyhow::Error::from)
+            .and_then(|stored| report_stored(&run_dir, &stored, formats, true));
+        if let Err(e) = reported {
             // the run's rows and manifest are on disk, marked: only the report is missing
             bail!(
                 "run {} ended {} with {} of {} points on disk, but its report could not be written: {}; make room and write it with: inabench report {}",
@@ -1124,6 +1132,16 @@ fn reproduce(
 /// The embedded default testbed.
 /// Compact, analyse and write the reports of a run folder; print the summary.
 fn report(dir: &Path, formats: &[Format], print: bool) -> Result<()> {
+    report_stored(dir, &store::read_rows(dir)?, formats, print)
+}
+
+/// [`report`] on the run's rows as [`store::read_rows`] read them from `dir`.
+fn report_stored(
+    dir: &Path,
+    stored: &store::Stored,
+    formats: &[Format],
+    print: bool,
+) -> Result<()> {
     let manifest = store::read_manifest(dir)?;
     let spec_path = dir.join(store::SPEC_FILE);
     let spec = inabench_core::spec::Spec::load(&spec_path)?;
@@ -1134,8 +1152,7 @@ fn report(dir: &Path, formats: &[Format], print: bool) -> Result<()> {
         other => other.into(),
     };
     // rows.jsonl read once: the parquet export and the analysis take the same rows
-    let stored = store::read_rows(dir)?;
-    let n = inabench_report::analysis::compact(dir, &stored, &manifest).map_err(|e| match e {
+    let n = inabench_report::analysis::compact(dir, stored, &manifest).map_err(|e| match e {
         // the parquet writer's own error names no file
         ReportError::Parquet(p) => anyhow!(
             "cannot write {} ({p})",
@@ -1143,7 +1160,7 @@ fn report(dir: &Path, formats: &[Format], print: bool) -> Result<()> {
         ),
         other => unwritten(other),
     })?;
-    let analysis = inabench_report::analysis::analyse_stored(dir, &stored, &spec, manifest)?;
+    let analysis = inabench_report::analysis::analyse_stored(dir, stored, &spec, manifest)?;
     let written = write_reports(dir, &analysis, formats).map_err(unwritten)?;
     if print {
         println!(
