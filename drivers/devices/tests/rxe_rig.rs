@@ -311,7 +311,7 @@ fn netreduce_accelerator_between_three_soft_roce_guests_sums_exactly_with_and_wi
 /// worker's own timeout resends the message, which the switch answers from the finished slot.
 /// UC has no transport retransmission, so no loss is injected here beyond that: loss recovery
 /// is the SwitchML-RDMA client's timeout, shown by the stale ICRC, and at random loss in the
-/// simulator (systems/ina/tests/reliability.rs, netreduce-reliability).
+/// simulator (systems/ina-run/tests/reliability.rs, netreduce-reliability).
 #[test]
 fn switchml_rdma_switch_between_three_soft_roce_guests_over_uc_sums_exactly() {
     let Some(stdout) = relay_boot() else {

@@ -8,11 +8,14 @@
 //! - [`tofino`]: the pipeline model (stages, 192 bytes per pass, recirculation, chained pipelines);
 //! - [`target`]: what a switch target gives its program, the one trait the Tofino model and the
 //!   FPGA board implement (ports, line rate, passes a packet takes);
+//! - [`ring`], [`stream`], [`hierarchical`]: the software baselines (ring all-reduce and an RC
+//!   stream over [`roce`] through a forwarding switch; the two-level hierarchical all-reduce, a
+//!   ring within each group and one across the groups);
 //! - [`common`]: the interface the experiments drive (config, workers, switch, stats);
 //! - [`SYSTEMS`]: the one list of systems. A system's facts (its host stack in the paper, its
 //!   DPDK client, whether its transport needs order, how its switch shards, its fuzz findings,
 //!   its layout metrics) are methods of [`common::System`]; nothing outside this list matches on
-//!   a system's name (`harness/tests/seam.rs` checks it).
+//!   a system's name (`workloads/tests/seam.rs` checks it).
 
 pub mod atp;
 pub mod bfp;
