@@ -1,6 +1,7 @@
 //! ATP on the sim fabric: exact sums through the switch and the parameter server, collisions
 //! and resends under loss, and the recirculation the Tofino model counts.
 
+#[path = "../../ina/tests/support/mod.rs"]
 mod support;
 use inabench_fabric::fault::Faults;
 use inabench_ina::atp::Atp;

@@ -1,5 +1,6 @@
 //! NetReduce on the sim fabric: exact sums, under loss, duplication and reordering too.
 
+#[path = "../../ina/tests/support/mod.rs"]
 mod support;
 use inabench_fabric::fault::Faults;
 use inabench_fabric::sim::{LinkConfig, NodeConfig, SimReport};

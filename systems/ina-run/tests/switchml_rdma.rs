@@ -2,6 +2,7 @@
 //! loss handled by the application, results whose ICRC the switch could not recompute, and the
 //! loopback ports of the chained pipelines.
 
+#[path = "../../ina/tests/support/mod.rs"]
 mod support;
 use inabench_fabric::fault::Faults;
 use inabench_ina::common::{AllReduceConfig, counter_sum, switch_stats, total_retransmissions};

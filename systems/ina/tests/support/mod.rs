@@ -1,4 +1,5 @@
-//! What the systems' integration tests share.
+//! What the systems' integration tests share: ina's own and ina-run's (which include this file
+//! by `#[path]`).
 
 use inabench_ina::common::{AllReduceConfig, SetupNode, reference_sum};
 
