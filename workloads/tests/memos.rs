@@ -6,6 +6,9 @@
 //! measured on this host is a run's input (measured in the run, or passed in), never
 //! remembered for the next experiment of the process.
 
+mod scan;
+
+use scan::sources;
 use std::path::{Path, PathBuf};
 
 /// Caches whose file carries no `Pure:` comment, by (file name, static), with what they hold.
@@ -52,27 +55,6 @@ const CLASSIFIED: &[(&str, &str, &str)] = &[
          gone since 633c7fe, see the test below",
     ),
 ];
-
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        let name = e.file_name().to_string_lossy().to_string();
-        if p.is_dir() {
-            if !matches!(
-                name.as_str(),
-                "target" | "tests" | "benches" | "examples" | "fuzz" | ".git" | "results"
-            ) && !name.starts_with('.')
-            {
-                sources(&p, out);
-            }
-        } else if name.ends_with(".rs") && p.components().any(|c| c.as_os_str() == "src") {
-            out.push(p);
-        }
-    }
-}
 
 /// The statics that hold a lazily filled value: (file, line number, name, lines above it).
 fn lazy_statics(root: &Path) -> Vec<(PathBuf, usize, String, String)> {

@@ -7,7 +7,10 @@
 //! in the type (`Option<(String, Result<i32, String>)>` counts), and a `type` alias naming one
 //! (`type R<T> = Result<T, String>`). Unit-test modules in `src` are scanned too. A new one fails this test until it is typed.
 
-use std::path::{Path, PathBuf};
+mod scan;
+
+use scan::sources;
+use std::path::Path;
 
 /// Files allowed to keep `Result<_, String>` for now, by path under the workspace root, each with
 /// a comment saying why and until when. Empty: the last two, harness/src/doctor.rs and
@@ -28,27 +31,6 @@ const TOPS: &[&str] = &[
     "bench",
     "testkit",
 ];
-
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        let name = e.file_name().to_string_lossy().to_string();
-        if p.is_dir() {
-            if !matches!(
-                name.as_str(),
-                "target" | "tests" | "benches" | "examples" | "fuzz" | ".git" | "results"
-            ) && !name.starts_with('.')
-            {
-                sources(&p, out);
-            }
-        } else if name.ends_with(".rs") && p.components().any(|c| c.as_os_str() == "src") {
-            out.push(p);
-        }
-    }
-}
 
 /// The source without `//` comments (line, doc and inner doc), lines kept so positions hold.
 fn without_comments(text: &str) -> String {
