@@ -178,7 +178,7 @@ impl AddressPlan {
                 .iter()
                 .position(|a| a.ipv4 == ip)
                 .and_then(|i| NodeId::try_from(i).ok()),
-            // as the systems have always read a worker's address (`netreduce::node_of_ip`): any
+            // as the systems have always read a worker's address (NetReduce's accelerator): any
             // 10.x.y.<i+1>, so a rig's 10.77.0.<i+1> reads as the synthetic plan's does
             None => (ip[0] == 10 && ip[3] > 0).then(|| NodeId::from(ip[3] - 1)),
         }
@@ -215,7 +215,7 @@ mod tests {
         assert_eq!(
             p.node_of_ip([10, 77, 0, 2]),
             Some(1),
-            "as netreduce::node_of_ip reads it"
+            "any 10.x.y.<i+1> is worker i"
         );
         assert_eq!(p.node_of_ip([192, 168, 0, 2]), None);
         assert!(p.covers(1000).is_ok());

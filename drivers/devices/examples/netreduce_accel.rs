@@ -12,7 +12,7 @@
 //! netreduce_accel <iface0> <iface1> ... [--msg-packets 170] [--window 2] [--mtu 1024]
 //!                 [--loss P --loss-from-msg K --seed S] [--release lazy|one-window-away]
 //! ```
-//! Interface i leads to worker i, whose data address is 10.x.y.<i+1> (`netreduce::node_of_ip`).
+//! Interface i leads to worker i, whose data address is 10.x.y.<i+1> (the accelerator's synthetic `AddressPlan`).
 //! `--loss P`: once the first packet of message K (MsgID >= K, read from its INA header) has come
 //! in, every frame crossing the bump (either way: the guests' stacks inject nothing) is lost with
 //! probability P, from a seeded generator per link direction (`fabric::fault`); messages 0..K-1

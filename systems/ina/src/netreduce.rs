@@ -56,11 +56,6 @@ pub fn psn0(r: usize, q: u32) -> u32 {
     (r as u32).wrapping_mul(0x0010_0001).wrapping_add(q << 16) & crate::roce::PSN_MASK
 }
 
-/// The node id of a worker address.
-pub fn node_of_ip(ip: [u8; 4]) -> Option<NodeId> {
-    (ip[0] == 10 && ip[3] > 0).then(|| NodeId::from(ip[3] - 1))
-}
-
 /// Layout shared by hosts and the accelerator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
