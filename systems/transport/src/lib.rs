@@ -6,8 +6,8 @@
 //!   peer's WRITEs with immediate (or one to an address and R_Key the peer names per message,
 //!   [`HostTransport::post_write_to`]), and completions; its [`ConnInfo`] (QPN, first PSN, GID,
 //!   buffer address and rkey) is what the two sides exchange before [`HostTransport::connect`].
-//! - Two implementations: [`soft::SoftQp`], the suite's software RoCEv2 RC stack
-//!   (`inabench_ina::roce`) as a sans-IO QP whose frames a [`soft::SoftHost`] endpoint carries on
+//! - Two implementations: [`soft::SoftQp`], the suite's software RoCEv2 stack, RC or UC
+//!   ([`QpType`]; `inabench_ina::roce`) as a sans-IO QP whose frames a [`soft::SoftHost`] endpoint carries on
 //!   any fabric; and `inabench_devices::transport::VerbsQp`, a verbs RC or UC QP of a real (or
 //!   Soft-RoCE) device.
 //! - [`ring::RingAllReduce`]: the ring all-reduce (reduce-scatter then all-gather, one WRITE with
@@ -211,7 +211,7 @@ pub struct Completion {
     pub wr_id: u64,
     pub kind: CompletionKind,
     /// `None`: success; else the device's `ibv_wc_status` (the software stack reports
-    /// [`STATUS_NO_RECEIVE`] for a WRITE with immediate that found no receive posted).
+    /// [`STATUS_REMOTE_ACCESS`], [`STATUS_RNR_RETRY_EXC`] and [`STATUS_WR_FLUSH`]).
     pub error: Option<u32>,
     /// Bytes the completion covers (a received WRITE's length).
     pub byte_len: u32,
@@ -219,11 +219,23 @@ pub struct Completion {
     pub imm: Option<u32>,
 }
 
-/// `IBV_WC_REM_INV_REQ_ERR`'s neighbour for "no receive posted": the software stack's status for
-/// a WRITE with immediate that arrived with no receive to consume (a real responder sends an
-/// RNR NAK and the requester retries; the ring never lets it happen: every receive is posted
-/// before the peer learns where to write).
-pub const STATUS_NO_RECEIVE: u32 = 0x100;
+/// `IBV_WC_RNR_RETRY_EXC_ERR`: an RC WRITE (with immediate) the peer answered with RNR NAKs
+/// (no receive posted) more times in a row than the QP's `rnr_retry` allows (7: never).
+pub const STATUS_RNR_RETRY_EXC: u32 = 13;
+
+/// `IBV_WC_WR_FLUSH_ERR`: a work request flushed because its QP went to the error state (the
+/// WRITEs posted after one that failed).
+pub const STATUS_WR_FLUSH: u32 = 5;
+
+/// A queue pair's transport service: fixed when the QP is made (as `ibv_qp_init_attr::qp_type`),
+/// not part of [`ConnInfo`]: both sides choose it before they exchange their info.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QpType {
+    /// Reliable Connection: ACKs, go-back-N, RNR NAKs.
+    Rc,
+    /// Unreliable Connection: no ACKs; a message with a lost packet is dropped whole.
+    Uc,
+}
 
 /// `IBV_WC_REM_ACCESS_ERR`: the software stack's status for a WRITE with immediate whose data
 /// was refused (a wrong rkey, or an address outside the buffer).

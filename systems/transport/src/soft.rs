@@ -1,24 +1,39 @@
-//! The suite's software RoCEv2 RC stack as a [`HostTransport`]: [`SoftQp`] is one queue pair,
-//! sans-IO (frames in, frames out, a retransmission timer), built on `inabench_ina::roce`'s
-//! sending and responding QPs (PSN sequencing, the message window, go-back-N, coalesced ACKs);
-//! [`SoftHost`] is a host endpoint carrying the frames of its QPs to the switch it hangs off,
-//! on any fabric, and driving a [`crate::ring::RingAllReduce`] over them.
+//! The suite's software RoCEv2 stack as a [`HostTransport`]: [`SoftQp`] is one queue pair, RC
+//! or UC ([`QpType`]), sans-IO (frames in, frames out, a retransmission timer), built on
+//! `inabench_ina::roce`'s sending and responding state machines (PSN sequencing, the message
+//! window, go-back-N, coalesced ACKs, RNR NAKs; UC's in-order message check); [`SoftHost`] is a
+//! host endpoint carrying the frames of its QPs to the switch it hangs off, on any fabric, and
+//! driving a [`crate::ring::RingAllReduce`] over them.
 //!
-//! What it models, as the verbs QPs it stands beside do: a message is one RDMA WRITE of the
-//! shape's `msg_len` packets of `mtu` bytes (WRITE FIRST/MIDDLE/LAST, ONLY for one packet; the
-//! last with immediate when given), its RETH carrying the peer's buffer address plus the offset
-//! and the peer's rkey, checked at the responder (a wrong rkey or an address outside the buffer
-//! writes nothing and is counted); every frame's ICRC is generated and verified by
-//! `inabench-wire`. RC only (the software stack has no UC responder); the peer's MAC is derived
-//! from its GID's IPv4 address ([`soft_mac`]: the fabric has no ARP).
+//! What it models, as the verbs QPs it stands beside do:
+//! - RC: a message is one RDMA WRITE of the shape's `msg_len` packets of `mtu` bytes (WRITE
+//!   FIRST/MIDDLE/LAST, ONLY for one packet; the last with immediate when given), its RETH
+//!   carrying the peer's buffer address plus the offset and the peer's rkey, checked at the
+//!   responder (a wrong rkey or an address outside the buffer writes nothing and is counted).
+//!   A WRITE with immediate whose last packet finds no receive posted is answered with an RNR
+//!   NAK (timer code `min_rnr_timer`); the requester waits that long and resends from the
+//!   NAK'd PSN, `rnr_retry` times in a row at most (7: without limit), after which the WRITE
+//!   completes with [`crate::STATUS_RNR_RETRY_EXC`] and the WRITEs after it with
+//!   [`crate::STATUS_WR_FLUSH`] ([`SoftQp::set_rnr`]).
+//! - UC ([`SoftQp::with_type`]): a WRITE of any length, UC WRITE FIRST/MIDDLE/LAST/ONLY (with
+//!   immediate), no ACK and no retransmission; it completes at the sender when its last packet
+//!   is sent. The responder takes a message's packets in PSN order; a gap drops the rest of the
+//!   message silently and the next FIRST/ONLY begins the next one; a WRITE with immediate that
+//!   finds no receive is dropped whole, silently (counted: [`SoftQp::no_receive_drops`]).
+//! - Both: a message is written to the buffer when whole (staged until then: a NIC writes each
+//!   packet as it lands, and verbs promise nothing of a buffer before the completion, so both
+//!   conform); every frame's ICRC is generated and verified by `inabench-wire`; the peer's MAC
+//!   is derived from its GID's IPv4 address ([`soft_mac`]: the fabric has no ARP).
 
 use crate::ring::{RingAllReduce, RingError};
 use crate::{
-    Completion, CompletionKind, ConnInfo, ConnInfoError, HostTransport, RemoteAddr,
-    STATUS_NO_RECEIVE, STATUS_REMOTE_ACCESS, ipv4_gid,
+    Completion, CompletionKind, ConnInfo, ConnInfoError, HostTransport, QpType, RemoteAddr,
+    STATUS_REMOTE_ACCESS, STATUS_RNR_RETRY_EXC, STATUS_WR_FLUSH, ipv4_gid,
 };
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
-use inabench_ina::roce::{Accept, Addr, RcResponder, RcSender};
+use inabench_ina::roce::{
+    Accept, Addr, RNR_RETRY_INFINITE, RcResponder, RcSender, UcAccept, UcResponder, write_opcode,
+};
 use inabench_wire::ib::{BthRepr, RethRepr, opcode};
 use inabench_wire::roce::FrameRepr;
 use std::collections::VecDeque;
@@ -78,9 +93,29 @@ pub enum SoftError {
     Exhausted(u32),
     #[error("bad shape: {0}")]
     Shape(String),
+    #[error("bad QP attribute: {0}")]
+    Attr(String),
+    #[error(
+        "the QP is in the error state (a WRITE's RNR retries ran out); it takes no more WRITEs"
+    )]
+    Failed,
 }
 
-/// One software RC queue pair.
+/// The RNR timer code a software QP's RNR NAKs carry unless [`SoftQp::set_rnr`] says
+/// otherwise: 12, 0.64 ms (IBA Table 45), what the verbs binding sets.
+pub const DEFAULT_MIN_RNR_TIMER: u8 = 12;
+
+/// A posted WRITE.
+#[derive(Debug, Clone, Copy)]
+struct Wr {
+    wr_id: u64,
+    offset: u64,
+    len: u32,
+    to: RemoteAddr,
+    imm: Option<u32>,
+}
+
+/// One software queue pair: RC ([`SoftQp::new`]) or UC ([`SoftQp::with_type`]).
 #[derive(Debug)]
 pub struct SoftQp {
     local: Addr,
@@ -89,27 +124,45 @@ pub struct SoftQp {
     base: u64,
     rkey: u32,
     buf: Vec<u8>,
+    qp_type: QpType,
     remote: Option<ConnInfo>,
+    peer: Option<Addr>,
     tx: Option<RcSender>,
     rx: Option<RcResponder>,
-    /// Posted WRITEs in order: (wr_id, offset, where at the peer, immediate).
-    posted: Vec<(u64, u64, RemoteAddr, Option<u32>)>,
-    /// WRITEs acknowledged (completed).
+    uc_rx: Option<UcResponder>,
+    /// UC: the PSN of the next packet sent.
+    uc_psn: u32,
+    /// UC: the next packet of the front WRITE of `posted[acked..]`.
+    uc_pkt: u32,
+    min_rnr_timer: u8,
+    rnr_retry: u8,
+    /// Posted WRITEs in order.
+    posted: Vec<Wr>,
+    /// WRITEs completed (RC: acknowledged; UC: sent whole).
     acked: usize,
     recvs: VecDeque<u64>,
     completions: VecDeque<Completion>,
     /// The message being received: where its RETH said to write (None: refused).
     landing: Option<u64>,
+    /// Its bytes so far: a message is written to the buffer when whole.
+    stage: Vec<u8>,
+    /// UC: its RETH's DMA length.
+    stage_len: u32,
     out: VecDeque<Vec<u8>>,
+    /// The requester stopped: its RNR retries ran out (verbs: the QP is in the error state).
+    failed: bool,
     /// Frames refused: unparsable (ICRC included), for another QP, a bad RETH, a wrong opcode.
     pub malformed: u64,
     pub foreign: u64,
     pub access_errors: u64,
+    /// UC: WRITEs with immediate dropped whole because no receive was posted (RC answers an
+    /// RNR NAK instead).
+    pub no_receive_drops: u64,
 }
 
 impl SoftQp {
-    /// A QP with number `qpn` at `ip` whose first PSN is `psn0`, its buffer (`shape.messages`
-    /// messages) registered at address `base` with `rkey`.
+    /// An RC QP with number `qpn` at `ip` whose first PSN is `psn0`, its buffer
+    /// (`shape.messages` messages) registered at address `base` with `rkey`.
     pub fn new(
         ip: [u8; 4],
         qpn: u32,
@@ -117,6 +170,22 @@ impl SoftQp {
         shape: Shape,
         base: u64,
         rkey: u32,
+    ) -> Result<SoftQp, SoftError> {
+        SoftQp::with_type(ip, qpn, psn0, shape, base, rkey, QpType::Rc)
+    }
+
+    /// As [`SoftQp::new`], RC or UC. A UC QP's WRITEs are any length of whole bytes up to its
+    /// buffer (`shape.mtu` bytes a packet, the last shorter), sent at once (no window, no
+    /// ACK, no retransmission: `shape.msg_len`, `window` and `rto_ns` are RC's), each complete
+    /// when its last packet is sent; `shape.messages` x `msg_len` x `mtu` sizes its buffer.
+    pub fn with_type(
+        ip: [u8; 4],
+        qpn: u32,
+        psn0: u32,
+        shape: Shape,
+        base: u64,
+        rkey: u32,
+        qp_type: QpType,
     ) -> Result<SoftQp, SoftError> {
         if shape.mtu == 0 || shape.msg_len == 0 || shape.window == 0 {
             return Err(SoftError::Shape(format!(
@@ -150,32 +219,90 @@ impl SoftQp {
             base,
             rkey,
             buf: vec![0; bytes as usize],
+            qp_type,
             remote: None,
+            peer: None,
             tx: None,
             rx: None,
+            uc_rx: None,
+            uc_psn: psn0,
+            uc_pkt: 0,
+            min_rnr_timer: DEFAULT_MIN_RNR_TIMER,
+            rnr_retry: RNR_RETRY_INFINITE,
             posted: Vec::new(),
             acked: 0,
             recvs: VecDeque::new(),
             completions: VecDeque::new(),
             landing: None,
+            stage: Vec::new(),
+            stage_len: 0,
             out: VecDeque::new(),
+            failed: false,
             malformed: 0,
             foreign: 0,
             access_errors: 0,
+            no_receive_drops: 0,
         })
     }
 
-    /// The stack's retransmissions so far (go-back-N resends).
+    pub fn qp_type(&self) -> QpType {
+        self.qp_type
+    }
+
+    /// RC's Receiver Not Ready attributes, as `ibv_modify_qp` sets them: the timer code this
+    /// QP's RNR NAKs carry (`min_rnr_timer`, 0..=31, IBA Table 45; default 12, 0.64 ms, the
+    /// verbs binding's) and how many RNR NAKs in a row its WRITEs are resent after
+    /// (`rnr_retry`, 0..=7, 7 without limit; default 7). Meaningless for UC (no responses).
+    pub fn set_rnr(&mut self, min_rnr_timer: u8, rnr_retry: u8) -> Result<(), SoftError> {
+        if min_rnr_timer > 31 || rnr_retry > RNR_RETRY_INFINITE {
+            return Err(SoftError::Attr(format!(
+                "min_rnr_timer {min_rnr_timer} (0..=31) or rnr_retry {rnr_retry} (0..=7) out of range"
+            )));
+        }
+        self.min_rnr_timer = min_rnr_timer;
+        self.rnr_retry = rnr_retry;
+        if let Some(t) = self.tx.as_mut() {
+            t.set_rnr_retry(rnr_retry);
+        }
+        if let Some(r) = self.rx.as_mut() {
+            r.min_rnr_timer = min_rnr_timer;
+        }
+        Ok(())
+    }
+
+    /// The stack's retransmissions so far (go-back-N and RNR resends).
     pub fn retransmissions(&self) -> u64 {
         self.tx.as_ref().map_or(0, |t| t.retransmissions)
     }
 
+    /// RNR NAKs this QP sent (as a responder with no receive posted).
+    pub fn rnr_naks_sent(&self) -> u64 {
+        self.rx.as_ref().map_or(0, |r| r.rnr_naks)
+    }
+
+    /// RNR NAKs this QP received (as a requester).
+    pub fn rnr_naks_received(&self) -> u64 {
+        self.tx.as_ref().map_or(0, |t| t.rnr_naks)
+    }
+
+    /// UC: packets dropped (out of PSN order, or in a message already dropped).
+    pub fn uc_dropped(&self) -> u64 {
+        self.uc_rx.as_ref().map_or(0, |r| r.dropped)
+    }
+
     /// A frame for this QP arrived (already parsed, its ICRC verified).
     pub fn handle_frame(&mut self, now: Nanos, fr: &FrameRepr, payload: &[u8]) {
-        if fr.bth.dest_qp != self.local.qpn {
+        if fr.bth.dest_qp != self.local.qpn || self.remote.is_none() {
             self.foreign += 1;
             return;
         }
+        match self.qp_type {
+            QpType::Rc => self.handle_rc(now, fr, payload),
+            QpType::Uc => self.handle_uc(fr, payload),
+        }
+    }
+
+    fn handle_rc(&mut self, now: Nanos, fr: &FrameRepr, payload: &[u8]) {
         let (Some(tx), Some(rx)) = (self.tx.as_mut(), self.rx.as_mut()) else {
             self.foreign += 1;
             return;
@@ -186,15 +313,36 @@ impl SoftQp {
             while self.acked < self.posted.len()
                 && tx.acked() as usize >= (self.acked + 1) * msg_len
             {
-                let (wr_id, _, _, _) = self.posted[self.acked];
+                let w = self.posted[self.acked];
                 self.completions.push_back(Completion {
-                    wr_id,
+                    wr_id: w.wr_id,
                     kind: CompletionKind::Write,
                     error: None,
-                    byte_len: self.shape.message_bytes(),
+                    byte_len: w.len,
                     imm: None,
                 });
                 self.acked += 1;
+            }
+            if let Some(i) = tx.rnr_failed()
+                && !self.failed
+            {
+                // the WRITE the RNR NAK refused fails; the QP is in error: the rest flush
+                self.failed = true;
+                let m = i as usize / msg_len;
+                for (j, w) in self.posted.iter().enumerate().skip(self.acked) {
+                    self.completions.push_back(Completion {
+                        wr_id: w.wr_id,
+                        kind: CompletionKind::Write,
+                        error: Some(if j == m {
+                            STATUS_RNR_RETRY_EXC
+                        } else {
+                            STATUS_WR_FLUSH
+                        }),
+                        byte_len: w.len,
+                        imm: None,
+                    });
+                }
+                self.acked = self.posted.len();
             }
             return;
         }
@@ -206,11 +354,17 @@ impl SoftQp {
             self.malformed += 1;
             return;
         }
-        if let Accept::Deliver(i) = rx.on_data(fr.bth.psn, fr.bth.ack_req) {
+        if fr.immdt.is_some() && self.recvs.is_empty() && rx.expects(fr.bth.psn) {
+            // the packet that needs a receive finds none: Receiver Not Ready; nothing of the
+            // message is written, its first packets wait staged for the resend of this one
+            rx.rnr_nak();
+        } else if let Accept::Deliver(i) = rx.on_data(fr.bth.psn, fr.bth.ack_req) {
+            let mb = self.shape.message_bytes() as usize;
+            let mtu = self.shape.mtu as usize;
             let k = i % self.shape.msg_len;
             let last = k == self.shape.msg_len - 1;
-            let want = expected_opcode(k == 0, last, fr.immdt.is_some()) & opcode::OPERATION_MASK;
-            if op & opcode::OPERATION_MASK != want || payload.len() != self.shape.mtu as usize {
+            let want = write_opcode(opcode::RC, k == 0, last, fr.immdt.is_some());
+            if op != want || payload.len() != mtu {
                 self.malformed += 1;
                 self.landing = None;
             } else if k == 0 {
@@ -220,22 +374,24 @@ impl SoftQp {
                 if self.landing.is_none() {
                     self.access_errors += 1;
                 }
+                self.stage.resize(mb, 0);
             }
-            if let Some(at) = self.landing {
-                let from = (at + u64::from(k) * u64::from(self.shape.mtu)) as usize;
-                self.buf[from..from + payload.len()].copy_from_slice(payload);
+            if self.landing.is_some() {
+                let from = k as usize * mtu;
+                self.stage[from..from + mtu].copy_from_slice(payload);
             }
             if last {
-                if let Some(imm) = fr.immdt {
-                    let (wr_id, error) = match self.recvs.pop_front() {
-                        Some(w) => (w, self.landing.is_none().then_some(STATUS_REMOTE_ACCESS)),
-                        None => (0, Some(STATUS_NO_RECEIVE)),
-                    };
+                if let Some(at) = self.landing {
+                    self.buf[at as usize..at as usize + mb].copy_from_slice(&self.stage[..mb]);
+                }
+                if let Some(imm) = fr.immdt
+                    && let Some(wr_id) = self.recvs.pop_front()
+                {
                     self.completions.push_back(Completion {
                         wr_id,
                         kind: CompletionKind::RecvWriteImm,
-                        error,
-                        byte_len: self.shape.message_bytes(),
+                        error: self.landing.is_none().then_some(STATUS_REMOTE_ACCESS),
+                        byte_len: mb as u32,
                         imm: Some(imm),
                     });
                 }
@@ -249,49 +405,176 @@ impl SoftQp {
         }
     }
 
-    /// The next frame to send: an acknowledgement, else the next packet the window allows.
-    pub fn poll_transmit(&mut self, now: Nanos) -> Option<Vec<u8>> {
-        if let Some(f) = self.out.pop_front() {
-            return Some(f);
+    fn handle_uc(&mut self, fr: &FrameRepr, payload: &[u8]) {
+        let Some(rx) = self.uc_rx.as_mut() else {
+            self.foreign += 1;
+            return;
+        };
+        let op = fr.bth.opcode;
+        if fr.aeth.is_some()
+            || op & opcode::TRANSPORT_MASK != opcode::UC
+            || !(opcode::WRITE_FIRST..=opcode::WRITE_ONLY_IMM)
+                .contains(&(op & opcode::OPERATION_MASK))
+        {
+            // UC has no acknowledgements, and this stack no UC SEND
+            self.malformed += 1;
+            return;
         }
-        let remote = self.remote?;
-        let tx = self.tx.as_mut()?;
-        let msg_len = self.shape.msg_len;
-        let i = tx.next_to_send_until(now, self.posted.len() as u32 * msg_len)?;
-        let (_, offset, to, imm) = self.posted[(i / msg_len) as usize];
-        let k = i % msg_len;
-        let (first, last) = (k == 0, k == msg_len - 1);
-        let mtu = u64::from(self.shape.mtu);
-        let from = (offset + u64::from(k) * mtu) as usize;
-        let fr = FrameRepr {
+        let UcAccept::Deliver(k) = rx.on_packet(fr.bth.psn, op) else {
+            return;
+        };
+        if k == 0 {
+            let t = fr
+                .reth
+                .and_then(|r| uc_target(self.base, self.rkey, self.buf.len(), &r));
+            let Some((at, len)) = t else {
+                // UC: a message that may not land is dropped, nothing answers
+                self.access_errors += 1;
+                self.landing = None;
+                rx.drop_message();
+                return;
+            };
+            self.landing = Some(at);
+            self.stage_len = len;
+            self.stage.clear();
+        }
+        let Some(at) = self.landing else {
+            rx.drop_message();
+            return;
+        };
+        let last = opcode::ends_message(op);
+        let mtu = self.shape.mtu as usize;
+        let total = self.stage.len() + payload.len();
+        let len = self.stage_len as usize;
+        if payload.len() > mtu
+            || (!last && payload.len() != mtu)
+            || total > len
+            || (last && total != len)
+        {
+            self.malformed += 1;
+            self.landing = None;
+            rx.drop_message();
+            return;
+        }
+        self.stage.extend_from_slice(payload);
+        if !last {
+            return;
+        }
+        self.landing = None;
+        let wr_id = match fr.immdt {
+            Some(_) => match self.recvs.pop_front() {
+                Some(w) => Some(w),
+                None => {
+                    // UC: no receive for the immediate: the message is dropped whole, silently
+                    self.no_receive_drops += 1;
+                    return;
+                }
+            },
+            None => None,
+        };
+        self.buf[at as usize..at as usize + len].copy_from_slice(&self.stage);
+        if let Some(wr_id) = wr_id {
+            self.completions.push_back(Completion {
+                wr_id,
+                kind: CompletionKind::RecvWriteImm,
+                error: None,
+                byte_len: len as u32,
+                imm: fr.immdt,
+            });
+        }
+    }
+
+    /// The headers of a WRITE's packet to the peer.
+    fn repr(&self, peer: &Addr, op: u8, psn: u32, ack_req: bool) -> FrameRepr {
+        FrameRepr {
             src_mac: self.local.mac,
-            dst_mac: tx.remote.mac,
+            dst_mac: peer.mac,
             src_ip: self.local.ip,
-            dst_ip: tx.remote.ip,
+            dst_ip: peer.ip,
             src_port: 0xc000 | (self.local.qpn as u16 & 0x3fff),
             tos: 0,
             ttl: 64,
             bth: BthRepr {
-                opcode: opcode::RC | expected_opcode(first, last, imm.is_some()),
+                opcode: op,
                 solicited: false,
                 migreq: true,
                 pad_count: 0,
                 pkey: 0xffff,
                 fecn: false,
                 becn: false,
-                dest_qp: remote.qpn,
-                ack_req: last,
-                psn: tx.psn_of(i),
+                dest_qp: peer.qpn,
+                ack_req,
+                psn,
             },
-            reth: first.then_some(RethRepr {
-                va: to.addr,
-                rkey: to.rkey,
-                dma_len: self.shape.message_bytes(),
-            }),
+            reth: None,
             aeth: None,
-            immdt: if last { imm } else { None },
-        };
+            immdt: None,
+        }
+    }
+
+    /// The next frame to send: an acknowledgement, else the next packet the window allows
+    /// (RC), or the next packet of the oldest WRITE not yet sent whole (UC).
+    pub fn poll_transmit(&mut self, now: Nanos) -> Option<Vec<u8>> {
+        if let Some(f) = self.out.pop_front() {
+            return Some(f);
+        }
+        let peer = self.peer?;
+        if self.qp_type == QpType::Uc {
+            return self.uc_transmit(&peer);
+        }
+        let tx = self.tx.as_mut()?;
+        let msg_len = self.shape.msg_len;
+        let i = tx.next_to_send_until(now, self.posted.len() as u32 * msg_len)?;
+        let psn = tx.psn_of(i);
+        let w = self.posted[(i / msg_len) as usize];
+        let k = i % msg_len;
+        let (first, last) = (k == 0, k == msg_len - 1);
+        let mtu = u64::from(self.shape.mtu);
+        let from = (w.offset + u64::from(k) * mtu) as usize;
+        let op = write_opcode(opcode::RC, first, last, w.imm.is_some());
+        let mut fr = self.repr(&peer, op, psn, last);
+        fr.reth = first.then_some(RethRepr {
+            va: w.to.addr,
+            rkey: w.to.rkey,
+            dma_len: self.shape.message_bytes(),
+        });
+        fr.immdt = if last { w.imm } else { None };
         fr.build(&self.buf[from..from + mtu as usize]).ok()
+    }
+
+    fn uc_transmit(&mut self, peer: &Addr) -> Option<Vec<u8>> {
+        let w = *self.posted.get(self.acked)?;
+        let mtu = self.shape.mtu;
+        let packets = w.len.div_ceil(mtu);
+        let k = self.uc_pkt;
+        let (first, last) = (k == 0, k + 1 == packets);
+        let from = w.offset as usize + (k * mtu) as usize;
+        let n = (w.len - k * mtu).min(mtu) as usize;
+        let op = write_opcode(opcode::UC, first, last, w.imm.is_some());
+        let mut fr = self.repr(peer, op, self.uc_psn, false);
+        fr.reth = first.then_some(RethRepr {
+            va: w.to.addr,
+            rkey: w.to.rkey,
+            dma_len: w.len,
+        });
+        fr.immdt = if last { w.imm } else { None };
+        let frame = fr.build(&self.buf[from..from + n]).ok();
+        self.uc_psn = (self.uc_psn + 1) & crate::MASK_24;
+        if last {
+            // UC: a WRITE is complete once its last packet is on its way
+            self.uc_pkt = 0;
+            self.acked += 1;
+            self.completions.push_back(Completion {
+                wr_id: w.wr_id,
+                kind: CompletionKind::Write,
+                error: None,
+                byte_len: w.len,
+                imm: None,
+            });
+        } else {
+            self.uc_pkt += 1;
+        }
+        frame
     }
 
     pub fn poll_timeout(&self) -> Option<Nanos> {
@@ -315,16 +598,12 @@ fn target(base: u64, rkey: u32, shape: &Shape, len: usize, r: &RethRepr) -> Opti
         .then_some(off)
 }
 
-/// The operation bits of packet `k` of a WRITE: FIRST/MIDDLE/LAST, ONLY for one packet.
-fn expected_opcode(first: bool, last: bool, imm: bool) -> u8 {
-    match (first, last, imm) {
-        (true, true, false) => opcode::WRITE_ONLY,
-        (true, true, true) => opcode::WRITE_ONLY_IMM,
-        (true, false, _) => opcode::WRITE_FIRST,
-        (false, true, false) => opcode::WRITE_LAST,
-        (false, true, true) => opcode::WRITE_LAST_IMM,
-        (false, false, _) => opcode::WRITE_MIDDLE,
-    }
+/// UC: where a WRITE of any length lands, and its length, if its rkey and range are the
+/// buffer's.
+fn uc_target(base: u64, rkey: u32, len: usize, r: &RethRepr) -> Option<(u64, u32)> {
+    let off = r.va.checked_sub(base)?;
+    (r.rkey == rkey && off.checked_add(u64::from(r.dma_len))? <= len as u64)
+        .then_some((off, r.dma_len))
 }
 
 impl HostTransport for SoftQp {
@@ -351,23 +630,28 @@ impl HostTransport for SoftQp {
             ip,
             qpn: remote.qpn,
         };
-        let packets = self.shape.msg_len * self.shape.messages;
-        self.tx = Some(RcSender::new(
-            self.local,
-            peer,
-            self.psn0,
-            packets,
-            self.shape.msg_len,
-            self.shape.window,
-            self.shape.rto_ns,
-        ));
-        self.rx = Some(RcResponder::new(
-            self.local,
-            peer,
-            remote.psn,
-            packets,
-            self.shape.msg_len,
-        ));
+        match self.qp_type {
+            QpType::Rc => {
+                let packets = self.shape.msg_len * self.shape.messages;
+                let mut tx = RcSender::new(
+                    self.local,
+                    peer,
+                    self.psn0,
+                    packets,
+                    self.shape.msg_len,
+                    self.shape.window,
+                    self.shape.rto_ns,
+                );
+                tx.set_rnr_retry(self.rnr_retry);
+                let mut rx =
+                    RcResponder::new(self.local, peer, remote.psn, packets, self.shape.msg_len);
+                rx.min_rnr_timer = self.min_rnr_timer;
+                self.tx = Some(tx);
+                self.rx = Some(rx);
+            }
+            QpType::Uc => self.uc_rx = Some(UcResponder::new(remote.psn)),
+        }
+        self.peer = Some(peer);
         self.remote = Some(*remote);
         Ok(())
     }
@@ -403,11 +687,15 @@ impl HostTransport for SoftQp {
         to: RemoteAddr,
         imm: Option<u32>,
     ) -> Result<(), SoftError> {
-        if self.tx.is_none() {
+        if self.remote.is_none() {
             return Err(SoftError::NotConnected);
         }
+        if self.failed {
+            return Err(SoftError::Failed);
+        }
         let expected = self.shape.message_bytes();
-        if len != expected || !offset.is_multiple_of(u64::from(expected)) {
+        let rc = self.qp_type == QpType::Rc;
+        if (rc && (len != expected || !offset.is_multiple_of(u64::from(expected)))) || len == 0 {
             return Err(SoftError::Message {
                 offset,
                 len,
@@ -421,10 +709,16 @@ impl HostTransport for SoftQp {
                 region: self.buf.len(),
             });
         }
-        if self.posted.len() as u32 >= self.shape.messages {
+        if rc && self.posted.len() as u32 >= self.shape.messages {
             return Err(SoftError::Exhausted(self.shape.messages));
         }
-        self.posted.push((wr_id, offset, to, imm));
+        self.posted.push(Wr {
+            wr_id,
+            offset,
+            len,
+            to,
+            imm,
+        });
         Ok(())
     }
 
@@ -545,6 +839,10 @@ impl Endpoint for SoftHost {
             (
                 "access_errors",
                 self.send.access_errors + self.recv.access_errors,
+            ),
+            (
+                "rnr_naks_sent",
+                self.send.rnr_naks_sent() + self.recv.rnr_naks_sent(),
             ),
         ]
     }
