@@ -7,7 +7,7 @@
 //!
 //! Failures are typed ([`JobFailure`]) on every path, the agent channel included.
 
-use crate::launcher::{Agent, Job, JobFailure, Launcher, LocalLauncher};
+use crate::launcher::{Agent, Job, JobFailure, Launcher, LocalLauncher, span};
 use crate::registry::Registry;
 use crate::runner::Placement;
 use inabench_core::PointCtx;
@@ -101,13 +101,16 @@ impl Agents {
         }
     }
 
-    fn start(&mut self, sink: &mut dyn FnMut(Event)) -> Result<(), JobFailure> {
+    /// Start the placement's agents: `local` starts `at_least` (1 unless a job spans more),
+    /// the multi-host launchers as many as they say.
+    fn start(&mut self, at_least: usize, sink: &mut dyn FnMut(Event)) -> Result<(), JobFailure> {
         let started = match &self.placement {
             Placement::Remote(r) => {
                 let l = r.launcher();
                 l.start(l.agents()).map(|a| (a, l.on_this_host(), l.name()))
             }
-            _ => LocalLauncher::new().and_then(|l| l.start(1).map(|a| (a, true, "local"))),
+            _ => LocalLauncher::new()
+                .and_then(|l| l.start(at_least.max(1)).map(|a| (a, true, "local"))),
         };
         match started {
             Ok((a, here, name)) => {
@@ -133,12 +136,87 @@ impl Agents {
             }
         }
     }
+
+    /// How many agents the placement starts (None: `local`, which starts what a job needs).
+    fn fixed_agents(&self) -> Option<usize> {
+        match &self.placement {
+            Placement::Remote(r) => Some(r.launcher().agents()),
+            _ => None,
+        }
+    }
+
+    /// One repetition of a point that spans `ranks` agents ([`span`]): ranks 0..`ranks` on
+    /// the first `ranks` agents; the manifest's launcher line names each rank's host and device.
+    fn run_spanning(
+        &mut self,
+        job: &Job,
+        ranks: usize,
+        sink: &mut dyn FnMut(Event),
+    ) -> Result<(), JobFailure> {
+        let too_few = |have: usize| JobFailure::Setup {
+            message: format!(
+                "{} `{}` spans {ranks} hosts (one agent a rank) and the launcher has {have} agent{}; nothing of it ran",
+                job.experiment,
+                job.point.system,
+                if have == 1 { "" } else { "s" }
+            ),
+        };
+        // a launcher with too few agents is refused before it starts any
+        if let Some(n) = self.fixed_agents()
+            && n < ranks
+        {
+            return Err(too_few(n));
+        }
+        if self.agents.len() < ranks {
+            self.shutdown();
+            self.start(ranks, sink)?;
+        }
+        if self.agents.len() < ranks {
+            return Err(too_few(self.agents.len()));
+        }
+        let mut ranks_line = String::new();
+        let mut on_event = |e: Event| {
+            if let Event::Log { message, .. } = &e
+                && message.starts_with("rank ")
+                && message.contains(" on ")
+            {
+                ranks_line.push_str("; ");
+                ranks_line.push_str(message);
+            }
+            sink(e)
+        };
+        let r = span::run_spanning(&mut self.agents, job, ranks, &mut on_event);
+        if !ranks_line.is_empty() {
+            self.driver_line = Some(format!(
+                "{}; {} {} spans {ranks} agents{ranks_line}",
+                crate::launcher::describe(
+                    self.placement.launcher_name().unwrap_or("local"),
+                    &self.agents
+                ),
+                job.experiment,
+                job.point.system,
+            ));
+        }
+        match r {
+            Ok(r) => r,
+            Err(e) => {
+                self.shutdown();
+                Err(JobFailure::Failed {
+                    message: e.to_string(),
+                })
+            }
+        }
+    }
 }
 
 impl Executor for Agents {
     fn run_job(&mut self, job: &Job, sink: &mut dyn FnMut(Event)) -> Result<(), JobFailure> {
+        let ranks = span::ranks_of(&job.workload, &job.point.system);
+        if ranks > 1 {
+            return self.run_spanning(job, ranks, sink);
+        }
         if self.agents.is_empty() {
-            self.start(sink)?;
+            self.start(1, sink)?;
         }
         let slot = job.index % self.agents.len().max(1);
         let Some(agent) = self.agents.get_mut(slot) else {

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 pub mod qp_exchange;
 pub mod slurm;
+pub mod span;
 pub mod ssh;
 
 #[derive(Debug, thiserror::Error)]
@@ -143,6 +144,18 @@ pub enum Msg {
     /// The runner's answer once every agent of the job sent its QPs: every rank's.
     QpPeers {
         ranks: Vec<qp_exchange::QpSet>,
+    },
+    /// One rank of a job that spans several agents ([`span`]): the agent runs `job` as rank
+    /// `rank` of `ranks`, exchanging its QPs through the runner before it connects them.
+    RankJob {
+        job: Box<Job>,
+        rank: usize,
+        ranks: usize,
+    },
+    /// The runner's answer instead of the peers' QPs when the exchange cannot finish (another
+    /// rank failed, or sent QPs that do not check): the agent's job fails with the reason.
+    QpAbort {
+        reason: String,
     },
 }
 
@@ -309,8 +322,8 @@ pub struct Agent {
     /// the host the agent runs on (its hostname, as it reported it)
     pub host: String,
     proc: Option<std::sync::Arc<Proc>>,
-    reader: BufReader<TcpStream>,
-    writer: BufWriter<TcpStream>,
+    pub(crate) reader: BufReader<TcpStream>,
+    pub(crate) writer: BufWriter<TcpStream>,
 }
 
 /// The launcher interface: start `n` agents for a run.
@@ -660,6 +673,25 @@ pub fn agent_main(
         };
         let job = match serde_json::from_str::<Msg>(&line) {
             Ok(Msg::Job(job)) => job,
+            Ok(Msg::RankJob { job, rank, ranks }) => {
+                // a rank of a job that spans agents: its body exchanges QPs on this channel
+                let result = span::run_rank(&job, rank, ranks, &cancel, &mut reader, &mut writer);
+                let done = match result {
+                    Ok(()) => Msg::Done {
+                        ok: true,
+                        error: None,
+                    },
+                    Err(e) => Msg::Done {
+                        ok: false,
+                        error: Some(e),
+                    },
+                };
+                serde_json::to_writer(&mut writer, &done)
+                    .map_err(|e| LaunchError::Protocol(e.to_string()))?;
+                writer.write_all(b"\n")?;
+                writer.flush()?;
+                continue;
+            }
             Ok(Msg::Exit) => return Ok(()),
             Ok(other) => return Err(LaunchError::Protocol(format!("unexpected {other:?}"))),
             Err(e) => return Err(LaunchError::Protocol(e.to_string())),

@@ -58,6 +58,8 @@ pub enum ExchangeError {
     UnexpectedAnswer(String),
     #[error("the channel closed before the exchange finished")]
     Closed,
+    #[error("the runner ended the exchange: {0}")]
+    Aborted(String),
     #[error("a message on the control channel is not one: {0}")]
     Json(String),
     #[error(transparent)]
@@ -143,8 +145,17 @@ pub fn exchange(agents: &mut [Agent]) -> Result<Peers, ExchangeError> {
             }
         }
     }
-    let peers = check_peers(&sets, agents.len())?;
-    // what was checked goes out, in rank order
+    let (peers, answer) = answer(&sets, agents.len())?;
+    for a in agents.iter_mut() {
+        send(&mut a.writer, &answer)?;
+    }
+    Ok(peers)
+}
+
+/// Check every rank's QPs (`sets`, one a rank of `ranks`) and build the answer each agent gets:
+/// what was checked, in rank order.
+pub fn answer(sets: &[QpSet], ranks: usize) -> Result<(Peers, Msg), ExchangeError> {
+    let peers = check_peers(sets, ranks)?;
     let answer = Msg::QpPeers {
         ranks: peers
             .iter()
@@ -160,10 +171,12 @@ pub fn exchange(agents: &mut [Agent]) -> Result<Peers, ExchangeError> {
             })
             .collect(),
     };
-    for a in agents.iter_mut() {
-        send(&mut a.writer, &answer)?;
-    }
-    Ok(peers)
+    Ok((peers, answer))
+}
+
+/// Send one message on the control channel (a JSON line).
+pub(crate) fn send_msg<W: Write>(w: &mut W, m: &Msg) -> Result<(), ExchangeError> {
+    send(w, m)
 }
 
 /// An agent's side: send this host's QPs (`rank`, `qps`), wait for every rank's, check them.
@@ -189,6 +202,7 @@ pub fn publish<R: BufRead, W: Write>(
             let n = ranks.len();
             check_peers(&ranks, n)
         }
+        Msg::QpAbort { reason } => Err(ExchangeError::Aborted(reason)),
         other => Err(ExchangeError::UnexpectedAnswer(
             format!("{other:?}").chars().take(200).collect(),
         )),

@@ -12,6 +12,13 @@
 //!   thread);
 //! - `dpdk`: busy polling, never sleeping.
 //!
+//! The `roce` row is RoCE itself: one RoCEv2 RC transfer between two hosts' verbs QPs, measured
+//! the same way. It spans two agents (one a host), which exchange their QPs through the runner;
+//! its body is the harness's (`inabench::launcher::span`, where the verbs binding and the agents'
+//! control channel are), not this crate's. Its rows are `hardware` on a NIC's RDMA engine and
+//! `emulated` (fabric `rdma-rxe`) on Soft-RoCE, as the device's provider says; the hardware class
+//! runs only this row, and it never runs in the runner's own process.
+//!
 //! Each point runs twice: a bulk transfer of `total_mb` in messages of `message_kb` with a window
 //! of `window` messages (throughput, CPU), then 200 one-packet messages one at a time (RTT,
 //! median). CPU is the mean over the two hosts of each host process's node threads' CPU time
@@ -21,6 +28,9 @@ use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
 use inabench_ina_run::udp_node::{NodeJob, Spawn, UdpOutcome, run_udp};
 
 pub struct Table1;
+
+/// The row that is RoCE itself (two hosts' verbs QPs).
+pub const ROCE: &str = "roce";
 
 fn io_of(system: &str) -> Option<&'static str> {
     match system {
@@ -84,18 +94,32 @@ impl Workload for Table1 {
     }
 
     fn fidelities(&self) -> &'static [Fidelity] {
-        &[Fidelity::Emulated]
+        &[Fidelity::Hardware, Fidelity::Emulated]
     }
 
-    fn fabric(&self, _f: Fidelity) -> &'static str {
-        "udp"
+    fn fabric(&self, f: Fidelity) -> &'static str {
+        match f {
+            Fidelity::Hardware => "roce",
+            _ => "udp",
+        }
     }
 
     fn systems(&self) -> Option<&'static [&'static str]> {
-        Some(&["event_driven", "parallel_dma", "dpdk"])
+        Some(&["event_driven", "parallel_dma", "dpdk", ROCE])
     }
 
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+        if ctx.system() == ROCE {
+            return Err(WorkloadError::Invalid(
+                "the roce row is one transfer between two hosts' RDMA devices: it runs in two agents (a testbed's `launcher:` or --launcher local|ssh|slurm), never in one process".into(),
+            ));
+        }
+        if ctx.fidelity == Fidelity::Hardware {
+            return Err(WorkloadError::Invalid(format!(
+                "`{}` is a software host I/O model on the udp fabric: its rows are emulated only",
+                ctx.system()
+            )));
+        }
         let io = io_of(ctx.system()).ok_or_else(|| {
             WorkloadError::Invalid(format!("no host I/O model for `{}`", ctx.system()))
         })?;

@@ -1,0 +1,159 @@
+//! A point that spans agents (#36 items 2 and 5): netreduce-table1's `roce` row is given to two
+//! agents at once with their ranks; their bodies publish their QPs over the agents' control
+//! channel, the runner answers once both ranks sent (`launcher/qp_exchange.rs`), and they
+//! connect and run one RC transfer. On this host (no RDMA device) the agents are `--launcher
+//! local` processes and the body's QPs are the suite's software RC stack carried over UDP on
+//! loopback (`INABENCH_SPAN_TRANSPORT=soft-udp`): the dispatch, the exchange, the transfer's
+//! byte check and the rows are the ones a RoCE testbed runs; only the QPs differ (verbs there).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+mod support;
+
+fn reproduce(results: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_inabench"));
+    c.arg("reproduce")
+        .arg("netreduce-table1")
+        .args(args)
+        .args(["--headless", "--format", "json"])
+        .env("INABENCH_RESULTS", results);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("inabench runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn the_roce_row_spans_two_local_agents_that_exchange_their_qps_and_check_every_byte() {
+    let d = tempfile::tempdir().expect("a scratch folder");
+    let results = d.path().join("results");
+    let out = reproduce(
+        &results,
+        &[
+            "--launcher",
+            "local",
+            "--fidelity",
+            "emulated",
+            "--repetitions",
+            "2",
+            "--warmup",
+            "0",
+            "--set",
+            "total_mb=2",
+        ],
+        &[("INABENCH_SPAN_TRANSPORT", "soft-udp")],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let run = support::only_run_dir(&results);
+    let rows = support::rows_of(&run);
+    let roce: Vec<&serde_json::Value> = rows.iter().filter(|r| r["system"] == "roce").collect();
+    // rank 0 records the rows, rank 1 none: one row of each metric a repetition
+    for metric in ["throughput", "cpu", "rtt"] {
+        let v: Vec<f64> = roce
+            .iter()
+            .filter(|r| r["metric"] == metric)
+            .filter_map(|r| r["value"].as_f64())
+            .collect();
+        assert_eq!(v.len(), 2, "{metric}: {v:?}");
+        assert!(
+            v.iter().all(|x| *x > 0.0 && x.is_finite()),
+            "{metric}: {v:?}"
+        );
+    }
+    for r in &roce {
+        assert_eq!(
+            (r["fidelity"].as_str(), r["fabric"].as_str()),
+            (Some("emulated"), Some("soft-rc-udp")),
+            "{r}"
+        );
+    }
+    // the other rows still run one agent a job, as before
+    for s in ["event_driven", "parallel_dma", "dpdk"] {
+        assert!(
+            rows.iter()
+                .any(|r| r["system"] == s && r["metric"] == "throughput"),
+            "no {s} rows"
+        );
+    }
+    let m = support::manifest_of(&run);
+    let drivers = m["drivers"].to_string();
+    assert!(
+        drivers.contains("netreduce-table1 roce spans 2 agents")
+            && drivers.contains("rank 0 on ")
+            && drivers.contains("rank 1 on ")
+            && drivers.contains("software RC stack over UDP"),
+        "{drivers}"
+    );
+    assert!(!m["systems_not_built"].to_string().contains("roce"), "{m}");
+}
+
+#[test]
+fn the_roce_row_in_one_process_is_left_out_with_why() {
+    let d = tempfile::tempdir().expect("a scratch folder");
+    let results = d.path().join("results");
+    let out = reproduce(
+        &results,
+        &[
+            "--fidelity",
+            "emulated",
+            "--repetitions",
+            "1",
+            "--warmup",
+            "0",
+            "--set",
+            "total_mb=1",
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let run = support::only_run_dir(&results);
+    assert!(support::rows_of(&run).iter().all(|r| r["system"] != "roce"));
+    let m = support::manifest_of(&run);
+    let not_here = m["rows_not_here"].to_string();
+    assert!(
+        not_here.contains("roce") && not_here.contains("needs two hosts' RDMA devices"),
+        "{m}"
+    );
+}
+
+#[test]
+fn a_point_needing_more_ranks_than_the_launcher_has_agents_is_one_sentence_before_it_runs() {
+    let d = tempfile::tempdir().expect("a scratch folder");
+    let results = d.path().join("results");
+    let hostfile: PathBuf = d.path().join("hosts");
+    std::fs::write(&hostfile, "inabench-no-such-host.invalid slots=1\n").expect("hostfile");
+    let hf = hostfile.display().to_string();
+    let out = reproduce(
+        &results,
+        &[
+            "--launcher",
+            "ssh",
+            "--hostfile",
+            &hf,
+            "--listen",
+            "127.0.0.1",
+            "--fidelity",
+            "emulated",
+            "--repetitions",
+            "1",
+            "--warmup",
+            "0",
+        ],
+        &[],
+    );
+    let all = text(&out);
+    assert!(!out.status.success(), "{all}");
+    assert!(
+        all.contains("netreduce-table1 `roce` spans 2 hosts (one agent a rank) and the launcher has 1 agent; nothing of it ran"),
+        "{all}"
+    );
+}
