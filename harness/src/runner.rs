@@ -254,6 +254,8 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         choose_rows(spec, &mut plan, devices);
     }
     let class_list = plan
+    // rows a workload runs in one class only, or only in agents (launcher/span.rs)
+    crate::launcher::span::leave_out(&mut plan, &wid, req.placement != Placement::InProcess);
         .fidelities
         .iter()
         .map(|f| f.as_str())
