@@ -259,6 +259,26 @@ fn a_uc_message_missing_a_packet_is_dropped_whole_and_the_next_lands_exactly() {
         // the sender knew nothing: both WRITEs completed when sent
         assert_eq!(a.poll(8).expect("poll a").len(), 2);
     }
+    // the lost MIDDLE's place taken by a duplicate of the one before it: the packets and bytes
+    // add up, the PSNs do not: dropped all the same
+    let (mut a, mut b) = pair(QpType::Uc, shape(256, 4, 3));
+    b.post_recv(100).expect("recv");
+    a.post_write(1, 0, mb as u32, Some(11)).expect("write 1");
+    a.post_write(2, mb as u64, mb as u32, Some(22))
+        .expect("write 2");
+    let mut frames = drain(&mut a, 0);
+    frames[2] = frames[1].clone();
+    deliver(&mut b, 0, &frames);
+    assert_eq!(
+        b.poll(8)
+            .expect("poll")
+            .iter()
+            .map(|c| (c.wr_id, c.imm))
+            .collect::<Vec<_>>(),
+        vec![(100, Some(22))]
+    );
+    assert!(b.buf()[..mb].iter().all(|x| *x == 0));
+    assert_eq!(&b.buf()[mb..2 * mb], &a.buf()[mb..2 * mb]);
     // a UC WRITE with immediate with no receive posted is dropped whole, silently; the next,
     // with its receive there, lands
     let (mut a, mut b) = pair(QpType::Uc, shape(256, 2, 2));
