@@ -253,9 +253,9 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
     if let Some(devices) = &devices {
         choose_rows(spec, &mut plan, devices);
     }
-    let class_list = plan
     // rows a workload runs in one class only, or only in agents (launcher/span.rs)
     crate::launcher::span::leave_out(&mut plan, &wid, req.placement != Placement::InProcess);
+    let class_list = plan
         .fidelities
         .iter()
         .map(|f| f.as_str())
