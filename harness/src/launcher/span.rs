@@ -913,6 +913,7 @@ impl HostTransport for SoftUdp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn sizes_refuse_what_a_qp_cannot_carry() {
@@ -942,6 +943,148 @@ mod tests {
             Sizes::of(&point(0.5, 1024.0)),
             Err(WorkloadError::BadParam(_))
         ));
+    }
+
+    fn job() -> Job {
+        Job {
+            workload: TABLE1.into(),
+            point: inabench_core::plan::Point {
+                id: "p".into(),
+                system: ROCE.into(),
+                params: Default::default(),
+                repetitions: 1,
+                warmup: 0,
+            },
+            index: 0,
+            fidelity: Fidelity::Emulated,
+            repetition: 0,
+            warmup: false,
+            seed: 1,
+            run_id: "r".into(),
+            experiment: "netreduce-table1".into(),
+            units: Default::default(),
+            capture_dir: None,
+            host_profile: None,
+        }
+    }
+
+    /// Two agents (threads with their own connections): the runner sends each its rank, streams
+    /// their events, answers two exchange rounds; then a job where rank 1 fails before it
+    /// publishes: rank 0, waiting in its exchange, hears why (QpAbort) instead of waiting
+    /// forever, and the job's failure is rank 1's own.
+    #[test]
+    fn the_runner_answers_each_round_and_ends_the_exchange_when_a_rank_fails() {
+        use super::super::ControlListener;
+        use super::super::qp_exchange::AgentLink;
+        use inabench_transport::ipv4_gid;
+        let control = ControlListener::bind("127.0.0.1:0").expect("bind");
+        let addr = control.local_addr().expect("addr").to_string();
+        let info = |rank: usize| ConnInfo {
+            qpn: 0x20 + rank as u32,
+            psn: 7,
+            gid: ipv4_gid([10, 0, 0, rank as u8 + 1]),
+            addr: 0x1000,
+            rkey: 9,
+        };
+        let agents: Vec<_> = (0..2)
+            .map(|me| {
+                let (addr, token) = (addr.clone(), control.token().to_string());
+                std::thread::spawn(move || {
+                    let mut link = AgentLink::connect(&addr, me, &token).expect("connect");
+                    // a runner that never answers fails the test instead of hanging it
+                    link.reader
+                        .get_ref()
+                        .set_read_timeout(Some(Duration::from_secs(10)))
+                        .expect("timeout");
+                    let mut seen = Vec::new();
+                    let mut why = None;
+                    for job in 0..2 {
+                        let line = read_frame(&mut link.reader, MAX_FRAME)
+                            .expect("read")
+                            .expect("a job");
+                        let Ok(Msg::RankJob { rank, ranks, .. }) = serde_json::from_str(&line)
+                        else {
+                            panic!("not a rank job: {line}");
+                        };
+                        assert_eq!((rank, ranks), (me, 2));
+                        let done = if job == 1 && rank == 1 {
+                            Msg::Done {
+                                ok: false,
+                                error: Some(JobFailure::Failed {
+                                    message: "rank 1: no RDMA device".into(),
+                                }),
+                            }
+                        } else {
+                            let r = link.publish(rank, &[("bulk", info(rank))]).and_then(|p| {
+                                seen.push(p);
+                                link.publish(rank, &[])
+                            });
+                            match r {
+                                Ok(_) => {
+                                    send_msg(
+                                        &mut link.writer,
+                                        &Msg::Event {
+                                            event: Event::Log {
+                                                level: LogLevel::Info,
+                                                source: "t".into(),
+                                                message: format!("rank {rank} on h: ok"),
+                                            },
+                                            bits: None,
+                                        },
+                                    )
+                                    .expect("event");
+                                    Msg::Done {
+                                        ok: true,
+                                        error: None,
+                                    }
+                                }
+                                Err(e) => {
+                                    why = Some(e.to_string());
+                                    Msg::Done {
+                                        ok: false,
+                                        error: Some(JobFailure::Failed {
+                                            message: format!("rank {rank}: {e}"),
+                                        }),
+                                    }
+                                }
+                            }
+                        };
+                        send_msg(&mut link.writer, &done).expect("done");
+                    }
+                    (seen, why)
+                })
+            })
+            .collect();
+        let mut accepted = control
+            .accept(2, Duration::from_secs(20), &|_| None, &mut |_| Ok(()))
+            .expect("both agents connect");
+        let mut events = Vec::new();
+        let ok = run_spanning(&mut accepted, &job(), 2, &mut |e| events.push(e)).expect("channel");
+        assert_eq!(ok, Ok(()));
+        assert_eq!(events.len(), 2, "{events:?}");
+        let failed = run_spanning(&mut accepted, &job(), 2, &mut |_| {}).expect("channel");
+        assert_eq!(
+            failed,
+            Err(JobFailure::Failed {
+                message: "rank 1: no RDMA device".into()
+            })
+        );
+        for (rank, t) in agents.into_iter().enumerate() {
+            let (seen, why) = t.join().expect("agent");
+            if rank == 0 {
+                // rank 0 heard why its exchange ended, at once
+                assert_eq!(
+                    why.as_deref(),
+                    Some("the runner ended the exchange: rank 1 failed: rank 1: no RDMA device")
+                );
+            }
+            // the first job's first round: both ranks' QPs, exactly
+            assert_eq!(seen[0][&0]["bulk"], info(0), "agent {rank}");
+            assert_eq!(seen[0][&1]["bulk"], info(1), "agent {rank}");
+        }
+        for a in accepted {
+            a.shutdown();
+        }
     }
 
     #[test]
