@@ -818,6 +818,14 @@ fn switchml_rdma_workers_on_soft_uc_qps_sum_exactly_through_the_suites_switch_on
             assert_eq!(h.qp.malformed, 0, "every result's ICRC good");
             resent += h.resent;
         }
+        let (dup, foreign): (u64, u64) = nodes
+            .iter()
+            .filter_map(|x| x.worker())
+            .fold((0, 0), |(d, f), h| (d + h.duplicates, f + h.foreign));
+        eprintln!(
+            "switchml_rdma on soft UC, loss {loss}: done at {} ns, {} frames dropped, {resent} messages resent, {dup} duplicate and {foreign} late results",
+            rep.time_ns, rep.faults.dropped
+        );
         assert_eq!(
             resent > 0,
             loss > 0.0,
