@@ -50,6 +50,100 @@ pub enum AddressError {
     },
     #[error("worker {worker}'s MAC {mac} is a multicast address, not a host's")]
     Multicast { worker: usize, mac: String },
+    #[error(
+        "the address plan gives no switch address, and {system}'s workers address their frames to the switch"
+    )]
+    NoSwitch { system: &'static str },
+    #[error(
+        "the address plan gives {have} parameter server addresses (hosts with role `ps`); {system} needs {need}"
+    )]
+    TooFewServers {
+        system: &'static str,
+        have: usize,
+        need: usize,
+    },
+}
+
+/// A node's MAC and IPv4 address.
+pub type MacIp = ([u8; 6], [u8; 4]);
+
+/// The MAC and IPv4 address of every node of one job, by node id: workers `0..workers`, the
+/// switch `workers`, then `servers` further hosts (ATP's parameter servers). What a system's
+/// frames carry: from a testbed's [`AddressPlan`], or the system's own synthetic numbering.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeAddresses {
+    nodes: Vec<MacIp>,
+}
+
+impl NodeAddresses {
+    /// The nodes' addresses for `system`: with no plan, `synthetic(node)` for every node (the
+    /// system's own numbering, unchanged); with a plan, its workers' (it must name at least
+    /// `workers`), its switch's (required where `switch_needed`: the workers send to it; else
+    /// the synthetic one) and its servers' (at least `servers` of them).
+    pub fn of(
+        system: &'static str,
+        plan: Option<&AddressPlan>,
+        workers: usize,
+        servers: usize,
+        switch_needed: bool,
+        synthetic: impl Fn(usize) -> MacIp,
+    ) -> Result<NodeAddresses, AddressError> {
+        let Some(plan) = plan else {
+            return Ok(NodeAddresses {
+                nodes: (0..workers + 1 + servers).map(synthetic).collect(),
+            });
+        };
+        plan.covers(workers)?;
+        let mut nodes: Vec<MacIp> = (0..workers)
+            .map(|i| {
+                plan.worker(i)
+                    .map(|a| (a.mac, a.ipv4))
+                    .ok_or(AddressError::TooFew {
+                        have: i,
+                        need: workers,
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+        match &plan.switch {
+            Some(s) => nodes.push((s.mac, s.ipv4)),
+            None if switch_needed => return Err(AddressError::NoSwitch { system }),
+            None => nodes.push(synthetic(workers)),
+        }
+        if plan.servers.len() < servers {
+            return Err(AddressError::TooFewServers {
+                system,
+                have: plan.servers.len(),
+                need: servers,
+            });
+        }
+        nodes.extend(plan.servers.iter().take(servers).map(|a| (a.mac, a.ipv4)));
+        Ok(NodeAddresses { nodes })
+    }
+
+    /// Node `node`'s MAC (all zeros past the last node, which no valid build asks).
+    pub fn mac(&self, node: usize) -> [u8; 6] {
+        self.nodes.get(node).map_or([0; 6], |a| a.0)
+    }
+
+    /// Node `node`'s IPv4 address (0.0.0.0 past the last node).
+    pub fn ip(&self, node: usize) -> [u8; 4] {
+        self.nodes.get(node).map_or([0; 4], |a| a.1)
+    }
+
+    /// The node whose IPv4 address this is.
+    pub fn node_of_ip(&self, ip: [u8; 4]) -> Option<usize> {
+        self.nodes.iter().position(|a| a.1 == ip)
+    }
+
+    /// How many nodes it names.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether it names none.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
 }
 
 /// The addresses of a job's workers (worker `i` is the plan's `i`-th) and of its switch.
@@ -57,9 +151,12 @@ pub enum AddressError {
 pub struct AddressPlan {
     /// None: the synthetic plan, computed for any worker index.
     workers: Option<Vec<HostAddress>>,
-    /// The switch's own address (SwitchML-RDMA's switch answers as a host), where the plan
-    /// gives one.
+    /// The switch's own address (SwitchML-RDMA's switch answers as a host; SwitchML's and
+    /// ATP's workers address their frames to it), where the plan gives one.
     pub switch: Option<HostAddress>,
+    /// Further hosts of the job that are neither worker nor switch, in order: ATP's parameter
+    /// servers (testbed hosts with role `ps`).
+    pub servers: Vec<HostAddress>,
 }
 
 impl Default for AddressPlan {
@@ -76,6 +173,34 @@ pub fn fmt_mac(m: [u8; 6]) -> String {
         .join(":")
 }
 
+/// A host's IPv4 address and MAC as a program's argument carries them:
+/// `A.B.C.D@aa:bb:cc:dd:ee:ff` (what the rig passes to its host-side programs, [`parse_ip_mac`]).
+pub fn fmt_ip_mac(h: &HostAddress) -> String {
+    format!("{}@{}", std::net::Ipv4Addr::from(h.ipv4), fmt_mac(h.mac))
+}
+
+/// [`fmt_ip_mac`]'s text back as a host address (no interface, the IPv4-mapped GID); None for
+/// anything else.
+pub fn parse_ip_mac(s: &str) -> Option<HostAddress> {
+    let (ip, mac) = s.split_once('@')?;
+    let ipv4 = ip.parse::<std::net::Ipv4Addr>().ok()?.octets();
+    let bytes: Vec<u8> = mac
+        .split(':')
+        .map(|b| {
+            (b.len() == 2)
+                .then(|| u8::from_str_radix(b, 16).ok())
+                .flatten()
+        })
+        .collect::<Option<_>>()?;
+    let mac: [u8; 6] = bytes.try_into().ok()?;
+    Some(HostAddress {
+        interface: None,
+        mac,
+        ipv4,
+        gid: ipv4_gid(ipv4),
+    })
+}
+
 impl AddressPlan {
     /// The systems' synthetic plan: worker `i` at MAC 02:00:00:00:00:<i+1> (a locally
     /// administered unicast address), IPv4 10.0.0.<i+1>, its GID the IPv4-mapped one; the last
@@ -84,6 +209,7 @@ impl AddressPlan {
         AddressPlan {
             workers: None,
             switch: None,
+            servers: Vec::new(),
         }
     }
 
@@ -124,7 +250,14 @@ impl AddressPlan {
         Ok(AddressPlan {
             workers: Some(workers),
             switch,
+            servers: Vec::new(),
         })
+    }
+
+    /// The plan with these further hosts (ATP's parameter servers, in job order).
+    pub fn with_servers(mut self, servers: Vec<HostAddress>) -> AddressPlan {
+        self.servers = servers;
+        self
     }
 
     /// Whether this is the synthetic plan.
@@ -219,6 +352,63 @@ mod tests {
         );
         assert_eq!(p.node_of_ip([192, 168, 0, 2]), None);
         assert!(p.covers(1000).is_ok());
+    }
+
+    #[test]
+    fn an_ip_at_mac_argument_reads_back_and_refuses_junk() {
+        let h = host(4);
+        let text = fmt_ip_mac(&h);
+        assert_eq!(text, "10.77.0.5@52:54:00:77:00:05");
+        let back = parse_ip_mac(&text).expect("parses");
+        assert_eq!((back.ipv4, back.mac, back.gid), (h.ipv4, h.mac, h.gid));
+        for bad in [
+            "10.77.0.5",
+            "10.77.0.5@52:54:00:77:00",
+            "10.77.0.256@52:54:00:77:00:05",
+            "10.77.0.5@52:54:00:77:00:0g",
+            "10.77.0.5@52:54:00:77:00:005",
+        ] {
+            assert_eq!(parse_ip_mac(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn node_addresses_are_the_plans_or_the_systems_own() {
+        let syn = |n: usize| ([2, 0, 0, 1, 0, (n + 1) as u8], [10, 0, 1, (n + 1) as u8]);
+        let none = NodeAddresses::of("S", None, 2, 1, true, syn).expect("synthetic");
+        assert_eq!(none.len(), 4);
+        assert_eq!(none.ip(2), [10, 0, 1, 3], "the switch");
+        assert_eq!(none.mac(3), [2, 0, 0, 1, 0, 4], "the server");
+        let p = AddressPlan::new(vec![host(7), host(2)], Some(host(9)))
+            .expect("plan")
+            .with_servers(vec![host(11)]);
+        let at = NodeAddresses::of("S", Some(&p), 2, 1, true, syn).expect("plan");
+        assert_eq!(
+            (0..4).map(|n| at.ip(n)).collect::<Vec<_>>(),
+            vec![host(7).ipv4, host(2).ipv4, host(9).ipv4, host(11).ipv4]
+        );
+        assert_eq!(at.node_of_ip(host(2).ipv4), Some(1));
+        assert_eq!(
+            NodeAddresses::of("S", Some(&p), 3, 0, true, syn),
+            Err(AddressError::TooFew { have: 2, need: 3 })
+        );
+        let bare = AddressPlan::new(vec![host(7), host(2)], None).expect("plan");
+        assert_eq!(
+            NodeAddresses::of("S", Some(&bare), 2, 0, true, syn)
+                .expect_err("no switch")
+                .to_string(),
+            "the address plan gives no switch address, and S's workers address their frames to the switch"
+        );
+        let free = NodeAddresses::of("S", Some(&bare), 2, 0, false, syn).expect("not needed");
+        assert_eq!(free.ip(2), [10, 0, 1, 3], "the synthetic switch");
+        assert_eq!(
+            NodeAddresses::of("S", Some(&p), 2, 2, true, syn),
+            Err(AddressError::TooFewServers {
+                system: "S",
+                have: 1,
+                need: 2
+            })
+        );
     }
 
     #[test]

@@ -44,6 +44,28 @@ pub fn switchml_workers(n: usize) -> Vec<JobWorker> {
         .collect()
 }
 
+/// The workers of an `n`-worker job at a testbed's addresses (`plan`'s worker `w`, its MAC
+/// and IPv4 address as the testbed file states them, from `inabench_workloads`'s
+/// `address_plan`), worker `w` on switch port `w`: what a testbed run writes when its hosts
+/// give their data addresses. A plan naming fewer than `n` workers is refused.
+pub fn switchml_workers_at(
+    plan: &inabench_ina::common::AddressPlan,
+    n: usize,
+) -> Result<Vec<JobWorker>, inabench_ina::common::AddressError> {
+    plan.covers(n)?;
+    (0..n)
+        .map(|w| {
+            plan.worker(w)
+                .map(|a| JobWorker {
+                    mac: a.mac,
+                    ip: a.ipv4,
+                    port: w as u32,
+                })
+                .ok_or(inabench_ina::common::AddressError::TooFew { have: w, need: n })
+        })
+        .collect()
+}
+
 fn be(b: &[u8]) -> u64 {
     b.iter().fold(0u64, |a, x| a << 8 | u64::from(*x))
 }
@@ -396,5 +418,96 @@ mod tests {
                 "worker {w}"
             );
         }
+    }
+
+    /// A testbed run's job names the testbed's worker addresses: SwitchML's workers built at a
+    /// plan of addresses in no rank order (`build_at`) sum exactly through the switch the job
+    /// written for that plan configures, its results to each worker's own addresses; the job
+    /// of the synthetic addresses matches none of their frames, and aggregates nothing.
+    #[test]
+    fn a_testbeds_worker_addresses_make_the_job_and_only_they_match_it() {
+        use inabench_fabric::Endpoint;
+        use inabench_fabric::addresses::{AddressPlan, HostAddress, ipv4_gid};
+        use inabench_ina::common::{AllReduceConfig, System, reference_sum};
+        use inabench_ina::switchml::table::TableSwitch;
+        let host = |m: u8, ipv4: [u8; 4]| HostAddress {
+            interface: None,
+            mac: [0x52, 0x54, 0, 0xab, 0, m],
+            ipv4,
+            gid: ipv4_gid(ipv4),
+        };
+        let plan = AddressPlan::new(
+            vec![
+                host(0x42, [192, 168, 7, 42]),
+                host(0x09, [172, 16, 0, 9]),
+                host(0x03, [192, 168, 7, 3]),
+            ],
+            Some(host(0xfe, [172, 16, 0, 254])),
+        )
+        .expect("plan");
+        let workers = switchml_workers_at(&plan, 3).expect("3 workers");
+        assert_eq!(
+            workers.iter().map(|w| (w.ip, w.port)).collect::<Vec<_>>(),
+            vec![
+                ([192, 168, 7, 42], 0),
+                ([172, 16, 0, 9], 1),
+                ([192, 168, 7, 3], 2)
+            ]
+        );
+        assert_eq!(
+            switchml_workers_at(&plan, 4)
+                .expect_err("too few")
+                .to_string(),
+            "the address plan has 3 workers; the job has 4"
+        );
+        let c = AllReduceConfig {
+            workers: 3,
+            elements: 48 * 20 + 5,
+            seed: 3,
+            line_rate_bps: 100e9,
+            mtu: 1500,
+            timeout_ns: 1_000_000,
+            knobs: vec![("payload_bytes".into(), 192.0)],
+        };
+        // run the plan's workers through a switch by hand: worker w on port w
+        let run = |sw: &mut TableSwitch| {
+            let mut ws = inabench_ina::switchml::SwitchMl
+                .build_at(&c, Some(&plan))
+                .expect("build")
+                .workers;
+            for now in 0..10_000u64 {
+                let mut moved = false;
+                for (w, wk) in ws.iter_mut().enumerate() {
+                    while let Some(t) = wk.poll_transmit(now) {
+                        moved = true;
+                        sw.handle_packet(now, w as u32, &t.bytes);
+                    }
+                }
+                while let Some(t) = sw.poll_transmit(now) {
+                    moved = true;
+                    let w = t.to as usize;
+                    assert_eq!(t.bytes[..6], workers[w].mac, "to worker {w}'s MAC");
+                    assert_eq!(t.bytes[30..34], workers[w].ip, "to worker {w}'s address");
+                    ws[w].handle_packet(now, 3, &t.bytes);
+                }
+                if !moved {
+                    break;
+                }
+            }
+            ws.iter().map(|w| w.result()).collect::<Vec<_>>()
+        };
+        let mut at_plan = TableSwitch::new(3, &switchml_job(&workers, 128, 48)).expect("job");
+        let want = reference_sum(c.seed, 3, c.elements);
+        assert!(
+            run(&mut at_plan)
+                .iter()
+                .all(|r| r.as_deref() == Some(&want[..]))
+        );
+        let mut synthetic =
+            TableSwitch::new(3, &switchml_job(&switchml_workers(3), 128, 48)).expect("job");
+        assert!(run(&mut synthetic).iter().all(|r| r.is_none()));
+        let counters: std::collections::HashMap<_, _> = synthetic.counters().into_iter().collect();
+        assert_eq!(counters.get("aggregated_in"), Some(&0));
+        assert!(counters.get("misses").is_some_and(|m| *m >= 3 * 21));
     }
 }

@@ -131,6 +131,29 @@ pub fn run_sim_stack(
     run_wrapped(&mut fabric, setup, stack, max_ns)
 }
 
+/// Run one all-reduce on the sim fabric with every frame addressed from `plan` (a testbed's
+/// hosts' addresses, [`System::build_at`]; None: the system's own synthetic plan, as
+/// [`run_sim`]), every frame put on a link handed to `tap` if given (time, from, to, frame).
+pub fn run_sim_at(
+    sys: &dyn System,
+    cfg: &AllReduceConfig,
+    plan: Option<&inabench_ina::common::AddressPlan>,
+    faults: Faults,
+    max_ns: u64,
+    tap: Option<inabench_fabric::sim::Tap>,
+) -> Result<(Vec<SetupNode>, FabricReport), RunError> {
+    let stack = HostStack::Measured(0);
+    let (setup, cfg) = prepare_for_sim(sys, cfg, &stack, |cfg| sys.build_at(cfg, plan))?;
+    let mut fabric = sim_driver(
+        &cfg,
+        faults,
+        &stack,
+        setup.workers.len() + 1 + setup.others.len(),
+    );
+    fabric.tap = tap;
+    run_wrapped(&mut fabric, setup, &stack, max_ns).map(|(n, r, _)| (n, r))
+}
+
 /// An aggregator that hangs off the star's switch by links of its own (NetReduce's FPGA behind
 /// the Ethernet switch, [`System::extra_links`]): every frame it sends leaves after `links` more
 /// link crossings than the star alone charges, each the link's latency plus the frame's

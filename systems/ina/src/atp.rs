@@ -34,11 +34,12 @@
 //! 0x0700, IPv4 (protocol 253, "experimentation"), the 274-byte ATP layer.
 
 use crate::common::{
-    AllReduceConfig, HostStats, Setup, SetupError, Switch, SwitchStats, System, Worker, gradient,
-    kernel,
+    AddressPlan, AllReduceConfig, HostStats, NodeAddresses, Setup, SetupError, Switch, SwitchStats,
+    System, Worker, gradient, kernel,
 };
 use crate::target::Target;
 use crate::tofino::{Pipeline, Recirculation, TofinoModel};
+use inabench_fabric::addresses::MacIp;
 use inabench_fabric::{BufPool, Endpoint, Nanos, NodeId, Transmit};
 use inabench_wire::ina::atp::{self as hdr, LAYER_LEN, Trailer, VALUES_PER_PACKET};
 use inabench_wire::{ethernet, ipv4};
@@ -52,11 +53,16 @@ pub const FRAME_LEN: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN + LAYER_LEN
 /// a switch ([`build_shared`]).
 pub const DEFAULT_JOB: u16 = 1;
 
-fn ip_of(node: usize) -> [u8; 4] {
-    [10, 0, 2, (node + 1) as u8]
+/// ATP's synthetic address of node `node` (workers, the switch, then the parameter servers):
+/// 02:00:00:02:00:<node+1> and 10.0.2.<node+1>.
+pub fn synthetic_address(node: usize) -> MacIp {
+    (
+        [2, 0, 0, 2, 0, (node + 1) as u8],
+        [10, 0, 2, (node + 1) as u8],
+    )
 }
 
-fn frame(src: usize, dst: usize, h: &hdr::Repr, values: &[i32], t: &Trailer) -> Vec<u8> {
+fn frame(src: MacIp, dst: MacIp, h: &hdr::Repr, values: &[i32], t: &Trailer) -> Vec<u8> {
     frame_into(vec![0u8; FRAME_LEN], src, dst, h, t, |v| {
         let n = values.len().min(VALUES_PER_PACKET);
         kernel::store_be_i32(&mut v[..4 * n], &values[..n]);
@@ -70,8 +76,8 @@ const OUTER: usize = ethernet::HEADER_LEN + ipv4::HEADER_LEN;
 /// into the frame's value bytes (zero beyond what it writes).
 fn frame_into(
     mut f: Vec<u8>,
-    src: usize,
-    dst: usize,
+    src: MacIp,
+    dst: MacIp,
     h: &hdr::Repr,
     t: &Trailer,
     values: impl FnOnce(&mut [u8]),
@@ -80,17 +86,17 @@ fn frame_into(
     layer_into(f, h, t, values)
 }
 
-/// The Ethernet and IPv4 headers of a frame from `src` to `dst` into `f[..OUTER]`.
-fn outer_into(f: &mut [u8], src: usize, dst: usize) {
+/// The Ethernet and IPv4 headers of a frame from `src` to `dst` (MAC, IPv4) into `f[..OUTER]`.
+fn outer_into(f: &mut [u8], src: MacIp, dst: MacIp) {
     ethernet::Repr {
-        dst: [2, 0, 0, 2, 0, (dst + 1) as u8],
-        src: [2, 0, 0, 2, 0, (src + 1) as u8],
+        dst: dst.0,
+        src: src.0,
         ethertype: hdr::ETHERTYPE,
     }
     .emit(&mut ethernet::Packet::new_unchecked(&mut f[..]));
     let ip = ipv4::Repr {
-        src: ip_of(src),
-        dst: ip_of(dst),
+        src: src.1,
+        dst: dst.1,
         protocol: IP_PROTO,
         tos: 0,
         ttl: 64,
@@ -223,6 +229,9 @@ pub struct AtpWorker {
     node: usize,
     job: u16,
     switch: NodeId,
+    /// its own address and the switch's, which its frames carry
+    me: MacIp,
+    to: MacIp,
     layout: Layout,
     grad: Vec<i32>,
     result: Vec<i32>,
@@ -273,13 +282,7 @@ impl AtpWorker {
             key: seq as u64,
             tensor_len: self.layout.elements as u32,
         };
-        frame(
-            self.node,
-            self.switch as usize,
-            &h,
-            &self.grad[a.min(b)..b],
-            &t,
-        )
+        frame(self.me, self.to, &h, &self.grad[a.min(b)..b], &t)
     }
 
     /// Whether a new sequence may go: the window counts packets without a result; a sequence
@@ -525,6 +528,8 @@ pub struct AtpSwitch {
     /// per worker node: the ones' complement sum of its IPv4 address's two 16-bit words (the part
     /// of an ACK copy's header checksum that its destination gives)
     worker_ip_sum: Vec<u32>,
+    /// per worker node: its MAC and IPv4 address (an ACK copy's destination)
+    worker_addr: Vec<MacIp>,
 }
 
 /// The 16-bit big-endian words of `b` summed as integers: RFC 1071's sum before folding (what
@@ -567,9 +572,10 @@ impl AtpSwitch {
             self.stats.packets_out += 1;
             let mut b = self.pool.take_copy(f);
             // rewrite the destination MAC and IP for this worker
-            ethernet::Packet::new_unchecked(&mut b[..]).set_dst([2, 0, 0, 2, 0, (w + 1) as u8]);
+            let (mac, addr) = self.worker_addr.get(w).copied().unwrap_or_default();
+            ethernet::Packet::new_unchecked(&mut b[..]).set_dst(mac);
             let mut ip = ipv4::Packet::new_unchecked(&mut b[ethernet::HEADER_LEN..]);
-            ip.set_dst(ip_of(w));
+            ip.set_dst(addr);
             ip.set_header_checksum(!fold(
                 rest + self.worker_ip_sum.get(w).copied().unwrap_or(0),
             ));
@@ -767,6 +773,9 @@ pub struct AtpPs {
     id: NodeId,
     job: u16,
     switch: NodeId,
+    /// its own address and the switch's, which its ACKs carry
+    me: MacIp,
+    to: MacIp,
     layout: Layout,
     pending: HashMap<usize, PsEntry>,
     done: Vec<bool>,
@@ -805,13 +814,7 @@ impl AtpPs {
             key: seq as u64,
             tensor_len: self.layout.elements as u32,
         };
-        let bytes = frame(
-            self.id as usize,
-            self.switch as usize,
-            &h,
-            &self.results[a.min(b)..b],
-            &t,
-        );
+        let bytes = frame(self.me, self.to, &h, &self.results[a.min(b)..b], &t);
         self.out.push_back(Transmit {
             to: self.switch,
             bytes,
@@ -922,6 +925,17 @@ impl System for Atp {
 
     /// One job alone on the switch, with the job id `atp_job` (default [`DEFAULT_JOB`]).
     fn build(&self, cfg: &AllReduceConfig) -> Result<Setup, SetupError> {
+        self.build_at(cfg, None)
+    }
+
+    /// One job alone, its workers, switch and parameter server at `plan`'s addresses (its
+    /// workers', its switch's, which the workers and the PS send to, and its first server's,
+    /// the PS: a testbed host with role `ps`).
+    fn build_at(
+        &self,
+        cfg: &AllReduceConfig,
+        plan: Option<&AddressPlan>,
+    ) -> Result<Setup, SetupError> {
         let job = match cfg.knob("atp_job") {
             None => DEFAULT_JOB,
             Some(j) if j.fract() == 0.0 && (1.0..=65535.0).contains(&j) => j as u16,
@@ -931,7 +945,7 @@ impl System for Atp {
                 )));
             }
         };
-        build_shared(&[(job, cfg)])
+        build_shared_at(&[(job, cfg)], plan)
     }
 
     /// Jobs sharing one switch's aggregator pool ([`build_shared`]).
@@ -961,6 +975,16 @@ impl System for Atp {
 /// Nodes: the jobs' workers in job order (job 0's ranks first), the switch, then the jobs'
 /// parameter servers in job order. A job alone (`Atp::build`) is exactly this with one job.
 pub fn build_shared(jobs: &[(u16, &AllReduceConfig)]) -> Result<Setup, SetupError> {
+    build_shared_at(jobs, None)
+}
+
+/// [`build_shared`] with every node at `plan`'s addresses (None: [`synthetic_address`]): the
+/// jobs' workers are the plan's workers in order, the switch its switch (required: the workers
+/// and parameter servers send to it), the parameter servers its servers in job order.
+pub fn build_shared_at(
+    jobs: &[(u16, &AllReduceConfig)],
+    plan: Option<&AddressPlan>,
+) -> Result<Setup, SetupError> {
     let Some((_, first_cfg)) = jobs.first() else {
         return Err(SetupError::Config("ATP needs at least one job".into()));
     };
@@ -984,6 +1008,8 @@ pub fn build_shared(jobs: &[(u16, &AllReduceConfig)]) -> Result<Setup, SetupErro
             )));
         }
     }
+    let addrs = NodeAddresses::of("ATP", plan, total, jobs.len(), true, synthetic_address)?;
+    let at = |n: usize| (addrs.mac(n), addrs.ip(n));
     let switch = total as NodeId;
     let mut workers: Vec<Box<dyn Worker>> = Vec::with_capacity(total);
     let mut ports = Vec::with_capacity(jobs.len());
@@ -1001,6 +1027,8 @@ pub fn build_shared(jobs: &[(u16, &AllReduceConfig)]) -> Result<Setup, SetupErro
                 node: first + r,
                 job,
                 switch,
+                me: at(first + r),
+                to: at(total),
                 layout,
                 grad: gradient(cfg.seed, r, cfg.elements),
                 result: vec![0; cfg.elements],
@@ -1032,7 +1060,7 @@ pub fn build_shared(jobs: &[(u16, &AllReduceConfig)]) -> Result<Setup, SetupErro
             tensor_len: cfg.elements as u32,
             ps_outer: {
                 let mut o = [0u8; OUTER];
-                outer_into(&mut o, switch as usize, ps as usize);
+                outer_into(&mut o, at(total), at(ps as usize));
                 o
             },
             data_in: 0,
@@ -1042,6 +1070,8 @@ pub fn build_shared(jobs: &[(u16, &AllReduceConfig)]) -> Result<Setup, SetupErro
             id: ps,
             job,
             switch,
+            me: at(ps as usize),
+            to: at(total),
             layout,
             pending: HashMap::new(),
             done: vec![false; layout.chunks],
@@ -1067,7 +1097,8 @@ pub fn build_shared(jobs: &[(u16, &AllReduceConfig)]) -> Result<Setup, SetupErro
         collisions: 0,
         flushes: 0,
         pool: BufPool::default(),
-        worker_ip_sum: (0..total).map(|w| word_sum(&ip_of(w))).collect(),
+        worker_ip_sum: (0..total).map(|w| word_sum(&addrs.ip(w))).collect(),
+        worker_addr: (0..total).map(at).collect(),
     };
     Ok(Setup {
         workers,
@@ -1099,8 +1130,8 @@ mod tests {
         };
         let v: Vec<i32> = (0..62).map(|i| i * -3).collect();
         let f = frame(
-            2,
-            6,
+            synthetic_address(2),
+            synthetic_address(6),
             &h,
             &v,
             &Trailer {
@@ -1114,8 +1145,8 @@ mod tests {
         assert_eq!(TofinoModel::PAPER.passes(hdr::VALUES_LEN as u32), 2);
         // a short last chunk is zero-padded
         let f = frame(
-            2,
-            6,
+            synthetic_address(2),
+            synthetic_address(6),
             &h,
             &[5, 6],
             &Trailer {
@@ -1170,14 +1201,15 @@ mod tests {
                 key: u64::from(h.sequence),
                 tensor_len: cfg.elements as u32,
             };
-            assert_eq!(*f, frame(n, n + 1, &h, &v, &t), "to the PS");
+            let a = synthetic_address;
+            assert_eq!(*f, frame(a(n), a(n + 1), &h, &v, &t), "to the PS");
             // the PS's ACK for it (to workers 1, 3 and 4 only) passes back through the switch
             let ack = hdr::Repr {
                 is_ack: true,
                 bitmap: 0b11010,
                 ..h
             };
-            let ack = frame(n + 1, n, &ack, &v, &t);
+            let ack = frame(a(n + 1), a(n), &ack, &v, &t);
             sw.handle_packet(0, ps_id, &ack);
             let mut copies = Vec::new();
             while let Some(t) = sw.poll_transmit(0) {
@@ -1199,7 +1231,7 @@ mod tests {
                     (w + 1) as u8,
                 ]);
                 let mut ip = ipv4::Packet::new_unchecked(&mut want[ethernet::HEADER_LEN..]);
-                ip.set_dst(ip_of(w));
+                ip.set_dst(a(w).1);
                 ip.fill_checksum();
                 assert_eq!(c.bytes, want, "ACK copy to worker {w}");
             }

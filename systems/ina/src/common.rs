@@ -1,6 +1,7 @@
 //! What every Table 6 system offers the experiments: build the workers and the switch for an
 //! all-reduce, run them on any fabric, read back each worker's result and the statistics.
 
+pub use inabench_fabric::addresses::{AddressError, AddressPlan, NodeAddresses};
 use inabench_fabric::{Endpoint, NodeId};
 
 /// One all-reduce job.
@@ -81,6 +82,62 @@ pub fn reference_sum(seed: u64, workers: usize, elements: usize) -> Vec<i32> {
         }
     }
     acc
+}
+
+/// The generated gradients of `cfg`'s workers, in rank order (what [`System::build`] hands
+/// to [`System::build_with`]).
+pub fn gradients(cfg: &AllReduceConfig) -> Vec<Vec<i32>> {
+    (0..cfg.workers)
+        .map(|r| gradient(cfg.seed, r, cfg.elements))
+        .collect()
+}
+
+/// Write the Ethernet, IPv4 and UDP headers of a frame from `src` to `dst` (each a MAC and an
+/// IPv4 address), UDP port `port` both ways, carrying `payload_len` bytes of UDP payload, at the
+/// start of `frame`: the bytes `inabench_wire::node::emit` writes, at given addresses instead of
+/// a network's numbering.
+pub fn emit_udp(
+    frame: &mut [u8],
+    src: inabench_fabric::addresses::MacIp,
+    dst: inabench_fabric::addresses::MacIp,
+    port: u16,
+    payload_len: usize,
+) -> Result<(), inabench_wire::Error> {
+    use inabench_wire::{ethernet, ipv4, udp};
+    let need = inabench_wire::node::OUTER_LEN;
+    if frame.len() < need {
+        return Err(inabench_wire::Error::Truncated {
+            what: "Ethernet/IPv4/UDP headers",
+            need,
+            have: frame.len(),
+        });
+    }
+    ethernet::Repr {
+        dst: dst.0,
+        src: src.0,
+        ethertype: ethernet::ETHERTYPE_IPV4,
+    }
+    .emit(&mut ethernet::Packet::new_unchecked(&mut frame[..]));
+    ipv4::Repr {
+        src: src.1,
+        dst: dst.1,
+        protocol: ipv4::PROTO_UDP,
+        tos: 0,
+        ttl: 64,
+        ident: 0,
+        payload_len: udp::HEADER_LEN + payload_len,
+    }
+    .emit(&mut ipv4::Packet::new_unchecked(
+        &mut frame[ethernet::HEADER_LEN..],
+    ))?;
+    udp::Repr {
+        src_port: port,
+        dst_port: port,
+        payload_len,
+    }
+    .emit(&mut udp::Packet::new_unchecked(
+        &mut frame[ethernet::HEADER_LEN + ipv4::HEADER_LEN..],
+    ))
 }
 
 /// What a worker measured.
@@ -199,6 +256,13 @@ pub struct Setup {
 pub enum SetupError {
     #[error("{0}")]
     Config(String),
+    /// The address plan given cannot address the job (too few workers, no switch address
+    /// where the workers send to the switch, too few parameter servers).
+    #[error("{0}")]
+    Addresses(#[from] AddressError),
+    /// An address plan was given to a system whose frames take none.
+    #[error("{0} takes no address plan: its frames carry only its own synthetic addresses")]
+    Unaddressed(&'static str),
 }
 
 /// How a system sums float32 values.
@@ -222,6 +286,22 @@ pub trait System: Sync {
             .map(|r| gradient(cfg.seed, r, cfg.elements))
             .collect();
         self.build_with(cfg, inputs)
+    }
+    /// Build with the generated gradients of `cfg`, every frame addressed from `plan` (a
+    /// testbed's hosts' MACs and IPv4 addresses, [`AddressPlan`]) instead of the system's own
+    /// synthetic plan; `None` is exactly [`System::build`]. A plan with fewer workers than
+    /// `cfg`, or without a switch address where the system's workers send to the switch, is
+    /// [`SetupError::Addresses`]; a system whose frames take no plan refuses one
+    /// ([`SetupError::Unaddressed`]).
+    fn build_at(
+        &self,
+        cfg: &AllReduceConfig,
+        plan: Option<&AddressPlan>,
+    ) -> Result<Setup, SetupError> {
+        match plan {
+            None => self.build(cfg),
+            Some(_) => Err(SetupError::Unaddressed(self.name())),
+        }
     }
     /// Links a frame crosses on its way to the aggregation and back beyond the star's two
     /// (host to switch, switch to host): 0 where the switch itself aggregates; 2 for an

@@ -370,8 +370,7 @@ impl Host {
         line_rate_bps: f64,
         plan: &inabench_fabric::addresses::AddressPlan,
     ) -> Result<Host, SetupError> {
-        plan.covers(layout.workers)
-            .map_err(|e| SetupError::Config(e.to_string()))?;
+        plan.covers(layout.workers)?;
         let n = layout.workers;
         let pred = (rank + n - 1) % n;
         let at = |i: usize, recv: bool, q: u32| {
@@ -651,6 +650,40 @@ impl System for NetReduce {
         Ok(Setup {
             workers,
             switch: Box::new(Accelerator::new(switch_id(cfg), layout)),
+            others: Vec::new(),
+        })
+    }
+
+    /// The workers at `plan`'s addresses ([`Host::with_addresses`]) and the accelerator finding
+    /// them by it ([`Accelerator::with_addresses`]); the accelerator is transparent (the
+    /// workers address each other), so no switch address is needed.
+    fn build_at(
+        &self,
+        cfg: &AllReduceConfig,
+        plan: Option<&crate::common::AddressPlan>,
+    ) -> Result<Setup, SetupError> {
+        let Some(plan) = plan else {
+            return self.build(cfg);
+        };
+        let layout = Layout::new(cfg)?;
+        let workers = (0..cfg.workers)
+            .map(|r| {
+                let g = gradient(cfg.seed, r, cfg.elements);
+                Host::with_addresses(
+                    r,
+                    layout,
+                    &g,
+                    switch_id(cfg),
+                    cfg.timeout_ns,
+                    cfg.line_rate_bps,
+                    plan,
+                )
+                .map(|h| Box::new(h) as Box<dyn Worker>)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Setup {
+            workers,
+            switch: Box::new(Accelerator::new(switch_id(cfg), layout).with_addresses(plan.clone())),
             others: Vec::new(),
         })
     }

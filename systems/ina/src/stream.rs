@@ -233,6 +233,16 @@ impl System for RcStream {
     }
 
     fn build(&self, cfg: &AllReduceConfig) -> Result<Setup, SetupError> {
+        self.build_at(cfg, None)
+    }
+
+    /// The two hosts at `plan`'s first two workers' MACs and IPv4 addresses (the QPNs as
+    /// without a plan); the switch only swaps the two links, so it needs no address.
+    fn build_at(
+        &self,
+        cfg: &AllReduceConfig,
+        plan: Option<&crate::common::AddressPlan>,
+    ) -> Result<Setup, SetupError> {
         if cfg.workers != 2 {
             return Err(SetupError::Config(format!(
                 "a stream runs between 2 hosts (got {})",
@@ -240,7 +250,22 @@ impl System for RcStream {
             )));
         }
         let shape = Shape::new(cfg)?;
-        let (a, b) = (addr(0), addr(1));
+        let (a, b) = match plan {
+            None => (addr(0), addr(1)),
+            Some(p) => {
+                p.covers(2)?;
+                let at = |i: u8| {
+                    p.worker(usize::from(i))
+                        .map(|h| Addr {
+                            mac: h.mac,
+                            ip: h.ipv4,
+                            ..addr(i)
+                        })
+                        .ok_or(crate::common::AddressError::TooFew { have: 0, need: 2 })
+                };
+                (at(0)?, at(1)?)
+            }
+        };
         let sender = StreamSender {
             rc: RcSender::new(
                 a,

@@ -30,10 +30,11 @@
 //! aggregation of the scaled values.
 
 use crate::common::{
-    AllReduceConfig, HostStats, Setup, SetupError, Switch, SwitchStats, System, TxClock, Worker,
-    check_inputs, kernel,
+    AddressPlan, AllReduceConfig, HostStats, NodeAddresses, Setup, SetupError, Switch, SwitchStats,
+    System, TxClock, Worker, check_inputs, emit_udp, gradients, kernel,
 };
 use crate::tofino::{Pipeline, Recirculation, TofinoModel, goodput_share};
+use inabench_fabric::addresses::MacIp;
 use inabench_fabric::{BufPool, Endpoint, Nanos, NodeId, Transmit};
 use inabench_wire::ina::SwitchMlHeader;
 use inabench_wire::{ethernet, ipv4, udp};
@@ -46,26 +47,59 @@ pub const UDP_PORT: u16 = 48864;
 const OUTER: usize = inabench_wire::node::OUTER_LEN;
 const HDR: usize = OUTER + SwitchMlHeader::LEN;
 
-/// Build a SwitchML frame from `src` to `dst` (node indices) carrying `h` and `values` into
-/// `f`, which must hold `HDR + 4 * values.len()` zero bytes (a buffer from a [`BufPool`]).
-/// (The switch writes its results from per-worker headers; the tests compare them with this.)
-#[cfg(test)]
-fn frame_in(f: Vec<u8>, src: usize, dst: usize, h: &SwitchMlHeader, values: &[i32]) -> Vec<u8> {
-    frame_in_n(f, src, dst, h, values, values.len())
+/// SwitchML's synthetic address of node `node` (workers 0..n, the switch n): network 1 of
+/// `inabench_wire::node`, 02:00:00:01:00:<node+1> and 10.0.1.<node+1>.
+pub fn synthetic_address(node: usize) -> MacIp {
+    (
+        inabench_wire::node::mac_of(1, node as u32),
+        inabench_wire::node::ip_of(1, node as u32),
+    )
 }
 
-/// [`frame_in`] carrying `n` values: `values` (at most `n`) then zeros; `f` must hold
-/// `HDR + 4 * n` zero bytes.
+/// The addresses of `cfg`'s nodes: `plan`'s (its workers' and its switch's, which the workers
+/// send to) or, without one, [`synthetic_address`].
+pub fn addresses(
+    cfg: &AllReduceConfig,
+    plan: Option<&AddressPlan>,
+) -> Result<NodeAddresses, SetupError> {
+    Ok(NodeAddresses::of(
+        "SwitchML",
+        plan,
+        cfg.workers,
+        0,
+        true,
+        synthetic_address,
+    )?)
+}
+
+/// Build a SwitchML frame from `src` to `dst` (node indices, synthetic addresses) carrying `h`
+/// and `values` into `f`, which must hold `HDR + 4 * values.len()` zero bytes (a buffer from a
+/// [`BufPool`]). (The switch writes its results from per-worker headers; the tests compare
+/// them with this.)
+#[cfg(test)]
+fn frame_in(f: Vec<u8>, src: usize, dst: usize, h: &SwitchMlHeader, values: &[i32]) -> Vec<u8> {
+    frame_in_n(
+        f,
+        synthetic_address(src),
+        synthetic_address(dst),
+        h,
+        values,
+        values.len(),
+    )
+}
+
+/// A frame from `src` to `dst` (MAC, IPv4) carrying `h` and `n` values: `values` (at most
+/// `n`) then zeros; `f` must hold `HDR + 4 * n` zero bytes.
 fn frame_in_n(
     mut f: Vec<u8>,
-    src: usize,
-    dst: usize,
+    src: MacIp,
+    dst: MacIp,
     h: &SwitchMlHeader,
     values: &[i32],
     n: usize,
 ) -> Vec<u8> {
     let payload = SwitchMlHeader::LEN + 4 * n;
-    let _ = inabench_wire::node::emit(&mut f, 1, src as u32, dst as u32, UDP_PORT, payload);
+    let _ = emit_udp(&mut f, src, dst, UDP_PORT, payload);
     let u = ethernet::HEADER_LEN + ipv4::HEADER_LEN;
     let _ = h.emit(&mut f[u + udp::HEADER_LEN..]);
     kernel::store_be_i32(&mut f[HDR..], values);
@@ -183,6 +217,9 @@ impl Layout {
 pub struct SwitchMlWorker {
     rank: usize,
     switch: NodeId,
+    /// its own address and the switch's, which its frames carry
+    me: MacIp,
+    to: MacIp,
     layout: Layout,
     grad: Vec<i32>,
     result: Vec<i32>,
@@ -334,8 +371,8 @@ impl Endpoint for SwitchMlWorker {
         let n = self.layout.per_packet;
         let bytes = frame_in_n(
             self.pool.take(HDR + 4 * n),
-            self.rank,
-            self.layout.workers,
+            self.me,
+            self.to,
             &self.header(c),
             self.chunk_values(c),
             n,
@@ -455,8 +492,13 @@ pub struct SwitchMlSwitch {
 
 impl SwitchMlSwitch {
     /// The switch program as node `id`, for `layout` (its workers, slots and values a packet),
-    /// on the Tofino `model`.
-    fn new(id: NodeId, layout: Layout, model: TofinoModel) -> Result<SwitchMlSwitch, SetupError> {
+    /// on the Tofino `model`, its results from its own address to its workers' in `addrs`.
+    fn new(
+        id: NodeId,
+        layout: Layout,
+        model: TofinoModel,
+        addrs: &NodeAddresses,
+    ) -> Result<SwitchMlSwitch, SetupError> {
         Ok(SwitchMlSwitch {
             id,
             layout,
@@ -467,22 +509,25 @@ impl SwitchMlSwitch {
             stats: SwitchStats::default(),
             mixed: 0,
             pool: BufPool::default(),
-            outer: SwitchMlSwitch::outer_headers(&layout)?,
+            outer: SwitchMlSwitch::outer_headers(&layout, addrs)?,
             row: vec![0; SwitchMlHeader::LEN + 4 * layout.per_packet],
         })
     }
 
     /// The outer headers of a result frame from the switch (node `workers`) to each worker.
-    fn outer_headers(layout: &Layout) -> Result<Vec<[u8; OUTER]>, SetupError> {
+    fn outer_headers(
+        layout: &Layout,
+        addrs: &NodeAddresses,
+    ) -> Result<Vec<[u8; OUTER]>, SetupError> {
         let payload = SwitchMlHeader::LEN + 4 * layout.per_packet;
+        let sw = layout.workers;
         (0..layout.workers)
             .map(|r| {
                 let mut o = [0u8; OUTER];
-                inabench_wire::node::emit(
+                emit_udp(
                     &mut o,
-                    1,
-                    layout.workers as u32,
-                    r as u32,
+                    (addrs.mac(sw), addrs.ip(sw)),
+                    (addrs.mac(r), addrs.ip(r)),
                     UDP_PORT,
                     payload,
                 )
@@ -739,9 +784,31 @@ impl System for SwitchMl {
         cfg: &AllReduceConfig,
         inputs: Vec<Vec<i32>>,
     ) -> Result<Setup, SetupError> {
+        build(cfg, inputs, None)
+    }
+
+    /// Workers and switch at `plan`'s addresses (the workers send to its switch's).
+    fn build_at(
+        &self,
+        cfg: &AllReduceConfig,
+        plan: Option<&AddressPlan>,
+    ) -> Result<Setup, SetupError> {
+        build(cfg, gradients(cfg), plan)
+    }
+}
+
+/// The job of `cfg` with the workers' inputs given, at `plan`'s addresses (None: the
+/// synthetic ones).
+fn build(
+    cfg: &AllReduceConfig,
+    inputs: Vec<Vec<i32>>,
+    plan: Option<&AddressPlan>,
+) -> Result<Setup, SetupError> {
+    {
         let model = TofinoModel::PAPER;
         let layout = Layout::new(cfg, &model)?;
         check_inputs(cfg, &inputs)?;
+        let addrs = addresses(cfg, plan)?;
         let switch = cfg.workers as NodeId;
         let workers = inputs
             .into_iter()
@@ -750,6 +817,8 @@ impl System for SwitchMl {
                 Box::new(SwitchMlWorker {
                     rank: r,
                     switch,
+                    me: (addrs.mac(r), addrs.ip(r)),
+                    to: (addrs.mac(cfg.workers), addrs.ip(cfg.workers)),
                     layout,
                     grad,
                     result: vec![0; cfg.elements],
@@ -774,7 +843,7 @@ impl System for SwitchMl {
                 }) as Box<dyn Worker>
             })
             .collect();
-        let sw = SwitchMlSwitch::new(switch, layout, model)?;
+        let sw = SwitchMlSwitch::new(switch, layout, model, &addrs)?;
         Ok(Setup {
             workers,
             switch: Box::new(sw),

@@ -34,10 +34,12 @@
 //! choices: 128 slots per set (`pool`), 4 packets per message (`smlr_msg_packets`).
 
 use crate::common::{
-    AllReduceConfig, HostStats, Setup, SetupError, Switch, SwitchStats, System, Worker, gradient,
+    AddressPlan, AllReduceConfig, HostStats, NodeAddresses, Setup, SetupError, Switch, SwitchStats,
+    System, Worker, gradient,
 };
 use crate::target::Target;
 use crate::tofino::{Pipeline, Recirculation, TofinoModel};
+use inabench_fabric::addresses::MacIp;
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
 use inabench_wire::ib::{BthRepr, PSN_MASK, RethRepr, opcode};
 use inabench_wire::ina::switchml_rdma::{PoolIndex, Repr as Meta, ResultImm};
@@ -57,20 +59,30 @@ pub fn result_buffer(w: usize) -> (u64, u32) {
     buffer_of(w)
 }
 
-fn mac_of(node: usize) -> [u8; 6] {
-    [2, 0, 0, 3, 0, (node + 1) as u8]
+/// SwitchML-RDMA's synthetic address of node `node` (workers 0..n, the switch n):
+/// 02:00:00:03:00:<node+1> and 10.0.3.<node+1>.
+pub fn synthetic_address(node: usize) -> MacIp {
+    (
+        [2, 0, 0, 3, 0, (node + 1) as u8],
+        [10, 0, 3, (node + 1) as u8],
+    )
 }
 
-fn ip_of(node: usize) -> [u8; 4] {
-    [10, 0, 3, (node + 1) as u8]
-}
-
-fn base_frame(src: usize, dst: usize, op: u8, dest_qp: u32, psn: u32) -> FrameRepr {
+/// A frame from node `src` to node `dst` at their addresses in `addrs` (the UDP source port
+/// is the node's, as before any plan).
+fn base_frame(
+    addrs: &NodeAddresses,
+    src: usize,
+    dst: usize,
+    op: u8,
+    dest_qp: u32,
+    psn: u32,
+) -> FrameRepr {
     FrameRepr {
-        src_mac: mac_of(src),
-        dst_mac: mac_of(dst),
-        src_ip: ip_of(src),
-        dst_ip: ip_of(dst),
+        src_mac: addrs.mac(src),
+        dst_mac: addrs.mac(dst),
+        src_ip: addrs.ip(src),
+        dst_ip: addrs.ip(dst),
         src_port: 0xc000 | src as u16,
         tos: 0,
         ttl: 64,
@@ -187,6 +199,8 @@ struct Outstanding {
 pub struct SmlrWorker {
     rank: usize,
     switch: NodeId,
+    /// every node's address (its own and the switch's go in its frames)
+    addrs: NodeAddresses,
     layout: Layout,
     grad: Vec<i32>,
     result: Vec<i32>,
@@ -218,7 +232,7 @@ impl SmlrWorker {
             (j, n) if j + 1 == n => opcode::UC_RDMA_WRITE_LAST_IMM,
             _ => opcode::UC_RDMA_WRITE_MIDDLE,
         };
-        let mut f = base_frame(self.rank, self.layout.workers, op, 0, self.psn);
+        let mut f = base_frame(&self.addrs, self.rank, self.layout.workers, op, 0, self.psn);
         let (base, _) = buffer_of(self.rank);
         if j == 0 {
             f.reth = Some(RethRepr {
@@ -420,6 +434,8 @@ struct Link {
 /// SwitchML-RDMA's switch program on the Tofino model, pipelines chained.
 pub struct SmlrSwitch {
     id: NodeId,
+    /// every node's address (its own and its workers' go in its results)
+    addrs: NodeAddresses,
     layout: Layout,
     copies: Vec<[SlotCopy; 2]>,
     links: Vec<Link>,
@@ -441,6 +457,7 @@ impl SmlrSwitch {
         let psn = self.psn_out[to];
         self.psn_out[to] = (psn + 1) & PSN_MASK;
         let mut f = base_frame(
+            &self.addrs,
             self.layout.workers,
             to,
             opcode::UC_RDMA_WRITE_ONLY_IMM,
@@ -622,14 +639,33 @@ impl System for SwitchMlRdma {
     }
 
     fn build(&self, cfg: &AllReduceConfig) -> Result<Setup, SetupError> {
+        self.build_at(cfg, None)
+    }
+
+    /// Workers and switch at `plan`'s addresses (the switch answers as a host: the plan must
+    /// give its address).
+    fn build_at(
+        &self,
+        cfg: &AllReduceConfig,
+        plan: Option<&AddressPlan>,
+    ) -> Result<Setup, SetupError> {
         let model = TofinoModel::PAPER;
         let l = Layout::new(cfg, &model)?;
+        let addrs = NodeAddresses::of(
+            "SwitchML-RDMA",
+            plan,
+            cfg.workers,
+            0,
+            true,
+            synthetic_address,
+        )?;
         let switch = cfg.workers as NodeId;
         let workers = (0..cfg.workers)
             .map(|r| {
                 Box::new(SmlrWorker {
                     rank: r,
                     switch,
+                    addrs: addrs.clone(),
                     layout: l,
                     grad: gradient(cfg.seed, r, cfg.elements),
                     result: vec![0; cfg.elements],
@@ -663,6 +699,7 @@ impl System for SwitchMlRdma {
             .collect();
         let sw = SmlrSwitch {
             id: switch,
+            addrs,
             layout: l,
             copies,
             links: vec![Link::default(); cfg.workers],

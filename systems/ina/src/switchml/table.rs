@@ -266,7 +266,22 @@ impl TableSwitch {
             chunks: 0,
             max: false,
         };
-        let inner = SwitchMlSwitch::new(id, layout, TofinoModel::PAPER)
+        // the results leave from the switch's synthetic address (the table names none of its
+        // own); their destinations are rewritten from `dst_addr` in `drain`
+        let addrs = crate::switchml::addresses(
+            &crate::common::AllReduceConfig {
+                workers: usize::from(n),
+                elements: 0,
+                seed: 0,
+                line_rate_bps: 0.0,
+                mtu: 0,
+                timeout_ns: 0,
+                knobs: Vec::new(),
+            },
+            None,
+        )
+        .map_err(|e| TableError::Switch(e.to_string()))?;
+        let inner = SwitchMlSwitch::new(id, layout, TofinoModel::PAPER, &addrs)
             .map_err(|e| TableError::Switch(e.to_string()))?;
         // the larger priority first; among equals the order written
         let mut rules = table.rules.clone();
