@@ -24,6 +24,7 @@ pub mod sim;
 pub mod testing;
 pub mod udp;
 pub mod wrap;
+pub mod xsk;
 
 pub use driver::{
     BuildError, Deployed, Deployment, Fabric, FabricChoice, FabricError, FabricReport, Mem,

@@ -493,15 +493,17 @@ pub fn serve_child<N: crate::Endpoint>(
 }
 
 /// The raw fabric's child side ([`Placement::NetnsLinked`]): as [`serve_child`], but the node's
-/// frames go as they are through an `AF_PACKET` socket on its link to each of `peers` (the
-/// builder's second value), the control datagrams over a UDP socket on every address.
+/// frames go as they are through a socket on its link to each peer the builder's second value
+/// plans (AF_XDP or `AF_PACKET`, [`crate::raw::open_links`]), the control datagrams over a UDP
+/// socket on every address. `report` also gets the node's socket label
+/// ([`crate::raw::socket_label`]: which kind ran on each link and why the other did not).
 pub fn serve_child_raw<N: crate::Endpoint>(
     input: &mut dyn BufRead,
     output: &mut dyn Write,
-    build: impl FnOnce(&str) -> Result<(Child<N>, Vec<crate::NodeId>), NodeError>,
-    report: impl FnOnce(&N, &NodeReport) -> Result<String, NodeError>,
+    build: impl FnOnce(&str) -> Result<(Child<N>, Vec<crate::raw::LinkPlan>), NodeError>,
+    report: impl FnOnce(&N, &NodeReport, &str) -> Result<String, NodeError>,
 ) -> Result<(), NodeError> {
-    use crate::raw::{self, Link, PacketSocket};
+    use crate::raw;
     let mut line = String::new();
     input
         .read_line(&mut line)
@@ -510,28 +512,16 @@ pub fn serve_child_raw<N: crate::Endpoint>(
         Child {
             mut node, config, ..
         },
-        peers,
+        plans,
     ) = build(line.trim_end())?;
     let ctl = udp::bind(Ipv4Addr::UNSPECIFIED)
         .map_err(NodeError::io("cannot bind the control socket"))?;
-    let links = peers
-        .iter()
-        .map(|&p| {
-            let name = raw::link_name(p as usize);
-            PacketSocket::open(&name)
-                .inspect(|sock| {
-                    // its own frames are not read back (where the kernel refuses, they are
-                    // skipped as they come)
-                    let _ = sock.ignore_outgoing();
-                })
-                .map(|sock| Link { peer: p, sock })
-                .map_err(NodeError::io(format!("no AF_PACKET socket on {name}")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let opened = raw::open_links(&plans, config.mtu)
+        .map_err(NodeError::io("cannot open the node's links"))?;
     let wiring = udp::child_handshake(&ctl, &mut &mut *input, &mut &mut *output)
         .map_err(NodeError::io("the node's handshake failed"))?;
-    let rep = raw::serve(&mut node, &links, &ctl, wiring.coordinator, &config);
-    let own = report(&node, &rep)?;
+    let rep = raw::serve(&mut node, &opened.links, &ctl, wiring.coordinator, &config);
+    let own = report(&node, &rep, &opened.label)?;
     write_report(output, &rep, &own)
 }
 

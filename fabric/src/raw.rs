@@ -14,12 +14,23 @@
 //! namespaces' management bridge), as on the `udp` fabric; faults are applied on each node's
 //! egress from the same seeded generator per link.
 //!
-//! Socket kind: `AF_PACKET` ([`SOCKET_KIND`]); AF_XDP is not implemented (nothing falls back to
-//! it or from it: the kind that ran is the one a node reports).
+//! Socket kind, per link, chosen when the node opens its links ([`open_links`]): an AF_XDP
+//! socket in copy mode on the interface's queue 0 with its own XDP program ([`crate::xsk`],
+//! label `af_xdp(copy)`) where one can be made on that interface, else `AF_PACKET`
+//! ([`SOCKET_KIND`]), the reason AF_XDP could not be used kept in one sentence. The choice
+//! ([`SocketChoice`]) is `auto` (that order), `af_xdp` (no fallback: a link that cannot take it
+//! fails the node with the reason) or `af_packet`; the process-per-node runner reads it from
+//! `INABENCH_RAW_SOCKET` ([`SOCKET_ENV`]). Each node reports the kind per link and why the
+//! other was not used ([`socket_label`]: `af_xdp(copy)`, `af_packet (af_xdp: <reason>)`, or
+//! `mixed: ...` naming which links ran which), and its [`NodeReport::offload`] is `af_xdp(copy)`,
+//! `af_packet` or [`MIXED_KIND`]. The frames on the wire are the same either way; a packet
+//! capture on an interface whose frames an AF_XDP socket takes does not see them (the XDP
+//! program takes them before the taps, and the socket's copy-mode transmit does not pass them).
 
 use crate::endpoint::{Endpoint, Nanos, NodeId};
 use crate::fault::{Fate, FaultInjector};
 use crate::udp::{DONE, NodeConfig, NodeReport, STOP};
+use crate::xsk::XdpSocket;
 use std::collections::BinaryHeap;
 use std::io;
 use std::net::{SocketAddrV4, UdpSocket};
@@ -28,8 +39,58 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-/// The socket kind this fabric runs on (what a node reports).
+/// The `AF_PACKET` socket kind (what a node whose links all run on it reports).
 pub const SOCKET_KIND: &str = "af_packet";
+
+/// What a node reports when some of its links ran AF_XDP and some `AF_PACKET`.
+pub const MIXED_KIND: &str = "af_xdp(copy)+af_packet";
+
+/// The environment variable the process-per-node runner reads the [`SocketChoice`] from
+/// (`auto`, `af_xdp`, `af_packet`; unset: `auto`).
+pub const SOCKET_ENV: &str = "INABENCH_RAW_SOCKET";
+
+/// Which socket a link is opened with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SocketChoice {
+    /// AF_XDP where it can be opened on the interface, else `AF_PACKET` (the reason kept).
+    #[default]
+    Auto,
+    /// AF_XDP or fail with the reason.
+    AfXdp,
+    /// `AF_PACKET` only.
+    AfPacket,
+}
+
+impl SocketChoice {
+    /// `auto`, `af_xdp` or `af_packet`; an empty string is `auto`.
+    pub fn parse(s: &str) -> Result<SocketChoice, String> {
+        match s.trim() {
+            "" | "auto" => Ok(SocketChoice::Auto),
+            "af_xdp" => Ok(SocketChoice::AfXdp),
+            "af_packet" => Ok(SocketChoice::AfPacket),
+            other => Err(format!(
+                "no raw socket kind `{other}` (auto, af_xdp or af_packet)"
+            )),
+        }
+    }
+
+    /// The name [`SocketChoice::parse`] reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            SocketChoice::Auto => "auto",
+            SocketChoice::AfXdp => "af_xdp",
+            SocketChoice::AfPacket => "af_packet",
+        }
+    }
+
+    /// From [`SOCKET_ENV`] (unset or empty: `auto`).
+    pub fn from_env() -> Result<SocketChoice, String> {
+        match std::env::var(SOCKET_ENV) {
+            Ok(v) => SocketChoice::parse(&v).map_err(|e| format!("{SOCKET_ENV}: {e}")),
+            Err(_) => Ok(SocketChoice::Auto),
+        }
+    }
+}
 
 /// The interface in node `i`'s namespace that leads to node `peer`.
 pub fn link_name(peer: usize) -> String {
@@ -161,10 +222,282 @@ impl PacketSocket {
     }
 }
 
-/// Node `peer` is reached through `sock`.
-pub struct Link {
+/// What moves one link's whole frames: an `AF_PACKET` socket, an AF_XDP socket, or either
+/// ([`LinkSocket`]).
+pub trait FrameIo {
+    /// The label a node reports for this socket ([`SOCKET_KIND`], [`crate::xsk::KIND`]).
+    fn kind(&self) -> &'static str;
+    /// Send (or queue, until [`FrameIo::flush`]) one whole frame.
+    fn send_frame(&self, frame: &[u8]) -> io::Result<()>;
+    /// Send whatever is queued.
+    fn flush(&self) -> io::Result<()> {
+        Ok(())
+    }
+    /// Hand the next waiting frame (and whether this host sent it) to `f` without blocking,
+    /// through `scratch` where the socket copies; false when none waits. A frame larger than
+    /// `scratch` is taken and not handed on.
+    fn recv_with(&self, scratch: &mut [u8], f: &mut dyn FnMut(&[u8], bool)) -> io::Result<bool>;
+    /// The descriptor to poll for readability.
+    fn poll_fd(&self) -> RawFd;
+    /// Frames the kernel dropped at this socket so far (0 where it does not say).
+    fn drops(&self) -> u64 {
+        0
+    }
+}
+
+impl FrameIo for PacketSocket {
+    fn kind(&self) -> &'static str {
+        SOCKET_KIND
+    }
+    fn send_frame(&self, frame: &[u8]) -> io::Result<()> {
+        self.send(frame)
+    }
+    fn recv_with(&self, scratch: &mut [u8], f: &mut dyn FnMut(&[u8], bool)) -> io::Result<bool> {
+        match self.recv(scratch)? {
+            None => Ok(false),
+            Some((n, outgoing)) => {
+                if n <= scratch.len() {
+                    f(&scratch[..n], outgoing);
+                }
+                Ok(true)
+            }
+        }
+    }
+    fn poll_fd(&self) -> RawFd {
+        self.raw_fd()
+    }
+}
+
+impl FrameIo for XdpSocket {
+    fn kind(&self) -> &'static str {
+        crate::xsk::KIND
+    }
+    fn send_frame(&self, frame: &[u8]) -> io::Result<()> {
+        self.send(frame)
+    }
+    fn flush(&self) -> io::Result<()> {
+        XdpSocket::flush(self)
+    }
+    fn recv_with(&self, _scratch: &mut [u8], f: &mut dyn FnMut(&[u8], bool)) -> io::Result<bool> {
+        Ok(XdpSocket::recv_with(self, &mut |frame| f(frame, false)))
+    }
+    fn poll_fd(&self) -> RawFd {
+        self.raw_fd()
+    }
+    fn drops(&self) -> u64 {
+        XdpSocket::drops(self)
+    }
+}
+
+/// A link's socket, whichever kind [`open_link`] could open.
+pub enum LinkSocket {
+    Packet(PacketSocket),
+    Xdp(Box<XdpSocket>),
+}
+
+impl FrameIo for LinkSocket {
+    fn kind(&self) -> &'static str {
+        match self {
+            LinkSocket::Packet(s) => s.kind(),
+            LinkSocket::Xdp(s) => FrameIo::kind(&**s),
+        }
+    }
+    fn send_frame(&self, frame: &[u8]) -> io::Result<()> {
+        match self {
+            LinkSocket::Packet(s) => s.send(frame),
+            LinkSocket::Xdp(s) => s.send(frame),
+        }
+    }
+    fn flush(&self) -> io::Result<()> {
+        match self {
+            LinkSocket::Packet(_) => Ok(()),
+            LinkSocket::Xdp(s) => s.flush(),
+        }
+    }
+    fn recv_with(&self, scratch: &mut [u8], f: &mut dyn FnMut(&[u8], bool)) -> io::Result<bool> {
+        match self {
+            LinkSocket::Packet(s) => FrameIo::recv_with(s, scratch, f),
+            LinkSocket::Xdp(s) => FrameIo::recv_with(&**s, scratch, f),
+        }
+    }
+    fn poll_fd(&self) -> RawFd {
+        match self {
+            LinkSocket::Packet(s) => s.raw_fd(),
+            LinkSocket::Xdp(s) => s.raw_fd(),
+        }
+    }
+    fn drops(&self) -> u64 {
+        match self {
+            LinkSocket::Packet(_) => 0,
+            LinkSocket::Xdp(s) => s.drops(),
+        }
+    }
+}
+
+/// Which kind one link ran and, when it is `AF_PACKET`, why AF_XDP was not used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkKind {
+    pub iface: String,
+    pub kind: &'static str,
+    pub why_not_xdp: Option<String>,
+}
+
+/// Open `iface` for frames up to `max_frame` bytes as `choice` says: the socket and which kind
+/// it is. `why_packet` is the reason recorded when `choice` is [`SocketChoice::AfPacket`]. The
+/// error is one sentence: the interface has no `AF_PACKET` socket, or AF_XDP was asked and
+/// cannot be used (with the reason).
+pub fn open_link(
+    iface: &str,
+    choice: SocketChoice,
+    max_frame: usize,
+    why_packet: &str,
+) -> io::Result<(LinkSocket, LinkKind)> {
+    let packet = |why: String| -> io::Result<(LinkSocket, LinkKind)> {
+        let s = PacketSocket::open(iface).map_err(|e| {
+            io::Error::new(e.kind(), format!("no AF_PACKET socket on {iface}: {e}"))
+        })?;
+        // its own frames are not read back (where the kernel refuses, they are skipped as they
+        // come)
+        let _ = s.ignore_outgoing();
+        Ok((
+            LinkSocket::Packet(s),
+            LinkKind {
+                iface: iface.to_string(),
+                kind: SOCKET_KIND,
+                why_not_xdp: Some(why),
+            },
+        ))
+    };
+    if choice == SocketChoice::AfPacket {
+        return packet(why_packet.to_string());
+    }
+    match XdpSocket::open(iface, max_frame) {
+        Ok(s) => Ok((
+            LinkSocket::Xdp(Box::new(s)),
+            LinkKind {
+                iface: iface.to_string(),
+                kind: crate::xsk::KIND,
+                why_not_xdp: None,
+            },
+        )),
+        Err(e) if choice == SocketChoice::AfXdp => Err(io::Error::other(format!(
+            "AF_XDP was asked on {iface} and cannot be used: {e}"
+        ))),
+        Err(e) => packet(e.to_string()),
+    }
+}
+
+/// How node links to one peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkPlan {
     pub peer: NodeId,
-    pub sock: PacketSocket,
+    pub choice: SocketChoice,
+    /// Recorded as the reason AF_XDP was not used when `choice` is `AfPacket`.
+    pub why_packet: String,
+}
+
+impl LinkPlan {
+    /// The link to `peer` with `choice`, for the reason that the choice was asked.
+    pub fn new(peer: NodeId, choice: SocketChoice) -> LinkPlan {
+        LinkPlan {
+            peer,
+            choice,
+            why_packet: format!("not tried: {} was asked", choice.name()),
+        }
+    }
+}
+
+/// A node's links, opened, with what ran on each and the node's label for it.
+pub struct OpenedLinks {
+    pub links: Vec<Link<LinkSocket>>,
+    pub kinds: Vec<LinkKind>,
+    /// [`socket_label`] of `kinds`.
+    pub label: String,
+}
+
+/// Open the link to each planned peer ([`link_name`] of the peer) for frames up to
+/// `max_frame` bytes.
+pub fn open_links(plans: &[LinkPlan], max_frame: usize) -> io::Result<OpenedLinks> {
+    let mut links = Vec::new();
+    let mut kinds = Vec::new();
+    for p in plans {
+        let (sock, kind) = open_link(
+            &link_name(p.peer as usize),
+            p.choice,
+            max_frame,
+            &p.why_packet,
+        )?;
+        links.push(Link { peer: p.peer, sock });
+        kinds.push(kind);
+    }
+    let label = socket_label(&kinds);
+    Ok(OpenedLinks {
+        links,
+        kinds,
+        label,
+    })
+}
+
+/// What a node records about its links' sockets, in one line: `af_xdp(copy)` when every link
+/// ran AF_XDP; `af_packet (af_xdp: <reason>)` when every link ran `AF_PACKET` (each distinct
+/// reason once, prefixed by its links when they differ); `mixed: af_xdp(copy) on r1, r2;
+/// af_packet on r3 (af_xdp: <reason>)` otherwise. `none` for no links.
+pub fn socket_label(kinds: &[LinkKind]) -> String {
+    let xdp: Vec<&str> = kinds
+        .iter()
+        .filter(|k| k.why_not_xdp.is_none())
+        .map(|k| k.iface.as_str())
+        .collect();
+    let packet: Vec<&LinkKind> = kinds.iter().filter(|k| k.why_not_xdp.is_some()).collect();
+    let reasons = || {
+        let mut distinct: Vec<&str> = packet
+            .iter()
+            .filter_map(|k| k.why_not_xdp.as_deref())
+            .collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        if distinct.len() == 1 {
+            distinct[0].to_string()
+        } else {
+            packet
+                .iter()
+                .map(|k| format!("{}: {}", k.iface, k.why_not_xdp.as_deref().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join("; ")
+        }
+    };
+    match (xdp.is_empty(), packet.is_empty()) {
+        (true, true) => "none".into(),
+        (false, true) => crate::xsk::KIND.into(),
+        (true, false) => format!("{SOCKET_KIND} (af_xdp: {})", reasons()),
+        (false, false) => format!(
+            "mixed: {} on {}; {SOCKET_KIND} on {} (af_xdp: {})",
+            crate::xsk::KIND,
+            xdp.join(", "),
+            packet
+                .iter()
+                .map(|k| k.iface.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            reasons()
+        ),
+    }
+}
+
+/// The [`NodeReport::offload`] of a node on `links`: one kind, or [`MIXED_KIND`].
+fn kinds_of<S: FrameIo>(links: &[Link<S>]) -> &'static str {
+    let mut kinds = links.iter().map(|l| l.sock.kind());
+    match kinds.next() {
+        None => SOCKET_KIND,
+        Some(first) if kinds.all(|k| k == first) => first,
+        Some(_) => MIXED_KIND,
+    }
+}
+
+/// Node `peer` is reached through `sock`.
+pub struct Link<S = PacketSocket> {
+    pub peer: NodeId,
+    pub sock: S,
 }
 
 /// A held-back frame: (due, sequence, destination, bytes).
@@ -186,11 +519,13 @@ fn wait_readable(fds: &[RawFd], timeout_ms: i32) {
 /// Serve `node` on its links until the coordinator (reached over `ctl`) says stop or the
 /// deadline passes: the same endpoint calls, timers, faults and done report as the `udp`
 /// fabric's event loop ([`crate::udp::serve`]); `cfg.mtu` is the largest frame accepted.
-/// The report's `offload` is [`SOCKET_KIND`]. A frame to a node with no link is counted in
-/// `send_errors`, as a frame the kernel refused.
-pub fn serve<N: Endpoint>(
+/// The report's `offload` is the links' socket kind ([`SOCKET_KIND`], [`crate::xsk::KIND`] or
+/// [`MIXED_KIND`]) and its `socket_drops` what the AF_XDP sockets dropped. A frame to a node
+/// with no link is counted in `send_errors`, as a frame the kernel refused; frames an AF_XDP
+/// socket queued leave when the endpoint has nothing more to send.
+pub fn serve<N: Endpoint, S: FrameIo>(
     node: &mut N,
-    links: &[Link],
+    links: &[Link<S>],
     ctl: &UdpSocket,
     coordinator: SocketAddrV4,
     cfg: &NodeConfig,
@@ -200,7 +535,7 @@ pub fn serve<N: Endpoint>(
     let cpu0 = crate::wrap::thread_cpu_ns().unwrap_or(0);
     let deadline = cfg.deadline.as_nanos() as Nanos;
     let mut rep = NodeReport {
-        offload: SOCKET_KIND,
+        offload: kinds_of(links),
         ..NodeReport::default()
     };
     let _ = ctl.set_nonblocking(true);
@@ -208,7 +543,7 @@ pub fn serve<N: Endpoint>(
     let mut injector = FaultInjector::new(cfg.faults);
     let mut held: BinaryHeap<Held> = BinaryHeap::new();
     let mut seq = 0u64;
-    let mut fds: Vec<RawFd> = links.iter().map(|l| l.sock.raw_fd()).collect();
+    let mut fds: Vec<RawFd> = links.iter().map(|l| l.sock.poll_fd()).collect();
     fds.push(ctl.as_raw_fd());
     let mut buf = vec![0u8; cfg.mtu.max(2048) + 64];
     let mut reported = false;
@@ -218,11 +553,18 @@ pub fn serve<N: Endpoint>(
         .find(|l| l.peer == to)
     {
         Some(l) => {
-            if l.sock.send(bytes).is_err() {
+            if l.sock.send_frame(bytes).is_err() {
                 rep.send_errors += 1;
             }
         }
         None => rep.send_errors += 1,
+    };
+    let flush = |rep: &mut NodeReport| {
+        for l in links {
+            if l.sock.flush().is_err() {
+                rep.send_errors += 1;
+            }
+        }
     };
     loop {
         let t = now();
@@ -258,6 +600,7 @@ pub fn serve<N: Endpoint>(
                 send(&mut rep, to, &b);
             }
         }
+        flush(&mut rep);
         if cfg.counted && !reported && node.is_done() {
             reported = true;
             rep.done_ns = t;
@@ -269,15 +612,16 @@ pub fn serve<N: Endpoint>(
         let mut got = 0usize;
         let t = now();
         for l in links {
-            while let Ok(Some((n, outgoing))) = l.sock.recv(&mut buf) {
-                if outgoing || n > buf.len() || n > cfg.mtu {
-                    continue;
+            let mut take = |frame: &[u8], outgoing: bool| {
+                if outgoing || frame.len() > cfg.mtu {
+                    return;
                 }
                 got += 1;
                 rep.frames_rx += 1;
-                rep.bytes_rx += n as u64;
-                node.handle_packet(t, l.peer, &buf[..n]);
-            }
+                rep.bytes_rx += frame.len() as u64;
+                node.handle_packet(t, l.peer, frame);
+            };
+            while let Ok(true) = l.sock.recv_with(&mut buf, &mut take) {}
         }
         let mut cbuf = [0u8; 64];
         let mut stop = false;
@@ -312,6 +656,7 @@ pub fn serve<N: Endpoint>(
         .unwrap_or(0)
         .saturating_sub(cpu0);
     rep.faults = injector.counters.clone();
+    rep.socket_drops = links.iter().map(|l| l.sock.drops()).sum();
     rep
 }
 
@@ -323,9 +668,9 @@ pub fn serve<N: Endpoint>(
 /// no faults are injected here (an endpoint that loses frames wraps the node). The report's
 /// `stopped` says whether `stop` ended it (false: the limit); `done_ns` is when the endpoint
 /// first said it was done, if it ever did.
-pub fn serve_until<N: Endpoint>(
+pub fn serve_until<N: Endpoint, S: FrameIo>(
     node: &mut N,
-    links: &[Link],
+    links: &[Link<S>],
     mtu: usize,
     limit: std::time::Duration,
     stop: &mut dyn FnMut() -> bool,
@@ -335,10 +680,10 @@ pub fn serve_until<N: Endpoint>(
     let cpu0 = crate::wrap::thread_cpu_ns().unwrap_or(0);
     let limit = limit.as_nanos() as Nanos;
     let mut rep = NodeReport {
-        offload: SOCKET_KIND,
+        offload: kinds_of(links),
         ..NodeReport::default()
     };
-    let fds: Vec<RawFd> = links.iter().map(|l| l.sock.raw_fd()).collect();
+    let fds: Vec<RawFd> = links.iter().map(|l| l.sock.poll_fd()).collect();
     let mut buf = vec![0u8; mtu.max(2048) + 64];
     loop {
         let t = now();
@@ -346,10 +691,15 @@ pub fn serve_until<N: Endpoint>(
             rep.frames_tx += 1;
             rep.bytes_tx += tx.bytes.len() as u64;
             match links.iter().find(|l| l.peer == tx.to) {
-                Some(l) if l.sock.send(&tx.bytes).is_ok() => {}
+                Some(l) if l.sock.send_frame(&tx.bytes).is_ok() => {}
                 _ => rep.send_errors += 1,
             }
             node.recycle(tx.bytes);
+        }
+        for l in links {
+            if l.sock.flush().is_err() {
+                rep.send_errors += 1;
+            }
         }
         if rep.done_ns == 0 && node.is_done() {
             rep.done_ns = t.max(1);
@@ -359,15 +709,16 @@ pub fn serve_until<N: Endpoint>(
         }
         let mut got = 0usize;
         for l in links {
-            while let Ok(Some((n, outgoing))) = l.sock.recv(&mut buf) {
-                if outgoing || n > buf.len() || n > mtu {
-                    continue;
+            let mut take = |frame: &[u8], outgoing: bool| {
+                if outgoing || frame.len() > mtu {
+                    return;
                 }
                 got += 1;
                 rep.frames_rx += 1;
-                rep.bytes_rx += n as u64;
-                node.handle_packet(now(), l.peer, &buf[..n]);
-            }
+                rep.bytes_rx += frame.len() as u64;
+                node.handle_packet(now(), l.peer, frame);
+            };
+            while let Ok(true) = l.sock.recv_with(&mut buf, &mut take) {}
         }
         if let Some(d) = node.poll_timeout() {
             let t = now();
@@ -391,6 +742,7 @@ pub fn serve_until<N: Endpoint>(
     rep.cpu_ns = crate::wrap::thread_cpu_ns()
         .unwrap_or(0)
         .saturating_sub(cpu0);
+    rep.socket_drops = links.iter().map(|l| l.sock.drops()).sum();
     rep
 }
 
@@ -547,6 +899,53 @@ impl Capture {
 mod tests {
     use super::*;
     use crate::netns::{Netns, is_root};
+
+    fn kind(iface: &str, why: Option<&str>) -> LinkKind {
+        LinkKind {
+            iface: iface.into(),
+            kind: if why.is_some() {
+                SOCKET_KIND
+            } else {
+                crate::xsk::KIND
+            },
+            why_not_xdp: why.map(str::to_string),
+        }
+    }
+
+    /// A node's label names the kind per link and every reason AF_XDP was not used; links of
+    /// both kinds are called mixed, never one kind.
+    #[test]
+    fn the_socket_label_says_which_kind_ran_where_and_why() {
+        assert_eq!(socket_label(&[]), "none");
+        assert_eq!(
+            socket_label(&[kind("r1", None), kind("r2", None)]),
+            "af_xdp(copy)"
+        );
+        assert_eq!(
+            socket_label(&[kind("r1", Some("no XSKMAP")), kind("r2", Some("no XSKMAP"))]),
+            "af_packet (af_xdp: no XSKMAP)"
+        );
+        assert_eq!(
+            socket_label(&[kind("r1", Some("a")), kind("r2", Some("b"))]),
+            "af_packet (af_xdp: r1: a; r2: b)"
+        );
+        assert_eq!(
+            socket_label(&[kind("r1", None), kind("r2", None), kind("r3", Some("tap"))]),
+            "mixed: af_xdp(copy) on r1, r2; af_packet on r3 (af_xdp: tap)"
+        );
+        assert_eq!(SocketChoice::parse(""), Ok(SocketChoice::Auto));
+        for c in [
+            SocketChoice::Auto,
+            SocketChoice::AfXdp,
+            SocketChoice::AfPacket,
+        ] {
+            assert_eq!(SocketChoice::parse(c.name()), Ok(c));
+        }
+        assert_eq!(
+            SocketChoice::parse("dpdk"),
+            Err("no raw socket kind `dpdk` (auto, af_xdp or af_packet)".into())
+        );
+    }
 
     /// Two namespaces, one link: frames cross it byte for byte in both directions, the sender
     /// does not read its own frames back, and a capture on the link sees each once.

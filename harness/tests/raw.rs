@@ -1,9 +1,12 @@
-//! The raw fabric (AF_PACKET on veth links between network namespaces, one process per node;
-//! root only, CI runs as root): every Table 6 system sums exactly, NetReduce also under loss,
-//! and NetReduce's frames on a worker's link are RoCEv2 with a valid ICRC to the suite's wire
-//! module and (where tshark is installed) to Wireshark's dissector.
+//! The raw fabric (AF_XDP or AF_PACKET on veth links between network namespaces, one process
+//! per node; root only, CI runs as root): every Table 6 system sums exactly on each socket kind
+//! forced and every node reports the kind that ran; `auto` falls back to AF_PACKET where AF_XDP
+//! cannot be used and says why, and a forced AF_XDP that cannot be used fails with the reason;
+//! NetReduce also under loss, and NetReduce's frames on a worker's link are RoCEv2 with a valid
+//! ICRC to the suite's wire module and (where tshark is installed) to Wireshark's dissector.
 
-use inabench_workloads::raw_node::{RawOutcome, roce_headers, run_raw, write_pcap};
+use inabench_fabric::raw::SocketChoice;
+use inabench_workloads::raw_node::{RawOutcome, roce_headers, run_raw, run_raw_with, write_pcap};
 use inabench_workloads::udp_node::NodeJob;
 use std::path::Path;
 
@@ -53,10 +56,31 @@ fn every_table6_system_sums_exactly_on_the_raw_fabric() {
         eprintln!("skipped: the raw fabric's namespaces and AF_PACKET sockets need root");
         return;
     }
-    for sys in ["netreduce", "switchml_rdma", "atp", "switchml"] {
-        let out = run_raw(&job(sys, 0.0), exe(), None).expect(sys);
+    for (socket, label) in [
+        (SocketChoice::AfXdp, "af_xdp(copy)"),
+        (
+            SocketChoice::AfPacket,
+            "af_packet (af_xdp: not tried: af_packet was asked)",
+        ),
+    ] {
+        for sys in ["netreduce", "switchml_rdma", "atp", "switchml"] {
+            sums_exactly(sys, socket, label);
+        }
+    }
+}
+
+fn sums_exactly(sys: &str, socket: SocketChoice, label: &str) {
+    {
+        let out = run_raw_with(&job(sys, 0.0), exe(), None, socket).expect(sys);
         assert!(out.finished, "{sys}: {:?}", out.nodes);
-        assert_eq!(out.socket, "af_packet", "{sys}");
+        assert_eq!(out.socket, label, "{sys}");
+        assert!(out.nodes.iter().all(|n| n.offload == label), "{sys}");
+        // nothing was lost at a socket (no loss was injected)
+        assert!(
+            out.nodes.iter().all(|n| n.socket_drops == 0),
+            "{sys}: {:?}",
+            out.nodes.iter().map(|n| n.socket_drops).collect::<Vec<_>>()
+        );
         let workers: Vec<_> = out.nodes.iter().filter(|n| n.is_worker).collect();
         assert_eq!(workers.len(), 3, "{sys}");
         assert!(
@@ -75,12 +99,39 @@ fn every_table6_system_sums_exactly_on_the_raw_fabric() {
         assert!(rx <= tx && rx > 0, "{sys}: {tx} frames sent, {rx} received");
         let retx: u64 = workers.iter().map(|w| w.retransmissions).sum();
         eprintln!(
-            "{sys}: {} nodes, {tx} frames sent, {rx} received, {retx} retransmissions, {:.1} ms",
+            "{sys} on {label}: {} nodes, {tx} frames sent, {rx} received, {retx} retransmissions, {:.1} ms",
             out.nodes.len(),
             out.duration.as_secs_f64() * 1e3
         );
         no_namespaces_left(&out);
     }
+}
+
+/// Frames larger than an AF_XDP chunk takes (a 4096-byte RoCE MTU: frames up to 4352 bytes
+/// accepted, 3840 fit a chunk): `auto` runs AF_PACKET on every link and says why, the sums
+/// still exact; AF_XDP forced fails the run with the same reason.
+#[test]
+fn auto_falls_back_to_af_packet_and_says_why() {
+    if !inabench_fabric::netns::is_root() {
+        eprintln!("skipped: the raw fabric's namespaces and AF_PACKET sockets need root");
+        return;
+    }
+    let why = "frames up to 4352 bytes do not fit an AF_XDP chunk (3840 bytes at most in copy mode without multi-buffer)";
+    let mut j = job("netreduce", 0.0);
+    j.mtu = 4096;
+    let out = run_raw_with(&j, exe(), None, SocketChoice::Auto).expect("auto");
+    assert!(out.finished, "{:?}", out.nodes);
+    assert_eq!(out.socket, format!("af_packet (af_xdp: {why})"));
+    assert!(out.nodes.iter().filter(|n| n.is_worker).all(|w| w.correct));
+    no_namespaces_left(&out);
+    let e = run_raw_with(&j, exe(), None, SocketChoice::AfXdp)
+        .expect_err("AF_XDP forced on links that cannot take it fails")
+        .to_string();
+    assert!(
+        e.contains("AF_XDP was asked on r") && e.contains(why),
+        "{e}"
+    );
+    eprintln!("forced: {e}");
 }
 
 #[test]
@@ -109,8 +160,17 @@ fn netreduce_frames_on_a_worker_link_are_rocev2() {
     }
     let j = job("netreduce", 0.0);
     // worker 0's link to the accelerator (node `workers`), captured in worker 0's namespace
-    let out = run_raw(&j, exe(), Some((0, j.workers))).expect("run");
+    let out = run_raw_with(&j, exe(), Some((0, j.workers)), SocketChoice::Auto).expect("run");
     assert!(out.finished);
+    // the captured link ran AF_PACKET (a tap does not see AF_XDP's frames), the others AF_XDP,
+    // and the run says so rather than naming one kind
+    let tap = "a capture runs on this link, and a packet tap does not see the frames an AF_XDP socket takes";
+    assert_eq!(
+        out.nodes[0].offload,
+        format!("mixed: af_xdp(copy) on r1, r2; af_packet on r3 (af_xdp: {tap})")
+    );
+    assert!(out.socket.starts_with("mixed: "), "{}", out.socket);
+    assert!(out.nodes[1..].iter().all(|n| n.offload == "af_xdp(copy)"));
     let w0 = &out.nodes[0];
     let sent = out.captured.iter().filter(|c| c.outgoing).count() as u64;
     let got = out.captured.iter().filter(|c| !c.outgoing).count() as u64;

@@ -19,8 +19,9 @@ pub enum Emulated {
     Udp,
     /// In-process channels, a thread per node.
     Mem,
-    /// The raw fabric: the endpoints' Ethernet frames through AF_PACKET sockets on veth links
-    /// between network namespaces, a process per node (`inabench_ina_run::raw_node`; root).
+    /// The raw fabric: the endpoints' Ethernet frames through AF_XDP (copy mode) or AF_PACKET
+    /// sockets on veth links between network namespaces, a process per node
+    /// (`inabench_ina_run::raw_node`; root; `INABENCH_RAW_SOCKET` forces a kind).
     /// Labelled `raw-veth`: an emulation of a NIC testbed on this host, not one.
     Raw,
 }

@@ -1,17 +1,21 @@
 //! A Table 6 system on the `raw` fabric ([`inabench_fabric::raw`]): every node (workers, the
 //! switch or accelerator, a parameter server) a process of its own (`inabench __raw-node`) in a
-//! network namespace of its own, the nodes' whole Ethernet frames sent as they are through
-//! `AF_PACKET` sockets on one veth link per pair of nodes. Control (ready, go, done, stop) is the
-//! `udp` fabric's: job and outcome as JSON lines on the node's stdin/stdout, done and stop as
+//! network namespace of its own, the nodes' whole Ethernet frames sent as they are on one veth
+//! link per pair of nodes, through an AF_XDP socket (copy mode) where the link's interface takes
+//! one and `AF_PACKET` otherwise ([`inabench_fabric::raw::SocketChoice`]; `INABENCH_RAW_SOCKET`
+//! = `auto`, `af_xdp` or `af_packet` forces either). Each node's outcome names the kind that ran
+//! on each of its links and why the other did not ([`NodeOutcome::offload`]); the run's
+//! [`RawOutcome::socket`] joins the nodes' labels. Control (ready, go, done, stop) is the `udp`
+//! fabric's: job and outcome as JSON lines on the node's stdin/stdout, done and stop as
 //! datagrams over the namespaces' management bridge.
 //!
 //! The switch runs as one process (no shards: the `switch_shards` knob is not read here).
 
-use crate::udp_node::{NodeJob, NodeOutcome, node_count, node_outcome, offload_kinds, parse_lines};
+use crate::udp_node::{NodeJob, NodeOutcome, node_count, node_outcome, parse_lines};
 use inabench_fabric::fault::Faults;
 use inabench_fabric::netns::Netns;
 use inabench_fabric::procs::{self, NodeError};
-use inabench_fabric::raw::{self, Capture, Captured};
+use inabench_fabric::raw::{self, Capture, Captured, LinkPlan, SocketChoice};
 use inabench_fabric::udp::{IoModel, NodeConfig};
 use inabench_fabric::{BuildError, Deployment};
 use inabench_ina::RunError;
@@ -34,6 +38,12 @@ pub struct RawJob {
     pub job: NodeJob,
     /// How many nodes the run has (node `i` has a link to every other).
     pub nodes: usize,
+    /// The socket kind asked for every link ([`SocketChoice::parse`]; empty: `auto`).
+    #[serde(default)]
+    pub socket: String,
+    /// Links (by peer) that must run `AF_PACKET` whatever `socket` says, and why.
+    #[serde(default)]
+    pub packet_links: Vec<(usize, String)>,
 }
 
 /// The child side: run one node with the job from `input` on its links, report on `output`
@@ -71,9 +81,17 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
                 deadline: Duration::from_millis(job.deadline_ms),
                 counted: is_worker,
             };
+            let choice = SocketChoice::parse(&rj.socket).map_err(NodeError::Node)?;
             let peers = (0..rj.nodes)
                 .filter(|p| *p != job.node)
-                .map(|p| p as inabench_fabric::NodeId)
+                .map(|p| match rj.packet_links.iter().find(|(q, _)| *q == p) {
+                    Some((_, why)) => LinkPlan {
+                        peer: p as inabench_fabric::NodeId,
+                        choice: SocketChoice::AfPacket,
+                        why_packet: why.clone(),
+                    },
+                    None => LinkPlan::new(p as inabench_fabric::NodeId, choice),
+                })
                 .collect();
             *ctx.borrow_mut() = Some((job, cfg));
             Ok((
@@ -86,13 +104,16 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
                 peers,
             ))
         },
-        |node, rep| {
+        |node, rep, sockets| {
             let Some((job, cfg)) = ctx.borrow_mut().take() else {
                 return Err(NodeError::Node(
                     "a node reported before it was built".into(),
                 ));
             };
-            serde_json::to_string(&node_outcome(&job, &cfg, node, rep, None))
+            let mut out = node_outcome(&job, &cfg, node, rep, None);
+            // the kind per link and why the other was not used, not only the kind
+            out.offload = sockets.to_string();
+            serde_json::to_string(&out)
                 .map_err(|e| NodeError::Node(format!("cannot write the node's outcome: {e}")))
         },
     )
@@ -106,8 +127,12 @@ pub struct RawOutcome {
     pub finished: bool,
     /// Start signal to the last worker's result (the runner's wall clock).
     pub duration: Duration,
-    /// The socket kind the nodes ran on (`af_packet`; several joined by `/` if they differed).
+    /// The sockets the nodes ran on: one node label ([`inabench_fabric::raw::socket_label`]:
+    /// `af_xdp(copy)`, `af_packet (af_xdp: <reason>)`, `mixed: ...`) when every node's is the
+    /// same, else `mixed: ` and the distinct labels joined by ` / `.
     pub socket: String,
+    /// The socket kind that was asked.
+    pub asked: SocketChoice,
     /// The frames a capture saw on the link asked for (empty when none was).
     pub captured: Vec<Captured>,
     /// The namespaces the run made (removed when it returns).
@@ -121,6 +146,10 @@ struct RawDeploy<'a> {
     sys: &'static dyn System,
     job: &'a NodeJob,
     nodes: usize,
+    socket: SocketChoice,
+    /// A capture on node `a`'s link to `b`: that link runs `AF_PACKET` (a packet tap does not
+    /// see the frames an AF_XDP socket takes).
+    capture: Option<(usize, usize)>,
 }
 
 impl Deployment<SetupNode> for RawDeploy<'_> {
@@ -141,6 +170,15 @@ impl Deployment<SetupNode> for RawDeploy<'_> {
                 ..self.job.clone()
             },
             nodes: self.nodes,
+            socket: self.socket.name().to_string(),
+            packet_links: match self.capture {
+                Some((a, b)) if a == node => vec![(
+                    b,
+                    "a capture runs on this link, and a packet tap does not see the frames an AF_XDP socket takes"
+                        .into(),
+                )],
+                _ => Vec::new(),
+            },
         })?)
     }
 }
@@ -184,11 +222,27 @@ impl procs::Around for CaptureAround {
 /// __raw-node` in its own namespace, a veth link between every pair of nodes, through the
 /// process-per-node fabric ([`inabench_fabric::procs::Placement::NetnsLinked`]). With `capture:
 /// Some((a, b))`, a capture in node `a`'s namespace records every frame on its link to node `b`.
-/// Needs root. `job.node` is ignored; each node gets its index.
+/// Needs root. `job.node` is ignored; each node gets its index. The links' socket kind is the
+/// one `INABENCH_RAW_SOCKET` asks for (unset: `auto`); [`run_raw_with`] takes it as an argument.
 pub fn run_raw(
     job: &NodeJob,
     exe: &Path,
     capture: Option<(usize, usize)>,
+) -> Result<RawOutcome, RunError> {
+    let socket = SocketChoice::from_env().map_err(|why| {
+        RunError::Fabric(inabench_fabric::FabricError::Setup { fabric: "raw", why })
+    })?;
+    run_raw_with(job, exe, capture, socket)
+}
+
+/// [`run_raw`] with the links' socket kind given: `auto` (AF_XDP where a link takes it, else
+/// `AF_PACKET`, the reason recorded), `af_xdp` (a link that cannot take it fails its node with
+/// the reason) or `af_packet`. A captured link runs `AF_PACKET` whatever is asked.
+pub fn run_raw_with(
+    job: &NodeJob,
+    exe: &Path,
+    capture: Option<(usize, usize)>,
+    socket: SocketChoice,
 ) -> Result<RawOutcome, RunError> {
     let n = node_count(job)?;
     let sys = system(&job.system).ok_or_else(|| RunError::UnknownSystem(job.system.clone()))?;
@@ -204,7 +258,14 @@ pub fn run_raw(
         running: None,
         captured: Vec::new(),
     };
-    let deploy = RawDeploy { sys, job, nodes: n };
+    let socket_choice = socket;
+    let deploy = RawDeploy {
+        sys,
+        job,
+        nodes: n,
+        socket,
+        capture,
+    };
     // the capture hook and the namespaces need the process fabric's detailed run; the door is
     // the same deployment
     let run = fabric.run_detailed(
@@ -214,15 +275,28 @@ pub fn run_raw(
     )?;
     let lines: Vec<(usize, String)> = run.node_of.iter().copied().zip(run.lines).collect();
     let nodes = parse_lines(&lines)?;
-    let socket = offload_kinds(&nodes);
+    let socket = nodes_socket(&nodes);
     Ok(RawOutcome {
         nodes,
         finished: run.report.finished,
         duration: run.last_done,
         socket,
+        asked: socket_choice,
         captured: around.captured,
         namespaces: run.namespaces,
     })
+}
+
+/// The run's socket label: the nodes' one label, or `mixed: ` and their distinct labels joined
+/// by ` / ` (the nodes did not all run alike: never reported as one kind).
+fn nodes_socket(nodes: &[NodeOutcome]) -> String {
+    let mut labels: Vec<&str> = nodes.iter().map(|n| n.offload.as_str()).collect();
+    labels.sort_unstable();
+    labels.dedup();
+    match labels.as_slice() {
+        [one] => one.to_string(),
+        many => format!("mixed: {}", many.join(" / ")),
+    }
 }
 
 /// Write captured frames as a pcap file (Ethernet; the frames' order, 1 us apart), for tools

@@ -362,11 +362,28 @@ fn run_on_raw(
     }
     let out =
         inabench_ina_run::raw_node::run_raw(job, exe, None).map_err(crate::fabric::run_error)?;
+    // which socket kind carried the frames (AF_XDP in copy mode or AF_PACKET, per link) and,
+    // where AF_PACKET ran, why AF_XDP did not (the outcome's `offload` below is the same label)
     ctx.log(
         inabench_core::LogLevel::Info,
-        format!("raw fabric: {} sockets on veth links", out.socket),
+        format!(
+            "raw fabric: {} sockets on veth links (asked: {})",
+            out.socket,
+            out.asked.name()
+        ),
     );
-    ctx.counter("raw_af_packet", u64::from(out.socket == "af_packet"));
+    ctx.counter(
+        "raw_af_xdp",
+        u64::from(out.socket == inabench_fabric::xsk::KIND),
+    );
+    ctx.counter(
+        "raw_af_packet",
+        u64::from(out.socket.starts_with(inabench_fabric::raw::SOCKET_KIND)),
+    );
+    ctx.counter(
+        "raw_sockets_mixed",
+        u64::from(out.socket.starts_with("mixed")),
+    );
     ctx.counter("switch_shards", 1);
     record_udp_outcome(
         ctx,
