@@ -10,10 +10,13 @@
 //! the software switch model; what goes through the driver is the control plane a Tofino run
 //! needs, and the manifest says so.
 //!
-//! The workers' addresses: the synthetic plan SwitchML's workers send from
+//! The workers' addresses ([`job_workers`]): a testbed whose worker hosts state their data
+//! addresses (`hosts[].data`) has its job written at those (the testbed file's i-th worker is
+//! worker i, on switch port i); else the synthetic plan SwitchML's workers send from
 //! (`entries::switchml_workers`: 10.0.1.<w+1>, 02:00:00:01:00:<w+1>), worker `w` on switch port
-//! `w`, as the forwarding entries have always been; a testbed stating its hosts' addresses
-//! passes them to [`program_switch_for`].
+//! `w`, and the manifest line says which. The job is written for the grid's largest `workers`
+//! ([`largest_workers`]): one job at a time is on the switch, and the data plane of our runs is
+//! the software model, which builds each point's own job.
 
 use anyhow::{Context, Result, anyhow};
 use inabench_p4rt::client::Controller;
@@ -38,6 +41,32 @@ pub fn program_switch(
     workers: usize,
 ) -> Result<Vec<String>> {
     program_switch_for(tb, systems, &entries::switchml_workers(workers))
+}
+
+/// The workers a job of `n` is written for: the testbed's stated data addresses (its workers
+/// in the file's order) when it gives them, else SwitchML's synthetic ones; with whether they
+/// are the testbed's. A testbed naming fewer workers than `n` is refused (one sentence).
+pub fn job_workers(tb: &crate::testbed::Testbed, n: usize) -> Result<(Vec<JobWorker>, bool)> {
+    match inabench_workloads::netreduce::rig::address_plan(tb)
+        .map_err(|e| anyhow!("the testbed's data addresses: {e}"))?
+    {
+        Some(plan) => entries::switchml_workers_at(&plan, n)
+            .map(|w| (w, true))
+            .map_err(|e| anyhow!("the testbed's data addresses for the P4 switch's job: {e}")),
+        None => Ok((entries::switchml_workers(n), false)),
+    }
+}
+
+/// The largest `workers` value of a run's points (a grid over `workers` gives each its own),
+/// else `fixed` (the spec's fixed `workers`, or 2): what the switch's one job is written for.
+pub fn largest_workers(points: &[inabench_core::plan::Point], fixed: usize) -> usize {
+    points
+        .iter()
+        .filter_map(|p| p.params.get("workers").and_then(|v| v.as_f64()))
+        .filter(|w| w.is_finite() && *w >= 0.0)
+        .map(|w| w as usize)
+        .max()
+        .unwrap_or(fixed)
 }
 
 /// [`program_switch`] for workers at given addresses and ports (worker `w` is the `w`-th).

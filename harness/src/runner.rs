@@ -128,7 +128,8 @@ pub struct Prepared {
     pub host_profile: Option<inabench_core::hostprofile::HostProfile>,
     /// The testbed, parsed once.
     pub testbed: crate::testbed::Testbed,
-    /// The workers a testbed's P4 switch is programmed for (the spec's fixed `workers`, else 2).
+    /// The spec's fixed `workers`, else 2: what a testbed's P4 switch is programmed for when no
+    /// point names its `workers` (`p4switch::largest_workers`).
     pub switch_workers: usize,
     started: Instant,
     /// A new run (not a resume): its folder holds nothing from before.
@@ -470,7 +471,24 @@ pub fn execute_with(
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect();
-        match crate::p4switch::program_switch(&p4, &systems, p.switch_workers) {
+        // one job for the grid's largest `workers` (the switch holds one job at a time; our
+        // points' data plane is the software model, which builds each point's own), at the
+        // testbed's stated worker addresses when it gives them
+        let n = crate::p4switch::largest_workers(&p.plan.points, p.switch_workers);
+        let programmed = crate::p4switch::job_workers(&p.testbed, n).and_then(|(w, stated)| {
+            let at = if stated {
+                "the testbed file's worker addresses"
+            } else {
+                "SwitchML's synthetic worker addresses (the testbed states none)"
+            };
+            let mut lines = crate::p4switch::program_switch_for(&p4, &systems, &w)?;
+            lines.push(format!(
+                "p4runtime {}: the job written for {n} workers (the run's largest `workers`) at {at}",
+                p4.address
+            ));
+            Ok(lines)
+        });
+        match programmed {
             Ok(lines) => p.manifest.drivers.extend(lines),
             Err(e) if p.fresh => {
                 // nothing ran: a new run leaves no folder behind (an empty failed run would

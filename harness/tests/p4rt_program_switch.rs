@@ -186,3 +186,132 @@ fn a_testbed_p4info_without_job_tables_or_a_job_the_switch_cannot_run_gets_forwa
     );
     assert_eq!(DataPlane::of(&sw, 100).expect("forwarding").workers(), None);
 }
+
+/// A testbed whose worker hosts state their data addresses gets its job written at them, for
+/// the largest `workers` of the run's points (one job on the switch at a time): the job's
+/// entries name the testbed's addresses (in no rank order) and the data plane they configure
+/// sums SwitchML's workers built at those addresses exactly; a testbed naming fewer workers
+/// than the largest point is refused in one sentence; one stating none keeps the synthetic
+/// addresses.
+#[test]
+fn a_testbeds_worker_addresses_make_the_job_for_the_largest_point() {
+    let (_rt, sw, addr) = switch();
+    let host = |name: &str, role: &str, mac: &str, ip: &str| {
+        format!("  - {{name: {name}, role: [{role}], data: {{mac: '{mac}', ipv4: {ip}}}}}\n")
+    };
+    let hosts = [
+        host(
+            "localhost",
+            "runner, switch",
+            "52:54:00:ab:00:fe",
+            "172.16.0.254",
+        ),
+        host("w0", "worker", "52:54:00:ab:00:42", "192.168.7.42"),
+        host("w1", "worker", "52:54:00:ab:00:09", "172.16.0.9"),
+        host("w2", "worker", "52:54:00:ab:00:03", "192.168.7.3"),
+        host("w3", "worker", "52:54:00:ab:00:77", "10.9.8.7"),
+    ];
+    let yaml = |hosts: &[String]| {
+        format!(
+            "name: lab\nhosts:\n{}switch:\n  kind: tofino\n  p4runtime:\n    address: \"{addr}\"\n",
+            hosts.concat()
+        )
+    };
+    let tb = inabench::testbed::Testbed::from_yaml(Path::new("lab.yaml"), &yaml(&hosts))
+        .expect("testbed");
+    let point = |w: i64| inabench_core::plan::Point {
+        id: format!("p{w}"),
+        system: "switchml".into(),
+        params: [("workers".to_string(), inabench_core::value::Scalar::Int(w))].into(),
+        repetitions: 1,
+        warmup: 0,
+    };
+    let points = [point(2), point(4), point(3)];
+    assert_eq!(inabench::p4switch::largest_workers(&points, 2), 4);
+    assert_eq!(
+        inabench::p4switch::largest_workers(&[], 6),
+        6,
+        "no grid: the fixed value"
+    );
+    let (workers, stated) = inabench::p4switch::job_workers(&tb, 4).expect("4 workers");
+    assert!(stated);
+    assert_eq!(
+        workers.iter().map(|w| (w.ip, w.port)).collect::<Vec<_>>(),
+        vec![
+            ([192, 168, 7, 42], 0),
+            ([172, 16, 0, 9], 1),
+            ([192, 168, 7, 3], 2),
+            ([10, 9, 8, 7], 3)
+        ]
+    );
+    let p4 = tb.switch.p4runtime.as_ref().expect("p4runtime");
+    let lines = inabench::p4switch::program_switch_for(p4, &["switchml".to_string()], &workers)
+        .expect("programmed");
+    assert!(
+        lines[0].contains("a job of 4 workers") && lines[0].contains("the testbed's addresses"),
+        "{}",
+        lines[0]
+    );
+    let table = sw.job_table().expect("a job table");
+    let be = |b: &[u8]| b.iter().fold(0u64, |x, v| x << 8 | u64::from(*v));
+    for (w, a) in workers.iter().enumerate() {
+        assert!(
+            table.rules.iter().any(|r| r.src_ip.matches(be(&a.ip))
+                && r.src_mac.matches(be(&a.mac))
+                && matches!(r.action, RuleAction::Worker { id, num_workers: 4, .. } if usize::from(id) == w)),
+            "worker {w}'s receive_udp entry"
+        );
+    }
+    // the data plane sums SwitchML's workers built at the testbed's addresses exactly
+    let plan = inabench_workloads::netreduce::rig::address_plan(&tb)
+        .expect("valid")
+        .expect("addresses");
+    let cfg = AllReduceConfig {
+        workers: 4,
+        elements: 48 * 128 + 5,
+        seed: 2,
+        line_rate_bps: 100e9,
+        mtu: 1500,
+        timeout_ns: u64::MAX / 4,
+        knobs: vec![],
+    };
+    let mut dp = DataPlane::of(&sw, 100).expect("the entries make a job");
+    let mut ws = SwitchMl.build_at(&cfg, Some(&plan)).expect("build").workers;
+    for now in 0..100_000u64 {
+        let mut moved = false;
+        for (w, wk) in ws.iter_mut().enumerate() {
+            while let Some(t) = wk.poll_transmit(now) {
+                moved = true;
+                dp.handle_packet(now, w as NodeId, &t.bytes);
+            }
+        }
+        while let Some(t) = dp.poll_transmit(now) {
+            moved = true;
+            let w = t.to as usize;
+            assert_eq!(t.bytes[30..34], workers[w].ip, "to worker {w}'s address");
+            ws[w].handle_packet(now, 4, &t.bytes);
+        }
+        if !moved {
+            break;
+        }
+    }
+    let want = reference_sum(cfg.seed, 4, cfg.elements);
+    for (w, wk) in ws.iter().enumerate() {
+        assert!(
+            wk.result().as_deref() == Some(&want[..]),
+            "worker {w}'s sum"
+        );
+    }
+    // three stated workers for a point of four: refused
+    let three = inabench::testbed::Testbed::from_yaml(Path::new("lab.yaml"), &yaml(&hosts[..4]))
+        .expect("testbed");
+    let e = inabench::p4switch::job_workers(&three, 4).expect_err("too few");
+    assert_eq!(
+        e.to_string(),
+        "the testbed's data addresses for the P4 switch's job: the address plan has 3 workers; the job has 4"
+    );
+    // a testbed stating none: SwitchML's synthetic addresses
+    let (syn, stated) = inabench::p4switch::job_workers(&testbed(&addr, ""), 4).expect("synthetic");
+    assert!(!stated);
+    assert_eq!(syn, switchml_workers(4));
+}

@@ -11,8 +11,13 @@
 //! ```text
 //! netreduce_accel <iface0> <iface1> ... [--msg-packets 170] [--window 2] [--mtu 1024]
 //!                 [--loss P --loss-from-msg K --seed S] [--release lazy|one-window-away]
+//!                 [--worker A.B.C.D@aa:bb:cc:dd:ee:ff ...]
 //! ```
-//! Interface i leads to worker i, whose data address is 10.x.y.<i+1> (the accelerator's synthetic `AddressPlan`).
+//! Interface i leads to worker i. `--worker`, once per interface in the same order: worker i's
+//! data address as the testbed file states it (the rig's workload passes its testbed's plan,
+//! `workloads/src/netreduce/rig.rs`), which the accelerator finds its workers by
+//! (`Accelerator::with_addresses`); without it, worker i is at 10.x.y.<i+1> (the accelerator's
+//! synthetic `AddressPlan`, which reads the rig's guests at 10.77.0.<i+1> the same way).
 //! `--loss P`: once the first packet of message K (MsgID >= K, read from its INA header) has come
 //! in, every frame crossing the bump (either way: the guests' stacks inject nothing) is lost with
 //! probability P, from a seeded generator per link direction (`fabric::fault`); messages 0..K-1
@@ -26,6 +31,7 @@
 //! the sums are exact is for the workers to say: they compare what their RC QPs received with
 //! the sums they compute themselves.
 
+use inabench_fabric::addresses::{AddressPlan, parse_ip_mac};
 use inabench_fabric::fault::{Fate, FaultInjector, Faults};
 use inabench_fabric::raw::{Link, PacketSocket, serve_until};
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
@@ -217,10 +223,12 @@ struct Args {
     loss_from: u32,
     seed: u64,
     release: Release,
+    /// `--worker` addresses, in worker order (empty: the synthetic plan)
+    at: Vec<String>,
 }
 
 fn args() -> Result<Args, String> {
-    let usage = "usage: netreduce_accel <iface0> <iface1> ... [--msg-packets N] [--window N] [--mtu B] [--loss P --loss-from-msg K --seed S] [--release lazy|one-window-away]";
+    let usage = "usage: netreduce_accel <iface0> <iface1> ... [--msg-packets N] [--window N] [--mtu B] [--loss P --loss-from-msg K --seed S] [--release lazy|one-window-away] [--worker A.B.C.D@MAC (one per interface)]";
     let a: Vec<String> = std::env::args().skip(1).collect();
     let mut out = Args {
         ifaces: Vec::new(),
@@ -231,6 +239,7 @@ fn args() -> Result<Args, String> {
         loss_from: 0,
         seed: 1,
         release: Release::Lazy,
+        at: Vec::new(),
     };
     let mut i = 0;
     while i < a.len() {
@@ -248,6 +257,7 @@ fn args() -> Result<Args, String> {
             "--loss" => out.loss = v.parse().map_err(|_| bad())?,
             "--loss-from-msg" => out.loss_from = v.parse().map_err(|_| bad())?,
             "--seed" => out.seed = v.parse().map_err(|_| bad())?,
+            "--worker" => out.at.push(v.clone()),
             "--release" => {
                 out.release = match v.as_str() {
                     "lazy" => Release::Lazy,
@@ -262,7 +272,30 @@ fn args() -> Result<Args, String> {
     if out.ifaces.len() < 2 || !(0.0..1.0).contains(&out.loss) {
         return Err(usage.into());
     }
+    if !out.at.is_empty() && out.at.len() != out.ifaces.len() {
+        return Err(format!(
+            "{} --worker addresses for {} interfaces: give one per interface, in the same order",
+            out.at.len(),
+            out.ifaces.len()
+        ));
+    }
     Ok(out)
+}
+
+/// The plan the `--worker` addresses state (None: none given, the synthetic plan).
+fn plan_of(at: &[String]) -> Result<Option<AddressPlan>, String> {
+    if at.is_empty() {
+        return Ok(None);
+    }
+    let workers = at
+        .iter()
+        .map(|a| {
+            parse_ip_mac(a).ok_or_else(|| format!("--worker {a}: not A.B.C.D@aa:bb:cc:dd:ee:ff"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    AddressPlan::new(workers, None)
+        .map(Some)
+        .map_err(|e| format!("--worker addresses: {e}"))
 }
 
 fn main() {
@@ -274,6 +307,13 @@ fn main() {
         }
     };
     let workers = a.ifaces.len();
+    let plan = match plan_of(&a.at) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+    };
     // the layout the workers use: N workers, MsgLen packets of `mtu` bytes, a window of N
     // messages; `messages` and `elements` are the hosts' business (the accelerator addresses
     // aggregators by MsgID and PSN only)
@@ -309,7 +349,10 @@ fn main() {
         }
     };
     let mut bump = Bump {
-        acc: Accelerator::new(workers as NodeId, layout),
+        acc: match &plan {
+            Some(p) => Accelerator::new(workers as NodeId, layout).with_addresses(p.clone()),
+            None => Accelerator::new(workers as NodeId, layout),
+        },
         faults: FaultInjector::new(Faults {
             loss: a.loss,
             seed: a.seed,
@@ -325,8 +368,13 @@ fn main() {
         },
     };
     println!(
-        "netreduce_accel: inabench_ina::fpga::Accelerator for {workers} workers on {:?} (AF_PACKET), MsgLen {} x {} B, window {}, aggregators freed {:?}{}",
+        "netreduce_accel: inabench_ina::fpga::Accelerator for {workers} workers on {:?} (AF_PACKET) at {}, MsgLen {} x {} B, window {}, aggregators freed {:?}{}",
         a.ifaces,
+        if plan.is_some() {
+            format!("the given addresses {}", a.at.join(" "))
+        } else {
+            "10.x.y.<i+1> (the synthetic plan)".to_string()
+        },
         a.msg_packets,
         a.mtu,
         a.window,

@@ -157,7 +157,25 @@ pub fn address_plan(
         return Ok(None);
     }
     let switch = tb.data_addresses("switch").into_iter().next().map(conv);
-    AddressPlan::new(workers, switch).map(Some)
+    let servers = tb.data_addresses("ps").into_iter().map(conv).collect();
+    AddressPlan::new(workers, switch).map(|p| Some(p.with_servers(servers)))
+}
+
+/// The `--worker A.B.C.D@MAC` arguments that give the `netreduce_accel` example the plan's
+/// first `workers` workers, in order (the accelerator finds its workers by them,
+/// `Accelerator::with_addresses`); refused where the plan names fewer.
+pub fn accel_worker_args(plan: &AddressPlan, workers: usize) -> Result<String, AddressError> {
+    plan.covers(workers)?;
+    (0..workers)
+        .map(|i| {
+            plan.worker(i)
+                .map(|h| format!(" --worker {}", inabench_fabric::addresses::fmt_ip_mac(&h)))
+                .ok_or(AddressError::TooFew {
+                    have: i,
+                    need: workers,
+                })
+        })
+        .collect()
 }
 
 /// The manifest's line for a testbed's address plan.
@@ -322,13 +340,22 @@ impl RigTable6 {
             )));
         }
         let (relay, guest) = match p.system {
+            // the accelerator finds its workers at the testbed's addresses when it states them
+            // (else by the synthetic plan's 10.x.y.<i+1>, which reads the guests the same way)
             RigSystem::NetReduce => (
                 format!(
-                    "exec {} $RIG_TAPS --msg-packets {} --window {} --mtu {}",
+                    "exec {} $RIG_TAPS --msg-packets {} --window {} --mtu {}{}",
                     shell_word(&accel),
                     p.msg_packets,
                     p.window,
-                    p.mtu
+                    p.mtu,
+                    match &self.cfg.addresses {
+                        Some(a) => accel_worker_args(a, workers).map_err(|e| {
+                            let _ = std::fs::remove_dir_all(&share);
+                            WorkloadError::Invalid(RigError::Addresses(e).to_string())
+                        })?,
+                        None => String::new(),
+                    }
                 ),
                 format!(
                     "exec /mnt/share/netreduce_worker $RIG_GUEST $RIG_CTL_IPS --messages {} --msg-packets {} --window {} --mtu {} --seed {} --slots {}",
@@ -975,6 +1002,49 @@ mod tests {
         // a plan with fewer workers than the job is refused
         let four = NrLayout::new(&AllReduceConfig { workers: 4, ..cfg }).expect("layout");
         assert!(Host::with_addresses(0, four, &grad, 4, 1, 0.0, &plan).is_err());
+    }
+
+    /// The accelerator on the rig is handed the rig testbed's worker addresses; the plan it
+    /// builds from them (the example's parse, `parse_ip_mac` and `AddressPlan::new`) finds each
+    /// guest at 10.77.0.<i+1> as the worker the synthetic plan found there before, and nothing
+    /// else; a plan of fewer workers than the point is refused.
+    #[test]
+    fn the_accelerator_gets_the_rig_testbeds_addresses_and_finds_the_same_workers() {
+        let tb = inabench_core::testbed::Testbed::from_yaml(
+            Path::new("rxe-rig.yaml"),
+            include_str!("../../../experiments/testbeds/rxe-rig.yaml"),
+        )
+        .expect("rxe-rig.yaml");
+        let plan = address_plan(&tb).expect("valid").expect("addresses");
+        let args = accel_worker_args(&plan, 3).expect("3 workers");
+        assert_eq!(
+            args,
+            " --worker 10.77.0.1@52:54:00:77:00:01 --worker 10.77.0.2@52:54:00:77:00:02 --worker 10.77.0.3@52:54:00:77:00:03"
+        );
+        // what netreduce_accel's plan_of does with them
+        let given = AddressPlan::new(
+            args.split(" --worker ")
+                .filter(|a| !a.is_empty())
+                .map(|a| inabench_fabric::addresses::parse_ip_mac(a).expect("parses"))
+                .collect(),
+            None,
+        )
+        .expect("plan");
+        let syn = AddressPlan::synthetic();
+        for i in 0..3u8 {
+            let guest = [10, 77, 0, i + 1];
+            assert_eq!(given.node_of_ip(guest), Some(u32::from(i)));
+            assert_eq!(given.node_of_ip(guest), syn.node_of_ip(guest), "guest {i}");
+        }
+        // what only the synthetic plan's pattern took: no worker of the testbed
+        assert_eq!(given.node_of_ip([10, 77, 0, 4]), None);
+        assert_eq!(syn.node_of_ip([10, 77, 0, 4]), Some(3));
+        assert_eq!(
+            accel_worker_args(&plan, 4)
+                .expect_err("too few")
+                .to_string(),
+            "the address plan has 3 workers; the job has 4"
+        );
     }
 
     /// The guests' own reports of their NIC and address are checked against the testbed's plan.
