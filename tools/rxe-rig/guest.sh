@@ -34,6 +34,8 @@ mkdir -p "$RIG_OUT"
     esac
   done
   ip link set lo up
+  # the guest's name, as agents in it report their host to a runner
+  hostname "guest$RIG_GUEST"
   ip link set "$nic" up
   ip addr add "$RIG_IP/24" dev "$nic"
   # every peer's data address is a static neighbour: nothing on a relay has to answer ARP

@@ -10,7 +10,7 @@
 #       ~/.cache/inabench/rxe-rig/<key>, the key a hash of the suite, the mirror and the registry's
 #       versions of the packages (apt-cache madison), so a new kernel or rdma-core builds anew.
 #   tools/rxe-rig/rig.sh run [--guests N] [--share DIR] [--timeout S] [--capture FILE]
-#                            [--relay HOSTCOMMAND] -- COMMAND
+#                            [--relay HOSTCOMMAND] [--host-ip ADDR/PREFIX] -- COMMAND
 #       Boot N guests (default 2) under qemu TCG, each on a tap joined to one host bridge, give each
 #       an address 10.77.0.<i+1>/24 and a Soft-RoCE device rxe0 on its NIC, share DIR read-only at
 #       /mnt/share, run COMMAND (a shell command) in each, print each guest's output and exit
@@ -19,6 +19,9 @@
 #       data addresses, space-separated), RIG_CTL_IPS (the addresses for the command's own TCP),
 #       RIG_SHARE=/mnt/share, RIG_OUT (its own folder in the run folder) and RIG_NIC (the data
 #       NIC, rxe0's netdev). Peers' data addresses are static neighbours (MAC 52:54:00:77:00:<i+1>).
+#       --host-ip ADDR/PREFIX gives the host that address on the bridge (a runner there is what
+#       agents in the guests connect to: `inabench agent --connect ADDR:PORT --token-stdin`, the
+#       token from a root-only file the host writes in the share, never on a command line).
 #       --relay: the guests' data taps join no bridge: HOSTCOMMAND runs on the host with RIG_TAPS
 #       (the data taps, in guest order) and carries their frames (a bump in the wire); each guest
 #       gets a second NIC on the bridge (10.78.0.<i+1>, RIG_CTL_IPS) for TCP. When the guests are
@@ -192,9 +195,10 @@ image() {
 }
 
 run() {
-  local guests=2 share="" timeout=600 capture="" relay=""
+  local guests=2 share="" timeout=600 capture="" relay="" host_ip=""
   while [ $# -gt 0 ]; do
     case "$1" in
+      --host-ip) host_ip="$2"; shift 2 ;;
       --guests) guests="$2"; shift 2 ;;
       --share) share="$2"; shift 2 ;;
       --timeout) timeout="$2"; shift 2 ;;
@@ -236,6 +240,8 @@ run() {
   [ -n "$share" ] || share="$run_dir/empty"
   ip link add "$br" type bridge
   ip link set "$br" up
+  # the host on the guests' network (its agents' runner listens there)
+  [ -z "$host_ip" ] || ip addr add "$host_ip" dev "$br"
   if [ -n "$capture" ]; then
     if command -v dumpcap >/dev/null; then
       dumpcap -q -P -i "$br" -w "$capture" >"$run_dir/capture.log" 2>&1 &
