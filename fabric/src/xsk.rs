@@ -36,12 +36,18 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// The label a node reports for a link on this socket.
 pub const KIND: &str = "af_xdp(copy)";
 
-/// Frames the UMEM holds for receiving (all of them on the fill ring at the start).
-pub const RX_FRAMES: u32 = 4096;
-/// Frames the UMEM holds for sending.
-pub const TX_FRAMES: u32 = 1024;
+/// Frames the UMEM holds for receiving (all of them on the fill ring at the start): the RX
+/// ring's size, what a receiver that falls behind can hold before the kernel drops (counted in
+/// [`XdpSocket::drops`]). The UMEM is pinned memory: (2048 + 512) chunks of 2 KiB, 5 MiB per
+/// socket (10 MiB with 4 KiB chunks), and the raw fabric opens one per link end (n(n-1) for
+/// n nodes).
+pub const RX_FRAMES: u32 = 2048;
+/// Frames the UMEM holds for sending: the TX and completion rings' size.
+pub const TX_FRAMES: u32 = 512;
 /// Descriptors queued on the TX ring before the kernel is told to send them.
 const TX_BATCH: u32 = 32;
+/// Frames taken from the RX ring before their slots (and chunks, on the fill ring) go back.
+pub const RX_BATCH: u32 = 32;
 
 /// `XDP_PACKET_HEADROOM` (include/linux/bpf.h in the kernel tree; not in the UAPI headers):
 /// what the kernel keeps free in front of a received frame inside its chunk.
@@ -362,19 +368,29 @@ impl Drop for Mapping {
 }
 
 /// One of the four rings: the kernel's producer and consumer indices and the entries, in a
-/// mapping of the socket; this side's copies of both indices.
+/// mapping of the socket. This side keeps its own index (published in batches) and a cached
+/// copy of the kernel's (read again only when the cache says full or empty): each shared index
+/// is a cache line both sides write, and touching it once per frame costs more than the frame.
 struct Ring<T> {
     _map: Mapping,
     producer: *const AtomicU32,
     consumer: *const AtomicU32,
     entries: *mut T,
     size: u32,
-    prod: Cell<u32>,
-    cons: Cell<u32>,
+    /// This side's index (the producer's on fill/TX, the consumer's on RX/completion).
+    mine: Cell<u32>,
+    /// The kernel's index as last read.
+    theirs: Cell<u32>,
 }
 
 impl<T: Copy> Ring<T> {
-    fn map(fd: RawFd, off: &RingOffset, size: u32, pgoff: libc::off_t) -> io::Result<Ring<T>> {
+    fn map(
+        fd: RawFd,
+        off: &RingOffset,
+        size: u32,
+        pgoff: libc::off_t,
+        producer_side: bool,
+    ) -> io::Result<Ring<T>> {
         let len = off.desc as usize + size as usize * std::mem::size_of::<T>();
         let map = Mapping::new(len, fd, pgoff)?;
         // SAFETY: the offsets are inside the mapping (the kernel laid it out so) and aligned
@@ -393,71 +409,84 @@ impl<T: Copy> Ring<T> {
                 (*consumer).load(Ordering::Acquire),
             )
         };
+        let (mine, theirs) = if producer_side { (p, c) } else { (c, p) };
         Ok(Ring {
             _map: map,
             producer,
             consumer,
             entries,
             size,
-            prod: Cell::new(p),
-            cons: Cell::new(c),
+            mine: Cell::new(mine),
+            theirs: Cell::new(theirs),
         })
     }
 
-    fn kernel_consumer(&self) -> u32 {
-        // SAFETY: a live u32 in the mapping, written by the kernel
-        unsafe { (*self.consumer).load(Ordering::Acquire) }
-    }
-
-    fn kernel_producer(&self) -> u32 {
-        // SAFETY: a live u32 in the mapping, written by the kernel
-        unsafe { (*self.producer).load(Ordering::Acquire) }
-    }
-
-    /// As producer: room for one more entry.
+    /// As producer: room for one more entry (the kernel's consumer index read again only when
+    /// the cached one says full).
     fn has_room(&self) -> bool {
-        self.prod.get().wrapping_sub(self.kernel_consumer()) < self.size
+        if self.mine.get().wrapping_sub(self.theirs.get()) < self.size {
+            return true;
+        }
+        // SAFETY: a live u32 in the mapping, written by the kernel
+        self.theirs
+            .set(unsafe { (*self.consumer).load(Ordering::Acquire) });
+        self.mine.get().wrapping_sub(self.theirs.get()) < self.size
     }
 
-    /// As producer: put one entry (room checked by the caller) and publish it.
-    fn push(&self, v: T) {
-        let p = self.prod.get();
+    /// As producer: write one entry (room checked by the caller); the kernel sees it at the
+    /// next [`Ring::publish`].
+    fn write(&self, v: T) {
+        let p = self.mine.get();
         // SAFETY: index masked into the ring; the slot belongs to the producer until published
         unsafe {
             self.entries
                 .add((p & (self.size - 1)) as usize)
                 .write_volatile(v)
         };
-        self.prod.set(p.wrapping_add(1));
-        // SAFETY: a live u32 in the mapping; Release publishes the entry written above
-        unsafe { (*self.producer).store(p.wrapping_add(1), Ordering::Release) };
+        self.mine.set(p.wrapping_add(1));
     }
 
-    /// As producer: entries published that the kernel has not taken yet.
+    /// As producer: publish every entry written (Release: the entries before the index); as
+    /// consumer: give back every entry taken.
+    fn publish(&self, producer_side: bool) {
+        let idx = if producer_side {
+            self.producer
+        } else {
+            self.consumer
+        };
+        // SAFETY: a live u32 in the mapping
+        unsafe { (*idx).store(self.mine.get(), Ordering::Release) };
+    }
+
+    /// As producer: entries written that the kernel has not taken yet (read afresh).
     fn unconsumed(&self) -> u32 {
-        self.prod.get().wrapping_sub(self.kernel_consumer())
+        // SAFETY: a live u32 in the mapping, written by the kernel
+        self.theirs
+            .set(unsafe { (*self.consumer).load(Ordering::Acquire) });
+        self.mine.get().wrapping_sub(self.theirs.get())
     }
 
-    /// As consumer: the next entry, if the kernel has produced one (not yet released).
-    fn peek(&self) -> Option<T> {
-        let c = self.cons.get();
-        if c == self.kernel_producer() {
-            return None;
+    /// As consumer: take the next entry, if the kernel has produced one (its producer index
+    /// read again only when the cached one says empty); given back at the next
+    /// [`Ring::publish`].
+    fn take(&self) -> Option<T> {
+        let c = self.mine.get();
+        if c == self.theirs.get() {
+            // SAFETY: a live u32 in the mapping, written by the kernel
+            self.theirs
+                .set(unsafe { (*self.producer).load(Ordering::Acquire) });
+            if c == self.theirs.get() {
+                return None;
+            }
         }
         // SAFETY: index masked into the ring; Acquire on the producer index made it visible
-        Some(unsafe {
+        let v = unsafe {
             self.entries
                 .add((c & (self.size - 1)) as usize)
                 .read_volatile()
-        })
-    }
-
-    /// As consumer: give the entry [`Ring::peek`] returned back to the kernel.
-    fn release(&self) {
-        let c = self.cons.get().wrapping_add(1);
-        self.cons.set(c);
-        // SAFETY: a live u32 in the mapping
-        unsafe { (*self.consumer).store(c, Ordering::Release) };
+        };
+        self.mine.set(c.wrapping_add(1));
+        Some(v)
     }
 }
 
@@ -476,6 +505,10 @@ pub struct XdpSocket {
     fd: OwnedFd,
     chunk: usize,
     tx_free: RefCell<Vec<u64>>,
+    /// Descriptors written to the TX ring since the last kick.
+    pending: Cell<u32>,
+    /// Frames taken from the RX ring since the last publish.
+    taken: Cell<u32>,
     pub iface: String,
 }
 
@@ -557,10 +590,16 @@ impl XdpSocket {
         })
         .map_err(refused("reading the ring offsets (XDP_MMAP_OFFSETS)"))?;
         let map = refused("mapping the AF_XDP rings");
-        let fill = Ring::<u64>::map(raw, &off.fr, RX_FRAMES, XDP_UMEM_PGOFF_FILL_RING);
-        let comp = Ring::<u64>::map(raw, &off.cr, TX_FRAMES, XDP_UMEM_PGOFF_COMPLETION_RING);
-        let rx = Ring::<Desc>::map(raw, &off.rx, RX_FRAMES, XDP_PGOFF_RX_RING);
-        let tx = Ring::<Desc>::map(raw, &off.tx, TX_FRAMES, XDP_PGOFF_TX_RING);
+        let fill = Ring::<u64>::map(raw, &off.fr, RX_FRAMES, XDP_UMEM_PGOFF_FILL_RING, true);
+        let comp = Ring::<u64>::map(
+            raw,
+            &off.cr,
+            TX_FRAMES,
+            XDP_UMEM_PGOFF_COMPLETION_RING,
+            false,
+        );
+        let rx = Ring::<Desc>::map(raw, &off.rx, RX_FRAMES, XDP_PGOFF_RX_RING, false);
+        let tx = Ring::<Desc>::map(raw, &off.tx, TX_FRAMES, XDP_PGOFF_TX_RING, true);
         let (fill, comp, rx, tx) = match (fill, comp, rx, tx) {
             (Ok(f), Ok(c), Ok(r), Ok(t)) => (f, c, r, t),
             (Err(e), ..) | (_, Err(e), ..) | (_, _, Err(e), _) | (.., Err(e)) => {
@@ -569,8 +608,9 @@ impl XdpSocket {
         };
         // every receive chunk on the fill ring; the send chunks after them are this side's
         for i in 0..RX_FRAMES as u64 {
-            fill.push(i * chunk as u64);
+            fill.write(i * chunk as u64);
         }
+        fill.publish(true);
         let tx_free = (RX_FRAMES as u64..(RX_FRAMES + TX_FRAMES) as u64)
             .map(|i| i * chunk as u64)
             .collect();
@@ -639,6 +679,8 @@ impl XdpSocket {
             fd,
             chunk,
             tx_free: RefCell::new(tx_free),
+            pending: Cell::new(0),
+            taken: Cell::new(0),
             iface: iface.to_string(),
         })
     }
@@ -651,15 +693,19 @@ impl XdpSocket {
     /// Send chunks the kernel has finished with, back to this side.
     fn reclaim(&self) {
         let mut free = self.tx_free.borrow_mut();
-        while let Some(addr) = self.comp.peek() {
+        let before = free.len();
+        while let Some(addr) = self.comp.take() {
             free.push(addr);
-            self.comp.release();
+        }
+        if free.len() > before {
+            self.comp.publish(false);
         }
     }
 
     /// Tell the kernel to send what the TX ring holds (copy mode sends in the system call, a
     /// batch at a time). A busy or full device is not an error: the frames stay on the ring.
     fn kick(&self) -> io::Result<()> {
+        self.tx.publish(true);
         // SAFETY: sendto with no data on a bound AF_XDP socket
         let rc = unsafe {
             libc::sendto(
@@ -699,13 +745,16 @@ impl XdpSocket {
         }
         let mut waited: Option<std::time::Instant> = None;
         let addr = loop {
-            self.reclaim();
+            if self.tx_free.borrow().is_empty() {
+                self.reclaim();
+            }
             if self.tx.has_room()
                 && let Some(a) = self.tx_free.borrow_mut().pop()
             {
                 break a;
             }
             self.kick()?;
+            self.reclaim();
             let t = *waited.get_or_insert_with(std::time::Instant::now);
             if t.elapsed() > std::time::Duration::from_secs(1) {
                 return Err(io::Error::new(
@@ -723,12 +772,15 @@ impl XdpSocket {
                 frame.len(),
             )
         };
-        self.tx.push(Desc {
+        self.tx.write(Desc {
             addr,
             len: frame.len() as u32,
             options: 0,
         });
-        if self.tx.unconsumed() >= TX_BATCH {
+        let pending = self.pending.get() + 1;
+        self.pending.set(pending);
+        if pending >= TX_BATCH {
+            self.pending.set(0);
             self.kick()?;
         }
         Ok(())
@@ -738,6 +790,8 @@ impl XdpSocket {
     /// up to a second).
     pub fn flush(&self) -> io::Result<()> {
         let start = std::time::Instant::now();
+        self.pending.set(0);
+        self.tx.publish(true);
         while self.tx.unconsumed() > 0 {
             self.kick()?;
             self.reclaim();
@@ -753,12 +807,17 @@ impl XdpSocket {
     }
 
     /// The next received frame, handed to `f` in place (its chunk goes back to the fill ring
-    /// after); false when none waits.
+    /// after); false when none waits. The RX ring's consumer index and the fill ring's producer
+    /// index are published every [`RX_BATCH`] frames and whenever the RX ring is found empty.
     pub fn recv_with(&self, f: &mut dyn FnMut(&[u8])) -> bool {
-        let Some(d) = self.rx.peek() else {
+        let Some(d) = self.rx.take() else {
+            if self.taken.get() > 0 {
+                self.taken.set(0);
+                self.rx.publish(false);
+                self.fill.publish(true);
+            }
             return false;
         };
-        self.rx.release();
         let end = d.addr as usize + d.len as usize;
         if end <= self.umem.len {
             // SAFETY: a received frame inside the UMEM, owned by this side until its chunk is
@@ -768,9 +827,16 @@ impl XdpSocket {
             };
             f(frame);
         }
-        // the fill ring has room: it holds at most the receive chunks, and this one is out
-        let base = d.addr - d.addr % self.chunk as u64;
-        self.fill.push(base);
+        // the fill ring has room: it is as large as the receive chunks, and this one is out
+        self.fill.write(d.addr - d.addr % self.chunk as u64);
+        let taken = self.taken.get() + 1;
+        if taken >= RX_BATCH {
+            self.taken.set(0);
+            self.rx.publish(false);
+            self.fill.publish(true);
+        } else {
+            self.taken.set(taken);
+        }
         true
     }
 
