@@ -11,7 +11,9 @@ use inabench_fabric::addresses::{AddressPlan, HostAddress, ipv4_gid};
 use inabench_fabric::fault::Faults;
 use inabench_ina::atp::Atp;
 use inabench_ina::common::{AllReduceConfig, SetupError, SetupNode, System};
+use inabench_ina::hierarchical::HierarchicalAllReduce;
 use inabench_ina::netreduce::NetReduce;
+use inabench_ina::ring::RingAllReduce;
 use inabench_ina::stream::RcStream;
 use inabench_ina::switchml::SwitchMl;
 use inabench_ina::switchml_rdma::SwitchMlRdma;
@@ -231,11 +233,73 @@ fn netreduce_and_the_rc_stream_run_at_a_testbeds_addresses() {
     frames_carry_the_plan("rc_stream", &p, 2, &frames);
 }
 
+/// The host-only baselines: every RC connection at the plan's addresses, the switch forwarding
+/// by them; the synthetic switch (by the address's last byte) sends them nowhere.
+#[test]
+fn the_ring_and_the_hierarchical_all_reduce_run_at_a_testbeds_addresses() {
+    let p = plan();
+    let c = cfg(3, 3 * 256 * 7 + 11);
+    let (nodes, frames) = run(&RingAllReduce, &c, &p);
+    check(&nodes, &c);
+    let sent = frames_carry_the_plan("ring_allreduce", &p, 3, &frames);
+    assert!(sent.iter().all(|n| *n >= 4 * 7), "{sent:?}");
+    for (from, _, f) in &frames {
+        if (*from as usize) < 3 {
+            FrameRepr::parse_with(f, IcrcCheck::Verify).expect("an RC frame's ICRC verifies");
+        }
+    }
+    // four workers in groups of two: both legs (QP indices 0 and 1) at the plan's addresses
+    let four = plan_of(4);
+    let c = AllReduceConfig {
+        knobs: vec![("group_size".into(), 2.0)],
+        ..cfg(4, 4 * 256 * 5 + 3)
+    };
+    let (nodes, frames) = run(&HierarchicalAllReduce, &c, &four);
+    check(&nodes, &c);
+    frames_carry_the_plan("hierarchical_allreduce", &four, 4, &frames);
+    // the ring's workers at the plan through the synthetic switch (the worker is the address's
+    // last byte less one): their frames are dropped or reach the wrong worker, nothing finishes
+    let c = cfg(3, 3 * 256 * 7 + 11);
+    let at_plan = RingAllReduce.build_at(&c, Some(&p)).expect("build");
+    let synthetic = RingAllReduce.build(&c).expect("build");
+    let mixed = inabench_ina::common::Setup {
+        workers: at_plan.workers,
+        switch: synthetic.switch,
+        others: Vec::new(),
+    };
+    let (nodes, rep) = run_setup_sim(mixed, &c, Faults::default(), 0, 2_000_000).expect("run");
+    assert!(!rep.finished);
+    assert!(
+        inabench_ina::common::switch_stats(&nodes)
+            .expect("switch")
+            .dropped
+            > 0
+    );
+}
+
+/// `n` workers at addresses in no rank order.
+fn plan_of(n: u8) -> AddressPlan {
+    AddressPlan::new(
+        (0..n)
+            .map(|i| host(0x30 + i, [172, 20 + i, 9, 200 - 7 * i]))
+            .collect(),
+        None,
+    )
+    .expect("plan")
+}
+
 #[test]
 fn a_plan_that_cannot_address_the_job_is_refused_in_one_sentence() {
     let p = plan();
     let four = cfg(4, 100);
-    for sys in [&SwitchMl as &dyn System, &Atp, &SwitchMlRdma, &NetReduce] {
+    for sys in [
+        &SwitchMl as &dyn System,
+        &Atp,
+        &SwitchMlRdma,
+        &NetReduce,
+        &RingAllReduce,
+        &HierarchicalAllReduce,
+    ] {
         let e = sys.build_at(&four, Some(&p)).err().expect("too few");
         assert!(
             matches!(e, SetupError::Addresses(_)),
@@ -281,8 +345,28 @@ fn a_plan_that_cannot_address_the_job_is_refused_in_one_sentence() {
             .to_string(),
         "the address plan gives 0 parameter server addresses (hosts with role `ps`); ATP needs 1"
     );
+    // a system whose frames take no plan refuses one
+    struct Toy;
+    impl System for Toy {
+        fn name(&self) -> &'static str {
+            "toy"
+        }
+    }
+    let e = Toy.build_at(&three, Some(&p)).err().expect("refused");
+    assert!(matches!(e, SetupError::Unaddressed("toy")));
+    assert_eq!(
+        e.to_string(),
+        "toy takes no address plan: its frames carry only its own synthetic addresses"
+    );
     // without a plan every system builds as it always has
-    for sys in [&SwitchMl as &dyn System, &Atp, &SwitchMlRdma, &NetReduce] {
+    for sys in [
+        &SwitchMl as &dyn System,
+        &Atp,
+        &SwitchMlRdma,
+        &NetReduce,
+        &RingAllReduce,
+        &HierarchicalAllReduce,
+    ] {
         assert!(sys.build_at(&three, None).is_ok());
     }
 }

@@ -244,6 +244,124 @@ impl Switch for inabench_fabric::Forwarder {
     }
 }
 
+/// An Ethernet switch that only forwards, by the destination IPv4 address to the worker an
+/// address plan puts there: the ring's and the hierarchical all-reduce's switch at a testbed's
+/// addresses (without a plan they keep [`inabench_fabric::Forwarder`] with `Route::Ipv4Dst`,
+/// which reads the worker from the address's last byte). IPv4 over Ethernet II only; a frame
+/// to an address no worker of the plan has is dropped.
+pub struct PlanForwarder {
+    id: NodeId,
+    workers: Vec<[u8; 4]>,
+    out: std::collections::VecDeque<inabench_fabric::Transmit>,
+    pool: inabench_fabric::BufPool,
+    stats: SwitchStats,
+}
+
+impl PlanForwarder {
+    /// The switch as node `id` for the plan's first `workers` workers (refused where it names
+    /// fewer).
+    pub fn new(
+        id: NodeId,
+        plan: &AddressPlan,
+        workers: usize,
+    ) -> Result<PlanForwarder, SetupError> {
+        plan.covers(workers)?;
+        let workers = (0..workers)
+            .map(|w| {
+                plan.worker(w).map(|a| a.ipv4).ok_or(AddressError::TooFew {
+                    have: w,
+                    need: workers,
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(PlanForwarder {
+            id,
+            workers,
+            out: std::collections::VecDeque::new(),
+            pool: inabench_fabric::BufPool::default(),
+            stats: SwitchStats::default(),
+        })
+    }
+}
+
+impl Endpoint for PlanForwarder {
+    fn id(&self) -> NodeId {
+        self.id
+    }
+
+    fn handle_packet(&mut self, _now: inabench_fabric::Nanos, _from: NodeId, f: &[u8]) {
+        self.stats.packets_in += 1;
+        self.stats.bytes_in += f.len() as u64;
+        let to = match (f.get(12..14), f.get(14), f.get(30..34)) {
+            (Some([0x08, 0x00]), Some(v), Some(dst)) if v >> 4 == 4 => {
+                self.workers.iter().position(|a| a[..] == *dst)
+            }
+            _ => None,
+        };
+        match to.and_then(|t| NodeId::try_from(t).ok()) {
+            Some(to) if to != self.id => {
+                self.stats.packets_out += 1;
+                self.out.push_back(inabench_fabric::Transmit {
+                    to,
+                    bytes: self.pool.take_copy(f),
+                });
+            }
+            _ => self.stats.dropped += 1,
+        }
+    }
+
+    fn poll_transmit(&mut self, _now: inabench_fabric::Nanos) -> Option<inabench_fabric::Transmit> {
+        self.out.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<inabench_fabric::Nanos> {
+        None
+    }
+
+    fn handle_timeout(&mut self, _now: inabench_fabric::Nanos) {}
+
+    fn is_done(&self) -> bool {
+        true
+    }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("packets_in", self.stats.packets_in),
+            ("packets_out", self.stats.packets_out),
+            ("dropped", self.stats.dropped),
+        ]
+    }
+
+    fn recycle(&mut self, buf: Vec<u8>) {
+        self.pool.put(buf);
+    }
+}
+
+impl Switch for PlanForwarder {
+    fn stats(&self) -> SwitchStats {
+        self.stats.clone()
+    }
+}
+
+/// A connection end `a` at NetReduce's synthetic numbering (worker `i` at 10.0.0.<i+1>,
+/// [`crate::netreduce::worker_qp_addr`]) moved to the plan's worker `i`: its MAC and IPv4
+/// address, the same QPN.
+pub fn readdress(
+    a: crate::roce::Addr,
+    plan: &AddressPlan,
+) -> Result<crate::roce::Addr, SetupError> {
+    let i = usize::from(a.ip[3].wrapping_sub(1));
+    let h = plan.worker(i).ok_or(AddressError::TooFew {
+        have: plan.len().unwrap_or(0),
+        need: i + 1,
+    })?;
+    Ok(crate::roce::Addr {
+        mac: h.mac,
+        ip: h.ipv4,
+        qpn: a.qpn,
+    })
+}
+
 /// The nodes of one all-reduce.
 pub struct Setup {
     pub workers: Vec<Box<dyn Worker>>,

@@ -521,24 +521,63 @@ impl System for HierarchicalAllReduce {
         cfg: &AllReduceConfig,
         inputs: Vec<Vec<i32>>,
     ) -> Result<Setup, SetupError> {
-        let h = Hierarchy::new(cfg)?;
-        check_inputs(cfg, &inputs)?;
-        let switch = cfg.workers as NodeId;
-        let workers = inputs
-            .into_iter()
-            .enumerate()
-            .map(|(r, data)| {
-                Box::new(HierarchicalWorker::new(r, h, data, switch, cfg.timeout_ns))
-                    as Box<dyn Worker>
-            })
-            .collect();
-        Ok(Setup {
-            workers,
-            // an ordinary Ethernet switch: by destination IP (host `n` at 10.0.0.(n+1))
-            switch: Box::new(Forwarder::new(switch, cfg.workers as u32, Route::Ipv4Dst)),
-            others: Vec::new(),
-        })
+        build(cfg, inputs, None)
     }
+
+    /// Every leg's connections at `plan`'s MACs and IPv4 addresses (QPNs and PSNs as without
+    /// it), the switch forwarding by them ([`crate::common::PlanForwarder`]).
+    fn build_at(
+        &self,
+        cfg: &AllReduceConfig,
+        plan: Option<&crate::common::AddressPlan>,
+    ) -> Result<Setup, SetupError> {
+        build(cfg, crate::common::gradients(cfg), plan)
+    }
+}
+
+/// The job of `cfg` on the inputs given, at `plan`'s addresses (None: NetReduce's synthetic
+/// 10.0.0.<i+1>, routed by the address's last byte).
+fn build(
+    cfg: &AllReduceConfig,
+    inputs: Vec<Vec<i32>>,
+    plan: Option<&crate::common::AddressPlan>,
+) -> Result<Setup, SetupError> {
+    let h = Hierarchy::new(cfg)?;
+    check_inputs(cfg, &inputs)?;
+    // the connections are moved to the plan by their synthetic address's last byte
+    if plan.is_some() && cfg.workers > 256 {
+        return Err(SetupError::Config(format!(
+            "a ring at a testbed's addresses takes at most 256 workers (got {})",
+            cfg.workers
+        )));
+    }
+    let switch = cfg.workers as NodeId;
+    let workers = inputs
+        .into_iter()
+        .enumerate()
+        .map(|(r, data)| {
+            let mut w = HierarchicalWorker::new(r, h, data, switch, cfg.timeout_ns);
+            if let Some(p) = plan {
+                use crate::common::readdress;
+                for leg in [w.group.as_mut(), w.across.as_mut()].into_iter().flatten() {
+                    leg.send.local = readdress(leg.send.local, p)?;
+                    leg.send.remote = readdress(leg.send.remote, p)?;
+                    leg.recv.local = readdress(leg.recv.local, p)?;
+                    leg.recv.remote = readdress(leg.recv.remote, p)?;
+                }
+            }
+            Ok(Box::new(w) as Box<dyn Worker>)
+        })
+        .collect::<Result<Vec<_>, SetupError>>()?;
+    Ok(Setup {
+        workers,
+        switch: match plan {
+            Some(p) => Box::new(crate::common::PlanForwarder::new(switch, p, cfg.workers)?),
+            // an ordinary Ethernet switch: by destination IP (host `n` at 10.0.0.(n+1))
+            None => Box::new(Forwarder::new(switch, cfg.workers as u32, Route::Ipv4Dst)),
+        },
+        others: Vec::new(),
+    })
 }
 
 #[cfg(test)]

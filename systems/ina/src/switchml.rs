@@ -804,52 +804,50 @@ fn build(
     inputs: Vec<Vec<i32>>,
     plan: Option<&AddressPlan>,
 ) -> Result<Setup, SetupError> {
-    {
-        let model = TofinoModel::PAPER;
-        let layout = Layout::new(cfg, &model)?;
-        check_inputs(cfg, &inputs)?;
-        let addrs = addresses(cfg, plan)?;
-        let switch = cfg.workers as NodeId;
-        let workers = inputs
-            .into_iter()
-            .enumerate()
-            .map(|(r, grad)| {
-                Box::new(SwitchMlWorker {
-                    rank: r,
-                    switch,
-                    me: (addrs.mac(r), addrs.ip(r)),
-                    to: (addrs.mac(cfg.workers), addrs.ip(cfg.workers)),
-                    layout,
-                    grad,
-                    result: vec![0; cfg.elements],
-                    current: vec![None; layout.slots],
-                    outstanding: vec![None; layout.slots],
-                    deadlines: VecDeque::new(),
-                    got: vec![false; layout.chunks],
-                    received: 0,
-                    queue: VecDeque::new(),
-                    rto_ns: cfg.timeout_ns,
-                    stats: HostStats {
-                        gradient_bytes: 4 * cfg.elements as u64,
-                        ..HostStats::default()
-                    },
-                    sent_at: vec![None; layout.chunks],
-                    ready_at: vec![0; layout.chunks],
-                    clock: TxClock::new(cfg.line_rate_bps),
-                    duplicate_results: 0,
-                    stale_results: 0,
-                    started: false,
-                    pool: BufPool::default(),
-                }) as Box<dyn Worker>
-            })
-            .collect();
-        let sw = SwitchMlSwitch::new(switch, layout, model, &addrs)?;
-        Ok(Setup {
-            workers,
-            switch: Box::new(sw),
-            others: Vec::new(),
+    let model = TofinoModel::PAPER;
+    let layout = Layout::new(cfg, &model)?;
+    check_inputs(cfg, &inputs)?;
+    let addrs = addresses(cfg, plan)?;
+    let switch = cfg.workers as NodeId;
+    let workers = inputs
+        .into_iter()
+        .enumerate()
+        .map(|(r, grad)| {
+            Box::new(SwitchMlWorker {
+                rank: r,
+                switch,
+                me: (addrs.mac(r), addrs.ip(r)),
+                to: (addrs.mac(cfg.workers), addrs.ip(cfg.workers)),
+                layout,
+                grad,
+                result: vec![0; cfg.elements],
+                current: vec![None; layout.slots],
+                outstanding: vec![None; layout.slots],
+                deadlines: VecDeque::new(),
+                got: vec![false; layout.chunks],
+                received: 0,
+                queue: VecDeque::new(),
+                rto_ns: cfg.timeout_ns,
+                stats: HostStats {
+                    gradient_bytes: 4 * cfg.elements as u64,
+                    ..HostStats::default()
+                },
+                sent_at: vec![None; layout.chunks],
+                ready_at: vec![0; layout.chunks],
+                clock: TxClock::new(cfg.line_rate_bps),
+                duplicate_results: 0,
+                stale_results: 0,
+                started: false,
+                pool: BufPool::default(),
+            }) as Box<dyn Worker>
         })
-    }
+        .collect();
+    let sw = SwitchMlSwitch::new(switch, layout, model, &addrs)?;
+    Ok(Setup {
+        workers,
+        switch: Box::new(sw),
+        others: Vec::new(),
+    })
 }
 
 #[cfg(test)]
