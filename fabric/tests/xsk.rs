@@ -232,6 +232,30 @@ fn frame_rate_af_packet_vs_af_xdp() {
         eprintln!("skipped: network namespaces and AF_XDP need root");
         return;
     }
+    // what one AF_XDP socket costs to make and to take down (the raw fabric makes one per link
+    // end before the run and drops them after it)
+    // (ten interfaces: a queue stays busy for a moment after its socket is dropped, the
+    // kernel frees it asynchronously, and a new socket on it is refused until then)
+    let mut ns = Netns::create(11, None).expect("namespaces");
+    for i in 1..=10 {
+        ns.link(0, i, 1500).expect("link");
+    }
+    let (open, close) = in_ns(&ns.hosts[0].namespace.clone(), || {
+        let (mut open, mut close) = (Duration::ZERO, Duration::ZERO);
+        for i in 1..=10 {
+            let t = Instant::now();
+            let s = XdpSocket::open(&link_name(i), 1500).expect("AF_XDP");
+            open += t.elapsed();
+            let t = Instant::now();
+            drop(s);
+            close += t.elapsed();
+        }
+        (open / 10, close / 10)
+    })
+    .join()
+    .expect("thread");
+    eprintln!("af_xdp socket: open {open:?}, drop {close:?} (mean of 10)");
+    drop(ns);
     for kind in ["af_packet", "af_xdp"] {
         for size in [64usize, 1024] {
             let (_ns, names) = pair();
