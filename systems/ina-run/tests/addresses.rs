@@ -345,6 +345,17 @@ fn a_plan_that_cannot_address_the_job_is_refused_in_one_sentence() {
             .to_string(),
         "the address plan gives 0 parameter server addresses (hosts with role `ps`); ATP needs 1"
     );
+    // a node built alone at the plan (a process per node) is the same node: SwitchML's worker 1
+    // sends from its plan address to the switch's
+    let SetupNode::Worker(mut w1) = SwitchMl.build_node_at(&three, 1, Some(&p)).expect("node 1")
+    else {
+        panic!("node 1 is a worker")
+    };
+    let f = w1.poll_transmit(0).expect("a frame").bytes;
+    let (_, _, src, dst) = addresses(&f);
+    assert_eq!(src, p.worker(1).expect("worker 1").ipv4);
+    assert_eq!(dst, p.switch.as_ref().expect("switch").ipv4);
+    assert!(SwitchMl.build_node_at(&three, 4, Some(&p)).is_err());
     // a system whose frames take no plan refuses one
     struct Toy;
     impl System for Toy {

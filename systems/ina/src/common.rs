@@ -515,6 +515,27 @@ pub trait System: Sync {
         }
         Ok(nodes.swap_remove(node))
     }
+    /// Node `node` of the setup for `cfg` at `plan`'s addresses ([`System::build_at`]), alone:
+    /// what a process per node on a testbed's NICs builds. `None` is [`System::build_node`]
+    /// exactly.
+    fn build_node_at(
+        &self,
+        cfg: &AllReduceConfig,
+        node: usize,
+        plan: Option<&AddressPlan>,
+    ) -> Result<SetupNode, SetupError> {
+        let Some(plan) = plan else {
+            return self.build_node(cfg, node);
+        };
+        let mut nodes = self.build_at(cfg, Some(plan))?.into_nodes();
+        if node >= nodes.len() {
+            return Err(SetupError::Config(format!(
+                "node {node} of a {}-node setup",
+                nodes.len()
+            )));
+        }
+        Ok(nodes.swap_remove(node))
+    }
     /// Build with the workers' inputs given (one vector of `elements` values per worker; float32
     /// bit patterns when the system sums floats) instead of generated gradients.
     fn build_with(
