@@ -63,14 +63,12 @@ pub enum SocketChoice {
 
 impl SocketChoice {
     /// `auto`, `af_xdp` or `af_packet`; an empty string is `auto`.
-    pub fn parse(s: &str) -> Result<SocketChoice, String> {
+    pub fn parse(s: &str) -> Result<SocketChoice, SocketChoiceError> {
         match s.trim() {
             "" | "auto" => Ok(SocketChoice::Auto),
             "af_xdp" => Ok(SocketChoice::AfXdp),
             "af_packet" => Ok(SocketChoice::AfPacket),
-            other => Err(format!(
-                "no raw socket kind `{other}` (auto, af_xdp or af_packet)"
-            )),
+            other => Err(SocketChoiceError::Unknown(other.to_string())),
         }
     }
 
@@ -84,12 +82,21 @@ impl SocketChoice {
     }
 
     /// From [`SOCKET_ENV`] (unset or empty: `auto`).
-    pub fn from_env() -> Result<SocketChoice, String> {
+    pub fn from_env() -> Result<SocketChoice, SocketChoiceError> {
         match std::env::var(SOCKET_ENV) {
-            Ok(v) => SocketChoice::parse(&v).map_err(|e| format!("{SOCKET_ENV}: {e}")),
+            Ok(v) => SocketChoice::parse(&v).map_err(|_| SocketChoiceError::FromEnv(v)),
             Err(_) => Ok(SocketChoice::Auto),
         }
     }
+}
+
+/// A socket kind [`SocketChoice::parse`] does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SocketChoiceError {
+    #[error("no raw socket kind `{0}` (auto, af_xdp or af_packet)")]
+    Unknown(String),
+    #[error("{SOCKET_ENV}=`{0}` is no raw socket kind (auto, af_xdp or af_packet)")]
+    FromEnv(String),
 }
 
 /// The interface in node `i`'s namespace that leads to node `peer`.
@@ -942,7 +949,7 @@ mod tests {
             assert_eq!(SocketChoice::parse(c.name()), Ok(c));
         }
         assert_eq!(
-            SocketChoice::parse("dpdk"),
+            SocketChoice::parse("dpdk").map_err(|e| e.to_string()),
             Err("no raw socket kind `dpdk` (auto, af_xdp or af_packet)".into())
         );
     }

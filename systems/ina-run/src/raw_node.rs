@@ -81,7 +81,8 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
                 deadline: Duration::from_millis(job.deadline_ms),
                 counted: is_worker,
             };
-            let choice = SocketChoice::parse(&rj.socket).map_err(NodeError::Node)?;
+            let choice =
+                SocketChoice::parse(&rj.socket).map_err(|e| NodeError::Node(e.to_string()))?;
             let peers = (0..rj.nodes)
                 .filter(|p| *p != job.node)
                 .map(|p| match rj.packet_links.iter().find(|(q, _)| *q == p) {
@@ -229,8 +230,11 @@ pub fn run_raw(
     exe: &Path,
     capture: Option<(usize, usize)>,
 ) -> Result<RawOutcome, RunError> {
-    let socket = SocketChoice::from_env().map_err(|why| {
-        RunError::Fabric(inabench_fabric::FabricError::Setup { fabric: "raw", why })
+    let socket = SocketChoice::from_env().map_err(|e| {
+        RunError::Fabric(inabench_fabric::FabricError::Setup {
+            fabric: "raw",
+            why: e.to_string(),
+        })
     })?;
     run_raw_with(job, exe, capture, socket)
 }
