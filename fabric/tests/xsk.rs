@@ -221,9 +221,9 @@ fn what_cannot_take_af_xdp_says_why() {
     eprintln!("second socket on the same queue: {second}");
 }
 
-/// Frame rate of one veth pair, AF_PACKET and AF_XDP (copy mode, generic XDP), 64- and 1024-byte frames
-/// sent as fast as the sender can for about a second while the receiver counts: a figure to
-/// print, not a claim to assert. `cargo test --release -p inabench-fabric --test xsk --
+/// Frame rate of one veth pair, AF_PACKET and AF_XDP (copy mode, generic XDP), 64- and
+/// 1024-byte frames sent as fast as the sender can for about a second while the receiver
+/// counts: a figure to print, not a claim to assert. `cargo test --release -p inabench-fabric --test xsk --
 /// --ignored --nocapture`.
 #[test]
 #[ignore]
