@@ -88,6 +88,8 @@ pub struct Agents {
     pids: Arc<Mutex<Vec<(u32, String)>>>,
     driver_line: Option<String>,
     gave_up: bool,
+    /// The testbed's RoCE NICs, sent with each rank of a job that spans agents.
+    nics: Vec<span::RankNic>,
 }
 
 impl Agents {
@@ -98,7 +100,14 @@ impl Agents {
             pids,
             driver_line: None,
             gave_up: false,
+            nics: Vec::new(),
         }
+    }
+
+    /// The testbed whose `nics:` the ranks of a spanning job open (each its own host's).
+    pub fn with_testbed(mut self, tb: &crate::testbed::Testbed) -> Agents {
+        self.nics = span::testbed_nics(tb);
+        self
     }
 
     /// Start the placement's agents: `local` starts `at_least` (1 unless a job spans more),
@@ -185,7 +194,7 @@ impl Agents {
             }
             sink(e)
         };
-        let r = span::run_spanning(&mut self.agents, job, ranks, &mut on_event);
+        let r = span::run_spanning(&mut self.agents, job, ranks, &self.nics, &mut on_event);
         if !ranks_line.is_empty() {
             self.driver_line = Some(format!(
                 "{}; {} {} spans {ranks} agents{ranks_line}",

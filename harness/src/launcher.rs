@@ -151,6 +151,10 @@ pub enum Msg {
         job: Box<Job>,
         rank: usize,
         ranks: usize,
+        /// The testbed's RoCE NICs (`nics:`), each with its host's name and address: the rank
+        /// opens the one of its own host ([`span::RankNic`]).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        nics: Vec<span::RankNic>,
     },
     /// The runner's answer instead of the peers' QPs when the exchange cannot finish (another
     /// rank failed, or sent QPs that do not check): the agent's job fails with the reason.
@@ -673,9 +677,15 @@ pub fn agent_main(
         };
         let job = match serde_json::from_str::<Msg>(&line) {
             Ok(Msg::Job(job)) => job,
-            Ok(Msg::RankJob { job, rank, ranks }) => {
+            Ok(Msg::RankJob {
+                job,
+                rank,
+                ranks,
+                nics,
+            }) => {
                 // a rank of a job that spans agents: its body exchanges QPs on this channel
-                let result = span::run_rank(&job, rank, ranks, &cancel, &mut reader, &mut writer);
+                let result =
+                    span::run_rank(&job, rank, ranks, &nics, &cancel, &mut reader, &mut writer);
                 let done = match result {
                     Ok(()) => Msg::Done {
                         ok: true,

@@ -18,8 +18,10 @@
 //! - The agent's side ([`run_rank`]) opens the device, labels the rows by the device's provider
 //!   (a hardware provider: `hardware`, fabric `roce`; Soft-RoCE: `emulated`, fabric `rdma-rxe`;
 //!   Soft-iWARP: `emulated`, fabric `rdma-siw`), publishes, connects and runs.
-//! - The device: `INABENCH_RDMA_DEVICE` (default: the first the library lists) and
-//!   `INABENCH_RDMA_GID_INDEX` (default: the first IPv4-mapped GID of port 1, RoCEv2's).
+//! - The device: `INABENCH_RDMA_DEVICE` and `INABENCH_RDMA_GID_INDEX` where set; else the
+//!   testbed's `nics:` entry (device, gid_index) of the rank's host (by its name or `address`,
+//!   which the runner sends with the job); else the first device the library lists and the first
+//!   IPv4-mapped GID of its port 1 (RoCEv2's).
 //! - `INABENCH_SPAN_TRANSPORT=soft-udp` runs the same body on the suite's software RC stack
 //!   ([`inabench_transport::soft::SoftQp`]) carried over UDP on loopback, for hosts without an
 //!   RDMA device (the tests of the dispatch and the exchange); its rows are `emulated`, fabric
@@ -85,6 +87,49 @@ pub fn leave_out(plan: &mut Plan, workload: &str, agents: bool) {
     }
 }
 
+/// A RoCE NIC of the testbed file (`nics:` with `kind: roce`), with its host's name and
+/// `address`: what a rank opens when the testbed names its host's NIC.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RankNic {
+    pub host: String,
+    #[serde(default)]
+    pub address: Option<String>,
+    pub device: String,
+    pub gid_index: u32,
+}
+
+/// The testbed's RoCE NICs as ranks receive them.
+pub fn testbed_nics(tb: &crate::testbed::Testbed) -> Vec<RankNic> {
+    tb.nics
+        .iter()
+        .filter(|n| n.kind == "roce")
+        .map(|n| RankNic {
+            host: n.host.clone(),
+            address: tb
+                .hosts
+                .iter()
+                .find(|h| h.name == n.host)
+                .and_then(|h| h.address.clone()),
+            device: n.device.clone(),
+            gid_index: n.gid_index,
+        })
+        .collect()
+}
+
+/// The NIC of the host named `me` (its hostname): the entry whose host name or address is `me`,
+/// or whose first label is `me`'s first label (`node0` and `node0.lab`).
+pub fn nic_of<'n>(nics: &'n [RankNic], me: &str) -> Option<&'n RankNic> {
+    let first = |s: &str| s.split('.').next().unwrap_or_default().to_string();
+    nics.iter()
+        .find(|n| n.host == me || n.address.as_deref() == Some(me))
+        .or_else(|| {
+            nics.iter().find(|n| {
+                first(&n.host) == first(me)
+                    || n.address.as_deref().is_some_and(|a| first(a) == first(me))
+            })
+        })
+}
+
 // ---------------------------------------------------------------- the runner's side
 
 /// What a rank's reader thread hands the runner.
@@ -101,6 +146,7 @@ pub fn run_spanning(
     agents: &mut [Agent],
     job: &Job,
     ranks: usize,
+    nics: &[RankNic],
     sink: &mut dyn FnMut(Event),
 ) -> Result<Result<(), JobFailure>, LaunchError> {
     let agents = &mut agents[..ranks];
@@ -111,6 +157,7 @@ pub fn run_spanning(
                 job: Box::new(job.clone()),
                 rank,
                 ranks,
+                nics: nics.to_vec(),
             },
         )
         .map_err(channel)?;
@@ -273,6 +320,7 @@ pub fn run_rank<R: BufRead, W: Write>(
     job: &Job,
     rank: usize,
     ranks: usize,
+    nics: &[RankNic],
     cancel: &AtomicBool,
     reader: &mut R,
     writer: &mut W,
@@ -310,7 +358,7 @@ pub fn run_rank<R: BufRead, W: Write>(
         publish(reader, &mut **w, rank, qps)
     };
     let units = |m: &str| job.units.get(m).cloned().unwrap_or_default();
-    let result = table1_roce(job, rank, cancel, &mut sink, &units, &mut exchange);
+    let result = table1_roce(job, rank, nics, cancel, &mut sink, &units, &mut exchange);
     if let Some(e) = io_err.into_inner() {
         return Err(JobFailure::Failed {
             message: format!("the control channel failed: {e}"),
@@ -418,9 +466,11 @@ fn label(p: &inabench_devices::verbs::Provider) -> (Fidelity, &'static str) {
 }
 
 /// Open this rank's QPs (verbs, or the software stand-in) and run the body.
+#[allow(clippy::too_many_arguments)]
 fn table1_roce(
     job: &Job,
     rank: usize,
+    nics: &[RankNic],
     cancel: &AtomicBool,
     sink: &mut dyn FnMut(Event),
     units: &dyn Fn(&str) -> String,
@@ -460,7 +510,11 @@ fn table1_roce(
     let devices = v
         .devices()
         .map_err(|e| failed(format!("rank {rank}: {e}")))?;
-    let want = std::env::var("INABENCH_RDMA_DEVICE").ok();
+    // the device: INABENCH_RDMA_DEVICE, else the testbed's NIC of this host, else the first
+    let mine = nic_of(nics, &super::hostname());
+    let want = std::env::var("INABENCH_RDMA_DEVICE")
+        .ok()
+        .or_else(|| mine.map(|n| n.device.clone()));
     let d = match &want {
         Some(n) => devices.iter().find(|d| &d.name == n),
         None => devices.first(),
@@ -489,6 +543,15 @@ fn table1_roce(
                 "rank {rank}: INABENCH_RDMA_GID_INDEX `{s}` is not a GID index (0 to 255)"
             ))
         })?,
+        Err(_) if mine.is_some_and(|n| n.device == d.name) => {
+            let n = mine.map_or(0, |n| n.gid_index);
+            u8::try_from(n).map_err(|_| {
+                failed(format!(
+                    "rank {rank}: the testbed's gid_index {n} for {} is not a GID index (0 to 255)",
+                    d.name
+                ))
+            })?
+        }
         Err(_) => d
             .ports
             .first()
@@ -1059,10 +1122,11 @@ mod tests {
             .accept(2, Duration::from_secs(20), &|_| None, &mut |_| Ok(()))
             .expect("both agents connect");
         let mut events = Vec::new();
-        let ok = run_spanning(&mut accepted, &job(), 2, &mut |e| events.push(e)).expect("channel");
+        let ok =
+            run_spanning(&mut accepted, &job(), 2, &[], &mut |e| events.push(e)).expect("channel");
         assert_eq!(ok, Ok(()));
         assert_eq!(events.len(), 2, "{events:?}");
-        let failed = run_spanning(&mut accepted, &job(), 2, &mut |_| {}).expect("channel");
+        let failed = run_spanning(&mut accepted, &job(), 2, &[], &mut |_| {}).expect("channel");
         assert_eq!(
             failed,
             Err(JobFailure::Failed {
@@ -1085,6 +1149,33 @@ mod tests {
         for a in accepted {
             a.shutdown();
         }
+    }
+
+    #[test]
+    fn a_rank_opens_its_hosts_nic_of_the_testbed() {
+        let tb = crate::testbed::Testbed::from_yaml(
+            std::path::Path::new("t.yaml"),
+            "name: t\nhosts:\n  - {name: node0, role: [worker], address: node0.lab}\n  - {name: node1, role: [worker], address: 10.1.0.2}\nnics:\n  - {host: node0, kind: roce, device: mlx5_0, gid_index: 3, rate_gbps: 100}\n  - {host: node1, kind: roce, device: mlx5_1, gid_index: 5, rate_gbps: 100}\n",
+        )
+        .expect("testbed");
+        let nics = testbed_nics(&tb);
+        assert_eq!(nics.len(), 2);
+        let dev = |me: &str| nic_of(&nics, me).map(|n| (n.device.as_str(), n.gid_index));
+        assert_eq!(dev("node0"), Some(("mlx5_0", 3)));
+        assert_eq!(dev("node0.lab"), Some(("mlx5_0", 3)));
+        assert_eq!(dev("node0.cluster.example"), Some(("mlx5_0", 3)));
+        assert_eq!(dev("10.1.0.2"), Some(("mlx5_1", 5)));
+        assert_eq!(dev("node7"), None);
+        // what travels: the RankJob with the testbed's NICs, read back as sent
+        let m = Msg::RankJob {
+            job: Box::new(job()),
+            rank: 1,
+            ranks: 2,
+            nics: nics.clone(),
+        };
+        let back: Msg =
+            serde_json::from_str(&serde_json::to_string(&m).expect("json")).expect("parse");
+        assert!(matches!(back, Msg::RankJob { nics: n, rank: 1, .. } if n == nics));
     }
 
     #[test]
