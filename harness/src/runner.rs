@@ -442,7 +442,7 @@ pub fn execute(
             execute_with(p, reg, tx, cancel, pids, &mut ex)
         }
         placement => {
-            let mut ex = Agents::new(placement, pids.clone());
+            let mut ex = Agents::new(placement, pids.clone()).with_testbed(&p.testbed);
             let r = execute_with(p, reg, tx, cancel, pids, &mut ex);
             ex.shutdown();
             r
