@@ -12,6 +12,11 @@
 //!   Soft-RoCE) device.
 //! - [`ring::RingAllReduce`]: the ring all-reduce (reduce-scatter then all-gather, one WRITE with
 //!   immediate per step) written once over the trait; the same code runs on both.
+//! - [`switchml_rdma::SmlrWorker`]: SwitchML-RDMA's worker (each message one WRITE with
+//!   immediate to the switch, its pool index as R_Key and its result address as VA; one message
+//!   per slot group in flight, resent whole after a timeout; every result checked exactly),
+//!   sans-IO over the trait, told the time: the rig's `switchml_rdma_worker` runs it on a verbs
+//!   UC QP, tests/uc_rnr.rs on a software UC QP.
 //!
 //! Connection info travels as [`ConnInfoWire`] (plain numbers and the GID as text, JSON through
 //! serde) or as [`ConnInfo::to_bytes`]; both are checked on the way in ([`ConnInfoError`]): a
@@ -19,6 +24,7 @@
 
 pub mod ring;
 pub mod soft;
+pub mod switchml_rdma;
 
 use serde::{Deserialize, Serialize};
 
