@@ -13,7 +13,8 @@
 //!   EtherType, no IP check; luwu: `x.x.x.(n+1)`, the IPv4 header checked), the destination MAC
 //!   (p4sgd: `02:00:4b` and the node in the last three bytes), or the other end of a two-host
 //!   link (ina stream): [`Route::Ipv4Dst`], [`Route::DstMac`], [`Route::Swap`], or any function
-//!   with [`Route::By`]. `Ipv4Dst` checks the EtherType (IPv4) and the IP version (4), and not the
+//!   with [`Route::By`]; at a testbed's addresses (ina's ring and hierarchical all-reduce with an
+//!   address plan), the node whose address it is: [`Route::Ipv4Table`]. `Ipv4Dst` checks the EtherType (IPv4) and the IP version (4), and not the
 //!   first octet: the ring's frames pass both checks; a junk frame that only the old ring
 //!   forwarder passed on (another EtherType, version or first octet) is now dropped, which no
 //!   valid run sends.
@@ -29,7 +30,7 @@ use crate::endpoint::{BufPool, Endpoint, Nanos, NodeId, Transmit};
 use std::collections::VecDeque;
 
 /// How a [`Forwarder`] finds a frame's egress node.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum Route {
     /// IPv4 over Ethernet II: node `d - 1` for a destination address ending in `d` (`d > 0`).
     Ipv4Dst,
@@ -40,12 +41,15 @@ pub enum Route {
     Swap(NodeId, NodeId),
     /// Any function of (neighbour it came from, frame).
     By(fn(NodeId, &[u8]) -> Option<NodeId>),
+    /// IPv4 over Ethernet II: node `n` for the destination address `table[n]` (a testbed's
+    /// address plan, any numbering); an address not in the table is a drop.
+    Ipv4Table(std::sync::Arc<[[u8; 4]]>),
 }
 
 impl Route {
     /// The node `frame`, which came from `from`, goes to (not yet checked against the run).
     pub fn egress(&self, from: NodeId, frame: &[u8]) -> Option<NodeId> {
-        match *self {
+        match self {
             Route::Ipv4Dst => {
                 let ethertype = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
                 let version = frame.get(14)? >> 4;
@@ -55,15 +59,25 @@ impl Route {
             Route::DstMac { prefix } => {
                 let h = frame.get(..14)?;
                 let ethertype = u16::from_be_bytes([h[12], h[13]]);
-                (ethertype >= 0x0600 && h[..3] == prefix)
+                (ethertype >= 0x0600 && h[..3] == prefix[..])
                     .then(|| u32::from_be_bytes([0, h[3], h[4], h[5]]))
             }
             Route::Swap(a, b) => match from {
-                f if f == a => Some(b),
-                f if f == b => Some(a),
+                f if f == *a => Some(*b),
+                f if f == *b => Some(*a),
                 _ => None,
             },
             Route::By(f) => f(from, frame),
+            Route::Ipv4Table(table) => {
+                let ethertype = u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]);
+                let version = frame.get(14)? >> 4;
+                let dst = frame.get(30..34)?;
+                if ethertype != 0x0800 || version != 4 {
+                    return None;
+                }
+                let n = table.iter().position(|a| a[..] == *dst)?;
+                NodeId::try_from(n).ok()
+            }
         }
     }
 }
@@ -112,8 +126,8 @@ impl Forwarder {
         self.stats.dropped
     }
 
-    pub fn route(&self) -> Route {
-        self.route
+    pub fn route(&self) -> &Route {
+        &self.route
     }
 }
 
@@ -218,6 +232,14 @@ mod tests {
         assert_eq!(swap.egress(2, &[]), None);
         let by = Route::By(|from, f| f.first().map(|b| NodeId::from(*b) + from));
         assert_eq!(by.egress(2, &[3]), Some(5));
+        // a testbed's plan: node n at table[n], whatever the numbering
+        let table = Route::Ipv4Table(vec![[10, 0, 8, 9], [10, 0, 8, 3]].into());
+        assert_eq!(table.egress(0, &ip_frame(3, 0)), Some(1));
+        assert_eq!(table.egress(1, &ip_frame(9, 0)), Some(0));
+        assert_eq!(table.egress(0, &ip_frame(4, 0)), None, "not in the plan");
+        assert_eq!(table.egress(0, &arp), None, "not IPv4");
+        assert_eq!(table.egress(0, &v6), None, "version 6");
+        assert_eq!(table.egress(0, &ip_frame(3, 0)[..33]), None, "cut");
     }
 
     #[test]

@@ -29,16 +29,34 @@ pub fn emit(
     port: u16,
     payload_len: usize,
 ) -> Result<(), Error> {
+    emit_at(
+        frame,
+        (mac_of(net, src), ip_of(net, src)),
+        (mac_of(net, dst), ip_of(net, dst)),
+        port,
+        payload_len,
+    )
+}
+
+/// [`emit`] at given addresses (each a MAC and an IPv4 address: a testbed's, not a network's
+/// numbering).
+pub fn emit_at(
+    frame: &mut [u8],
+    src: ([u8; 6], [u8; 4]),
+    dst: ([u8; 6], [u8; 4]),
+    port: u16,
+    payload_len: usize,
+) -> Result<(), Error> {
     crate::need("Ethernet/IPv4/UDP headers", frame.len(), OUTER_LEN)?;
     ethernet::Repr {
-        dst: mac_of(net, dst),
-        src: mac_of(net, src),
+        dst: dst.0,
+        src: src.0,
         ethertype: ethernet::ETHERTYPE_IPV4,
     }
     .emit(&mut ethernet::Packet::new_unchecked(&mut frame[..]));
     ipv4::Repr {
-        src: ip_of(net, src),
-        dst: ip_of(net, dst),
+        src: src.1,
+        dst: dst.1,
         protocol: ipv4::PROTO_UDP,
         tos: 0,
         ttl: 64,

@@ -94,8 +94,7 @@ pub fn gradients(cfg: &AllReduceConfig) -> Vec<Vec<i32>> {
 
 /// Write the Ethernet, IPv4 and UDP headers of a frame from `src` to `dst` (each a MAC and an
 /// IPv4 address), UDP port `port` both ways, carrying `payload_len` bytes of UDP payload, at the
-/// start of `frame`: the bytes `inabench_wire::node::emit` writes, at given addresses instead of
-/// a network's numbering.
+/// start of `frame` (`inabench_wire::node::emit_at`).
 pub fn emit_udp(
     frame: &mut [u8],
     src: inabench_fabric::addresses::MacIp,
@@ -103,41 +102,7 @@ pub fn emit_udp(
     port: u16,
     payload_len: usize,
 ) -> Result<(), inabench_wire::Error> {
-    use inabench_wire::{ethernet, ipv4, udp};
-    let need = inabench_wire::node::OUTER_LEN;
-    if frame.len() < need {
-        return Err(inabench_wire::Error::Truncated {
-            what: "Ethernet/IPv4/UDP headers",
-            need,
-            have: frame.len(),
-        });
-    }
-    ethernet::Repr {
-        dst: dst.0,
-        src: src.0,
-        ethertype: ethernet::ETHERTYPE_IPV4,
-    }
-    .emit(&mut ethernet::Packet::new_unchecked(&mut frame[..]));
-    ipv4::Repr {
-        src: src.1,
-        dst: dst.1,
-        protocol: ipv4::PROTO_UDP,
-        tos: 0,
-        ttl: 64,
-        ident: 0,
-        payload_len: udp::HEADER_LEN + payload_len,
-    }
-    .emit(&mut ipv4::Packet::new_unchecked(
-        &mut frame[ethernet::HEADER_LEN..],
-    ))?;
-    udp::Repr {
-        src_port: port,
-        dst_port: port,
-        payload_len,
-    }
-    .emit(&mut udp::Packet::new_unchecked(
-        &mut frame[ethernet::HEADER_LEN + ipv4::HEADER_LEN..],
-    ))
+    inabench_wire::node::emit_at(frame, src, dst, port, payload_len)
 }
 
 /// What a worker measured.
@@ -244,103 +209,31 @@ impl Switch for inabench_fabric::Forwarder {
     }
 }
 
-/// An Ethernet switch that only forwards, by the destination IPv4 address to the worker an
-/// address plan puts there: the ring's and the hierarchical all-reduce's switch at a testbed's
-/// addresses (without a plan they keep [`inabench_fabric::Forwarder`] with `Route::Ipv4Dst`,
-/// which reads the worker from the address's last byte). IPv4 over Ethernet II only; a frame
-/// to an address no worker of the plan has is dropped.
-pub struct PlanForwarder {
+/// The forwarding switch of the ring and the hierarchical all-reduce at a testbed's addresses:
+/// [`inabench_fabric::Forwarder`] with `Route::Ipv4Table` (by the destination IPv4 address to the
+/// worker the plan puts there; without a plan they keep `Route::Ipv4Dst`, which reads the worker
+/// from the address's last byte). IPv4 over Ethernet II only; a frame to an address no worker of
+/// the plan has is dropped. Switch `id` for the plan's first `workers` workers (refused where it
+/// names fewer).
+pub fn plan_forwarder(
     id: NodeId,
-    workers: Vec<[u8; 4]>,
-    out: std::collections::VecDeque<inabench_fabric::Transmit>,
-    pool: inabench_fabric::BufPool,
-    stats: SwitchStats,
-}
-
-impl PlanForwarder {
-    /// The switch as node `id` for the plan's first `workers` workers (refused where it names
-    /// fewer).
-    pub fn new(
-        id: NodeId,
-        plan: &AddressPlan,
-        workers: usize,
-    ) -> Result<PlanForwarder, SetupError> {
-        plan.covers(workers)?;
-        let workers = (0..workers)
-            .map(|w| {
-                plan.worker(w).map(|a| a.ipv4).ok_or(AddressError::TooFew {
-                    have: w,
-                    need: workers,
-                })
+    plan: &AddressPlan,
+    workers: usize,
+) -> Result<inabench_fabric::Forwarder, SetupError> {
+    plan.covers(workers)?;
+    let table = (0..workers)
+        .map(|w| {
+            plan.worker(w).map(|a| a.ipv4).ok_or(AddressError::TooFew {
+                have: w,
+                need: workers,
             })
-            .collect::<Result<_, _>>()?;
-        Ok(PlanForwarder {
-            id,
-            workers,
-            out: std::collections::VecDeque::new(),
-            pool: inabench_fabric::BufPool::default(),
-            stats: SwitchStats::default(),
         })
-    }
-}
-
-impl Endpoint for PlanForwarder {
-    fn id(&self) -> NodeId {
-        self.id
-    }
-
-    fn handle_packet(&mut self, _now: inabench_fabric::Nanos, _from: NodeId, f: &[u8]) {
-        self.stats.packets_in += 1;
-        self.stats.bytes_in += f.len() as u64;
-        let to = match (f.get(12..14), f.get(14), f.get(30..34)) {
-            (Some([0x08, 0x00]), Some(v), Some(dst)) if v >> 4 == 4 => {
-                self.workers.iter().position(|a| a[..] == *dst)
-            }
-            _ => None,
-        };
-        match to.and_then(|t| NodeId::try_from(t).ok()) {
-            Some(to) if to != self.id => {
-                self.stats.packets_out += 1;
-                self.out.push_back(inabench_fabric::Transmit {
-                    to,
-                    bytes: self.pool.take_copy(f),
-                });
-            }
-            _ => self.stats.dropped += 1,
-        }
-    }
-
-    fn poll_transmit(&mut self, _now: inabench_fabric::Nanos) -> Option<inabench_fabric::Transmit> {
-        self.out.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<inabench_fabric::Nanos> {
-        None
-    }
-
-    fn handle_timeout(&mut self, _now: inabench_fabric::Nanos) {}
-
-    fn is_done(&self) -> bool {
-        true
-    }
-
-    fn counters(&self) -> Vec<(&'static str, u64)> {
-        vec![
-            ("packets_in", self.stats.packets_in),
-            ("packets_out", self.stats.packets_out),
-            ("dropped", self.stats.dropped),
-        ]
-    }
-
-    fn recycle(&mut self, buf: Vec<u8>) {
-        self.pool.put(buf);
-    }
-}
-
-impl Switch for PlanForwarder {
-    fn stats(&self) -> SwitchStats {
-        self.stats.clone()
-    }
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(inabench_fabric::Forwarder::new(
+        id,
+        workers as u32,
+        inabench_fabric::Route::Ipv4Table(table.into()),
+    ))
 }
 
 /// A connection end `a` at NetReduce's synthetic numbering (worker `i` at 10.0.0.<i+1>,

@@ -525,7 +525,7 @@ impl System for HierarchicalAllReduce {
     }
 
     /// Every leg's connections at `plan`'s MACs and IPv4 addresses (QPNs and PSNs as without
-    /// it), the switch forwarding by them ([`crate::common::PlanForwarder`]).
+    /// it), the switch forwarding by them ([`crate::common::plan_forwarder`]).
     fn build_at(
         &self,
         cfg: &AllReduceConfig,
@@ -572,7 +572,7 @@ fn build(
     Ok(Setup {
         workers,
         switch: match plan {
-            Some(p) => Box::new(crate::common::PlanForwarder::new(switch, p, cfg.workers)?),
+            Some(p) => Box::new(crate::common::plan_forwarder(switch, p, cfg.workers)?),
             // an ordinary Ethernet switch: by destination IP (host `n` at 10.0.0.(n+1))
             None => Box::new(Forwarder::new(switch, cfg.workers as u32, Route::Ipv4Dst)),
         },

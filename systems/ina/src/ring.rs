@@ -324,7 +324,7 @@ impl System for RingAllReduce {
 
     /// The workers' connections at `plan`'s MACs and IPv4 addresses (the QPNs and PSNs as
     /// without it), the switch forwarding by the plan's addresses
-    /// ([`crate::common::PlanForwarder`]); no switch address is needed.
+    /// ([`crate::common::plan_forwarder`]); no switch address is needed.
     fn build_at(
         &self,
         cfg: &AllReduceConfig,
@@ -369,7 +369,7 @@ fn build(
     Ok(Setup {
         workers,
         switch: match plan {
-            Some(p) => Box::new(crate::common::PlanForwarder::new(switch, p, cfg.workers)?),
+            Some(p) => Box::new(crate::common::plan_forwarder(switch, p, cfg.workers)?),
             // an ordinary Ethernet switch: by destination IP (host `n` at 10.x.x.(n+1))
             None => Box::new(Forwarder::new(switch, cfg.workers as u32, Route::Ipv4Dst)),
         },
