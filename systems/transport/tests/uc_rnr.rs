@@ -6,7 +6,8 @@
 //! - an RC WRITE with immediate that finds no receive gets RNR NAKs on the wire, each resend
 //!   after the NAK's timer, and lands exactly once the receive is posted; with `rnr_retry`
 //!   spent it completes with `IBV_WC_RNR_RETRY_EXC_ERR` (13) and the WRITE after it is flushed;
-//! - SwitchML-RDMA's worker (the rig's `switchml_rdma_worker` logic) on UC `SoftQp`s, through
+//! - SwitchML-RDMA's worker (`switchml_rdma::SmlrWorker`, what the rig's `switchml_rdma_worker`
+//!   runs) on UC `SoftQp`s, through
 //!   the suite's SwitchML-RDMA switch on `sim`: every value of every worker the exact sum, with
 //!   and without loss.
 
@@ -427,52 +428,28 @@ fn spent_rnr_retries_fail_the_write_with_13_and_flush_the_next() {
 }
 
 mod smlr {
-    //! SwitchML-RDMA's worker on a UC `SoftQp`: the rig's `switchml_rdma_worker` (drivers/devices
-    //! /examples) logic, sans-IO: one UC QP to the switch; message m is one WRITE with immediate
-    //! (exponents 0) from the gradient's place, its RETH the worker's result address for the
-    //! message (VA) and the message's first pool index (R_Key); one message per slot group in
-    //! flight; the switch's UC WRITE Only with Immediate results land in the result area, one
-    //! receive each; a message whose results are overdue is written again whole.
+    //! SwitchML-RDMA's worker on a UC `SoftQp`: `inabench_transport::switchml_rdma::SmlrWorker`,
+    //! the code the rig's `switchml_rdma_worker` (drivers/devices/examples) runs on a verbs UC
+    //! QP, here on the software stack as a sans-IO endpoint: one UC QP to the switch; message m
+    //! is one WRITE with immediate (exponents 0) from the gradient's place, its RETH the
+    //! worker's result address for the message (VA) and the message's first pool index (R_Key);
+    //! one message per slot group in flight; the switch's UC WRITE Only with Immediate results
+    //! land in the result area, one receive each; a message whose results are overdue is
+    //! written again whole.
 
     use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
     use inabench_ina::common::Switch;
     use inabench_transport::soft::{Shape, SoftQp};
-    use inabench_transport::{
-        CompletionKind, ConnInfo, HostTransport, QpType, RemoteAddr, ipv4_gid,
-    };
-    use inabench_wire::ina::switchml_rdma::{PoolIndex, QPN_MARK, ResultImm};
+    use inabench_transport::switchml_rdma::{SmlrPlan, SmlrWorker};
+    use inabench_transport::{ConnInfo, HostTransport, QpType, ipv4_gid};
+    use inabench_wire::ina::switchml_rdma::QPN_MARK;
     use inabench_wire::roce::FrameRepr;
-    use std::collections::VecDeque;
-
-    const SEND_BIT: u64 = 1 << 63;
-
-    #[derive(Clone, Copy)]
-    struct Outstanding {
-        msg: usize,
-        got: u64,
-        deadline: Nanos,
-    }
 
     pub struct Host {
         pub me: usize,
         switch: NodeId,
         pub qp: SoftQp,
-        k: usize,
-        bytes: usize,
-        packets: usize,
-        messages: usize,
-        groups: usize,
-        /// the result area is [0, total), the gradient [total, 2 total)
-        total: usize,
-        want: Vec<i32>,
-        out: Vec<Option<Outstanding>>,
-        ready: VecDeque<usize>,
-        started: bool,
-        pub done: usize,
-        pub resent: u64,
-        pub duplicates: u64,
-        pub foreign: u64,
-        timeout_ns: u64,
+        pub worker: SmlrWorker,
         pub error: Option<String>,
     }
 
@@ -488,16 +465,29 @@ mod smlr {
 
     impl Host {
         pub fn new(me: usize, p: &Plan) -> Host {
-            let bytes = 4 * p.per_packet;
-            let packets = p.elements.div_ceil(p.per_packet);
-            let messages = packets.div_ceil(p.k);
-            let total = messages * p.k * bytes;
+            let plan = SmlrPlan {
+                workers: p.workers,
+                rank: me,
+                elements: p.elements,
+                packet_bytes: 4 * p.per_packet,
+                msg_packets: p.k,
+                pool: p.pool,
+                timeout_ns: p.timeout_ns,
+                reps: 1,
+            };
+            let mut worker = SmlrWorker::new(
+                plan,
+                inabench_ina::common::gradient(p.seed, me, p.elements),
+                inabench_ina::common::reference_sum(p.seed, p.workers, p.elements),
+            )
+            .expect("the worker's plan");
             let (base, rkey) = inabench_ina::switchml_rdma::result_buffer(me);
+            // the gradient's messages, then their results
             let shape = Shape {
-                mtu: bytes as u32,
+                mtu: plan.packet_bytes as u32,
                 msg_len: p.k as u32,
                 window: 1,
-                messages: 2 * messages as u32,
+                messages: 2 * worker.messages() as u32,
                 rto_ns: 1,
             };
             // the switch's plan: worker w at 10.0.3.(w+1), its QPN 0x10 + w
@@ -511,15 +501,10 @@ mod smlr {
                 QpType::Uc,
             )
             .expect("qp");
-            let grad = inabench_ina::common::gradient(p.seed, me, p.elements);
-            for (w, x) in qp.buf_mut()[total..].chunks_exact_mut(4).zip(&grad) {
-                w.copy_from_slice(&x.to_be_bytes());
-            }
-            for r in 0..2 * p.pool {
-                qp.post_recv(r as u64).expect("recv");
-            }
+            worker.write_gradient(&mut qp).expect("gradient");
+            worker.post_receives(&mut qp).expect("receives");
             // the switch's QP for this worker (bit 23, the worker id); its results start at
-            // PSN 0; the R_Key of each WRITE is the message's pool index
+            // PSN 0; the worker names each WRITE's RETH (its result address, the pool index)
             let switch = ConnInfo {
                 qpn: QPN_MARK | (me as u32) << 16,
                 psn: 0,
@@ -532,153 +517,25 @@ mod smlr {
                 me,
                 switch: p.workers as NodeId,
                 qp,
-                k: p.k,
-                bytes,
-                packets,
-                messages,
-                groups: p.pool / p.k,
-                total,
-                want: inabench_ina::common::reference_sum(p.seed, p.workers, p.elements),
-                out: vec![None; p.pool / p.k],
-                ready: VecDeque::new(),
-                started: false,
-                done: 0,
-                resent: 0,
-                duplicates: 0,
-                foreign: 0,
-                timeout_ns: p.timeout_ns,
+                worker,
                 error: None,
             }
         }
 
-        fn len_of(&self, m: usize) -> usize {
-            self.k.min(self.packets - m * self.k)
-        }
-
-        fn pool_of(&self, m: usize) -> PoolIndex {
-            PoolIndex {
-                slot: ((m % self.groups) * self.k) as u16,
-                set: (m / self.groups) % 2 == 1,
-            }
-        }
-
+        /// The worker's rounds at `now` until one takes nothing.
         fn step(&mut self, now: Nanos) {
-            if self.error.is_none()
-                && let Err(e) = self.try_step(now)
-            {
-                self.error = Some(e);
-            }
-        }
-
-        fn try_step(&mut self, now: Nanos) -> Result<(), String> {
-            if !self.started {
-                self.started = true;
-                self.ready.extend(0..self.groups.min(self.messages));
-            }
-            for o in self.out.iter().flatten() {
-                if o.deadline <= now && !self.ready.contains(&o.msg) {
-                    self.ready.push_back(o.msg);
+            while self.error.is_none() {
+                match self.worker.progress(&mut self.qp, now) {
+                    Ok(p) if p.completions > 0 => {}
+                    Ok(_) => break,
+                    Err(e) => self.error = Some(e.to_string()),
                 }
             }
-            while let Some(m) = self.ready.pop_front() {
-                let g = m % self.groups;
-                match self.out[g] {
-                    Some(o) if o.msg == m => self.resent += 1,
-                    Some(o) => return Err(format!("message {m} over message {}", o.msg)),
-                    None => {}
-                }
-                let got = self.out[g].map_or(0, |o| o.got);
-                self.out[g] = Some(Outstanding {
-                    msg: m,
-                    got,
-                    deadline: now + self.timeout_ns,
-                });
-                let at = (m * self.k * self.bytes) as u64;
-                let to = RemoteAddr {
-                    addr: self.qp.info().addr + at,
-                    rkey: u32::from(self.pool_of(m).index()),
-                };
-                let len = (self.len_of(m) * self.bytes) as u32;
-                self.qp
-                    .post_write_to(
-                        SEND_BIT | m as u64,
-                        self.total as u64 + at,
-                        len,
-                        to,
-                        Some(0),
-                    )
-                    .map_err(|e| format!("message {m}: {e}"))?;
-            }
-            for c in self.qp.poll(64).map_err(|e| e.to_string())? {
-                if c.wr_id & SEND_BIT != 0 {
-                    if c.error.is_some() || c.kind != CompletionKind::Write {
-                        return Err(format!("send completion {c:?}"));
-                    }
-                    continue;
-                }
-                if c.error.is_some()
-                    || c.kind != CompletionKind::RecvWriteImm
-                    || c.byte_len != self.bytes as u32
-                {
-                    return Err(format!("receive completion {c:?}"));
-                }
-                self.qp.post_recv(c.wr_id).map_err(|e| e.to_string())?;
-                let imm = c.imm.ok_or("a result without its immediate")?;
-                let r = ResultImm::from_imm(imm).map_err(|e| e.to_string())?;
-                let s = usize::from(r.pool.slot);
-                let (g, j) = (s / self.k, s % self.k);
-                let Some(Some(o)) = self.out.get(g).copied() else {
-                    self.duplicates += 1;
-                    continue;
-                };
-                if self.pool_of(o.msg).set != r.pool.set || j >= self.len_of(o.msg) {
-                    // a late result of the group's previous message (its resend answered
-                    // twice): it landed in that message's own place; not this message's
-                    self.foreign += 1;
-                    continue;
-                }
-                if o.got & (1 << j) != 0 {
-                    self.duplicates += 1;
-                    continue;
-                }
-                let got = o.got | (1 << j);
-                if got.count_ones() as usize != self.len_of(o.msg) {
-                    self.out[g] = Some(Outstanding { got, ..o });
-                    continue;
-                }
-                let m = o.msg;
-                let per = self.bytes / 4;
-                let first = m * self.k * per;
-                let last = ((m * self.k + self.len_of(m)) * per).min(self.want.len());
-                for (i, w) in self.qp.buf()[first * 4..last * 4]
-                    .chunks_exact(4)
-                    .enumerate()
-                {
-                    let x = i32::from_be_bytes([w[0], w[1], w[2], w[3]]);
-                    if x != self.want[first + i] {
-                        return Err(format!(
-                            "message {m} value {}: {x}, the sum is {}",
-                            first + i,
-                            self.want[first + i]
-                        ));
-                    }
-                }
-                self.out[g] = None;
-                self.done += 1;
-                if m + self.groups < self.messages {
-                    self.ready.push_back(m + self.groups);
-                }
-            }
-            Ok(())
         }
 
         /// The whole result area against the reference.
         pub fn wrong_values(&self) -> usize {
-            self.qp.buf()[..4 * self.want.len()]
-                .chunks_exact(4)
-                .zip(&self.want)
-                .filter(|(w, x)| i32::from_be_bytes([w[0], w[1], w[2], w[3]]) != **x)
-                .count()
+            self.worker.wrong_values(self.qp.buf())
         }
     }
 
@@ -706,7 +563,7 @@ mod smlr {
         }
 
         fn poll_timeout(&self) -> Option<Nanos> {
-            self.out.iter().flatten().map(|o| o.deadline).min()
+            self.worker.next_deadline()
         }
 
         fn handle_timeout(&mut self, now: Nanos) {
@@ -714,7 +571,7 @@ mod smlr {
         }
 
         fn is_done(&self) -> bool {
-            self.done == self.messages || self.error.is_some()
+            self.worker.done() || self.error.is_some()
         }
     }
 
@@ -808,7 +665,7 @@ fn switchml_rdma_workers_on_soft_uc_qps_sum_exactly_through_the_suites_switch_on
         for node in &nodes {
             let Some(h) = node.worker() else { continue };
             assert_eq!(h.error, None, "loss {loss}: worker {}", h.me);
-            assert_eq!(h.done, 12, "loss {loss}: worker {}", h.me);
+            assert_eq!(h.worker.stats().done, 12, "loss {loss}: worker {}", h.me);
             assert_eq!(
                 h.wrong_values(),
                 0,
@@ -816,12 +673,13 @@ fn switchml_rdma_workers_on_soft_uc_qps_sum_exactly_through_the_suites_switch_on
                 h.me
             );
             assert_eq!(h.qp.malformed, 0, "every result's ICRC good");
-            resent += h.resent;
+            resent += h.worker.stats().resent;
         }
         let (dup, foreign): (u64, u64) = nodes
             .iter()
             .filter_map(|x| x.worker())
-            .fold((0, 0), |(d, f), h| (d + h.duplicates, f + h.foreign));
+            .map(|h| h.worker.stats())
+            .fold((0, 0), |(d, f), s| (d + s.duplicates, f + s.foreign));
         eprintln!(
             "switchml_rdma on soft UC, loss {loss}: done at {} ns, {} frames dropped, {resent} messages resent, {dup} duplicate and {foreign} late results",
             rep.time_ns, rep.faults.dropped
