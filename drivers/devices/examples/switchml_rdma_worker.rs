@@ -2,9 +2,13 @@
 //! "SwitchML-RDMA over UC"): what SwitchML-RDMA's released client (microsoft/SwitchML,
 //! `RDMAExampleClient`) does over an unmodified RDMA NIC, on the verbs binding
 //! (drivers/devices/src/verbs.rs), against the suite's SwitchML-RDMA switch run on the rig's host
-//! (the `switchml_rdma_switch` example). The data path runs over the message-level host
-//! transport (`inabench_transport::HostTransport` on `inabench_devices::transport::VerbsQp`),
-//! each WRITE to the VA and R_Key it names (`HostTransport::post_write_to`).
+//! (the `switchml_rdma_switch` example). The worker's logic (messages, slot groups, timeouts
+//! and resends, results and their exact check) is `inabench_transport::switchml_rdma::
+//! SmlrWorker`, the code the software UC stack runs in systems/transport/tests/uc_rnr.rs,
+//! here over the message-level host transport on the verbs QP
+//! (`inabench_devices::transport::VerbsQp`), each WRITE to the VA and R_Key it names
+//! (`HostTransport::post_write_to`); this program sets the QP up, tells the switch where it
+//! is, runs the worker's rounds on its own clock and prints what they say.
 //!
 //! Worker r's one UC QP is connected to the switch: DestQP `0x800000 | r << 16` (bit 23, the
 //! worker id, queue pair index 0: `inabench_wire::ina::switchml_rdma`), the switch's GID
@@ -49,13 +53,10 @@ mod ring_qps;
 use inabench_devices::transport::VerbsQp;
 use inabench_devices::verbs::{Gid, PSN_MASK, QpInfo, QpPlan, Transport, Verbs};
 use inabench_ina::common::{gradient, reference_sum};
-use inabench_transport::{CompletionKind, HostTransport, RemoteAddr};
-use inabench_wire::ina::switchml_rdma::{PoolIndex, QPN_MARK, ResultImm};
+use inabench_transport::switchml_rdma::{SmlrError, SmlrEvent, SmlrPlan, SmlrWorker};
+use inabench_wire::ina::switchml_rdma::QPN_MARK;
 use ring_qps::{R, pick_gid};
 use std::time::{Duration, Instant};
-
-/// Send work requests carry this bit in their wr_id (receives do not).
-const SEND_BIT: u64 = 1 << 63;
 
 struct Args {
     rank: usize,
@@ -146,37 +147,32 @@ fn main() {
     }
 }
 
-/// The message waiting for its results on a slot group.
-#[derive(Clone, Copy)]
-struct Outstanding {
-    msg: usize,
-    got: u64,
-    deadline: Instant,
-}
-
 fn run() -> R<()> {
     let a = args()?;
     let (me, n, k) = (a.rank, a.workers, a.msg_packets);
     let bytes = a.mtu as usize;
-    let per_packet = bytes / 4;
-    let packets = a.elements.div_ceil(per_packet);
-    let messages = packets.div_ceil(k);
-    let groups = a.pool / k;
-    if a.reps == 0 || !messages.is_multiple_of(a.reps) {
-        return Err(format!(
-            "--reps {}: the stream's {messages} messages are not whole repetitions",
-            a.reps
-        ));
-    }
-    let per_rep = messages / a.reps;
-    let mut rep_left = vec![per_rep; a.reps];
-    // packets of message m (the last may be short), its first pool index (as the suite's
-    // switchml_rdma::Layout::pool_of)
-    let len_of = |m: usize| k.min(packets - m * k);
-    let pool_of = |m: usize| PoolIndex {
-        slot: ((m % groups) * k) as u16,
-        set: (m / groups) % 2 == 1,
-    };
+    let grad = gradient(a.seed, me, a.elements);
+    let mut worker = SmlrWorker::new(
+        SmlrPlan {
+            workers: n,
+            rank: me,
+            elements: a.elements,
+            packet_bytes: bytes,
+            msg_packets: k,
+            pool: a.pool,
+            timeout_ns: a.timeout_ms.saturating_mul(1_000_000),
+            reps: a.reps,
+        },
+        grad,
+        reference_sum(a.seed, n, a.elements),
+    )
+    .map_err(|e| match e {
+        SmlrError::Reps { reps, messages } => {
+            format!("--reps {reps}: the stream's {messages} messages are not whole repetitions")
+        }
+        e => e.to_string(),
+    })?;
+    let (messages, groups) = (worker.messages(), worker.groups());
     println!("probe: {}", inabench_devices::verbs::probe().detail);
     let v = Verbs::load().map_err(|e| e.to_string())?;
     let gid_index = match a.gid_index {
@@ -185,7 +181,7 @@ fn run() -> R<()> {
     };
     // the memory: the gradient (every message its own place), then the results (the same
     // places); receive queue room for every slot's result and as many duplicates
-    let grad_bytes = messages * k * bytes;
+    let grad_bytes = worker.results_offset();
     let plan = QpPlan {
         transport: Transport::Uc,
         // distinct first PSNs per worker; worker 0's first message crosses the 24-bit wrap
@@ -197,9 +193,13 @@ fn run() -> R<()> {
     let mut q = v
         .connect(a.device.as_deref(), 1, gid_index, &plan)
         .map_err(|e| format!("the UC QP: {e}"))?;
-    let grad = gradient(a.seed, me, a.elements);
-    for (w, x) in q.buf[..grad_bytes].chunks_exact_mut(4).zip(&grad) {
-        w.copy_from_slice(&x.to_be_bytes());
+    {
+        // the gradient into the buffer and the receives, through the host transport
+        let mut qp = VerbsQp::new(&mut q);
+        worker
+            .write_gradient(&mut qp)
+            .map_err(|e| format!("the UC QP: {e}"))?;
+        worker.post_receives(&mut qp).map_err(|e| e.to_string())?;
     }
     let mine = q.info();
     let results_at = mine.addr + grad_bytes as u64;
@@ -214,11 +214,6 @@ fn run() -> R<()> {
         addr: results_at,
         rkey: 0,
     };
-    let mut posted = 0u64;
-    for _ in 0..2 * a.pool {
-        q.post_recv(posted, 0, 0).map_err(|e| e.to_string())?;
-        posted += 1;
-    }
     q.connect_to(&switch)
         .map_err(|e| format!("the UC QP: {e}"))?;
     if mine.gid.0[..12] != switch_gid.0[..12] {
@@ -270,163 +265,53 @@ fn run() -> R<()> {
         a.pool
     );
 
-    let want = reference_sum(a.seed, n, a.elements);
-    let timeout = Duration::from_millis(a.timeout_ms);
     let t0 = Instant::now();
-    let mut ready: std::collections::VecDeque<usize> = (0..groups.min(messages)).collect();
-    let mut out: Vec<Option<Outstanding>> = vec![None; groups];
-    let (mut done, mut results, mut duplicates, mut foreign) = (0usize, 0u64, 0u64, 0u64);
-    let (mut resent, mut sends_posted, mut sends_done) = (0u64, 0u64, 0u64);
-    // the data path over the message-level transport (inabench_transport::HostTransport on the
-    // UC QP as connected above); each WRITE names its own RETH (post_write_to)
+    // the worker's rounds over the message-level transport (inabench_transport::HostTransport
+    // on the UC QP as connected above), on this program's clock (nanoseconds from t0)
     let mut qp = VerbsQp::connected(&mut q, switch);
-    while done < messages {
-        // a slot group's next message, or a message whose results are overdue, written whole
-        let now = Instant::now();
-        for o in out.iter_mut().flatten() {
-            if o.deadline <= now && !ready.contains(&o.msg) {
-                ready.push_back(o.msg);
-            }
-        }
-        while let Some(m) = ready.pop_front() {
-            let g = m % groups;
-            match out[g] {
-                Some(o) if o.msg == m => resent += 1,
-                Some(o) => {
-                    return Err(format!(
-                        "message {m} ready while message {} holds slot group {g}",
-                        o.msg
-                    ));
+    while !worker.done() {
+        let now = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let round = worker.progress(&mut qp, now).map_err(|e| e.to_string())?;
+        for e in round.events {
+            match e {
+                SmlrEvent::Repetition { rep, first, last } => println!(
+                    "repetition {rep}: messages {first}..{last} exact, in at {:.6} s",
+                    t0.elapsed().as_secs_f64()
+                ),
+                SmlrEvent::Exact { done, .. } => {
+                    if done.is_multiple_of(16) || done == messages {
+                        println!(
+                            "{done} of {messages} messages exact, {:.3} s",
+                            t0.elapsed().as_secs_f64()
+                        );
+                    }
                 }
-                None => {}
             }
-            let got = out[g].map_or(0, |o| o.got);
-            out[g] = Some(Outstanding {
-                msg: m,
-                got,
-                deadline: Instant::now() + timeout,
-            });
-            let len = len_of(m);
-            // the RETH: the worker's own result address for the message (VA), its first pool
-            // index (R_Key)
-            let offset = (m * k * bytes) as u64;
-            let to = RemoteAddr {
-                addr: switch.addr + offset,
-                rkey: u32::from(pool_of(m).index()),
-            };
-            qp.post_write_to(
-                SEND_BIT | m as u64,
-                offset,
-                (len * bytes) as u32,
-                to,
-                Some(0),
-            )
-            .map_err(|e| format!("message {m}: {e}"))?;
-            sends_posted += 1;
         }
-        let cs = qp.poll(16).map_err(|e| e.to_string())?;
-        if cs.is_empty() {
+        if round.completions == 0 {
             if t0.elapsed() > Duration::from_secs(300) {
+                let s = worker.stats();
                 return Err(format!(
-                    "after 300 s: {done} of {messages} messages complete, {results} results taken, {resent} messages resent"
+                    "after 300 s: {} of {messages} messages complete, {} results taken, {} messages resent",
+                    s.done, s.results, s.resent
                 ));
             }
             std::thread::sleep(Duration::from_micros(100));
-            continue;
-        }
-        for c in cs {
-            if c.wr_id & SEND_BIT != 0 {
-                if c.error.is_some() || c.kind != CompletionKind::Write {
-                    return Err(format!("send completion {c:?}"));
-                }
-                sends_done += 1;
-                continue;
-            }
-            if c.error.is_some()
-                || c.kind != CompletionKind::RecvWriteImm
-                || c.byte_len != bytes as u32
-            {
-                return Err(format!(
-                    "receive completion {c:?}: expected a {bytes}-byte RDMA WRITE with immediate"
-                ));
-            }
-            qp.post_recv(posted).map_err(|e| e.to_string())?;
-            posted += 1;
-            results += 1;
-            let imm = c.imm.ok_or("a result without its immediate")?;
-            let r =
-                ResultImm::from_imm(imm).map_err(|e| format!("result immediate {imm:#x}: {e}"))?;
-            let s = usize::from(r.pool.slot);
-            let (g, j) = (s / k, s % k);
-            let Some(Some(o)) = out.get(g).copied() else {
-                // a result for a group with nothing outstanding: a duplicate of a finished one
-                duplicates += 1;
-                continue;
-            };
-            if pool_of(o.msg).set != r.pool.set || j >= len_of(o.msg) {
-                foreign += 1;
-                continue;
-            }
-            if o.got & (1 << j) != 0 {
-                duplicates += 1;
-                continue;
-            }
-            let got = o.got | (1 << j);
-            if got.count_ones() as usize != len_of(o.msg) {
-                out[g] = Some(Outstanding { got, ..o });
-                continue;
-            }
-            // message complete: every value is the sum of every worker's
-            let m = o.msg;
-            let first = m * k * per_packet;
-            let last = ((m * k + len_of(m)) * per_packet).min(a.elements);
-            let place = &qp.buf()[grad_bytes + first * 4..grad_bytes + last * 4];
-            for (i, w) in place.chunks_exact(4).enumerate() {
-                let x = i32::from_be_bytes([w[0], w[1], w[2], w[3]]);
-                if x != want[first + i] {
-                    return Err(format!(
-                        "message {m} value {}: {x}, the sum is {} (my value {})",
-                        first + i,
-                        want[first + i],
-                        grad[first + i]
-                    ));
-                }
-            }
-            out[g] = None;
-            done += 1;
-            let r = m / per_rep;
-            rep_left[r] -= 1;
-            if rep_left[r] == 0 {
-                println!(
-                    "repetition {r}: messages {}..{} exact, in at {:.6} s",
-                    r * per_rep,
-                    (r + 1) * per_rep - 1,
-                    t0.elapsed().as_secs_f64()
-                );
-            }
-            if m + groups < messages {
-                ready.push_back(m + groups);
-            }
-            if done.is_multiple_of(16) || done == messages {
-                println!(
-                    "{done} of {messages} messages exact, {:.3} s",
-                    t0.elapsed().as_secs_f64()
-                );
-            }
         }
     }
     let wall = t0.elapsed();
     // the whole result, once more, against the reference
-    let all = qp.buf()[grad_bytes..grad_bytes + 4 * a.elements]
-        .chunks_exact(4)
-        .map(|w| i32::from_be_bytes([w[0], w[1], w[2], w[3]]));
-    let wrong = all.zip(&want).filter(|(x, w)| x != *w).count();
-    if wrong > 0 {
-        return Err(format!("{wrong} values differ from the sums at the end"));
-    }
+    worker.check_result(&qp).map_err(|e| e.to_string())?;
+    let s = worker.stats();
     println!(
-        "switchml_rdma_worker: rank {me}: all {messages} messages exact: {} int32 values, each the sum of the {n} workers' values, through one plain UC QP; {results} results taken (UC WRITE Only with Immediate), {duplicates} duplicates, {foreign} for another message; messages resent after a timeout: {resent}; {sends_done} of {sends_posted} WRITEs completed; {:.3} s",
+        "switchml_rdma_worker: rank {me}: all {messages} messages exact: {} int32 values, each the sum of the {n} workers' values, through one plain UC QP; {} results taken (UC WRITE Only with Immediate), {} duplicates, {} for another message; messages resent after a timeout: {}; {} of {} WRITEs completed; {:.3} s",
         a.elements,
+        s.results,
+        s.duplicates,
+        s.foreign,
+        s.resent,
+        s.sends_done,
+        s.sends_posted,
         wall.as_secs_f64()
     );
     println!("switchml_rdma_worker: ok");
