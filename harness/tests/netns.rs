@@ -22,6 +22,7 @@ fn job() -> NodeJob {
         fault_seed: 1,
         deadline_ms: 60_000,
         bind_any: false,
+        addresses: None,
     }
 }
 

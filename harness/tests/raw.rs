@@ -29,6 +29,7 @@ fn job(system: &str, loss: f64) -> NodeJob {
         fault_seed: 1,
         deadline_ms: 30_000,
         bind_any: true,
+        addresses: None,
     }
 }
 

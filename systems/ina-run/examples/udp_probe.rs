@@ -47,6 +47,7 @@ fn main() {
         fault_seed: 1,
         deadline_ms: 60_000,
         bind_any: false,
+        addresses: None,
     };
     let mut secs = Vec::new();
     if job.io == "mem" {

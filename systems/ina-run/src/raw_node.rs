@@ -11,7 +11,7 @@
 //!
 //! The switch runs as one process (no shards: the `switch_shards` knob is not read here).
 
-use crate::udp_node::{NodeJob, NodeOutcome, node_count, node_outcome, parse_lines};
+use crate::udp_node::{NodeJob, NodeOutcome, job_plan, node_count, node_outcome, parse_lines};
 use inabench_fabric::fault::Faults;
 use inabench_fabric::netns::Netns;
 use inabench_fabric::procs::{self, NodeError};
@@ -63,8 +63,10 @@ pub fn child_main(input: &mut impl BufRead, output: &mut impl Write) -> Result<(
             let io = IoModel::parse(&job.io)
                 .ok_or_else(|| NodeError::Node(format!("no I/O model `{}`", job.io)))?;
             let cfg = job.config();
+            // at the job's addresses where it states them ([`System::build_node_at`])
+            let plan = job_plan(&job).map_err(|e| NodeError::Node(e.to_string()))?;
             let node = sys
-                .build_node(&cfg, job.node)
+                .build_node_at(&cfg, job.node, plan.as_ref())
                 .map_err(|e| NodeError::Node(e.to_string()))?;
             let is_worker = matches!(node, SetupNode::Worker(_));
             let config = NodeConfig {
@@ -146,6 +148,8 @@ pub struct RawOutcome {
 struct RawDeploy<'a> {
     sys: &'static dyn System,
     job: &'a NodeJob,
+    /// The job's address plan, parsed once (None: synthetic).
+    plan: Option<inabench_fabric::addresses::AddressPlan>,
     nodes: usize,
     socket: SocketChoice,
     /// A capture on node `a`'s link to `b`: that link runs `AF_PACKET` (a packet tap does not
@@ -161,7 +165,9 @@ impl Deployment<SetupNode> for RawDeploy<'_> {
         self.job.workers
     }
     fn build_node(&self, node: usize) -> Result<SetupNode, BuildError> {
-        Ok(self.sys.build_node(&self.job.config(), node)?)
+        Ok(self
+            .sys
+            .build_node_at(&self.job.config(), node, self.plan.as_ref())?)
     }
     fn job(&self, node: usize, bind_any: bool) -> Result<String, BuildError> {
         Ok(serde_json::to_string(&RawJob {
@@ -266,6 +272,7 @@ pub fn run_raw_with(
     let deploy = RawDeploy {
         sys,
         job,
+        plan: job_plan(job)?,
         nodes: n,
         socket,
         capture,

@@ -9,12 +9,13 @@
 //! and prints its [`NodeOutcome`] as one JSON line. A worker checks its own result against the
 //! reference sum before it reports, so a wrong aggregate is known without shipping it back.
 
+use inabench_fabric::addresses::{self, AddressPlan, HostAddress};
 use inabench_fabric::fault::Faults;
 use inabench_fabric::procs::{self, NodeError};
 use inabench_fabric::udp::{self, IoModel, NodeConfig, Steering};
 use inabench_fabric::{BuildError, Deployment, Fabric, FabricReport, Ran};
 use inabench_ina::RunError;
-use inabench_ina::common::{AllReduceConfig, SetupNode, System};
+use inabench_ina::common::{AllReduceConfig, SetupError, SetupNode, System};
 use inabench_ina::system;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
@@ -46,6 +47,102 @@ pub struct NodeJob {
     /// 127.0.0.1.
     #[serde(default)]
     pub bind_any: bool,
+    /// The addresses the nodes' frames carry (a testbed's `data:` addresses,
+    /// [`System::build_node_at`]); None: the system's own synthetic plan. Left out of the job
+    /// line when None, so a job without a plan is the line it always was, and a line without
+    /// it still reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addresses: Option<JobAddresses>,
+}
+
+/// One host of a job's address plan as a job line carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobHost {
+    /// `A.B.C.D@aa:bb:cc:dd:ee:ff` ([`addresses::fmt_ip_mac`]).
+    pub at: String,
+    /// Its RoCEv2 GID as an IPv6 address.
+    pub gid: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<String>,
+}
+
+/// An [`AddressPlan`] as a job line carries it: its workers in order, its switch's address and
+/// its further hosts (ATP's parameter servers).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobAddresses {
+    pub workers: Vec<JobHost>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub switch: Option<JobHost>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<JobHost>,
+}
+
+impl JobAddresses {
+    /// `plan` for a job line; None for the synthetic plan (which a job states by stating none).
+    pub fn of(plan: &AddressPlan) -> Option<JobAddresses> {
+        let n = plan.len()?;
+        let host = |h: &HostAddress| JobHost {
+            at: addresses::fmt_ip_mac(h),
+            gid: std::net::Ipv6Addr::from(h.gid).to_string(),
+            interface: h.interface.clone(),
+        };
+        Some(JobAddresses {
+            workers: (0..n)
+                .filter_map(|i| plan.worker(i))
+                .map(|h| host(&h))
+                .collect(),
+            switch: plan.switch.as_ref().map(host),
+            servers: plan.servers.iter().map(host).collect(),
+        })
+    }
+
+    /// The plan back (every host's text parsed, the plan checked as [`AddressPlan::new`]
+    /// checks a testbed's); a host that does not parse is named in one sentence.
+    pub fn plan(&self) -> Result<AddressPlan, SetupError> {
+        let host = |what: String, h: &JobHost| -> Result<HostAddress, SetupError> {
+            let mut a = addresses::parse_ip_mac(&h.at).ok_or_else(|| {
+                SetupError::Config(format!(
+                    "the job's address plan: {what}'s address `{}` is not A.B.C.D@aa:bb:cc:dd:ee:ff",
+                    h.at
+                ))
+            })?;
+            a.gid = h
+                .gid
+                .parse::<std::net::Ipv6Addr>()
+                .map_err(|_| {
+                    SetupError::Config(format!(
+                        "the job's address plan: {what}'s GID `{}` is not an IPv6 address",
+                        h.gid
+                    ))
+                })?
+                .octets();
+            a.interface = h.interface.clone();
+            Ok(a)
+        };
+        let workers = self
+            .workers
+            .iter()
+            .enumerate()
+            .map(|(i, h)| host(format!("worker {i}"), h))
+            .collect::<Result<Vec<_>, _>>()?;
+        let switch = self
+            .switch
+            .as_ref()
+            .map(|h| host("the switch".into(), h))
+            .transpose()?;
+        let servers = self
+            .servers
+            .iter()
+            .enumerate()
+            .map(|(i, h)| host(format!("server {i}"), h))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(AddressPlan::new(workers, switch)?.with_servers(servers))
+    }
+}
+
+/// The plan a job states, parsed (None: it states none, the synthetic plan).
+pub fn job_plan(job: &NodeJob) -> Result<Option<AddressPlan>, SetupError> {
+    job.addresses.as_ref().map(JobAddresses::plan).transpose()
 }
 
 impl NodeJob {
@@ -76,6 +173,7 @@ impl NodeJob {
             fault_seed: faults.seed,
             deadline_ms,
             bind_any: false,
+            addresses: None,
         }
     }
 
@@ -154,9 +252,11 @@ fn child_dyn(input: &mut dyn BufRead, output: &mut dyn Write) -> Result<(), Node
             let io = IoModel::parse(&job.io)
                 .ok_or_else(|| NodeError::Node(format!("no I/O model `{}`", job.io)))?;
             let cfg = job.config();
-            // only this process's node ([`System::build_node`])
+            // only this process's node ([`System::build_node_at`]), at the job's addresses
+            // where it states them
+            let plan = job_plan(&job).map_err(|e| NodeError::Node(e.to_string()))?;
             let node = sys
-                .build_node(&cfg, job.node)
+                .build_node_at(&cfg, job.node, plan.as_ref())
                 .map_err(|e| NodeError::Node(e.to_string()))?;
             let is_worker = matches!(node, SetupNode::Worker(_));
             // the `switch_nice` knob: the switch's processes at this nice value (e.g. -10), so
@@ -254,14 +354,20 @@ pub(crate) fn node_outcome(
     out
 }
 
-/// The nodes of `job`'s setup (built with one element: only the count is wanted).
+/// The nodes of `job`'s setup (built with one element: only the count is wanted), at the
+/// job's addresses where it states them: a plan that cannot address the job is refused here,
+/// before any node starts.
 pub(crate) fn node_count(job: &NodeJob) -> Result<usize, RunError> {
     let sys = system(&job.system).ok_or_else(|| RunError::UnknownSystem(job.system.clone()))?;
+    let plan = job_plan(job)?;
     Ok(sys
-        .build(&AllReduceConfig {
-            elements: 1,
-            ..job.config()
-        })?
+        .build_at(
+            &AllReduceConfig {
+                elements: 1,
+                ..job.config()
+            },
+            plan.as_ref(),
+        )?
         .into_nodes()
         .len())
 }
@@ -351,6 +457,8 @@ pub struct JobDeploy<'a> {
     sys: &'static dyn System,
     job: &'a NodeJob,
     cfg: AllReduceConfig,
+    /// The job's address plan, parsed once (None: synthetic).
+    plan: Option<AddressPlan>,
     nodes: usize,
     shards: usize,
 }
@@ -364,6 +472,7 @@ impl<'a> JobDeploy<'a> {
             sys,
             job,
             cfg: job.config(),
+            plan: job_plan(job)?,
             nodes: node_count(job)?,
             shards: switch_shards(job),
         })
@@ -378,7 +487,9 @@ impl Deployment<SetupNode> for JobDeploy<'_> {
         self.job.workers
     }
     fn build_node(&self, node: usize) -> Result<SetupNode, BuildError> {
-        Ok(self.sys.build_node(&self.cfg, node)?)
+        Ok(self
+            .sys
+            .build_node_at(&self.cfg, node, self.plan.as_ref())?)
     }
     fn processes(&self, node: usize) -> usize {
         if node == self.job.workers {
@@ -528,6 +639,7 @@ mod tests {
             fault_seed: 1,
             deadline_ms: 20_000,
             bind_any: false,
+            addresses: None,
         }
     }
 

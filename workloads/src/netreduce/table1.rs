@@ -71,6 +71,7 @@ impl Table1 {
             fault_seed: ctx.seed,
             deadline_ms: 60_000,
             bind_any: false,
+            addresses: None,
         };
         let out = run_udp(&job, &Spawn::detect()).map_err(crate::fabric::run_error)?;
         let hosts: Vec<_> = out.nodes.iter().filter(|n| n.is_worker).collect();
