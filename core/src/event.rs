@@ -59,6 +59,10 @@ pub enum Event {
         source: String,
         message: String,
     },
+    /// A line a point adds to the run manifest's `drivers` (what carried its frames when that
+    /// is decided as the point runs, e.g. the raw fabric's socket kind and why): the runner
+    /// keeps each distinct line once.
+    Driver { point: usize, line: String },
     /// A point finished; `failure` says why when it did not (the run goes on with the next
     /// point).
     PointDone {

@@ -41,6 +41,12 @@ pub trait Workload: Send + Sync {
     fn fidelities(&self) -> &'static [Fidelity];
     /// The fabric label recorded in each row for a class (`model`, `mem`, `udp`, `sim`, ...).
     fn fabric(&self, fidelity: Fidelity) -> &'static str;
+    /// The fabric a point of a class runs on, as the run's manifest records it before the point
+    /// runs (its rows carry what did run): [`Workload::fabric`] unless the workload picks its
+    /// fabric from the point's parameters (`emulated_fabric`).
+    fn point_fabric(&self, fidelity: Fidelity, _point: &Point) -> &'static str {
+        self.fabric(fidelity)
+    }
     /// The spec systems this implementation can run (`None`: all of them). The planner leaves
     /// the others out of the plan and the manifest says which were left out.
     fn systems(&self) -> Option<&'static [&'static str]> {
@@ -293,6 +299,15 @@ impl<'a> PointCtx<'a> {
             point: self.index,
             done,
             total,
+        });
+    }
+
+    /// Add `line` to the run manifest's `drivers` (each distinct line once): what carried the
+    /// point's frames where that is decided as it runs.
+    pub fn driver_line(&mut self, line: impl Into<String>) {
+        (self.sink)(Event::Driver {
+            point: self.index,
+            line: line.into(),
         });
     }
 

@@ -3,7 +3,8 @@
 //! the door every fabric shares) and refuses built nodes. The deployment says how many nodes there
 //! are, which are counted, and the job line each node's process rebuilds its node from; the
 //! parent starts every node, wires them and collects one [`FabricReport`] (the same type every
-//! fabric returns, labelled `udp`) and each node's own report line. The child side is
+//! fabric returns, labelled `udp`, or `raw` on [`Placement::NetnsLinked`], whose errors say `the
+//! raw fabric could not start`) and each node's own report line. The child side is
 //! [`serve_child`]: it reads its job line, builds its node with the caller's builder, binds its
 //! socket and serves it with [`crate::udp::serve_prepared`].
 //!
@@ -146,10 +147,6 @@ struct NodeIo {
     handle: Handle,
 }
 
-fn setup(why: String) -> FabricError {
-    FabricError::Setup { fabric: "udp", why }
-}
-
 fn start(spawn: &Spawn, job: &str, prefix: Option<Vec<String>>) -> Result<NodeIo, NodeError> {
     let mut n = match spawn {
         Spawn::Processes { exe, command } => {
@@ -225,7 +222,7 @@ fn parse_totals(line: &str) -> Option<(NodeTotals, u64, u64)> {
 
 impl<N: Endpoint> Fabric<N> for UdpProcesses {
     fn name(&self) -> &'static str {
-        "udp"
+        self.fabric_name()
     }
 
     /// Built nodes cannot move into node processes: a process per node runs a [`Deployment`].
@@ -234,7 +231,7 @@ impl<N: Endpoint> Fabric<N> for UdpProcesses {
         _nodes: Vec<N>,
         _until: &Until,
     ) -> Result<(Vec<N>, FabricReport), FabricError> {
-        Err(setup(
+        Err(self.setup(
             "nodes built in this process cannot move into node processes: run a deployment \
              (Fabric::run_deployment)"
                 .into(),
@@ -257,6 +254,22 @@ impl<N: Endpoint> Fabric<N> for UdpProcesses {
 }
 
 impl UdpProcesses {
+    /// The fabric this is: `raw` on [`Placement::NetnsLinked`] (the nodes' frames go over the
+    /// veth links), `udp` otherwise. Its report and its errors are labelled with it.
+    pub fn fabric_name(&self) -> &'static str {
+        match self.placement {
+            Placement::NetnsLinked { .. } => "raw",
+            Placement::Loopback | Placement::Netns { .. } => "udp",
+        }
+    }
+
+    fn setup(&self, why: String) -> FabricError {
+        FabricError::Setup {
+            fabric: self.fabric_name(),
+            why,
+        }
+    }
+
     /// As [`crate::Fabric::run_deployment`], with `around` called once every node is ready
     /// (before the start signal) and once every node stopped and reported (before the namespaces
     /// go), and the process fabric's own detail ([`ProcessRun`]: the namespaces, each process's
@@ -271,12 +284,12 @@ impl UdpProcesses {
         let n_nodes = d.nodes();
         let namespaced = |rate_mbit| -> Result<crate::netns::Netns, FabricError> {
             if matches!(self.spawn, Spawn::Threads(_)) {
-                return Err(setup(
+                return Err(self.setup(
                     "netns placement starts node processes, and there is no node binary to start"
                         .into(),
                 ));
             }
-            crate::netns::Netns::create(n_nodes, rate_mbit).map_err(|e| setup(e.to_string()))
+            crate::netns::Netns::create(n_nodes, rate_mbit).map_err(|e| self.setup(e.to_string()))
         };
         let topo = match self.placement {
             Placement::Loopback => None,
@@ -285,7 +298,8 @@ impl UdpProcesses {
                 let mut t = namespaced(None)?;
                 for a in 0..n_nodes {
                     for b in a + 1..n_nodes {
-                        t.link(a, b, link_mtu).map_err(|e| setup(e.to_string()))?;
+                        t.link(a, b, link_mtu)
+                            .map_err(|e| self.setup(e.to_string()))?;
                     }
                 }
                 Some(t)
@@ -295,8 +309,8 @@ impl UdpProcesses {
             None => Coordinator::new(),
             Some(t) => Coordinator::on(t.gateway),
         }
-        .map_err(|e| setup(format!("cannot bind the coordinator: {e}")))?;
-        let coord_addr = coord.addr().map_err(|e| setup(e.to_string()))?;
+        .map_err(|e| self.setup(format!("cannot bind the coordinator: {e}")))?;
+        let coord_addr = coord.addr().map_err(|e| self.setup(e.to_string()))?;
         // processes: every node, then the split nodes' other processes
         let procs: Vec<usize> = (0..n_nodes)
             .chain((0..n_nodes).flat_map(|i| std::iter::repeat_n(i, d.processes(i).max(1) - 1)))
@@ -361,7 +375,7 @@ impl UdpProcesses {
             let (done, last) = coord.wait_and_stop(counted, &addrs, start, deadline);
             let end_ns = start.elapsed().as_nanos() as u64;
             let mut report = FabricReport {
-                fabric: "udp",
+                fabric: self.fabric_name(),
                 finished: done == counted,
                 time_ns: last.as_nanos() as u64,
                 end_ns,
@@ -437,7 +451,7 @@ impl UdpProcesses {
                 }
             }
         }
-        result.map_err(|e| setup(e.to_string()))
+        result.map_err(|e| self.setup(e.to_string()))
     }
 }
 
@@ -619,14 +633,26 @@ mod tests {
 
     #[test]
     fn a_thread_placement_cannot_make_namespaces() {
-        let mut fabric = UdpProcesses {
-            spawn: Spawn::Threads(refusing),
-            placement: Placement::Netns { rate_mbit: None },
-        };
-        let Err(FabricError::Setup { why, .. }) = run(&mut fabric, &Two) else {
-            panic!("namespaces without node processes");
-        };
-        assert!(why.contains("no node binary"), "{why}");
+        // the error names the fabric that could not start: udp on a bridge, raw on veth links
+        for (placement, fabric_name) in [
+            (Placement::Netns { rate_mbit: None }, "udp"),
+            (Placement::NetnsLinked { link_mtu: 1500 }, "raw"),
+        ] {
+            let mut fabric = UdpProcesses {
+                spawn: Spawn::Threads(refusing),
+                placement,
+            };
+            assert_eq!(fabric.fabric_name(), fabric_name);
+            let Err(e) = run(&mut fabric, &Two) else {
+                panic!("namespaces without node processes");
+            };
+            let text = e.to_string();
+            assert!(
+                text.starts_with(&format!("the {fabric_name} fabric could not start: "))
+                    && text.contains("no node binary"),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -491,6 +491,60 @@ pub fn socket_label(kinds: &[LinkKind]) -> String {
     }
 }
 
+/// Which socket kind carried a node's links, or a run's, in a word: AF_XDP on every link,
+/// `AF_PACKET` on every link, or some of each (the rows' fabric label names it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SocketsRan {
+    AfXdp,
+    AfPacket,
+    Mixed,
+}
+
+impl SocketsRan {
+    /// The kind a node's [`socket_label`] says ran; `None` for a node without links (`none`) or
+    /// a label [`socket_label`] does not make.
+    pub fn of_label(label: &str) -> Option<SocketsRan> {
+        if label == crate::xsk::KIND {
+            Some(SocketsRan::AfXdp)
+        } else if label == SOCKET_KIND
+            || label
+                .strip_prefix(SOCKET_KIND)
+                .is_some_and(|rest| rest.starts_with(" (af_xdp: "))
+        {
+            Some(SocketsRan::AfPacket)
+        } else if label.starts_with("mixed: ") {
+            Some(SocketsRan::Mixed)
+        } else {
+            None
+        }
+    }
+
+    /// The kind a run's nodes ran, from their labels: the one kind when every node ran it,
+    /// [`SocketsRan::Mixed`] when they differ; `None` when there is no node or a label names
+    /// no kind.
+    pub fn of_nodes<'a>(labels: impl IntoIterator<Item = &'a str>) -> Option<SocketsRan> {
+        let mut ran = None;
+        for label in labels {
+            let kind = SocketsRan::of_label(label)?;
+            ran = match ran {
+                None => Some(kind),
+                Some(k) if k == kind => Some(k),
+                Some(_) => Some(SocketsRan::Mixed),
+            };
+        }
+        ran
+    }
+
+    /// `af_xdp`, `af_packet` or `mixed`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SocketsRan::AfXdp => "af_xdp",
+            SocketsRan::AfPacket => SOCKET_KIND,
+            SocketsRan::Mixed => "mixed",
+        }
+    }
+}
+
 /// The [`NodeReport::offload`] of a node on `links`: one kind, or [`MIXED_KIND`].
 fn kinds_of<S: FrameIo>(links: &[Link<S>]) -> &'static str {
     let mut kinds = links.iter().map(|l| l.sock.kind());
@@ -939,6 +993,39 @@ mod tests {
         assert_eq!(
             socket_label(&[kind("r1", None), kind("r2", None), kind("r3", Some("tap"))]),
             "mixed: af_xdp(copy) on r1, r2; af_packet on r3 (af_xdp: tap)"
+        );
+        // the kind in a word, from a node's label and across nodes
+        let x = socket_label(&[kind("r1", None), kind("r2", None)]);
+        let p = socket_label(&[kind("r1", Some("a")), kind("r2", Some("b"))]);
+        let m = socket_label(&[kind("r1", None), kind("r2", Some("tap"))]);
+        assert_eq!(SocketsRan::of_label(&x), Some(SocketsRan::AfXdp));
+        assert_eq!(SocketsRan::of_label(&p), Some(SocketsRan::AfPacket));
+        assert_eq!(
+            SocketsRan::of_label(SOCKET_KIND),
+            Some(SocketsRan::AfPacket)
+        );
+        assert_eq!(SocketsRan::of_label(&m), Some(SocketsRan::Mixed));
+        for not_a_kind in ["none", "", "af_packetx", "af_xdp", "gso+gro"] {
+            assert_eq!(SocketsRan::of_label(not_a_kind), None, "{not_a_kind}");
+        }
+        assert_eq!(
+            SocketsRan::of_nodes([x.as_str(), x.as_str()]),
+            Some(SocketsRan::AfXdp)
+        );
+        assert_eq!(
+            SocketsRan::of_nodes([p.as_str(), p.as_str()]),
+            Some(SocketsRan::AfPacket)
+        );
+        // nodes of different kinds are mixed though each node ran one kind
+        assert_eq!(
+            SocketsRan::of_nodes([x.as_str(), p.as_str()]),
+            Some(SocketsRan::Mixed)
+        );
+        assert_eq!(SocketsRan::of_nodes([]), None);
+        assert_eq!(SocketsRan::of_nodes([x.as_str(), "none"]), None);
+        assert_eq!(
+            [SocketsRan::AfXdp, SocketsRan::AfPacket, SocketsRan::Mixed].map(SocketsRan::name),
+            ["af_xdp", "af_packet", "mixed"]
         );
         assert_eq!(SocketChoice::parse(""), Ok(SocketChoice::Auto));
         for c in [

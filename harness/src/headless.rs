@@ -161,6 +161,7 @@ pub fn run(rx: Receiver<Event>, quiet: bool) -> Seen {
                 }
             }
             Event::Progress { .. }
+            | Event::Driver { .. }
             | Event::Sample { .. }
             | Event::Counter { .. }
             | Event::ProcessCpu { .. } => {}

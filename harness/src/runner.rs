@@ -311,12 +311,16 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         .file_name()
         .map(|s| s.to_string_lossy().to_string())
         .unwrap_or_default();
+    // each class's fabrics as its points pick them (one decision: these lines, the manifest's
+    // `fabric` and the udp socket probe)
+    let fabrics =
+        |f: &Fidelity| inabench_workloads::fabric::class_fabrics(workload, *f, &plan.points);
     let mut drivers: Vec<String> = plan
         .fidelities
         .iter()
-        .map(|f| format!("{f}: {} (software)", workload.fabric(*f)))
+        .map(|f| format!("{f}: {} (software)", fabrics(f).join(", ")))
         .collect();
-    if plan.fidelities.iter().any(|f| workload.fabric(*f) == "udp") {
+    if plan.fidelities.iter().any(|f| fabrics(f).contains(&"udp")) {
         // what the udp fabric's batched socket layer uses on this host (probed once: a GSO send
         // to a GRO receiver on loopback); each point's switch shard count is in its rows
         // (counter `switch_shards`)
@@ -342,7 +346,7 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         profile: profile.clone(),
         fidelity: plan.fidelity,
         fidelities: plan.fidelities.clone(),
-        fabric: workload.fabric(plan.fidelity).to_string(),
+        fabric: fabrics(&plan.fidelity).join(", "),
         seed,
         git_revision: crate::paths::git_revision(),
         inabench_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -626,7 +630,8 @@ pub fn execute_with(
         if stop() {
             break;
         }
-        let fabric = workload.fabric(fidelity);
+        let fabric = inabench_workloads::fabric::class_fabrics(workload, fidelity, &plan.points);
+        let fabric = fabric.join(", ");
         if class_now != Some(fidelity) {
             class_now = Some(fidelity);
             batch.push(Event::Log {
@@ -656,9 +661,14 @@ pub fn execute_with(
                 failure = Some(PointFailure::Interrupted);
                 break;
             }
+            // the manifest lines the point sends (Event::Driver), each kept once
+            let mut point_lines: Vec<String> = Vec::new();
             let warmup = k < point.warmup;
             let repetition = if warmup { k } else { k - point.warmup };
             let mut sink = |e: Event| {
+                if let Event::Driver { line, .. } = &e {
+                    point_lines.push(line.clone());
+                }
                 if let Event::Row(r) = &e
                     && store_err.is_none()
                     && let Err(err) = writer.append_row(r)
@@ -691,6 +701,11 @@ pub fn execute_with(
                     message: format!("the point panicked: {}", panic_words(payload.as_ref())),
                 })
             });
+            for line in point_lines.drain(..) {
+                if !p.manifest.drivers.contains(&line) {
+                    p.manifest.drivers.push(line);
+                }
+            }
             if let Some(line) = executor.take_driver_line() {
                 if let Some(l) = p.placement.launcher_name() {
                     let prefix = format!("launcher {l}");

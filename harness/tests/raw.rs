@@ -3,12 +3,15 @@
 //! forced and every node reports the kind that ran; `auto` falls back to AF_PACKET where AF_XDP
 //! cannot be used and says why, and a forced AF_XDP that cannot be used fails with the reason;
 //! NetReduce also under loss, and NetReduce's frames on a worker's link are RoCEv2 with a valid
-//! ICRC to the suite's wire module and (where tshark is installed) to Wireshark's dissector.
+//! ICRC to the suite's wire module and (where tshark is installed) to Wireshark's dissector. A
+//! raw run through the CLI stores the kind that ran in its rows and manifest.
 
-use inabench_fabric::raw::SocketChoice;
+use inabench_fabric::raw::{SocketChoice, SocketsRan};
 use inabench_workloads::raw_node::{RawOutcome, roce_headers, run_raw, run_raw_with, write_pcap};
 use inabench_workloads::udp_node::NodeJob;
 use std::path::Path;
+
+mod support;
 
 fn job(system: &str, loss: f64) -> NodeJob {
     NodeJob {
@@ -75,6 +78,11 @@ fn sums_exactly(sys: &str, socket: SocketChoice, label: &str) {
         let out = run_raw_with(&job(sys, 0.0), exe(), None, socket).expect(sys);
         assert!(out.finished, "{sys}: {:?}", out.nodes);
         assert_eq!(out.socket, label, "{sys}");
+        let ran = match socket {
+            SocketChoice::AfPacket => SocketsRan::AfPacket,
+            _ => SocketsRan::AfXdp,
+        };
+        assert_eq!(out.ran, Some(ran), "{sys}");
         assert!(out.nodes.iter().all(|n| n.offload == label), "{sys}");
         // nothing was lost at a socket (no loss was injected)
         assert!(
@@ -129,10 +137,94 @@ fn auto_falls_back_to_af_packet_and_says_why() {
         .expect_err("AF_XDP forced on links that cannot take it fails")
         .to_string();
     assert!(
-        e.contains("AF_XDP was asked on r") && e.contains(why),
+        e.starts_with("the raw fabric could not start: ")
+            && e.contains("AF_XDP was asked on r")
+            && e.contains(why),
         "{e}"
     );
     eprintln!("forced: {e}");
+}
+
+/// A raw Table 6 run through the CLI stores what ran: every row's fabric names the socket kind
+/// (`raw-veth/af_xdp` on `auto` here, `raw-veth/af_packet` when `INABENCH_RAW_SOCKET` forces
+/// it), and the manifest says the raw fabric (not udp, no udp socket probe) with one line per
+/// kind seen and why.
+#[test]
+fn a_raw_run_stores_the_socket_kind_in_its_rows_and_manifest() {
+    if !inabench_fabric::netns::is_root() {
+        eprintln!("skipped: the raw fabric's namespaces and AF_PACKET sockets need root");
+        return;
+    }
+    for (forced, label, sockets) in [
+        (
+            None,
+            "raw-veth/af_xdp",
+            "af_xdp(copy) on every link (asked: auto)",
+        ),
+        (
+            Some("af_packet"),
+            "raw-veth/af_packet",
+            "af_packet (af_xdp: not tried: af_packet was asked) (asked: af_packet)",
+        ),
+    ] {
+        let d = tempfile::tempdir().expect("a scratch folder");
+        let results = d.path().join("results");
+        let mut c = std::process::Command::new(exe());
+        c.args(["reproduce", "netreduce-table6", "--fidelity", "emulated"])
+            .args(["--set", "emulated_fabric=raw", "--set", "host_stack=nic"])
+            .args(["--set", "workers=3", "--set", "elements=43516"])
+            .args(["--repetitions", "1", "--warmup", "0"])
+            .args(["--headless", "--format", "json"])
+            .env("INABENCH_RESULTS", &results);
+        match forced {
+            Some(kind) => c.env("INABENCH_RAW_SOCKET", kind),
+            None => c.env_remove("INABENCH_RAW_SOCKET"),
+        };
+        let o = c.output().expect("inabench runs");
+        assert!(
+            o.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let run = support::only_run_dir(&results);
+        let rows = support::rows_of(&run);
+        for sys in ["netreduce", "switchml_rdma", "atp", "switchml"] {
+            assert!(
+                rows.iter()
+                    .any(|r| r["system"] == sys && r["metric"] == "throughput"),
+                "{label}: no {sys} throughput row"
+            );
+        }
+        let fabrics: std::collections::BTreeSet<&str> =
+            rows.iter().filter_map(|r| r["fabric"].as_str()).collect();
+        assert_eq!(fabrics.into_iter().collect::<Vec<_>>(), [label]);
+        let m = support::manifest_of(&run);
+        assert_eq!(m["fabric"], "raw-veth", "{m}");
+        let drivers: Vec<&str> = m["drivers"]
+            .as_array()
+            .expect("drivers")
+            .iter()
+            .filter_map(|d| d.as_str())
+            .collect();
+        assert!(
+            drivers.contains(&"emulated: raw-veth (software)"),
+            "{drivers:?}"
+        );
+        // no udp socket ran, and none was probed for the manifest
+        assert!(!drivers.iter().any(|d| d.contains("udp")), "{drivers:?}");
+        // four points, one kind, one line (each distinct line once)
+        let raw: Vec<&&str> = drivers
+            .iter()
+            .filter(|d| d.starts_with("raw fabric sockets"))
+            .collect();
+        assert_eq!(
+            raw,
+            [&format!("raw fabric sockets, rows {label}: {sockets}").as_str()],
+            "{drivers:?}"
+        );
+        eprintln!("{label}: {} rows; drivers {drivers:?}", rows.len());
+    }
 }
 
 #[test]
@@ -171,6 +263,7 @@ fn netreduce_frames_on_a_worker_link_are_rocev2() {
         format!("mixed: af_xdp(copy) on r1, r2; af_packet on r3 (af_xdp: {tap})")
     );
     assert!(out.socket.starts_with("mixed: "), "{}", out.socket);
+    assert_eq!(out.ran, Some(SocketsRan::Mixed));
     assert!(out.nodes[1..].iter().all(|n| n.offload == "af_xdp(copy)"));
     let w0 = &out.nodes[0];
     let sent = out.captured.iter().filter(|c| c.outgoing).count() as u64;

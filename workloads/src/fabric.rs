@@ -3,8 +3,10 @@
 //! (`loss`, `duplicate`, `reorder`, `reorder_delay_us`, `fault_seed`). The row's fabric label is
 //! set here from the fabric chosen, so a workload never writes a label of its own.
 
-use inabench_core::{PointCtx, WorkloadError};
+use inabench_core::plan::Point;
+use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
 use inabench_fabric::fault::Faults;
+use inabench_fabric::raw::SocketsRan;
 
 /// What the udp fabric's batched socket layer uses on this host (UDP GSO/GRO or plain
 /// `sendmmsg`/`recvmmsg`), probed once per process; the runner writes it into the manifest.
@@ -22,7 +24,8 @@ pub enum Emulated {
     /// The raw fabric: the endpoints' Ethernet frames through AF_XDP (copy mode) or AF_PACKET
     /// sockets on veth links between network namespaces, a process per node
     /// (`inabench_ina_run::raw_node`; root; `INABENCH_RAW_SOCKET` forces a kind).
-    /// Labelled `raw-veth`: an emulation of a NIC testbed on this host, not one.
+    /// Labelled `raw-veth`: an emulation of a NIC testbed on this host, not one; once it ran,
+    /// `raw-veth/` and the socket kind that carried the frames ([`raw_label`]).
     Raw,
 }
 
@@ -52,20 +55,83 @@ pub fn emulated_fabric_among(
     default: Emulated,
     raw_ok: bool,
 ) -> Result<Emulated, WorkloadError> {
-    let chosen = match ctx.text("emulated_fabric").ok().as_deref() {
-        None => default,
-        Some("udp") => Emulated::Udp,
-        Some("mem") => Emulated::Mem,
-        Some("raw") if raw_ok => Emulated::Raw,
-        Some(other) => {
-            return Err(WorkloadError::Invalid(format!(
-                "emulated_fabric is `udp`{} or `mem`, not `{other}`",
-                if raw_ok { ", `raw`" } else { "" }
-            )));
-        }
-    };
+    let chosen = choose(ctx.point, default, raw_ok)?;
     ctx.fabric = chosen.label();
     Ok(chosen)
+}
+
+/// The point's `emulated_fabric` among the fabrics the workload runs (`raw_ok`: also `raw`).
+fn choose(point: &Point, default: Emulated, raw_ok: bool) -> Result<Emulated, WorkloadError> {
+    match point
+        .params
+        .get("emulated_fabric")
+        .map(|v| v.to_string())
+        .as_deref()
+    {
+        None => Ok(default),
+        Some("udp") => Ok(Emulated::Udp),
+        Some("mem") => Ok(Emulated::Mem),
+        Some("raw") if raw_ok => Ok(Emulated::Raw),
+        Some(other) => Err(WorkloadError::Invalid(format!(
+            "emulated_fabric is `udp`{} or `mem`, not `{other}`",
+            if raw_ok { ", `raw`" } else { "" }
+        ))),
+    }
+}
+
+/// The fabric label of an emulated point before it runs, for a workload that picks its fabric
+/// with [`emulated_fabric_among`] (its [`Workload::point_fabric`]): the label that function
+/// sets, or `default`'s for a value it refuses (the point then fails with that error).
+pub fn planned_label(point: &Point, default: Emulated, raw_ok: bool) -> &'static str {
+    choose(point, default, raw_ok).unwrap_or(default).label()
+}
+
+/// The fabrics a class of a run runs on, each once in the points' order
+/// ([`Workload::point_fabric`] of each point): the one decision behind the manifest's `fabric`,
+/// its `<class>: <fabric>` lines, and whether it probes the udp fabric's sockets.
+pub fn class_fabrics(
+    workload: &dyn Workload,
+    fidelity: Fidelity,
+    points: &[Point],
+) -> Vec<&'static str> {
+    let mut seen: Vec<&'static str> = Vec::new();
+    for p in points {
+        let f = workload.point_fabric(fidelity, p);
+        if !seen.contains(&f) {
+            seen.push(f);
+        }
+    }
+    if seen.is_empty() {
+        seen.push(workload.fabric(fidelity));
+    }
+    seen
+}
+
+/// The rows' fabric label once a raw point ran: `raw-veth/af_xdp` (AF_XDP in copy mode on every
+/// link), `raw-veth/af_packet` (`AF_PACKET` on every link) or `raw-veth/mixed` (some of each,
+/// or nodes that differ); `raw-veth` where the nodes' labels named no kind.
+pub fn raw_label(ran: Option<SocketsRan>) -> &'static str {
+    match ran {
+        Some(SocketsRan::AfXdp) => "raw-veth/af_xdp",
+        Some(SocketsRan::AfPacket) => "raw-veth/af_packet",
+        Some(SocketsRan::Mixed) => "raw-veth/mixed",
+        None => Emulated::Raw.label(),
+    }
+}
+
+/// The manifest's line for a raw point that ran: its rows' label, the sockets' label (which
+/// kind ran on which links and why AF_XDP was not used where it was not) and the kind asked
+/// (`INABENCH_RAW_SOCKET`, `auto` unless set).
+pub fn raw_driver_line(ran: Option<SocketsRan>, sockets: &str, asked: &str) -> String {
+    let every = if ran == Some(SocketsRan::AfXdp) {
+        " on every link"
+    } else {
+        ""
+    };
+    format!(
+        "raw fabric sockets, rows {}: {sockets}{every} (asked: {asked})",
+        raw_label(ran)
+    )
 }
 
 /// The point's faults: each a probability in [0, 1] (default 0); a reordered frame is delayed
@@ -233,6 +299,104 @@ mod tests {
         assert_eq!(label, "raw-veth");
         let bad = with_ctx(&raw, |c| emulated_fabric(c, Emulated::Udp));
         assert!(matches!(bad, Err(WorkloadError::Invalid(m)) if m.contains("not `raw`")));
+        // once it ran, the label names the socket kind that carried the frames
+        assert_eq!(raw_label(Some(SocketsRan::AfXdp)), "raw-veth/af_xdp");
+        assert_eq!(raw_label(Some(SocketsRan::AfPacket)), "raw-veth/af_packet");
+        assert_eq!(raw_label(Some(SocketsRan::Mixed)), "raw-veth/mixed");
+        assert_eq!(raw_label(None), "raw-veth");
+        assert_eq!(
+            raw_driver_line(Some(SocketsRan::AfXdp), "af_xdp(copy)", "auto"),
+            "raw fabric sockets, rows raw-veth/af_xdp: af_xdp(copy) on every link (asked: auto)"
+        );
+    }
+
+    /// A workload that picks its emulated fabric from `emulated_fabric` (as Table 6 does).
+    struct Picks;
+
+    impl Workload for Picks {
+        fn id(&self) -> &'static str {
+            "t.picks"
+        }
+        fn fidelities(&self) -> &'static [Fidelity] {
+            &[Fidelity::Emulated, Fidelity::Simulated]
+        }
+        fn fabric(&self, f: Fidelity) -> &'static str {
+            if f == Fidelity::Emulated {
+                "udp"
+            } else {
+                "sim"
+            }
+        }
+        fn point_fabric(&self, f: Fidelity, point: &Point) -> &'static str {
+            if f == Fidelity::Emulated {
+                planned_label(point, Emulated::Udp, true)
+            } else {
+                self.fabric(f)
+            }
+        }
+        fn run(&self, _ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+            Ok(())
+        }
+    }
+
+    /// A workload that does not (the trait's default).
+    struct Fixed;
+
+    impl Workload for Fixed {
+        fn id(&self) -> &'static str {
+            "t.fixed"
+        }
+        fn fidelities(&self) -> &'static [Fidelity] {
+            &[Fidelity::Emulated]
+        }
+        fn fabric(&self, _f: Fidelity) -> &'static str {
+            "udp"
+        }
+        fn run(&self, _ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
+            Ok(())
+        }
+    }
+
+    fn point(id: &str, fabric: Option<&str>) -> Point {
+        Point {
+            id: id.into(),
+            system: "s".into(),
+            params: fabric
+                .map(|f| ("emulated_fabric".to_string(), Scalar::Str(f.into())))
+                .into_iter()
+                .collect::<Params>(),
+            repetitions: 1,
+            warmup: 0,
+        }
+    }
+
+    #[test]
+    fn a_class_runs_on_the_fabrics_its_points_pick() {
+        let raw = [point("a", Some("raw")), point("b", Some("raw"))];
+        assert_eq!(
+            class_fabrics(&Picks, Fidelity::Emulated, &raw),
+            ["raw-veth"]
+        );
+        // the simulated class does not read emulated_fabric
+        assert_eq!(class_fabrics(&Picks, Fidelity::Simulated, &raw), ["sim"]);
+        let both = [
+            point("a", None),
+            point("b", Some("raw")),
+            point("c", Some("udp")),
+            point("d", Some("mem")),
+        ];
+        assert_eq!(
+            class_fabrics(&Picks, Fidelity::Emulated, &both),
+            ["udp", "raw-veth", "mem"]
+        );
+        // a value the workload refuses plans as its default (the point fails when it runs)
+        assert_eq!(
+            class_fabrics(&Picks, Fidelity::Emulated, &[point("a", Some("tcp"))]),
+            ["udp"]
+        );
+        // a workload that does not read it keeps its fabric; no points: the class's own
+        assert_eq!(class_fabrics(&Fixed, Fidelity::Emulated, &raw), ["udp"]);
+        assert_eq!(class_fabrics(&Picks, Fidelity::Emulated, &[]), ["udp"]);
     }
 
     #[test]

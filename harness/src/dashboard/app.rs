@@ -211,6 +211,8 @@ impl App {
                     self.done_count += 1;
                 }
             }
+            // the manifest's lines; the point's own log says the same
+            Event::Driver { .. } => {}
             Event::RunFinished { status, elapsed_s } => {
                 self.status = Some(*status);
                 self.elapsed_s = *elapsed_s;

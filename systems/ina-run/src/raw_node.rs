@@ -15,7 +15,7 @@ use crate::udp_node::{NodeJob, NodeOutcome, job_plan, node_count, node_outcome, 
 use inabench_fabric::fault::Faults;
 use inabench_fabric::netns::Netns;
 use inabench_fabric::procs::{self, NodeError};
-use inabench_fabric::raw::{self, Capture, Captured, LinkPlan, SocketChoice};
+use inabench_fabric::raw::{self, Capture, Captured, LinkPlan, SocketChoice, SocketsRan};
 use inabench_fabric::udp::{IoModel, NodeConfig};
 use inabench_fabric::{BuildError, Deployment};
 use inabench_ina::RunError;
@@ -134,6 +134,10 @@ pub struct RawOutcome {
     /// `af_xdp(copy)`, `af_packet (af_xdp: <reason>)`, `mixed: ...`) when every node's is the
     /// same, else `mixed: ` and the distinct labels joined by ` / `.
     pub socket: String,
+    /// The kind that ran, in a word ([`SocketsRan::of_nodes`] of the nodes' labels: one kind
+    /// when every node ran it on every link, else mixed); `None` only for a node label that
+    /// names no kind.
+    pub ran: Option<SocketsRan>,
     /// The socket kind that was asked.
     pub asked: SocketChoice,
     /// The frames a capture saw on the link asked for (empty when none was).
@@ -287,11 +291,13 @@ pub fn run_raw_with(
     let lines: Vec<(usize, String)> = run.node_of.iter().copied().zip(run.lines).collect();
     let nodes = parse_lines(&lines)?;
     let socket = nodes_socket(&nodes);
+    let ran = SocketsRan::of_nodes(nodes.iter().map(|n| n.offload.as_str()));
     Ok(RawOutcome {
         nodes,
         finished: run.report.finished,
         duration: run.last_done,
         socket,
+        ran,
         asked: socket_choice,
         captured: around.captured,
         namespaces: run.namespaces,
