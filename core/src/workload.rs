@@ -54,6 +54,80 @@ pub trait Workload: Send + Sync {
     }
     /// Run one repetition of one point, reporting through `ctx`.
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError>;
+    /// How many agents one repetition of `system`'s points spans (1: one agent or the runner's
+    /// own process runs it through [`Workload::run`]; more: each agent runs
+    /// [`Workload::run_rank`] with its rank).
+    fn ranks(&self, _system: &str) -> usize {
+        1
+    }
+    /// Why `system`'s rows of class `class` are not run here, if they are not (`agents`: the
+    /// run's points go to agents): the planner leaves them out and the manifest keeps the reason.
+    fn not_here(&self, _class: Fidelity, _system: &str, _agents: bool) -> Option<String> {
+        None
+    }
+    /// Run rank `rank.rank` of `rank.ranks` of one repetition of a point that spans agents
+    /// ([`Workload::ranks`] > 1), publishing what the other ranks need through `exchange`. The
+    /// body may relabel `ctx.fidelity` and `ctx.fabric` by what it finds (a device's provider)
+    /// before it records.
+    fn run_rank(
+        &self,
+        ctx: &mut PointCtx<'_>,
+        rank: &Rank<'_>,
+        _exchange: &mut dyn RankExchange,
+    ) -> Result<(), WorkloadError> {
+        Err(WorkloadError::Invalid(format!(
+            "`{}` {} does not run as rank {} of {} (it spans {} agent(s))",
+            self.id(),
+            ctx.point.system,
+            rank.rank,
+            rank.ranks,
+            self.ranks(&ctx.point.system)
+        )))
+    }
+}
+
+/// A RoCE NIC the testbed file names (`nics:` with `kind: roce`), with its host's name and
+/// `address`: what a rank opens on that host.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RankNic {
+    pub host: String,
+    #[serde(default)]
+    pub address: Option<String>,
+    pub device: String,
+    pub gid_index: u32,
+}
+
+/// Where a rank of a point that spans agents runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Rank<'a> {
+    pub rank: usize,
+    pub ranks: usize,
+    /// This host's name (for the rows' log).
+    pub host: &'a str,
+    /// The testbed's NIC of this host, if it names one.
+    pub nic: Option<&'a RankNic>,
+}
+
+/// Every rank's published endpoints of one round: `[rank][name]`.
+pub type Published =
+    std::collections::BTreeMap<usize, std::collections::BTreeMap<String, serde_json::Value>>;
+
+/// Why an exchange round failed (the channel, a malformed endpoint, another rank's failure or
+/// silence: the runner's sentence).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ExchangeFailed(pub String);
+
+/// How the ranks of a point that spans agents exchange what they need of each other (a queue
+/// pair's connection info): the harness implements it over its control channel, through the
+/// runner, which answers a round once every rank published.
+pub trait RankExchange {
+    /// Publish this rank's named `endpoints` and wait for every rank's. Every rank calls it the
+    /// same number of times (a round each; an empty round is a barrier).
+    fn exchange(
+        &mut self,
+        endpoints: &[(&str, serde_json::Value)],
+    ) -> Result<Published, ExchangeFailed>;
 }
 
 /// What a workload sees of the run while it measures one repetition of a point.

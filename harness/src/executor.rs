@@ -194,7 +194,14 @@ impl Agents {
             }
             sink(e)
         };
-        let r = span::run_spanning(&mut self.agents, job, ranks, &self.nics, &mut on_event);
+        let r = span::run_spanning(
+            &mut self.agents,
+            job,
+            ranks,
+            &self.nics,
+            span::ROUND_DEADLINE,
+            &mut on_event,
+        );
         if !ranks_line.is_empty() {
             self.driver_line = Some(format!(
                 "{}; {} {} spans {ranks} agents{ranks_line}",

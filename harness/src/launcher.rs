@@ -50,6 +50,8 @@ pub enum LaunchError {
         addr: String,
         source: std::io::Error,
     },
+    #[error("{who} published no QPs within {waited:?} of the round's first")]
+    Silent { who: String, waited: Duration },
     #[error("{0}")]
     Unreachable(String),
     #[error("{0}")]
@@ -684,8 +686,16 @@ pub fn agent_main(
                 nics,
             }) => {
                 // a rank of a job that spans agents: its body exchanges QPs on this channel
-                let result =
-                    span::run_rank(&job, rank, ranks, &nics, &cancel, &mut reader, &mut writer);
+                let result = span::run_rank(
+                    registry,
+                    &job,
+                    rank,
+                    ranks,
+                    &nics,
+                    &cancel,
+                    &mut reader,
+                    &mut writer,
+                );
                 let done = match result {
                     Ok(()) => Msg::Done {
                         ok: true,

@@ -1,102 +1,65 @@
 //! Jobs that span agents (issue #36 items 2 and 5): one repetition of one point given to N
-//! agents at once, each with its rank, whose bodies exchange their queue pairs' connection info
-//! through the runner ([`super::qp_exchange`]) before they connect them.
+//! agents at once, each with its rank, whose bodies exchange what they need of each other (their
+//! queue pairs' connection info) through the runner ([`super::qp_exchange`]) before they connect.
 //!
-//! The first such job is netreduce-table1's `roce` row: one RoCEv2 RC transfer between two
-//! hosts' verbs QPs ([`inabench_devices::transport::VerbsQp`] behind
-//! [`inabench_transport::HostTransport`]), measured as the emulated rows are: throughput of a
-//! `total_mb` bulk transfer in `message_kb` RDMA WRITEs with a window of `window` messages,
-//! every byte checked at the receiver; RTT the median over 200 one-packet WRITEs of the time from
-//! posting one to its completion (on RC: its ACK); CPU the mean of the two hosts' bulk-transfer
-//! thread CPU time over its wall time, percent of one core.
+//! The harness only dispatches: a workload says how many agents a system's points span
+//! ([`inabench_core::Workload::ranks`]) and which rows it does not run here ([`inabench_core::Workload::not_here`]), and holds
+//! the body ([`inabench_core::Workload::run_rank`]; the first is netreduce-table1's `roce` row,
+//! `inabench_workloads::netreduce::table1_roce`).
 //!
 //! - The runner's side ([`run_spanning`]) sends [`Msg::RankJob`] to the first N agents, streams
 //!   every rank's events to the run, answers each exchange round once every rank sent its QPs
-//!   (or ends it with [`Msg::QpAbort`] when a rank failed), and returns the job's outcome once
-//!   every rank is done. Rank 0 records the rows; rank 1 records none (it sends rank 0 its CPU
-//!   and its check of the bytes over the QPs themselves).
-//! - The agent's side ([`run_rank`]) opens the device, labels the rows by the device's provider
-//!   (a hardware provider: `hardware`, fabric `roce`; Soft-RoCE: `emulated`, fabric `rdma-rxe`;
-//!   Soft-iWARP: `emulated`, fabric `rdma-siw`), publishes, connects and runs.
-//! - The device: `INABENCH_RDMA_DEVICE` and `INABENCH_RDMA_GID_INDEX` where set; else the
-//!   testbed's `nics:` entry (device, gid_index) of the rank's host (by its name or `address`,
-//!   which the runner sends with the job); else the first device the library lists and the first
-//!   IPv4-mapped GID of its port 1 (RoCEv2's).
-//! - `INABENCH_SPAN_TRANSPORT=soft-udp` runs the same body on the suite's software RC stack
-//!   ([`inabench_transport::soft::SoftQp`]) carried over UDP on loopback, for hosts without an
-//!   RDMA device (the tests of the dispatch and the exchange); its rows are `emulated`, fabric
-//!   `soft-rc-udp`. The carrier names its UDP port in its GID's last two bytes (127.1.p.p).
+//!   (or ends it with [`Msg::QpAbort`] when a rank failed, or when a rank stays silent past the
+//!   round's deadline: [`ROUND_DEADLINE`]), and returns the job's outcome once every rank is done.
+//! - The agent's side ([`run_rank`]) runs the workload's rank body with a [`RankExchange`] over
+//!   its end of the channel ([`ChannelExchange`]: `Msg::QpInfo` out, `Msg::QpPeers` or
+//!   `Msg::QpAbort` back), and the testbed's NIC of its own host ([`nic_of`]).
 
-use super::qp_exchange::{ExchangeError, Peers, QpSet, answer, publish, send_msg};
+use super::qp_exchange::{ExchangeError, QpSet, answer, publish, send_msg};
 use super::{Agent, Job, JobFailure, LaunchError, MAX_FRAME, Msg, read_frame};
-use inabench_core::event::{Event, LogLevel};
+use crate::registry::Registry;
+use inabench_core::PointCtx;
+use inabench_core::event::Event;
 use inabench_core::plan::Plan;
-use inabench_core::{Fidelity, PointCtx, WorkloadError};
-use inabench_transport::soft::{Shape, SoftQp};
-use inabench_transport::{CompletionKind, ConnInfo, HostTransport};
+use inabench_core::workload::{ExchangeFailed, Published, Rank, RankExchange};
+use inabench_transport::{ConnInfo, ConnInfoWire};
 use std::cell::RefCell;
 use std::io::{BufRead, Write};
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// The workload and system of the first job that spans agents.
-pub const TABLE1: &str = "netreduce.table1";
-pub const ROCE: &str = "roce";
+/// How long the runner waits, once a round has begun (a rank published), for the other ranks to
+/// publish theirs: a rank's body publishes after opening its QPs (seconds at most) and, for the
+/// barrier round, after connecting them; between rounds its only waits are for completions, each
+/// at most 60 s (`table1_roce::WAIT`). A rank silent for twice that plus a margin,
+/// 2 x 60 s + 30 s = 150 s, is not coming: the round is ended with `Msg::QpAbort` naming it.
+pub const ROUND_DEADLINE: Duration = Duration::from_secs(150);
 
-/// One-packet messages of the RTT measurement.
-pub const PINGS: u32 = 200;
-/// Receives rank 1 keeps posted on its ping QP (one ping is in flight at a time; the spares
-/// cover pings whose completions it has not yet polled).
-const PING_RECVS: u32 = 4;
-/// The immediate of rank 1's report to rank 0.
-const REPORT_IMM: u32 = 0x00ff_0000;
-/// How long one wait for completions may take.
-const WAIT: Duration = Duration::from_secs(60);
+/// The built-in workloads, which the agents run (the decisions of [`ranks_of`] and
+/// [`leave_out`] are theirs).
+fn builtin() -> &'static Registry {
+    static R: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
+    R.get_or_init(Registry::builtin)
+}
 
 /// How many agents one repetition of `system`'s points of `workload` spans (1: the usual path,
-/// one agent a job).
+/// one agent a job): the workload's [`inabench_core::Workload::ranks`].
 pub fn ranks_of(workload: &str, system: &str) -> usize {
-    if workload == TABLE1 && system == ROCE {
-        2
-    } else {
-        1
-    }
+    builtin().get(workload).map_or(1, |w| w.ranks(system))
 }
 
-/// Leave out of `plan` the rows its workload does not run in a class: netreduce-table1's
-/// `hardware` class is the `roce` row (its other rows are software host I/O models on the udp
-/// fabric, `emulated` only), and its `roce` row runs in agents only (`agents`: the run's points
-/// go to agents), on two hosts with RDMA devices.
+/// Leave out of `plan` the rows its workload does not run (`agents`: the run's points go to
+/// agents), each with the workload's sentence ([`inabench_core::Workload::not_here`]).
 pub fn leave_out(plan: &mut Plan, workload: &str, agents: bool) {
-    if workload != TABLE1 {
+    let Some(w) = builtin().get(workload) else {
         return;
-    }
-    plan.leave_out(Fidelity::Hardware, |s| {
-        (s != ROCE).then(|| {
-            format!(
-                "`{s}` is a software host I/O model on the udp fabric: its rows are emulated only"
-            )
-        })
-    });
-    if !agents {
-        plan.leave_out(Fidelity::Emulated, |s| {
-            (s == ROCE).then(|| {
-                "needs two hosts' RDMA devices, reached through agents (a testbed's `launcher:` or --launcher local|ssh|slurm); on Soft-RoCE its rows are emulated, fabric rdma-rxe".to_string()
-            })
-        });
+    };
+    for class in plan.fidelities.clone() {
+        plan.leave_out(class, |s| w.not_here(class, s, agents));
     }
 }
 
-/// A RoCE NIC of the testbed file (`nics:` with `kind: roce`), with its host's name and
-/// `address`: what a rank opens when the testbed names its host's NIC.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct RankNic {
-    pub host: String,
-    #[serde(default)]
-    pub address: Option<String>,
-    pub device: String,
-    pub gid_index: u32,
-}
+pub use inabench_core::workload::RankNic;
 
 /// The testbed's RoCE NICs as ranks receive them.
 pub fn testbed_nics(tb: &crate::testbed::Testbed) -> Vec<RankNic> {
@@ -140,13 +103,16 @@ enum FromRank {
 
 /// Run `job` as ranks 0..`ranks` on `agents[..ranks]`: each rank's events go to `sink`,
 /// each exchange round is answered once every rank sent its QPs, and the job's outcome is the
-/// first failing rank's (rank order), else success. `Err`: an agent's channel failed (the
-/// caller drops the agents).
+/// first failing rank's (rank order), else success. `Err`: an agent's channel failed, or a rank
+/// published nothing within `deadline` of a round's first QPs (`LaunchError::Silent`: the
+/// waiting ranks get `Msg::QpAbort` with that sentence, and the caller drops the agents, the
+/// silent one still running its body).
 pub fn run_spanning(
     agents: &mut [Agent],
     job: &Job,
     ranks: usize,
     nics: &[RankNic],
+    deadline: Duration,
     sink: &mut dyn FnMut(Event),
 ) -> Result<Result<(), JobFailure>, LaunchError> {
     let agents = &mut agents[..ranks];
@@ -211,7 +177,48 @@ pub fn run_spanning(
             }
             reason
         };
-        while let Ok((rank, m)) = rx.recv() {
+        // when the current round's first QPs arrived (None: no round under way)
+        let mut began: Option<std::time::Instant> = None;
+        loop {
+            let next = match began {
+                Some(t0) if aborted.is_none() => {
+                    match rx.recv_timeout(deadline.saturating_sub(t0.elapsed())) {
+                        Ok(x) => Some(x),
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => None,
+                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                    }
+                }
+                _ => match rx.recv() {
+                    Ok(x) => Some(x),
+                    Err(_) => break,
+                },
+            };
+            let Some((rank, m)) = next else {
+                // a rank stayed silent: end the round, and the job (the silent rank's body may
+                // never end; the caller drops every agent)
+                let silent: Vec<usize> = (0..ranks).filter(|r| round[*r].is_none()).collect();
+                let who = match silent.as_slice() {
+                    [one] => format!("rank {one}"),
+                    many => format!(
+                        "ranks {}",
+                        many.iter()
+                            .map(|r| r.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                };
+                let e = LaunchError::Silent {
+                    who,
+                    waited: deadline,
+                };
+                aborted = Some(abort(&mut writers, &mut round, e.to_string()));
+                lost.get_or_insert(e);
+                for a in writers.iter_mut() {
+                    let _ = a.1.get_ref().shutdown(std::net::Shutdown::Both);
+                }
+                began = None;
+                continue;
+            };
             match m {
                 FromRank::Msg(Msg::Event { mut event, bits }) => {
                     if let (Event::Row(r), Some(b)) = (&mut event, bits) {
@@ -230,7 +237,9 @@ pub fn run_spanning(
                         continue;
                     }
                     round[rank] = Some(set);
+                    began.get_or_insert_with(std::time::Instant::now);
                     if round.iter().all(Option::is_some) {
+                        began = None;
                         let sets: Vec<QpSet> = round.iter().flatten().cloned().collect();
                         match answer(&sets, ranks) {
                             Ok((_, msg)) => {
@@ -314,9 +323,53 @@ fn channel(e: ExchangeError) -> LaunchError {
 
 // ---------------------------------------------------------------- the agent's side
 
-/// Run rank `rank` of `ranks` of `job` on this agent; its events go out on `writer` as
-/// `Msg::Event`s, its QPs are exchanged on `reader`/`writer`.
+/// An agent's end of the control channel as a [`RankExchange`]: each round publishes this rank's
+/// QPs (`Msg::QpInfo`, each endpoint read as connection info) and returns every rank's as the
+/// runner answered them, or the runner's reason for ending the exchange.
+pub struct ChannelExchange<'c, R, W> {
+    pub rank: usize,
+    pub reader: &'c mut R,
+    pub writer: &'c RefCell<&'c mut W>,
+}
+
+impl<R: BufRead, W: Write> RankExchange for ChannelExchange<'_, R, W> {
+    fn exchange(
+        &mut self,
+        endpoints: &[(&str, serde_json::Value)],
+    ) -> Result<Published, ExchangeFailed> {
+        let mut qps = Vec::with_capacity(endpoints.len());
+        for (name, v) in endpoints {
+            let wire: ConnInfoWire = serde_json::from_value(v.clone())
+                .map_err(|e| ExchangeFailed(format!("QP `{name}` is not connection info: {e}")))?;
+            let info = ConnInfo::try_from(&wire)
+                .map_err(|e| ExchangeFailed(format!("QP `{name}`: {e}")))?;
+            qps.push((*name, info));
+        }
+        let mut w = self.writer.borrow_mut();
+        let peers = w
+            .flush()
+            .map_err(ExchangeError::from)
+            .and_then(|()| publish(self.reader, &mut **w, self.rank, &qps))
+            .map_err(|e| ExchangeFailed(e.to_string()))?;
+        let mut out = Published::new();
+        for (rank, named) in peers {
+            let mut m = std::collections::BTreeMap::new();
+            for (name, info) in named {
+                let v = serde_json::to_value(info.to_wire())
+                    .map_err(|e| ExchangeFailed(e.to_string()))?;
+                m.insert(name, v);
+            }
+            out.insert(rank, m);
+        }
+        Ok(out)
+    }
+}
+
+/// Run rank `rank` of `ranks` of `job` on this agent through `registry`'s workload; its events go
+/// out on `writer` as `Msg::Event`s, its QPs are exchanged on `reader`/`writer`.
+#[allow(clippy::too_many_arguments)]
 pub fn run_rank<R: BufRead, W: Write>(
+    registry: &Registry,
     job: &Job,
     rank: usize,
     ranks: usize,
@@ -325,7 +378,12 @@ pub fn run_rank<R: BufRead, W: Write>(
     reader: &mut R,
     writer: &mut W,
 ) -> Result<(), JobFailure> {
-    let want = ranks_of(&job.workload, &job.point.system);
+    let Some(w) = registry.get(&job.workload) else {
+        return Err(JobFailure::Setup {
+            message: format!("this binary has no workload `{}`", job.workload),
+        });
+    };
+    let want = w.ranks(&job.point.system);
     if want == 1 || ranks != want || rank >= ranks {
         return Err(JobFailure::Setup {
             message: format!(
@@ -352,13 +410,37 @@ pub fn run_rank<R: BufRead, W: Write>(
             *io_err.borrow_mut() = Some(e);
         }
     };
-    let mut exchange = |rank: usize, qps: &[(&str, ConnInfo)]| -> Result<Peers, ExchangeError> {
-        let mut w = writer.borrow_mut();
-        w.flush()?;
-        publish(reader, &mut **w, rank, qps)
-    };
     let units = |m: &str| job.units.get(m).cloned().unwrap_or_default();
-    let result = table1_roce(job, rank, nics, cancel, &mut sink, &units, &mut exchange);
+    let host = super::hostname();
+    let me = Rank {
+        rank,
+        ranks,
+        host: &host,
+        nic: nic_of(nics, &host),
+    };
+    let result = {
+        let mut ctx = PointCtx::new(
+            &job.point,
+            job.index,
+            job.fidelity,
+            w.fabric(job.fidelity),
+            job.repetition,
+            job.warmup,
+            job.seed,
+            &job.run_id,
+            &job.experiment,
+            cancel,
+            &mut sink,
+            &units,
+        )
+        .with_host_profile(job.host_profile.as_ref());
+        let mut exchange = ChannelExchange {
+            rank,
+            reader,
+            writer: &writer,
+        };
+        w.run_rank(&mut ctx, &me, &mut exchange)
+    };
     if let Some(e) = io_err.into_inner() {
         return Err(JobFailure::Failed {
             message: format!("the control channel failed: {e}"),
@@ -373,653 +455,24 @@ pub fn run_rank<R: BufRead, W: Write>(
     result.map_err(JobFailure::from)
 }
 
-type Exchange<'x> = dyn FnMut(usize, &[(&str, ConnInfo)]) -> Result<Peers, ExchangeError> + 'x;
-
-/// The sizes of a table1 point.
-#[derive(Debug, Clone, Copy)]
-struct Sizes {
-    mtu: u32,
-    msg_packets: u32,
-    messages: u32,
-    window: u32,
-}
-
-impl Sizes {
-    fn of(point: &inabench_core::plan::Point) -> Result<Sizes, WorkloadError> {
-        let num =
-            |k: &str, d: f64| -> f64 { point.params.get(k).and_then(|v| v.as_f64()).unwrap_or(d) };
-        let mtu = num("mtu", 1024.0);
-        let message = point
-            .params
-            .get("message_kb")
-            .and_then(|v| v.as_f64())
-            .ok_or_else(|| WorkloadError::Param("message_kb".into()))?
-            * 1024.0;
-        let total = num("total_mb", 16.0) * 1048576.0;
-        let window = num("window", 4.0);
-        let ok = [256.0, 512.0, 1024.0, 2048.0, 4096.0].contains(&mtu)
-            && message >= mtu
-            && (message / mtu).fract() == 0.0
-            && total >= message
-            && (total / message).fract() == 0.0
-            && (1.0..=1024.0).contains(&window)
-            && window.fract() == 0.0
-            && total <= (1u64 << 31) as f64;
-        if !ok {
-            return Err(WorkloadError::BadParam(format!(
-                "the roce row needs an InfiniBand MTU (256 to 4096), message_kb x 1024 a multiple of it, total_mb a whole number of messages (at most 2 GiB) and a window of 1 to 1024 (got mtu {mtu}, {message} B, {total} B, window {window})"
-            )));
-        }
-        Ok(Sizes {
-            mtu: mtu as u32,
-            msg_packets: (message / mtu) as u32,
-            messages: (total / message) as u32,
-            window: window as u32,
-        })
-    }
-
-    fn message_bytes(&self) -> usize {
-        self.mtu as usize * self.msg_packets as usize
-    }
-
-    fn total_bytes(&self) -> usize {
-        self.message_bytes() * self.messages as usize
-    }
-}
-
-/// The byte the sender writes at `offset` of the bulk transfer (a seeded pattern no two
-/// neighbouring messages share).
-fn pattern(seed: u64, offset: usize) -> u8 {
-    let mut x = seed ^ (offset as u64 / 8).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    x ^= x >> 31;
-    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x ^= x >> 29;
-    (x >> ((offset % 8) * 8)) as u8
-}
-
-/// This thread's CPU time, ns.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec for the call to fill
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn failed(what: impl std::fmt::Display) -> WorkloadError {
-    WorkloadError::Invalid(what.to_string())
-}
-
-/// The label of rows measured on a device of this provider.
-fn label(p: &inabench_devices::verbs::Provider) -> (Fidelity, &'static str) {
-    use inabench_devices::verbs::Provider;
-    match p {
-        Provider::Hardware { .. } => (Fidelity::Hardware, "roce"),
-        Provider::SoftRoce => (Fidelity::Emulated, "rdma-rxe"),
-        Provider::SoftIwarp => (Fidelity::Emulated, "rdma-siw"),
-    }
-}
-
-/// Open this rank's QPs (verbs, or the software stand-in) and run the body.
-#[allow(clippy::too_many_arguments)]
-fn table1_roce(
-    job: &Job,
-    rank: usize,
-    nics: &[RankNic],
-    cancel: &AtomicBool,
-    sink: &mut dyn FnMut(Event),
-    units: &dyn Fn(&str) -> String,
-    exchange: &mut Exchange<'_>,
-) -> Result<(), WorkloadError> {
-    let sizes = Sizes::of(&job.point)?;
-    let rto_ns = 16_000_000;
-    if std::env::var("INABENCH_SPAN_TRANSPORT").as_deref() == Ok("soft-udp") {
-        let base = 0x1000_0000u64 << (rank * 4);
-        let shape = |msg_len: u32, window: u32, messages: u32| Shape {
-            mtu: sizes.mtu,
-            msg_len,
-            window,
-            messages,
-            rto_ns,
-        };
-        let q = |n: u32| 0x11 + (rank as u32) * 2 + n;
-        let mut bulk = SoftUdp::new(
-            shape(sizes.msg_packets, sizes.window, sizes.messages),
-            q(0),
-            base,
-        )?;
-        let mut ping = SoftUdp::new(shape(1, PING_RECVS, PINGS + 1), q(1), base + (1 << 32))?;
-        let mut ctx = new_ctx(job, Fidelity::Emulated, "soft-rc-udp", cancel, sink, units);
-        ctx.log(
-            LogLevel::Info,
-            format!(
-                "rank {rank} on {}: the software RC stack over UDP on loopback (no RDMA device)",
-                super::hostname()
-            ),
-        );
-        return body(&mut ctx, rank, sizes, &mut bulk, &mut ping, exchange);
-    }
-    use inabench_devices::transport::VerbsQp;
-    use inabench_devices::verbs::{QpPlan, Verbs};
-    let v = Verbs::load().map_err(|e| failed(format!("rank {rank}: {e}")))?;
-    let devices = v
-        .devices()
-        .map_err(|e| failed(format!("rank {rank}: {e}")))?;
-    // the device: INABENCH_RDMA_DEVICE, else the testbed's NIC of this host, else the first
-    let mine = nic_of(nics, &super::hostname());
-    let want = std::env::var("INABENCH_RDMA_DEVICE")
-        .ok()
-        .or_else(|| mine.map(|n| n.device.clone()));
-    let d = match &want {
-        Some(n) => devices.iter().find(|d| &d.name == n),
-        None => devices.first(),
-    }
-    .ok_or_else(|| {
-        failed(format!(
-            "rank {rank} on {}: no RDMA device{} (devices: {})",
-            super::hostname(),
-            want.as_deref()
-                .map(|n| format!(" `{n}`"))
-                .unwrap_or_default(),
-            if devices.is_empty() {
-                "none".to_string()
-            } else {
-                devices
-                    .iter()
-                    .map(|d| d.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            }
-        ))
-    })?;
-    let gid_index = match std::env::var("INABENCH_RDMA_GID_INDEX") {
-        Ok(s) => s.parse::<u8>().map_err(|_| {
-            failed(format!(
-                "rank {rank}: INABENCH_RDMA_GID_INDEX `{s}` is not a GID index (0 to 255)"
-            ))
-        })?,
-        Err(_) if mine.is_some_and(|n| n.device == d.name) => {
-            let n = mine.map_or(0, |n| n.gid_index);
-            u8::try_from(n).map_err(|_| {
-                failed(format!(
-                    "rank {rank}: the testbed's gid_index {n} for {} is not a GID index (0 to 255)",
-                    d.name
-                ))
-            })?
-        }
-        Err(_) => d
-            .ports
-            .first()
-            .and_then(|p| {
-                p.gids
-                    .iter()
-                    .find(|(_, g)| g.0[..10] == [0; 10] && g.0[10..12] == [0xff, 0xff])
-            })
-            .map_or(0, |(i, _)| *i as u8),
-    };
-    let (fidelity, fabric) = label(&d.provider);
-    let plan = |msg_len: u32, window: u32, messages: u32| {
-        let mut p = QpPlan::rc(sizes.mtu, msg_len, window, messages, rto_ns);
-        p.sq_psn = 0x100 * (rank as u32 + 1);
-        p
-    };
-    let open = |p: QpPlan| {
-        v.connect(Some(&d.name), 1, gid_index, &p)
-            .map_err(|e| failed(format!("rank {rank}: {e}")))
-    };
-    let mut bulk_c = open(plan(sizes.msg_packets, sizes.window, sizes.messages))?;
-    let mut ping_c = open(plan(1, PING_RECVS, PINGS + 1))?;
-    let gid = std::net::Ipv6Addr::from(bulk_c.info().gid.0);
-    let mut ctx = new_ctx(job, fidelity, fabric, cancel, sink, units);
-    ctx.log(
-        LogLevel::Info,
-        format!(
-            "rank {rank} on {}: device {} [{}] GID index {gid_index} ({gid}): rows {fidelity}, fabric {fabric}",
-            super::hostname(),
-            d.name,
-            d.provider
-        ),
-    );
-    let mut bulk = VerbsQp::new(&mut bulk_c);
-    let mut ping = VerbsQp::new(&mut ping_c);
-    body(&mut ctx, rank, sizes, &mut bulk, &mut ping, exchange)
-}
-
-fn new_ctx<'a>(
-    job: &'a Job,
-    fidelity: Fidelity,
-    fabric: &'static str,
-    cancel: &'a AtomicBool,
-    sink: &'a mut dyn FnMut(Event),
-    units: &'a dyn Fn(&str) -> String,
-) -> PointCtx<'a> {
-    PointCtx::new(
-        &job.point,
-        job.index,
-        fidelity,
-        fabric,
-        job.repetition,
-        job.warmup,
-        job.seed,
-        &job.run_id,
-        &job.experiment,
-        cancel,
-        sink,
-        units,
-    )
-    .with_host_profile(job.host_profile.as_ref())
-}
-
-/// Poll `qp` until `done` says so (it sees every completion), at most [`WAIT`]; `sleep`: after
-/// 64 empty polls, sleep 10 us between polls (the bulk transfer: a stand-in for a completion
-/// channel, which the binding does not bind), else spin (the RTT).
-fn wait<T: HostTransport>(
-    qp: &mut T,
-    what: &str,
-    sleep: bool,
-    mut done: impl FnMut(&inabench_transport::Completion) -> Result<bool, WorkloadError>,
-) -> Result<(), WorkloadError> {
-    let t0 = Instant::now();
-    let mut empty = 0u32;
-    loop {
-        let cs = qp.poll(32).map_err(|e| failed(format!("{what}: {e}")))?;
-        if cs.is_empty() {
-            empty += 1;
-            if t0.elapsed() > WAIT {
-                return Err(failed(format!("{what}: no completion within {WAIT:?}")));
-            }
-            if sleep && empty > 64 {
-                std::thread::sleep(Duration::from_micros(10));
-            }
-            continue;
-        }
-        empty = 0;
-        let mut finished = false;
-        for c in &cs {
-            if let Some(status) = c.error {
-                return Err(failed(format!(
-                    "{what}: a work completion failed (status {status}, wr {})",
-                    c.wr_id
-                )));
-            }
-            finished |= done(c)?;
-        }
-        if finished {
-            return Ok(());
-        }
-    }
-}
-
-/// The transfer of one repetition, on either rank.
-fn body<T: HostTransport>(
-    ctx: &mut PointCtx<'_>,
-    rank: usize,
-    sizes: Sizes,
-    bulk: &mut T,
-    ping: &mut T,
-    exchange: &mut Exchange<'_>,
-) -> Result<(), WorkloadError> {
-    fn err<E: std::fmt::Display>(rank: usize, what: &'static str) -> impl Fn(E) -> WorkloadError {
-        move |e| failed(format!("rank {rank}: {what}: {e}"))
-    }
-    let mtu = sizes.mtu as usize;
-    let message = sizes.message_bytes();
-    let total = sizes.total_bytes();
-    let seed = ctx.seed;
-    // receives first: every WRITE with immediate finds one posted
-    if rank == 0 {
-        ping.post_recv(u64::from(REPORT_IMM))
-            .map_err(err(rank, "posting a receive"))?;
-        let buf = bulk.buf_mut();
-        for (i, b) in buf[..total].iter_mut().enumerate() {
-            *b = pattern(seed, i);
-        }
-    } else {
-        bulk.post_recv(0).map_err(err(rank, "posting a receive"))?;
-        for k in 0..u64::from(PING_RECVS) {
-            ping.post_recv(k).map_err(err(rank, "posting a receive"))?;
-        }
-    }
-    let peers = exchange(rank, &[("bulk", bulk.info()), ("ping", ping.info())])
-        .map_err(|e| failed(format!("rank {rank}: the QP exchange: {e}")))?;
-    let other = 1 - rank;
-    let qp_of = |name: &str| -> Result<ConnInfo, WorkloadError> {
-        peers
-            .get(&other)
-            .and_then(|q| q.get(name))
-            .copied()
-            .ok_or_else(|| failed(format!("rank {other} published no `{name}` QP")))
-    };
-    bulk.connect(&qp_of("bulk")?)
-        .map_err(err(rank, "connecting the bulk QP"))?;
-    ping.connect(&qp_of("ping")?)
-        .map_err(err(rank, "connecting the ping QP"))?;
-    // both sides' QPs are ready to receive before the first WRITE: a second round, empty
-    exchange(rank, &[]).map_err(|e| failed(format!("rank {rank}: the barrier: {e}")))?;
-    if ctx.cancelled() {
-        return Err(WorkloadError::Interrupted);
-    }
-    if rank == 0 {
-        // the bulk transfer: `window` WRITEs in flight, the last with an immediate
-        let (cpu0, t0) = (thread_cpu_ns(), Instant::now());
-        let (mut posted, mut completed) = (0u32, 0u32);
-        let n = sizes.messages;
-        while completed < n {
-            while posted < n && posted - completed < sizes.window {
-                let imm = (posted + 1 == n).then_some(n);
-                bulk.post_write(
-                    u64::from(posted),
-                    u64::from(posted) * message as u64,
-                    message as u32,
-                    imm,
-                )
-                .map_err(err(rank, "posting a WRITE"))?;
-                posted += 1;
-            }
-            wait(bulk, "the bulk transfer", true, |c| {
-                if c.kind == CompletionKind::Write {
-                    completed += 1;
-                }
-                Ok(true)
-            })?;
-        }
-        let wall = t0.elapsed().as_nanos().max(1) as f64;
-        let cpu = (thread_cpu_ns().saturating_sub(cpu0)) as f64 / wall * 100.0;
-        // RTT: one one-packet WRITE at a time, posted to completed (its ACK)
-        let mut rtt = Vec::with_capacity(PINGS as usize);
-        // rank 1's report may complete in the same poll as the last ping's ACK
-        let mut report = false;
-        for k in 0..PINGS {
-            let off = k as usize * mtu;
-            for (i, b) in ping.buf_mut()[off..off + mtu].iter_mut().enumerate() {
-                *b = pattern(seed ^ 0x5a5a, off + i);
-            }
-            let t = Instant::now();
-            ping.post_write(u64::from(k), off as u64, mtu as u32, Some(k))
-                .map_err(err(rank, "posting a ping"))?;
-            wait(ping, "a ping", false, |c| {
-                report |= c.kind == CompletionKind::RecvWriteImm && c.imm == Some(REPORT_IMM);
-                Ok(c.kind == CompletionKind::Write)
-            })?;
-            rtt.push(t.elapsed().as_nanos() as u64);
-        }
-        // rank 1's report: its bulk CPU time, wall time and what it found
-        if !report {
-            wait(ping, "rank 1's report", true, |c| {
-                Ok(c.kind == CompletionKind::RecvWriteImm && c.imm == Some(REPORT_IMM))
-            })?;
-        }
-        let at = PINGS as usize * mtu;
-        let word = |i: usize| {
-            let b = &ping.buf()[at + 8 * i..at + 8 * i + 8];
-            u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))
-        };
-        let (cpu1, wall1, bad) = (word(0), word(1), word(2));
-        if bad != 0 {
-            return Err(WorkloadError::WrongResult(format!(
-                "rank 1 found {} of the bytes rank 0 wrote differing (the first at byte {})",
-                bad,
-                word(3)
-            )));
-        }
-        let cpu1 = cpu1 as f64 / (wall1.max(1)) as f64 * 100.0;
-        ctx.record("throughput", total as f64 * 8.0 / wall);
-        ctx.record("cpu", (cpu + cpu1) / 2.0);
-        rtt.sort_unstable();
-        if let Some(m) = rtt.get(rtt.len() / 2) {
-            ctx.record("rtt", *m as f64 / 1e3);
-        }
-        ctx.counter(
-            "bytes_checked",
-            total as u64 + u64::from(PINGS) * mtu as u64,
-        );
-        return Ok(());
-    }
-    // rank 1: the bulk transfer's last WRITE carries the immediate; RC delivers in order
-    let (cpu0, t0) = (thread_cpu_ns(), Instant::now());
-    wait(bulk, "the bulk transfer", true, |c| {
-        Ok(c.kind == CompletionKind::RecvWriteImm && c.imm == Some(sizes.messages))
-    })?;
-    let wall = t0.elapsed().as_nanos() as u64;
-    let cpu = thread_cpu_ns().saturating_sub(cpu0);
-    let got = bulk.buf();
-    let mut bad = 0u64;
-    let mut first = 0u64;
-    for (i, b) in got[..total].iter().enumerate() {
-        if *b != pattern(seed, i) {
-            if bad == 0 {
-                first = i as u64;
-            }
-            bad += 1;
-        }
-    }
-    // the pings, in order (two may complete in one poll: each is checked and its receive
-    // posted again once polled)
-    let mut next = 0u32;
-    while next < PINGS {
-        let mut arrived = Vec::new();
-        wait(ping, "a ping", false, |c| {
-            if c.kind == CompletionKind::RecvWriteImm {
-                arrived.push(c.imm);
-            }
-            Ok(true)
-        })?;
-        for imm in arrived {
-            if imm != Some(next) {
-                return Err(failed(format!(
-                    "rank 1: ping {next} expected, a WRITE with immediate {imm:?} arrived"
-                )));
-            }
-            let off = next as usize * mtu;
-            for i in 0..mtu {
-                if ping.buf()[off + i] != pattern(seed ^ 0x5a5a, off + i) {
-                    if bad == 0 {
-                        first = (total + off + i) as u64;
-                    }
-                    bad += 1;
-                }
-            }
-            ping.post_recv(u64::from(next + PING_RECVS))
-                .map_err(err(rank, "posting a receive"))?;
-            next += 1;
-        }
-    }
-    let at = PINGS as usize * mtu;
-    for (i, w) in [cpu, wall, bad, first].iter().enumerate() {
-        ping.buf_mut()[at + 8 * i..at + 8 * i + 8].copy_from_slice(&w.to_le_bytes());
-    }
-    ping.post_write(
-        u64::from(REPORT_IMM),
-        at as u64,
-        mtu as u32,
-        Some(REPORT_IMM),
-    )
-    .map_err(err(rank, "posting the report"))?;
-    wait(ping, "the report", true, |c| {
-        Ok(c.kind == CompletionKind::Write)
-    })?;
-    if bad != 0 {
-        return Err(WorkloadError::WrongResult(format!(
-            "{bad} bytes differ from what rank 0 wrote (the first at byte {first})"
-        )));
-    }
-    Ok(())
-}
-
-// ---------------------------------------------------------------- the software stand-in
-
-/// Why the software stand-in refused a call.
-#[derive(Debug, thiserror::Error)]
-pub enum SoftUdpError {
-    #[error(transparent)]
-    Soft(#[from] inabench_transport::soft::SoftError),
-    #[error("the UDP carrier: {0}")]
-    Io(#[from] std::io::Error),
-}
-
-/// A software RC QP whose frames a UDP socket on loopback carries to its peer's.
-struct SoftUdp {
-    qp: SoftQp,
-    sock: std::net::UdpSocket,
-    peer: Option<std::net::SocketAddr>,
-    t0: Instant,
-}
-
-impl SoftUdp {
-    fn new(shape: Shape, qpn: u32, base: u64) -> Result<SoftUdp, WorkloadError> {
-        let sock = std::net::UdpSocket::bind("127.0.0.1:0")?;
-        sock.set_nonblocking(true)?;
-        let port = sock.local_addr()?.port();
-        let ip = [127, 1, (port >> 8) as u8, port as u8];
-        let qp = SoftQp::new(ip, qpn, 0x10 * qpn, shape, base, 0x1000 + qpn)
-            .map_err(|e| failed(format!("the software QP: {e}")))?;
-        Ok(SoftUdp {
-            qp,
-            sock,
-            peer: None,
-            t0: Instant::now(),
-        })
-    }
-
-    fn pump(&mut self) -> Result<(), SoftUdpError> {
-        let now = self.t0.elapsed().as_nanos() as u64;
-        let mut buf = [0u8; 9216];
-        loop {
-            match self.sock.recv_from(&mut buf) {
-                Ok((n, _)) => {
-                    if let Ok((fr, payload)) = inabench_wire::roce::FrameRepr::parse(&buf[..n]) {
-                        self.qp.handle_frame(now, &fr, payload);
-                    } else {
-                        self.qp.malformed += 1;
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        if self.qp.poll_timeout().is_some_and(|t| t <= now) {
-            self.qp.handle_timeout(now);
-        }
-        if let Some(peer) = self.peer {
-            while let Some(f) = self.qp.poll_transmit(now) {
-                match self.sock.send_to(&f, peer) {
-                    Ok(_) => {}
-                    // a full socket buffer is a lost frame: go-back-N resends it
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-impl HostTransport for SoftUdp {
-    type Error = SoftUdpError;
-
-    fn info(&self) -> ConnInfo {
-        self.qp.info()
-    }
-
-    fn connect(&mut self, remote: &ConnInfo) -> Result<(), SoftUdpError> {
-        let port = u16::from_be_bytes([remote.gid[14], remote.gid[15]]);
-        self.peer = Some(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
-        Ok(self.qp.connect(remote)?)
-    }
-
-    fn buf(&self) -> &[u8] {
-        self.qp.buf()
-    }
-
-    fn buf_mut(&mut self) -> &mut [u8] {
-        self.qp.buf_mut()
-    }
-
-    fn post_write(
-        &mut self,
-        wr_id: u64,
-        offset: u64,
-        len: u32,
-        imm: Option<u32>,
-    ) -> Result<(), SoftUdpError> {
-        self.qp.post_write(wr_id, offset, len, imm)?;
-        self.pump()
-    }
-
-    fn post_write_to(
-        &mut self,
-        wr_id: u64,
-        offset: u64,
-        len: u32,
-        to: inabench_transport::RemoteAddr,
-        imm: Option<u32>,
-    ) -> Result<(), SoftUdpError> {
-        self.qp.post_write_to(wr_id, offset, len, to, imm)?;
-        self.pump()
-    }
-
-    fn post_recv(&mut self, wr_id: u64) -> Result<(), SoftUdpError> {
-        Ok(self.qp.post_recv(wr_id)?)
-    }
-
-    fn poll(&mut self, max: usize) -> Result<Vec<inabench_transport::Completion>, SoftUdpError> {
-        self.pump()?;
-        Ok(self.qp.poll(max)?)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use inabench_core::event::LogLevel;
     use std::time::Duration;
-
-    #[test]
-    fn sizes_refuse_what_a_qp_cannot_carry() {
-        let point = |kb: f64, mtu: f64| inabench_core::plan::Point {
-            id: "p".into(),
-            system: ROCE.into(),
-            params: [
-                (
-                    "message_kb".to_string(),
-                    inabench_core::value::Scalar::Float(kb),
-                ),
-                ("mtu".to_string(), inabench_core::value::Scalar::Float(mtu)),
-                ("total_mb".to_string(), inabench_core::value::Scalar::Int(1)),
-            ]
-            .into_iter()
-            .collect(),
-            repetitions: 1,
-            warmup: 0,
-        };
-        let s = Sizes::of(&point(64.0, 1024.0)).expect("64 KB");
-        assert_eq!((s.msg_packets, s.messages, s.window), (64, 16, 4));
-        assert!(matches!(
-            Sizes::of(&point(64.0, 1000.0)),
-            Err(WorkloadError::BadParam(_))
-        ));
-        assert!(matches!(
-            Sizes::of(&point(0.5, 1024.0)),
-            Err(WorkloadError::BadParam(_))
-        ));
-    }
 
     fn job() -> Job {
         Job {
-            workload: TABLE1.into(),
+            workload: "netreduce.table1".into(),
             point: inabench_core::plan::Point {
                 id: "p".into(),
-                system: ROCE.into(),
+                system: "roce".into(),
                 params: Default::default(),
                 repetitions: 1,
                 warmup: 0,
             },
             index: 0,
-            fidelity: Fidelity::Emulated,
+            fidelity: inabench_core::Fidelity::Emulated,
             repetition: 0,
             warmup: false,
             seed: 1,
@@ -1122,11 +575,14 @@ mod tests {
             .accept(2, Duration::from_secs(20), &|_| None, &mut |_| Ok(()))
             .expect("both agents connect");
         let mut events = Vec::new();
-        let ok =
-            run_spanning(&mut accepted, &job(), 2, &[], &mut |e| events.push(e)).expect("channel");
+        let ok = run_spanning(&mut accepted, &job(), 2, &[], ROUND_DEADLINE, &mut |e| {
+            events.push(e)
+        })
+        .expect("channel");
         assert_eq!(ok, Ok(()));
         assert_eq!(events.len(), 2, "{events:?}");
-        let failed = run_spanning(&mut accepted, &job(), 2, &[], &mut |_| {}).expect("channel");
+        let failed = run_spanning(&mut accepted, &job(), 2, &[], ROUND_DEADLINE, &mut |_| {})
+            .expect("channel");
         assert_eq!(
             failed,
             Err(JobFailure::Failed {
@@ -1146,6 +602,92 @@ mod tests {
             assert_eq!(seen[0][&0]["bulk"], info(0), "agent {rank}");
             assert_eq!(seen[0][&1]["bulk"], info(1), "agent {rank}");
         }
+        for a in accepted {
+            a.shutdown();
+        }
+    }
+
+    /// A rank that takes its job and never publishes (a test double: it reads its RankJob and
+    /// then only waits for its channel to close): the runner, with a 1 s round deadline, ends
+    /// the round once rank 0 has waited that long, rank 0 hears a sentence naming rank 1, and
+    /// the job fails with that sentence, in seconds, not never.
+    #[test]
+    fn a_rank_that_never_publishes_ends_the_round_at_the_deadline() {
+        use super::super::ControlListener;
+        use super::super::qp_exchange::AgentLink;
+        use inabench_transport::ipv4_gid;
+        let control = ControlListener::bind("127.0.0.1:0").expect("bind");
+        let addr = control.local_addr().expect("addr").to_string();
+        let agents: Vec<_> = (0..2)
+            .map(|me| {
+                let (addr, token) = (addr.clone(), control.token().to_string());
+                std::thread::spawn(move || {
+                    let mut link = AgentLink::connect(&addr, me, &token).expect("connect");
+                    link.reader
+                        .get_ref()
+                        .set_read_timeout(Some(Duration::from_secs(20)))
+                        .expect("timeout");
+                    let line = read_frame(&mut link.reader, MAX_FRAME)
+                        .expect("read")
+                        .expect("a job");
+                    assert!(line.contains("\"rank_job\""), "{line}");
+                    if me == 1 {
+                        // silent: the next read ends when the runner closes the channel
+                        let r = read_frame(&mut link.reader, MAX_FRAME);
+                        assert!(!matches!(r, Ok(Some(_))), "{r:?}");
+                        return None;
+                    }
+                    let info = ConnInfo {
+                        qpn: 0x20,
+                        psn: 7,
+                        gid: ipv4_gid([10, 0, 0, 1]),
+                        addr: 0x1000,
+                        rkey: 9,
+                    };
+                    link.publish(0, &[("bulk", info)])
+                        .err()
+                        .map(|e| e.to_string())
+                })
+            })
+            .collect();
+        let mut accepted = control
+            .accept(2, Duration::from_secs(20), &|_| None, &mut |_| Ok(()))
+            .expect("both agents connect");
+        let t0 = std::time::Instant::now();
+        let r = run_spanning(
+            &mut accepted,
+            &job(),
+            2,
+            &[],
+            Duration::from_secs(1),
+            &mut |_| {},
+        );
+        let took = t0.elapsed();
+        let Err(e) = r else {
+            panic!("the job did not fail: {r:?}");
+        };
+        assert!(
+            matches!(&e, LaunchError::Silent { who, .. } if who == "rank 1"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "rank 1 published no QPs within 1s of the round's first"
+        );
+        assert!(
+            took >= Duration::from_secs(1) && took < Duration::from_secs(5),
+            "{took:?}"
+        );
+        let heard: Vec<_> = agents
+            .into_iter()
+            .map(|t| t.join().expect("agent"))
+            .collect();
+        assert_eq!(
+            heard[0].as_deref(),
+            Some(
+                "the runner ended the exchange: rank 1 published no QPs within 1s of the round's first"
+            )
+        );
         for a in accepted {
             a.shutdown();
         }
@@ -1176,22 +718,5 @@ mod tests {
         let back: Msg =
             serde_json::from_str(&serde_json::to_string(&m).expect("json")).expect("parse");
         assert!(matches!(back, Msg::RankJob { nics: n, rank: 1, .. } if n == nics));
-    }
-
-    #[test]
-    fn providers_label_rows() {
-        use inabench_devices::verbs::Provider;
-        assert_eq!(label(&Provider::SoftRoce), (Fidelity::Emulated, "rdma-rxe"));
-        assert_eq!(
-            label(&Provider::SoftIwarp),
-            (Fidelity::Emulated, "rdma-siw")
-        );
-        assert_eq!(
-            label(&Provider::Hardware {
-                driver: Some("mlx5_core".into()),
-                vendor_id: 0x02c9
-            }),
-            (Fidelity::Hardware, "roce")
-        );
     }
 }

@@ -25,6 +25,7 @@
 pub mod ring;
 pub mod soft;
 pub mod switchml_rdma;
+pub mod udp;
 
 use serde::{Deserialize, Serialize};
 

@@ -13,17 +13,17 @@
 //! - `dpdk`: busy polling, never sleeping.
 //!
 //! The `roce` row is RoCE itself: one RoCEv2 RC transfer between two hosts' verbs QPs, measured
-//! the same way. It spans two agents (one a host), which exchange their QPs through the runner;
-//! its body is the harness's (`inabench::launcher::span`, where the verbs binding and the agents'
-//! control channel are), not this crate's. Its rows are `hardware` on a NIC's RDMA engine and
+//! the same way. It spans two agents (one a host: `ranks`), which exchange their QPs through the
+//! runner; its body is [`super::table1_roce`]. Its rows are `hardware` on a NIC's RDMA engine and
 //! `emulated` (fabric `rdma-rxe`) on Soft-RoCE, as the device's provider says; the hardware class
-//! runs only this row, and it never runs in the runner's own process.
+//! runs only this row, and it never runs in the runner's own process (`not_here`).
 //!
 //! Each point runs twice: a bulk transfer of `total_mb` in messages of `message_kb` with a window
 //! of `window` messages (throughput, CPU), then 200 one-packet messages one at a time (RTT,
 //! median). CPU is the mean over the two hosts of each host process's node threads' CPU time
 //! over its wall time, in percent of one core.
 
+use inabench_core::workload::{Rank, RankExchange};
 use inabench_core::{Fidelity, PointCtx, Workload, WorkloadError};
 use inabench_ina_run::udp_node::{NodeJob, Spawn, UdpOutcome, run_udp};
 
@@ -107,6 +107,37 @@ impl Workload for Table1 {
 
     fn systems(&self) -> Option<&'static [&'static str]> {
         Some(&["event_driven", "parallel_dma", "dpdk", ROCE])
+    }
+
+    fn ranks(&self, system: &str) -> usize {
+        if system == ROCE { 2 } else { 1 }
+    }
+
+    fn not_here(&self, class: Fidelity, system: &str, agents: bool) -> Option<String> {
+        if class == Fidelity::Hardware && system != ROCE {
+            return Some(format!(
+                "`{system}` is a software host I/O model on the udp fabric: its rows are emulated only"
+            ));
+        }
+        if class == Fidelity::Emulated && system == ROCE && !agents {
+            return Some("needs two hosts' RDMA devices, reached through agents (a testbed's `launcher:` or --launcher local|ssh|slurm); on Soft-RoCE its rows are emulated, fabric rdma-rxe".to_string());
+        }
+        None
+    }
+
+    fn run_rank(
+        &self,
+        ctx: &mut PointCtx<'_>,
+        rank: &Rank<'_>,
+        exchange: &mut dyn RankExchange,
+    ) -> Result<(), WorkloadError> {
+        if ctx.system() != ROCE {
+            return Err(WorkloadError::Invalid(format!(
+                "`{}` runs in one process: it does not span agents",
+                ctx.system()
+            )));
+        }
+        super::table1_roce::run_rank(ctx, rank, exchange)
     }
 
     fn run(&self, ctx: &mut PointCtx<'_>) -> Result<(), WorkloadError> {
