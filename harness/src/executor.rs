@@ -34,6 +34,17 @@ pub trait Executor {
     fn shutdown(&mut self) {}
 }
 
+/// The manifest's `drivers` line of a class: its fabrics and what carries them (the hardware
+/// class: the testbed's devices, each row still carrying the class of the device that ran it;
+/// every other class: software).
+pub fn class_line(class: inabench_core::Fidelity, fabrics: &[&str]) -> String {
+    let by = match class {
+        inabench_core::Fidelity::Hardware => "the testbed's devices",
+        _ => "software",
+    };
+    format!("{class}: {} ({by})", fabrics.join(", "))
+}
+
 /// Run `job` in this process through the workload it names. The agents' side runs jobs through
 /// this same function, so a point is measured the same way wherever it runs.
 pub fn run_here(
@@ -286,5 +297,28 @@ impl Executor for Scripted {
             sink(e);
         }
         outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::class_line;
+    use inabench_core::Fidelity;
+
+    /// A hardware row is not "software": each class's line says what carries it.
+    #[test]
+    fn each_class_line_says_what_carries_it() {
+        assert_eq!(
+            class_line(Fidelity::Hardware, &["roce"]),
+            "hardware: roce (the testbed's devices)"
+        );
+        assert_eq!(
+            class_line(Fidelity::Emulated, &["udp", "raw-veth"]),
+            "emulated: udp, raw-veth (software)"
+        );
+        assert_eq!(
+            class_line(Fidelity::Simulated, &["sim"]),
+            "simulated: sim (software)"
+        );
     }
 }

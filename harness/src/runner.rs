@@ -318,7 +318,7 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
     let mut drivers: Vec<String> = plan
         .fidelities
         .iter()
-        .map(|f| format!("{f}: {} (software)", fabrics(f).join(", ")))
+        .map(|f| crate::executor::class_line(*f, &fabrics(f)))
         .collect();
     if plan.fidelities.iter().any(|f| fabrics(f).contains(&"udp")) {
         // what the udp fabric's batched socket layer uses on this host (probed once: a GSO send
