@@ -148,24 +148,24 @@ fn auto_falls_back_to_af_packet_and_says_why() {
 /// A raw Table 6 run through the CLI stores what ran: every row's fabric names the socket kind
 /// (`raw-veth/af_xdp` on `auto` here, `raw-veth/af_packet` when `INABENCH_RAW_SOCKET` forces
 /// it), and the manifest says the raw fabric (not udp, no udp socket probe) with one line per
-/// kind seen and why.
+/// kind seen and why, whether the points ran in the runner's process or in an agent.
 #[test]
 fn a_raw_run_stores_the_socket_kind_in_its_rows_and_manifest() {
     if !inabench_fabric::netns::is_root() {
         eprintln!("skipped: the raw fabric's namespaces and AF_PACKET sockets need root");
         return;
     }
-    for (forced, label, sockets) in [
-        (
-            None,
-            "raw-veth/af_xdp",
-            "af_xdp(copy) on every link (asked: auto)",
-        ),
+    let xdp = "af_xdp(copy) on every link (asked: auto)";
+    // the runner's process, then an agent's (the line crosses its control channel)
+    for (forced, launcher, label, sockets) in [
+        (None, "inproc", "raw-veth/af_xdp", xdp),
         (
             Some("af_packet"),
+            "inproc",
             "raw-veth/af_packet",
             "af_packet (af_xdp: not tried: af_packet was asked) (asked: af_packet)",
         ),
+        (None, "local", "raw-veth/af_xdp", xdp),
     ] {
         let d = tempfile::tempdir().expect("a scratch folder");
         let results = d.path().join("results");
@@ -173,7 +173,14 @@ fn a_raw_run_stores_the_socket_kind_in_its_rows_and_manifest() {
         c.args(["reproduce", "netreduce-table6", "--fidelity", "emulated"])
             .args(["--set", "emulated_fabric=raw", "--set", "host_stack=nic"])
             .args(["--set", "workers=3", "--set", "elements=43516"])
-            .args(["--repetitions", "1", "--warmup", "0"])
+            .args([
+                "--repetitions",
+                "1",
+                "--warmup",
+                "0",
+                "--launcher",
+                launcher,
+            ])
             .args(["--headless", "--format", "json"])
             .env("INABENCH_RESULTS", &results);
         match forced {
@@ -223,7 +230,10 @@ fn a_raw_run_stores_the_socket_kind_in_its_rows_and_manifest() {
             [&format!("raw fabric sockets, rows {label}: {sockets}").as_str()],
             "{drivers:?}"
         );
-        eprintln!("{label}: {} rows; drivers {drivers:?}", rows.len());
+        eprintln!(
+            "{label} ({launcher}): {} rows; drivers {drivers:?}",
+            rows.len()
+        );
     }
 }
 
