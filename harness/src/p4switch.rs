@@ -14,9 +14,10 @@
 //! addresses (`hosts[].data`) has its job written at those (the testbed file's i-th worker is
 //! worker i, on switch port i); else the synthetic plan SwitchML's workers send from
 //! (`entries::switchml_workers`: 10.0.1.<w+1>, 02:00:00:01:00:<w+1>), worker `w` on switch port
-//! `w`, and the manifest line says which. The job is written for the grid's largest `workers`
-//! ([`largest_workers`]): one job at a time is on the switch, and the data plane of our runs is
-//! the software model, which builds each point's own job.
+//! `w`, and the manifest line says which. One job at a time is on the switch, and a job of `n`
+//! workers completes no slot for a point of fewer: the runner rewrites it before each point
+//! whose `workers` differs from the job on the switch ([`SwitchJob`]), and the manifest says
+//! how many writes were made for which values.
 
 use anyhow::{Context, Result, anyhow};
 use inabench_p4rt::client::Controller;
@@ -67,6 +68,113 @@ pub fn largest_workers(points: &[inabench_core::plan::Point], fixed: usize) -> u
         .map(|w| w as usize)
         .max()
         .unwrap_or(fixed)
+}
+
+/// The `workers` a point's job is written for: its own `workers` parameter, else `fixed` (the
+/// spec's fixed value, or 2).
+pub fn point_workers(point: &inabench_core::plan::Point, fixed: usize) -> usize {
+    point
+        .params
+        .get("workers")
+        .and_then(|v| v.as_f64())
+        .filter(|w| w.is_finite() && *w >= 0.0)
+        .map_or(fixed, |w| w as usize)
+}
+
+/// The job on a testbed's P4Runtime switch through one run. The switch holds one job at a time,
+/// and a job written for `n` workers completes no slot for a point of fewer (the switch waits
+/// for `n` contributions), so the job is written before each point whose `workers` differs from
+/// the job the switch holds ([`SwitchJob::ensure`]): a grid over `workers` rewrites it per
+/// point, a grid with one `workers` value writes it once.
+pub struct SwitchJob {
+    p4: crate::testbed::P4Runtime,
+    systems: Vec<String>,
+    testbed: crate::testbed::Testbed,
+    fixed: usize,
+    /// The `workers` of the job the switch holds (None: none written by this run yet).
+    on_switch: Option<usize>,
+    /// The `workers` of every write, in order.
+    writes: Vec<usize>,
+    /// Whether the writes were at the testbed's stated worker addresses.
+    stated: bool,
+}
+
+impl SwitchJob {
+    /// The job of a run of `systems` on `tb`'s P4Runtime switch (None: the testbed has none);
+    /// `fixed` is the spec's fixed `workers`, else 2.
+    pub fn of(
+        tb: &crate::testbed::Testbed,
+        systems: Vec<String>,
+        fixed: usize,
+    ) -> Option<SwitchJob> {
+        let p4 = tb.switch.p4runtime.clone()?;
+        Some(SwitchJob {
+            p4,
+            systems,
+            testbed: tb.clone(),
+            fixed,
+            on_switch: None,
+            writes: Vec::new(),
+            stated: false,
+        })
+    }
+
+    /// Write the job `point` needs unless the switch already holds it (one call per point,
+    /// before it runs): the manifest's lines of the write ([`program_switch_for`]'s, each read
+    /// back and checked), or None when nothing was written. A job the switch refuses, or a
+    /// testbed naming fewer workers than the point, is an error (one sentence).
+    pub fn ensure(&mut self, point: &inabench_core::plan::Point) -> Result<Option<Vec<String>>> {
+        let n = point_workers(point, self.fixed);
+        if self.on_switch == Some(n) {
+            return Ok(None);
+        }
+        let (w, stated) = job_workers(&self.testbed, n)?;
+        let lines = program_switch_for(&self.p4, &self.systems, &w)?;
+        self.on_switch = Some(n);
+        self.writes.push(n);
+        self.stated = stated;
+        Ok(Some(lines))
+    }
+
+    /// The `workers` of every write so far, in order.
+    pub fn writes(&self) -> &[usize] {
+        &self.writes
+    }
+
+    /// The manifest's line for the run's writes: once, or rewritten per point, with the counts.
+    pub fn summary(&self) -> String {
+        let at = if self.stated {
+            "the testbed file's worker addresses"
+        } else {
+            "SwitchML's synthetic worker addresses (the testbed states none)"
+        };
+        let list = |w: &[usize]| {
+            w.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self.writes.as_slice() {
+            [] => format!(
+                "p4runtime {}: no job written (no point ran)",
+                self.p4.address
+            ),
+            [n] => format!(
+                "p4runtime {}: the job written once, for {n} workers (every point's `workers`), at {at}",
+                self.p4.address
+            ),
+            w => {
+                let distinct: std::collections::BTreeSet<&usize> = w.iter().collect();
+                format!(
+                    "p4runtime {}: the job rewritten per point, before each point whose `workers` differs from the job on the switch (a job of n workers completes no slot for fewer): {} writes for {} `workers` values, in point order {} workers, at {at}",
+                    self.p4.address,
+                    w.len(),
+                    distinct.len(),
+                    list(w)
+                )
+            }
+        }
+    }
 }
 
 /// [`program_switch`] for workers at given addresses and ports (worker `w` is the `w`-th).

@@ -438,6 +438,14 @@ pub fn execute(
         Arc::new(Mutex::new(vec![(std::process::id(), "runner".to_string())]));
     match p.placement.clone() {
         Placement::InProcess => {
+            // a testbed that states its hosts' data addresses: the run's workload, where it
+            // takes a plan, builds its node processes at them
+            let mut p = p;
+            let addressed = match addressed_registry(&p) {
+                Ok(a) => a,
+                Err(e) => return Err(testbed_refused(&mut p, &e)),
+            };
+            let reg = addressed.as_ref().unwrap_or(reg);
             let flag = cancel.clone();
             let mut ex = InProcess {
                 registry: reg,
@@ -454,6 +462,41 @@ pub fn execute(
     }
 }
 
+/// The run's workload at the testbed's data addresses (`hosts[].data`) where the testbed states
+/// them, has no rig (whose workloads take them themselves) and the workload takes an address
+/// plan (`netreduce.table6`'s node processes): a registry of that one workload; None otherwise
+/// (the run's rows are the same as without a testbed). Points in agents run their own builtin
+/// workloads, at the synthetic addresses. A plan that cannot be used is one sentence.
+fn addressed_registry(p: &Prepared) -> Result<Option<Registry>, String> {
+    if p.testbed.rig.is_some() {
+        return Ok(None);
+    }
+    let Some(plan) = inabench_workloads::netreduce::rig::address_plan(&p.testbed)
+        .map_err(|e| format!("the testbed's data addresses: {e}"))?
+    else {
+        return Ok(None);
+    };
+    Ok(inabench_workloads::netreduce::table6::at_addresses(plan)
+        .into_iter()
+        .find(|w| w.id() == p.workload)
+        .map(|w| Registry::new(vec![w])))
+}
+
+/// A run the testbed refuses before its first point: a new run leaves no folder behind (an
+/// empty failed run would otherwise be `latest`); a resumed one keeps what it had, marked
+/// incomplete, and stays resumable.
+fn testbed_refused(p: &mut Prepared, why: &str) -> RunError {
+    if p.fresh {
+        let _ = std::fs::remove_dir_all(&p.run_dir);
+        return RunError::Testbed(format!("{why}; nothing ran and no run folder was kept"));
+    }
+    p.manifest.status = RunStatus::Incomplete;
+    if let Err(e) = store::write_manifest(&p.run_dir, &p.manifest) {
+        return e.into();
+    }
+    RunError::Testbed(format!("{why}; run {} is unchanged", p.manifest.run_id))
+}
+
 /// [`execute`] through a given [`Executor`] (tests use [`crate::executor::Scripted`]).
 pub fn execute_with(
     mut p: Prepared,
@@ -464,56 +507,39 @@ pub fn execute_with(
     executor: &mut dyn Executor,
 ) -> Result<RunOutcome, RunError> {
     let stop = || cancel.load(Ordering::Relaxed) || SIGNALLED.load(Ordering::Relaxed);
-    // a testbed with a P4Runtime switch: program it for the plan's systems before the first
-    // point (here, not in `prepare`, which only plans and writes the run folder)
-    if let Some(p4) = p.testbed.switch.p4runtime.clone() {
-        let systems: Vec<String> = p
-            .plan
+    // a testbed with a P4Runtime switch: the job each point needs is written on it before the
+    // point (`p4switch::SwitchJob`: rewritten where a point's `workers` differs from the job on
+    // the switch; the switch holds one job, and a job of n workers completes no slot for fewer).
+    // The first point's is written here, so that a switch that refuses it stops the run before
+    // any point ran (here, not in `prepare`, which only plans and writes the run folder).
+    let mut switch_job = crate::p4switch::SwitchJob::of(
+        &p.testbed,
+        p.plan
             .points
             .iter()
             .map(|q| q.system.clone())
             .collect::<BTreeSet<_>>()
             .into_iter()
-            .collect();
-        // one job for the grid's largest `workers` (the switch holds one job at a time; our
-        // points' data plane is the software model, which builds each point's own), at the
-        // testbed's stated worker addresses when it gives them
-        let n = crate::p4switch::largest_workers(&p.plan.points, p.switch_workers);
-        let programmed = crate::p4switch::job_workers(&p.testbed, n).and_then(|(w, stated)| {
-            let at = if stated {
-                "the testbed file's worker addresses"
-            } else {
-                "SwitchML's synthetic worker addresses (the testbed states none)"
-            };
-            let mut lines = crate::p4switch::program_switch_for(&p4, &systems, &w)?;
-            lines.push(format!(
-                "p4runtime {}: the job written for {n} workers (the run's largest `workers`) at {at}",
-                p4.address
-            ));
-            Ok(lines)
-        });
-        match programmed {
-            Ok(lines) => p.manifest.drivers.extend(lines),
-            Err(e) if p.fresh => {
-                // nothing ran: a new run leaves no folder behind (an empty failed run would
-                // otherwise be `latest`)
-                let _ = std::fs::remove_dir_all(&p.run_dir);
-                return Err(RunError::Testbed(format!(
-                    "{}; nothing ran and no run folder was kept",
-                    crate::error_sentence(&e)
-                )));
-            }
-            Err(e) => {
-                // a resumed run keeps what it had, and stays resumable
-                p.manifest.status = RunStatus::Incomplete;
-                store::write_manifest(&p.run_dir, &p.manifest)?;
-                return Err(RunError::Testbed(format!(
-                    "{}; run {} is unchanged",
-                    crate::error_sentence(&e),
-                    p.manifest.run_id
-                )));
+            .collect(),
+        p.switch_workers,
+    );
+    // the manifest's line for the switch's job, kept current as points run
+    let mut switch_line: Option<usize> = None;
+    if let Some(job) = switch_job.as_mut() {
+        let first = p
+            .plan
+            .entries()
+            .into_iter()
+            .find(|e| !p.done.contains(&e.key()))
+            .map(|e| e.point.clone());
+        if let Some(first) = first {
+            match job.ensure(&first) {
+                Ok(lines) => p.manifest.drivers.extend(lines.unwrap_or_default()),
+                Err(e) => return Err(testbed_refused(&mut p, &crate::error_sentence(&e))),
             }
         }
+        p.manifest.drivers.push(job.summary());
+        switch_line = Some(p.manifest.drivers.len() - 1);
     }
     let workload = reg.get(&p.workload).ok_or_else(|| RunError::NoWorkload {
         experiment: p.plan.experiment.clone(),
@@ -653,9 +679,39 @@ pub fn execute_with(
         let seed = SplitMix64::derive(p.manifest.seed, &point.id).next_u64();
         let total = point.warmup + point.repetitions;
         let mut failure: Option<PointFailure> = None;
+        // the switch's job for this point's `workers`, where the switch holds another
+        if let Some(job) = switch_job.as_mut() {
+            match job.ensure(point) {
+                Ok(Some(lines)) => {
+                    for line in lines {
+                        batch.push(Event::Log {
+                            level: LogLevel::Info,
+                            source: "runner".into(),
+                            message: format!(
+                                "the P4 switch's job rewritten for {}: {line}",
+                                point.label()
+                            ),
+                        });
+                    }
+                    if let Some(i) = switch_line {
+                        p.manifest.drivers[i] = job.summary();
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    failure = Some(PointFailure::Setup(format!(
+                        "the P4 switch's job for this point: {}",
+                        crate::error_sentence(&e)
+                    )))
+                }
+            }
+        }
         let mut point_wrong: Option<String> = None;
         let mut point_bad_parameters = false;
         for k in 0..total {
+            if failure.is_some() {
+                break;
+            }
             if stop() {
                 interrupted = true;
                 failure = Some(PointFailure::Interrupted);

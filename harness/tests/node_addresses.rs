@@ -99,11 +99,14 @@ fn a_job_line_carries_the_plan_and_a_line_without_one_is_unchanged() {
     );
 }
 
+/// (source, destination) IPv4 addresses.
+type IpPairs = BTreeSet<([u8; 4], [u8; 4])>;
+/// (source MAC, source IPv4 address).
+type Senders = BTreeSet<([u8; 6], [u8; 4])>;
+
 /// Every captured frame's (source, destination) IPv4 addresses, and worker 0's own frames'
 /// (source MAC, source IPv4).
-fn addresses_seen(
-    frames: &[inabench_fabric::raw::Captured],
-) -> (BTreeSet<([u8; 4], [u8; 4])>, BTreeSet<([u8; 6], [u8; 4])>) {
+fn addresses_seen(frames: &[inabench_fabric::raw::Captured]) -> (IpPairs, Senders) {
     let mut pairs = BTreeSet::new();
     let mut own = BTreeSet::new();
     for f in frames {
@@ -205,4 +208,63 @@ fn netreduce_node_processes_sum_exactly_at_the_plan_on_udp() {
         .expect_err("3 addresses for 4 workers")
         .to_string();
     assert_eq!(e, "the address plan has 3 workers; the job has 4");
+}
+
+mod support;
+
+/// `reproduce netreduce-table6` on a testbed that states its hosts' data addresses (no rig):
+/// the emulated class's node processes build at them (the manifest's line lists the hosts), and
+/// every system's rows are there, each point's sums checked by its workers.
+#[test]
+fn a_table6_run_on_a_testbed_with_data_addresses_builds_its_node_processes_at_them() {
+    let d = tempfile::tempdir().expect("a scratch folder");
+    let host = |name: &str, role: &str, mac: &str, ip: &str| {
+        format!("  - {{name: {name}, role: [{role}], data: {{mac: '{mac}', ipv4: {ip}}}}}\n")
+    };
+    let tb = d.path().join("lab.yaml");
+    std::fs::write(
+        &tb,
+        format!(
+            "name: lab\nhosts:\n  - {{name: localhost, role: [runner]}}\n{}{}{}{}{}switch:\n  kind: soft\n",
+            host("w0", "worker", "52:54:00:ab:00:42", "192.168.7.42"),
+            host("w1", "worker", "52:54:00:ab:00:09", "172.16.0.9"),
+            host("w2", "worker", "52:54:00:ab:00:03", "192.168.7.3"),
+            host("sw", "switch", "52:54:00:ab:00:fe", "172.16.0.254"),
+            host("ps", "ps", "52:54:00:ab:00:c8", "192.168.7.200"),
+        ),
+    )
+    .expect("testbed file");
+    let results = d.path().join("results");
+    let o = std::process::Command::new(exe())
+        .args(["reproduce", "netreduce-table6", "--fidelity", "emulated"])
+        .args(["--set", "host_stack=nic", "--set", "workers=3"])
+        .args(["--set", "elements=43516"])
+        .args(["--repetitions", "1", "--warmup", "0"])
+        .args(["--headless", "--format", "json", "--testbed"])
+        .arg(&tb)
+        .env("INABENCH_RESULTS", &results)
+        .output()
+        .expect("inabench runs");
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let run = support::only_run_dir(&results);
+    let rows = support::rows_of(&run);
+    for sys in ["netreduce", "switchml_rdma", "atp", "switchml"] {
+        assert!(
+            rows.iter()
+                .any(|r| r["system"] == sys && r["metric"] == "throughput"),
+            "no {sys} throughput row"
+        );
+    }
+    let m = support::manifest_of(&run);
+    assert_eq!(m["status"], "complete", "{m}");
+    let drivers = m["drivers"].to_string();
+    assert!(
+        drivers.contains("netreduce.table6's node processes (udp, raw) build their nodes at the testbed file's data addresses: worker 0 192.168.7.42@52:54:00:ab:00:42; worker 1 172.16.0.9@52:54:00:ab:00:09; worker 2 192.168.7.3@52:54:00:ab:00:03; switch 172.16.0.254@52:54:00:ab:00:fe; server 0 192.168.7.200@52:54:00:ab:00:c8"),
+        "{drivers}"
+    );
 }
