@@ -128,8 +128,8 @@ pub struct Prepared {
     pub host_profile: Option<inabench_core::hostprofile::HostProfile>,
     /// The testbed, parsed once.
     pub testbed: crate::testbed::Testbed,
-    /// The spec's fixed `workers`, else 2: what a testbed's P4 switch is programmed for when no
-    /// point names its `workers` (`p4switch::largest_workers`).
+    /// The spec's fixed `workers`, else 2: what a testbed's P4 switch's job is written for at a
+    /// point that names no `workers` (`p4switch::point_workers`).
     pub switch_workers: usize,
     started: Instant,
     /// A new run (not a resume): its folder holds nothing from before.
