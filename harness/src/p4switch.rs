@@ -59,7 +59,8 @@ pub fn job_workers(tb: &crate::testbed::Testbed, n: usize) -> Result<(Vec<JobWor
 }
 
 /// The largest `workers` value of a run's points (a grid over `workers` gives each its own),
-/// else `fixed` (the spec's fixed `workers`, or 2): what the switch's one job is written for.
+/// else `fixed` (the spec's fixed `workers`, or 2). The runner writes each point's own job
+/// ([`SwitchJob`]); this is the job that fits the most workers any point has.
 pub fn largest_workers(points: &[inabench_core::plan::Point], fixed: usize) -> usize {
     points
         .iter()
