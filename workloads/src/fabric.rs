@@ -397,6 +397,20 @@ mod tests {
         // a workload that does not read it keeps its fabric; no points: the class's own
         assert_eq!(class_fabrics(&Fixed, Fidelity::Emulated, &raw), ["udp"]);
         assert_eq!(class_fabrics(&Picks, Fidelity::Emulated, &[]), ["udp"]);
+        // the two other workloads that read it: training (mem by default) and p4sgd-fig8 (udp)
+        let mem = [point("a", Some("mem"))];
+        let udp = [point("a", Some("udp"))];
+        let t = &crate::netreduce::training::Training;
+        assert_eq!(class_fabrics(t, Fidelity::Emulated, &raw[..1]), ["mem"]);
+        assert_eq!(class_fabrics(t, Fidelity::Emulated, &udp), ["udp"]);
+        assert_eq!(class_fabrics(t, Fidelity::Modelled, &udp), ["model"]);
+        let f8 = &crate::p4sgd::fig8::Fig8;
+        assert_eq!(class_fabrics(f8, Fidelity::Emulated, &mem), ["mem"]);
+        assert_eq!(
+            class_fabrics(f8, Fidelity::Emulated, &[point("a", None)]),
+            ["udp"]
+        );
+        assert_eq!(class_fabrics(f8, Fidelity::Simulated, &mem), ["sim"]);
     }
 
     #[test]

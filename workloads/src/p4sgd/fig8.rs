@@ -86,6 +86,16 @@ impl Workload for Fig8 {
         }
     }
 
+    fn point_fabric(&self, f: Fidelity, point: &inabench_core::plan::Point) -> &'static str {
+        // the label its `emulated_fabric` parameter picks (the run's manifest and its udp
+        // socket probe follow it), as `run` picks it
+        if f == Fidelity::Emulated {
+            crate::fabric::planned_label(point, crate::fabric::Emulated::Udp, false)
+        } else {
+            self.fabric(f)
+        }
+    }
+
     fn systems(&self) -> Option<&'static [&'static str]> {
         Some(&[
             "p4sgd",
