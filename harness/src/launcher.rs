@@ -25,6 +25,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub mod qp_exchange;
+pub mod rig;
 pub mod slurm;
 pub mod span;
 pub mod ssh;
@@ -759,6 +760,7 @@ pub fn agent_main(
 pub enum RemoteLauncher {
     Ssh(ssh::SshLauncher),
     Slurm(slurm::SlurmLauncher),
+    Rig(rig::RigLauncher),
 }
 
 impl RemoteLauncher {
@@ -766,6 +768,7 @@ impl RemoteLauncher {
         match self {
             RemoteLauncher::Ssh(l) => l,
             RemoteLauncher::Slurm(l) => l,
+            RemoteLauncher::Rig(l) => l,
         }
     }
 }

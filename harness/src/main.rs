@@ -390,14 +390,30 @@ fn run(cli: Cli) -> Result<i32> {
                 Some(r) if resume.is_none() => r.merge(overrides)?,
                 _ => overrides,
             };
-            let placement = placement(
-                launcher.map(LauncherArg::as_str),
-                testbed.as_deref(),
-                hostfile.as_deref(),
-                ssh_config,
-                listen,
-                agents,
-            )?;
+            // a rig that stands in no workload for the experiments boots agents in its guests
+            let rig_agents = match (&rig, &testbed) {
+                (Some(r), Some(p)) if launcher.is_none() => {
+                    let cat = load_catalog()?;
+                    let workloads: Vec<String> = ids
+                        .iter()
+                        .filter_map(|id| cat.entries.iter().find(|e| &e.spec.id == id))
+                        .filter_map(|e| e.spec.workload.clone())
+                        .collect();
+                    r.agents(&inabench::testbed::Testbed::load(p)?, &workloads)?
+                }
+                _ => None,
+            };
+            let placement = match rig_agents {
+                Some(l) => Placement::Remote(launcher::RemoteLauncher::Rig(l)),
+                None => placement(
+                    launcher.map(LauncherArg::as_str),
+                    testbed.as_deref(),
+                    hostfile.as_deref(),
+                    ssh_config,
+                    listen,
+                    agents,
+                )?,
+            };
             let formats = uniq(format);
             let code = reproduce(
                 &ids,

@@ -29,6 +29,10 @@ pub enum RigError {
         "the testbed {testbed}'s rig boots its guests from this process (root, taps on this host): --launcher {launcher} cannot run it; leave --launcher out"
     )]
     Launcher { testbed: String, launcher: String },
+    #[error(
+        "the testbed {testbed}'s rig cannot run in one run experiments it stands in for (in this process) and experiments whose agents run in its guests: run them one at a time"
+    )]
+    Mixed { testbed: String },
     #[error("the testbed {testbed}'s data addresses: {why}")]
     Addresses { testbed: String, why: String },
     #[error("the testbed {testbed}'s rig.set: {why}")]
@@ -129,6 +133,73 @@ impl RigRun {
         Ok(())
     }
 
+    fn rig_workload(&self) -> inabench_workloads::netreduce::rig::RigTable6 {
+        use inabench_workloads::netreduce::rig::{RigConfig, RigTable6};
+        RigTable6::new(
+            RigConfig {
+                script: self.script.clone(),
+                programs: self.programs.clone(),
+                addresses: self.addresses.clone(),
+            },
+            self.facts.clone(),
+        )
+    }
+
+    /// The workloads the rig stands in for (their ids): the rest of its experiments run their
+    /// own workloads in agents in its guests ([`RigRun::agents`]).
+    pub fn stands_in(&self) -> Vec<&'static str> {
+        vec![inabench_core::Workload::id(&self.rig_workload())]
+    }
+
+    /// The launcher of a run whose experiments' workloads (`workloads`) the rig does not stand
+    /// in for: agents in the rig's guests, one a worker host of the testbed, connecting to the
+    /// runner host's `data.ipv4` on the rig's bridge. None: the rig stands in for every one
+    /// (they run in the runner's process). A run that mixes both is refused in one sentence.
+    pub fn agents(
+        &self,
+        tb: &Testbed,
+        workloads: &[String],
+    ) -> Result<Option<crate::launcher::rig::RigLauncher>, RigError> {
+        let stood_in = self.stands_in();
+        let own: Vec<&String> = workloads
+            .iter()
+            .filter(|w| !stood_in.contains(&w.as_str()))
+            .collect();
+        if own.is_empty() {
+            return Ok(None);
+        }
+        if own.len() < workloads.len() {
+            return Err(RigError::Mixed {
+                testbed: self.testbed.clone(),
+            });
+        }
+        let guests = tb
+            .hosts
+            .iter()
+            .filter(|h| h.role.iter().any(|r| r == "worker"))
+            .count();
+        let host = tb
+            .hosts
+            .iter()
+            .find(|h| h.role.iter().any(|r| r == "runner"))
+            .and_then(|h| h.data.as_ref())
+            .map(|d| d.ipv4.clone());
+        let (Some(ip), true) = (host, guests > 0) else {
+            return Err(RigError::Addresses {
+                testbed: self.testbed.clone(),
+                why: "agents in the rig's guests need worker hosts and a runner host with `data.ipv4` on the rig's bridge".into(),
+            });
+        };
+        Ok(Some(crate::launcher::rig::RigLauncher {
+            script: self.script.clone(),
+            guests,
+            host_ip: format!("{ip}/24"),
+            boot_timeout: std::time::Duration::from_secs(600),
+            connect_timeout: std::time::Duration::from_secs(60),
+            run_timeout_s: 3600,
+        }))
+    }
+
     /// The command line's overrides with the rig's fixed parameters in front (the manifest
     /// records both); a `--set` of a parameter the rig fixes is refused.
     pub fn merge(&self, mut o: Overrides) -> Result<Overrides, RigError> {
@@ -149,15 +220,7 @@ impl RigRun {
 
     /// The builtin workloads with the rig's in place of those it stands in for.
     pub fn registry(&self) -> crate::registry::Registry {
-        use inabench_workloads::netreduce::rig::{RigConfig, RigTable6};
-        let rig = RigTable6::new(
-            RigConfig {
-                script: self.script.clone(),
-                programs: self.programs.clone(),
-                addresses: self.addresses.clone(),
-            },
-            self.facts.clone(),
-        );
+        let rig = self.rig_workload();
         let mut w = inabench_workloads::all();
         w.retain(|x| x.id() != inabench_core::Workload::id(&rig));
         w.push(Box::new(rig));
@@ -207,5 +270,43 @@ mod tests {
         let t = super::Testbed::from_yaml(std::path::Path::new("local.yaml"), &text)
             .expect("local.yaml");
         assert!(!t.has_hardware());
+    }
+
+    /// rxe-rig-agents.yaml: the rig stands in no workload for netreduce-table1, so its run gets
+    /// the rxe-rig launcher (a guest a worker host, the runner's bridge address); table6's
+    /// workload is stood in for (no launcher), and a run mixing both is one sentence.
+    #[test]
+    fn a_rig_that_stands_in_no_workload_boots_agents_in_its_guests() {
+        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../experiments/testbeds/rxe-rig-agents.yaml");
+        let tb = super::Testbed::load(&file).expect("rxe-rig-agents.yaml");
+        let rig = super::RigRun::of(&tb, &file).expect("rig").expect("a rig");
+        assert_eq!(rig.stands_in(), vec!["netreduce.table6"]);
+        let l = rig
+            .agents(&tb, &["netreduce.table1".to_string()])
+            .expect("agents")
+            .expect("a launcher");
+        assert_eq!((l.guests, l.host_ip.as_str()), (2, "10.77.0.254/24"));
+        assert!(l.script.ends_with("tools/rxe-rig/rig.sh"), "{:?}", l.script);
+        assert!(
+            rig.agents(&tb, &["netreduce.table6".to_string()])
+                .expect("stood in")
+                .is_none()
+        );
+        let mixed = rig
+            .agents(
+                &tb,
+                &[
+                    "netreduce.table6".to_string(),
+                    "netreduce.table1".to_string(),
+                ],
+            )
+            .expect_err("mixed");
+        assert!(
+            mixed
+                .to_string()
+                .contains("cannot run in one run experiments it stands in for"),
+            "{mixed}"
+        );
     }
 }

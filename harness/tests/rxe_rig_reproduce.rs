@@ -204,130 +204,31 @@ fn netreduce_table6_on_the_soft_roce_rig_is_emulated_rdma_rxe_with_exact_sums_an
     }
 }
 
-/// The stand-in for ssh in the next test: the ssh launcher's agent command (`exec EXE agent
-/// --connect ADDR --index I --token-stdin`) goes to guest I through the rig's share (the binary
-/// as the share's copy, the token from ssh's stdin into a root-only file, never on a command
-/// line); the guest runs it. `ssh -G` answers as ssh does. It lives as long as the agent would.
-const FAKE_SSH: &str = r#"#!/bin/bash
-SHARE="$(dirname "$0")/share"
-if [[ " $* " == *" -G "* ]]; then
-  for a; do h="$a"; done
-  echo "hostname $h"; echo "port 22"; exit 0
-fi
-host=""; cmd=""
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -T) host="$2"; shift 2 ;;
-    --) shift; cmd="$*"; break ;;
-    *) shift ;;
-  esac
-done
-g="${host#guest}"
-read -r token
-umask 077
-printf '%s\n' "$token" > "$SHARE/token-$g.tmp" && mv "$SHARE/token-$g.tmp" "$SHARE/token-$g"
-cmd="$(echo "$cmd" | sed "s#exec '[^']*'#exec /mnt/share/inabench#; s#exec /[^ ]*inabench #exec /mnt/share/inabench #")"
-printf '%s\n' "$cmd" > "$SHARE/cmd-$g.tmp" && mv "$SHARE/cmd-$g.tmp" "$SHARE/cmd-$g"
-exec sleep 100000
-"#;
-
-/// Each guest waits for its agent command in the share, then runs it with the token on stdin.
-const GUEST_CMD: &str = r#"i=0
-while [ ! -f "$RIG_SHARE/cmd-$RIG_GUEST" ] && [ $i -lt 600 ]; do sleep 0.5; i=$((i+1)); done
-sh -c "$(cat "$RIG_SHARE/cmd-$RIG_GUEST")" < "$RIG_SHARE/token-$RIG_GUEST"
-echo "agent exited $?"
-"#;
-
-/// netreduce-table1's `roce` row (#36 items 2, 3, 5) between two rig guests' Soft-RoCE devices:
-/// the guests run `inabench agent` (the ssh launcher's command, carried by a stand-in for ssh
-/// through the rig's share) connecting to the runner on this host's address on the rig's
-/// bridge (`rig.sh --host-ip`); the row's two ranks exchange their verbs QPs through the
-/// runner and run one RC transfer over rxe0, every byte checked by the receiving guest. Its
-/// rows are `emulated`, fabric `rdma-rxe`, and the manifest names each rank's guest, device
-/// and provider. One boot of two guests (about 50 s), the other three rows in the guests too.
+/// netreduce-table1's `roce` row (#36 items 2, 3, 5) between two rig guests' Soft-RoCE devices,
+/// from the testbed file alone: `reproduce netreduce-table1 --testbed
+/// experiments/testbeds/rxe-rig-agents.yaml` boots the rig itself (the rxe-rig launcher), runs
+/// `inabench agent` in each guest connecting to the runner on this host's address on the rig's
+/// bridge, and the row's two ranks exchange their verbs QPs through the runner and run one RC
+/// transfer over rxe0, every byte checked by the receiving guest. Its rows are `emulated`,
+/// fabric `rdma-rxe`, and the manifest names each rank's guest, device and provider. One boot of
+/// two guests (about 70 s), the other three rows in the guests too.
 #[test]
 fn netreduce_table1_roce_row_runs_between_two_rig_guests_agents_over_rxe() {
     if std::env::var("INABENCH_RXE_RIG").as_deref() == Ok("0") {
         eprintln!("skipped: INABENCH_RXE_RIG=0");
         return;
     }
-    use std::io::{BufRead, BufReader};
-    use std::os::unix::fs::PermissionsExt;
     let d = tempfile::tempdir().expect("a scratch folder");
-    let share = d.path().join("share");
-    std::fs::create_dir(&share).expect("share");
-    std::fs::set_permissions(&share, std::fs::Permissions::from_mode(0o700)).expect("0700");
-    let bin = d.path().join("bin");
-    std::fs::create_dir(&bin).expect("bin");
-    std::fs::write(bin.join("ssh"), FAKE_SSH).expect("ssh");
-    std::fs::set_permissions(bin.join("ssh"), std::fs::Permissions::from_mode(0o755)).expect("755");
-    // the fake ssh finds the share next to itself
-    std::os::unix::fs::symlink(&share, bin.join("share")).expect("link");
-    std::fs::copy(env!("CARGO_BIN_EXE_inabench"), share.join("inabench")).expect("the binary");
-    std::fs::write(share.join("guest-cmd.sh"), GUEST_CMD).expect("guest command");
-    std::fs::write(d.path().join("hosts"), "guest0\nguest1\n").expect("hostfile");
-    let mut rig = Command::new(repo().join("tools/rxe-rig/rig.sh"))
-        .args(["run", "--guests", "2", "--share"])
-        .arg(&share)
-        .args(["--host-ip", "10.77.0.254/24", "--timeout", "400", "--"])
-        .arg("sh /mnt/share/guest-cmd.sh")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("rig.sh runs");
-    // the run folder, from the rig's log; then each guest's setup line (the guest is up)
-    let mut err = BufReader::new(rig.stderr.take().expect("stderr"));
-    let mut log = String::new();
-    let mut run_dir = None;
-    while run_dir.is_none() {
-        let mut line = String::new();
-        if err.read_line(&mut line).unwrap_or(0) == 0 {
-            break;
-        }
-        log.push_str(&line);
-        run_dir = line
-            .split("run folder ")
-            .nth(1)
-            .map(|s| PathBuf::from(s.trim()));
-    }
-    let Some(run_dir) = run_dir else {
-        let status = rig.wait().expect("rig.sh");
-        if log.contains("rxe-rig: skipped:") && std::env::var("CI").as_deref() != Ok("true") {
-            eprintln!("skipped: the rig is unavailable here:\n{log}");
-            return;
-        }
-        panic!("the rig did not boot ({status}):\n{log}");
-    };
-    let tail = std::thread::spawn(move || {
-        let mut rest = String::new();
-        let _ = std::io::Read::read_to_string(&mut err, &mut rest);
-        rest
-    });
-    let t0 = std::time::Instant::now();
-    let up = |g: usize| {
-        std::fs::read_to_string(run_dir.join(format!("ctl/guest{g}/setup.log")))
-            .is_ok_and(|s| s.contains(&format!("guest {g}: data nic")))
-    };
-    while !(up(0) && up(1)) && t0.elapsed() < std::time::Duration::from_secs(300) {
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    }
     let results = d.path().join("results");
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let hosts = d.path().join("hosts").display().to_string();
+    let tb = repo().join("experiments/testbeds/rxe-rig-agents.yaml");
+    let tb = tb.display().to_string();
+    let t0 = std::time::Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_inabench"))
         .args([
             "reproduce",
             "netreduce-table1",
-            "--launcher",
-            "ssh",
-            "--hostfile",
-            &hosts,
-            "--listen",
-            "10.77.0.254",
+            "--testbed",
+            &tb,
             "--fidelity",
             "emulated",
             "--repetitions",
@@ -341,20 +242,21 @@ fn netreduce_table1_roce_row_runs_between_two_rig_guests_agents_over_rxe() {
             "json",
         ])
         .env("INABENCH_RESULTS", &results)
-        .env("PATH", path)
         .output()
         .expect("inabench runs");
-    let rig_status = rig.wait().expect("rig.sh");
-    let mut rig_out = String::new();
-    let _ = std::io::Read::read_to_string(&mut rig.stdout.take().expect("stdout"), &mut rig_out);
-    let rig_log = format!("{log}{}\n{rig_out}", tail.join().unwrap_or_default());
     let all = format!(
-        "{}\n{}\n{rig_log}",
+        "{}\n{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+    if !out.status.success()
+        && all.contains("rxe-rig: skipped:")
+        && std::env::var("CI").as_deref() != Ok("true")
+    {
+        eprintln!("skipped: the rig is unavailable here:\n{all}");
+        return;
+    }
     assert!(out.status.success(), "{all}");
-    assert!(rig_status.success(), "{all}");
     let run = support::only_run_dir(&results);
     let rows = support::rows_of(&run);
     let roce: Vec<&serde_json::Value> = rows.iter().filter(|r| r["system"] == "roce").collect();
@@ -377,9 +279,9 @@ fn netreduce_table1_roce_row_runs_between_two_rig_guests_agents_over_rxe() {
     let m = support::manifest_of(&run);
     let drivers = m["drivers"].to_string();
     for want in [
-        "launcher ssh: 2 agents on guest0, guest1",
+        "launcher rxe-rig: 2 agents on guest0, guest1",
         "rank 0 on guest0: device rxe0 [Soft-RoCE (rdma_rxe), software] GID index 1 (::ffff:10.77.0.1): rows emulated, fabric rdma-rxe",
-        "rank 1 on guest1: device rxe0 [Soft-RoCE (rdma_rxe), software]",
+        "rank 1 on guest1: device rxe0 [Soft-RoCE (rdma_rxe), software] GID index 1 (::ffff:10.77.0.2)",
     ] {
         assert!(drivers.contains(want), "no `{want}` in {drivers}");
     }
