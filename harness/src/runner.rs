@@ -443,7 +443,10 @@ pub fn execute(
             let mut p = p;
             let addressed = match addressed_registry(&p) {
                 Ok(a) => a,
-                Err(e) => return Err(testbed_refused(&mut p, &e)),
+                Err(e) => {
+                    let why = format!("the testbed's data addresses: {e}");
+                    return Err(testbed_refused(&mut p, &why));
+                }
             };
             let reg = addressed.as_ref().unwrap_or(reg);
             let flag = cancel.clone();
@@ -467,13 +470,13 @@ pub fn execute(
 /// plan (`netreduce.table6`'s node processes): a registry of that one workload; None otherwise
 /// (the run's rows are the same as without a testbed). Points in agents run their own builtin
 /// workloads, at the synthetic addresses. A plan that cannot be used is one sentence.
-fn addressed_registry(p: &Prepared) -> Result<Option<Registry>, String> {
+fn addressed_registry(
+    p: &Prepared,
+) -> Result<Option<Registry>, inabench_fabric::addresses::AddressError> {
     if p.testbed.rig.is_some() {
         return Ok(None);
     }
-    let Some(plan) = inabench_workloads::netreduce::rig::address_plan(&p.testbed)
-        .map_err(|e| format!("the testbed's data addresses: {e}"))?
-    else {
+    let Some(plan) = inabench_workloads::netreduce::rig::address_plan(&p.testbed)? else {
         return Ok(None);
     };
     Ok(inabench_workloads::netreduce::table6::at_addresses(plan)

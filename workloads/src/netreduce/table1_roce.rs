@@ -45,22 +45,50 @@ pub const WAIT: Duration = Duration::from_secs(60);
 /// Every rank's QPs, checked: `peers[rank][name]`.
 type Peers = BTreeMap<usize, BTreeMap<String, ConnInfo>>;
 
+/// Why an exchange round of QPs failed.
+#[derive(Debug, thiserror::Error)]
+enum PublishError {
+    #[error("a QP's connection info cannot be written: {0}")]
+    Encode(serde_json::Error),
+    #[error("{0}")]
+    Exchange(inabench_core::workload::ExchangeFailed),
+    #[error("rank {rank}'s QP `{name}` is not connection info: {error}")]
+    NotConnInfo {
+        rank: usize,
+        name: String,
+        error: serde_json::Error,
+    },
+    #[error("rank {rank}'s QP `{name}`: {error}")]
+    Malformed {
+        rank: usize,
+        name: String,
+        error: inabench_transport::ConnInfoError,
+    },
+}
+
 /// One exchange round of QPs: each as its wire form, every rank's read back and checked.
-fn publish(exchange: &mut dyn RankExchange, qps: &[(&str, ConnInfo)]) -> Result<Peers, String> {
+fn publish(
+    exchange: &mut dyn RankExchange,
+    qps: &[(&str, ConnInfo)],
+) -> Result<Peers, PublishError> {
     let mine = qps
         .iter()
         .map(|(n, i)| serde_json::to_value(i.to_wire()).map(|v| (*n, v)))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
-    let all = exchange.exchange(&mine).map_err(|e| e.to_string())?;
+        .map_err(PublishError::Encode)?;
+    let all = exchange.exchange(&mine).map_err(PublishError::Exchange)?;
     let mut peers = Peers::new();
     for (rank, named) in all {
         let mut out = BTreeMap::new();
         for (name, v) in named {
-            let wire: ConnInfoWire = serde_json::from_value(v)
-                .map_err(|e| format!("rank {rank}'s QP `{name}` is not connection info: {e}"))?;
-            let info =
-                ConnInfo::try_from(&wire).map_err(|e| format!("rank {rank}'s QP `{name}`: {e}"))?;
+            let wire: ConnInfoWire = match serde_json::from_value(v) {
+                Ok(w) => w,
+                Err(error) => return Err(PublishError::NotConnInfo { rank, name, error }),
+            };
+            let info = match ConnInfo::try_from(&wire) {
+                Ok(i) => i,
+                Err(error) => return Err(PublishError::Malformed { rank, name, error }),
+            };
             out.insert(name, info);
         }
         peers.insert(rank, out);
