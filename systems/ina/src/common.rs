@@ -255,6 +255,54 @@ pub fn readdress(
     })
 }
 
+/// An RC connection's four ends (its sender's and its responder's local and remote addresses)
+/// moved from NetReduce's synthetic numbering to `plan` ([`readdress`]): the ring's and the
+/// hierarchical all-reduce's workers at a testbed's addresses.
+pub fn readdress_rc(
+    send: &mut crate::roce::RcSender,
+    recv: &mut crate::roce::RcResponder,
+    plan: &AddressPlan,
+) -> Result<(), SetupError> {
+    send.local = readdress(send.local, plan)?;
+    send.remote = readdress(send.remote, plan)?;
+    recv.local = readdress(recv.local, plan)?;
+    recv.remote = readdress(recv.remote, plan)?;
+    Ok(())
+}
+
+/// The one check before [`readdress_rc`]: the ends are moved by their synthetic address's last
+/// byte, so a job of more than 256 workers cannot be (`what` names the job in the sentence).
+pub fn check_readdressable(
+    what: &str,
+    workers: usize,
+    plan: Option<&AddressPlan>,
+) -> Result<(), SetupError> {
+    if plan.is_some() && workers > 256 {
+        return Err(SetupError::Config(format!(
+            "{what} at a testbed's addresses takes at most 256 workers (got {workers})"
+        )));
+    }
+    Ok(())
+}
+
+/// The switch of a job whose switch only forwards between `workers` hosts on RC (the ring, the
+/// hierarchical all-reduce): by destination IPv4 address, at `plan`'s ([`plan_forwarder`]) or,
+/// without one, at NetReduce's synthetic numbering (host `n` at 10.0.0.(n+1), `Route::Ipv4Dst`).
+pub fn forwarding_switch(
+    id: NodeId,
+    workers: usize,
+    plan: Option<&AddressPlan>,
+) -> Result<Box<dyn Switch>, SetupError> {
+    Ok(match plan {
+        Some(p) => Box::new(plan_forwarder(id, p, workers)?),
+        None => Box::new(inabench_fabric::Forwarder::new(
+            id,
+            workers as u32,
+            inabench_fabric::Route::Ipv4Dst,
+        )),
+    })
+}
+
 /// The nodes of one all-reduce.
 pub struct Setup {
     pub workers: Vec<Box<dyn Worker>>,

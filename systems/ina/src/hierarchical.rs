@@ -34,7 +34,7 @@ use crate::common::{
 };
 use crate::netreduce::{psn0, worker_qp_addr};
 use crate::roce::{Accept, RcResponder, RcSender};
-use inabench_fabric::{Endpoint, Forwarder, Nanos, NodeId, Route, Transmit};
+use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
 use inabench_wire::ib::opcode;
 use inabench_wire::roce::FrameRepr;
 use std::collections::VecDeque;
@@ -544,13 +544,7 @@ fn build(
 ) -> Result<Setup, SetupError> {
     let h = Hierarchy::new(cfg)?;
     check_inputs(cfg, &inputs)?;
-    // the connections are moved to the plan by their synthetic address's last byte
-    if plan.is_some() && cfg.workers > 256 {
-        return Err(SetupError::Config(format!(
-            "a ring at a testbed's addresses takes at most 256 workers (got {})",
-            cfg.workers
-        )));
-    }
+    crate::common::check_readdressable("a hierarchical all-reduce", cfg.workers, plan)?;
     let switch = cfg.workers as NodeId;
     let workers = inputs
         .into_iter()
@@ -558,12 +552,8 @@ fn build(
         .map(|(r, data)| {
             let mut w = HierarchicalWorker::new(r, h, data, switch, cfg.timeout_ns);
             if let Some(p) = plan {
-                use crate::common::readdress;
                 for leg in [w.group.as_mut(), w.across.as_mut()].into_iter().flatten() {
-                    leg.send.local = readdress(leg.send.local, p)?;
-                    leg.send.remote = readdress(leg.send.remote, p)?;
-                    leg.recv.local = readdress(leg.recv.local, p)?;
-                    leg.recv.remote = readdress(leg.recv.remote, p)?;
+                    crate::common::readdress_rc(&mut leg.send, &mut leg.recv, p)?;
                 }
             }
             Ok(Box::new(w) as Box<dyn Worker>)
@@ -571,11 +561,8 @@ fn build(
         .collect::<Result<Vec<_>, SetupError>>()?;
     Ok(Setup {
         workers,
-        switch: match plan {
-            Some(p) => Box::new(crate::common::plan_forwarder(switch, p, cfg.workers)?),
-            // an ordinary Ethernet switch: by destination IP (host `n` at 10.0.0.(n+1))
-            None => Box::new(Forwarder::new(switch, cfg.workers as u32, Route::Ipv4Dst)),
-        },
+        // an ordinary Ethernet switch: by destination IP
+        switch: crate::common::forwarding_switch(switch, cfg.workers, plan)?,
         others: Vec::new(),
     })
 }

@@ -15,7 +15,7 @@ use crate::common::{
 };
 use crate::netreduce::worker_addr;
 use crate::roce::{Accept, RcResponder, RcSender};
-use inabench_fabric::{Endpoint, Forwarder, Nanos, NodeId, Route, Transmit};
+use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
 use inabench_wire::ib::opcode;
 use inabench_wire::roce::FrameRepr;
 use std::collections::VecDeque;
@@ -343,13 +343,7 @@ fn build(
 ) -> Result<Setup, SetupError> {
     let l = RingLayout::new(cfg)?;
     check_inputs(cfg, &inputs)?;
-    // the connections are moved to the plan by their synthetic address's last byte
-    if plan.is_some() && cfg.workers > 256 {
-        return Err(SetupError::Config(format!(
-            "a ring at a testbed's addresses takes at most 256 workers (got {})",
-            cfg.workers
-        )));
-    }
+    crate::common::check_readdressable("a ring", cfg.workers, plan)?;
     let switch = cfg.workers as NodeId;
     let workers = inputs
         .into_iter()
@@ -357,22 +351,15 @@ fn build(
         .map(|(r, data)| {
             let mut w = RingWorker::new(r, l, data, switch, cfg.timeout_ns);
             if let Some(p) = plan {
-                use crate::common::readdress;
-                w.send.local = readdress(w.send.local, p)?;
-                w.send.remote = readdress(w.send.remote, p)?;
-                w.recv.local = readdress(w.recv.local, p)?;
-                w.recv.remote = readdress(w.recv.remote, p)?;
+                crate::common::readdress_rc(&mut w.send, &mut w.recv, p)?;
             }
             Ok(Box::new(w) as Box<dyn Worker>)
         })
         .collect::<Result<Vec<_>, SetupError>>()?;
     Ok(Setup {
         workers,
-        switch: match plan {
-            Some(p) => Box::new(crate::common::plan_forwarder(switch, p, cfg.workers)?),
-            // an ordinary Ethernet switch: by destination IP (host `n` at 10.x.x.(n+1))
-            None => Box::new(Forwarder::new(switch, cfg.workers as u32, Route::Ipv4Dst)),
-        },
+        // an ordinary Ethernet switch: by destination IP
+        switch: crate::common::forwarding_switch(switch, cfg.workers, plan)?,
         others: Vec::new(),
     })
 }
