@@ -697,20 +697,7 @@ pub fn agent_main(
                     &mut reader,
                     &mut writer,
                 );
-                let done = match result {
-                    Ok(()) => Msg::Done {
-                        ok: true,
-                        error: None,
-                    },
-                    Err(e) => Msg::Done {
-                        ok: false,
-                        error: Some(e),
-                    },
-                };
-                serde_json::to_writer(&mut writer, &done)
-                    .map_err(|e| LaunchError::Protocol(e.to_string()))?;
-                writer.write_all(b"\n")?;
-                writer.flush()?;
+                send_done(&mut writer, result)?;
                 continue;
             }
             Ok(Msg::Exit) => return Ok(()),
@@ -738,21 +725,26 @@ pub fn agent_main(
         if let Some(e) = io_err {
             return Err(e.into());
         }
-        let done = match result {
-            Ok(()) => Msg::Done {
-                ok: true,
-                error: None,
-            },
-            Err(e) => Msg::Done {
-                ok: false,
-                error: Some(e),
-            },
-        };
-        serde_json::to_writer(&mut writer, &done)
-            .map_err(|e| LaunchError::Protocol(e.to_string()))?;
-        writer.write_all(b"\n")?;
-        writer.flush()?;
+        send_done(&mut writer, result)?;
     }
+}
+
+/// An agent's answer to the runner once a job (or a rank of one) ended: `Msg::Done`, flushed.
+fn send_done<W: Write>(writer: &mut W, result: Result<(), JobFailure>) -> Result<(), LaunchError> {
+    let done = match result {
+        Ok(()) => Msg::Done {
+            ok: true,
+            error: None,
+        },
+        Err(e) => Msg::Done {
+            ok: false,
+            error: Some(e),
+        },
+    };
+    serde_json::to_writer(&mut *writer, &done).map_err(|e| LaunchError::Protocol(e.to_string()))?;
+    writer.write_all(b"\n")?;
+    writer.flush()?;
+    Ok(())
 }
 
 /// A multi-host launcher, as the runner's placement names it.
