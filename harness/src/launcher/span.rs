@@ -36,7 +36,8 @@ use std::time::Duration;
 pub const ROUND_DEADLINE: Duration = Duration::from_secs(150);
 
 /// The built-in workloads, which the agents run (the decisions of [`ranks_of`] and
-/// [`leave_out`] are theirs).
+/// [`leave_out`] are theirs). Pure: the list of workload values, built from code alone, holding
+/// no measurement.
 fn builtin() -> &'static Registry {
     static R: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
     R.get_or_init(Registry::builtin)
