@@ -13,8 +13,8 @@ pub mod fig12;
 pub mod fig7;
 pub mod rig;
 pub mod table1;
-pub mod table1_roce;
 pub mod table10;
+pub mod table1_roce;
 pub mod table6;
 pub mod training;
 
