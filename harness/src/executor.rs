@@ -59,7 +59,20 @@ pub fn run_here(
         });
     };
     let units = |m: &str| job.units.get(m).cloned().unwrap_or_default();
-    let mut ctx = PointCtx::new(
+    let mut ctx = job_ctx(job, w, cancel, sink, &units);
+    w.run(&mut ctx).map_err(JobFailure::from)
+}
+
+/// The context of one job's point for `w`, the same wherever it runs (the runner's process, an
+/// agent, a rank of a job that spans agents).
+pub(crate) fn job_ctx<'a>(
+    job: &'a Job,
+    w: &dyn inabench_core::Workload,
+    cancel: &'a AtomicBool,
+    sink: &'a mut dyn FnMut(Event),
+    units: &'a dyn Fn(&str) -> String,
+) -> PointCtx<'a> {
+    PointCtx::new(
         &job.point,
         job.index,
         job.fidelity,
@@ -71,11 +84,10 @@ pub fn run_here(
         &job.experiment,
         cancel,
         sink,
-        &units,
+        units,
     )
     .with_capture_dir(job.capture_dir.as_deref())
-    .with_host_profile(job.host_profile.as_ref());
-    w.run(&mut ctx).map_err(JobFailure::from)
+    .with_host_profile(job.host_profile.as_ref())
 }
 
 /// Jobs on the runner's own thread; the run's cancel flag reaches the workload.

@@ -18,7 +18,6 @@
 use super::qp_exchange::{ExchangeError, QpSet, answer, publish, send_msg};
 use super::{Agent, Job, JobFailure, LaunchError, MAX_FRAME, Msg, read_frame};
 use crate::registry::Registry;
-use inabench_core::PointCtx;
 use inabench_core::event::Event;
 use inabench_core::plan::Plan;
 use inabench_core::workload::{ExchangeFailed, Published, Rank, RankExchange};
@@ -420,21 +419,7 @@ pub fn run_rank<R: BufRead, W: Write>(
         nic: nic_of(nics, &host),
     };
     let result = {
-        let mut ctx = PointCtx::new(
-            &job.point,
-            job.index,
-            job.fidelity,
-            w.fabric(job.fidelity),
-            job.repetition,
-            job.warmup,
-            job.seed,
-            &job.run_id,
-            &job.experiment,
-            cancel,
-            &mut sink,
-            &units,
-        )
-        .with_host_profile(job.host_profile.as_ref());
+        let mut ctx = crate::executor::job_ctx(job, w, cancel, &mut sink, &units);
         let mut exchange = ChannelExchange {
             rank,
             reader,
