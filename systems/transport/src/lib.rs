@@ -17,11 +17,17 @@
 //!   per slot group in flight, resent whole after a timeout; every result checked exactly),
 //!   sans-IO over the trait, told the time: the rig's `switchml_rdma_worker` runs it on a verbs
 //!   UC QP, tests/uc_rnr.rs on a software UC QP.
+//! - [`ps`]: the parameter-server all-reduce (`n` workers, `s` servers each owning a shard, one
+//!   RC QP per worker and server; a worker WRITEs with immediate its shard, the server WRITEs
+//!   with immediate the sum back), written once over the trait ([`ps::PsWorker`],
+//!   [`ps::PsServer`]); [`ps::ps_nodes`] runs it on software QPs on any fabric
+//!   (tests/ps_soft.rs), the rig's `ps_worker` on verbs RC QPs.
 //!
 //! Connection info travels as [`ConnInfoWire`] (plain numbers and the GID as text, JSON through
 //! serde) or as [`ConnInfo::to_bytes`]; both are checked on the way in ([`ConnInfoError`]): a
 //! QPN or PSN beyond 24 bits, a reserved QPN (0 and 1), an all-zero or malformed GID.
 
+pub mod ps;
 pub mod ring;
 pub mod soft;
 pub mod switchml_rdma;
