@@ -7,21 +7,25 @@
 //! (`netreduce_accel`) on the host between their taps (exact all-reduce sums through plain RC
 //! QPs, with and without loss); `switchml_rdma_worker` in three guests with SwitchML-RDMA's
 //! switch (`switchml_rdma_switch`) on the host between their taps (exact sums through plain UC
-//! QPs; the host recomputes the ICRC rdma_rxe checks); and `ring_worker`, the ring all-reduce
-//! over RC, in three guests on the bridge.
+//! QPs; the host recomputes the ICRC rdma_rxe checks); `ring_worker`, the ring all-reduce
+//! over RC, in three guests on the bridge; and `ps_worker`, the parameter server over RC (a
+//! dedicated server host, guest 0, with two servers; workers in guests 1 and 2), on the bridge.
 //!
 //! Needs root, qemu-system-x86_64, debootstrap and (for the first, cached, image build) the
 //! Debian mirror: without them it says why and passes, except under CI=true, where .ci/setup
-//! installs them and a missing one fails. Five tests, three boots (a boot is most of a test's
-//! time): verbs_pair on the bridge and the ring share one boot of three guests (`bridge_boot`),
-//! NetReduce and SwitchML-RDMA one boot of three guests with their taps on the host
-//! (`relay_boot`: the accelerator, then the switch), and verbs_pair through icrc_relay has its
-//! own. Measured on the 2-core host, warm (image cached under ~/.cache/inabench/rxe-rig; a cold
-//! image build adds ~250 s): all five 179.5 s and 227.8 s at load averages of 5-10 (the relay boot 69 s:
-//! NetReduce's all-reduce 8-9 s under TCG, SwitchML-RDMA's 2.0 s, 2 s of it the timeout before
-//! the stale-ICRC result's resend; the bridge boot 52 s, the ring's all-reduce 0.05-0.07 s; the
-//! icrc_relay boot 52 s); apart, as before this sharing, the five took 5 boots (NetReduce 70-91 s,
-//! SwitchML-RDMA 53 s, the ring 60 s, each verbs_pair 42-56 s).
+//! installs them and a missing one fails. Six tests, three boots (a boot is most of a test's
+//! time): verbs_pair on the bridge, the ring and the parameter server share one boot of three
+//! guests (`bridge_boot`), NetReduce and SwitchML-RDMA one boot of three guests with their taps
+//! on the host (`relay_boot`: the accelerator, then the switch), and verbs_pair through
+//! icrc_relay has its own. Measured on the 2-core host, warm (image cached under
+//! ~/.cache/inabench/rxe-rig; a cold image build adds ~250 s): the five before the parameter
+//! server 179.5 s and 227.8 s at load averages of 5-10 (the relay boot 69 s: NetReduce's
+//! all-reduce 8-9 s under TCG, SwitchML-RDMA's 2.0 s, 2 s of it the timeout before the
+//! stale-ICRC result's resend; the bridge boot 52 s, the ring's all-reduce 0.05-0.07 s; the
+//! icrc_relay boot 52 s); with the parameter server in the bridge boot (2026-11-29) that boot's
+//! three tests took 53.6 s (the guests booted, ran and stopped in 52 s; the ring's all-reduce
+//! 0.13 s, the parameter server's 3 rounds 0.12-0.15 s). Apart, before this sharing, the five
+//! took 5 boots (NetReduce 70-91 s, SwitchML-RDMA 53 s, the ring 60 s, each verbs_pair 42-56 s).
 //! INABENCH_RXE_RIG=0 skips them (say so when you do). Soft-RoCE in qemu is not a RoCE NIC:
 //! nothing here measures line rate, NIC timestamps or a NIC's own retransmission timing.
 
@@ -149,19 +153,27 @@ fn check_pair(stdout: &str) {
     }
 }
 
-/// One boot of three guests on the bridge for two tests (CI time: a boot is most of a rig
-/// test): verbs_pair between guests 0 and 1, then the ring all-reduce over RC in all three.
-/// None when the rig is unavailable here (off CI).
+/// The parameter server over RC in the bridge boot: guest 0 is the server host (both servers,
+/// `--servers 2`, as the paper's dedicated PS machines: no worker there), guests 1 and 2 the
+/// workers (ranks 0 and 1), 3 rounds of 2 shards of 16 x 1024 B.
+const PS: &str = "PS='--workers 2 --servers 2 --rounds 3 --shard-packets 16 --mtu 1024'; \
+                  if [ \"$RIG_GUEST\" = 0 ]; then exec /mnt/share/ps_worker server $PS; \
+                  else exec /mnt/share/ps_worker worker $((RIG_GUEST - 1)) ${RIG_CTL_IPS%% *} \
+                  $PS --seed 7; fi";
+
+/// One boot of three guests on the bridge for three tests (CI time: a boot is most of a rig
+/// test): verbs_pair between guests 0 and 1, then the ring all-reduce over RC in all three, then
+/// the parameter server over RC ([`PS`]). None when the rig is unavailable here (off CI).
 fn bridge_boot() -> Option<&'static str> {
     static BOOT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     BOOT.get_or_init(|| {
         run_rig(
             3,
-            &["verbs_pair", "ring_worker"],
+            &["verbs_pair", "ring_worker", "ps_worker"],
             None,
             &format!(
-                "{PAIR}\nexec /mnt/share/ring_worker $RIG_GUEST $RIG_CTL_IPS --chunk-packets 64 \
-                 --mtu 1024 --seed 5"
+                "{PAIR}\n/mnt/share/ring_worker $RIG_GUEST $RIG_CTL_IPS --chunk-packets 64 \
+                 --mtu 1024 --seed 5 || exit 1\n{PS}"
             ),
         )
     })
@@ -387,5 +399,52 @@ fn ring_allreduce_over_rc_between_three_soft_roce_guests_sums_exactly() {
             )),
             "guest {guest}:\n{part}"
         );
+    }
+}
+
+/// The parameter-server all-reduce over RC (#36 item 2, "RC for NetReduce, ring and parameter
+/// server"), NetReduce's other baseline, between three guests' kernel RoCE stacks on the rig's
+/// bridge (`ps_worker`: `inabench_transport::ps` on verbs RC QPs): guest 0 is a dedicated server
+/// host running both servers (each owning half of the vector), guests 1 and 2 the workers, one
+/// RC QP per worker and server. Each of 3 rounds over the same slots and receives, each worker
+/// WRITEs with immediate its 2 shards and takes 2 sums back: every value of every round is the
+/// exact sum of the two workers' values, and every completion is counted: a worker 6 WRITEs
+/// acknowledged and 6 sums received, a server 6 shards received and 6 sums acknowledged.
+#[test]
+fn parameter_server_over_rc_between_three_soft_roce_guests_sums_exactly() {
+    let Some(stdout) = bridge_boot() else {
+        return;
+    };
+    let probe = "probe: libibverbs loaded: rxe0 [Soft-RoCE (rdma_rxe), software]";
+    let server = part(stdout, "guest 0: exit status 0");
+    assert!(server.contains(probe), "guest 0: {server}");
+    for j in 0..2 {
+        let line = format!(
+            "ps_worker: server {j} of 2: 3 rounds, 6 shards received and 6 sums WRITEn with immediate and acknowledged (2 workers x 3 rounds each), shard of 4096 int32 values"
+        );
+        assert!(server.contains(&line), "guest 0 lacks `{line}`:\n{server}");
+    }
+    assert!(server.contains("ps_worker: ok"), "guest 0:\n{server}");
+    for guest in 1..3 {
+        let rank = guest - 1;
+        let part = part(stdout, &format!("guest {guest}: exit status 0"));
+        assert!(part.contains(probe), "guest {guest}: {part}");
+        for r in 0..3 {
+            let line = format!(
+                "ps_worker: worker {rank}: round {r}: 8192 values exact, each the sum of the 2 workers' values"
+            );
+            assert!(
+                part.contains(&line),
+                "guest {guest} lacks `{line}`:\n{part}"
+            );
+        }
+        let line = format!(
+            "ps_worker: worker {rank} of 2: all 3 rounds exact: 8192 int32 values a round from 2 server(s) (16 packets of 1024 B a shard); 6 WRITEs with immediate acknowledged, 6 sums received"
+        );
+        assert!(
+            part.contains(&line),
+            "guest {guest} lacks `{line}`:\n{part}"
+        );
+        assert!(part.contains("ps_worker: ok"), "guest {guest}:\n{part}");
     }
 }

@@ -1,4 +1,6 @@
-//! What the rig's ring examples (`netreduce_worker`, `ring_worker`) share: worker r of N has a
+//! What the rig's verbs examples share (the ring's `netreduce_worker` and `ring_worker` all of
+//! it; `ps_worker` the QP-info exchange, `connect`/`accept` and the values; `switchml_rdma_worker`
+//! `pick_gid`): worker r of N has a
 //! sending RC QP connected to its successor's receiving QP and a receiving QP connected to its
 //! predecessor's sending QP, their QPN, first PSN, GID, buffer address and rkey exchanged with
 //! the two neighbours over TCP (the control network; as `inabench_transport::ConnInfo`, checked), and a barrier at worker 0; and the values
@@ -44,12 +46,12 @@ pub fn pick_gid(v: &Verbs, device: Option<&str>) -> R<u8> {
 /// QP info travels as the message-level transport's `ConnInfo` (the same 36 bytes as
 /// `QpInfo`), checked on arrival: a QPN or PSN beyond 24 bits, a reserved QPN or a zero GID is
 /// refused with its reason before any QP is connected to it.
-fn send_info(s: &mut TcpStream, i: &QpInfo, what: &str) -> R<()> {
+pub fn send_info(s: &mut TcpStream, i: &QpInfo, what: &str) -> R<()> {
     s.write_all(&ConnInfo::from(*i).to_bytes())
         .map_err(|e| format!("sending QP info to {what}: {e}"))
 }
 
-fn recv_info(s: &mut TcpStream, what: &str) -> R<QpInfo> {
+pub fn recv_info(s: &mut TcpStream, what: &str) -> R<QpInfo> {
     let mut b = [0u8; inabench_transport::CONN_INFO_LEN];
     s.read_exact(&mut b)
         .map_err(|e| format!("receiving QP info from {what}: {e}"))?;
@@ -58,7 +60,8 @@ fn recv_info(s: &mut TcpStream, what: &str) -> R<QpInfo> {
         .map_err(|e| format!("QP info from {what}: {e}"))
 }
 
-fn connect(addr: &str) -> R<TcpStream> {
+/// A TCP stream to `addr`, retried for 180 s while the peer boots.
+pub fn connect(addr: &str) -> R<TcpStream> {
     let t = Instant::now();
     loop {
         match TcpStream::connect(addr) {
@@ -75,7 +78,8 @@ fn connect(addr: &str) -> R<TcpStream> {
     }
 }
 
-fn accept(l: &TcpListener, what: &str) -> R<TcpStream> {
+/// The next stream on `l` (`what`: who, for the error).
+pub fn accept(l: &TcpListener, what: &str) -> R<TcpStream> {
     let s = l.accept().map_err(|e| format!("accepting {what}: {e}"))?.0;
     s.set_read_timeout(Some(Duration::from_secs(180)))
         .map_err(|e| e.to_string())?;
