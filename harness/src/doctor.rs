@@ -7,7 +7,6 @@
 //! A run and the doctor therefore cannot disagree (a test compares doctor --json with the
 //! manifests of real quick runs).
 
-use inabench_core::Workload;
 use inabench_core::spec::{Fidelity, Spec, Status};
 use std::fmt::Write as _;
 
@@ -436,45 +435,270 @@ impl Devices {
 }
 
 /// What this testbed lacks for `system`'s `hardware` rows of `spec`, as the sentence a row left
-/// out shows (`needs an FPGA board (XRT), a GPU (CUDA)`); None: it has all of it.
+/// out shows (`needs an FPGA board (XRT), a GPU (CUDA)`); None: it has all of it. The devices
+/// probed on this host ([`Equipment::lacks`] with one rank).
 pub fn lacks_for_rows(spec: &Spec, system: &str, devices: &Devices) -> Option<String> {
-    let missing = devices.missing(&hardware_needs_of(spec, system));
-    (!missing.is_empty()).then(|| {
-        format!(
-            "needs {}",
-            missing
-                .iter()
-                .map(|n| n.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    })
+    Equipment::probed(devices.clone()).lacks(spec, system, 1)
 }
 
 /// The systems of `spec` whose `hardware` rows this testbed can run (it has every device their
 /// row needs), in the spec's order.
 pub fn equipped_systems<'a>(spec: &'a Spec, devices: &Devices) -> Vec<&'a str> {
-    spec.systems
-        .iter()
-        .filter(|s| lacks_for_rows(spec, s, devices).is_none())
-        .map(String::as_str)
-        .collect()
+    Equipment::probed(devices.clone()).equipped(spec, &Rows::ANY)
 }
 
 /// The classes the planner may choose from for `spec` run by a workload implementing
 /// `implemented`: all of them, except `hardware` when the testbed lacks a device of every
 /// system's rows. Rows are chosen per system: where some systems' rows have their devices and
 /// others' do not, `hardware` is planned and the runner leaves the others' rows out of it
-/// (`Plan::leave_out` with [`lacks_for_rows`]: `not checkable here` with what they need).
+/// (`Plan::leave_out` with [`Equipment::lacks`]: `not checkable here` with what they need).
 /// The runner passes the workload's classes to [`inabench_core::plan::plan`]; this is that list
-/// with the testbed's devices applied.
+/// with the devices probed on this host applied ([`Equipment::classes`]).
 pub fn planner_classes(spec: &Spec, implemented: &[Fidelity], devices: &Devices) -> Vec<Fidelity> {
-    let any = !equipped_systems(spec, devices).is_empty();
-    implemented
-        .iter()
-        .copied()
-        .filter(|f| *f != Fidelity::Hardware || any)
-        .collect()
+    Equipment::probed(devices.clone()).classes(spec, implemented, &Rows::ANY)
+}
+
+/// Where the devices of a run's `hardware` class are looked for: where its points run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RanksRun {
+    /// On this host (in process, the `local` launcher, the Soft-RoCE rig's guests behind this
+    /// host): the probes of [`checks`] decide.
+    Here,
+    /// In agents on the testbed's hosts (the ssh and slurm launchers): the testbed's
+    /// declarations decide for the devices the ranks open (its `nics:` of kind roce, its
+    /// `gpus:`), this host's probes for what the runner drives itself (the P4Runtime switch,
+    /// the FPGA through XRT).
+    TestbedHosts,
+}
+
+impl RanksRun {
+    /// Where the points of a run with the testbed's own `launcher:` run (what `doctor
+    /// --testbed` assumes; `reproduce --launcher` may choose otherwise).
+    pub fn of_testbed(tb: &crate::testbed::Testbed) -> RanksRun {
+        match tb.launcher.as_str() {
+            "ssh" | "slurm" if tb.rig.is_none() => RanksRun::TestbedHosts,
+            _ => RanksRun::Here,
+        }
+    }
+}
+
+/// What a run's workload says of its systems' `hardware` rows: how many agents a point spans
+/// ([`inabench_core::Workload::ranks`]) and whether it runs them at all
+/// ([`inabench_core::Workload::not_here`]: netreduce-table1's software host I/O models are
+/// emulated only).
+#[derive(Clone, Copy)]
+pub struct Rows<'w> {
+    /// None: one agent a point, every row run (what a spec alone says).
+    pub workload: Option<&'w dyn inabench_core::Workload>,
+    /// The run's points go to agents.
+    pub agents: bool,
+}
+
+impl Rows<'_> {
+    /// Rows of one agent a point, every one run.
+    pub const ANY: Rows<'static> = Rows {
+        workload: None,
+        agents: false,
+    };
+
+    /// How many agents a point of `system` spans.
+    pub fn ranks(&self, system: &str) -> usize {
+        self.workload.map_or(1, |w| w.ranks(system))
+    }
+
+    /// Whether the workload runs `system`'s `hardware` rows.
+    fn run(&self, system: &str) -> bool {
+        self.workload.is_none_or(|w| {
+            w.not_here(Fidelity::Hardware, system, self.agents)
+                .is_none()
+        })
+    }
+}
+
+/// The devices a run's `hardware` class is planned from, and where they were found: the one
+/// decision the planner ([`Equipment::classes`], [`Equipment::lacks`]), the run's devices note
+/// ([`Equipment::note`]) and `inabench doctor` read.
+#[derive(Debug, Clone, Default)]
+pub struct Equipment {
+    /// The devices found: probed on this host, or, where the ranks run on the testbed's hosts,
+    /// declared there (RoCE NICs, GPUs) and probed here (the switch, the FPGA).
+    pub devices: Devices,
+    /// Where the ranks run on the testbed's hosts: the RoCE NICs the testbed declares on the
+    /// hosts that run agents (role `worker`, or none), in the file's order, as (host, device);
+    /// None: the devices were probed on this host.
+    pub declared: Option<Vec<(String, String)>>,
+}
+
+impl Equipment {
+    /// The devices this host's probes found (the ranks run here).
+    pub fn probed(devices: Devices) -> Equipment {
+        Equipment {
+            devices,
+            declared: None,
+        }
+    }
+
+    /// The devices of a run whose points run as `run` says, from this host's `checks` and the
+    /// testbed's declarations.
+    pub fn of(
+        checks: &[Check],
+        testbed: Option<&crate::testbed::Testbed>,
+        run: RanksRun,
+    ) -> Equipment {
+        let here = Devices::from_checks(checks);
+        let Some(tb) = testbed.filter(|_| run == RanksRun::TestbedHosts) else {
+            return Equipment::probed(here);
+        };
+        let runs_agents = |host: &str| {
+            tb.hosts.iter().any(|h| {
+                h.name == host && (h.role.is_empty() || h.role.iter().any(|r| r == "worker"))
+            })
+        };
+        let nics: Vec<(String, String)> = crate::launcher::span::testbed_nics(tb)
+            .into_iter()
+            .filter(|n| runs_agents(&n.host))
+            .map(|n| (n.host, n.device))
+            .collect();
+        let mut found: std::collections::BTreeSet<Need> = here
+            .found
+            .into_iter()
+            .filter(|n| matches!(n, Need::P4Switch | Need::Fpga))
+            .collect();
+        if !nics.is_empty() {
+            found.insert(Need::Rdma);
+        }
+        if tb.gpus.iter().any(|g| g.count > 0 && runs_agents(&g.host)) {
+            found.insert(Need::Gpu);
+        }
+        Equipment {
+            devices: Devices { found },
+            declared: Some(nics),
+        }
+    }
+
+    /// The hosts with a declared RoCE NIC (each once).
+    fn declared_hosts(&self) -> Option<Vec<&str>> {
+        self.declared.as_ref().map(|nics| {
+            let mut hosts: Vec<&str> = Vec::new();
+            for (h, _) in nics {
+                if !hosts.contains(&h.as_str()) {
+                    hosts.push(h);
+                }
+            }
+            hosts
+        })
+    }
+
+    /// What the `hardware` rows of `system` of `spec`, spanning `ranks` agents, lack here, as
+    /// the sentence a row left out shows (`needs an FPGA board (XRT), a GPU (CUDA)`); None: it
+    /// has all of it. Where the ranks run on the testbed's hosts, a row that needs a RoCE NIC
+    /// needs one on as many hosts as it has ranks.
+    pub fn lacks(&self, spec: &Spec, system: &str, ranks: usize) -> Option<String> {
+        let needs = hardware_needs_of(spec, system);
+        let mut why: Vec<String> = self
+            .devices
+            .missing(&needs)
+            .iter()
+            .map(|n| n.as_str().to_string())
+            .collect();
+        if let Some(hosts) = self.declared_hosts()
+            && needs.contains(&Need::Rdma)
+        {
+            if hosts.is_empty() {
+                if let Some(w) = why.iter_mut().find(|w| *w == Need::Rdma.as_str()) {
+                    w.push_str(" declared on a worker host of the testbed (`nics:` of kind roce)");
+                }
+            } else if hosts.len() < ranks {
+                why.push(format!(
+                    "a RoCE NIC on each of its {ranks} ranks' hosts (the testbed declares one on {} host{}: {})",
+                    hosts.len(),
+                    if hosts.len() == 1 { "" } else { "s" },
+                    self.nic_list()
+                ));
+            }
+        }
+        (!why.is_empty()).then(|| format!("needs {}", why.join(", ")))
+    }
+
+    /// The systems of `spec` whose `hardware` rows can run here: the workload runs them and
+    /// their devices are where their ranks run; in the spec's order.
+    pub fn equipped<'a>(&self, spec: &'a Spec, rows: &Rows<'_>) -> Vec<&'a str> {
+        spec.systems
+            .iter()
+            .filter(|s| rows.run(s) && self.lacks(spec, s, rows.ranks(s)).is_none())
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// The classes the planner may choose from for `spec` run by a workload implementing
+    /// `implemented`: all of them, except `hardware` when no system's rows can run here.
+    pub fn classes(&self, spec: &Spec, implemented: &[Fidelity], rows: &Rows<'_>) -> Vec<Fidelity> {
+        let any = !self.equipped(spec, rows).is_empty();
+        implemented
+            .iter()
+            .copied()
+            .filter(|f| *f != Fidelity::Hardware || any)
+            .collect()
+    }
+
+    /// `node0 mlx5_0, node1 mlx5_1`: the declared RoCE NICs.
+    fn nic_list(&self) -> String {
+        join(
+            self.declared
+                .iter()
+                .flatten()
+                .map(|(h, d)| format!("{h} {d}")),
+        )
+    }
+
+    /// Where the devices were found, where they were not probed here: one sentence (None: the
+    /// probes of this host).
+    pub fn source(&self) -> Option<String> {
+        let nics = self.declared.as_ref()?;
+        Some(if nics.is_empty() {
+            "the ranks run on the testbed's hosts, which declare no RoCE NIC (`nics:` of kind roce on a worker host); this host's own devices are not theirs".to_string()
+        } else {
+            format!(
+                "hardware planned from the testbed's declared NICs: {} (not probed from this host; each rank opens its own)",
+                self.nic_list()
+            )
+        })
+    }
+
+    /// The run's devices note (the manifest's `fidelity_reason` carries it): which systems'
+    /// `hardware` rows can run, what the others need, and where the devices were found.
+    pub fn note(&self, spec: &Spec, rows: &Rows<'_>) -> String {
+        let equipped = self.equipped(spec, rows);
+        let run: Vec<&String> = spec.systems.iter().filter(|s| rows.run(s)).collect();
+        let mut note = if !equipped.is_empty() && equipped.len() == run.len() {
+            "the testbed has the devices hardware needs".to_string()
+        } else if equipped.is_empty() {
+            let mut lacks: Vec<String> = Vec::new();
+            for l in run
+                .iter()
+                .filter_map(|s| self.lacks(spec, s, rows.ranks(s)))
+            {
+                if !lacks.contains(&l) {
+                    lacks.push(l);
+                }
+            }
+            if lacks.is_empty() {
+                "its workload runs no row in the hardware class".to_string()
+            } else {
+                format!("hardware {}", lacks.join("; "))
+            }
+        } else {
+            format!(
+                "hardware runs the rows whose devices the testbed has: {}",
+                equipped.join(", ")
+            )
+        };
+        if let Some(s) = self.source() {
+            note.push_str("; ");
+            note.push_str(&s);
+        }
+        note
+    }
 }
 
 /// Doctor's word on one experiment.
@@ -505,8 +729,26 @@ fn join<T: AsRef<str>>(v: impl IntoIterator<Item = T>) -> String {
         .join(", ")
 }
 
-/// The verdict for one spec, given what its workload implements (None: no workload registered).
+/// The verdict for one spec, given what its workload implements (None: no workload registered),
+/// with the devices probed on this host.
 pub fn verdict(spec: &Spec, implemented: Option<&[Fidelity]>, devices: &Devices) -> Verdict {
+    verdict_with(
+        spec,
+        implemented,
+        &Equipment::probed(devices.clone()),
+        &Rows::ANY,
+    )
+}
+
+/// The verdict for one spec with the run's [`Equipment`] and what its workload says of its
+/// rows ([`Rows`]).
+pub fn verdict_with(
+    spec: &Spec,
+    implemented: Option<&[Fidelity]>,
+    equipment: &Equipment,
+    rows: &Rows<'_>,
+) -> Verdict {
+    let devices = &equipment.devices;
     let needs = hardware_needs(spec);
     let mut v = Verdict {
         experiment: spec.id.clone(),
@@ -534,7 +776,7 @@ pub fn verdict(spec: &Spec, implemented: Option<&[Fidelity]>, devices: &Devices)
         }
         (Status::Implemented, Some(i)) => i,
     };
-    let available = planner_classes(spec, implemented, devices);
+    let available = equipment.classes(spec, implemented, rows);
     if !implemented.is_empty() {
         match inabench_core::plan::choose_fidelity(spec, None, &available) {
             Ok(f) => {
@@ -550,7 +792,9 @@ pub fn verdict(spec: &Spec, implemented: Option<&[Fidelity]>, devices: &Devices)
                         .systems
                         .iter()
                         .filter_map(|s| {
-                            lacks_for_rows(spec, s, devices).map(|w| format!("{s}'s rows {w}"))
+                            equipment
+                                .lacks(spec, s, rows.ranks(s))
+                                .map(|w| format!("{s}'s rows {w}"))
                         })
                         .collect();
                     if !left.is_empty() {
@@ -581,6 +825,13 @@ pub fn verdict(spec: &Spec, implemented: Option<&[Fidelity]>, devices: &Devices)
                     "this testbed lacks {}",
                     join(miss.iter().map(|n| n.as_str()))
                 ));
+            } else if equipment.equipped(spec, rows).is_empty() {
+                // every device is there, not on enough of the ranks' hosts
+                why.push(join(spec.systems.iter().filter_map(|s| {
+                    equipment
+                        .lacks(spec, s, rows.ranks(s))
+                        .map(|w| format!("{s}'s rows {w}"))
+                })));
             }
         }
         v.better.push(Better {
@@ -591,31 +842,65 @@ pub fn verdict(spec: &Spec, implemented: Option<&[Fidelity]>, devices: &Devices)
     v
 }
 
-/// The verdicts for every experiment of the catalogue.
+/// The verdicts for every experiment of the catalogue, with the devices probed on this host.
 pub fn verdicts(
     catalog: &inabench_core::catalog::Catalog,
     registry: &crate::registry::Registry,
     devices: &Devices,
 ) -> Vec<Verdict> {
+    verdicts_with(
+        catalog,
+        registry,
+        &Equipment::probed(devices.clone()),
+        false,
+    )
+}
+
+/// The verdicts for every experiment of the catalogue with a run's [`Equipment`].
+pub fn verdicts_with(
+    catalog: &inabench_core::catalog::Catalog,
+    registry: &crate::registry::Registry,
+    equipment: &Equipment,
+    agents: bool,
+) -> Vec<Verdict> {
     catalog
         .entries
         .iter()
         .map(|e| {
-            let w = e
-                .spec
-                .workload
-                .as_deref()
-                .and_then(|id| registry.get(id))
-                .map(|w: &dyn Workload| w.fidelities());
-            verdict(&e.spec, w, devices)
+            let w = e.spec.workload.as_deref().and_then(|id| registry.get(id));
+            let rows = Rows {
+                workload: w,
+                agents,
+            };
+            verdict_with(&e.spec, w.map(|w| w.fidelities()), equipment, &rows)
         })
         .collect()
 }
 
-fn all_verdicts(checks: &[Check]) -> Result<Vec<Verdict>, ProbeError> {
+fn all_verdicts(
+    checks: &[Check],
+    testbed: Option<&crate::testbed::Testbed>,
+) -> Result<Vec<Verdict>, ProbeError> {
     let cat = crate::paths::catalog()?;
     let reg = crate::registry::Registry::builtin();
-    Ok(verdicts(&cat, &reg, &Devices::from_checks(checks)))
+    // `reproduce` runs points in agents with the testbed's ssh or slurm launcher, or its rig
+    let agents = testbed
+        .is_some_and(|t| RanksRun::of_testbed(t) == RanksRun::TestbedHosts || t.rig.is_some());
+    Ok(verdicts_with(
+        &cat,
+        &reg,
+        &doctor_equipment(checks, testbed),
+        agents,
+    ))
+}
+
+/// The devices doctor plans from: where the testbed's own `launcher:` runs the points.
+fn doctor_equipment(checks: &[Check], testbed: Option<&crate::testbed::Testbed>) -> Equipment {
+    Equipment::of(
+        checks,
+        testbed,
+        testbed.map_or(RanksRun::Here, RanksRun::of_testbed),
+    )
 }
 
 /// The checks and the verdicts as JSON: one array; checks are `{"kind": "check", "name", "ok",
@@ -716,6 +1001,15 @@ fn doctor_checks(
     let mut checks = checks(testbed);
     checks.extend(tool_checks());
     checks.extend(launcher_checks(testbed, ssh_config));
+    // where the ranks run on the testbed's hosts, their NICs are the testbed's word, not a probe
+    let equipment = doctor_equipment(&checks, testbed);
+    if let (Some(nics), Some(source)) = (&equipment.declared, equipment.source()) {
+        checks.push(Check {
+            name: "RoCE NICs (testbed)".into(),
+            ok: !nics.is_empty(),
+            detail: source,
+        });
+    }
     checks
 }
 
@@ -728,7 +1022,7 @@ pub fn json(
         .iter()
         .map(|c| serde_json::json!({"kind": "check", "name": c.name, "ok": c.ok, "detail": c.detail}))
         .collect();
-    match all_verdicts(&checks) {
+    match all_verdicts(&checks, testbed) {
         Ok(vs) => {
             for x in vs {
                 let detail = verdict_line(&x);
@@ -776,7 +1070,7 @@ pub fn report(
             c.detail
         );
     }
-    let devices = Devices::from_checks(&checks);
+    let devices = doctor_equipment(&checks, testbed).devices;
     s.push_str("\nFidelity classes:\n");
     for f in Fidelity::ALL {
         let (avail, why) = match f {
@@ -801,7 +1095,7 @@ pub fn report(
         );
     }
     s.push_str("\nExperiments (the class `reproduce` picks here; what a better class needs):\n");
-    match all_verdicts(&checks) {
+    match all_verdicts(&checks, testbed) {
         Ok(vs) => {
             for v in vs {
                 let pick = v.pick.map_or("-", |f| f.as_str());
@@ -1039,5 +1333,66 @@ mod device_need_tests {
                 && e.contains("`nic` is not one of tofino, fpga, rdma, gpu"),
             "{e}"
         );
+    }
+
+    /// Where the ranks run decides where the devices are looked for: the testbed's `ssh` or
+    /// `slurm` launcher runs them on its hosts (their declarations: RoCE NICs and GPUs on
+    /// worker hosts, the switch from this host's probe); `local`, and the Soft-RoCE rig (its
+    /// guests' rxe devices, behind this host, whatever its launcher), run them here.
+    #[test]
+    fn the_ranks_hosts_decide_where_devices_are_looked_for() {
+        let tb = |launcher: &str, rig: bool| {
+            let rig = if rig {
+                "rig: {kind: rxe, script: rig.sh, experiments: [netreduce-table1]}\n"
+            } else {
+                ""
+            };
+            crate::testbed::Testbed::from_yaml(
+                std::path::Path::new("t.yaml"),
+                &format!(
+                    "name: t\nhosts:\n  - {{name: sw, role: [switch]}}\n  - {{name: node0, role: [worker]}}\n  - {{name: node1}}\nnics:\n  - {{host: sw, kind: roce, device: mlx5_7, rate_gbps: 100}}\n  - {{host: node0, kind: roce, device: mlx5_0, rate_gbps: 100}}\n  - {{host: node1, kind: ethernet, device: eth1, rate_gbps: 100}}\ngpus:\n  - {{host: node1, count: 2}}\nlauncher: {launcher}\n{rig}"
+                ),
+            )
+            .expect("testbed")
+        };
+        assert_eq!(
+            RanksRun::of_testbed(&tb("ssh", false)),
+            RanksRun::TestbedHosts
+        );
+        assert_eq!(
+            RanksRun::of_testbed(&tb("slurm", false)),
+            RanksRun::TestbedHosts
+        );
+        assert_eq!(RanksRun::of_testbed(&tb("local", false)), RanksRun::Here);
+        assert_eq!(RanksRun::of_testbed(&tb("ssh", true)), RanksRun::Here);
+        let probe = |rdma: bool, p4: bool| {
+            vec![
+                Check {
+                    name: "RDMA devices (verbs)".into(),
+                    ok: rdma,
+                    detail: String::new(),
+                },
+                Check {
+                    name: "Tofino (P4Runtime)".into(),
+                    ok: p4,
+                    detail: String::new(),
+                },
+            ]
+        };
+        let t = tb("ssh", false);
+        // declared: node0's NIC (the switch host runs no rank; node1's is Ethernet), node1's
+        // GPUs, the switch as probed; this host's RDMA device is not the ranks'
+        let e = Equipment::of(&probe(true, true), Some(&t), RanksRun::TestbedHosts);
+        assert_eq!(e.declared, Some(vec![("node0".into(), "mlx5_0".into())]));
+        assert_eq!(
+            e.devices.found,
+            [Need::P4Switch, Need::Rdma, Need::Gpu]
+                .into_iter()
+                .collect()
+        );
+        let e = Equipment::of(&probe(true, false), Some(&t), RanksRun::Here);
+        assert_eq!(e.declared, None);
+        assert_eq!(e.devices.found, [Need::Rdma].into_iter().collect());
+        assert_eq!(e.source(), None);
     }
 }

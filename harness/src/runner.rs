@@ -205,36 +205,23 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
     )
     .map_err(|e| RunError::Testbed(e.to_string()))?;
     // The classes the planner may pick: the workload's, with `hardware` only when the devices the
-    // experiment needs were found by the probes `inabench doctor` prints (so the two agree).
+    // experiment needs are where its points run (`doctor::Equipment`: this host's probes, which
+    // `inabench doctor` prints, or, for ranks in agents on the testbed's hosts, the testbed's
+    // declared NICs; one decision for the planner, the rows and the note).
     let implemented = workload.fidelities();
-    let devices = implemented
-        .contains(&Fidelity::Hardware)
-        .then(|| crate::doctor::Devices::from_checks(&crate::doctor::checks(Some(&tb))));
-    let (classes, devices_note) = match &devices {
-        Some(devices) => {
-            let missing = devices.missing(&crate::doctor::hardware_needs(spec));
-            let note = if missing.is_empty() {
-                "the testbed has the devices hardware needs".to_string()
-            } else if crate::doctor::equipped_systems(spec, devices).is_empty() {
-                format!(
-                    "hardware needs {}",
-                    missing
-                        .iter()
-                        .map(|n| n.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )
-            } else {
-                format!(
-                    "hardware runs the rows whose devices the testbed has: {}",
-                    crate::doctor::equipped_systems(spec, devices).join(", ")
-                )
-            };
-            (
-                crate::doctor::planner_classes(spec, implemented, devices),
-                note,
-            )
-        }
+    let rows = crate::doctor::Rows {
+        workload: Some(workload),
+        agents: req.placement != Placement::InProcess,
+    };
+    let equipment = implemented.contains(&Fidelity::Hardware).then(|| {
+        crate::doctor::Equipment::of(
+            &crate::doctor::checks(Some(&tb)),
+            Some(&tb),
+            ranks_run(&req.placement),
+        )
+    });
+    let (classes, devices_note) = match &equipment {
+        Some(e) => (e.classes(spec, implemented, &rows), e.note(spec, &rows)),
         None => (
             implemented.to_vec(),
             "this binary has no hardware path for it".to_string(),
@@ -251,8 +238,8 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         None => Vec::new(),
     };
     plan.points.retain(|p| !not_built.contains(&p.system));
-    if let Some(devices) = &devices {
-        choose_rows(spec, &mut plan, devices);
+    if let Some(e) = &equipment {
+        choose_rows(spec, &mut plan, e, &rows);
     }
     // rows a workload runs in one class only, or only in agents (launcher/span.rs)
     crate::launcher::span::leave_out(&mut plan, &wid, req.placement != Placement::InProcess);
@@ -266,7 +253,7 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         false if req.resume.is_some() => {
             format!("{class_list}: resumed with the classes of the original run")
         }
-        false => format!("{class_list}: asked for with --fidelity"),
+        false => format!("{class_list}: asked for with --fidelity ({devices_note})"),
         true => format!(
             "{}: every class of [{}] that this binary implements ({}) and the testbed allows ({})",
             class_list,
@@ -401,18 +388,35 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
 }
 
 /// Choose the rows of a hardware run: the `hardware` class runs only the rows of the systems
-/// whose devices (`system_devices`, else `testbed_devices`) the testbed has; every other
-/// system's hardware rows are left out with what they need (`needs a RoCE NIC (verbs)`), which
-/// the manifest records and the report judges `not checkable here`. Other classes keep every
-/// row.
+/// whose devices (`system_devices`, else `testbed_devices`) are where their ranks run
+/// ([`crate::doctor::Equipment::lacks`]; `rows`: how many agents a system's point spans); every
+/// other system's hardware rows are left out with what they need (`needs a RoCE NIC (verbs)`),
+/// which the manifest records and the report judges `not checkable here`. Other classes keep
+/// every row.
 pub fn choose_rows(
     spec: &inabench_core::spec::Spec,
     plan: &mut Plan,
-    devices: &crate::doctor::Devices,
+    equipment: &crate::doctor::Equipment,
+    rows: &crate::doctor::Rows<'_>,
 ) {
     plan.leave_out(Fidelity::Hardware, |s| {
-        crate::doctor::lacks_for_rows(spec, s, devices)
+        equipment.lacks(spec, s, rows.ranks(s))
     });
+}
+
+/// Where a run's points run, for the devices its `hardware` class is planned from: on the
+/// testbed's hosts with a multi-host launcher (ssh, slurm), else on this host (in process, the
+/// `local` launcher, and the Soft-RoCE rig, whose guests' devices are rxe behind this host).
+pub fn ranks_run(placement: &Placement) -> crate::doctor::RanksRun {
+    use crate::launcher::RemoteLauncher;
+    match placement {
+        Placement::Remote(RemoteLauncher::Ssh(_) | RemoteLauncher::Slurm(_)) => {
+            crate::doctor::RanksRun::TestbedHosts
+        }
+        Placement::Remote(RemoteLauncher::Rig(_)) | Placement::Local | Placement::InProcess => {
+            crate::doctor::RanksRun::Here
+        }
+    }
 }
 
 /// How a run ended.
@@ -1180,7 +1184,12 @@ mod row_tests {
             "hardware is planned: some rows can run"
         );
         let mut plan = plan::plan_classes(&spec, "quick", &[], &classes).expect("plan");
-        choose_rows(&spec, &mut plan, &rdma);
+        choose_rows(
+            &spec,
+            &mut plan,
+            &crate::doctor::Equipment::probed(rdma.clone()),
+            &crate::doctor::Rows::ANY,
+        );
         let why = "needs an FPGA board (XRT), a GPU (CUDA)";
         assert_eq!(
             plan.not_here,
@@ -1260,6 +1269,193 @@ mod row_tests {
         // a testbed with no RoCE NIC plans no hardware class at all
         assert_eq!(
             crate::doctor::planner_classes(&spec, &implemented, &Devices::default()),
+
+    /// A testbed of a laptop runner (its own RoCE NIC declared, but it runs no agent) and two
+    /// worker hosts, each declaring a RoCE NIC, reached by `launcher` (`ssh`).
+    fn two_nic_testbed(launcher: &str, node1_nic: bool) -> crate::testbed::Testbed {
+        let node1 = if node1_nic {
+            "  - {host: node1, kind: roce, device: mlx5_1, gid_index: 3, rate_gbps: 100}\n"
+        } else {
+            ""
+        };
+        crate::testbed::Testbed::from_yaml(
+            std::path::Path::new("lab.yaml"),
+            &format!(
+                "name: lab\nhosts:\n  - {{name: laptop, role: [runner]}}\n  - {{name: node0, role: [worker], address: node0.lab}}\n  - {{name: node1, role: [worker], address: node1.lab}}\nnics:\n  - {{host: laptop, kind: roce, device: mlx5_9, gid_index: 0, rate_gbps: 25}}\n  - {{host: node0, kind: roce, device: mlx5_0, gid_index: 3, rate_gbps: 100}}\n{node1}launcher: {launcher}\n"
+            ),
+        )
+        .expect("testbed")
+    }
+
+    /// This host's probes as a runner without an RDMA device (a laptop) reports them.
+    fn no_rdma_here() -> Vec<crate::doctor::Check> {
+        [
+            "RDMA devices (verbs)",
+            "GPUs (CUDA)",
+            "FPGA (XRT)",
+            "Tofino (P4Runtime)",
+        ]
+        .into_iter()
+        .map(|name| crate::doctor::Check {
+            name: name.into(),
+            ok: false,
+            detail: "none".into(),
+        })
+        .collect()
+    }
+
+    fn ssh() -> Placement {
+        Placement::Remote(crate::launcher::RemoteLauncher::Ssh(
+            crate::launcher::ssh::SshLauncher {
+                hosts: vec!["node0.lab".into(), "node1.lab".into()],
+                listen: None,
+                ssh_config: None,
+                remote_exe: "inabench".into(),
+                connect_timeout: Duration::from_secs(1),
+            },
+        ))
+    }
+
+    /// The planning block of `prepare` for netreduce-table1 on `tb` from `placement` on a runner
+    /// whose probes are `checks`: the plan and the devices note.
+    fn plan_table1(
+        tb: &crate::testbed::Testbed,
+        checks: &[crate::doctor::Check],
+        placement: &Placement,
+    ) -> (Plan, String) {
+        let spec = inabench_core::spec::Spec::from_yaml(
+            std::path::Path::new("table1.yaml"),
+            include_str!("../../experiments/netreduce/table1.yaml"),
+        )
+        .expect("table1");
+        let reg = Registry::builtin();
+        let workload = reg.get("netreduce.table1").expect("table1's workload");
+        let rows = crate::doctor::Rows {
+            workload: Some(workload),
+            agents: *placement != Placement::InProcess,
+        };
+        let e = crate::doctor::Equipment::of(checks, Some(tb), ranks_run(placement));
+        let classes = e.classes(&spec, workload.fidelities(), &rows);
+        let mut plan = plan::plan_classes(&spec, "quick", &[], &classes).expect("plan");
+        choose_rows(&spec, &mut plan, &e, &rows);
+        crate::launcher::span::leave_out(
+            &mut plan,
+            "netreduce.table1",
+            *placement != Placement::InProcess,
+        );
+        (plan, e.note(&spec, &rows))
+    }
+
+    fn hardware_systems(plan: &Plan) -> BTreeSet<String> {
+        plan.entries()
+            .iter()
+            .filter(|e| e.fidelity == Fidelity::Hardware)
+            .map(|e| e.point.system.clone())
+            .collect()
+    }
+
+    /// Issue #36 item 5: a laptop without an RDMA device runs netreduce-table1 over ssh on two
+    /// worker hosts that declare RoCE NICs: the hardware class is planned from those
+    /// declarations (the roce row spans 2 ranks, 2 hosts declare one; the runner's own declared
+    /// NIC counts for nothing, it runs no rank), its other rows are left out with why, and the
+    /// note says the NICs were declared, not probed. The same testbed run here (in process, or
+    /// the local launcher) plans from this host's probe: no hardware class.
+    #[test]
+    fn a_remote_run_plans_hardware_from_the_testbeds_declared_nics() {
+        let tb = two_nic_testbed("ssh", true);
+        assert_eq!(ranks_run(&ssh()), crate::doctor::RanksRun::TestbedHosts);
+        let (plan, note) = plan_table1(&tb, &no_rdma_here(), &ssh());
+        assert_eq!(plan.fidelities, [Fidelity::Hardware, Fidelity::Emulated]);
+        assert_eq!(hardware_systems(&plan), ["roce".to_string()].into());
+        let why = |s: &str| plan.why_not_here(Fidelity::Hardware, s).map(str::to_string);
+        for s in ["event_driven", "parallel_dma", "dpdk"] {
+            assert_eq!(
+                why(s),
+                Some(format!(
+                    "`{s}` is a software host I/O model on the udp fabric: its rows are emulated only"
+                ))
+            );
+        }
+        assert_eq!(why("roce"), None);
+        assert_eq!(
+            note,
+            "the testbed has the devices hardware needs; hardware planned from the testbed's declared NICs: node0 mlx5_0, node1 mlx5_1 (not probed from this host; each rank opens its own)"
+        );
+        // the emulated class keeps every row (its roce row spans the same agents)
+        let emulated = plan
+            .entries()
+            .iter()
+            .filter(|e| e.fidelity == Fidelity::Emulated)
+            .count();
+        assert_eq!(emulated, plan.points.len());
+        // in process and with the local launcher the ranks run here: this host's probe decides
+        for here in [Placement::InProcess, Placement::Local] {
+            assert_eq!(ranks_run(&here), crate::doctor::RanksRun::Here);
+            let (plan, note) = plan_table1(&tb, &no_rdma_here(), &here);
+            assert_eq!(plan.fidelities, [Fidelity::Emulated], "{here:?}");
+            assert_eq!(note, "hardware needs a RoCE NIC (verbs)");
+        }
+        // and a runner whose probe finds an RDMA device plans hardware there, from the probe
+        let mut rdma_here = no_rdma_here();
+        rdma_here[0].ok = true;
+        let (plan, note) = plan_table1(&tb, &rdma_here, &Placement::Local);
+        assert_eq!(hardware_systems(&plan), ["roce".to_string()].into());
+        assert_eq!(note, "the testbed has the devices hardware needs");
+    }
+
+    /// One worker host declares a RoCE NIC: the roce row's 2 ranks cannot each open one, so no
+    /// hardware row is planned, and the note says why (with the NIC it found); a runner's own
+    /// RDMA device does not stand in for the workers' (the ranks do not run on it).
+    #[test]
+    fn one_declared_nic_for_a_two_rank_row_plans_no_hardware() {
+        let tb = two_nic_testbed("ssh", false);
+        let mut rdma_here = no_rdma_here();
+        rdma_here[0].ok = true;
+        for checks in [no_rdma_here(), rdma_here] {
+            let (plan, note) = plan_table1(&tb, &checks, &ssh());
+            assert_eq!(plan.fidelities, [Fidelity::Emulated]);
+            assert_eq!(
+                note,
+                "hardware needs a RoCE NIC on each of its 2 ranks' hosts (the testbed declares one on 1 host: node0 mlx5_0); hardware planned from the testbed's declared NICs: node0 mlx5_0 (not probed from this host; each rank opens its own)"
+            );
+        }
+        // asked for with --fidelity hardware, the row is left out with the sentence
+        let spec = inabench_core::spec::Spec::from_yaml(
+            std::path::Path::new("table1.yaml"),
+            include_str!("../../experiments/netreduce/table1.yaml"),
+        )
+        .expect("table1");
+        let e = crate::doctor::Equipment::of(&no_rdma_here(), Some(&tb), ranks_run(&ssh()));
+        let reg = Registry::builtin();
+        let rows = crate::doctor::Rows {
+            workload: reg.get("netreduce.table1"),
+            agents: true,
+        };
+        let mut plan =
+            plan::plan_classes(&spec, "quick", &[Fidelity::Hardware], &[Fidelity::Hardware])
+                .expect("plan");
+        choose_rows(&spec, &mut plan, &e, &rows);
+        assert_eq!(
+            plan.why_not_here(Fidelity::Hardware, "roce"),
+            Some(
+                "needs a RoCE NIC on each of its 2 ranks' hosts (the testbed declares one on 1 host: node0 mlx5_0)"
+            )
+        );
+        crate::launcher::span::leave_out(&mut plan, "netreduce.table1", true);
+        assert!(plan.entries().is_empty(), "no hardware row runs");
+        // no worker host declares one: the need says where to declare it
+        let none = crate::testbed::Testbed::from_yaml(
+            std::path::Path::new("lab.yaml"),
+            "name: lab\nhosts:\n  - {name: node0, role: [worker], address: node0.lab}\nlauncher: ssh\n",
+        )
+        .expect("testbed");
+        let (plan, note) = plan_table1(&none, &no_rdma_here(), &ssh());
+        assert_eq!(plan.fidelities, [Fidelity::Emulated]);
+        assert_eq!(
+            note,
+            "hardware needs a RoCE NIC (verbs) declared on a worker host of the testbed (`nics:` of kind roce); the ranks run on the testbed's hosts, which declare no RoCE NIC (`nics:` of kind roce on a worker host); this host's own devices are not theirs"
+        );
+    }
             [Fidelity::Emulated]
         );
     }
