@@ -1269,6 +1269,9 @@ mod row_tests {
         // a testbed with no RoCE NIC plans no hardware class at all
         assert_eq!(
             crate::doctor::planner_classes(&spec, &implemented, &Devices::default()),
+            [Fidelity::Emulated]
+        );
+    }
 
     /// A testbed of a laptop runner (its own RoCE NIC declared, but it runs no agent) and two
     /// worker hosts, each declaring a RoCE NIC, reached by `launcher` (`ssh`).
@@ -1454,9 +1457,6 @@ mod row_tests {
         assert_eq!(
             note,
             "hardware needs a RoCE NIC (verbs) declared on a worker host of the testbed (`nics:` of kind roce); the ranks run on the testbed's hosts, which declare no RoCE NIC (`nics:` of kind roce on a worker host); this host's own devices are not theirs"
-        );
-    }
-            [Fidelity::Emulated]
         );
     }
 }
