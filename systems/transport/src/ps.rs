@@ -269,6 +269,55 @@ struct Link {
     received: u32,
 }
 
+impl Link {
+    /// Take a completion: a WRITE's is checked (completed in posting order, wr_id = its round)
+    /// and counted here; `Ok(true)` hands a receive to the caller's own check; a failed one, or
+    /// one of another kind, is refused.
+    fn take<E: std::error::Error>(
+        &mut self,
+        c: Completion,
+        who: Party,
+    ) -> Result<bool, PsError<E>> {
+        match (c.kind, c.error) {
+            (_, Some(_)) => Err(self.refuse(c, who, "a failed")),
+            (CompletionKind::Write, None) => {
+                if c.wr_id != u64::from(self.sent) || self.sent >= self.posted {
+                    return Err(PsError::Completion {
+                        who,
+                        round: self.sent,
+                        what: "a WRITE's",
+                        got: c,
+                    });
+                }
+                self.sent += 1;
+                Ok(false)
+            }
+            (CompletionKind::RecvWriteImm, None) => Ok(true),
+            (CompletionKind::Other(_), None) => Err(self.refuse(c, who, "an unexpected")),
+        }
+    }
+
+    /// Whether `c` is the receive due next: wr_id and immediate its round, `bytes` long.
+    fn due(&self, c: &Completion, bytes: u32) -> bool {
+        c.wr_id == u64::from(self.received) && c.imm == Some(self.received) && c.byte_len == bytes
+    }
+
+    /// `c` refused, at the round whose data this link waits for.
+    fn refuse<E: std::error::Error>(
+        &self,
+        c: Completion,
+        who: Party,
+        what: &'static str,
+    ) -> PsError<E> {
+        PsError::Completion {
+            who,
+            round: self.received,
+            what,
+            got: c,
+        }
+    }
+}
+
 /// Completions taken from a QP per poll.
 const POLL: usize = 16;
 
@@ -372,41 +421,20 @@ impl PsWorker {
                 }
                 for c in cs {
                     let l = &mut self.links[j];
-                    let bad = |round, what| PsError::Completion {
-                        who: who(j),
-                        round,
-                        what,
-                        got: c,
-                    };
-                    match (c.kind, c.error) {
-                        (_, Some(_)) => return Err(bad(l.sent.min(l.received), "a failed")),
-                        (CompletionKind::Write, None) => {
-                            if c.wr_id != u64::from(l.sent) || l.sent >= l.posted {
-                                return Err(bad(l.sent, "a WRITE's"));
-                            }
-                            l.sent += 1;
+                    // a receive: the sum of the round due, which this worker's WRITE preceded
+                    let r = l.received;
+                    if l.take(c, who(j))? {
+                        if !l.due(&c, sb) || r >= l.posted {
+                            return Err(l.refuse(c, who(j), "the sum's receive"));
                         }
-                        (CompletionKind::RecvWriteImm, None) => {
-                            let r = l.received;
-                            if c.wr_id != u64::from(r)
-                                || c.imm != Some(r)
-                                || c.byte_len != sb
-                                || r >= l.posted
-                            {
-                                return Err(bad(r, "the sum's receive"));
-                            }
-                            let slot = &qp.buf()[sb as usize..2 * sb as usize];
-                            for (x, y) in self.results[r as usize][cfg.shard(j)]
-                                .iter_mut()
-                                .zip(load(slot))
-                            {
-                                *x = y;
-                            }
-                            self.links[j].received += 1;
+                        let slot = &qp.buf()[sb as usize..2 * sb as usize];
+                        for (x, y) in self.results[r as usize][cfg.shard(j)]
+                            .iter_mut()
+                            .zip(load(slot))
+                        {
+                            *x = y;
                         }
-                        (CompletionKind::Other(_), None) => {
-                            return Err(bad(l.received, "an unexpected"));
-                        }
+                        self.links[j].received += 1;
                     }
                 }
             }
@@ -537,42 +565,20 @@ impl PsServer {
                 moved |= !cs.is_empty();
                 for c in cs {
                     let l = &mut self.links[i];
-                    let bad = |round, what| PsError::Completion {
-                        who: who(i),
-                        round,
-                        what,
-                        got: c,
-                    };
-                    match (c.kind, c.error) {
-                        (_, Some(_)) => return Err(bad(l.sent.min(l.received), "a failed")),
-                        (CompletionKind::Write, None) => {
-                            if c.wr_id != u64::from(l.sent) || l.sent >= l.posted {
-                                return Err(bad(l.sent, "a WRITE's"));
-                            }
-                            l.sent += 1;
+                    // a receive: the shard of the round being summed (a worker's next shard
+                    // comes only after this round's sum)
+                    let r = l.received;
+                    if l.take(c, who(i))? {
+                        if !l.due(&c, sb as u32) || r != self.finished || r >= rounds {
+                            return Err(l.refuse(c, who(i), "a shard's receive"));
                         }
-                        (CompletionKind::RecvWriteImm, None) => {
-                            let r = l.received;
-                            // a worker's next shard comes only after this round's sum
-                            if c.wr_id != u64::from(r)
-                                || c.imm != Some(r)
-                                || c.byte_len != sb as u32
-                                || r != self.finished
-                                || r >= rounds
-                            {
-                                return Err(bad(r, "a shard's receive"));
-                            }
-                            for (x, y) in self.acc.iter_mut().zip(load(&qp.buf()[..sb])) {
-                                *x = x.wrapping_add(y);
-                            }
-                            l.received += 1;
-                            if r + 1 < rounds {
-                                // the next round's, before this round's sum goes out
-                                qp.post_recv(u64::from(r + 1)).map_err(tr)?;
-                            }
+                        for (x, y) in self.acc.iter_mut().zip(load(&qp.buf()[..sb])) {
+                            *x = x.wrapping_add(y);
                         }
-                        (CompletionKind::Other(_), None) => {
-                            return Err(bad(l.received, "an unexpected"));
+                        l.received += 1;
+                        if r + 1 < rounds {
+                            // the next round's, before this round's sum goes out
+                            qp.post_recv(u64::from(r + 1)).map_err(tr)?;
                         }
                     }
                 }
