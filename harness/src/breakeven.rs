@@ -209,6 +209,7 @@ pub fn solve(
                                     units: units.clone(),
                                     capture_dir: None,
                                     host_profile: Some(p.clone()),
+                                    addresses: None,
                                 };
                                 let mut sink = |e: Event| {
                                     if let Event::Row(r) = e {

@@ -53,14 +53,68 @@ pub fn run_here(
     cancel: &AtomicBool,
     sink: &mut dyn FnMut(Event),
 ) -> Result<(), JobFailure> {
+    let (w, note) = point_workload(registry, job)?;
+    if let Some(line) = note {
+        sink(Event::Driver {
+            point: job.index,
+            line,
+        });
+    }
+    let units = |m: &str| job.units.get(m).cloned().unwrap_or_default();
+    let mut ctx = job_ctx(job, w.get(), cancel, sink, &units);
+    w.get().run(&mut ctx).map_err(JobFailure::from)
+}
+
+/// The workload that runs a job's point: the registry's own, or, where the job carries the
+/// testbed's data addresses ([`Job::addresses`]) and the workload takes an address plan
+/// (`netreduce::table6::at_addresses`), that workload built at them.
+pub enum PointWorkload<'r> {
+    Builtin(&'r dyn inabench_core::Workload),
+    Addressed(Box<dyn inabench_core::Workload>),
+}
+
+impl PointWorkload<'_> {
+    pub fn get(&self) -> &dyn inabench_core::Workload {
+        match self {
+            PointWorkload::Builtin(w) => *w,
+            PointWorkload::Addressed(w) => w.as_ref(),
+        }
+    }
+}
+
+/// Which workload runs `job`'s point at which addresses: the one place that decides it, for a
+/// job in the runner's process, in an agent and for a rank of a job that spans agents. With
+/// the workload, a line for the manifest where the job carries addresses its workload does not
+/// take (its points ran at its systems' synthetic addresses). A job's plan that does not parse
+/// fails the job in one sentence.
+pub fn point_workload<'r>(
+    registry: &'r Registry,
+    job: &Job,
+) -> Result<(PointWorkload<'r>, Option<String>), JobFailure> {
     let Some(w) = registry.get(&job.workload) else {
         return Err(JobFailure::Setup {
             message: format!("this binary has no workload `{}`", job.workload),
         });
     };
-    let units = |m: &str| job.units.get(m).cloned().unwrap_or_default();
-    let mut ctx = job_ctx(job, w, cancel, sink, &units);
-    w.run(&mut ctx).map_err(JobFailure::from)
+    let Some(addresses) = &job.addresses else {
+        return Ok((PointWorkload::Builtin(w), None));
+    };
+    let plan = addresses.plan().map_err(|e| JobFailure::Setup {
+        message: e.to_string(),
+    })?;
+    let at = inabench_workloads::netreduce::table6::at_addresses(plan)
+        .into_iter()
+        .find(|a| a.id() == job.workload);
+    Ok(match at {
+        Some(a) => (PointWorkload::Addressed(a), None),
+        None => (
+            PointWorkload::Builtin(w),
+            Some(format!(
+                "{} takes no address plan: the frames its points build carry its systems' synthetic addresses, not the testbed file's data addresses",
+                job.workload
+            )),
+        ),
+    })
 }
 
 /// The context of one job's point for `w`, the same wherever it runs (the runner's process, an

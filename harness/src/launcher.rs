@@ -221,6 +221,12 @@ pub struct Job {
     /// The host profile the run charges host costs from (`--host-profile`; travels to agents).
     #[serde(default)]
     pub host_profile: Option<inabench_core::hostprofile::HostProfile>,
+    /// The testbed file's data addresses (`hosts[].data`) where it states them and has no rig:
+    /// the point runs its workload at them where the workload takes an address plan
+    /// ([`crate::executor::point_workload`]), wherever the job runs. Omitted when None, so a
+    /// job line of before the field reads as no plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addresses: Option<inabench_workloads::udp_node::JobAddresses>,
 }
 
 /// A process a launcher started: an agent (`local`), an ssh client running one agent (`ssh`), or

@@ -442,17 +442,6 @@ pub fn execute(
         Arc::new(Mutex::new(vec![(std::process::id(), "runner".to_string())]));
     match p.placement.clone() {
         Placement::InProcess => {
-            // a testbed that states its hosts' data addresses: the run's workload, where it
-            // takes a plan, builds its node processes at them
-            let mut p = p;
-            let addressed = match addressed_registry(&p) {
-                Ok(a) => a,
-                Err(e) => {
-                    let why = format!("the testbed's data addresses: {e}");
-                    return Err(testbed_refused(&mut p, &why));
-                }
-            };
-            let reg = addressed.as_ref().unwrap_or(reg);
             let flag = cancel.clone();
             let mut ex = InProcess {
                 registry: reg,
@@ -469,24 +458,22 @@ pub fn execute(
     }
 }
 
-/// The run's workload at the testbed's data addresses (`hosts[].data`) where the testbed states
-/// them, has no rig (whose workloads take them themselves) and the workload takes an address
-/// plan (`netreduce.table6`'s node processes): a registry of that one workload; None otherwise
-/// (the run's rows are the same as without a testbed). Points in agents run their own builtin
-/// workloads, at the synthetic addresses. A plan that cannot be used is one sentence.
-fn addressed_registry(
-    p: &Prepared,
-) -> Result<Option<Registry>, inabench_fabric::addresses::AddressError> {
-    if p.testbed.rig.is_some() {
+/// The testbed's data addresses (`hosts[].data`) as every job of the run carries them, wherever
+/// it runs (`Job::addresses`; the workload that takes them is chosen per job by
+/// [`crate::executor::point_workload`]): None where the testbed states none or has a rig (whose
+/// workloads take them themselves). A plan that cannot be used is one sentence.
+fn job_addresses(
+    tb: &crate::testbed::Testbed,
+) -> Result<
+    Option<inabench_workloads::udp_node::JobAddresses>,
+    inabench_fabric::addresses::AddressError,
+> {
+    if tb.rig.is_some() {
         return Ok(None);
     }
-    let Some(plan) = inabench_workloads::netreduce::rig::address_plan(&p.testbed)? else {
-        return Ok(None);
-    };
-    Ok(inabench_workloads::netreduce::table6::at_addresses(plan)
-        .into_iter()
-        .find(|w| w.id() == p.workload)
-        .map(|w| Registry::new(vec![w])))
+    Ok(inabench_workloads::netreduce::rig::address_plan(tb)?
+        .as_ref()
+        .and_then(inabench_workloads::udp_node::JobAddresses::of))
 }
 
 /// A run the testbed refuses before its first point: a new run leaves no folder behind (an
@@ -514,6 +501,15 @@ pub fn execute_with(
     executor: &mut dyn Executor,
 ) -> Result<RunOutcome, RunError> {
     let stop = || cancel.load(Ordering::Relaxed) || SIGNALLED.load(Ordering::Relaxed);
+    // a testbed that states its hosts' data addresses: every job carries them, and its point
+    // runs at them where its workload takes a plan (netreduce.table6's node processes)
+    let addresses = match job_addresses(&p.testbed) {
+        Ok(a) => a,
+        Err(e) => {
+            let why = format!("the testbed's data addresses: {e}");
+            return Err(testbed_refused(&mut p, &why));
+        }
+    };
     // a testbed with a P4Runtime switch: the job each point needs is written on it before the
     // point (`p4switch::SwitchJob`: rewritten where a point's `workers` differs from the job on
     // the switch; the switch holds one job, and a job of n workers completes no slot for fewer).
@@ -753,6 +749,7 @@ pub fn execute_with(
                 units: p.units.clone(),
                 capture_dir: p.capture_dir.clone(),
                 host_profile: p.host_profile.clone(),
+                addresses: addresses.clone(),
             };
             // a point that panics fails alone (as an agent that dies does): the run goes on,
             // and its folder is marked as it ends, never left `running`

@@ -318,6 +318,7 @@ fn the_control_channel_refuses_clients_without_the_token() {
         units: Default::default(),
         capture_dir: None,
         host_profile: None,
+        addresses: None,
     };
     let mut values = Vec::new();
     let r = agents[0]

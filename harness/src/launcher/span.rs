@@ -378,11 +378,8 @@ pub fn run_rank<R: BufRead, W: Write>(
     reader: &mut R,
     writer: &mut W,
 ) -> Result<(), JobFailure> {
-    let Some(w) = registry.get(&job.workload) else {
-        return Err(JobFailure::Setup {
-            message: format!("this binary has no workload `{}`", job.workload),
-        });
-    };
+    let (at, note) = crate::executor::point_workload(registry, job)?;
+    let w = at.get();
     let want = w.ranks(&job.point.system);
     if want == 1 || ranks != want || rank >= ranks {
         return Err(JobFailure::Setup {
@@ -410,6 +407,12 @@ pub fn run_rank<R: BufRead, W: Write>(
             *io_err.borrow_mut() = Some(e);
         }
     };
+    if let Some(line) = note {
+        sink(Event::Driver {
+            point: job.index,
+            line,
+        });
+    }
     let units = |m: &str| job.units.get(m).cloned().unwrap_or_default();
     let host = super::hostname();
     let me = Rank {
@@ -467,6 +470,7 @@ mod tests {
             units: Default::default(),
             capture_dir: None,
             host_profile: None,
+            addresses: None,
         }
     }
 

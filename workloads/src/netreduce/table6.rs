@@ -200,6 +200,13 @@ fn run_point(
             Emulated::Mem => {}
         }
     }
+    // the simulated class and the `mem` fabric build the systems' own plan: said once, so a
+    // run at a testbed's addresses does not read as if every row ran at them
+    if plan.is_some() {
+        ctx.driver_line(
+            "netreduce.table6's simulated class and mem fabric build their nodes at the systems' synthetic addresses, not the testbed file's data addresses (only its node processes, udp and raw, take them)",
+        );
+    }
     let mut stack_stats = inabench_ina::hoststack::StackStats::default();
     // (nodes, finished, duration ns, per-worker host CPU ns, frames dropped by faults)
     let (nodes, finished, dur_ns, cpu_ns, dropped) = if ctx.fidelity == Fidelity::Emulated {
@@ -221,12 +228,7 @@ fn run_point(
     } else {
         // `reproduce --pcap DIR` (the point context's capture folder): a capture per point
         // and repetition
-        let pcap = ctx.capture_dir.map(|d| {
-            d.join(format!(
-                "{}-{}-rep{}.pcap",
-                ctx.experiment, ctx.point.id, ctx.repetition
-            ))
-        });
+        let pcap = capture_path(ctx);
         // virtual time limit: 60 s unless the spec says (`time_limit_ms`; a run that cannot
         // finish, e.g. a result lost for good, retransmits until then)
         let limit_ns = (opt(ctx, "time_limit_ms", 60_000.0) * 1e6) as u64;
@@ -353,6 +355,17 @@ fn run_point(
     Ok(())
 }
 
+/// `reproduce --pcap DIR` (the point context's capture folder): the point's and repetition's
+/// capture file in it.
+fn capture_path(ctx: &PointCtx<'_>) -> Option<std::path::PathBuf> {
+    ctx.capture_dir.map(|d| {
+        d.join(format!(
+            "{}-{}-rep{}.pcap",
+            ctx.experiment, ctx.point.id, ctx.repetition
+        ))
+    })
+}
+
 /// One all-reduce on the `udp` fabric: a process per node (see [`inabench_ina_run::udp_node`]), each
 /// worker's CPU its own threads' accounting, every worker's sum checked by the worker itself.
 /// With `raw`, on the raw fabric instead ([`inabench_ina_run::raw_node`]: the same node processes
@@ -456,8 +469,15 @@ fn run_on_raw(
                 .into(),
         ));
     }
+    // `--pcap DIR`: every frame on worker 0's link to the switch (node `workers`: the switch,
+    // or NetReduce's accelerator), as its namespace's capture saw it
+    let pcap = capture_path(ctx);
+    let capture = pcap.as_ref().map(|_| (0, cfg.workers));
     let out =
-        inabench_ina_run::raw_node::run_raw(job, exe, None).map_err(crate::fabric::run_error)?;
+        inabench_ina_run::raw_node::run_raw(job, exe, capture).map_err(crate::fabric::run_error)?;
+    if let Some(path) = &pcap {
+        inabench_ina_run::raw_node::write_pcap(path, &out.captured)?;
+    }
     // which socket kind carried the frames (AF_XDP in copy mode or AF_PACKET, per link) and,
     // where AF_PACKET ran, why AF_XDP did not (the outcome's `offload` below is the same label)
     ctx.log(
