@@ -23,8 +23,8 @@
 //! all-reduce 8-9 s under TCG, SwitchML-RDMA's 2.0 s, 2 s of it the timeout before the
 //! stale-ICRC result's resend; the bridge boot 52 s, the ring's all-reduce 0.05-0.07 s; the
 //! icrc_relay boot 52 s); with the parameter server in the bridge boot (2026-11-29) that boot's
-//! three tests took 53.6 s (the guests booted, ran and stopped in 52 s; the ring's all-reduce
-//! 0.13 s, the parameter server's 3 rounds 0.12-0.15 s). Apart, before this sharing, the five
+//! three tests took 53.6 s and 40.5 s in two runs (the guests booted, ran and stopped in 52 s
+//! and 40 s; the ring's all-reduce 0.13 s, the parameter server's 3 rounds 0.10-0.15 s). Apart, before this sharing, the five
 //! took 5 boots (NetReduce 70-91 s, SwitchML-RDMA 53 s, the ring 60 s, each verbs_pair 42-56 s).
 //! INABENCH_RXE_RIG=0 skips them (say so when you do). Soft-RoCE in qemu is not a RoCE NIC:
 //! nothing here measures line rate, NIC timestamps or a NIC's own retransmission timing.
