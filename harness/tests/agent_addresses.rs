@@ -322,3 +322,35 @@ fn the_job_carries_the_plan_and_one_function_picks_the_workload_at_it() {
         "the job's address plan: worker 1's address `172.16.0.9` is not A.B.C.D@aa:bb:cc:dd:ee:ff"
     );
 }
+
+/// A workload that takes no address plan (the harness's probe) run under `--launcher local` on
+/// a testbed with `data:`: its points run, and the manifest says the testbed's addresses were
+/// not taken instead of leaving it unsaid.
+#[test]
+fn a_workload_without_a_plan_says_so_in_the_manifest() {
+    let home = support::probe_home(0, 2, false);
+    let tb = testbed(home.path(), true);
+    let results = home.path().join("results");
+    let o = Command::new(exe())
+        .env("INABENCH_HOME", home.path())
+        .args(["--results"])
+        .arg(&results)
+        .args(["reproduce", "netreduce-probe", "--launcher", "local"])
+        .args(["--headless", "--format", "json", "--testbed"])
+        .arg(&tb)
+        .output()
+        .expect("inabench runs");
+    ok(&o);
+    let run = support::only_run_dir(&results);
+    let m = support::manifest_of(&run);
+    assert_eq!(m["status"], "complete", "{m}");
+    let drivers = m["drivers"].to_string();
+    assert!(
+        drivers.contains("harness.probe takes no address plan: the frames its points build carry its systems' synthetic addresses, not the testbed file's data addresses"),
+        "{drivers}"
+    );
+    assert!(
+        !drivers.contains("build their nodes at the testbed"),
+        "{drivers}"
+    );
+}
