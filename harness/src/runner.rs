@@ -404,6 +404,16 @@ pub fn choose_rows(
     });
 }
 
+/// Why a point planned in class `planned` whose rows came out `ran` on `fabric` (a body that
+/// labels its rows by the device it opened: netreduce-table1's roce row on Soft-RoCE under a
+/// `hardware` plan from a testbed's declared NICs) fails: a setup failure, its rows not stored,
+/// so the class reads what ran in it and never holds another class's rows.
+pub fn ran_as_another_class(planned: Fidelity, ran: Fidelity, fabric: &str) -> String {
+    format!(
+        "planned {planned}, it ran as {ran} (fabric {fabric}): the devices its ranks opened are not the {planned} class's (the launcher's line names them), so its rows are not stored"
+    )
+}
+
 /// Where a run's points run, for the devices its `hardware` class is planned from: on the
 /// testbed's hosts with a multi-host launcher (ssh, slurm), else on this host (in process, the
 /// `local` launcher, and the Soft-RoCE rig, whose guests' devices are rxe behind this host).
@@ -724,9 +734,19 @@ pub fn execute_with(
             let mut point_lines: Vec<String> = Vec::new();
             let warmup = k < point.warmup;
             let repetition = if warmup { k } else { k - point.warmup };
+            // the class and fabric of a row that came out in another class than the point's
+            let mut ran_as: Option<(Fidelity, String)> = None;
             let mut sink = |e: Event| {
                 if let Event::Driver { line, .. } = &e {
                     point_lines.push(line.clone());
+                }
+                if let Event::Row(r) = &e
+                    && r.fidelity != fidelity
+                {
+                    // labelled by the devices it ran on (Soft-RoCE under a hardware plan): not
+                    // stored, not shown; the point fails below with what ran
+                    ran_as.get_or_insert_with(|| (r.fidelity, r.fabric.clone()));
+                    return;
                 }
                 if let Event::Row(r) = &e
                     && store_err.is_none()
@@ -777,6 +797,17 @@ pub fn execute_with(
             if store_err.is_some() {
                 break 'points;
             }
+            let result = match (result, ran_as) {
+                (Ok(()), Some((ran, fabric))) => {
+                    let why = ran_as_another_class(fidelity, ran, &fabric);
+                    let line = format!("[{fidelity}] {}: {why}", point.label());
+                    if !p.manifest.drivers.contains(&line) {
+                        p.manifest.drivers.push(line);
+                    }
+                    Err(JobFailure::Setup { message: why })
+                }
+                (r, _) => r,
+            };
             if let Err(e) = result {
                 failure = Some(match &e {
                     JobFailure::WrongResult { message } => {

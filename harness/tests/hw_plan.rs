@@ -4,9 +4,20 @@
 //! they were declared, not probed here; with `launcher: local` the ranks run here and this
 //! host's probe decides. (The same decision plans a run: `runner::prepare`, tested in the
 //! harness's `runner::row_tests`.) No ssh host is reached: the hosts' addresses are `.invalid`.
+//! And a point whose rows come out in another class than its own (a body that labels its rows
+//! by the device it opened: Soft-RoCE under a hardware plan) fails as a setup failure that says
+//! so, its rows not stored under either class.
 
+use inabench::launcher::{Job, JobFailure};
+use inabench::registry::Registry;
+use inabench::runner::{self, Placement, RunRequest};
+use inabench_core::event::{Event, FailureKind};
+use inabench_core::spec::{Fidelity, Spec};
+use inabench_core::store;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -94,4 +105,101 @@ fn with_the_local_launcher_this_hosts_probe_decides() {
         "emulated"
     };
     assert_eq!(t1["pick"], want, "{t1} with {here}");
+}
+
+/// Runs every job through the fixture's workload, but labels the rows of the point `relabel`
+/// as a device-labelled body would on a device of another class (`emulated`, `rdma-rxe`).
+struct Relabels<'a> {
+    registry: &'a Registry,
+    relabel: &'a str,
+}
+
+impl inabench::executor::Executor for Relabels<'_> {
+    fn run_job(&mut self, job: &Job, sink: &mut dyn FnMut(Event)) -> Result<(), JobFailure> {
+        let other = job.point.id == self.relabel;
+        inabench::executor::run_here(self.registry, job, &AtomicBool::new(false), &mut |e| {
+            sink(match e {
+                Event::Row(mut r) if other => {
+                    r.fidelity = Fidelity::Emulated;
+                    r.fabric = "rdma-rxe".into();
+                    Event::Row(r)
+                }
+                e => e,
+            })
+        })
+    }
+}
+
+#[test]
+fn a_point_whose_rows_come_out_in_another_class_fails_as_setup_and_says_so() {
+    let text = "id: netreduce-probe\npaper_id: netreduce\ntitle: probe\ncitation: none\nartifact: none\nstatus: implemented\nworkload: harness.probe\ndescription: test fixture\nsystems: [probe]\nfidelity: [functional]\nprofiles:\n  quick:\n    estimated_seconds: 1\n    grid:\n      - work: [1, 2]\n  full:\n    estimated_seconds: 1\n    grid:\n      - work: [1]\nmetrics:\n  - {name: checksum, unit: \"1\", better: none}\n  - {name: pid, unit: \"1\", better: none}\npaper:\n  source: none\n  values: []\n".to_string();
+    let file = PathBuf::from("experiments/netreduce/probe.yaml");
+    let spec = Spec::from_yaml(&file, &text).expect("fixture spec");
+    let dir = tempfile::tempdir().expect("tmp");
+    let req = RunRequest {
+        entry: inabench_core::catalog::Entry { spec, file, text },
+        profile: "quick".into(),
+        fidelities: Vec::new(),
+        seed: 1,
+        resume: None,
+        results: dir.path().to_path_buf(),
+        placement: Placement::InProcess,
+        command: vec![],
+        testbed_name: "local".into(),
+        testbed_text: inabench::testbed::local_text(),
+        capture_dir: None,
+        overrides: vec![],
+        host_profile: None,
+    };
+    let reg = Registry::builtin();
+    let prepared = runner::prepare(&req, &reg).expect("prepare");
+    let first = prepared.plan.points[0].clone();
+    let (tx, _rx) = std::sync::mpsc::channel();
+    let out = runner::execute_with(
+        prepared,
+        &reg,
+        tx,
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(Mutex::new(Vec::new())),
+        &mut Relabels {
+            registry: &reg,
+            relabel: &first.id,
+        },
+    )
+    .expect("the run ends");
+    assert_eq!(
+        (out.manifest.points_done, out.manifest.points_failed),
+        (1, 1)
+    );
+    let why = "planned functional, it ran as emulated (fabric rdma-rxe): the devices its ranks opened are not the functional class's (the launcher's line names them), so its rows are not stored";
+    assert_eq!(
+        why,
+        runner::ran_as_another_class(Fidelity::Functional, Fidelity::Emulated, "rdma-rxe")
+    );
+    assert!(
+        out.manifest
+            .drivers
+            .contains(&format!("[functional] {}: {why}", first.label())),
+        "{:?}",
+        out.manifest.drivers
+    );
+    let st = store::read_rows(&out.run_dir).expect("rows");
+    let key = inabench_core::plan::run_key(Fidelity::Functional, &first.id);
+    assert_eq!(st.failed.get(&key), Some(&FailureKind::Setup));
+    // no row of the relabelled point is stored, under either class; the other point's are
+    assert!(
+        st.rows.iter().all(|r| r.point_id != first.id),
+        "{:?}",
+        st.rows
+    );
+    assert!(st.rows.iter().all(|r| r.fidelity == Fidelity::Functional));
+    assert!(!st.rows.is_empty());
+    let raw = std::fs::read_to_string(out.run_dir.join(store::ROWS_FILE)).expect("rows.jsonl");
+    assert!(
+        raw.lines()
+            .filter(|l| l.contains("\"kind\":\"row\""))
+            .all(|l| !l.contains("rdma-rxe") && !l.contains(&first.id)),
+        "{raw}"
+    );
+    assert!(raw.contains(why), "the point's record keeps the sentence");
 }
