@@ -507,7 +507,7 @@ impl Rows<'_> {
     }
 
     /// Whether the workload runs `system`'s `hardware` rows.
-    fn run(&self, system: &str) -> bool {
+    pub fn run(&self, system: &str) -> bool {
         self.workload.is_none_or(|w| {
             w.not_here(Fidelity::Hardware, system, self.agents)
                 .is_none()

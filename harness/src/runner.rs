@@ -391,8 +391,11 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
 /// whose devices (`system_devices`, else `testbed_devices`) are where their ranks run
 /// ([`crate::doctor::Equipment::lacks`]; `rows`: how many agents a system's point spans); every
 /// other system's hardware rows are left out with what they need (`needs a RoCE NIC (verbs)`),
-/// which the manifest records and the report judges `not checkable here`. Other classes keep
-/// every row.
+/// which the manifest records and the report judges `not checkable here`. A row that spans
+/// agents opens their RDMA devices and is labelled by them (netreduce-table1's roce row): where
+/// its hardware rows run, its emulated rows would open the same NICs and come out hardware
+/// again, so they are left out of the emulated class with that sentence. Other rows keep every
+/// class.
 pub fn choose_rows(
     spec: &inabench_core::spec::Spec,
     plan: &mut Plan,
@@ -401,6 +404,22 @@ pub fn choose_rows(
 ) {
     plan.leave_out(Fidelity::Hardware, |s| {
         equipment.lacks(spec, s, rows.ranks(s))
+    });
+    if !plan.fidelities.contains(&Fidelity::Hardware) {
+        return;
+    }
+    let on_nics: Vec<String> = spec
+        .systems
+        .iter()
+        .filter(|s| {
+            rows.ranks(s) > 1 && rows.run(s) && plan.why_not_here(Fidelity::Hardware, s).is_none()
+        })
+        .cloned()
+        .collect();
+    plan.leave_out(Fidelity::Emulated, |s| {
+        on_nics.iter().any(|n| n == s).then(|| {
+            "its ranks open the RDMA NICs its hardware rows run on, which label its rows hardware: its emulated rows are Soft-RoCE's (the rxe rig's testbed)".to_string()
+        })
     });
 }
 
@@ -1412,13 +1431,25 @@ mod row_tests {
             note,
             "the testbed has the devices hardware needs; hardware planned from the testbed's declared NICs: node0 mlx5_0, node1 mlx5_1 (not probed from this host; each rank opens its own)"
         );
-        // the emulated class keeps every row (its roce row spans the same agents)
-        let emulated = plan
+        // the emulated class keeps every row but roce's, whose ranks would open the same NICs
+        let emulated: BTreeSet<String> = plan
             .entries()
             .iter()
             .filter(|e| e.fidelity == Fidelity::Emulated)
-            .count();
-        assert_eq!(emulated, plan.points.len());
+            .map(|e| e.point.system.clone())
+            .collect();
+        assert_eq!(
+            emulated,
+            ["dpdk", "event_driven", "parallel_dma"]
+                .map(String::from)
+                .into()
+        );
+        assert_eq!(
+            plan.why_not_here(Fidelity::Emulated, "roce"),
+            Some(
+                "its ranks open the RDMA NICs its hardware rows run on, which label its rows hardware: its emulated rows are Soft-RoCE's (the rxe rig's testbed)"
+            )
+        );
         // in process and with the local launcher the ranks run here: this host's probe decides
         for here in [Placement::InProcess, Placement::Local] {
             assert_eq!(ranks_run(&here), crate::doctor::RanksRun::Here);
