@@ -253,7 +253,11 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         false if req.resume.is_some() => {
             format!("{class_list}: resumed with the classes of the original run")
         }
-        false => format!("{class_list}: asked for with --fidelity ({devices_note})"),
+        // where the workload has a hardware path, the note says where its devices were found
+        false if equipment.is_some() => {
+            format!("{class_list}: asked for with --fidelity ({devices_note})")
+        }
+        false => format!("{class_list}: asked for with --fidelity"),
         true => format!(
             "{}: every class of [{}] that this binary implements ({}) and the testbed allows ({})",
             class_list,
