@@ -1004,6 +1004,13 @@ fn doctor_checks(
     // where the ranks run on the testbed's hosts, their NICs are the testbed's word, not a probe
     let equipment = doctor_equipment(&checks, testbed);
     if let (Some(nics), Some(source)) = (&equipment.declared, equipment.source()) {
+        if let Some(c) = checks
+            .iter_mut()
+            .find(|c| c.name == Need::Rdma.check_name())
+        {
+            c.detail
+                .push_str(" (this host's own probe; the ranks run on the testbed's hosts)");
+        }
         checks.push(Check {
             name: "RoCE NICs (testbed)".into(),
             ok: !nics.is_empty(),

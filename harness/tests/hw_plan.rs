@@ -73,7 +73,14 @@ fn doctor_plans_hardware_from_the_declared_nics_where_the_ranks_run_on_the_testb
     let t1 = named(&all, "experiment netreduce-table1").expect("table1's verdict");
     assert_eq!(t1["pick"], "hardware", "{t1}");
     // whatever this host's own probe says (here: no RDMA device), it is not what decided
-    assert!(named(&all, "RDMA devices (verbs)").is_some());
+    let here = named(&all, "RDMA devices (verbs)").expect("the probe");
+    assert!(
+        here["detail"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with(" (this host's own probe; the ranks run on the testbed's hosts)"),
+        "{here}"
+    );
 
     // one worker host declares one: the 2-rank row cannot run, and doctor says why
     let all = doctor(&testbed(dir.path(), "ssh", false));
