@@ -210,3 +210,155 @@ fn a_point_whose_rows_come_out_in_another_class_fails_as_setup_and_says_so() {
     );
     assert!(raw.contains(why), "the point's record keeps the sentence");
 }
+
+/// A stand-in for `ssh` on PATH: answers `ssh -G` with loopback and runs the remote command on
+/// this host, so the ssh launcher's agents start here (each reports this host's name).
+const FAKE_SSH: &str = r#"#!/bin/sh
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -F|-o) shift 2 ;;
+    -T) shift ;;
+    -G) echo "hostname 127.0.0.1"; echo "port 22"; exit 0 ;;
+    --) shift; exec sh -c "$1" ;;
+    *) shift ;;
+  esac
+done
+exit 255
+"#;
+
+/// `reproduce netreduce-table1` with the ssh launcher (through the stand-in above) on a testbed
+/// whose two worker hosts declare RoCE NICs, from this host, which has none: the run plans the
+/// hardware class from the declarations (its manifest says so), leaves the roce row out of the
+/// emulated class and the software models out of hardware, each with why, and the hardware
+/// point, whose rank finds no `mlx5_0` here, fails in one sentence naming the host and the
+/// declared device, not as a wrong result.
+#[test]
+fn a_run_over_ssh_plans_hardware_from_the_declared_nics_and_a_missing_device_fails_its_point() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tmp");
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).expect("bin");
+    std::fs::write(bin.join("ssh"), FAKE_SSH).expect("ssh");
+    std::fs::set_permissions(bin.join("ssh"), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod");
+    // the agents run here and look their NIC up by this host's name: name the first host so
+    let me = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .expect("hostname")
+        .trim()
+        .to_string();
+    let tb = dir.path().join("lab.yaml");
+    std::fs::write(
+        &tb,
+        format!(
+            "name: lab\nhosts:\n  - {{name: laptop, role: [runner]}}\n  - {{name: '{me}', role: [worker], address: '{me}'}}\n  - {{name: '{me}-b', role: [worker], address: '{me}-b'}}\nnics:\n  - {{host: '{me}', kind: roce, device: mlx5_0, gid_index: 3, rate_gbps: 100}}\n  - {{host: '{me}-b', kind: roce, device: mlx5_1, gid_index: 3, rate_gbps: 100}}\nlauncher: ssh\n"
+        ),
+    )
+    .expect("testbed");
+    let results = dir.path().join("results");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_inabench"))
+        .current_dir(repo())
+        .env_remove("INABENCH_HOME")
+        .env_remove("INABENCH_RDMA_DEVICE")
+        .env_remove("INABENCH_SPAN_TRANSPORT")
+        .env("PATH", path)
+        .args([
+            "reproduce",
+            "netreduce-table1",
+            "--headless",
+            "--listen",
+            "127.0.0.1",
+        ])
+        .arg("--testbed")
+        .arg(&tb)
+        .arg("--results")
+        .arg(&results)
+        .output()
+        .expect("reproduce");
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let run = std::fs::read_dir(&results)
+        .expect("results")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.is_dir())
+        .unwrap_or_else(|| panic!("no run folder:\n{all}"));
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("manifest.json")).expect("m"))
+            .expect("manifest");
+    assert_eq!(m["launcher"], "ssh", "{m}");
+    assert_eq!(
+        m["fidelities"],
+        serde_json::json!(["hardware", "emulated"]),
+        "{m}"
+    );
+    let reason = m["fidelity_reason"].as_str().unwrap_or("");
+    assert!(
+        reason.contains(&format!(
+            "hardware planned from the testbed's declared NICs: {me} mlx5_0, {me}-b mlx5_1 (not probed from this host; each rank opens its own)"
+        )),
+        "{reason}"
+    );
+    let not_here: Vec<(String, String)> = m["rows_not_here"]
+        .as_array()
+        .expect("rows_not_here")
+        .iter()
+        .map(|n| {
+            (
+                n["fidelity"].as_str().unwrap_or("").to_string(),
+                n["system"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    for (class, system) in [
+        ("emulated", "roce"),
+        ("hardware", "event_driven"),
+        ("hardware", "parallel_dma"),
+        ("hardware", "dpdk"),
+    ] {
+        assert!(
+            not_here.contains(&(class.into(), system.into())),
+            "{class} {system}: {not_here:?}"
+        );
+    }
+    assert_eq!(not_here.len(), 4, "{not_here:?}");
+    // the hardware roce point ran in the agents and failed for its device, in one sentence
+    let rows = std::fs::read_to_string(run.join("rows.jsonl")).expect("rows");
+    let done: Vec<serde_json::Value> = rows
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|r: &serde_json::Value| r["kind"] == "point_done")
+        .collect();
+    let failed: Vec<&serde_json::Value> = done.iter().filter(|r| r["ok"] == false).collect();
+    assert_eq!(failed.len(), 1, "{rows}");
+    assert!(
+        failed[0]["point_id"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("hardware-"),
+        "{}",
+        failed[0]
+    );
+    let error = failed[0]["error"].as_str().unwrap_or("");
+    if error.starts_with("rank 0: ") && std::env::var_os("CI").is_none() {
+        // no libibverbs on this host: the rank fails loading it (CI installs it)
+        eprintln!("no libibverbs here: {error}");
+    } else {
+        assert!(
+            error.starts_with(&format!(
+                "rank 0 on {me}: no RDMA device `mlx5_0` (devices: "
+            )),
+            "{error}\n{all}"
+        );
+    }
+    assert_ne!(failed[0]["failure"], "wrong_result");
+    // the emulated rows of the three software models ran in the agents
+    assert_eq!(done.iter().filter(|r| r["ok"] == true).count(), 3, "{rows}");
+}
