@@ -2,10 +2,13 @@
 //! catalogue the fidelity class `reproduce` would pick here and what is missing for a better one.
 //!
 //! The pick is made by the planner's own function ([`inabench_core::plan::choose_fidelity`]) over
-//! the classes [`planner_classes`] allows: the workload's implemented classes, with `hardware`
-//! only when the devices the experiment needs were found by the same probes this report prints.
-//! A run and the doctor therefore cannot disagree (a test compares doctor --json with the
-//! manifests of real quick runs).
+//! the classes [`Equipment::classes`] allows: the workload's implemented classes, with
+//! `hardware` only when the devices the experiment needs are where its points run: found by the
+//! same probes this report prints, or, where the testbed's `ssh`/`slurm` launcher runs the ranks
+//! on its hosts, declared there (`nics:` of kind roce on as many worker hosts as a row has
+//! ranks; the report's `RoCE NICs (testbed)` line says they were not probed from here). A run
+//! and the doctor therefore cannot disagree (a test compares doctor --json with the manifests of
+//! real quick runs; tests/hw_plan.rs the declared case).
 
 use inabench_core::spec::{Fidelity, Spec, Status};
 use std::fmt::Write as _;
