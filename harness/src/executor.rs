@@ -37,12 +37,13 @@ pub trait Executor {
 /// The manifest's `drivers` line of a class: its fabrics and what carries them (the hardware
 /// class: the testbed's devices, each row still carrying the class of the device that ran it;
 /// every other class: software).
-pub fn class_line(class: inabench_core::Fidelity, fabrics: &[&str]) -> String {
+pub fn class_line<S: AsRef<str>>(class: inabench_core::Fidelity, fabrics: &[S]) -> String {
     let by = match class {
         inabench_core::Fidelity::Hardware => "the testbed's devices",
         _ => "software",
     };
-    format!("{class}: {} ({by})", fabrics.join(", "))
+    let names: Vec<&str> = fabrics.iter().map(AsRef::as_ref).collect();
+    format!("{class}: {} ({by})", names.join(", "))
 }
 
 /// Run `job` in this process through the workload it names. The agents' side runs jobs through

@@ -683,6 +683,9 @@ pub fn execute_with(
     let mut interrupted = false;
     let mut launch_failed = false;
     let mut class_now = None;
+    // the fabrics each point's rows named, by class and point id: the manifest's class lines
+    // and `fabric` say what the rows ran on, not only what was planned
+    let mut rows_ran_on: BTreeMap<Fidelity, BTreeMap<String, Vec<String>>> = BTreeMap::new();
 
     'points: for (index, entry) in entries.iter().enumerate() {
         let (point, fidelity, key) = (entry.point, entry.fidelity, entry.key());
@@ -755,6 +758,8 @@ pub fn execute_with(
             }
             // the manifest lines the point sends (Event::Driver), each kept once
             let mut point_lines: Vec<String> = Vec::new();
+            // the fabrics its rows named
+            let mut point_fabrics: Vec<String> = Vec::new();
             let warmup = k < point.warmup;
             let repetition = if warmup { k } else { k - point.warmup };
             // the class and fabric of a row that came out in another class than the point's
@@ -770,6 +775,11 @@ pub fn execute_with(
                     // stored, not shown; the point fails below with what ran
                     ran_as.get_or_insert_with(|| (r.fidelity, r.fabric.clone()));
                     return;
+                }
+                if let Event::Row(r) = &e
+                    && !point_fabrics.contains(&r.fabric)
+                {
+                    point_fabrics.push(r.fabric.clone());
                 }
                 if let Event::Row(r) = &e
                     && store_err.is_none()
@@ -807,6 +817,27 @@ pub fn execute_with(
             for line in point_lines.drain(..) {
                 if !p.manifest.drivers.contains(&line) {
                     p.manifest.drivers.push(line);
+                }
+            }
+            if !point_fabrics.is_empty() {
+                let ran = rows_ran_on.entry(fidelity).or_default();
+                let before = crate::executor::class_line(
+                    fidelity,
+                    &inabench_workloads::fabric::ran_fabrics(workload, fidelity, &plan.points, ran),
+                );
+                let fabrics = ran.entry(point.id.clone()).or_default();
+                for f in point_fabrics {
+                    if !fabrics.contains(&f) {
+                        fabrics.push(f);
+                    }
+                }
+                let now =
+                    inabench_workloads::fabric::ran_fabrics(workload, fidelity, &plan.points, ran);
+                if let Some(l) = p.manifest.drivers.iter_mut().find(|l| **l == before) {
+                    *l = crate::executor::class_line(fidelity, &now);
+                }
+                if fidelity == p.plan.fidelity {
+                    p.manifest.fabric = now.join(", ");
                 }
             }
             if let Some(line) = executor.take_driver_line() {

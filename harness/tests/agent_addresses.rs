@@ -6,7 +6,8 @@
 //! on the raw fabric (root) a capture of worker 0's link (`--pcap`) holds only frames between
 //! the plan's hosts, every system's sums exact; the same run on a testbed without `data:` holds
 //! only the synthetic 10.x addresses and has the same rows. A workload that takes no plan says
-//! so in the manifest.
+//! so in the manifest. On the way, the manifest's class lines name the fabrics the rows carried
+//! (the raw fabric's sockets, table1's roce row on the software RC over UDP).
 
 use inabench::executor::{PointWorkload, point_workload};
 use inabench::launcher::{Job, JobFailure};
@@ -116,6 +117,51 @@ fn complete_with_every_system(run: &Path) -> serde_json::Value {
 /// (source, destination) IPv4 addresses.
 type IpPairs = BTreeSet<([u8; 4], [u8; 4])>;
 
+/// Each class's line in the manifest's `drivers` names the fabrics its rows carry, no other
+/// (a workload sets a row's fabric as it learns it: the raw fabric's sockets, table1's roce row
+/// on the software RC over UDP); the manifest's `fabric` is its first class's.
+fn class_lines_say_what_the_rows_say(run: &Path) {
+    let m = support::manifest_of(run);
+    let rows = support::rows_of(run);
+    let drivers: Vec<String> = m["drivers"]
+        .as_array()
+        .expect("drivers")
+        .iter()
+        .filter_map(|d| d.as_str().map(String::from))
+        .collect();
+    let classes: Vec<String> = m["fidelities"]
+        .as_array()
+        .expect("fidelities")
+        .iter()
+        .filter_map(|c| c.as_str().map(String::from))
+        .collect();
+    for (i, class) in classes.iter().enumerate() {
+        let mut fabrics: Vec<String> = Vec::new();
+        for r in rows.iter().filter(|r| r["fidelity"] == class.as_str()) {
+            let f = r["fabric"].as_str().expect("a fabric").to_string();
+            if !fabrics.contains(&f) {
+                fabrics.push(f);
+            }
+        }
+        let line = drivers
+            .iter()
+            .find(|d| d.starts_with(&format!("{class}: ")))
+            .unwrap_or_else(|| panic!("no {class} line: {drivers:?}"));
+        let listed: BTreeSet<&str> = line[class.len() + 2..]
+            .split(" (")
+            .next()
+            .expect("fabrics")
+            .split(", ")
+            .collect();
+        let ran: BTreeSet<&str> = fabrics.iter().map(String::as_str).collect();
+        assert_eq!(listed, ran, "{line} / rows on {fabrics:?}");
+        if i == 0 {
+            let top: BTreeSet<&str> = m["fabric"].as_str().expect("fabric").split(", ").collect();
+            assert_eq!(top, ran, "{m}");
+        }
+    }
+}
+
 /// Every IPv4 (source, destination) pair of a capture's frames (ATP's own ethertype 0x0700
 /// carries IPv4 too).
 fn ip_pairs(pcap: &Path) -> IpPairs {
@@ -182,7 +228,9 @@ fn agents_run_table6_node_processes_at_the_testbeds_addresses_on_the_raw_fabric(
             support::only_run_dir(&results)
         };
         let m = complete_with_every_system(&run);
+        class_lines_say_what_the_rows_say(&run);
         let drivers = m["drivers"].to_string();
+        assert!(drivers.contains("emulated: raw-veth/"), "{drivers}");
         assert_eq!(drivers.contains(HOSTS_LINE), with_data, "{drivers}");
         assert!(!drivers.contains("takes no address plan"), "{drivers}");
         let caps = captures(&pcap);
@@ -351,6 +399,40 @@ fn a_workload_without_a_plan_says_so_in_the_manifest() {
     );
     assert!(
         !drivers.contains("build their nodes at the testbed"),
+        "{drivers}"
+    );
+}
+
+/// netreduce-table1 under `--launcher local` on the software RC over UDP: its roce row's rows
+/// are `soft-rc-udp` (the rank sets it) and the manifest's emulated line says so beside the
+/// other rows' `udp`, instead of `udp` alone.
+#[test]
+fn table1s_manifest_names_the_fabric_its_roce_row_ran_on() {
+    let d = tempfile::tempdir().expect("a scratch folder");
+    let results = d.path().join("results");
+    let o = Command::new(exe())
+        .current_dir(repo())
+        .args(["reproduce", "netreduce-table1", "--launcher", "local"])
+        .args([
+            "--fidelity",
+            "emulated",
+            "--repetitions",
+            "1",
+            "--warmup",
+            "0",
+        ])
+        .args(["--set", "total_mb=2", "--headless", "--format", "json"])
+        .env("INABENCH_RESULTS", &results)
+        .env("INABENCH_SPAN_TRANSPORT", "soft-udp")
+        .output()
+        .expect("inabench runs");
+    ok(&o);
+    let run = support::only_run_dir(&results);
+    class_lines_say_what_the_rows_say(&run);
+    let m = support::manifest_of(&run);
+    let drivers = m["drivers"].to_string();
+    assert!(
+        drivers.contains("emulated: soft-rc-udp, udp (software)"),
         "{drivers}"
     );
 }

@@ -94,15 +94,41 @@ pub fn class_fabrics(
     fidelity: Fidelity,
     points: &[Point],
 ) -> Vec<&'static str> {
-    let mut seen: Vec<&'static str> = Vec::new();
-    for p in points {
-        let f = workload.point_fabric(fidelity, p);
-        if !seen.contains(&f) {
-            seen.push(f);
+    let seen = once_each(points.iter().map(|p| workload.point_fabric(fidelity, p)));
+    if seen.is_empty() {
+        return vec![workload.fabric(fidelity)];
+    }
+    seen
+}
+
+/// `items` each once, in their first order.
+fn once_each<T: PartialEq>(items: impl Iterator<Item = T>) -> Vec<T> {
+    let mut seen: Vec<T> = Vec::new();
+    for i in items {
+        if !seen.contains(&i) {
+            seen.push(i);
         }
     }
+    seen
+}
+
+/// [`class_fabrics`] as the run's rows say once points ran: a point in `ran` (its id) carries
+/// the fabrics its rows named (a workload sets a row's fabric as it learns it: table1's `roce`
+/// row `rdma-rxe` on Soft-RoCE or `soft-rc-udp` on the software RC over UDP, a raw point the
+/// sockets that carried it), every other point its planned fabric; each once, in the points'
+/// order.
+pub fn ran_fabrics(
+    workload: &dyn Workload,
+    fidelity: Fidelity,
+    points: &[Point],
+    ran: &std::collections::BTreeMap<String, Vec<String>>,
+) -> Vec<String> {
+    let seen = once_each(points.iter().flat_map(|p| match ran.get(&p.id) {
+        Some(r) => r.clone(),
+        None => vec![workload.point_fabric(fidelity, p).to_string()],
+    }));
     if seen.is_empty() {
-        seen.push(workload.fabric(fidelity));
+        return vec![workload.fabric(fidelity).to_string()];
     }
     seen
 }
@@ -368,6 +394,31 @@ mod tests {
             repetitions: 1,
             warmup: 0,
         }
+    }
+
+    /// Once points ran, the class's fabrics are what their rows named, the planned one for the
+    /// points that did not run; each once, in the points' order.
+    #[test]
+    fn a_class_that_ran_says_what_its_rows_ran_on() {
+        let pts = [point("a", None), point("b", Some("raw")), point("c", None)];
+        let none = std::collections::BTreeMap::new();
+        assert_eq!(
+            ran_fabrics(&Picks, Fidelity::Emulated, &pts, &none),
+            ["udp", "raw-veth"]
+        );
+        let ran: std::collections::BTreeMap<String, Vec<String>> = [
+            ("b".to_string(), vec!["raw-veth/af_packet".to_string()]),
+            (
+                "c".to_string(),
+                vec!["soft-rc-udp".to_string(), "udp".to_string()],
+            ),
+        ]
+        .into();
+        assert_eq!(
+            ran_fabrics(&Picks, Fidelity::Emulated, &pts, &ran),
+            ["udp", "raw-veth/af_packet", "soft-rc-udp"]
+        );
+        assert_eq!(ran_fabrics(&Fixed, Fidelity::Emulated, &[], &ran), ["udp"]);
     }
 
     #[test]
