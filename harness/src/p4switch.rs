@@ -98,6 +98,9 @@ pub struct SwitchJob {
     writes: Vec<usize>,
     /// Whether the writes were at the testbed's stated worker addresses.
     stated: bool,
+    /// What the switch held after the latest write of each `workers` value (its systems'
+    /// briefs), in the order the values were first written.
+    read_back: Vec<(usize, Vec<String>)>,
 }
 
 impl SwitchJob {
@@ -117,6 +120,7 @@ impl SwitchJob {
             on_switch: None,
             writes: Vec::new(),
             stated: false,
+            read_back: Vec::new(),
         })
     }
 
@@ -130,11 +134,16 @@ impl SwitchJob {
             return Ok(None);
         }
         let (w, stated) = job_workers(&self.testbed, n)?;
-        let lines = program_switch_for(&self.p4, &self.systems, &w)?;
+        let written = write_job(&self.p4, &self.systems, &w)?;
         self.on_switch = Some(n);
         self.writes.push(n);
         self.stated = stated;
-        Ok(Some(lines))
+        let briefs: Vec<String> = written.iter().map(|w| w.brief.clone()).collect();
+        match self.read_back.iter_mut().find(|(m, _)| *m == n) {
+            Some((_, b)) => *b = briefs,
+            None => self.read_back.push((n, briefs)),
+        }
+        Ok(Some(written.into_iter().map(|w| w.line).collect()))
     }
 
     /// The `workers` of every write so far, in order.
@@ -166,12 +175,19 @@ impl SwitchJob {
             ),
             w => {
                 let distinct: std::collections::BTreeSet<&usize> = w.iter().collect();
+                // the manifest holds the first write's lines; every value's read-back is here
+                let held: Vec<String> = self
+                    .read_back
+                    .iter()
+                    .map(|(n, b)| format!("{n} workers: {}", b.join(", ")))
+                    .collect();
                 format!(
-                    "p4runtime {}: the job rewritten per point, before each point whose `workers` differs from the job on the switch (a job of n workers completes no slot for fewer): {} writes for {} `workers` values, in point order {} workers, at {at}",
+                    "p4runtime {}: the job rewritten per point, before each point whose `workers` differs from the job on the switch (a job of n workers completes no slot for fewer): {} writes for {} `workers` values, in point order {} workers, at {at}; read back after each value's write: {}",
                     self.p4.address,
                     w.len(),
                     distinct.len(),
-                    list(w)
+                    list(w),
+                    held.join("; ")
                 )
             }
         }
@@ -184,21 +200,45 @@ pub fn program_switch_for(
     systems: &[String],
     workers: &[JobWorker],
 ) -> Result<Vec<String>> {
+    Ok(write_job(tb, systems, workers)?
+        .into_iter()
+        .map(|w| w.line)
+        .collect())
+}
+
+/// What one write left on the switch for one system, as read back.
+struct Written {
+    /// The manifest's line (the pipeline pushed, the entries and the job read back).
+    line: String,
+    /// The same in a few words, for the summary of a run that rewrote the job:
+    /// `switchml: a job of 4 workers (64 slots of 32 values)` or `switchml: no job (why)`.
+    brief: String,
+}
+
+/// [`program_switch_for`] with each system's brief.
+fn write_job(
+    tb: &crate::testbed::P4Runtime,
+    systems: &[String],
+    workers: &[JobWorker],
+) -> Result<Vec<Written>> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the P4Runtime client's runtime")?;
-    let programmed: Result<Vec<String>> = rt.block_on(async {
+    let programmed: Result<Vec<Written>> = rt.block_on(async {
         let mut lines = Vec::new();
         let mut c = Controller::connect(&tb.address, tb.device_id, (tb.election_id[0], tb.election_id[1]))
             .await
             .context("the testbed's P4Runtime switch")?;
         for s in systems {
             let Some(prog) = program_of(s) else {
-                lines.push(format!(
-                    "p4runtime {} device {}: no switch program for `{s}` (its switch side runs on the software model only)",
-                    tb.address, tb.device_id
-                ));
+                lines.push(Written {
+                    line: format!(
+                        "p4runtime {} device {}: no switch program for `{s}` (its switch side runs on the software model only)",
+                        tb.address, tb.device_id
+                    ),
+                    brief: format!("{s}: no switch program"),
+                });
                 continue;
             };
             let job_prog = program::job_program_for(s);
@@ -271,7 +311,7 @@ pub fn program_switch_for(
             };
             let forwarding = count(&prog.tables[0].name);
             let group = groups.get(&entries::JOB_GROUP).map_or(0, |g| g.replicas.len());
-            let what = match job {
+            let (what, brief) = match job {
                 Ok(written) => {
                     let mut held = inabench_p4rt::dataplane::job_table(&info, &tables, &groups)
                         .map_err(|e| anyhow!("reading back `{s}`'s job: {e}"))?;
@@ -286,22 +326,29 @@ pub fn program_switch_for(
                     }
                     let read_workers = inabench_p4rt::dataplane::runnable(&held)
                         .map_err(|e| anyhow!("`{s}`'s job as read back: {e}"))?;
-                    format!(
-                        "{} receive_udp entries, {} dst_addr entries, multicast group {} of {group} replicas read back: a job of {} workers ({} slots of {} values)",
-                        count("SwitchMLIngress.receive_udp"),
-                        count("SwitchMLEgress.dst_addr"),
-                        entries::JOB_GROUP,
-                        read_workers,
-                        held.slots,
-                        held.lanes
+                    let job = format!(
+                        "a job of {} workers ({} slots of {} values)",
+                        read_workers, held.slots, held.lanes
+                    );
+                    (
+                        format!(
+                            "{} receive_udp entries, {} dst_addr entries, multicast group {} of {group} replicas read back: {job}",
+                            count("SwitchMLIngress.receive_udp"),
+                            count("SwitchMLEgress.dst_addr"),
+                            entries::JOB_GROUP,
+                        ),
+                        format!("{s}: {job} read back"),
                     )
                 }
-                Err(why) => format!(
-                    "multicast group {} over {group} ports; no job written ({why}): the switch forwards but does not aggregate",
-                    entries::JOB_GROUP
+                Err(why) => (
+                    format!(
+                        "multicast group {} over {group} ports; no job written ({why}): the switch forwards but does not aggregate",
+                        entries::JOB_GROUP
+                    ),
+                    format!("{s}: no job written ({why}), forwarding only"),
                 ),
             };
-            lines.push(format!(
+            let line = format!(
                 "p4runtime {} device {}: pipeline `{}` ({} registers, {} tables; P4Info: {source}) pushed, {forwarding} forwarding entries read back, {what}; workers at {}; the data plane of our runs is the software switch model",
                 tb.address,
                 tb.device_id,
@@ -313,7 +360,8 @@ pub fn program_switch_for(
                 } else {
                     "the testbed's addresses"
                 }
-            ));
+            );
+            lines.push(Written { line, brief });
         }
         Ok(lines)
     });

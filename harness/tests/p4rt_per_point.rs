@@ -169,6 +169,24 @@ fn points_of_2_4_3_workers_get_three_jobs_in_point_order() {
             && line.contains("3 writes for 3 `workers` values, in point order 2, 4, 3 workers"),
         "{line}"
     );
+    // the rewrites' read-backs are in the manifest's line, not only in the log
+    assert!(
+        line.ends_with("; read back after each value's write: 2 workers: switchml: a job of 2 workers (128 slots of 48 values) read back; 4 workers: switchml: a job of 4 workers (128 slots of 48 values) read back; 3 workers: switchml: a job of 3 workers (128 slots of 48 values) read back"),
+        "{line}"
+    );
+}
+
+/// A rewrite that leaves the switch forwarding without a job (one worker: SwitchML's switch
+/// takes 2 or more) is said in the manifest's line, where the first write's lines say a job.
+#[test]
+fn a_rewrite_without_a_job_is_in_the_manifest() {
+    let (_, logged, line, _) = run("workers: [2, 1, 3]");
+    assert_eq!(logged.len(), 2, "{logged:?}");
+    assert!(
+        line.contains("3 writes for 3 `workers` values, in point order 2, 1, 3 workers")
+            && line.contains("; 1 workers: switchml: no job written (a job of 1 workers: SwitchML's switch takes 2..="),
+        "{line}"
+    );
 }
 
 #[test]
