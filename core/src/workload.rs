@@ -19,6 +19,11 @@ pub enum WorkloadError {
     Invalid(String),
     #[error("wrong result: {0}")]
     WrongResult(String),
+    /// The host lacks what the point needs (a device, a driver): a rerun on the same host fails
+    /// the same way. Not the point's parameters ([`WorkloadError::BadParam`]): the same point
+    /// runs on a host that has them.
+    #[error("{0}")]
+    Setup(String),
     #[error("interrupted")]
     Interrupted,
     #[error("i/o: {0}")]

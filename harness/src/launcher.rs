@@ -192,6 +192,7 @@ impl From<inabench_core::WorkloadError> for JobFailure {
                 JobFailure::WrongResult { message }
             }
             inabench_core::WorkloadError::Interrupted => JobFailure::Interrupted,
+            inabench_core::WorkloadError::Setup(message) => JobFailure::Setup { message },
             other if other.is_parameter_error() => JobFailure::BadParameters {
                 message: other.to_string(),
             },

@@ -233,36 +233,40 @@ pub fn run_rank(
     }
     use inabench_devices::transport::VerbsQp;
     use inabench_devices::verbs::{QpPlan, Verbs};
-    let v = Verbs::load().map_err(|e| failed(format!("rank {rank}: {e}")))?;
-    let devices = v
-        .devices()
-        .map_err(|e| failed(format!("rank {rank}: {e}")))?;
+    // the host lacks the library, a device or the named device: a setup failure (a rerun here
+    // fails the same way), in one sentence naming the host and where the device's name came from
+    let setup = |what: String| WorkloadError::Setup(format!("rank {rank} on {}: {what}", me.host));
+    let v = Verbs::load().map_err(|e| setup(e.to_string()))?;
+    let devices = v.devices().map_err(|e| setup(e.to_string()))?;
     // the device: INABENCH_RDMA_DEVICE, else the testbed's NIC of this host, else the first
     let mine = me.nic;
-    let want = std::env::var("INABENCH_RDMA_DEVICE")
-        .ok()
-        .or_else(|| mine.map(|n| n.device.clone()));
+    let want = match std::env::var("INABENCH_RDMA_DEVICE") {
+        Ok(n) => Some((n, "INABENCH_RDMA_DEVICE".to_string())),
+        Err(_) => mine.map(|n| {
+            (
+                n.device.clone(),
+                format!("the testbed's nics: entry for {}", n.host),
+            )
+        }),
+    };
     let d = match &want {
-        Some(n) => devices.iter().find(|d| &d.name == n),
+        Some((n, _)) => devices.iter().find(|d| &d.name == n),
         None => devices.first(),
     }
     .ok_or_else(|| {
-        failed(format!(
-            "rank {rank} on {}: no RDMA device{} (devices: {})",
-            me.host,
-            want.as_deref()
-                .map(|n| format!(" `{n}`"))
-                .unwrap_or_default(),
-            if devices.is_empty() {
-                "none".to_string()
-            } else {
-                devices
-                    .iter()
-                    .map(|d| d.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            }
-        ))
+        let here = if devices.is_empty() {
+            "none".to_string()
+        } else {
+            devices
+                .iter()
+                .map(|d| d.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        setup(match &want {
+            Some((n, from)) => format!("no RDMA device `{n}` ({from}; devices here: {here})"),
+            None => format!("no RDMA device (devices here: {here})"),
+        })
     })?;
     let gid_index = match std::env::var("INABENCH_RDMA_GID_INDEX") {
         Ok(s) => s.parse::<u8>().map_err(|_| {

@@ -143,6 +143,9 @@ impl BestError {
             WorkloadError::WrongResult(m) => BestError::WrongResult(m.clone()),
             WorkloadError::Io(_) => BestError::Invalid(e.to_string()),
             WorkloadError::Interrupted => return None,
+            // the search is pure (virtual time, declared inputs): it opens nothing of the host,
+            // so a setup failure is not its answer to remember
+            WorkloadError::Setup(_) => return None,
         })
     }
 }
@@ -351,6 +354,10 @@ mod tests {
         let wrong = BestError::remembered(&WorkloadError::WrongResult("sum differs".into()));
         assert_eq!(wrong, Some(BestError::WrongResult("sum differs".into())));
         assert_eq!(BestError::remembered(&WorkloadError::Interrupted), None);
+        assert_eq!(
+            BestError::remembered(&WorkloadError::Setup("no RDMA device".into())),
+            None
+        );
         let io = WorkloadError::Io(std::io::Error::other("disk"));
         assert_eq!(
             BestError::remembered(&io),
