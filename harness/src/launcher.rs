@@ -4,7 +4,11 @@
 //! TCP, proves the per-run token (128 random bits, never on a command line: an environment
 //! variable or the agent's stdin), and then runs jobs (one repetition of one point) that the
 //! runner sends, streaming the events of the job back. The protocol is JSON lines. Anything that
-//! does not start with a hello carrying the right token is closed without an answer.
+//! does not start with a hello carrying the right token is closed without an answer. A hello
+//! with the token also names the agent's build ([`crate::embedded::BUILD`]: the version and a
+//! fingerprint of the sources): an agent of another build (or an older one that names none)
+//! would run the jobs differently, so the start fails naming both builds and the host
+//! ([`check_build`]) before any job is sent.
 //!
 //! - `local`: agents on this host, the runner listening on loopback only.
 //! - `ssh` ([`ssh`]): one agent per hostfile slot, started over ssh as mpirun does.
@@ -57,6 +61,16 @@ pub enum LaunchError {
     Unreachable(String),
     #[error("{0}")]
     Config(String),
+    #[error(
+        "the agent on {host} runs {agent}, this runner inabench {runner}: install the same build on every host"
+    )]
+    WrongBuild {
+        /// the agent's host as its hello names it (its index where it names none)
+        host: String,
+        /// `inabench <build>`, or what an older agent that names no build is
+        agent: String,
+        runner: String,
+    },
 }
 
 /// Most bytes of one message on the control channel (a JSON line, newline excluded): far above
@@ -127,6 +141,9 @@ pub enum Msg {
         /// the agent's hostname
         #[serde(default)]
         host: String,
+        /// the agent's [`crate::embedded::BUILD`]; empty from an agent older than the field
+        #[serde(default)]
+        build: String,
     },
     Job(Box<Job>),
     Event {
@@ -460,13 +477,19 @@ impl ControlListener {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(e) => break Err(e.into()),
             }
+            let mut wrong_build = None;
             while let Ok((id, stream, hello)) = rx.try_recv() {
                 idle = false;
                 pending.remove(&id);
                 // refused (no hello, a wrong token, an index taken): dropping closes it
-                let Some((index, pid, host, reader)) = hello else {
+                let Some((index, pid, host, build, reader)) = hello else {
                     continue;
                 };
+                // an agent of this run, but of another build: the start fails, no job is sent
+                if let Err(e) = check_build(index, &host, &build) {
+                    wrong_build = Some(e);
+                    break;
+                }
                 if agents[index].is_some() {
                     continue;
                 }
@@ -482,6 +505,9 @@ impl ControlListener {
                     writer: BufWriter::new(stream),
                 });
                 connected += 1;
+            }
+            if let Some(e) = wrong_build {
+                break Err(e);
             }
             pending.retain(|_, (since, handle)| {
                 let keep = since.elapsed() < HELLO_DEADLINE;
@@ -516,8 +542,33 @@ impl ControlListener {
     }
 }
 
-/// A hello that passed: the agent's index, pid, host and its reader.
-type Hello = (usize, u32, String, BufReader<TcpStream>);
+/// A hello that passed: the agent's index, pid, host, build and its reader.
+type Hello = (usize, u32, String, String, BufReader<TcpStream>);
+
+/// Whether the agent `index` on `host` whose hello named `build` may run this runner's jobs:
+/// only one of the same build ([`crate::embedded::BUILD`]). An agent of another version of the
+/// suite may read a job's fields differently or not at all (one before `Job.addresses` runs
+/// every point at synthetic addresses) and run another workload under the same name, without a
+/// word; an agent older than the hello's `build` field names none and is refused the same way.
+pub fn check_build(index: usize, host: &str, build: &str) -> Result<(), LaunchError> {
+    let runner = crate::embedded::BUILD;
+    if build == runner {
+        return Ok(());
+    }
+    Err(LaunchError::WrongBuild {
+        host: if host.is_empty() {
+            format!("an unnamed host (agent {index})")
+        } else {
+            host.to_string()
+        },
+        agent: if build.is_empty() {
+            "an older inabench (its hello names no build)".to_string()
+        } else {
+            format!("inabench {build}")
+        },
+        runner: runner.to_string(),
+    })
+}
 
 /// Read and check the first line of a new connection (at most [`MAX_HELLO`] bytes, each read
 /// waiting at most [`HELLO_DEADLINE`]; the caller shuts the stream down when the whole hello
@@ -535,6 +586,7 @@ fn read_hello(stream: &TcpStream, n: usize, expected: &str) -> Option<Hello> {
         index,
         pid,
         host,
+        build,
     }) = serde_json::from_str::<Msg>(&line)
     else {
         return None;
@@ -542,7 +594,7 @@ fn read_hello(stream: &TcpStream, n: usize, expected: &str) -> Option<Hello> {
     if !constant_time_eq(token.as_bytes(), expected.as_bytes()) || index >= n {
         return None;
     }
-    Some((index, pid, host, reader))
+    Some((index, pid, host, build, reader))
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -676,6 +728,7 @@ pub fn agent_main(
         index,
         pid: std::process::id(),
         host: hostname(),
+        build: crate::embedded::BUILD.to_string(),
     };
     serde_json::to_writer(&mut writer, &hello).map_err(|e| LaunchError::Protocol(e.to_string()))?;
     writer.write_all(b"\n")?;
@@ -848,6 +901,7 @@ mod tests {
             index: 0,
             pid: 42,
             host: "h".into(),
+            build: crate::embedded::BUILD.into(),
         };
         let mut line = serde_json::to_vec(&hello).expect("json");
         line.push(b'\n');
@@ -866,6 +920,83 @@ mod tests {
         for mut s in silent {
             let mut b = [0u8; 1];
             assert_eq!(s.read(&mut b).unwrap_or(0), 0, "closed without an answer");
+        }
+    }
+
+    #[test]
+    fn the_build_check_names_both_builds_and_the_host() {
+        let ours = crate::embedded::BUILD;
+        assert!(check_build(0, "node1", ours).is_ok());
+        let e = check_build(0, "node1", "0.0.9 (source 0123456789abcdef)").expect_err("another");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the agent on node1 runs inabench 0.0.9 (source 0123456789abcdef), this runner \
+                 inabench {ours}: install the same build on every host"
+            )
+        );
+        let e = check_build(3, "", "").expect_err("none named");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "the agent on an unnamed host (agent 3) runs an older inabench (its hello names \
+                 no build), this runner inabench {ours}: install the same build on every host"
+            )
+        );
+        // the build is the version and a 64-bit source fingerprint
+        let (version, source) = ours.split_once(" (source ").expect("a fingerprint");
+        assert_eq!(version, env!("CARGO_PKG_VERSION"));
+        assert_eq!(source.len(), 17, "{ours}");
+    }
+
+    /// An agent that presents the run's token but another build (or, older than the field,
+    /// none) fails the start with the build check's sentence, and is sent nothing.
+    #[test]
+    fn an_agent_of_another_build_is_refused_before_any_job() {
+        use std::io::Read;
+        let other = serde_json::to_string(&Msg::Hello {
+            token: String::new(),
+            index: 0,
+            pid: 7,
+            host: "node1".into(),
+            build: "0.0.9 (source 0123456789abcdef)".into(),
+        })
+        .expect("json");
+        for (hello, says) in [
+            (other, "runs inabench 0.0.9 (source 0123456789abcdef), "),
+            // what an agent from before the field sends
+            (
+                r#"{"type":"hello","token":"","index":0,"pid":7,"host":"node1"}"#.to_string(),
+                "runs an older inabench (its hello names no build), ",
+            ),
+        ] {
+            let control = ControlListener::bind("127.0.0.1:0").expect("bind");
+            let addr = control.local_addr().expect("addr");
+            let hello = hello.replace(
+                r#""token":"""#,
+                &format!(r#""token":"{}""#, control.token()),
+            );
+            let client = std::thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).expect("connect");
+                s.set_read_timeout(Some(Duration::from_secs(20)))
+                    .expect("timeout");
+                s.write_all(format!("{hello}\n").as_bytes()).expect("hello");
+                let mut got = Vec::new();
+                let _ = s.read_to_end(&mut got);
+                got
+            });
+            let e = control
+                .accept(1, Duration::from_secs(20), &|_| None, &mut |_| Ok(()))
+                .err()
+                .expect("the start fails");
+            assert!(matches!(e, LaunchError::WrongBuild { .. }), "{e}");
+            let msg = e.to_string();
+            assert!(
+                msg.starts_with(&format!("the agent on node1 {says}this runner inabench ")),
+                "{msg}"
+            );
+            let got = client.join().expect("client");
+            assert!(got.is_empty(), "the agent was sent {got:?}");
         }
     }
 
@@ -904,6 +1035,7 @@ mod tests {
             index: 0,
             pid: 1,
             host: String::new(),
+            build: String::new(),
         })
         .expect("json");
         let mut r = BufReader::new(Cursor::new(hello.clone().into_bytes()));

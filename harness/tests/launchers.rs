@@ -215,6 +215,7 @@ fn hello(token: &str, index: usize) -> String {
         index,
         pid: 1,
         host: "intruder".into(),
+        build: inabench::embedded::BUILD.into(),
     };
     format!("{}\n", serde_json::to_string(&m).expect("json"))
 }
@@ -270,6 +271,7 @@ fn the_control_channel_refuses_clients_without_the_token() {
                 index: 0,
                 pid: 1,
                 host: "h".repeat(launcher::MAX_HELLO),
+                build: inabench::embedded::BUILD.into(),
             };
             format!("{}\n", serde_json::to_string(&m).expect("json"))
         }),
@@ -340,7 +342,9 @@ fn the_control_channel_refuses_clients_without_the_token() {
 }
 
 /// An sshd on 127.0.0.1:port with a generated host key, accepting a generated client key;
-/// returns the daemon and an ssh config naming it `inatest` (and `inadown`, a closed port).
+/// returns the daemon and an ssh config naming it `inatest` (and `inadown`, a closed port, and
+/// `inaold`, a second port of the daemon whose every session runs `old-agent` in `dir` in place
+/// of the command asked for: a host whose agent is another program).
 fn sshd(dir: &Path) -> (Daemon, PathBuf) {
     let keygen = |name: &str| {
         let st = Command::new("ssh-keygen")
@@ -355,6 +359,7 @@ fn sshd(dir: &Path) -> (Daemon, PathBuf) {
     std::fs::copy(dir.join("client_key.pub"), dir.join("authorized_keys")).expect("keys");
     let port = free_port();
     let down = free_port();
+    let old = free_port();
     let cfg = dir.join("sshd_config");
     std::fs::write(
         &cfg,
@@ -362,7 +367,8 @@ fn sshd(dir: &Path) -> (Daemon, PathBuf) {
             "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\nPidFile {d}/sshd.pid\n\
              AuthorizedKeysFile {d}/authorized_keys\nStrictModes no\nUsePAM no\n\
              PasswordAuthentication no\nKbdInteractiveAuthentication no\nPubkeyAuthentication yes\n\
-             PermitRootLogin prohibit-password\nLogLevel ERROR\n",
+             PermitRootLogin prohibit-password\nLogLevel ERROR\nPort {old}\n\
+             Match LocalPort {old}\n  ForceCommand {d}/old-agent\n",
             d = dir.display()
         ),
     )
@@ -390,7 +396,7 @@ fn sshd(dir: &Path) -> (Daemon, PathBuf) {
     let host_pub = std::fs::read_to_string(dir.join("host_key.pub")).expect("host key");
     std::fs::write(
         dir.join("known_hosts"),
-        format!("[127.0.0.1]:{port} {host_pub}"),
+        format!("[127.0.0.1]:{port} {host_pub}[127.0.0.1]:{old} {host_pub}"),
     )
     .expect("known_hosts");
     let user = Command::new("id")
@@ -406,7 +412,10 @@ fn sshd(dir: &Path) -> (Daemon, PathBuf) {
     );
     std::fs::write(
         &client,
-        format!("Host inatest\n  Port {port}\n{common}\nHost inadown\n  Port {down}\n{common}"),
+        format!(
+            "Host inatest\n  Port {port}\n{common}\nHost inadown\n  Port {down}\n{common}\n\
+             Host inaold\n  Port {old}\n{common}"
+        ),
     )
     .expect("ssh_config");
     (d, client)
@@ -553,6 +562,82 @@ fn ssh_launcher_matches_in_process() {
     }
     eprintln!("{d:?}");
     eprintln!("ssh launcher test: {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+/// An agent of another build on a host the ssh launcher reaches: the start fails in one sentence
+/// naming the host and both builds, and the agent is sent no job. The host's "inabench" is a
+/// script standing for an agent from before the hello named its build: it connects back with
+/// the run's token, its index and its host, as such an agent does, and keeps what it receives.
+#[test]
+fn an_agent_of_another_build_is_refused_over_ssh() {
+    if !have(is_root(), "root (for sshd)")
+        || !have(found("/usr/sbin/sshd"), "sshd (openssh-server)")
+        || !have(found("ssh") && found("ssh-keygen"), "ssh (openssh-client)")
+    {
+        return;
+    }
+    let home = probe_home(0, 1, false);
+    let (_sshd, cfg) = sshd(home.path());
+    let got = home.path().join("old-agent.got");
+    let agent = home.path().join("old-agent");
+    std::fs::write(
+        &agent,
+        format!(
+            r#"#!/bin/bash
+set -- $SSH_ORIGINAL_COMMAND
+while [ $# -gt 0 ]; do
+  case "$1" in --connect) addr=$2; shift;; --index) index=$2; shift;; esac
+  shift
+done
+read -r token
+exec 4>{got}
+exec 3<>"/dev/tcp/${{addr%:*}}/${{addr##*:}}"
+printf '{{"type":"hello","token":"%s","index":%s,"pid":%s,"host":"%s"}}
+' "$token" "$index" $$ "$(hostname)" >&3
+cat <&3 >&4
+"#,
+            got = got.display()
+        ),
+    )
+    .expect("old agent");
+    std::fs::set_permissions(&agent, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let hostfile = home.path().join("hosts");
+    std::fs::write(&hostfile, "inaold\n").expect("hostfile");
+    let o = bin()
+        .env("INABENCH_HOME", home.path())
+        .args([
+            "reproduce",
+            "netreduce-probe",
+            "--headless",
+            "--format",
+            "md",
+            "--launcher",
+            "ssh",
+            "--ssh-config",
+        ])
+        .arg(&cfg)
+        .arg("--hostfile")
+        .arg(&hostfile)
+        .arg("--results")
+        .arg(home.path().join("results"))
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    let want = format!(
+        "the agent on {} runs an older inabench (its hello names no build), this runner \
+         inabench {}: install the same build on every host",
+        hostname(),
+        inabench::embedded::BUILD
+    );
+    assert!(err.contains(&want), "{err}");
+    if let Some(l) = err.lines().find(|l| l.contains("install the same build")) {
+        eprintln!("{l}");
+    }
+    // the agent connected and was sent nothing: not a job, not an exit
+    let sent = std::fs::read(&got).expect("the old agent connected");
+    assert!(sent.is_empty(), "{}", String::from_utf8_lossy(&sent));
 }
 
 /// A single-node Slurm cluster on this host; its daemons stop when this is dropped.

@@ -229,6 +229,7 @@ impl AgentLink {
                 index,
                 pid: std::process::id(),
                 host: hostname(),
+                build: crate::embedded::BUILD.to_string(),
             },
         )?;
         Ok(AgentLink { reader, writer })
