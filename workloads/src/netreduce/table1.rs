@@ -119,7 +119,9 @@ impl Workload for Table1 {
                 "`{system}` is a software host I/O model on the udp fabric: its rows are emulated only"
             ));
         }
-        if class == Fidelity::Emulated && system == ROCE && !agents {
+        // in one process the roce row runs in neither class: its rank bodies need two agents,
+        // on Soft-RoCE (emulated) as on a RoCE NIC (hardware)
+        if system == ROCE && !agents {
             return Some("needs two hosts' RDMA devices, reached through agents (a testbed's `launcher:` or --launcher local|ssh|slurm); on Soft-RoCE its rows are emulated, fabric rdma-rxe".to_string());
         }
         None
@@ -206,5 +208,29 @@ impl Workload for Table1 {
             ctx.record("rtt", *m as f64 / 1e3);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use inabench_core::Workload;
+
+    /// The roce row spans two agents in every class it runs in: in one process (a host with an
+    /// RDMA device plans hardware) it is left out of the plan with the same sentence as the
+    /// emulated class, never planned to fail "runs in two agents"; through agents it is planned.
+    #[test]
+    fn the_roce_row_is_left_out_of_every_class_in_one_process() {
+        let t = Table1;
+        let emulated = t.not_here(Fidelity::Emulated, ROCE, false);
+        assert!(
+            emulated
+                .as_deref()
+                .is_some_and(|s| s.starts_with("needs two hosts' RDMA devices")),
+            "{emulated:?}"
+        );
+        assert_eq!(t.not_here(Fidelity::Hardware, ROCE, false), emulated);
+        assert_eq!(t.not_here(Fidelity::Hardware, ROCE, true), None);
+        assert_eq!(t.not_here(Fidelity::Emulated, ROCE, true), None);
     }
 }
