@@ -109,8 +109,50 @@ pub struct Rank<'a> {
     pub ranks: usize,
     /// This host's name (for the rows' log).
     pub host: &'a str,
-    /// The testbed's NIC of this host, if it names one.
-    pub nic: Option<&'a RankNic>,
+    /// The testbed's NIC of this host, or why there is none.
+    pub nic: HostNic<'a>,
+}
+
+/// What the testbed's `nics:` say of a rank's host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostNic<'a> {
+    /// The `nics:` entry of this host (by its name or address).
+    Declared(&'a RankNic),
+    /// The testbed declares no RoCE NIC (a rig's guests, a host of its own): the rank opens a
+    /// device of its own choosing.
+    Undeclared,
+    /// The testbed declares RoCE NICs (all of them here), none of this host's name or address:
+    /// the rank has no device of the testbed's to open, and opening one of its own choosing
+    /// would measure a NIC the testbed does not name.
+    NotThisHost(&'a [RankNic]),
+}
+
+impl<'a> HostNic<'a> {
+    /// This host's declared NIC, if the testbed names one.
+    pub fn declared(&self) -> Option<&'a RankNic> {
+        match self {
+            HostNic::Declared(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// Where the testbed declares NICs but not on `host`: the sentence that says so, naming
+    /// `host` and the testbed's hosts with NICs (None otherwise).
+    pub fn not_this_host(&self, host: &str) -> Option<String> {
+        let HostNic::NotThisHost(nics) = self else {
+            return None;
+        };
+        let mut hosts: Vec<&str> = Vec::new();
+        for n in nics.iter() {
+            if !hosts.contains(&n.host.as_str()) {
+                hosts.push(&n.host);
+            }
+        }
+        Some(format!(
+            "the testbed's nics: declare RoCE NICs on {} and none on this host, `{host}` (its hostname is none of theirs, by name or address); set INABENCH_RDMA_DEVICE to open a device here anyway",
+            hosts.join(", ")
+        ))
+    }
 }
 
 /// Every rank's published endpoints of one round: `[rank][name]`.

@@ -157,3 +157,84 @@ fn a_point_needing_more_ranks_than_the_launcher_has_agents_is_one_sentence_befor
         "{all}"
     );
 }
+
+/// A testbed whose `nics:` name two other hosts: the local agents (this host's name is neither)
+/// must not open a device of their own choosing. Each rank fails as a setup failure naming this
+/// host and the testbed's hosts; `INABENCH_RDMA_DEVICE` stays the explicit override (the rank then
+/// looks for that device, which this host lacks: a setup failure that says where the name came
+/// from).
+#[test]
+fn a_rank_whose_host_the_testbeds_nics_do_not_name_fails_as_setup_and_says_why() {
+    let d = tempfile::tempdir().expect("a scratch folder");
+    let me = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .expect("hostname")
+        .trim()
+        .to_string();
+    let tb = d.path().join("lab.yaml");
+    std::fs::write(
+        &tb,
+        "name: lab\nhosts:\n  - {name: laptop, role: [runner]}\n  - {name: nic-node0, role: [worker], address: nic-node0.invalid}\n  - {name: nic-node1, role: [worker], address: nic-node1.invalid}\nnics:\n  - {host: nic-node0, kind: roce, device: mlx5_0, gid_index: 3, rate_gbps: 100}\n  - {host: nic-node1, kind: roce, device: mlx5_1, gid_index: 3, rate_gbps: 100}\nlauncher: local\n",
+    )
+    .expect("testbed");
+    let tbs = tb.display().to_string();
+    let args = [
+        "--testbed",
+        &tbs,
+        "--launcher",
+        "local",
+        "--fidelity",
+        "emulated",
+        "--repetitions",
+        "1",
+        "--warmup",
+        "0",
+        "--set",
+        "total_mb=1",
+    ];
+    // the roce point's failure, as its run folder's point_done record keeps it
+    let failure = |results: &Path, out: &Output| -> (String, String) {
+        let run = support::only_run_dir(results);
+        let rows = std::fs::read_to_string(run.join("rows.jsonl")).expect("rows");
+        let failed: Vec<serde_json::Value> = rows
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|r| r["kind"] == "point_done" && r["ok"] == false)
+            .collect();
+        assert_eq!(failed.len(), 1, "{rows}\n{}", text(out));
+        (
+            failed[0]["failure"].as_str().unwrap_or("").to_string(),
+            failed[0]["error"].as_str().unwrap_or("").to_string(),
+        )
+    };
+    let results = d.path().join("results");
+    let out = reproduce(&results, &args, &[]);
+    let (kind, error) = failure(&results, &out);
+    assert_eq!(kind, "setup", "{error}");
+    assert_eq!(
+        error,
+        format!(
+            "rank 0 on {me}: the testbed's nics: declare RoCE NICs on nic-node0, nic-node1 and none on this host, `{me}` (its hostname is none of theirs, by name or address); set INABENCH_RDMA_DEVICE to open a device here anyway"
+        ),
+        "{}",
+        text(&out)
+    );
+    // the explicit override: the rank looks for the device named
+    let results = d.path().join("results-override");
+    let out = reproduce(
+        &results,
+        &args,
+        &[("INABENCH_RDMA_DEVICE", "inabench_none0")],
+    );
+    let (kind, error) = failure(&results, &out);
+    assert_eq!(kind, "setup", "{error}");
+    if error.contains("no libibverbs") && std::env::var_os("CI").is_none() {
+        eprintln!("no libibverbs here: {error}");
+    } else {
+        assert!(
+            error.starts_with(&format!(
+                "rank 0 on {me}: no RDMA device `inabench_none0` (INABENCH_RDMA_DEVICE; devices here: "
+            )),
+            "{error}"
+        );
+    }
+}

@@ -20,7 +20,7 @@ use super::{Agent, Job, JobFailure, LaunchError, MAX_FRAME, Msg, read_frame};
 use crate::registry::Registry;
 use inabench_core::event::Event;
 use inabench_core::plan::Plan;
-use inabench_core::workload::{ExchangeFailed, Published, Rank, RankExchange};
+use inabench_core::workload::{ExchangeFailed, HostNic, Published, Rank, RankExchange};
 use inabench_transport::{ConnInfo, ConnInfoWire};
 use std::cell::RefCell;
 use std::io::{BufRead, Write};
@@ -80,8 +80,14 @@ pub fn testbed_nics(tb: &crate::testbed::Testbed) -> Vec<RankNic> {
 }
 
 /// The NIC of the host named `me` (its hostname): the entry whose host name or address is `me`,
-/// or whose first label is `me`'s first label (`node0` and `node0.lab`).
-pub fn nic_of<'n>(nics: &'n [RankNic], me: &str) -> Option<&'n RankNic> {
+/// or whose first label is `me`'s first label (`node0` and `node0.lab`). A testbed that declares
+/// NICs, none of them `me`'s, is [`HostNic::NotThisHost`] (the rank fails as a setup failure
+/// rather than open a device the testbed does not name); one that declares none (the rxe rig's
+/// file names its guests' rxe0, so its ranks find theirs) is [`HostNic::Undeclared`].
+pub fn nic_of<'n>(nics: &'n [RankNic], me: &str) -> HostNic<'n> {
+    if nics.is_empty() {
+        return HostNic::Undeclared;
+    }
     let first = |s: &str| s.split('.').next().unwrap_or_default().to_string();
     nics.iter()
         .find(|n| n.host == me || n.address.as_deref() == Some(me))
@@ -91,6 +97,7 @@ pub fn nic_of<'n>(nics: &'n [RankNic], me: &str) -> Option<&'n RankNic> {
                     || n.address.as_deref().is_some_and(|a| first(a) == first(me))
             })
         })
+        .map_or(HostNic::NotThisHost(nics), HostNic::Declared)
 }
 
 // ---------------------------------------------------------------- the runner's side
@@ -692,12 +699,41 @@ mod tests {
         .expect("testbed");
         let nics = testbed_nics(&tb);
         assert_eq!(nics.len(), 2);
-        let dev = |me: &str| nic_of(&nics, me).map(|n| (n.device.as_str(), n.gid_index));
+        let dev = |me: &str| {
+            nic_of(&nics, me)
+                .declared()
+                .map(|n| (n.device.as_str(), n.gid_index))
+        };
         assert_eq!(dev("node0"), Some(("mlx5_0", 3)));
         assert_eq!(dev("node0.lab"), Some(("mlx5_0", 3)));
         assert_eq!(dev("node0.cluster.example"), Some(("mlx5_0", 3)));
         assert_eq!(dev("10.1.0.2"), Some(("mlx5_1", 5)));
-        assert_eq!(dev("node7"), None);
+        // a host the testbed's NICs do not name: no device of its own choosing, one sentence
+        let node7 = nic_of(&nics, "node7");
+        assert_eq!(node7, HostNic::NotThisHost(&nics));
+        assert_eq!(
+            node7.not_this_host("node7").as_deref(),
+            Some(
+                "the testbed's nics: declare RoCE NICs on node0, node1 and none on this host, `node7` (its hostname is none of theirs, by name or address); set INABENCH_RDMA_DEVICE to open a device here anyway"
+            )
+        );
+        // a testbed of no NICs (the rig's guests without `nics:`): the rank picks its device
+        assert_eq!(nic_of(&[], "guest0"), HostNic::Undeclared);
+        assert_eq!(HostNic::Undeclared.not_this_host("guest0"), None);
+        // the rxe rig's own file: each guest's hostname (tools/rxe-rig/guest.sh) finds its rxe0
+        let rig = crate::testbed::Testbed::load(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../experiments/testbeds/rxe-rig-agents.yaml"),
+        )
+        .expect("the rig's testbed");
+        let rig_nics = testbed_nics(&rig);
+        for g in ["guest0", "guest1"] {
+            assert_eq!(
+                nic_of(&rig_nics, g).declared().map(|n| n.device.as_str()),
+                Some("rxe0"),
+                "{g}"
+            );
+        }
         // what travels: the RankJob with the testbed's NICs, read back as sent
         let m = Msg::RankJob {
             job: Box::new(job()),

@@ -13,8 +13,11 @@
 //! the QPs themselves).
 //!
 //! - The device: `INABENCH_RDMA_DEVICE` and `INABENCH_RDMA_GID_INDEX` where set; else the
-//!   testbed's `nics:` entry (device, gid_index) of the rank's host ([`Rank::nic`]); else the
-//!   first device the library lists and the first IPv4-mapped GID of its port 1 (RoCEv2's).
+//!   testbed's `nics:` entry (device, gid_index) of the rank's host ([`Rank::nic`]); else, where
+//!   the testbed declares no NIC, the first device the library lists and the first IPv4-mapped
+//!   GID of its port 1 (RoCEv2's). A testbed that declares NICs, none of the rank's host, fails
+//!   the rank as a setup failure naming its hostname and the testbed's hosts; so does a device
+//!   (or the library) missing here.
 //! - The rows' label is the device's provider's: a hardware provider `hardware`, fabric `roce`;
 //!   Soft-RoCE `emulated`, fabric `rdma-rxe`; Soft-iWARP `emulated`, fabric `rdma-siw`.
 //! - `INABENCH_SPAN_TRANSPORT=soft-udp` runs the same body on the suite's software RC stack
@@ -236,10 +239,16 @@ pub fn run_rank(
     // the host lacks the library, a device or the named device: a setup failure (a rerun here
     // fails the same way), in one sentence naming the host and where the device's name came from
     let setup = |what: String| WorkloadError::Setup(format!("rank {rank} on {}: {what}", me.host));
+    // a testbed that declares NICs, none of this host's: no device of its own choosing
+    if std::env::var_os("INABENCH_RDMA_DEVICE").is_none()
+        && let Some(why) = me.nic.not_this_host(me.host)
+    {
+        return Err(setup(why));
+    }
     let v = Verbs::load().map_err(|e| setup(e.to_string()))?;
     let devices = v.devices().map_err(|e| setup(e.to_string()))?;
     // the device: INABENCH_RDMA_DEVICE, else the testbed's NIC of this host, else the first
-    let mine = me.nic;
+    let mine = me.nic.declared();
     let want = match std::env::var("INABENCH_RDMA_DEVICE") {
         Ok(n) => Some((n, "INABENCH_RDMA_DEVICE".to_string())),
         Err(_) => mine.map(|n| {
