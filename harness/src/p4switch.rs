@@ -14,7 +14,11 @@
 //! addresses (`hosts[].data`) has its job written at those (the testbed file's i-th worker is
 //! worker i, on switch port i); else the synthetic plan SwitchML's workers send from
 //! (`entries::switchml_workers`: 10.0.1.<w+1>, 02:00:00:01:00:<w+1>), worker `w` on switch port
-//! `w`, and the manifest line says which. One job at a time is on the switch, and a job of `n`
+//! `w`, and the manifest line says which. The switch's own MAC and IPv4, the source of its
+//! results, go in `switch_mac_and_ip`'s default entry as the SwitchML release's controller sets
+//! them ([`job_switch`]): the testbed's switch host's data address where it states one, else
+//! SwitchML's synthetic switch address (node n, the address the workers send to; the frames
+//! are then those of a switch without the entry). One job at a time is on the switch, and a job of `n`
 //! workers completes no slot for a point of fewer: the runner rewrites it before each point
 //! whose `workers` differs from the job on the switch ([`SwitchJob`]), and the manifest says
 //! how many writes were made for which values.
@@ -42,6 +46,18 @@ pub fn program_switch(
     workers: usize,
 ) -> Result<Vec<String>> {
     program_switch_for(tb, systems, &entries::switchml_workers(workers))
+}
+
+/// A switch's own (MAC, IPv4 address).
+pub type SwitchAddress = ([u8; 6], [u8; 4]);
+
+/// The switch's own address a job of `n` is written with (`switch_mac_and_ip`): the testbed's
+/// switch host's stated data address when it gives one, else SwitchML's synthetic switch
+/// address (node `n`); with whether it is the testbed's.
+pub fn job_switch(tb: &crate::testbed::Testbed, n: usize) -> Result<(SwitchAddress, bool)> {
+    let plan = inabench_workloads::netreduce::rig::address_plan(tb)
+        .map_err(|e| anyhow!("the testbed's data addresses: {e}"))?;
+    Ok(entries::switchml_switch_at(plan.as_ref(), n))
 }
 
 /// The workers a job of `n` is written for: the testbed's stated data addresses (its workers
@@ -134,7 +150,8 @@ impl SwitchJob {
             return Ok(None);
         }
         let (w, stated) = job_workers(&self.testbed, n)?;
-        let written = write_job(&self.p4, &self.systems, &w)?;
+        let (switch, _) = job_switch(&self.testbed, n)?;
+        let written = write_job(&self.p4, &self.systems, &w, switch)?;
         self.on_switch = Some(n);
         self.writes.push(n);
         self.stated = stated;
@@ -194,13 +211,30 @@ impl SwitchJob {
     }
 }
 
-/// [`program_switch`] for workers at given addresses and ports (worker `w` is the `w`-th).
+/// [`program_switch`] for workers at given addresses and ports (worker `w` is the `w`-th),
+/// the switch at SwitchML's synthetic switch address.
 pub fn program_switch_for(
     tb: &crate::testbed::P4Runtime,
     systems: &[String],
     workers: &[JobWorker],
 ) -> Result<Vec<String>> {
-    Ok(write_job(tb, systems, workers)?
+    program_switch_at(
+        tb,
+        systems,
+        workers,
+        entries::switchml_switch(workers.len()),
+    )
+}
+
+/// [`program_switch_for`] with the switch's own address `switch` (`switch_mac_and_ip`'s
+/// default entry, the source of its results; [`job_switch`]).
+pub fn program_switch_at(
+    tb: &crate::testbed::P4Runtime,
+    systems: &[String],
+    workers: &[JobWorker],
+    switch: SwitchAddress,
+) -> Result<Vec<String>> {
+    Ok(write_job(tb, systems, workers, switch)?
         .into_iter()
         .map(|w| w.line)
         .collect())
@@ -220,6 +254,7 @@ fn write_job(
     tb: &crate::testbed::P4Runtime,
     systems: &[String],
     workers: &[JobWorker],
+    switch: SwitchAddress,
 ) -> Result<Vec<Written>> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -269,7 +304,11 @@ fn write_job(
             // the job, with the pool the pushed pipeline's registers give
             let job = job.and_then(|_| {
                 inabench_p4rt::dataplane::pool_of(&info)
-                    .map(|(slots, lanes)| entries::switchml_job(workers, slots, lanes))
+                    .map(|(slots, lanes)| {
+                        let mut t = entries::switchml_job(workers, slots, lanes);
+                        t.switch = Some(switch);
+                        t
+                    })
                     .map_err(|e| e.to_string())
             });
             match &job {
@@ -288,18 +327,32 @@ fn write_job(
             c.write(updates)
                 .await
                 .map_err(|e| anyhow!("installing `{}`'s entries: {e}", prog.name))?;
-            // read back what the switch holds
+            // read back what the switch holds: the match entries, the groups and (P4Runtime
+            // reads a default entry only when asked for) switch_mac_and_ip's default entry
+            let mut reads = vec![
+                p4::Entity {
+                    entity: Some(p4::entity::Entity::TableEntry(p4::TableEntry::default())),
+                },
+                p4::Entity {
+                    entity: Some(p4::entity::Entity::PacketReplicationEngineEntry(
+                        p4::PacketReplicationEngineEntry::default(),
+                    )),
+                },
+            ];
+            if job.is_ok()
+                && let Some(id) =
+                    inabench_p4rt::p4info::Ids(&info).table("SwitchMLEgress.switch_mac_and_ip")
+            {
+                reads.push(p4::Entity {
+                    entity: Some(p4::entity::Entity::TableEntry(p4::TableEntry {
+                        table_id: id,
+                        is_default_action: true,
+                        ..Default::default()
+                    })),
+                });
+            }
             let read = c
-                .read(vec![
-                    p4::Entity {
-                        entity: Some(p4::entity::Entity::TableEntry(p4::TableEntry::default())),
-                    },
-                    p4::Entity {
-                        entity: Some(p4::entity::Entity::PacketReplicationEngineEntry(
-                            p4::PacketReplicationEngineEntry::default(),
-                        )),
-                    },
-                ])
+                .read(reads)
                 .await
                 .map_err(|e| anyhow!("reading back `{}`'s entries: {e}", prog.name))?;
             let (tables, groups) = held(read);
@@ -330,9 +383,24 @@ fn write_job(
                         "a job of {} workers ({} slots of {} values)",
                         read_workers, held.slots, held.lanes
                     );
+                    let from = held.switch.map_or_else(
+                        || "none".to_string(),
+                        |(mac, ip)| {
+                            format!(
+                                "{} {}",
+                                inabench_fabric::addresses::fmt_mac(mac),
+                                std::net::Ipv4Addr::from(ip)
+                            )
+                        },
+                    );
+                    let whose = if switch == entries::switchml_switch(n) {
+                        format!("SwitchML's synthetic switch address, node {n}")
+                    } else {
+                        "the testbed's switch address".to_string()
+                    };
                     (
                         format!(
-                            "{} receive_udp entries, {} dst_addr entries, multicast group {} of {group} replicas read back: {job}",
+                            "{} receive_udp entries, {} dst_addr entries, multicast group {} of {group} replicas, switch_mac_and_ip {from} ({whose}) read back: {job}, its results from {from}",
                             count("SwitchMLIngress.receive_udp"),
                             count("SwitchMLEgress.dst_addr"),
                             entries::JOB_GROUP,

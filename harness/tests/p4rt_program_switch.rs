@@ -35,8 +35,10 @@ fn switch() -> (tokio::runtime::Runtime, SoftSwitch, String) {
 }
 
 /// The suite's SwitchML workers of `cfg` through the data plane by hand, worker `w` on port `w`
-/// (the plan's ports): each worker's result.
-fn run(dp: &mut DataPlane, cfg: &AllReduceConfig) -> Vec<Option<Vec<i32>>> {
+/// (the plan's ports): each worker's result, and every frame the data plane sent.
+#[allow(clippy::type_complexity)]
+fn run_sent(dp: &mut dyn Endpoint, cfg: &AllReduceConfig) -> (Vec<Option<Vec<i32>>>, Vec<Vec<u8>>) {
+    let mut sent = Vec::new();
     let mut workers = SwitchMl.build(cfg).expect("build").workers;
     let plan = switchml_workers(cfg.workers);
     for now in 0..100_000u64 {
@@ -57,12 +59,13 @@ fn run(dp: &mut DataPlane, cfg: &AllReduceConfig) -> Vec<Option<Vec<i32>>> {
             assert_eq!(t.bytes[..6], plan[w].mac);
             assert_eq!(t.bytes[30..34], plan[w].ip);
             workers[w].handle_packet(now, cfg.workers as NodeId, &t.bytes);
+            sent.push(t.bytes);
         }
         if !moved {
             break;
         }
     }
-    workers.iter().map(|w| w.result()).collect()
+    (workers.iter().map(|w| w.result()).collect(), sent)
 }
 
 #[test]
@@ -75,10 +78,10 @@ fn a_testbed_run_writes_the_job_that_aggregates_its_workers() {
     let l = &lines[0];
     println!("{l}");
     for part in [
-        "pipeline `switchml` (100 registers, 3 tables",
+        "pipeline `switchml` (100 registers, 4 tables",
         "3 forwarding entries read back",
-        "3 receive_udp entries, 3 dst_addr entries, multicast group 1 of 3 replicas read back",
-        "a job of 3 workers (128 slots of 48 values)",
+        "3 receive_udp entries, 3 dst_addr entries, multicast group 1 of 3 replicas, switch_mac_and_ip 02:00:00:01:00:04 10.0.1.4 (SwitchML's synthetic switch address, node 3) read back",
+        "a job of 3 workers (128 slots of 48 values), its results from 02:00:00:01:00:04 10.0.1.4",
         "SwitchML's synthetic addresses",
     ] {
         assert!(l.contains(part), "{part:?} in {l}");
@@ -107,6 +110,9 @@ fn a_testbed_run_writes_the_job_that_aggregates_its_workers() {
         assert_eq!(table.results.get(&id), Some(&(a.mac, a.ip)));
     }
     assert_eq!(table.groups.get(&1), Some(&vec![(0, 0), (1, 1), (2, 2)]));
+    // the switch's own address: SwitchML's synthetic one (node 3), written, so no note
+    let synthetic = inabench_ina::switchml::synthetic_address(3);
+    assert_eq!(table.switch, Some(synthetic));
 
     // the data plane those entries configure sums the suite's SwitchML workers exactly
     let mut dp = DataPlane::of(&sw, 100).expect("the entries make a job");
@@ -125,8 +131,18 @@ fn a_testbed_run_writes_the_job_that_aggregates_its_workers() {
         timeout_ns: u64::MAX / 4,
         knobs: vec![],
     };
+    assert_eq!((dp.source(), dp.note()), (Some(synthetic), None));
     let want = reference_sum(cfg.seed, 3, cfg.elements);
-    let got = run(&mut dp, &cfg);
+    // frame for frame what SwitchML's own switch (no tables, the synthetic plan) sends: the
+    // run without a testbed address sends what it sent before the switch had an address entry
+    let mut plain = SwitchMl.build(&cfg).expect("build").switch;
+    let (_, reference) = run_sent(&mut *plain, &cfg);
+    let (got, sent) = run_sent(&mut dp, &cfg);
+    assert_eq!(sent.len(), reference.len());
+    assert!(
+        sent == reference,
+        "the results differ from the switch's without tables"
+    );
     for (w, r) in got.iter().enumerate() {
         assert!(r.as_deref() == Some(&want[..]), "worker {w}'s sum");
     }
@@ -245,13 +261,20 @@ fn a_testbeds_worker_addresses_make_the_job_for_the_largest_point() {
         ]
     );
     let p4 = tb.switch.p4runtime.as_ref().expect("p4runtime");
-    let lines = inabench::p4switch::program_switch_for(p4, &["switchml".to_string()], &workers)
-        .expect("programmed");
-    assert!(
-        lines[0].contains("a job of 4 workers") && lines[0].contains("the testbed's addresses"),
-        "{}",
-        lines[0]
-    );
+    // the switch's own address: the testbed's switch host's
+    let (switch, stated) = inabench::p4switch::job_switch(&tb, 4).expect("the switch's address");
+    let mine = ([0x52, 0x54, 0, 0xab, 0, 0xfe], [172, 16, 0, 254]);
+    assert_eq!((switch, stated), (mine, true));
+    let lines =
+        inabench::p4switch::program_switch_at(p4, &["switchml".to_string()], &workers, switch)
+            .expect("programmed");
+    for part in [
+        "a job of 4 workers",
+        "the testbed's addresses",
+        "switch_mac_and_ip 52:54:00:ab:00:fe 172.16.0.254 (the testbed's switch address) read back",
+    ] {
+        assert!(lines[0].contains(part), "{part:?} in {}", lines[0]);
+    }
     let table = sw.job_table().expect("a job table");
     let be = |b: &[u8]| b.iter().fold(0u64, |x, v| x << 8 | u64::from(*v));
     for (w, a) in workers.iter().enumerate() {
@@ -276,7 +299,9 @@ fn a_testbeds_worker_addresses_make_the_job_for_the_largest_point() {
         knobs: vec![],
     };
     let mut dp = DataPlane::of(&sw, 100).expect("the entries make a job");
+    assert_eq!((dp.source(), dp.note()), (Some(mine), None));
     let mut ws = SwitchMl.build_at(&cfg, Some(&plan)).expect("build").workers;
+    let mut results = 0;
     for now in 0..100_000u64 {
         let mut moved = false;
         for (w, wk) in ws.iter_mut().enumerate() {
@@ -289,6 +314,14 @@ fn a_testbeds_worker_addresses_make_the_job_for_the_largest_point() {
             moved = true;
             let w = t.to as usize;
             assert_eq!(t.bytes[30..34], workers[w].ip, "to worker {w}'s address");
+            // from the testbed's switch address, the one the workers send to
+            assert_eq!(t.bytes[6..12], mine.0, "from the switch's MAC");
+            assert_eq!(t.bytes[26..30], mine.1, "from the switch's address");
+            assert!(
+                inabench_wire::ipv4::Repr::parse(&t.bytes[14..]).is_ok(),
+                "a valid IPv4 header"
+            );
+            results += 1;
             ws[w].handle_packet(now, 4, &t.bytes);
         }
         if !moved {
@@ -302,6 +335,8 @@ fn a_testbeds_worker_addresses_make_the_job_for_the_largest_point() {
             "worker {w}'s sum"
         );
     }
+    // two rounds of the 128-slot pool (the second one value) to each of 4 workers
+    assert_eq!(results, 4 * 129);
     // three stated workers for a point of four: refused
     let three = inabench::testbed::Testbed::from_yaml(Path::new("lab.yaml"), &yaml(&hosts[..4]))
         .expect("testbed");
@@ -314,4 +349,8 @@ fn a_testbeds_worker_addresses_make_the_job_for_the_largest_point() {
     let (syn, stated) = inabench::p4switch::job_workers(&testbed(&addr, ""), 4).expect("synthetic");
     assert!(!stated);
     assert_eq!(syn, switchml_workers(4));
+    assert_eq!(
+        inabench::p4switch::job_switch(&testbed(&addr, ""), 4).expect("synthetic"),
+        (inabench_ina::switchml::synthetic_address(4), false)
+    );
 }

@@ -25,7 +25,9 @@ use crate::pb::p4::config::v1::P4Info;
 use crate::pb::p4::v1 as p4;
 use crate::program;
 use crate::server::SoftSwitch;
+use inabench_fabric::addresses::MacIp;
 use inabench_fabric::{Endpoint, Nanos, NodeId, Transmit};
+pub use inabench_ina::switchml::table::NoSwitchAddress;
 use inabench_ina::switchml::table::{Ingress, JobTable, Masked, Rule, TableError, TableSwitch};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -225,8 +227,8 @@ fn param(
 
 /// The job the SwitchML program's job tables say ([`program::switchml_with_job_tables`]):
 /// `receive_udp`'s entries (a ternary field left out matches anything, as P4Runtime's
-/// don't-care), `dst_addr`'s, every multicast group's replicas (node id = the replica's
-/// instance), and the pool (the size of the register array `SwitchMLIngress.bitmap0`) and
+/// don't-care), `dst_addr`'s, `switch_mac_and_ip`'s default entry ([`switch_address`]), every
+/// multicast group's replicas (node id = the replica's instance), and the pool (the size of the register array `SwitchMLIngress.bitmap0`) and
 /// values a packet (the `SwitchMLIngress.sum0_*` arrays) of the pipeline. An entry the program
 /// does not declare (an exact value on a ternary field, a missing parameter, an action the table
 /// does not take) is a [`DataplaneError::BadEntry`]; a pipeline without the tables is
@@ -362,7 +364,41 @@ pub fn job_table(
         groups,
         slots,
         lanes,
+        switch: switch_address(info, tables)?,
     })
+}
+
+/// The switch's own (MAC, IPv4) as `SwitchMLEgress.switch_mac_and_ip`'s default entry sets
+/// it (the SwitchML release's controller writes it at start-up: p4app-switchML
+/// `dev_root/controller/udp_sender.py`, `set_switch_mac_and_ip`); None where no entry is
+/// written. A match entry in the keyless table, or another action, is a
+/// [`DataplaneError::BadEntry`].
+pub fn switch_address(
+    info: &P4Info,
+    tables: &HashMap<u32, BTreeMap<Vec<u8>, p4::TableEntry>>,
+) -> Result<Option<MacIp>, DataplaneError> {
+    let set = "SwitchMLEgress.set_switch_mac_and_ip";
+    let set_id = crate::p4info::Ids(info)
+        .action(set)
+        .ok_or_else(|| DataplaneError::Missing(set.to_string()))?;
+    let (held, _) = entries(info, tables, "SwitchMLEgress.switch_mac_and_ip", &[])?;
+    let mut out = None;
+    for e in held {
+        let bad = |why: &str| DataplaneError::BadEntry(format!("{why}: {e:?}"));
+        if !e.is_default_action {
+            return Err(bad("switch_mac_and_ip holds its default entry only"));
+        }
+        let a = action_of(e)?;
+        if a.action_id != set_id {
+            return Err(bad("with an action switch_mac_and_ip does not take"));
+        }
+        let mac = param(info, set, "switch_mac", &a.params, 6, e)?;
+        let ip = param(info, set, "switch_ip", &a.params, 4, e)?;
+        let mut m = [0u8; 6];
+        m.copy_from_slice(&mac.to_be_bytes()[2..]);
+        out = Some((m, (ip as u32).to_be_bytes()));
+    }
+    Ok(out)
 }
 
 /// The pool of a pipeline with SwitchML's registers: its slots (the size of the register
@@ -463,6 +499,18 @@ impl DataPlane {
     /// The job's number of workers (None: no job).
     pub fn workers(&self) -> Option<usize> {
         self.job.as_ref().map(TableSwitch::workers)
+    }
+
+    /// The (MAC, IPv4) the job's results leave from (None: no job): `switch_mac_and_ip`'s, else
+    /// the synthetic switch address, which [`DataPlane::note`] then names.
+    pub fn source(&self) -> Option<MacIp> {
+        self.job.as_ref().map(TableSwitch::source)
+    }
+
+    /// Where a job runs without a `switch_mac_and_ip` entry: the synthetic address its results
+    /// leave from instead, for the caller's manifest (None: the entry is written, or no job).
+    pub fn note(&self) -> Option<NoSwitchAddress> {
+        self.job.as_ref().and_then(TableSwitch::note)
     }
 
     fn forward(&mut self, f: &[u8]) {
@@ -768,6 +816,7 @@ mod tests {
             groups: BTreeMap::from([(1, vec![(0, 0), (1, 1), (1, 3)])]),
             slots: 8,
             lanes: 48,
+            switch: None,
         };
         let mut dp = DataPlane {
             id: 7,

@@ -66,6 +66,25 @@ pub fn switchml_workers_at(
         .collect()
 }
 
+/// The switch's own address an `n`-worker job's results leave from when the run has no
+/// testbed address for it: SwitchML's synthetic switch address (node `n`: 02:00:00:01:00:<n+1>,
+/// 10.0.1.<n+1>), the address the suite's SwitchML workers send to.
+pub fn switchml_switch(n: usize) -> ([u8; 6], [u8; 4]) {
+    inabench_ina::switchml::synthetic_address(n)
+}
+
+/// The switch's own address in `plan` (the testbed's switch host's data address), else
+/// [`switchml_switch`]`(n)`; with whether it is the plan's.
+pub fn switchml_switch_at(
+    plan: Option<&inabench_ina::common::AddressPlan>,
+    n: usize,
+) -> (([u8; 6], [u8; 4]), bool) {
+    match plan.and_then(|p| p.switch.as_ref()) {
+        Some(s) => ((s.mac, s.ipv4), true),
+        None => (switchml_switch(n), false),
+    }
+}
+
 fn be(b: &[u8]) -> u64 {
     b.iter().fold(0u64, |a, x| a << 8 | u64::from(*x))
 }
@@ -75,7 +94,8 @@ fn be(b: &[u8]) -> u64 {
 /// 0xfff0, which takes the suite's `switchml::UDP_PORT`), `set_bitmap` with id `w`, bit
 /// `1 << w`, the count and group [`JOB_GROUP`]; its results to its own addresses; the group's
 /// replicas on the workers' ports. `slots` and `lanes` are the pipeline's (not written: its
-/// register arrays).
+/// register arrays). No switch address: the caller sets [`JobTable::switch`] (the harness
+/// always does, [`switchml_switch_at`]).
 pub fn switchml_job(workers: &[JobWorker], slots: usize, lanes: usize) -> JobTable {
     let n = workers.len() as u16;
     JobTable {
@@ -113,6 +133,7 @@ pub fn switchml_job(workers: &[JobWorker], slots: usize, lanes: usize) -> JobTab
         )]),
         slots,
         lanes,
+        switch: None,
     }
 }
 
@@ -185,7 +206,9 @@ pub fn forwarding_updates(
 }
 
 /// Inserts that write `table` (its rules, result addresses and groups; not its pool, the
-/// pipeline's) into a pipeline `info` with SwitchML's job tables, with `info`'s ids: what
+/// pipeline's) into a pipeline `info` with SwitchML's job tables, with `info`'s ids, and, where
+/// it names the switch's own address, a modify of `switch_mac_and_ip`'s default entry to
+/// `set_switch_mac_and_ip` (as the release's controller sets it): what
 /// [`crate::dataplane::job_table`] reads back as the same job. A pipeline without the tables is
 /// [`DataplaneError::Missing`].
 pub fn job_updates(info: &P4Info, table: &JobTable) -> Result<Vec<p4::Update>, DataplaneError> {
@@ -292,6 +315,33 @@ pub fn job_updates(info: &P4Info, table: &JobTable) -> Result<Vec<p4::Update>, D
             ..Default::default()
         })));
     }
+    if let Some((mac, ip)) = table.switch {
+        let (t, set) = (
+            "SwitchMLEgress.switch_mac_and_ip",
+            "SwitchMLEgress.set_switch_mac_and_ip",
+        );
+        out.push(crate::client::update(
+            p4::update::Type::Modify,
+            p4::entity::Entity::TableEntry(p4::TableEntry {
+                table_id: ids.table(t).ok_or_else(|| missing(t))?,
+                is_default_action: true,
+                action: action(
+                    ids.action(set).ok_or_else(|| missing(set))?,
+                    vec![
+                        p4::action::Param {
+                            param_id: param(set, "switch_mac")?,
+                            value: canonical(be(&mac), 6),
+                        },
+                        p4::action::Param {
+                            param_id: param(set, "switch_ip")?,
+                            value: canonical(be(&ip), 4),
+                        },
+                    ],
+                ),
+                ..Default::default()
+            }),
+        ));
+    }
     for (id, replicas) in &table.groups {
         out.push(group(*id, replicas));
     }
@@ -336,7 +386,17 @@ mod tests {
     ) {
         let (mut tables, mut groups) = (HashMap::new(), BTreeMap::new());
         for (k, u) in updates.iter().enumerate() {
-            assert_eq!(u.r#type, p4::update::Type::Insert as i32);
+            // inserts, and a modify of a default entry
+            let default = matches!(
+                u.entity.as_ref().and_then(|e| e.entity.as_ref()),
+                Some(p4::entity::Entity::TableEntry(t)) if t.is_default_action
+            );
+            let want = if default {
+                p4::update::Type::Modify
+            } else {
+                p4::update::Type::Insert
+            };
+            assert_eq!(u.r#type, want as i32);
             match u.entity.as_ref().and_then(|e| e.entity.as_ref()) {
                 Some(p4::entity::Entity::TableEntry(t)) => {
                     tables
@@ -368,11 +428,13 @@ mod tests {
             ip: [0, 9, 0, 1],
             port: 0x1ff,
         };
-        let want = switchml_job(&workers, 64, 48);
+        let mut want = switchml_job(&workers, 64, 48);
+        // the switch's own address, with a zero byte
+        want.switch = Some(([2, 0, 0, 0xab, 0, 1], [172, 16, 0, 254]));
         let mut updates = forwarding_updates(&info, &workers).expect("forwarding");
         assert_eq!(updates.len(), 3);
         updates.extend(job_updates(&info, &want).expect("job"));
-        assert_eq!(updates.len(), 3 + 3 + 3 + 1);
+        assert_eq!(updates.len(), 3 + 3 + 3 + 1 + 1);
         let (tables, groups) = held(&updates);
         let mut got = job_table(&info, &tables, &groups).expect("reads back");
         got.rules.sort_by_key(|r| match r.action {
@@ -380,6 +442,15 @@ mod tests {
             RuleAction::Drop => u16::MAX,
         });
         assert_eq!(got, want);
+        // no switch address written: none read back (the switch then uses the synthetic one)
+        let mut bare = want.clone();
+        bare.switch = None;
+        let (tables, groups) = held(&job_updates(&info, &bare).expect("job"));
+        assert_eq!(
+            job_table(&info, &tables, &groups).expect("reads").switch,
+            None
+        );
+        let (tables, groups) = held(&updates);
         // and the forwarding: each worker's IPv4 to its port
         let f = crate::dataplane::Forwarding::from_parts(&info, &tables, &groups).expect("fwd");
         assert_eq!(

@@ -121,11 +121,17 @@ impl Program {
                             ..Default::default()
                         })
                         .collect(),
+                    // a keyless table's actions can only be its default entry's
                     action_refs: t
                         .actions
                         .iter()
                         .map(|a| cfg::ActionRef {
                             id: id(ACTION, *a),
+                            scope: if t.fields.is_empty() {
+                                cfg::action_ref::Scope::DefaultOnly as i32
+                            } else {
+                                cfg::action_ref::Scope::TableAndDefault as i32
+                            },
                             ..Default::default()
                         })
                         .collect(),
@@ -242,9 +248,13 @@ pub fn switchml(slots: i32) -> Program {
 /// MAC and IPv4 of its results. The pool size and the values a packet carries stay the
 /// register arrays' ([`switchml`]'s `slots` and 48 lanes). `inabench_p4rt::dataplane` reads a
 /// job from these entries; `switchml` alone (what a testbed's switch gets, `for_system`) has
-/// the forwarding only. The release also keys `receive_udp` on the ingress port, the switch's
-/// own addresses and parser errors, and has a `worker_type` parameter (UDP or RDMA): left out
-/// (systems/ina's `switchml::table` says why).
+/// the forwarding only. The switch's own MAC and IPv4, the source of its results, are the
+/// default entry of the keyless one-entry egress table `switch_mac_and_ip`, whose only action
+/// `set_switch_mac_and_ip(switch_mac, switch_ip)` is default-only (the release's
+/// `dev_root/p4/udp_sender.p4`; its controller sets the entry at start-up, `dev_root/controller/
+/// udp_sender.py`'s `set_switch_mac_and_ip`). The release also keys `receive_udp` on the
+/// ingress port, the switch's own addresses and parser errors, and has a `worker_type`
+/// parameter (UDP or RDMA): left out (systems/ina's `switchml::table` says why).
 pub fn switchml_with_job_tables(slots: i32) -> Program {
     let mut p = switchml(slots);
     let set_bitmap = p.actions.len();
@@ -288,6 +298,18 @@ pub fn switchml_with_job_tables(slots: i32) -> Program {
         }],
         actions: vec![set_dst_addr],
         size: 32,
+    });
+    let set_switch = p.actions.len();
+    p.actions.push(ActionDesc {
+        name: "SwitchMLEgress.set_switch_mac_and_ip".into(),
+        params: vec![("switch_mac".into(), 48), ("switch_ip".into(), 32)],
+    });
+    // no match fields: the table holds its default entry only (P4Info: a default-only action)
+    p.tables.push(TableDesc {
+        name: "SwitchMLEgress.switch_mac_and_ip".into(),
+        fields: vec![],
+        actions: vec![set_switch],
+        size: 1,
     });
     p
 }

@@ -165,11 +165,53 @@ impl State {
                 }
                 if let Some(p4::table_action::Type::Action(a)) =
                     t.action.as_ref().and_then(|a| a.r#type.as_ref())
-                    && !table.action_refs.iter().any(|r| r.id == a.action_id)
                 {
+                    use crate::pb::p4::config::v1::action_ref::Scope;
+                    let Some(r) = table.action_refs.iter().find(|r| r.id == a.action_id) else {
+                        return Err(Status::invalid_argument(format!(
+                            "action {:#x} is not an action of this table",
+                            a.action_id
+                        )));
+                    };
+                    let (only, want) = if t.is_default_action {
+                        (Scope::TableOnly, "a match entry's only")
+                    } else {
+                        (Scope::DefaultOnly, "the default entry's only")
+                    };
+                    if r.scope == only as i32 {
+                        return Err(Status::invalid_argument(format!(
+                            "action {:#x} is {want} in this table",
+                            a.action_id
+                        )));
+                    }
+                }
+                // the default entry (P4Runtime's is_default_action): no match and no priority,
+                // only modified (it always exists; a MODIFY without an action resets it to the
+                // program's, none here); kept under the empty key, which no match entry's key
+                // (its matches and 4 priority bytes) is
+                if t.is_default_action {
+                    if !t.r#match.is_empty() || t.priority != 0 {
+                        return Err(Status::invalid_argument(
+                            "a default entry has no match fields and no priority",
+                        ));
+                    }
+                    if ty != p4::update::Type::Modify {
+                        return Err(Status::invalid_argument(
+                            "a table's default entry is only modified (INSERT and DELETE are for match entries)",
+                        ));
+                    }
+                    let entries = self.tables.entry(t.table_id).or_default();
+                    if t.action.is_some() {
+                        entries.insert(Vec::new(), t.clone());
+                    } else {
+                        entries.remove(&Vec::new());
+                    }
+                    return Ok(());
+                }
+                if table.match_fields.is_empty() {
                     return Err(Status::invalid_argument(format!(
-                        "action {:#x} is not an action of this table",
-                        a.action_id
+                        "table {:#x} has no match fields: it holds its default entry only",
+                        t.table_id
                     )));
                 }
                 let mut key = Vec::new();
@@ -306,6 +348,9 @@ impl State {
                 .iter()
                 .filter(|(id, _)| t.table_id == 0 || **id == t.table_id)
                 .flat_map(|(_, es)| es.values())
+                // a table's default entry is read when asked for (is_default_action), never
+                // by a wildcard read of its match entries
+                .filter(|x| x.is_default_action == t.is_default_action)
                 .filter(|x| t.r#match.is_empty() || x.r#match == t.r#match)
                 .map(|x| wrap(p4::entity::Entity::TableEntry(x.clone())))
                 .collect(),

@@ -7,10 +7,14 @@
 //! is the switch those entries configure (systems/ina's SwitchML switch, `switchml::table`),
 //! run on the raw fabric (`inabench_fabric::raw::serve_until`, AF_PACKET on the switch's ends
 //! of veth pairs); the suite's SwitchML workers run as raw nodes on the other ends, each in a
-//! network namespace of its own. Three workers all-reduce with exact sums; a frame claiming to
+//! network namespace of its own. The controller also sets the switch's own MAC and IPv4 as the
+//! release's does (`switch_mac_and_ip`'s default entry, `set_switch_mac_and_ip`; p4app-switchML
+//! `dev_root/controller/udp_sender.py`): every result the workers take comes from that address.
+//! Three workers all-reduce with exact sums; a frame claiming to
 //! be worker 1 from an address no entry names is dropped and counted, never summed; then the
-//! controller removes worker 2 and sets the count to 2, and a two-worker job sums exactly while
-//! the removed worker's frames are dropped; a third session writes an entry whose count
+//! controller removes worker 2, sets the count to 2 and resets the switch's address, and a
+//! two-worker job sums exactly from SwitchML's synthetic switch address (which the data plane
+//! names in its note) while the removed worker's frames are dropped; a third session writes an entry whose count
 //! disagrees and the switch refuses the job with why. Root only (veth pairs, namespaces), and
 //! the venv: off CI a missing one is a skip with why, under CI a failure (inabench-testkit).
 
@@ -36,12 +40,22 @@ const SWITCH: NodeId = 100;
 
 /// p4runtime-shell connects, fetches the P4Info our switch holds and runs `body` with
 /// `worker(w, n, op)` (worker `w` of an `n`-worker job, `receive_udp`) and `result_addr(w, op)`
-/// (`dst_addr`); prints the number of `receive_udp` entries.
+/// (`dst_addr`), `switch_addr(mac, ip)` (`switch_mac_and_ip`'s default entry) and
+/// `refused(f)`; prints the number of `receive_udp` entries.
 fn shell(py: &std::path::Path, addr: &str, election: u64, body: &str) -> String {
     let script = format!(
         "import sys\nimport p4runtime_sh.shell as sh\n\
          sh.setup(device_id=1, grpc_addr=sys.argv[1], election_id=(0, {election}))\n\
          RX = 'SwitchMLIngress.receive_udp'\nTX = 'SwitchMLEgress.dst_addr'\n\
+         SW = 'SwitchMLEgress.switch_mac_and_ip'\n\
+         def switch_addr(mac, ip):\n    \
+             te = sh.TableEntry(SW)(action='SwitchMLEgress.set_switch_mac_and_ip')\n    \
+             te.is_default = True\n    \
+             te.action['switch_mac'] = mac\n    te.action['switch_ip'] = ip\n    \
+             te.modify()\n\
+         def refused(f):\n    \
+             try:\n        f()\n        return 'accepted'\n    \
+             except Exception as e:\n        return 'refused'\n\
          def worker(w, n, op):\n    \
              te = sh.TableEntry(RX)(action='SwitchMLIngress.set_bitmap')\n    \
              te.match['hdr.ethernet.src_addr'] = '02:00:00:01:00:%02x&&&ff:ff:ff:ff:ff:ff' % (w + 1)\n    \
@@ -144,13 +158,15 @@ impl Drop for Rig {
 }
 
 /// A worker that checks every frame it receives is addressed to it (the `dst_addr` entry's MAC
-/// and IP) and says when it is done.
+/// and IP) from the switch's address `from` (MAC and IP) and says when it is done.
 struct Checked {
     w: Box<dyn Worker>,
     mac: [u8; 6],
     ip: [u8; 4],
+    from: ([u8; 6], [u8; 4]),
     frames_in: u64,
     wrong_dst: u64,
+    wrong_src: u64,
     done: Arc<AtomicBool>,
 }
 
@@ -162,6 +178,9 @@ impl Endpoint for Checked {
         self.frames_in += 1;
         if f.len() < 34 || f[..6] != self.mac || f[30..34] != self.ip {
             self.wrong_dst += 1;
+        }
+        if f.len() < 34 || f[6..12] != self.from.0 || f[26..30] != self.from.1 {
+            self.wrong_src += 1;
         }
         self.w.handle_packet(now, from, f);
     }
@@ -200,15 +219,28 @@ fn cfg(workers: usize, seed: u64) -> AllReduceConfig {
 struct Job {
     results: Vec<Option<Vec<i32>>>,
     wrong_dst: Vec<u64>,
+    wrong_src: Vec<u64>,
+    /// The data plane's note (no switch address written), as its caller's manifest would say.
+    note: Option<String>,
     counters: Vec<(&'static str, u64)>,
     switch_send_errors: u64,
 }
 
 /// The data plane `sw`'s entries say, on the rig's switch ends; the first `n` hosts run the
-/// workers of `cfg(n, seed)` (worker `w` on port `w`); `stray` frames go in on port 3 first.
-fn run_job(sw: &SoftSwitch, rig: &Rig, n: usize, seed: u64, stray: &[Vec<u8>]) -> Job {
+/// workers of `cfg(n, seed)` (worker `w` on port `w`), each checking its results come from
+/// `from`; `stray` frames go in on port 3 first.
+fn run_job(
+    sw: &SoftSwitch,
+    rig: &Rig,
+    n: usize,
+    seed: u64,
+    stray: &[Vec<u8>],
+    from: ([u8; 6], [u8; 4]),
+) -> Job {
     let mut dp = DataPlane::of(sw, SWITCH).expect("the entries make a job");
     assert_eq!(dp.workers(), Some(n), "the job's count is the table's");
+    assert_eq!(dp.source(), Some(from), "the results' source");
+    let note = dp.note().map(|n| n.to_string());
     let c = cfg(n, seed);
     let workers = SwitchMl.build(&c).expect("build").workers;
     let ports: Vec<Link> = (0..PORTS)
@@ -254,8 +286,10 @@ fn run_job(sw: &SoftSwitch, rig: &Rig, n: usize, seed: u64, stray: &[Vec<u8>]) -
                         w: wk,
                         mac: mac_of(1, w as u32),
                         ip: ip_of(1, w as u32),
+                        from,
                         frames_in: 0,
                         wrong_dst: 0,
+                        wrong_src: 0,
                         done: done.clone(),
                     };
                     let rep = serve_until(
@@ -267,14 +301,15 @@ fn run_job(sw: &SoftSwitch, rig: &Rig, n: usize, seed: u64, stray: &[Vec<u8>]) -
                     );
                     assert_eq!(rep.send_errors, 0, "worker {w}");
                     assert!(node.frames_in > 0, "worker {w} got frames");
-                    (node.w.result(), node.wrong_dst)
+                    (node.w.result(), (node.wrong_dst, node.wrong_src))
                 })
             })
             .collect();
-        let (results, wrong_dst) = hosts
+        let (results, wrong): (Vec<_>, Vec<_>) = hosts
             .into_iter()
             .map(|h| h.join().expect("a worker"))
             .unzip();
+        let (wrong_dst, wrong_src) = wrong.into_iter().unzip();
         std::thread::sleep(Duration::from_millis(100));
         stop.store(true, Ordering::Relaxed);
         let (rep, dp) = switch.join().expect("the switch");
@@ -282,6 +317,8 @@ fn run_job(sw: &SoftSwitch, rig: &Rig, n: usize, seed: u64, stray: &[Vec<u8>]) -
         Job {
             results,
             wrong_dst,
+            wrong_src,
+            note,
             counters: dp.counters(),
             switch_send_errors: rep.send_errors,
         }
@@ -357,19 +394,38 @@ fn p4runtime_shell_entries_configure_switchml_aggregation_on_veth_ports() {
 
     let rig = Rig::new();
 
-    // session 1: the release's controller's writes for three workers (worker w on port w)
+    // session 1: the release's controller's writes for three workers (worker w on port w) and
+    // the switch's own address (its setup's set_switch_mac_and_ip); the default entry is only
+    // modified (an insert is refused), and read when asked for
     let out = shell(
         &py,
         &addr,
         20,
         "g = sh.MulticastGroupEntry(1)\n\
          for w in range(3):\n    worker(w, 3, 'insert')\n    result_addr(w, 'insert')\n    g.add(w, w)\n\
-         g.insert()",
+         g.insert()\n\
+         switch_addr('52:54:00:ab:00:fe', '172.16.0.254')\n\
+         def insert_default():\n    \
+             te = sh.TableEntry(SW)(action='SwitchMLEgress.set_switch_mac_and_ip')\n    \
+             te.is_default = True\n    te.action['switch_mac'] = '52:54:00:ab:00:fd'\n    \
+             te.action['switch_ip'] = '172.16.0.253'\n    te.insert()\n\
+         print('insert of the default entry', refused(insert_default))\n\
+         te = sh.TableEntry(SW)\nte.is_default = True\n\
+         print('default entries read', sum(1 for _ in te.read()))\n\
+         print('match entries read', sum(1 for _ in sh.TableEntry(SW).read()))",
     );
-    assert!(out.contains("workers 3"), "{out}");
+    for line in [
+        "workers 3",
+        "insert of the default entry refused",
+        "default entries read 1",
+        "match entries read 0",
+    ] {
+        assert!(out.contains(line), "{line:?} in {out}");
+    }
+    let mine = ([0x52, 0x54, 0, 0xab, 0, 0xfe], [172, 16, 0, 254]);
     // a host no entry names, claiming to be worker 1 with other values (10.0.1.99)
     let stray = frames_of(3, 99, 1, 20, Some(99));
-    let job = run_job(&sw, &rig, 3, 7, &stray);
+    let job = run_job(&sw, &rig, 3, 7, &stray, mine);
     let want = reference_sum(7, 3, cfg(3, 7).elements);
     for (w, r) in job.results.iter().enumerate() {
         assert!(r.as_deref() == Some(&want[..]), "worker {w}'s sum");
@@ -379,6 +435,12 @@ fn p4runtime_shell_entries_configure_switchml_aggregation_on_veth_ports() {
         vec![0, 0, 0],
         "results carry dst_addr's addresses"
     );
+    assert_eq!(
+        job.wrong_src,
+        vec![0, 0, 0],
+        "results come from switch_mac_and_ip's address"
+    );
+    assert_eq!(job.note, None);
     assert_eq!(counter(&job, "misses"), 20, "{:?}", job.counters);
     assert_eq!(counter(&job, "dropped"), 20, "{:?}", job.counters);
     assert_eq!(counter(&job, "forwarded"), 0);
@@ -397,12 +459,18 @@ fn p4runtime_shell_entries_configure_switchml_aggregation_on_veth_ports() {
         30,
         "worker(2, 3, 'delete')\nresult_addr(2, 'delete')\n\
          worker(0, 2, 'modify')\nworker(1, 2, 'modify')\n\
-         g = sh.MulticastGroupEntry(1)\ng.add(0, 0)\ng.add(1, 1)\ng.modify()",
+         g = sh.MulticastGroupEntry(1)\ng.add(0, 0)\ng.add(1, 1)\ng.modify()\n\
+         te = sh.TableEntry(SW)\nte.is_default = True\nte.modify()\n\
+         te = sh.TableEntry(SW)\nte.is_default = True\n\
+         print('default entries read', sum(1 for _ in te.read()))",
     );
     assert!(out.contains("workers 2"), "{out}");
+    // the switch's address reset: none read back
+    assert!(out.contains("default entries read 0"), "{out}");
     // the removed worker still sends (its own frames, from its own address)
     let removed = frames_of(3, 99, 2, 20, None);
-    let job = run_job(&sw, &rig, 2, 8, &removed);
+    // no switch address: SwitchML's synthetic one (node 2 of a two-worker job), and said
+    let job = run_job(&sw, &rig, 2, 8, &removed, (mac_of(1, 2), ip_of(1, 2)));
     let want = reference_sum(8, 2, cfg(2, 8).elements);
     for (w, r) in job.results.iter().enumerate() {
         assert!(
@@ -411,6 +479,13 @@ fn p4runtime_shell_entries_configure_switchml_aggregation_on_veth_ports() {
         );
     }
     assert_eq!(job.wrong_dst, vec![0, 0]);
+    assert_eq!(job.wrong_src, vec![0, 0]);
+    assert_eq!(
+        job.note.as_deref(),
+        Some(
+            "no switch_mac_and_ip entry is written: the switch's results leave from SwitchML's synthetic switch address 02:00:00:01:00:03 10.0.1.3 (node 2 of the job), not one its controller set"
+        )
+    );
     assert_eq!(counter(&job, "misses"), 20, "{:?}", job.counters);
     assert_eq!(counter(&job, "dropped"), 20, "{:?}", job.counters);
     eprintln!("two workers: {:?}", job.counters);

@@ -20,11 +20,20 @@
 //! Where ours differs, and why: the release also matches the switch's own MAC and IP, the
 //! ingress port and parser errors in `receive_udp`; the suite's workers address the switch as
 //! node `n` of their job, so a switch address in the key would change with the count, and ours
-//! takes every frame that reaches its ports. The source address of a result is the switch's node
-//! address (the release's `switch_mac_and_ip` default entry is not modelled). A worker's packet
+//! takes every frame that reaches its ports. A worker's packet
 //! is counted under the id its entry gives, whatever its header's worker field says (the release
 //! reads the id from the table too): a frame from an address no entry names is never
 //! aggregated, whatever it claims to be.
+//!
+//! The switch's own address: the release's egress (`dev_root/p4/udp_sender.p4`) writes every
+//! result's source MAC and IPv4 from the action `set_switch_mac_and_ip(switch_mac, switch_ip)`,
+//! the only (`@defaultonly`) action of the keyless, one-entry table `switch_mac_and_ip`, whose
+//! default entry the controller sets at start-up (`dev_root/controller/udp_sender.py`'s
+//! `set_switch_mac_and_ip`, called by `switchml.py`'s `setup` with the `--switch-mac`/
+//! `--switch-ip` it was given). Ours reads it as [`JobTable::switch`] and sends from it; where
+//! no entry was written it sends from SwitchML's synthetic switch address (node `n` of the
+//! job) and says so ([`TableSwitch::note`], a [`NoSwitchAddress`] the caller puts in its
+//! manifest).
 
 use super::{Layout, SwitchMlSwitch};
 use crate::tofino::TofinoModel;
@@ -97,6 +106,31 @@ pub struct JobTable {
     pub slots: usize,
     /// int32 values a packet carries (the pipeline's value register arrays of one copy).
     pub lanes: usize,
+    /// `switch_mac_and_ip`'s default entry: the switch's own (MAC, IPv4), the source of every
+    /// result (None: no entry written).
+    pub switch: Option<([u8; 6], [u8; 4])>,
+}
+
+/// What a switch whose tables name no address of its own does instead: its results leave from
+/// SwitchML's synthetic switch address (node `node` of the job), which no controller wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoSwitchAddress {
+    pub mac: [u8; 6],
+    pub ip: [u8; 4],
+    /// The switch's node number in SwitchML's synthetic plan (the job's number of workers).
+    pub node: usize,
+}
+
+impl std::fmt::Display for NoSwitchAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "no switch_mac_and_ip entry is written: the switch's results leave from SwitchML's synthetic switch address {} {} (node {} of the job), not one its controller set",
+            inabench_fabric::addresses::fmt_mac(self.mac),
+            std::net::Ipv4Addr::from(self.ip),
+            self.node
+        )
+    }
 }
 
 /// A table the switch cannot run a job from, and why.
@@ -130,6 +164,10 @@ pub enum TableError {
     Pool { slots: usize, lanes: usize },
     #[error("the switch program: {0}")]
     Switch(String),
+    #[error(
+        "switch_mac_and_ip's MAC {0} is a group address: the source of the switch's results must be unicast"
+    )]
+    GroupSwitchMac(String),
 }
 
 /// What the switch did with a frame that came in.
@@ -153,6 +191,10 @@ pub struct TableSwitch {
     num_workers: u16,
     /// per worker id: (destination MAC, destination IPv4, egress ports)
     egress: Vec<([u8; 6], [u8; 4], Vec<u32>)>,
+    /// the results' source (MAC, IPv4): `switch_mac_and_ip`'s, else the synthetic one
+    source: ([u8; 6], [u8; 4]),
+    /// Some where `source` is the synthetic one (no entry written)
+    note: Option<NoSwitchAddress>,
     inner: SwitchMlSwitch,
     out: VecDeque<Transmit>,
     scratch: Vec<u8>,
@@ -266,8 +308,28 @@ impl TableSwitch {
             chunks: 0,
             max: false,
         };
-        // the results leave from the switch's synthetic address (the table names none of its
-        // own); their destinations are rewritten from `dst_addr` in `drain`
+        if let Some((mac, _)) = table.switch
+            && mac[0] & 1 == 1
+        {
+            return Err(TableError::GroupSwitchMac(
+                inabench_fabric::addresses::fmt_mac(mac),
+            ));
+        }
+        // the aggregation writes its results from SwitchML's synthetic switch address (node
+        // n); `drain` rewrites their source from `switch_mac_and_ip` where it has an entry, and
+        // their destinations from `dst_addr`
+        let synthetic = super::synthetic_address(usize::from(n));
+        let (source, note) = match table.switch {
+            Some(a) => (a, None),
+            None => (
+                synthetic,
+                Some(NoSwitchAddress {
+                    mac: synthetic.0,
+                    ip: synthetic.1,
+                    node: usize::from(n),
+                }),
+            ),
+        };
         let addrs = crate::switchml::addresses(
             &crate::common::AllReduceConfig {
                 workers: usize::from(n),
@@ -291,6 +353,8 @@ impl TableSwitch {
             rules,
             num_workers: n,
             egress,
+            source,
+            note,
             inner,
             out: VecDeque::new(),
             scratch: Vec::new(),
@@ -303,6 +367,18 @@ impl TableSwitch {
     /// The job's number of workers.
     pub fn workers(&self) -> usize {
         usize::from(self.num_workers)
+    }
+
+    /// The (MAC, IPv4) every result leaves from: `switch_mac_and_ip`'s, else the synthetic
+    /// switch address ([`TableSwitch::note`] then says so).
+    pub fn source(&self) -> ([u8; 6], [u8; 4]) {
+        self.source
+    }
+
+    /// Where the tables name no switch address: what the results leave from instead (for the
+    /// caller's manifest). None: `switch_mac_and_ip`'s entry was written.
+    pub fn note(&self) -> Option<NoSwitchAddress> {
+        self.note
     }
 
     /// The winning `receive_udp` entry's action for a frame (None: no entry matched, or the
@@ -352,7 +428,8 @@ impl TableSwitch {
         }
     }
 
-    /// The aggregation's results out to their workers' ports, with their `dst_addr` addresses.
+    /// The aggregation's results out to their workers' ports, from the switch's address
+    /// (`switch_mac_and_ip`, as the release's egress sets it) to their `dst_addr` addresses.
     fn drain(&mut self) {
         let eth = ethernet::HEADER_LEN;
         while let Some(t) = self.inner.poll_transmit(0) {
@@ -364,6 +441,8 @@ impl TableSwitch {
                 continue;
             }
             f[..6].copy_from_slice(mac);
+            f[6..12].copy_from_slice(&self.source.0);
+            f[eth + 12..eth + 16].copy_from_slice(&self.source.1);
             f[eth + 16..eth + 20].copy_from_slice(ip);
             f[eth + 10..eth + 12].fill(0);
             let c = ipv4::checksum(&f[eth..eth + ipv4::HEADER_LEN]);
@@ -456,6 +535,7 @@ mod tests {
             groups: BTreeMap::from([(1, (0..n).map(|w| (u32::from(w), u32::from(w))).collect())]),
             slots: 128,
             lanes: 48,
+            switch: None,
         }
     }
 
@@ -465,6 +545,16 @@ mod tests {
         sw: &mut TableSwitch,
         cfg: &AllReduceConfig,
         extra: &[Vec<u8>],
+    ) -> Vec<Option<Vec<i32>>> {
+        run_seen(sw, cfg, extra, &mut Vec::new())
+    }
+
+    /// [`run`] through any switch, every frame it sent (its port, its bytes) pushed to `sent`.
+    fn run_seen(
+        sw: &mut dyn Endpoint,
+        cfg: &AllReduceConfig,
+        extra: &[Vec<u8>],
+        sent: &mut Vec<(NodeId, Vec<u8>)>,
     ) -> Vec<Option<Vec<i32>>> {
         let mut workers = SwitchMl.build(cfg).expect("build").workers;
         for f in extra {
@@ -486,6 +576,7 @@ mod tests {
                 assert_eq!(t.bytes[30..34], inabench_wire::node::ip_of(1, w as u32));
                 assert!(ipv4::Repr::parse(&t.bytes[14..]).is_ok(), "checksum");
                 workers[w].handle_packet(now, cfg.workers as NodeId, &t.bytes);
+                sent.push((t.to, t.bytes));
             }
             if !moved {
                 break;
@@ -658,6 +749,72 @@ mod tests {
         assert_eq!(got("misses"), Some(3000 - named));
         assert_eq!(got("aggregated_in"), Some(named + 2 * 385));
         assert_eq!(got("mixed_rounds"), Some(0));
+    }
+
+    /// The switch's own address is `switch_mac_and_ip`'s: with an entry every result leaves
+    /// from it (sums exact, no note); without one every result leaves from SwitchML's synthetic
+    /// switch address, byte for byte the frames SwitchML's switch sends without tables, and the
+    /// switch says so.
+    #[test]
+    fn results_leave_from_the_switch_address_the_table_names() {
+        use std::collections::BTreeSet;
+        let c = cfg(3);
+        let want = reference_sum(c.seed, 3, c.elements);
+        let sources = |sent: &[(NodeId, Vec<u8>)]| {
+            sent.iter()
+                .map(|(_, f)| (f[6..12].to_vec(), f[26..30].to_vec()))
+                .collect::<BTreeSet<_>>()
+        };
+        let mine = ([0x52, 0x54, 0, 0xab, 0, 0xfe], [172, 16, 0, 254]);
+        let mut t = table(3);
+        t.switch = Some(mine);
+        let mut sw = TableSwitch::new(3, &t).expect("a job");
+        assert_eq!((sw.source(), sw.note()), (mine, None));
+        let mut sent = Vec::new();
+        let res = run_seen(&mut sw, &c, &[], &mut sent);
+        assert!(res.iter().all(|r| r.as_deref() == Some(&want[..])));
+        // three rounds of 128 slots and a short one, to each of 3 workers
+        assert_eq!(sent.len(), 3 * 385);
+        assert_eq!(
+            sources(&sent),
+            BTreeSet::from([(mine.0.to_vec(), mine.1.to_vec())])
+        );
+        for (_, f) in &sent {
+            let ip = ipv4::Repr::parse(&f[14..]).expect("a valid IPv4 header");
+            assert_eq!(ip.src, mine.1);
+        }
+
+        // no entry: the synthetic switch address (node 3: 02:00:00:01:00:04, 10.0.1.4), said
+        let mut sw = TableSwitch::new(3, &table(3)).expect("a job");
+        let synthetic = crate::switchml::synthetic_address(3);
+        assert_eq!(sw.source(), synthetic);
+        let note = sw.note().expect("a note");
+        assert_eq!(
+            note.to_string(),
+            "no switch_mac_and_ip entry is written: the switch's results leave from SwitchML's synthetic switch address 02:00:00:01:00:04 10.0.1.4 (node 3 of the job), not one its controller set"
+        );
+        let mut untabled = Vec::new();
+        let res = run_seen(&mut sw, &c, &[], &mut untabled);
+        assert!(res.iter().all(|r| r.as_deref() == Some(&want[..])));
+        assert_eq!(
+            sources(&untabled),
+            BTreeSet::from([(synthetic.0.to_vec(), synthetic.1.to_vec())])
+        );
+        // frame for frame what SwitchML's own switch (no tables, the synthetic plan) sends for
+        // the same frames in: the table's results' destinations are the synthetic workers' too
+        let mut plain = SwitchMl.build(&c).expect("build").switch;
+        let mut reference = Vec::new();
+        let res = run_seen(&mut *plain, &c, &[], &mut reference);
+        assert!(res.iter().all(|r| r.as_deref() == Some(&want[..])));
+        assert_eq!(untabled.len(), reference.len());
+        assert!(untabled == reference, "the untabled frames differ");
+
+        // a group MAC as the switch's own: refused
+        t.switch = Some(([0x01, 0, 0x5e, 0, 0, 1], [10, 0, 0, 1]));
+        assert_eq!(
+            TableSwitch::new(3, &t).err().map(|e| e.to_string()),
+            Some("switch_mac_and_ip's MAC 01:00:5e:00:00:01 is a group address: the source of the switch's results must be unicast".into())
+        );
     }
 
     #[test]
