@@ -46,6 +46,27 @@ pub fn class_line<S: AsRef<str>>(class: inabench_core::Fidelity, fabrics: &[S]) 
     format!("{class}: {} ({by})", names.join(", "))
 }
 
+/// The manifest's line of a point that spanned `ranks` agents: its class and label, then each
+/// rank's own line of where it ran (`rank_lines`: `rank 0 on HOST: device ...`, in the order
+/// they arrived), in rank order so that every repetition of the point gives the same line. One
+/// line a point, so a run of several spanning points keeps every point's hosts and devices.
+fn spanning_line(job: &Job, ranks: usize, mut rank_lines: Vec<String>) -> String {
+    let rank_of = |l: &String| {
+        l.strip_prefix("rank ")
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse::<usize>().ok())
+            .unwrap_or(usize::MAX)
+    };
+    rank_lines.sort_by_key(rank_of);
+    format!(
+        "[{}] {}: {} spans {ranks} agents; {}",
+        job.fidelity,
+        job.point.label(),
+        job.experiment,
+        rank_lines.join("; ")
+    )
+}
+
 /// Run `job` in this process through the workload it names. The agents' side runs jobs through
 /// this same function, so a point is measured the same way wherever it runs.
 pub fn run_here(
@@ -233,7 +254,8 @@ impl Agents {
     }
 
     /// One repetition of a point that spans `ranks` agents ([`span`]): ranks 0..`ranks` on
-    /// the first `ranks` agents; the manifest's launcher line names each rank's host and device.
+    /// the first `ranks` agents; the point's manifest line names each rank's host and device
+    /// ([`spanning_line`]).
     fn run_spanning(
         &mut self,
         job: &Job,
@@ -261,14 +283,13 @@ impl Agents {
         if self.agents.len() < ranks {
             return Err(too_few(self.agents.len()));
         }
-        let mut ranks_line = String::new();
+        let mut rank_lines: Vec<String> = Vec::new();
         let mut on_event = |e: Event| {
             if let Event::Log { message, .. } = &e
                 && message.starts_with("rank ")
                 && message.contains(" on ")
             {
-                ranks_line.push_str("; ");
-                ranks_line.push_str(message);
+                rank_lines.push(message.clone());
             }
             sink(e)
         };
@@ -280,16 +301,13 @@ impl Agents {
             span::ROUND_DEADLINE,
             &mut on_event,
         );
-        if !ranks_line.is_empty() {
-            self.driver_line = Some(format!(
-                "{}; {} {} spans {ranks} agents{ranks_line}",
-                crate::launcher::describe(
-                    self.placement.launcher_name().unwrap_or("local"),
-                    &self.agents
-                ),
-                job.experiment,
-                job.point.system,
-            ));
+        if !rank_lines.is_empty() {
+            // a point's own line (the runner keeps each distinct line once): every spanning
+            // point keeps its ranks' hosts and devices, beside the launcher's line
+            sink(Event::Driver {
+                point: job.index,
+                line: spanning_line(job, ranks, rank_lines),
+            });
         }
         match r {
             Ok(r) => r,
@@ -371,6 +389,25 @@ impl Executor for Scripted {
 mod tests {
     use super::class_line;
     use inabench_core::Fidelity;
+
+    /// A spanning point's line names its class and point, then its ranks in rank order
+    /// whatever order their lines arrived in (each repetition's line is the same line).
+    #[test]
+    fn a_spanning_points_line_names_the_point_and_its_ranks_in_rank_order() {
+        let job: crate::launcher::Job = serde_json::from_value(serde_json::json!({
+            "workload": "netreduce.table1",
+            "point": {"id": "p", "system": "roce", "params": {"total_mb": 2}, "repetitions": 1, "warmup": 0},
+            "index": 0, "fidelity": "emulated", "repetition": 0, "warmup": false, "seed": 1,
+            "run_id": "r", "experiment": "netreduce-table1", "units": {}
+        }))
+        .expect("a job");
+        let line = |order: &[&str]| {
+            super::spanning_line(&job, 2, order.iter().map(|s| s.to_string()).collect())
+        };
+        let want = "[emulated] roce total_mb=2: netreduce-table1 spans 2 agents; rank 0 on a: rxe0; rank 1 on b: rxe0";
+        assert_eq!(line(&["rank 1 on b: rxe0", "rank 0 on a: rxe0"]), want);
+        assert_eq!(line(&["rank 0 on a: rxe0", "rank 1 on b: rxe0"]), want);
+    }
 
     /// A hardware row is not "software": each class's line says what carries it.
     #[test]

@@ -44,11 +44,11 @@ fn the_roce_row_spans_two_local_agents_that_exchange_their_qps_and_check_every_b
             "--fidelity",
             "emulated",
             "--repetitions",
-            "2",
+            "1",
             "--warmup",
             "0",
             "--set",
-            "total_mb=2",
+            "total_mb=1,2",
         ],
         &[("INABENCH_SPAN_TRANSPORT", "soft-udp")],
     );
@@ -56,7 +56,8 @@ fn the_roce_row_spans_two_local_agents_that_exchange_their_qps_and_check_every_b
     let run = support::only_run_dir(&results);
     let rows = support::rows_of(&run);
     let roce: Vec<&serde_json::Value> = rows.iter().filter(|r| r["system"] == "roce").collect();
-    // rank 0 records the rows, rank 1 none: one row of each metric a repetition
+    // rank 0 records the rows, rank 1 none: one row of each metric a repetition (one of each
+    // of the two points)
     for metric in ["throughput", "cpu", "rtt"] {
         let v: Vec<f64> = roce
             .iter()
@@ -85,14 +86,35 @@ fn the_roce_row_spans_two_local_agents_that_exchange_their_qps_and_check_every_b
         );
     }
     let m = support::manifest_of(&run);
-    let drivers = m["drivers"].to_string();
+    let drivers: Vec<&str> = m["drivers"]
+        .as_array()
+        .expect("drivers")
+        .iter()
+        .filter_map(|l| l.as_str())
+        .collect();
+    // the launcher's line, and each spanning point's own line of its ranks' hosts and devices:
+    // the second point's does not replace the first's
     assert!(
-        drivers.contains("netreduce-table1 roce spans 2 agents")
-            && drivers.contains("rank 0 on ")
-            && drivers.contains("rank 1 on ")
-            && drivers.contains("software RC stack over UDP"),
-        "{drivers}"
+        drivers.iter().any(|l| l.starts_with("launcher local: ")),
+        "{drivers:?}"
     );
+    let spanning: Vec<&&str> = drivers
+        .iter()
+        .filter(|l| l.contains("netreduce-table1 spans 2 agents"))
+        .collect();
+    assert_eq!(spanning.len(), 2, "{drivers:?}");
+    for total in ["total_mb=1", "total_mb=2"] {
+        let line = spanning
+            .iter()
+            .find(|l| l.starts_with("[emulated] roce ") && l.contains(total))
+            .unwrap_or_else(|| panic!("no line of the {total} point in {drivers:?}"));
+        assert!(
+            line.contains("; rank 0 on ")
+                && line.contains("; rank 1 on ")
+                && line.contains("software RC stack over UDP"),
+            "{line}"
+        );
+    }
     assert!(!m["systems_not_built"].to_string().contains("roce"), "{m}");
 }
 
