@@ -2,59 +2,23 @@
 //! result, a failure and an interrupted job do to the run, its rows and its manifest, without
 //! any workload running.
 
+mod support;
+
 use inabench::executor::Scripted;
 use inabench::launcher::JobFailure;
 use inabench::registry::Registry;
-use inabench::runner::{self, Placement, RunRequest};
-use inabench_core::catalog::Entry;
+use inabench::runner;
 use inabench_core::event::Event;
-use inabench_core::spec::{Fidelity, Spec};
-use inabench_core::store::{self, Row, RunStatus};
-use std::path::PathBuf;
+use inabench_core::store::{self, RunStatus};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
-
-fn entry() -> Entry {
-    let text = "id: netreduce-probe\npaper_id: netreduce\ntitle: probe\ncitation: none\nartifact: none\nstatus: implemented\nworkload: harness.probe\ndescription: test fixture\nsystems: [probe]\nfidelity: [functional]\nprofiles:\n  quick:\n    estimated_seconds: 1\n    grid:\n      - work: [1, 2, 3]\n  full:\n    estimated_seconds: 1\n    grid:\n      - work: [1]\nmetrics:\n  - {name: checksum, unit: \"1\", better: none}\n  - {name: pid, unit: \"1\", better: none}\npaper:\n  source: none\n  values: []\n".to_string();
-    let file = PathBuf::from("experiments/netreduce/probe.yaml");
-    let spec = Spec::from_yaml(&file, &text).expect("fixture spec");
-    Entry { spec, file, text }
-}
-
-fn row(point_id: &str, value: f64) -> Event {
-    Event::Row(Row {
-        point_id: point_id.into(),
-        system: "probe".into(),
-        fidelity: Fidelity::Functional,
-        fabric: "model".into(),
-        params: Default::default(),
-        repetition: 0,
-        metric: "checksum".into(),
-        value,
-        unit: "1".into(),
-        timestamp: 0.0,
-    })
-}
+use support::{in_process_request, probe_entry, probe_row as row};
 
 #[test]
 fn wrong_result_is_kept_as_data_and_a_failure_fails_only_its_point() {
     let dir = tempfile::tempdir().expect("tempdir");
     let reg = Registry::builtin();
-    let req = RunRequest {
-        entry: entry(),
-        profile: "quick".into(),
-        fidelities: Vec::new(),
-        seed: 1,
-        resume: None,
-        results: dir.path().to_path_buf(),
-        placement: Placement::InProcess,
-        command: vec![],
-        testbed_name: "local".into(),
-        testbed_text: inabench::testbed::local_text(),
-        capture_dir: None,
-        overrides: vec![],
-        host_profile: None,
-    };
+    let req = in_process_request(probe_entry(&[1, 2, 3]), dir.path(), None);
     let prepared = runner::prepare(&req, &reg).expect("prepare");
     let ids: Vec<String> = prepared.plan.points.iter().map(|p| p.id.clone()).collect();
     assert_eq!(ids.len(), 3);

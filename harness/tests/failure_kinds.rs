@@ -4,60 +4,31 @@
 //! written before the kind was kept loads, reads its failures as "the point failed" and resumes
 //! the same points as before.
 
+mod support;
+
 use inabench::executor::Scripted;
 use inabench::launcher::JobFailure;
 use inabench::registry::Registry;
-use inabench::runner::{self, Placement, RunRequest};
+use inabench::runner::{self, RunRequest};
 use inabench_core::catalog::Entry;
 use inabench_core::claims::{Missing, PointState};
-use inabench_core::event::{Event, FailureKind};
+use inabench_core::event::FailureKind;
 use inabench_core::plan::run_key;
-use inabench_core::spec::{Fidelity, Spec};
-use inabench_core::store::{self, Row};
+use inabench_core::spec::Fidelity;
+use inabench_core::store;
 use inabench_report::analysis::PlanStates;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
+use support::{in_process_request, probe_entry, probe_row as row};
 
 fn entry() -> Entry {
-    let text = "id: netreduce-probe\npaper_id: netreduce\ntitle: probe\ncitation: none\nartifact: none\nstatus: implemented\nworkload: harness.probe\ndescription: test fixture\nsystems: [probe]\nfidelity: [functional]\nprofiles:\n  quick:\n    estimated_seconds: 1\n    grid:\n      - work: [1, 2, 3, 4, 5]\n  full:\n    estimated_seconds: 1\n    grid:\n      - work: [1]\nmetrics:\n  - {name: checksum, unit: \"1\", better: none}\n  - {name: pid, unit: \"1\", better: none}\npaper:\n  source: none\n  values: []\n".to_string();
-    let file = PathBuf::from("experiments/netreduce/probe.yaml");
-    let spec = Spec::from_yaml(&file, &text).expect("fixture spec");
-    Entry { spec, file, text }
+    probe_entry(&[1, 2, 3, 4, 5])
 }
 
 fn request(results: &Path, resume: Option<PathBuf>) -> RunRequest {
-    RunRequest {
-        entry: entry(),
-        profile: "quick".into(),
-        fidelities: Vec::new(),
-        seed: 1,
-        resume,
-        results: results.to_path_buf(),
-        placement: Placement::InProcess,
-        command: vec![],
-        testbed_name: "local".into(),
-        testbed_text: inabench::testbed::local_text(),
-        capture_dir: None,
-        overrides: vec![],
-        host_profile: None,
-    }
-}
-
-fn row(point_id: &str, value: f64) -> Event {
-    Event::Row(Row {
-        point_id: point_id.into(),
-        system: "probe".into(),
-        fidelity: Fidelity::Functional,
-        fabric: "model".into(),
-        params: Default::default(),
-        repetition: 0,
-        metric: "checksum".into(),
-        value,
-        unit: "1".into(),
-        timestamp: 0.0,
-    })
+    in_process_request(entry(), results, resume)
 }
 
 /// The plan's states of the run's one class, in plan order.

@@ -341,6 +341,36 @@ fn the_control_channel_refuses_clients_without_the_token() {
     }
 }
 
+/// Whether the ssh tests can run here: root, sshd and the ssh client.
+fn have_sshd() -> bool {
+    have(is_root(), "root (for sshd)")
+        && have(found("/usr/sbin/sshd"), "sshd (openssh-server)")
+        && have(found("ssh") && found("ssh-keygen"), "ssh (openssh-client)")
+}
+
+/// `inabench reproduce netreduce-probe` in `home` through the ssh launcher on the hosts of
+/// `hostfile`, reached with the ssh config `cfg`, into `results`.
+fn ssh_probe(home: &Path, hostfile: &Path, cfg: &Path, results: &Path) -> Command {
+    let mut c = bin();
+    c.env("INABENCH_HOME", home)
+        .args([
+            "reproduce",
+            "netreduce-probe",
+            "--headless",
+            "--format",
+            "md",
+            "--launcher",
+            "ssh",
+        ])
+        .arg("--hostfile")
+        .arg(hostfile)
+        .arg("--ssh-config")
+        .arg(cfg)
+        .arg("--results")
+        .arg(results);
+    c
+}
+
 /// An sshd on 127.0.0.1:port with a generated host key, accepting a generated client key;
 /// returns the daemon and an ssh config naming it `inatest` (and `inadown`, a closed port, and
 /// `inaold`, a second port of the daemon whose every session runs `old-agent` in `dir` in place
@@ -423,10 +453,7 @@ fn sshd(dir: &Path) -> (Daemon, PathBuf) {
 
 #[test]
 fn ssh_launcher_matches_in_process() {
-    if !have(is_root(), "root (for sshd)")
-        || !have(found("/usr/sbin/sshd"), "sshd (openssh-server)")
-        || !have(found("ssh") && found("ssh-keygen"), "ssh (openssh-client)")
-    {
+    if !have_sshd() {
         return;
     }
     let t0 = Instant::now();
@@ -532,25 +559,14 @@ fn ssh_launcher_matches_in_process() {
 
     // a host that cannot be reached: one sentence naming it
     std::fs::write(&hostfile, "inatest\ninadown\n").expect("hostfile");
-    let o = bin()
-        .env("INABENCH_HOME", home.path())
-        .args([
-            "reproduce",
-            "netreduce-probe",
-            "--headless",
-            "--format",
-            "md",
-            "--launcher",
-            "ssh",
-            "--hostfile",
-            &hf,
-            "--ssh-config",
-            &c,
-            "--results",
-        ])
-        .arg(home.path().join("results-down"))
-        .output()
-        .expect("run");
+    let o = ssh_probe(
+        home.path(),
+        &hostfile,
+        &cfg,
+        &home.path().join("results-down"),
+    )
+    .output()
+    .expect("run");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
     assert!(
@@ -570,10 +586,7 @@ fn ssh_launcher_matches_in_process() {
 /// the run's token, its index and its host, as such an agent does, and keeps what it receives.
 #[test]
 fn an_agent_of_another_build_is_refused_over_ssh() {
-    if !have(is_root(), "root (for sshd)")
-        || !have(found("/usr/sbin/sshd"), "sshd (openssh-server)")
-        || !have(found("ssh") && found("ssh-keygen"), "ssh (openssh-client)")
-    {
+    if !have_sshd() {
         return;
     }
     let home = probe_home(0, 1, false);
@@ -592,8 +605,7 @@ done
 read -r token
 exec 4>{got}
 exec 3<>"/dev/tcp/${{addr%:*}}/${{addr##*:}}"
-printf '{{"type":"hello","token":"%s","index":%s,"pid":%s,"host":"%s"}}
-' "$token" "$index" $$ "$(hostname)" >&3
+printf '{{"type":"hello","token":"%s","index":%s,"pid":%s,"host":"%s"}}\n' "$token" "$index" $$ "$(hostname)" >&3
 cat <&3 >&4
 "#,
             got = got.display()
@@ -604,23 +616,7 @@ cat <&3 >&4
         .expect("chmod");
     let hostfile = home.path().join("hosts");
     std::fs::write(&hostfile, "inaold\n").expect("hostfile");
-    let o = bin()
-        .env("INABENCH_HOME", home.path())
-        .args([
-            "reproduce",
-            "netreduce-probe",
-            "--headless",
-            "--format",
-            "md",
-            "--launcher",
-            "ssh",
-            "--ssh-config",
-        ])
-        .arg(&cfg)
-        .arg("--hostfile")
-        .arg(&hostfile)
-        .arg("--results")
-        .arg(home.path().join("results"))
+    let o = ssh_probe(home.path(), &hostfile, &cfg, &home.path().join("results"))
         .output()
         .expect("run");
     let err = String::from_utf8_lossy(&o.stderr);
@@ -922,10 +918,7 @@ fn agents_on(port: u16) -> Vec<u32> {
 
 #[test]
 fn an_interrupted_ssh_run_leaves_no_agent_behind() {
-    if !have(is_root(), "root (for sshd)")
-        || !have(found("/usr/sbin/sshd"), "sshd (openssh-server)")
-        || !have(found("ssh") && found("ssh-keygen"), "ssh (openssh-client)")
-    {
+    if !have_sshd() {
         return;
     }
     let home = probe_home(400, 4, false);
@@ -933,27 +926,8 @@ fn an_interrupted_ssh_run_leaves_no_agent_behind() {
     let hostfile = home.path().join("hosts");
     std::fs::write(&hostfile, "inatest slots=2\n").expect("hostfile");
     let port = free_port();
-    let mut runner = bin()
-        .env("INABENCH_HOME", home.path())
-        .args([
-            "reproduce",
-            "netreduce-probe",
-            "--headless",
-            "--format",
-            "md",
-        ])
-        .args([
-            "--launcher",
-            "ssh",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .arg("--hostfile")
-        .arg(&hostfile)
-        .arg("--ssh-config")
-        .arg(&cfg)
-        .arg("--results")
-        .arg(home.path().join("results"))
+    let mut runner = ssh_probe(home.path(), &hostfile, &cfg, &home.path().join("results"))
+        .args(["--listen", &format!("127.0.0.1:{port}")])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -1,40 +1,20 @@
 //! A run that stops on an error before its first point finishes (issue #40): its folder is
 //! marked as it ends, never left `running`, and `--resume` finishes it.
 
+mod support;
+
 use inabench::launcher::{Job, JobFailure};
 use inabench::registry::Registry;
-use inabench::runner::{self, Placement, RunRequest};
-use inabench_core::catalog::Entry;
+use inabench::runner::{self, RunRequest};
 use inabench_core::event::{Event, PointFailure};
-use inabench_core::spec::Spec;
 use inabench_core::store::{self, RunStatus};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
-
-fn entry() -> Entry {
-    let text = "id: netreduce-probe\npaper_id: netreduce\ntitle: probe\ncitation: none\nartifact: none\nstatus: implemented\nworkload: harness.probe\ndescription: test fixture\nsystems: [probe]\nfidelity: [functional]\nprofiles:\n  quick:\n    estimated_seconds: 1\n    grid:\n      - work: [1, 2]\n  full:\n    estimated_seconds: 1\n    grid:\n      - work: [1]\nmetrics:\n  - {name: checksum, unit: \"1\", better: none}\n  - {name: pid, unit: \"1\", better: none}\npaper:\n  source: none\n  values: []\n".to_string();
-    let file = PathBuf::from("experiments/netreduce/probe.yaml");
-    let spec = Spec::from_yaml(&file, &text).expect("fixture spec");
-    Entry { spec, file, text }
-}
+use support::{in_process_request, probe_entry};
 
 fn request(results: &Path, resume: Option<PathBuf>) -> RunRequest {
-    RunRequest {
-        entry: entry(),
-        profile: "quick".into(),
-        fidelities: Vec::new(),
-        seed: 1,
-        resume,
-        results: results.to_path_buf(),
-        placement: Placement::InProcess,
-        command: vec![],
-        testbed_name: "local".into(),
-        testbed_text: inabench::testbed::local_text(),
-        capture_dir: None,
-        overrides: vec![],
-        host_profile: None,
-    }
+    in_process_request(probe_entry(&[1, 2]), results, resume)
 }
 
 /// Panics in its first job (a workload bug); runs the others through the probe's workload.

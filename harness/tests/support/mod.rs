@@ -1,4 +1,5 @@
-//! Fixtures shared by the harness's CLI tests: a probe experiment home and readers of a run folder.
+//! Fixtures shared by the harness's tests: a probe experiment home and readers of a run folder;
+//! the probe as a catalogue entry, a run request in this process and a probe row.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -75,4 +76,59 @@ pub fn only_run_dir(results: &Path) -> PathBuf {
         .collect();
     assert_eq!(runs.len(), 1, "{runs:?}");
     runs[0].clone()
+}
+
+/// The probe experiment (`harness.probe`, system `probe`, functional) as a catalogue entry
+/// whose quick profile's grid is `work` over `works`: the fixture of the tests that drive the
+/// runner's point loop in this process.
+pub fn probe_entry(works: &[u32]) -> inabench_core::catalog::Entry {
+    let works: Vec<String> = works.iter().map(u32::to_string).collect();
+    let text = format!(
+        "id: netreduce-probe\npaper_id: netreduce\ntitle: probe\ncitation: none\nartifact: none\nstatus: implemented\nworkload: harness.probe\ndescription: test fixture\nsystems: [probe]\nfidelity: [functional]\nprofiles:\n  quick:\n    estimated_seconds: 1\n    grid:\n      - work: [{}]\n  full:\n    estimated_seconds: 1\n    grid:\n      - work: [1]\nmetrics:\n  - {{name: checksum, unit: \"1\", better: none}}\n  - {{name: pid, unit: \"1\", better: none}}\npaper:\n  source: none\n  values: []\n",
+        works.join(", ")
+    );
+    let file = PathBuf::from("experiments/netreduce/probe.yaml");
+    let spec = inabench_core::spec::Spec::from_yaml(&file, &text).expect("fixture spec");
+    inabench_core::catalog::Entry { spec, file, text }
+}
+
+/// A run of `entry`'s quick profile in this process on the embedded local testbed, seed 1,
+/// into `results` (resuming `resume` when given); set a field after to change it.
+pub fn in_process_request(
+    entry: inabench_core::catalog::Entry,
+    results: &Path,
+    resume: Option<PathBuf>,
+) -> inabench::runner::RunRequest {
+    inabench::runner::RunRequest {
+        entry,
+        profile: "quick".into(),
+        fidelities: Vec::new(),
+        seed: 1,
+        resume,
+        results: results.to_path_buf(),
+        placement: inabench::runner::Placement::InProcess,
+        command: vec![],
+        testbed_name: "local".into(),
+        testbed_text: inabench::testbed::local_text(),
+        capture_dir: None,
+        overrides: vec![],
+        host_profile: None,
+    }
+}
+
+/// A functional `checksum` row of the probe at `point_id` (repetition 0), as a scripted
+/// executor streams it.
+pub fn probe_row(point_id: &str, value: f64) -> inabench_core::event::Event {
+    inabench_core::event::Event::Row(inabench_core::store::Row {
+        point_id: point_id.into(),
+        system: "probe".into(),
+        fidelity: inabench_core::spec::Fidelity::Functional,
+        fabric: "model".into(),
+        params: Default::default(),
+        repetition: 0,
+        metric: "checksum".into(),
+        value,
+        unit: "1".into(),
+        timestamp: 0.0,
+    })
 }
