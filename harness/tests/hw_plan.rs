@@ -8,16 +8,19 @@
 //! by the device it opened: Soft-RoCE under a hardware plan) fails as a setup failure that says
 //! so, its rows not stored under either class.
 
+mod support;
+
 use inabench::launcher::{Job, JobFailure};
 use inabench::registry::Registry;
-use inabench::runner::{self, Placement, RunRequest};
+use inabench::runner;
 use inabench_core::event::{Event, FailureKind};
-use inabench_core::spec::{Fidelity, Spec};
+use inabench_core::spec::Fidelity;
 use inabench_core::store;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
+use support::{in_process_request, probe_entry};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -139,25 +142,8 @@ impl inabench::executor::Executor for Relabels<'_> {
 
 #[test]
 fn a_point_whose_rows_come_out_in_another_class_fails_as_setup_and_says_so() {
-    let text = "id: netreduce-probe\npaper_id: netreduce\ntitle: probe\ncitation: none\nartifact: none\nstatus: implemented\nworkload: harness.probe\ndescription: test fixture\nsystems: [probe]\nfidelity: [functional]\nprofiles:\n  quick:\n    estimated_seconds: 1\n    grid:\n      - work: [1, 2]\n  full:\n    estimated_seconds: 1\n    grid:\n      - work: [1]\nmetrics:\n  - {name: checksum, unit: \"1\", better: none}\n  - {name: pid, unit: \"1\", better: none}\npaper:\n  source: none\n  values: []\n".to_string();
-    let file = PathBuf::from("experiments/netreduce/probe.yaml");
-    let spec = Spec::from_yaml(&file, &text).expect("fixture spec");
     let dir = tempfile::tempdir().expect("tmp");
-    let req = RunRequest {
-        entry: inabench_core::catalog::Entry { spec, file, text },
-        profile: "quick".into(),
-        fidelities: Vec::new(),
-        seed: 1,
-        resume: None,
-        results: dir.path().to_path_buf(),
-        placement: Placement::InProcess,
-        command: vec![],
-        testbed_name: "local".into(),
-        testbed_text: inabench::testbed::local_text(),
-        capture_dir: None,
-        overrides: vec![],
-        host_profile: None,
-    };
+    let req = in_process_request(probe_entry(&[1, 2]), dir.path(), None);
     let reg = Registry::builtin();
     let prepared = runner::prepare(&req, &reg).expect("prepare");
     let first = prepared.plan.points[0].clone();

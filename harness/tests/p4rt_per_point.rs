@@ -5,10 +5,12 @@
 //! runner's real point loop (`runner::execute_with`) with the soft P4Runtime switch on loopback
 //! and an executor that reads the switch's job as each point starts. In process; about a second.
 
+mod support;
+
 use inabench::executor::Executor;
 use inabench::launcher::{Job, JobFailure};
 use inabench::registry::Registry;
-use inabench::runner::{self, Placement, RunRequest};
+use inabench::runner::{self, RunRequest};
 use inabench_core::catalog::Entry;
 use inabench_core::event::Event;
 use inabench_core::spec::{Fidelity, Spec};
@@ -19,6 +21,7 @@ use inabench_p4rt::server::{SoftSwitch, spawn_local};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
+use support::in_process_request;
 
 /// A workload that runs nothing (the executor below stands in for it).
 struct Nothing;
@@ -96,19 +99,9 @@ fn run(grid: &str) -> Shown {
     let dir = tempfile::tempdir().expect("tempdir");
     let reg = Registry::new(vec![Box::new(Nothing)]);
     let req = RunRequest {
-        entry: entry(grid),
-        profile: "quick".into(),
-        fidelities: Vec::new(),
-        seed: 1,
-        resume: None,
-        results: dir.path().to_path_buf(),
-        placement: Placement::InProcess,
-        command: vec![],
         testbed_name: "lab.yaml".into(),
         testbed_text: testbed,
-        capture_dir: None,
-        overrides: vec![],
-        host_profile: None,
+        ..in_process_request(entry(grid), dir.path(), None)
     };
     let prepared = runner::prepare(&req, &reg).expect("prepare");
     let ids = prepared.plan.points.iter().map(|p| p.id.clone()).collect();
