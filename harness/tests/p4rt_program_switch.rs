@@ -34,6 +34,14 @@ fn switch() -> (tokio::runtime::Runtime, SoftSwitch, String) {
     (rt, sw, addr)
 }
 
+fn which(tool: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(tool))
+            .find(|f| f.is_file())
+    })
+}
+
 /// The suite's SwitchML workers of `cfg` through the data plane by hand, worker `w` on port `w`
 /// (the plan's ports): each worker's result, and every frame the data plane sent.
 #[allow(clippy::type_complexity)]
@@ -301,7 +309,7 @@ fn a_testbeds_worker_addresses_make_the_job_for_the_largest_point() {
     let mut dp = DataPlane::of(&sw, 100).expect("the entries make a job");
     assert_eq!((dp.source(), dp.note()), (Some(mine), None));
     let mut ws = SwitchMl.build_at(&cfg, Some(&plan)).expect("build").workers;
-    let mut results = 0;
+    let mut results = Vec::new();
     for now in 0..100_000u64 {
         let mut moved = false;
         for (w, wk) in ws.iter_mut().enumerate() {
@@ -321,8 +329,8 @@ fn a_testbeds_worker_addresses_make_the_job_for_the_largest_point() {
                 inabench_wire::ipv4::Repr::parse(&t.bytes[14..]).is_ok(),
                 "a valid IPv4 header"
             );
-            results += 1;
             ws[w].handle_packet(now, 4, &t.bytes);
+            results.push(t.bytes);
         }
         if !moved {
             break;
@@ -336,7 +344,55 @@ fn a_testbeds_worker_addresses_make_the_job_for_the_largest_point() {
         );
     }
     // two rounds of the 128-slot pool (the second one value) to each of 4 workers
-    assert_eq!(results, 4 * 129);
+    assert_eq!(results.len(), 4 * 129);
+    // and as Wireshark reads them: from the switch's MAC and address, to the workers', the
+    // IPv4 header checksum good, SwitchML's UDP port
+    match which("tshark") {
+        None => eprintln!("tshark not installed: the results were checked by the wire module only"),
+        Some(tshark) => {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let pcap = dir.path().join("results.pcap");
+            let mut w = inabench_wire::pcap::PcapWriter::new(std::io::BufWriter::new(
+                std::fs::File::create(&pcap).expect("create"),
+            ))
+            .expect("pcap");
+            for (i, f) in results.iter().enumerate() {
+                w.write_packet(i as u64 * 1_000, f).expect("write");
+            }
+            w.flush().expect("flush");
+            let o = std::process::Command::new(tshark)
+                .args(["-o", "ip.check_checksum:TRUE", "-r"])
+                .arg(&pcap)
+                .args(["-T", "fields", "-E", "separator=,"])
+                .args(["-e", "eth.src", "-e", "ip.src", "-e", "ip.dst"])
+                .args(["-e", "ip.checksum.status", "-e", "udp.dstport"])
+                .output()
+                .expect("tshark runs");
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            let rows: Vec<String> = String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(str::to_string)
+                .collect();
+            assert_eq!(rows.len(), results.len());
+            let to: Vec<String> = workers
+                .iter()
+                .map(|w| std::net::Ipv4Addr::from(w.ip).to_string())
+                .collect();
+            for r in &rows {
+                let f: Vec<&str> = r.split(',').collect();
+                assert_eq!(
+                    (f[0], f[1], f[3], f[4]),
+                    ("52:54:00:ab:00:fe", "172.16.0.254", "1", "48864"),
+                    "{r}"
+                );
+                assert!(to.iter().any(|t| t == f[2]), "{r}");
+            }
+            eprintln!(
+                "tshark read {} results from the switch's address",
+                rows.len()
+            );
+        }
+    }
     // three stated workers for a point of four: refused
     let three = inabench::testbed::Testbed::from_yaml(Path::new("lab.yaml"), &yaml(&hosts[..4]))
         .expect("testbed");
