@@ -10,8 +10,6 @@ use inabench::registry::Registry;
 use inabench::runner;
 use inabench_core::event::Event;
 use inabench_core::store::{self, RunStatus};
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
 use support::{in_process_request, probe_entry, probe_row as row};
 
 #[test]
@@ -38,16 +36,7 @@ fn wrong_result_is_kept_as_data_and_a_failure_fails_only_its_point() {
         }),
     ));
     let (tx, rx) = std::sync::mpsc::channel();
-    let pids = Arc::new(Mutex::new(Vec::new()));
-    let out = runner::execute_with(
-        prepared,
-        &reg,
-        tx,
-        Arc::new(AtomicBool::new(false)),
-        pids,
-        &mut ex,
-    )
-    .expect("the run ends");
+    let out = support::execute(prepared, &reg, tx, &mut ex).expect("the run ends");
     assert_eq!(ex.jobs.len(), 3, "every point ran once");
     assert_eq!(ex.jobs[1].point.id, ids[1]);
     assert_eq!(out.manifest.points_wrong, 1);

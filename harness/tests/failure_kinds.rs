@@ -19,8 +19,6 @@ use inabench_core::store;
 use inabench_report::analysis::PlanStates;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
 use support::{in_process_request, probe_entry, probe_row as row};
 
 fn entry() -> Entry {
@@ -85,15 +83,7 @@ fn a_points_failure_kind_reaches_the_report_and_old_folders_read_as_before() {
         }),
     ));
     let (tx, _rx) = std::sync::mpsc::channel();
-    let out = runner::execute_with(
-        prepared,
-        &reg,
-        tx,
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(Mutex::new(Vec::new())),
-        &mut ex,
-    )
-    .expect("the run ends");
+    let out = support::execute(prepared, &reg, tx, &mut ex).expect("the run ends");
     assert_eq!(ex.jobs.len(), 5, "every point ran once");
     assert_eq!(
         (out.manifest.points_failed, out.manifest.points_invalid),

@@ -19,7 +19,6 @@ use inabench_core::store;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
 use support::{in_process_request, probe_entry};
 
 fn repo() -> PathBuf {
@@ -148,12 +147,10 @@ fn a_point_whose_rows_come_out_in_another_class_fails_as_setup_and_says_so() {
     let prepared = runner::prepare(&req, &reg).expect("prepare");
     let first = prepared.plan.points[0].clone();
     let (tx, _rx) = std::sync::mpsc::channel();
-    let out = runner::execute_with(
+    let out = support::execute(
         prepared,
         &reg,
         tx,
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(Mutex::new(Vec::new())),
         &mut Relabels {
             registry: &reg,
             relabel: &first.id,

@@ -19,8 +19,6 @@ use inabench_core::{PointCtx, Workload, WorkloadError};
 use inabench_p4rt::dataplane::RuleAction;
 use inabench_p4rt::server::{SoftSwitch, spawn_local};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
 use support::in_process_request;
 
 /// A workload that runs nothing (the executor below stands in for it).
@@ -110,15 +108,7 @@ fn run(grid: &str) -> Shown {
         seen: Vec::new(),
     };
     let (tx, rx) = std::sync::mpsc::channel();
-    let out = runner::execute_with(
-        prepared,
-        &reg,
-        tx,
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(Mutex::new(Vec::new())),
-        &mut ex,
-    )
-    .expect("the run ends");
+    let out = support::execute(prepared, &reg, tx, &mut ex).expect("the run ends");
     assert_eq!(out.manifest.status, RunStatus::Complete);
     let writes: Vec<String> = rx
         .try_iter()

@@ -10,7 +10,6 @@ use inabench_core::event::{Event, PointFailure};
 use inabench_core::store::{self, RunStatus};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
 use support::{in_process_request, probe_entry};
 
 fn request(results: &Path, resume: Option<PathBuf>) -> RunRequest {
@@ -46,15 +45,7 @@ fn a_point_that_panics_fails_alone_and_the_run_is_marked() {
         registry: &reg,
         jobs: 0,
     };
-    let out = runner::execute_with(
-        prepared,
-        &reg,
-        tx,
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(Mutex::new(Vec::new())),
-        &mut ex,
-    )
-    .expect("the run ends");
+    let out = support::execute(prepared, &reg, tx, &mut ex).expect("the run ends");
     assert_eq!(out.manifest.status, RunStatus::Incomplete);
     assert_eq!(
         (out.manifest.points_done, out.manifest.points_failed),
@@ -88,15 +79,7 @@ fn a_point_that_panics_fails_alone_and_the_run_is_marked() {
         registry: &reg,
         jobs: 1,
     };
-    let out = runner::execute_with(
-        resumed,
-        &reg,
-        tx,
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(Mutex::new(Vec::new())),
-        &mut ex,
-    )
-    .expect("the resume ends");
+    let out = support::execute(resumed, &reg, tx, &mut ex).expect("the resume ends");
     assert_eq!(out.manifest.status, RunStatus::Complete);
     // one point's repetitions ran again (the probe's quick profile repeats each point)
     let reps = (ex.jobs - 1) as u32;

@@ -132,3 +132,20 @@ pub fn probe_row(point_id: &str, value: f64) -> inabench_core::event::Event {
         timestamp: 0.0,
     })
 }
+
+/// The runner's point loop over `prepared` with `executor`, not cancelled, its events to `tx`.
+pub fn execute(
+    prepared: inabench::runner::Prepared,
+    reg: &inabench::registry::Registry,
+    tx: std::sync::mpsc::Sender<inabench_core::event::Event>,
+    executor: &mut dyn inabench::executor::Executor,
+) -> Result<inabench::runner::RunOutcome, inabench::runner::RunError> {
+    inabench::runner::execute_with(
+        prepared,
+        reg,
+        tx,
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        std::sync::Arc::new(std::sync::Mutex::new(Vec::new())),
+        executor,
+    )
+}
