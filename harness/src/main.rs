@@ -19,7 +19,7 @@ use std::sync::atomic::AtomicBool;
 #[derive(Parser)]
 #[command(
     name = "inabench",
-    version,
+    version = inabench::embedded::BUILD,
     about = "Rerun the experiments of in-network aggregation papers and check their claims"
 )]
 struct Cli {

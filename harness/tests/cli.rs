@@ -98,6 +98,28 @@ fn show_describes_a_spec() {
     }
 }
 
+/// `--version` names the build an agent's hello carries (the runner refuses another), so two
+/// hosts can be compared before a run: the crate version and the sources' fingerprint.
+#[test]
+fn version_names_the_build_agents_are_checked_against() {
+    let o = bin().arg("--version").output().expect("run");
+    assert!(o.status.success());
+    let out = stdout(&o);
+    assert_eq!(
+        out.trim(),
+        format!("inabench {}", inabench::embedded::BUILD)
+    );
+    let fp = out
+        .trim()
+        .strip_prefix(&format!("inabench {} (source ", env!("CARGO_PKG_VERSION")))
+        .and_then(|r| r.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        fp.len() == 16 && fp.bytes().all(|c| c.is_ascii_hexdigit()),
+        "{out}"
+    );
+}
+
 #[test]
 fn unknown_id_suggests_and_fails_in_one_sentence() {
     let o = bin()
