@@ -1486,11 +1486,18 @@ mod row_tests {
             )
         );
         // in process and with the local launcher the ranks run here: this host's probe decides
-        for here in [Placement::InProcess, Placement::Local] {
+        // (in one process the roce row runs in no class, 25d22b4: the note says so instead)
+        for (here, why) in [
+            (
+                Placement::InProcess,
+                "its workload runs no row in the hardware class",
+            ),
+            (Placement::Local, "hardware needs a RoCE NIC (verbs)"),
+        ] {
             assert_eq!(ranks_run(&here), crate::doctor::RanksRun::Here);
             let (plan, note) = plan_table1(&tb, &no_rdma_here(), &here);
             assert_eq!(plan.fidelities, [Fidelity::Emulated], "{here:?}");
-            assert_eq!(note, "hardware needs a RoCE NIC (verbs)");
+            assert_eq!(note, why, "{here:?}");
         }
         // and a runner whose probe finds an RDMA device plans hardware there, from the probe
         let mut rdma_here = no_rdma_here();
