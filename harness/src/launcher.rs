@@ -256,6 +256,9 @@ pub struct Proc {
     pub label: String,
     /// the last lines of its stderr (when piped)
     tail: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>,
+    /// How long [`Proc::finish`] waits after its SIGTERM before the SIGKILL (1 s; longer for a
+    /// child whose own exit path must run, [`Proc::with_term_grace`]).
+    term_grace: Duration,
 }
 
 impl Proc {
@@ -264,7 +267,16 @@ impl Proc {
             child: std::sync::Mutex::new(child),
             label: label.into(),
             tail: Default::default(),
+            term_grace: Duration::from_secs(1),
         }
+    }
+
+    /// Wait up to `grace` after the SIGTERM before the SIGKILL: for a child that must undo what
+    /// it set up on its way out (the rxe rig's script removes its guests, taps and bridge in its
+    /// trap; killed before that, a bridge holding the runner's address is left behind).
+    pub fn with_term_grace(mut self, grace: Duration) -> Proc {
+        self.term_grace = grace;
+        self
     }
 
     /// Keep the last lines of the child's piped stderr (a thread drains the pipe so it never
@@ -330,7 +342,7 @@ impl Proc {
         if let Ok(pid) = libc::pid_t::try_from(c.id()) {
             // SAFETY: kill has no memory preconditions; the pid is our own unreaped child.
             unsafe { libc::kill(pid, libc::SIGTERM) };
-            if wait_until(&mut c, Duration::from_secs(1)) {
+            if wait_until(&mut c, self.term_grace) {
                 return;
             }
         }

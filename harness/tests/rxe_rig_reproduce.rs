@@ -289,4 +289,16 @@ fn netreduce_table1_roce_row_runs_between_two_rig_guests_agents_over_rxe() {
     // every byte checked: a differing byte would have failed the point (a wrong result),
     // which the run's success and rank 0's rows rule out
     eprintln!("(the rig run took {:.0} s)", t0.elapsed().as_secs_f64());
+    // the run ended the rig and let its trap remove the bridge that held the runner's address
+    // (this is the only rig run with --host-ip here): one left behind takes the route to the
+    // guests' network from the next run's runner, whose agents then never connect
+    let addrs = Command::new("ip")
+        .args(["-o", "addr", "show"])
+        .output()
+        .expect("ip runs");
+    let addrs = String::from_utf8_lossy(&addrs.stdout);
+    assert!(
+        !addrs.contains("10.77.0.254/"),
+        "the rig's bridge outlived the run:\n{addrs}"
+    );
 }

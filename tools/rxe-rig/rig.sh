@@ -30,6 +30,8 @@
 #       RIG_CTL_DIR, the host folder of the guests' RIG_OUT folders (guest<i>/), where a guest can
 #       leave what the host side needs (SwitchML-RDMA's workers their QPs). --capture writes a pcap of the
 #       bridge (dumpcap or tcpdump) to FILE. Exit 0 when every guest ran COMMAND and it exited 0.
+#       A run first removes the taps and bridges of earlier runs that were killed before their
+#       trap ran (no rig.sh of their number alive), and says so.
 #   tools/rxe-rig/rig.sh clean
 #       Remove the cache.
 #
@@ -194,6 +196,27 @@ image() {
   echo "$dir"
 }
 
+# Links an earlier run left behind (rxbr<pid>, rxtap<pid>g<i>, rxctl<pid>g<i>: its pid mod
+# 100000) when it was killed before its trap ran: removed when no rig.sh of that number is alive,
+# each said once. A stale bridge holding the host's address (--host-ip) would take the route to the
+# guests' network, and the next run's agents could not reach their runner.
+sweep_stale() {
+  local l n p alive
+  for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' \
+    | grep -E '^rx(br|tap|ctl)[0-9]+' || true); do
+    n="$(echo "$l" | sed -E 's/^rx(br|tap|ctl)([0-9]+).*/\2/')"
+    alive=""
+    for p in $(pgrep -f 'rig\.sh' 2>/dev/null || true); do
+      [ "$((p % 100000))" = "$n" ] && [ "$p" != "$$" ] && alive=1
+    done
+    [ "$n" = "$(( $$ % 100000 ))" ] && alive=1
+    if [ -z "$alive" ]; then
+      ip link del "$l" 2>/dev/null && say "removed $l, left by an earlier rig run that was killed"
+    fi
+  done
+  return 0
+}
+
 run() {
   local guests=2 share="" timeout=600 capture="" relay="" host_ip=""
   while [ $# -gt 0 ]; do
@@ -222,7 +245,12 @@ run() {
   relay_pid=""
   cleanup() {
     local p t
-    for p in "${pids[@]}" ${capture_pid:+"$capture_pid"} ${relay_pid:+"$relay_pid"}; do
+    # the guests are disposable: SIGKILL, so that the taps and the bridge are gone well inside
+    # the second a launcher gives this script between its SIGTERM and its SIGKILL (a qemu under
+    # TCG can take longer than that to stop on SIGTERM, and a bridge left behind with the host's
+    # address breaks the next rig run's agents)
+    for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+    for p in ${capture_pid:+"$capture_pid"} ${relay_pid:+"$relay_pid"}; do
       kill "$p" 2>/dev/null || true
     done
     for p in "${pids[@]}" ${capture_pid:+"$capture_pid"} ${relay_pid:+"$relay_pid"}; do
@@ -234,6 +262,7 @@ run() {
   }
   trap cleanup EXIT
   trap 'exit 130' INT TERM
+  sweep_stale
   mkdir -p "$run_dir/ctl" "$run_dir/empty"
   printf '%s\n' "$*" >"$run_dir/ctl/cmd.sh"
   cp "$RIG_DIR/guest.sh" "$run_dir/ctl/guest.sh"

@@ -138,7 +138,8 @@ impl Launcher for RigLauncher {
                 }
             });
         }
-        let rig = Arc::new(Proc::new(child, "rig.sh"));
+        // rig.sh's trap removes the guests, taps and bridge: give it time to (15 s at most)
+        let rig = Arc::new(Proc::new(child, "rig.sh").with_term_grace(Duration::from_secs(15)));
         let last =
             |tail: &Arc<Mutex<Vec<String>>>| tail.lock().map(|t| t.join(" / ")).unwrap_or_default();
         let t0 = Instant::now();
