@@ -100,8 +100,10 @@ pub enum PointFailure {
     WrongResult(String),
     /// It fails for its parameter values (rerunning fails the same way).
     BadParameters(String),
-    /// Its setup failed before its workload ran: no agent could be started, or the binary
-    /// has no such workload (rerunning may succeed once the launcher or binary is fixed).
+    /// Its setup failed: no agent could be started, the binary has no such workload, the host
+    /// lacks what the point needs (a device or driver: `WorkloadError::Setup`), or its rows came
+    /// out in another class than planned (rerunning may succeed once the launcher, binary or
+    /// host is fixed).
     Setup(String),
     /// Anything else: the workload's own error, an agent lost mid-point, a panic, ...
     Failed(String),

@@ -197,7 +197,8 @@ pub enum JobFailure {
     /// The point's parameter values are wrong for its workload: it fails again when rerun.
     #[error("{message}")]
     BadParameters { message: String },
-    /// The point could not be set up to run: no agent started, or no such workload here.
+    /// The point could not be set up to run: no agent started, no such workload here, or the
+    /// host lacks what it needs (a device or driver: `WorkloadError::Setup`).
     #[error("{message}")]
     Setup { message: String },
 }
