@@ -437,19 +437,6 @@ impl Devices {
     }
 }
 
-/// What this testbed lacks for `system`'s `hardware` rows of `spec`, as the sentence a row left
-/// out shows (`needs an FPGA board (XRT), a GPU (CUDA)`); None: it has all of it. The devices
-/// probed on this host ([`Equipment::lacks`] with one rank).
-pub fn lacks_for_rows(spec: &Spec, system: &str, devices: &Devices) -> Option<String> {
-    Equipment::probed(devices.clone()).lacks(spec, system, 1)
-}
-
-/// The systems of `spec` whose `hardware` rows this testbed can run (it has every device their
-/// row needs), in the spec's order.
-pub fn equipped_systems<'a>(spec: &'a Spec, devices: &Devices) -> Vec<&'a str> {
-    Equipment::probed(devices.clone()).equipped(spec, &Rows::ANY)
-}
-
 /// The classes the planner may choose from for `spec` run by a workload implementing
 /// `implemented`: all of them, except `hardware` when the testbed lacks a device of every
 /// system's rows. Rows are chosen per system: where some systems' rows have their devices and
@@ -843,20 +830,6 @@ pub fn verdict_with(
         });
     }
     v
-}
-
-/// The verdicts for every experiment of the catalogue, with the devices probed on this host.
-pub fn verdicts(
-    catalog: &inabench_core::catalog::Catalog,
-    registry: &crate::registry::Registry,
-    devices: &Devices,
-) -> Vec<Verdict> {
-    verdicts_with(
-        catalog,
-        registry,
-        &Equipment::probed(devices.clone()),
-        false,
-    )
 }
 
 /// The verdicts for every experiment of the catalogue with a run's [`Equipment`].

@@ -311,7 +311,11 @@ pub fn prepare(req: &RunRequest, reg: &Registry) -> Result<Prepared, RunError> {
         .iter()
         .map(|f| crate::executor::class_line(*f, &fabrics(f)))
         .collect();
-    if plan.fidelities.iter().any(|f| fabrics(f).contains(&"udp")) {
+    if plan
+        .fidelities
+        .iter()
+        .any(|f| fabrics(f).iter().any(|x| x == "udp"))
+    {
         // what the udp fabric's batched socket layer uses on this host (probed once: a GSO send
         // to a GRO receiver on loopback); each point's switch shard count is in its rows
         // (counter `switch_shards`)

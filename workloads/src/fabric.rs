@@ -88,17 +88,15 @@ pub fn planned_label(point: &Point, default: Emulated, raw_ok: bool) -> &'static
 
 /// The fabrics a class of a run runs on, each once in the points' order
 /// ([`Workload::point_fabric`] of each point): the one decision behind the manifest's `fabric`,
-/// its `<class>: <fabric>` lines, and whether it probes the udp fabric's sockets.
-pub fn class_fabrics(
-    workload: &dyn Workload,
-    fidelity: Fidelity,
-    points: &[Point],
-) -> Vec<&'static str> {
-    let seen = once_each(points.iter().map(|p| workload.point_fabric(fidelity, p)));
-    if seen.is_empty() {
-        return vec![workload.fabric(fidelity)];
-    }
-    seen
+/// its `<class>: <fabric>` lines, and whether it probes the udp fabric's sockets, before any
+/// point ran ([`ran_fabrics`] with no point's rows in).
+pub fn class_fabrics(workload: &dyn Workload, fidelity: Fidelity, points: &[Point]) -> Vec<String> {
+    ran_fabrics(
+        workload,
+        fidelity,
+        points,
+        &std::collections::BTreeMap::new(),
+    )
 }
 
 /// `items` each once, in their first order.
