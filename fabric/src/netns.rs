@@ -110,6 +110,40 @@ fn disable_ipv6(ns: &str, ifc: &str) -> Result<(), NetnsError> {
     })
 }
 
+/// Wait until interface `dev` (in namespace `ns`, or this process's) is operationally up. `ip
+/// link set up` returns before the kernel's link watch has attached the device's queueing
+/// discipline; until then whatever is sent on it is dropped without an error, an ARP request with
+/// it (retried a second later), so a datagram sent at once can be lost on a loaded host.
+pub fn wait_up(ns: Option<&str>, dev: &str, within: std::time::Duration) -> Result<(), NetnsError> {
+    let deadline = std::time::Instant::now() + within;
+    let mut args = vec!["ip"];
+    if let Some(ns) = ns {
+        args.extend(["-n", ns]);
+    }
+    args.extend(["-o", "link", "show", "dev", dev]);
+    loop {
+        let out = Command::new("ip")
+            .args(&args[1..])
+            .output()
+            .map_err(|e| NetnsError::Spawn(args.join(" "), e))?;
+        let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if out.status.success() && line.contains(" state UP ") {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(NetnsError::Command {
+                cmd: args.join(" "),
+                stderr: format!(
+                    "{dev} is not up {} s after it was set up: {line}{}",
+                    within.as_secs(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+            });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 impl Netns {
     /// Create `hosts` namespaces on one bridge, each link limited to `rate_mbit` (if given).
     pub fn create(hosts: usize, rate_mbit: Option<f64>) -> Result<Netns, NetnsError> {
@@ -173,6 +207,12 @@ impl Netns {
                 ])?;
             }
         }
+        // every link end operational before anything is sent (see `wait_up`)
+        let within = std::time::Duration::from_secs(10);
+        for (i, h) in ns.hosts.iter().enumerate() {
+            wait_up(Some(&h.namespace), "eth0", within)?;
+            wait_up(None, &format!("inb{tag}v{i}"), within)?;
+        }
         Ok(ns)
     }
 
@@ -197,6 +237,9 @@ impl Netns {
         for (ns, ifc) in [(&na, &ia), (&nb, &ib)] {
             disable_ipv6(ns, ifc)?;
             run(&["ip", "-n", ns, "link", "set", ifc, "up"])?;
+        }
+        for (ns, ifc) in [(&na, &ia), (&nb, &ib)] {
+            wait_up(Some(ns), ifc, std::time::Duration::from_secs(10))?;
         }
         Ok(())
     }

@@ -1028,3 +1028,69 @@ fn the_empty_egress_program_replaces_the_rewrite_and_back() {
     }
     drop(stats);
 }
+
+/// A star is ready when `create` returns: every link end is up and knows its peer's address
+/// without ARP, so a datagram sent at once arrives (before, a member's first datagrams could go
+/// out before the kernel attached the link's queueing discipline, and the ARP retry came a second
+/// later: one member lost a whole short measurement on a loaded host).
+#[test]
+fn a_star_is_ready_when_created() {
+    if !ready() {
+        return;
+    }
+    let star = Star::create(3).unwrap();
+    let show = |ns: &str, args: &[&str]| {
+        let out = std::process::Command::new("ip")
+            .args(["-n", ns])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let hex = |a: [u8; 6]| {
+        a.iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    let service = in_netns(Some(&star.aggregator), || {
+        UdpSocket::bind(("0.0.0.0", 47123))
+    })
+    .unwrap()
+    .unwrap();
+    service
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    for (i, m) in star.members.iter().enumerate() {
+        let a = show(&star.aggregator, &["-o", "link", "show", "dev", &m.port]);
+        let e = show(&m.namespace, &["-o", "link", "show", "dev", "eth0"]);
+        assert!(
+            a.contains(" state UP ") && e.contains(" state UP "),
+            "{a}\n{e}"
+        );
+        let n = show(&star.aggregator, &["neigh", "show", "dev", &m.port]);
+        let want = hex(mac(Some(&m.namespace), "eth0").unwrap());
+        assert!(
+            n.contains(&format!("{} lladdr {want} PERMANENT", m.ip)),
+            "member {i}: {n}"
+        );
+        let n = show(&m.namespace, &["neigh", "show", "dev", "eth0"]);
+        let want = hex(mac(Some(&star.aggregator), &m.port).unwrap());
+        assert!(
+            n.contains(&format!("{} lladdr {want} PERMANENT", m.gateway)),
+            "member {i}: {n}"
+        );
+        let s = in_netns(Some(&m.namespace), || UdpSocket::bind(("0.0.0.0", 0)))
+            .unwrap()
+            .unwrap();
+        s.send_to(&[i as u8], SocketAddrV4::new(m.gateway, 47123))
+            .unwrap();
+        let mut b = [0u8; 4];
+        let (k, from) = service
+            .recv_from(&mut b)
+            .expect("the first datagram arrives");
+        assert_eq!((k, b[0]), (1, i as u8));
+        assert_eq!(from.ip(), std::net::IpAddr::V4(m.ip));
+    }
+}
