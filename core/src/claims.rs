@@ -610,8 +610,9 @@ pub enum Missing {
     /// The point ran and did not finish, and how, as its record says: for its parameter values
     /// ([`FailureKind::BadParameters`]), in its setup (no agent, no such workload:
     /// [`FailureKind::Setup`]), or otherwise ([`FailureKind::Failed`]: the workload's error, a
-    /// lost agent, ...; also every failure recorded before the kind was kept).
-    Failed(FailureKind),
+    /// lost agent, ...; also every failure recorded before the kind was kept), with what its
+    /// record says went wrong where it says so (`rank 0 on node0: no RDMA device ...`).
+    Failed(FailureKind, Option<String>),
     /// The point never ran: the run was stopped before it (a resume runs it).
     Interrupted,
 }
@@ -621,13 +622,31 @@ impl fmt::Display for Missing {
         f.write_str(match self {
             Missing::NotHere(why) => return write!(f, "not run on this testbed: {why}"),
             Missing::NotBuilt => "this version cannot run the system",
-            Missing::Failed(FailureKind::BadParameters) => {
-                "the point failed for its parameter values"
+            Missing::Failed(kind, why) => {
+                f.write_str(match kind {
+                    FailureKind::BadParameters => "the point failed for its parameter values",
+                    FailureKind::Setup => "the point's setup failed",
+                    _ => "the point failed",
+                })?;
+                return match why {
+                    Some(why) => write!(f, ": {}", shorten(why, FAILURE_WORDS)),
+                    None => Ok(()),
+                };
             }
-            Missing::Failed(FailureKind::Setup) => "the point's setup failed",
-            Missing::Failed(_) => "the point failed",
             Missing::Interrupted => "the point never ran (interrupted run)",
         })
+    }
+}
+
+/// How much of a failed point's error a verdict quotes (the run's `rows.jsonl` keeps it whole).
+const FAILURE_WORDS: usize = 240;
+
+/// `s` on one line, cut at `max` characters with an ellipsis.
+fn shorten(s: &str, max: usize) -> String {
+    let one = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &one[..i]),
+        None => one,
     }
 }
 
@@ -2009,6 +2028,20 @@ mod tests {
     }
 
     #[test]
+    fn a_long_failure_is_quoted_on_one_line_and_cut() {
+        let why = format!("first line\n{}", "é".repeat(400));
+        let s = Missing::Failed(FailureKind::Failed, Some(why)).to_string();
+        let quoted = s
+            .strip_prefix("the point failed: first line ")
+            .expect("one line");
+        assert!(quoted.ends_with('…'), "{s}");
+        assert_eq!(
+            quoted.chars().count(),
+            FAILURE_WORDS - "first line ".len() + 1
+        );
+    }
+
+    #[test]
     fn each_missing_kind_is_not_checkable_with_its_sentence() {
         let o = vec![obs("a", "wrong", &[("loss", 0.0)], 0.0)];
         for (kind, says) in [
@@ -2017,14 +2050,24 @@ mod tests {
                 Missing::NotHere("needs an FPGA board (XRT)".into()),
                 "not run on this testbed: needs an FPGA board (XRT)",
             ),
-            (Missing::Failed(FailureKind::Failed), "the point failed"),
             (
-                Missing::Failed(FailureKind::BadParameters),
+                Missing::Failed(FailureKind::Failed, None),
+                "the point failed",
+            ),
+            (
+                Missing::Failed(FailureKind::BadParameters, None),
                 "the point failed for its parameter values",
             ),
             (
-                Missing::Failed(FailureKind::Setup),
+                Missing::Failed(FailureKind::Setup, None),
                 "the point's setup failed",
+            ),
+            (
+                Missing::Failed(
+                    FailureKind::Setup,
+                    Some("rank 0 on node0: no RDMA device `mlx5_0`\n(devices here: none)".into()),
+                ),
+                "the point's setup failed: rank 0 on node0: no RDMA device `mlx5_0` (devices here: none)",
             ),
             (
                 Missing::Interrupted,

@@ -443,6 +443,8 @@ pub struct Stored {
     pub done: BTreeSet<String>,
     /// Points whose last record says they failed, with how (resume runs them again).
     pub failed: std::collections::BTreeMap<String, FailureKind>,
+    /// What a failed point's record says went wrong (its error), where it says so.
+    pub failed_why: std::collections::BTreeMap<String, String>,
     /// Points that finished with a wrong result, with the message (also in `done`).
     pub wrong: std::collections::BTreeMap<String, String>,
     /// Rows of points that never finished (dropped: resume measures them again).
@@ -488,12 +490,17 @@ pub fn read_rows(dir: &Path) -> Result<Stored, StoreError> {
             }) => {
                 if ok || wrong {
                     st.failed.remove(&point_id);
+                    st.failed_why.remove(&point_id);
                     if wrong {
                         st.wrong.insert(point_id.clone(), error.unwrap_or_default());
                     }
                     st.done.insert(point_id);
                 } else {
                     // records written before the kind was kept: a failure of any other kind
+                    match error.filter(|e| !e.trim().is_empty()) {
+                        Some(e) => st.failed_why.insert(point_id.clone(), e),
+                        None => st.failed_why.remove(&point_id),
+                    };
                     st.failed
                         .insert(point_id, failure.unwrap_or(FailureKind::Failed));
                 }

@@ -2,7 +2,7 @@
 //! `point_done` record keeps it, `store::read_rows` gives it back, and the plan's states tell a
 //! point that failed for its parameter values, or in its setup, from one that failed otherwise. A results folder
 //! written before the kind was kept loads, reads its failures as "the point failed" and resumes
-//! the same points as before.
+//! the same points as before. A failed point's error reaches the plan's sentence too.
 
 mod support;
 
@@ -104,26 +104,43 @@ fn a_points_failure_kind_reaches_the_report_and_old_folders_read_as_before() {
     assert_eq!(st.failed.get(&key(4)), Some(&FailureKind::Setup));
     assert_eq!(st.failed.len(), 3);
 
-    // the report's plan tells them apart, by type and in its sentence
+    // the report's plan tells them apart, by type and in its sentence, which quotes the error
     let new = states(&out.run_dir);
-    assert_eq!(
-        new,
-        vec![
-            PointState::Missing(Missing::Failed(FailureKind::BadParameters)),
-            PointState::Missing(Missing::Failed(FailureKind::Failed)),
-            PointState::Wrong("sum 5 != 6".into()),
-            PointState::Done,
-            PointState::Missing(Missing::Failed(FailureKind::Setup)),
-        ]
-    );
-    assert_eq!(
-        Missing::Failed(FailureKind::BadParameters).to_string(),
-        "the point failed for its parameter values"
-    );
-    assert_eq!(
-        Missing::Failed(FailureKind::Setup).to_string(),
-        "the point's setup failed"
-    );
+    let says = [
+        "the point failed for its parameter values: ",
+        "the point failed: ",
+        "",
+        "",
+        "the point's setup failed: ",
+    ];
+    let words = [
+        "work must be below 2",
+        "the node could not bind",
+        "",
+        "",
+        "the launcher started no agent",
+    ];
+    let kinds = [
+        FailureKind::BadParameters,
+        FailureKind::Failed,
+        FailureKind::WrongResult,
+        FailureKind::WrongResult,
+        FailureKind::Setup,
+    ];
+    assert_eq!(new[2], PointState::Wrong("sum 5 != 6".into()));
+    assert_eq!(new[3], PointState::Done);
+    for i in [0, 1, 4] {
+        let PointState::Missing(m @ Missing::Failed(kind, Some(why))) = &new[i] else {
+            panic!("point {i}: {:?}", new[i]);
+        };
+        assert_eq!(*kind, kinds[i], "point {i}");
+        assert!(why.contains(words[i]), "point {i}: {why}");
+        let sentence = m.to_string();
+        assert!(
+            sentence.starts_with(says[i]) && sentence.contains(words[i]),
+            "point {i}: {sentence}"
+        );
+    }
     let done_new = resumed_done(dir.path(), &out.run_dir);
     assert_eq!(done_new, BTreeSet::from([key(2), key(3)]));
 
@@ -144,19 +161,19 @@ fn a_points_failure_kind_reaches_the_report_and_old_folders_read_as_before() {
     assert_eq!(st.failed.get(&key(0)), Some(&FailureKind::Failed));
     assert_eq!(st.failed.get(&key(1)), Some(&FailureKind::Failed));
     assert_eq!(st.failed.get(&key(4)), Some(&FailureKind::Failed));
-    assert_eq!(
-        states(&out.run_dir),
-        vec![
-            PointState::Missing(Missing::Failed(FailureKind::Failed)),
-            PointState::Missing(Missing::Failed(FailureKind::Failed)),
-            PointState::Wrong("sum 5 != 6".into()),
-            PointState::Done,
-            PointState::Missing(Missing::Failed(FailureKind::Failed)),
-        ]
-    );
-    assert_eq!(
-        Missing::Failed(FailureKind::Failed).to_string(),
-        "the point failed"
-    );
+    // every failure reads as "the point failed", still with its error
+    let old = states(&out.run_dir);
+    assert_eq!(old[2..4], new[2..4]);
+    for i in [0, 1, 4] {
+        let PointState::Missing(m @ Missing::Failed(FailureKind::Failed, Some(why))) = &old[i]
+        else {
+            panic!("point {i}: {:?}", old[i]);
+        };
+        assert!(why.contains(words[i]), "point {i}: {why}");
+        assert!(
+            m.to_string().starts_with("the point failed: "),
+            "point {i}: {m}"
+        );
+    }
     assert_eq!(resumed_done(dir.path(), &out.run_dir), done_new);
 }

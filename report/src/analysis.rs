@@ -647,7 +647,7 @@ impl PlanStates {
                 } else if let Some(why) = plan::why_not_here(&m.rows_not_here, f, &pt.system) {
                     PointState::Missing(Missing::NotHere(why.to_string()))
                 } else if let Some(kind) = st.failed.get(&key) {
-                    PointState::Missing(Missing::Failed(*kind))
+                    PointState::Missing(Missing::Failed(*kind, st.failed_why.get(&key).cloned()))
                 } else {
                     PointState::Missing(Missing::Interrupted)
                 };
