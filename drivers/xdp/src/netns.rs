@@ -209,12 +209,7 @@ impl Star {
                 inabench_fabric::netns::wait_up(Some(ns), dev, within)
                     .map_err(|e| XdpError::Netns(e.to_string()))?;
             }
-            let hex = |a: [u8; 6]| {
-                a.iter()
-                    .map(|b| format!("{b:02x}"))
-                    .collect::<Vec<_>>()
-                    .join(":")
-            };
+            let hex = inabench_fabric::addresses::fmt_mac;
             let (port_mac, member_mac) = (
                 hex(mac(Some(&self.aggregator), &m.port)?),
                 hex(mac(Some(&m.namespace), "eth0")?),

@@ -1048,12 +1048,7 @@ fn a_star_is_ready_when_created() {
         assert!(out.status.success(), "{out:?}");
         String::from_utf8_lossy(&out.stdout).to_string()
     };
-    let hex = |a: [u8; 6]| {
-        a.iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<Vec<_>>()
-            .join(":")
-    };
+    let hex = inabench_fabric::addresses::fmt_mac;
     let service = in_netns(Some(&star.aggregator), || {
         UdpSocket::bind(("0.0.0.0", 47123))
     })

@@ -133,13 +133,8 @@ fn summarize(sent_ns: &[AtomicU64], back_ns: &[AtomicU64], sent: u64, secs: f64)
         }
     };
     let median = |v: &[(u64, u64)]| {
-        let mut d: Vec<u64> = v.iter().map(|(_, d)| *d).collect();
-        d.sort_unstable();
-        match d.len() {
-            0 => f64::NAN,
-            k if k % 2 == 1 => d[k / 2] as f64 / 1e3,
-            k => (d[k / 2 - 1] + d[k / 2]) as f64 / 2e3,
-        }
+        let mut us: Vec<f64> = v.iter().map(|(_, d)| *d as f64 / 1e3).collect();
+        inabench_rng::stats::median_in_place(&mut us).unwrap_or(f64::NAN)
     };
     let tenth = n.div_ceil(10);
     let first_sent = sent_ns.first().map_or(0, |s| s.load(Ordering::Relaxed));
