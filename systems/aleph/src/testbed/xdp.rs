@@ -95,6 +95,16 @@ const COLLECT_DST: Ipv4Addr = Ipv4Addr::new(10, 252, 0, 2);
 /// How long an iteration may take before it fails.
 const DEADLINE: Duration = Duration::from_secs(30);
 
+/// Both ends of a veth pair in `ns` operationally up before anything is sent on them
+/// ([`inabench_fabric::netns::wait_up`]).
+fn wait_up(ns: &str, devs: &[&str]) -> Result<(), TestbedError> {
+    for d in devs {
+        inabench_fabric::netns::wait_up(Some(ns), d, Duration::from_secs(10))
+            .map_err(|e| TestbedError::Setup(e.to_string()))?;
+    }
+    Ok(())
+}
+
 fn ip(ns: &str, args: &[&str]) -> Result<(), TestbedError> {
     let mut v = vec!["-n", ns];
     v.extend_from_slice(args);
@@ -249,6 +259,7 @@ impl XdpTree {
                 ip(&ns, &["addr", "add", "10.252.0.2/29", "dev", "c1"])?;
                 ip(&ns, &["link", "set", "c0", "up"])?;
                 ip(&ns, &["link", "set", "c1", "up"])?;
+                wait_up(&ns, &["c0", "c1"])?;
                 let c0 = ifindex(Some(&ns), "c0")?;
                 agg.configure(&Config {
                     job: JOB,
@@ -279,12 +290,8 @@ impl XdpTree {
                 ip(&ns, &["addr", "add", "10.251.0.1/30", "dev", "s0"])?;
                 ip(&ns, &["link", "set", "s0", "up"])?;
                 ip(&ns, &["link", "set", "s1", "up"])?;
-                let s1mac = mac(Some(&ns), "s1")?;
-                let lladdr = s1mac
-                    .iter()
-                    .map(|b| format!("{b:02x}"))
-                    .collect::<Vec<_>>()
-                    .join(":");
+                wait_up(&ns, &["s0", "s1"])?;
+                let lladdr = inabench_fabric::addresses::fmt_mac(mac(Some(&ns), "s1")?);
                 ip(
                     &ns,
                     &[
