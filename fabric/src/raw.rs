@@ -607,7 +607,7 @@ pub fn serve<N: Endpoint, S: FrameIo>(
     let mut fds: Vec<RawFd> = links.iter().map(|l| l.sock.poll_fd()).collect();
     fds.push(ctl.as_raw_fd());
     let mut buf = vec![0u8; cfg.mtu.max(2048) + 64];
-    let mut reported = false;
+    let mut done = crate::udp::DoneReport::default();
     let busy = cfg.io == crate::udp::IoModel::BusyPoll;
     let send = |rep: &mut NodeReport, to: NodeId, bytes: &[u8]| match links
         .iter()
@@ -662,11 +662,9 @@ pub fn serve<N: Endpoint, S: FrameIo>(
             }
         }
         flush(&mut rep);
-        if cfg.counted && !reported && node.is_done() {
-            reported = true;
-            rep.done_ns = t;
+        done.poll(cfg.counted, node.is_done(), t, &mut rep, || {
             let _ = ctl.send_to(DONE, coordinator);
-        }
+        });
         if t > deadline {
             break;
         }

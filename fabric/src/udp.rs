@@ -12,7 +12,7 @@
 //!   the protocol thread, frames handed over through queues.
 //!
 //! Control: the runner (a [`Coordinator`]) owns a UDP socket of its own. A node tells it `done`
-//! when its endpoint finished, and stops when the coordinator says `stop` (a node that finished
+//! when its endpoint finished (and again every 50 ms, since a datagram can be lost), and stops when the coordinator says `stop` (a node that finished
 //! may still have to answer its peers, e.g. acknowledge or re-send a result). Datagrams from the
 //! coordinator's address are control, everything else a frame from the peer that sent it.
 //! Faults (loss, duplication, reordering delay) are applied on each node's egress from a seeded
@@ -32,6 +32,41 @@ use std::time::{Duration, Instant};
 
 pub(crate) const STOP: &[u8] = b"inabench-stop";
 pub(crate) const DONE: &[u8] = b"inabench-done";
+
+/// How often a done node says so again until the run stops.
+const DONE_AGAIN_NS: Nanos = 50_000_000;
+
+/// A counted node's `done` datagram to the coordinator: sent when the node is first done (that
+/// time is the report's `done_ns`) and again every [`DONE_AGAIN_NS`] until the run stops. The
+/// coordinator waits for every counted node's, and one `send_to` can fail or be dropped (a full
+/// socket buffer or queue on a rate-limited link), which left a run waiting out its deadline.
+#[derive(Debug, Default)]
+pub(crate) struct DoneReport {
+    sent: Option<Nanos>,
+}
+
+impl DoneReport {
+    /// At time `t`, a node that is `done` (and `counted`) sends its `done` with `send` when due.
+    pub(crate) fn poll(
+        &mut self,
+        counted: bool,
+        done: bool,
+        t: Nanos,
+        rep: &mut NodeReport,
+        send: impl FnOnce(),
+    ) {
+        if !counted || !done {
+            return;
+        }
+        match self.sent {
+            None => rep.done_ns = t,
+            Some(at) if t.saturating_sub(at) < DONE_AGAIN_NS => return,
+            Some(_) => {}
+        }
+        self.sent = Some(t);
+        send();
+    }
+}
 
 /// How a node does its I/O.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -452,18 +487,16 @@ fn serve_loop<N: Endpoint>(
     let deadline = cfg.deadline.as_nanos() as Nanos;
     let mut rep = NodeReport::default();
     let mut eg = Egress::new(node.id(), cfg.faults, route.clone());
-    let mut reported = false;
+    let mut done = DoneReport::default();
     let busy = cfg.io == IoModel::BusyPoll;
     loop {
         let t = now();
         drain(node, &mut eg, &mut rep, t);
         eg.release(t);
         flush(sock, &mut tx, &mut eg, &mut rep, |b| node.recycle(b));
-        if cfg.counted && !reported && node.is_done() {
-            reported = true;
-            rep.done_ns = t;
+        done.poll(cfg.counted, node.is_done(), t, &mut rep, || {
             let _ = sock.send_to(DONE, wiring.coordinator);
-        }
+        });
         if t > deadline {
             break;
         }
@@ -599,7 +632,7 @@ fn serve_threads<N: Endpoint>(
         });
         // the protocol thread (this one)
         let mut eg = Egress::new(node.id(), cfg.faults, route.clone());
-        let mut reported = false;
+        let mut done = DoneReport::default();
         loop {
             let t = now();
             while let Some(tx) = node.poll_transmit(t) {
@@ -611,11 +644,9 @@ fn serve_threads<N: Endpoint>(
             if !eg.out.is_empty() && tx_tx.send(std::mem::take(&mut eg.out)).is_err() {
                 break;
             }
-            if cfg.counted && !reported && node.is_done() {
-                reported = true;
-                rep.done_ns = t;
+            done.poll(cfg.counted, node.is_done(), t, &mut rep, || {
                 let _ = sock.send_to(DONE, coord);
-            }
+            });
             if stop.load(Ordering::Relaxed) {
                 break;
             }
@@ -789,6 +820,37 @@ pub fn parse_ready(line: &str) -> Option<u16> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_done_node_says_so_again_until_stopped_and_keeps_its_first_time() {
+        let mut d = super::DoneReport::default();
+        let mut rep = super::NodeReport::default();
+        let mut sent = Vec::new();
+        for t in [
+            1_000,
+            2_000_000,
+            30_000_000,
+            49_000_000,
+            51_000,
+            60_000_000,
+            109_000_000,
+        ] {
+            // not done before 2 ms
+            let done = t >= 2_000_000;
+            d.poll(true, done, t, &mut rep, || sent.push(t));
+        }
+        assert_eq!(sent, vec![2_000_000, 60_000_000]);
+        assert_eq!(rep.done_ns, 2_000_000);
+        d.poll(true, true, 110_000_000, &mut rep, || sent.push(110_000_000));
+        assert_eq!(sent, vec![2_000_000, 60_000_000, 110_000_000]);
+        assert_eq!(rep.done_ns, 2_000_000);
+        // a node the coordinator does not count (a switch) never says done
+        let (mut d, mut rep) = (super::DoneReport::default(), super::NodeReport::default());
+        d.poll(false, true, 5, &mut rep, || {
+            panic!("an uncounted node sent done")
+        });
+        assert_eq!(rep.done_ns, 0);
+    }
+
     use super::*;
     use crate::endpoint::Transmit;
 
